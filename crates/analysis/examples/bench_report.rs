@@ -1,0 +1,213 @@
+//! Benchmark of `cufall report` on a large synthetic trace.
+//!
+//! ```text
+//! cargo run --release -p cufall-analysis --example bench_report -- generate /tmp/big.cufall
+//! cargo run --release -p cufall-analysis --example bench_report -- report /tmp/big.cufall
+//! ```
+//!
+//! `generate` writes a synthetic trace (default: 60 s, 8 GPUs, 100 kHz, 4 metrics: about 48
+//! million samples, 190 million values) with TraceWriter: 10 ms steps of draft (4 ms), an idle
+//! gap (0.5 ms), verify (4.5 ms) and an idle gap (1 ms), with NVTX ranges, kernels and NVML.
+//! `report` times the report in a fresh process and prints wall time and peak RSS (VmHWM).
+//! Options: `--seconds N --gpus N --rate-hz N`.
+
+use cufall_analysis::{ReportOptions, build_report};
+use cufall_trace::model::{
+    ActivityKind, DeviceId, DeviceInfo, HeatmapSpec, KernelRecord, Manifest, MetricInfo,
+    NvmlRow, NvtxRange, RangeKind, SampleBatch, SamplingInfo,
+};
+use cufall_trace::{Trace, TraceWriter, WriterOptions};
+use std::time::Instant;
+
+const T0: i64 = 1_764_000_000_000_000_000;
+const STEP_NS: i64 = 10_000_000;
+
+fn arg(args: &[String], name: &str, default: i64) -> i64 {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn vm_hwm_kb() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Busy in [0, 4 ms) and [4.5 ms, 9 ms) of every step.
+fn busy(t_in_step: i64) -> bool {
+    t_in_step < 4_000_000 || (4_500_000..9_000_000).contains(&t_in_step)
+}
+
+fn generate(path: &str, seconds: i64, gpus: u32, rate_hz: i64) -> Result<(), Box<dyn std::error::Error>> {
+    let interval = 1_000_000_000 / rate_hz;
+    let mut m = Manifest::new("bench", T0);
+    m.devices = (0..gpus)
+        .map(|i| DeviceInfo {
+            id: DeviceId(i),
+            name: "NVIDIA H200".into(),
+            chip: "GH100".into(),
+            uuid: String::new(),
+            pci_bus_id: String::new(),
+            sm_count: Some(132),
+            memory_total_bytes: None,
+        })
+        .collect();
+    let names = [
+        "sm__pipe_tensor_cycles_active.avg",
+        "gr__cycles_elapsed.max",
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+        "sm__cycles_active.avg",
+    ];
+    m.sampling = Some(SamplingInfo {
+        interval_ns: interval,
+        metrics: names
+            .iter()
+            .map(|n| MetricInfo {
+                name: n.to_string(),
+                unit: String::new(),
+                description: String::new(),
+            })
+            .collect(),
+        source: "synthetic".into(),
+    });
+    m.heatmaps = vec![HeatmapSpec {
+        metric: names[0].into(),
+        denominator: Some(names[1].into()),
+        full_scale: Some(1.0),
+    }];
+    let opts = WriterOptions {
+        overwrite: true,
+        ..Default::default()
+    };
+    let mut w = TraceWriter::create(path, m, opts)?;
+    let per_batch = rate_hz / 10; // 100 ms of samples per batch
+    let total = seconds * rate_hz;
+    let mut i0 = 0;
+    while i0 < total {
+        let n = per_batch.min(total - i0);
+        for d in 0..gpus {
+            let mut b = SampleBatch::new(DeviceId(d), names.len());
+            for i in i0..i0 + n {
+                let s = T0 + i * interval;
+                let on = busy((s - T0) % STEP_NS);
+                let jitter = ((i * 7919 + i64::from(d) * 31) % 100) as f64 / 1000.0;
+                let tensor = if on { 0.6 + jitter } else { 0.01 * jitter };
+                b.push(s, s + interval, &[tensor * 1755.0, 1755.0, if on { 70.0 } else { 2.0 }, if on { 0.9 } else { 0.1 }]);
+            }
+            w.append_samples(&b)?;
+        }
+        let t_lo = T0 + i0 * interval;
+        let t_hi = T0 + (i0 + n) * interval;
+        let mut nvtx = Vec::new();
+        let mut kernels = Vec::new();
+        let mut nvml = Vec::new();
+        let mut step = t_lo;
+        while step < t_hi {
+            for (a, b, name, depth) in [
+                (0, STEP_NS, "step", 0),
+                (0, 4_000_000, "draft", 1),
+                (4_500_000, 9_000_000, "verify", 1),
+            ] {
+                nvtx.push(NvtxRange {
+                    start_ns: step + a,
+                    end_ns: step + b,
+                    name: name.into(),
+                    domain: String::new(),
+                    kind: RangeKind::PushPop,
+                    depth,
+                    pid: 42,
+                    tid: 42,
+                });
+            }
+            for d in 0..gpus {
+                for (a, b, name) in [(0, 4_000_000, "draft_gemm"), (4_500_000, 9_000_000, "verify_gemm")] {
+                    kernels.push(KernelRecord {
+                        device: DeviceId(d),
+                        start_ns: step + a,
+                        end_ns: step + b,
+                        kind: ActivityKind::Kernel,
+                        name: name.into(),
+                        stream: 7,
+                        correlation_id: 0,
+                        bytes: None,
+                        pid: 42,
+                    });
+                }
+                nvml.push(NvmlRow {
+                    device: DeviceId(d),
+                    t_ns: step,
+                    power_w: Some(450.0),
+                    sm_clock_mhz: Some(1755),
+                    mem_clock_mhz: Some(2619),
+                    gpu_util_pct: Some(100),
+                    ..Default::default()
+                });
+            }
+            step += STEP_NS;
+        }
+        w.append_nvtx(&nvtx)?;
+        w.append_kernels(&kernels)?;
+        w.append_nvml(&nvml)?;
+        w.flush()?;
+        i0 += n;
+    }
+    let stats = w.finish(T0 + total * interval)?;
+    println!(
+        "wrote {path}: {} samples ({} values), {} segments, {:.1} MB",
+        stats.samples,
+        stats.samples * names.len() as u64,
+        stats.segments,
+        stats.bytes as f64 / 1e6
+    );
+    Ok(())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let (Some(cmd), Some(path)) = (args.get(1), args.get(2)) else {
+        eprintln!("usage: bench_report generate|report PATH [--seconds N --gpus N --rate-hz N]");
+        std::process::exit(2);
+    };
+    match cmd.as_str() {
+        "generate" => {
+            let t = Instant::now();
+            generate(
+                path,
+                arg(&args, "--seconds", 60),
+                arg(&args, "--gpus", 8) as u32,
+                arg(&args, "--rate-hz", 100_000),
+            )?;
+            println!("generated in {:.1} s", t.elapsed().as_secs_f64());
+        }
+        "report" => {
+            let t = Instant::now();
+            let trace = Trace::open(path)?;
+            let report = build_report(&trace, &ReportOptions::default())?;
+            let wall = t.elapsed().as_secs_f64();
+            let samples: u64 = report.whole_run.devices.iter().map(|d| d.samples).sum();
+            let gaps: u64 = report.gap_groups.iter().map(|g| g.totals.count).sum();
+            println!(
+                "report: {samples} samples ({} values), {} phases, {gaps} gaps, {} gap places",
+                samples * report.metrics.len() as u64,
+                report.phases.len(),
+                report.gap_groups.len()
+            );
+            for g in report.gap_groups.iter().take(4) {
+                println!("  {}: {} gaps, {} ns", g.place, g.totals.count, g.totals.total_ns);
+            }
+            println!("wall time: {wall:.2} s");
+            match vm_hwm_kb() {
+                Some(kb) => println!("peak RSS (VmHWM): {:.0} MB", kb as f64 / 1024.0),
+                None => println!("peak RSS: unavailable (/proc/self/status unreadable)"),
+            }
+        }
+        other => {
+            eprintln!("unknown command `{other}`: use generate or report");
+            std::process::exit(2);
+        }
+    }
+    Ok(())
+}

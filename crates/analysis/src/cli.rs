@@ -1,0 +1,210 @@
+//! Arguments and entry points of `cufall report`, `cufall diff` and `cufall export`. The `cufall`
+//! binary holds one enum variant per subcommand and calls these.
+
+use crate::diff::{build_diff, diff_text};
+use crate::error::{AnalysisError, Result};
+use crate::export::{self, DEFAULT_MAX_COUNTER_POINTS, ExportOptions, Format};
+use crate::render::{fmt_ns, report_text};
+use crate::report::{DEFAULT_IDLE_BELOW, ReportOptions, build_report};
+use cufall_trace::Trace;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// How idle time is measured; shared by report, diff and export.
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct AnalysisArgs {
+    /// Activity metric whose low stretches count as idle. Default: the recording's first
+    /// heatmap (with its denominator and full scale), else its first metric.
+    #[arg(long)]
+    pub metric: Option<String>,
+    /// Idle means below this fraction of the metric's full scale.
+    #[arg(long, default_value_t = DEFAULT_IDLE_BELOW, value_name = "FRACTION")]
+    pub idle_below: f64,
+    /// The activity value that means fully busy. Default: the heatmap's; 1 for a ratio; 100
+    /// for a percentage; else the peak in the trace.
+    #[arg(long, value_name = "VALUE")]
+    pub full_scale: Option<f64>,
+    /// Shortest idle interval reported as a gap, e.g. `50us`, `1ms`. Default: 5 sampling
+    /// intervals.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub min_gap: Option<i64>,
+}
+
+impl AnalysisArgs {
+    pub fn options(&self) -> ReportOptions {
+        ReportOptions {
+            metric: self.metric.clone(),
+            full_scale: self.full_scale,
+            idle_below: self.idle_below,
+            min_gap_ns: self.min_gap,
+        }
+    }
+}
+
+/// `cufall report TRACE`.
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct ReportArgs {
+    /// The trace folder (as written by `cufall record -o NAME.cufall`).
+    pub trace: PathBuf,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+    /// Print JSON instead of text tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `cufall diff A B`.
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct DiffArgs {
+    /// The first trace (the baseline).
+    pub a: PathBuf,
+    /// The second trace, compared with the first.
+    pub b: PathBuf,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+    /// Print JSON instead of text tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `cufall export TRACE --format parquet|csv|perfetto`.
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct ExportArgs {
+    /// The trace folder.
+    pub trace: PathBuf,
+    /// parquet and csv: one file per table (samples, drops, nvml, nvtx, kernels, phases, gaps)
+    /// in a folder; perfetto: one JSON file that opens in ui.perfetto.dev.
+    #[arg(long, value_enum)]
+    pub format: Format,
+    /// Output folder (parquet, csv) or file (perfetto). Default: next to the trace,
+    /// `NAME-parquet/`, `NAME-csv/` or `NAME.perfetto.json`.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Replace existing output files.
+    #[arg(long)]
+    pub force: bool,
+    /// Perfetto: most counter points per GPU and metric; denser samples are averaged.
+    #[arg(long, default_value_t = DEFAULT_MAX_COUNTER_POINTS, value_name = "N")]
+    pub max_counter_points: usize,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+}
+
+/// Parses `250ns`, `50us`, `50µs`, `1.5ms`, `2s` into nanoseconds.
+pub fn parse_duration(s: &str) -> std::result::Result<i64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let scale = match unit.trim() {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "" => return Err(format!("`{s}` has no unit: write e.g. 50us, 1ms or 250ns")),
+        other => return Err(format!("unknown unit `{other}` in `{s}`: use ns, us, ms or s")),
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration: write e.g. 50us, 1ms or 250ns"))?;
+    let ns = (v * scale).round();
+    if !(ns >= 1.0 && ns < 9e18) {
+        return Err(format!("`{s}` must be a positive duration"));
+    }
+    Ok(ns as i64)
+}
+
+fn json_err(e: serde_json::Error) -> AnalysisError {
+    AnalysisError::Invalid(format!("cannot encode JSON: {e}"))
+}
+
+fn io_err(e: std::io::Error) -> AnalysisError {
+    AnalysisError::Invalid(format!("cannot write the output: {e}"))
+}
+
+/// Runs `cufall report`, writing to `out`.
+pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<ExitCode> {
+    let trace = Trace::open(&args.trace)?;
+    let report = build_report(&trace, &args.analysis.options())?;
+    if args.json {
+        serde_json::to_writer_pretty(&mut *out, &report).map_err(json_err)?;
+        writeln!(out).map_err(io_err)?;
+    } else {
+        out.write_all(report_text(&report).as_bytes()).map_err(io_err)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `cufall diff`, writing to `out`.
+pub fn diff_to(args: &DiffArgs, out: &mut dyn Write) -> Result<ExitCode> {
+    let a = Trace::open(&args.a)?;
+    let b = Trace::open(&args.b)?;
+    let d = build_diff(&a, &b, &args.analysis.options())?;
+    if args.json {
+        serde_json::to_writer_pretty(&mut *out, &d).map_err(json_err)?;
+        writeln!(out).map_err(io_err)?;
+    } else {
+        out.write_all(diff_text(&d).as_bytes()).map_err(io_err)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `cufall export`, writing a summary to `out`.
+pub fn export_to(args: &ExportArgs, out: &mut dyn Write) -> Result<ExitCode> {
+    let trace = Trace::open(&args.trace)?;
+    let opts = ExportOptions {
+        format: args.format,
+        output: args.output.clone(),
+        force: args.force,
+        max_counter_points: args.max_counter_points,
+        report: args.analysis.options(),
+    };
+    let summary = export::export(&trace, &opts)?;
+    for f in &summary.files {
+        writeln!(out, "wrote {}", f.display()).map_err(io_err)?;
+    }
+    if let Some(b) = summary.counter_bucket_ns {
+        writeln!(
+            out,
+            "counters averaged over {} buckets (at most {} points per GPU and metric; raise with --max-counter-points)",
+            fmt_ns(b),
+            args.max_counter_points
+        )
+        .map_err(io_err)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cufall report` on stdout.
+pub fn run_report(args: &ReportArgs) -> Result<ExitCode> {
+    report_to(args, &mut std::io::stdout().lock())
+}
+
+/// `cufall diff` on stdout.
+pub fn run_diff(args: &DiffArgs) -> Result<ExitCode> {
+    diff_to(args, &mut std::io::stdout().lock())
+}
+
+/// `cufall export`, its summary on stdout.
+pub fn run_export(args: &ExportArgs) -> Result<ExitCode> {
+    export_to(args, &mut std::io::stdout().lock())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ns"), Ok(250));
+        assert_eq!(parse_duration("50us"), Ok(50_000));
+        assert_eq!(parse_duration("50µs"), Ok(50_000));
+        assert_eq!(parse_duration("1.5ms"), Ok(1_500_000));
+        assert_eq!(parse_duration("2s"), Ok(2_000_000_000));
+        assert!(parse_duration("50").is_err());
+        assert!(parse_duration("0us").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+    }
+}

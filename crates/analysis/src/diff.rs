@@ -1,0 +1,310 @@
+//! `cufall diff A B`: two reports side by side, phases matched by path and gap places by label,
+//! biggest changes first. B is analysed with A's activity metric, full scale and minimum gap so
+//! that idle time means the same on both sides.
+
+use crate::error::Result;
+use crate::render::{TextTable, fmt_ns, fmt_num, fmt_pct};
+use crate::report::{PhaseReport, Report, ReportOptions, build_report};
+use cufall_trace::Trace;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// One side of a phase comparison (all devices together).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PhaseSide {
+    pub count: u64,
+    pub total_ns: i64,
+    pub p50_ns: i64,
+    pub p99_ns: i64,
+    pub idle_fraction: Option<f64>,
+    /// Sample-weighted mean over devices.
+    pub activity_mean: Option<f64>,
+    /// Mean of each metric, sample-weighted over devices.
+    pub metric_means: BTreeMap<String, Option<f64>>,
+    pub power_w: Option<f64>,
+}
+
+/// A phase in A and/or B.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PhaseDiff {
+    pub path: String,
+    pub a: Option<PhaseSide>,
+    pub b: Option<PhaseSide>,
+    /// B minus A (a missing side counts as zero).
+    pub delta_total_ns: i64,
+    /// B minus A, in fractions (0.1 = 10 percentage points).
+    pub delta_idle: Option<f64>,
+}
+
+/// A gap place in A and/or B.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GapDiff {
+    pub place: String,
+    pub count_a: u64,
+    pub count_b: u64,
+    pub total_a_ns: i64,
+    pub total_b_ns: i64,
+    pub delta_total_ns: i64,
+}
+
+/// The comparison of two traces.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DiffReport {
+    pub a: Report,
+    pub b: Report,
+    pub warnings: Vec<String>,
+    pub whole_run: PhaseDiff,
+    pub phases: Vec<PhaseDiff>,
+    pub gaps: Vec<GapDiff>,
+}
+
+fn side(p: &PhaseReport) -> PhaseSide {
+    let n: u64 = p.devices.iter().map(|d| d.samples).sum();
+    let weighted = |f: &dyn Fn(&crate::report::PhaseDevice) -> Option<f64>| -> Option<f64> {
+        if n == 0 {
+            return None;
+        }
+        let mut acc = 0.0;
+        let mut w = 0u64;
+        for d in &p.devices {
+            if let Some(v) = f(d) {
+                acc += v * d.samples as f64;
+                w += d.samples;
+            }
+        }
+        (w > 0).then(|| acc / w as f64)
+    };
+    let mut metric_means = BTreeMap::new();
+    if let Some(first) = p.devices.first() {
+        for (i, m) in first.metrics.iter().enumerate() {
+            metric_means.insert(
+                m.name.clone(),
+                weighted(&|d| d.metrics.get(i).and_then(|s| s.mean)),
+            );
+        }
+    }
+    let powers: Vec<f64> = p.devices.iter().filter_map(|d| d.power_w).collect();
+    PhaseSide {
+        count: p.count,
+        total_ns: p.total_ns,
+        p50_ns: p.p50_ns,
+        p99_ns: p.p99_ns,
+        idle_fraction: p.idle_fraction,
+        activity_mean: weighted(&|d| d.activity.mean),
+        metric_means,
+        power_w: (!powers.is_empty()).then(|| powers.iter().sum::<f64>() / powers.len() as f64),
+    }
+}
+
+fn phase_diff(path: &str, a: Option<&PhaseReport>, b: Option<&PhaseReport>) -> PhaseDiff {
+    let a = a.map(side);
+    let b = b.map(side);
+    let total = |s: &Option<PhaseSide>| s.as_ref().map_or(0, |s| s.total_ns);
+    let idle = |s: &Option<PhaseSide>| s.as_ref().and_then(|s| s.idle_fraction);
+    PhaseDiff {
+        path: path.to_string(),
+        delta_total_ns: total(&b) - total(&a),
+        delta_idle: match (idle(&a), idle(&b)) {
+            (Some(x), Some(y)) => Some(y - x),
+            _ => None,
+        },
+        a,
+        b,
+    }
+}
+
+fn gpu_summary(r: &Report) -> String {
+    let mut names: BTreeMap<String, usize> = BTreeMap::new();
+    for g in &r.gpus {
+        *names.entry(if g.name.is_empty() { "unnamed GPU".into() } else { g.name.clone() }).or_default() += 1;
+    }
+    names
+        .iter()
+        .map(|(n, c)| format!("{c}× {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Compares traces `a` and `b`.
+pub fn build_diff(a: &Trace, b: &Trace, opts: &ReportOptions) -> Result<DiffReport> {
+    let ra = build_report(a, opts)?;
+    let opts_b = ReportOptions {
+        metric: Some(ra.activity.metric.clone()),
+        full_scale: Some(ra.activity.full_scale),
+        idle_below: ra.activity.idle_below,
+        min_gap_ns: Some(ra.min_gap_ns),
+    };
+    let rb = build_report(b, &opts_b)?;
+    let mut warnings = Vec::new();
+    let ga = gpu_summary(&ra);
+    let gb = gpu_summary(&rb);
+    let chips = |r: &Report| {
+        let mut v: Vec<String> = r.gpus.iter().map(|g| g.chip.clone()).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    if ga != gb || chips(&ra) != chips(&rb) {
+        warnings.push(format!(
+            "the traces come from different GPUs (A: {ga}; B: {gb}): compared anyway, but counters and timings may not be comparable"
+        ));
+    }
+    if ra.interval_ns != rb.interval_ns {
+        warnings.push(format!(
+            "the sampling intervals differ (A: {}, B: {}): idle stretches shorter than the longer interval are seen only in one trace",
+            fmt_ns(ra.interval_ns),
+            fmt_ns(rb.interval_ns)
+        ));
+    }
+    if ra.activity.denominator != rb.activity.denominator {
+        warnings.push("the activity value is computed differently in B (another denominator)".into());
+    }
+    let whole_run = phase_diff("(whole run)", Some(&ra.whole_run), Some(&rb.whole_run));
+    let mut paths: Vec<&str> = ra.phases.iter().map(|p| p.path.as_str()).collect();
+    for p in &rb.phases {
+        if !paths.contains(&p.path.as_str()) {
+            paths.push(&p.path);
+        }
+    }
+    let mut phases: Vec<PhaseDiff> = paths
+        .iter()
+        .map(|path| {
+            phase_diff(
+                path,
+                ra.phases.iter().find(|p| p.path == *path),
+                rb.phases.iter().find(|p| p.path == *path),
+            )
+        })
+        .collect();
+    phases.sort_by(|x, y| {
+        y.delta_total_ns
+            .unsigned_abs()
+            .cmp(&x.delta_total_ns.unsigned_abs())
+            .then_with(|| {
+                let ix = x.delta_idle.map_or(0.0, f64::abs);
+                let iy = y.delta_idle.map_or(0.0, f64::abs);
+                iy.total_cmp(&ix)
+            })
+            .then(x.path.cmp(&y.path))
+    });
+    let mut places: BTreeMap<String, GapDiff> = BTreeMap::new();
+    for (is_a, r) in [(true, &ra), (false, &rb)] {
+        for g in &r.gap_groups {
+            let e = places.entry(g.place.clone()).or_insert_with(|| GapDiff {
+                place: g.place.clone(),
+                count_a: 0,
+                count_b: 0,
+                total_a_ns: 0,
+                total_b_ns: 0,
+                delta_total_ns: 0,
+            });
+            if is_a {
+                e.count_a += g.totals.count;
+                e.total_a_ns += g.totals.total_ns;
+            } else {
+                e.count_b += g.totals.count;
+                e.total_b_ns += g.totals.total_ns;
+            }
+        }
+    }
+    let mut gaps: Vec<GapDiff> = places
+        .into_values()
+        .map(|mut g| {
+            g.delta_total_ns = g.total_b_ns - g.total_a_ns;
+            g
+        })
+        .collect();
+    gaps.sort_by(|x, y| {
+        y.delta_total_ns
+            .unsigned_abs()
+            .cmp(&x.delta_total_ns.unsigned_abs())
+            .then(x.place.cmp(&y.place))
+    });
+    Ok(DiffReport {
+        a: ra,
+        b: rb,
+        warnings,
+        whole_run,
+        phases,
+        gaps,
+    })
+}
+
+fn signed_ns(ns: i64) -> String {
+    if ns > 0 {
+        format!("+{}", fmt_ns(ns))
+    } else {
+        fmt_ns(ns)
+    }
+}
+
+/// The text form of a diff.
+pub fn diff_text(d: &DiffReport) -> String {
+    let mut o = String::new();
+    o.push_str(&format!("cufall diff: A = {}, B = {}\n", d.a.trace, d.b.trace));
+    for (tag, r) in [("A", &d.a), ("B", &d.b)] {
+        o.push_str(&format!(
+            "  {tag}: {}, {}, idle {}\n",
+            gpu_summary(r),
+            fmt_ns(r.end_ns - r.start_ns),
+            fmt_pct(r.whole_run.idle_fraction)
+        ));
+    }
+    o.push_str(&format!(
+        "  idle = {} below {}; gaps of at least {}\n",
+        d.a.activity.label(),
+        fmt_num(Some(d.a.idle_threshold)),
+        fmt_ns(d.a.min_gap_ns)
+    ));
+    for w in &d.warnings {
+        o.push_str(&format!("  warning: {w}\n"));
+    }
+    for n in d.a.notes.iter().map(|n| ("A", n)).chain(d.b.notes.iter().map(|n| ("B", n))) {
+        o.push_str(&format!("  note ({}): {}\n", n.0, n.1));
+    }
+    o.push_str("\nPHASES (biggest change in total time first)\n");
+    let mut t = TextTable::new(&[
+        "phase", "count A", "count B", "total A", "total B", "Δ total", "p50 A", "p50 B", "idle A",
+        "idle B", "Δ idle", "activity A", "activity B",
+    ]);
+    for p in std::iter::once(&d.whole_run).chain(d.phases.iter()) {
+        let get = |s: &Option<PhaseSide>, f: &dyn Fn(&PhaseSide) -> String| {
+            s.as_ref().map_or("-".to_string(), f)
+        };
+        t.row(vec![
+            p.path.clone(),
+            get(&p.a, &|s| s.count.to_string()),
+            get(&p.b, &|s| s.count.to_string()),
+            get(&p.a, &|s| fmt_ns(s.total_ns)),
+            get(&p.b, &|s| fmt_ns(s.total_ns)),
+            signed_ns(p.delta_total_ns),
+            get(&p.a, &|s| fmt_ns(s.p50_ns)),
+            get(&p.b, &|s| fmt_ns(s.p50_ns)),
+            get(&p.a, &|s| fmt_pct(s.idle_fraction)),
+            get(&p.b, &|s| fmt_pct(s.idle_fraction)),
+            p.delta_idle
+                .map_or("-".into(), |v| format!("{:+.1} pp", v * 100.0)),
+            get(&p.a, &|s| fmt_num(s.activity_mean)),
+            get(&p.b, &|s| fmt_num(s.activity_mean)),
+        ]);
+    }
+    o.push_str(&t.render("  "));
+    o.push_str("\nIDLE GAPS (biggest change in total time first)\n");
+    if d.gaps.is_empty() {
+        o.push_str("  none in either trace\n");
+    } else {
+        let mut t = TextTable::new(&["where", "gaps A", "gaps B", "total A", "total B", "Δ total"]);
+        for g in &d.gaps {
+            t.row(vec![
+                g.place.clone(),
+                g.count_a.to_string(),
+                g.count_b.to_string(),
+                fmt_ns(g.total_a_ns),
+                fmt_ns(g.total_b_ns),
+                signed_ns(g.delta_total_ns),
+            ]);
+        }
+        o.push_str(&t.render("  "));
+    }
+    o
+}

@@ -1,0 +1,44 @@
+//! Errors of the analysis, worded for the person at the terminal.
+
+use cufall_trace::TraceError;
+use std::path::PathBuf;
+
+/// Everything `report`, `diff` and `export` can fail with. The `Display` text is the message
+/// shown to the user.
+#[derive(Debug, thiserror::Error)]
+pub enum AnalysisError {
+    /// Opening or reading the trace failed; the trace crate's message already says what to do.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+
+    /// A query over a trace table failed after the trace itself was read correctly.
+    #[error("analysing {path} failed: {why}", path = .path.display())]
+    Query { path: PathBuf, why: String },
+
+    /// The options cannot be used with this trace.
+    #[error("{0}")]
+    Invalid(String),
+
+    #[error("{path} already exists. Choose another output with -o, or pass --force to replace it.", path = .0.display())]
+    OutputExists(PathBuf),
+
+    #[error("cannot write {path}: {why}. Check that the folder exists and that you may write there.", path = .path.display())]
+    Write { path: PathBuf, why: String },
+}
+
+pub type Result<T, E = AnalysisError> = std::result::Result<T, E>;
+
+/// Turns a polars failure on the trace at `path` into an [`AnalysisError::Query`].
+pub(crate) fn query_err(path: &std::path::Path) -> impl Fn(polars::error::PolarsError) -> AnalysisError + '_ {
+    move |e| AnalysisError::Query {
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    }
+}
+
+pub(crate) fn write_err(path: &std::path::Path, why: impl std::fmt::Display) -> AnalysisError {
+    AnalysisError::Write {
+        path: path.to_path_buf(),
+        why: why.to_string(),
+    }
+}

@@ -1,0 +1,476 @@
+//! `cufall export`: the trace's tables, plus the report's phases and gaps, as Parquet or CSV
+//! files in a folder; or one Perfetto-loadable JSON trace (Chrome trace-event format: counter
+//! tracks per GPU and metric, NVTX slices, kernel slices, gap and drop markers; times in µs from
+//! the start of the recording).
+
+use crate::error::{AnalysisError, Result, query_err, write_err};
+use crate::report::{Report, ReportOptions, build_report};
+use cufall_trace::{Table, Trace};
+use polars::prelude::*;
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// Output formats of `cufall export`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Parquet,
+    Csv,
+    Perfetto,
+}
+
+/// Settings of an export.
+#[derive(Clone, Debug)]
+pub struct ExportOptions {
+    pub format: Format,
+    /// Folder (Parquet, CSV) or file (Perfetto); default next to the trace.
+    pub output: Option<PathBuf>,
+    pub force: bool,
+    /// Most counter points per GPU and metric in a Perfetto trace; denser samples are averaged
+    /// into equal time buckets.
+    pub max_counter_points: usize,
+    pub report: ReportOptions,
+}
+
+/// Default cap on Perfetto counter points per track.
+pub const DEFAULT_MAX_COUNTER_POINTS: usize = 20_000;
+
+/// Process ids of GPU tracks in the Perfetto trace: far above any host pid.
+pub const GPU_PID_BASE: i64 = 1 << 30;
+/// Thread ids on a GPU track: counters, gaps, drops, then one per stream.
+pub const COUNTER_TID: i64 = 0;
+pub const GAP_TID: i64 = 1;
+pub const DROP_TID: i64 = 2;
+pub const STREAM_TID_BASE: i64 = 100;
+
+/// What an export wrote.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExportSummary {
+    pub files: Vec<PathBuf>,
+    /// Perfetto: counter points were averaged into buckets of this width.
+    pub counter_bucket_ns: Option<i64>,
+    pub events: u64,
+}
+
+/// The default output path for `trace` in `format`.
+pub fn default_output(trace: &Path, format: Format) -> PathBuf {
+    let stem = trace
+        .file_name()
+        .map(|n| n.to_string_lossy().trim_end_matches('/').to_string())
+        .unwrap_or_else(|| "trace".into());
+    let stem = stem.strip_suffix(".cufall").unwrap_or(&stem).to_string();
+    let parent = trace.parent().unwrap_or(Path::new(""));
+    match format {
+        Format::Parquet => parent.join(format!("{stem}-parquet")),
+        Format::Csv => parent.join(format!("{stem}-csv")),
+        Format::Perfetto => parent.join(format!("{stem}.perfetto.json")),
+    }
+}
+
+/// Runs an export.
+pub fn export(trace: &Trace, opts: &ExportOptions) -> Result<ExportSummary> {
+    let out = opts
+        .output
+        .clone()
+        .unwrap_or_else(|| default_output(trace.path(), opts.format));
+    let report = build_report(trace, &opts.report)?;
+    match opts.format {
+        Format::Parquet | Format::Csv => export_tables(trace, &report, &out, opts),
+        Format::Perfetto => export_perfetto(trace, &report, &out, opts),
+    }
+}
+
+fn check_target(path: &Path, force: bool) -> Result<()> {
+    if path.exists() && !force {
+        return Err(AnalysisError::OutputExists(path.to_path_buf()));
+    }
+    Ok(())
+}
+
+fn export_tables(
+    trace: &Trace,
+    report: &Report,
+    dir: &Path,
+    opts: &ExportOptions,
+) -> Result<ExportSummary> {
+    let ext = if opts.format == Format::Parquet { "parquet" } else { "csv" };
+    std::fs::create_dir_all(dir).map_err(|e| write_err(dir, e))?;
+    let mut frames: Vec<(String, DataFrame)> = Vec::new();
+    for table in Table::ALL {
+        frames.push((table.dir_name().to_string(), trace.frame(table)?));
+    }
+    let qe = query_err(trace.path());
+    frames.push(("phases".into(), phases_frame(report).map_err(&qe)?));
+    frames.push(("gaps".into(), gaps_frame(report).map_err(&qe)?));
+    let mut files = Vec::new();
+    for (name, _) in &frames {
+        check_target(&dir.join(format!("{name}.{ext}")), opts.force)?;
+    }
+    for (name, mut df) in frames {
+        let path = dir.join(format!("{name}.{ext}"));
+        let file = File::create(&path).map_err(|e| write_err(&path, e))?;
+        let w = BufWriter::new(file);
+        let res = if opts.format == Format::Parquet {
+            ParquetWriter::new(w).finish(&mut df).map(|_| ())
+        } else {
+            CsvWriter::new(w).include_header(true).finish(&mut df)
+        };
+        res.map_err(|e| write_err(&path, e))?;
+        files.push(path);
+    }
+    Ok(ExportSummary {
+        files,
+        counter_bucket_ns: None,
+        events: 0,
+    })
+}
+
+/// One row per phase and device.
+pub fn phases_frame(report: &Report) -> PolarsResult<DataFrame> {
+    let mut path = Vec::new();
+    let mut device = Vec::new();
+    let mut count = Vec::new();
+    let mut total = Vec::new();
+    let mut p50 = Vec::new();
+    let mut p99 = Vec::new();
+    let mut samples = Vec::new();
+    let mut sampled = Vec::new();
+    let mut idle = Vec::new();
+    let mut idle_frac = Vec::new();
+    let mut dropped = Vec::new();
+    let mut act_mean = Vec::new();
+    let mut act_peak = Vec::new();
+    let mut power = Vec::new();
+    let mut sm = Vec::new();
+    let mut mem = Vec::new();
+    let mut util = Vec::new();
+    let mut gap_count = Vec::new();
+    let mut gap_ns = Vec::new();
+    let mut metric_mean: Vec<Vec<Option<f64>>> = vec![Vec::new(); report.metrics.len()];
+    let mut metric_peak: Vec<Vec<Option<f64>>> = vec![Vec::new(); report.metrics.len()];
+    for p in std::iter::once(&report.whole_run).chain(report.phases.iter()) {
+        for d in &p.devices {
+            path.push(p.path.clone());
+            device.push(d.device);
+            count.push(p.count);
+            total.push(p.total_ns);
+            p50.push(p.p50_ns);
+            p99.push(p.p99_ns);
+            samples.push(d.samples);
+            sampled.push(d.sampled_ns);
+            idle.push(d.idle_ns);
+            idle_frac.push(d.idle_fraction);
+            dropped.push(d.dropped_ns);
+            act_mean.push(d.activity.mean);
+            act_peak.push(d.activity.peak);
+            power.push(d.power_w);
+            sm.push(d.sm_clock_mhz);
+            mem.push(d.mem_clock_mhz);
+            util.push(d.nvml_gpu_util_pct);
+            gap_count.push(d.gaps.count);
+            gap_ns.push(d.gaps.total_ns);
+            for (i, s) in d.metrics.iter().enumerate().take(report.metrics.len()) {
+                metric_mean[i].push(s.mean);
+                metric_peak[i].push(s.peak);
+            }
+        }
+    }
+    let n = path.len();
+    let mut cols = vec![
+        Column::new("phase".into(), path),
+        Column::new("device".into(), device),
+        Column::new("count".into(), count),
+        Column::new("total_ns".into(), total),
+        Column::new("p50_ns".into(), p50),
+        Column::new("p99_ns".into(), p99),
+        Column::new("samples".into(), samples),
+        Column::new("sampled_ns".into(), sampled),
+        Column::new("idle_ns".into(), idle),
+        Column::new("idle_fraction".into(), idle_frac),
+        Column::new("dropped_ns".into(), dropped),
+        Column::new("activity_mean".into(), act_mean),
+        Column::new("activity_peak".into(), act_peak),
+    ];
+    for (i, m) in report.metrics.iter().enumerate() {
+        cols.push(Column::new(format!("{m}.mean").into(), std::mem::take(&mut metric_mean[i])));
+        cols.push(Column::new(format!("{m}.peak").into(), std::mem::take(&mut metric_peak[i])));
+    }
+    cols.extend([
+        Column::new("power_w".into(), power),
+        Column::new("sm_clock_mhz".into(), sm),
+        Column::new("mem_clock_mhz".into(), mem),
+        Column::new("nvml_gpu_util_pct".into(), util),
+        Column::new("gap_count".into(), gap_count),
+        Column::new("gap_ns".into(), gap_ns),
+    ]);
+    DataFrame::new(n, cols)
+}
+
+/// One row per gap.
+pub fn gaps_frame(report: &Report) -> PolarsResult<DataFrame> {
+    let g = &report.gaps;
+    DataFrame::new(
+        g.len(),
+        vec![
+            Column::new("device".into(), g.iter().map(|x| x.device).collect::<Vec<_>>()),
+            Column::new("start_ns".into(), g.iter().map(|x| x.start_ns).collect::<Vec<_>>()),
+            Column::new("end_ns".into(), g.iter().map(|x| x.end_ns).collect::<Vec<_>>()),
+            Column::new("duration_ns".into(), g.iter().map(|x| x.duration_ns).collect::<Vec<_>>()),
+            Column::new("place".into(), g.iter().map(|x| x.place.clone()).collect::<Vec<_>>()),
+            Column::new(
+                "no_kernel_ns".into(),
+                g.iter().map(|x| x.no_kernel_ns).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "kernel_resident_ns".into(),
+                g.iter().map(|x| x.kernel_resident_ns).collect::<Vec<_>>(),
+            ),
+        ],
+    )
+}
+
+/// Streams trace events as one JSON document.
+struct EventWriter {
+    out: BufWriter<File>,
+    path: PathBuf,
+    first: bool,
+    events: u64,
+    t0_ns: i64,
+}
+
+impl EventWriter {
+    fn ts(&self, t_ns: i64) -> f64 {
+        (t_ns - self.t0_ns) as f64 / 1000.0
+    }
+
+    fn event(&mut self, v: &serde_json::Value) -> Result<()> {
+        if !self.first {
+            self.out.write_all(b",\n").map_err(|e| write_err(&self.path, e))?;
+        }
+        self.first = false;
+        serde_json::to_writer(&mut self.out, v).map_err(|e| write_err(&self.path, e))?;
+        self.events += 1;
+        Ok(())
+    }
+
+    fn meta(&mut self, what: &str, pid: i64, tid: i64, name: &str) -> Result<()> {
+        self.event(&json!({"ph": "M", "name": what, "pid": pid, "tid": tid, "ts": 0, "args": {"name": name}}))
+    }
+
+    fn slice(
+        &mut self,
+        name: &str,
+        cat: &str,
+        pid: i64,
+        tid: i64,
+        start_ns: i64,
+        end_ns: i64,
+        args: serde_json::Value,
+    ) -> Result<()> {
+        let v = json!({
+            "ph": "X", "name": name, "cat": cat, "pid": pid, "tid": tid,
+            "ts": self.ts(start_ns), "dur": (end_ns - start_ns).max(0) as f64 / 1000.0,
+            "args": args,
+        });
+        self.event(&v)
+    }
+}
+
+fn gpu_pid(device: u16) -> i64 {
+    GPU_PID_BASE + i64::from(device)
+}
+
+fn export_perfetto(
+    trace: &Trace,
+    report: &Report,
+    path: &Path,
+    opts: &ExportOptions,
+) -> Result<ExportSummary> {
+    check_target(path, opts.force)?;
+    let nvtx = trace.nvtx()?;
+    let kernels = trace.kernels()?;
+    let drops = trace.drops()?;
+    let t0_ns = nvtx
+        .iter()
+        .map(|r| r.start_ns)
+        .chain(kernels.iter().map(|k| k.start_ns))
+        .chain(std::iter::once(report.start_ns))
+        .min()
+        .unwrap_or(report.start_ns);
+    let file = File::create(path).map_err(|e| write_err(path, e))?;
+    let mut w = EventWriter {
+        out: BufWriter::new(file),
+        path: path.to_path_buf(),
+        first: true,
+        events: 0,
+        t0_ns,
+    };
+    let head = json!({
+        "cufall_trace": report.trace,
+        "t0_unix_ns": t0_ns,
+        "activity": report.activity.label(),
+        "note": "ts and dur are microseconds since t0_unix_ns",
+    });
+    write!(w.out, "{{\"displayTimeUnit\":\"ns\",\"otherData\":{head},\"traceEvents\":[\n")
+        .map_err(|e| write_err(path, e))?;
+
+    for g in &report.gpus {
+        let pid = gpu_pid(g.device);
+        let label = if g.name.is_empty() {
+            format!("GPU {}", g.device)
+        } else {
+            format!("GPU {} ({})", g.device, g.name)
+        };
+        w.meta("process_name", pid, 0, &label)?;
+        w.event(&json!({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "ts": 0, "args": {"sort_index": g.device}}))?;
+        w.meta("thread_name", pid, COUNTER_TID, "counters")?;
+        w.meta("thread_name", pid, GAP_TID, "idle gaps")?;
+        w.meta("thread_name", pid, DROP_TID, "drops")?;
+    }
+
+    // Counters.
+    let bucket_ns = write_counters(trace, report, &mut w, opts.max_counter_points)?;
+
+    // NVTX slices on the host threads that emitted them.
+    let mut hosts = BTreeSet::new();
+    for r in &nvtx {
+        let pid = i64::from(r.pid);
+        if hosts.insert(pid) {
+            w.meta("process_name", pid, 0, &format!("host process {} (NVTX)", r.pid))?;
+        }
+        w.slice(
+            &r.name,
+            "nvtx",
+            pid,
+            i64::from(r.tid),
+            r.start_ns,
+            r.end_ns,
+            json!({"domain": r.domain, "kind": r.kind.as_str(), "depth": r.depth}),
+        )?;
+    }
+    // Kernel slices, one thread per stream.
+    let mut streams = BTreeSet::new();
+    for k in &kernels {
+        let dev = u16::try_from(k.device.0).unwrap_or(u16::MAX);
+        let pid = gpu_pid(dev);
+        let tid = STREAM_TID_BASE + i64::from(k.stream);
+        if streams.insert((pid, tid)) {
+            w.meta("thread_name", pid, tid, &format!("stream {}", k.stream))?;
+        }
+        w.slice(
+            &k.name,
+            k.kind.as_str(),
+            pid,
+            tid,
+            k.start_ns,
+            k.end_ns,
+            json!({"correlation_id": k.correlation_id, "bytes": k.bytes, "host_pid": k.pid}),
+        )?;
+    }
+    for g in &report.gaps {
+        w.slice(
+            &format!("idle gap: {}", g.place),
+            "gap",
+            gpu_pid(g.device),
+            GAP_TID,
+            g.start_ns,
+            g.end_ns,
+            json!({"no_kernel_us": g.no_kernel_ns.map(|v| v as f64 / 1000.0),
+                   "kernel_resident_us": g.kernel_resident_ns.map(|v| v as f64 / 1000.0)}),
+        )?;
+    }
+    for d in &drops {
+        let dev = u16::try_from(d.device.0).unwrap_or(u16::MAX);
+        w.slice(
+            &format!("drop: {}", d.reason.as_str()),
+            "drop",
+            gpu_pid(dev),
+            DROP_TID,
+            d.start_ns,
+            d.end_ns,
+            json!({"lost_samples": d.lost_samples}),
+        )?;
+    }
+    w.out.write_all(b"\n]}\n").map_err(|e| write_err(path, e))?;
+    w.out.flush().map_err(|e| write_err(path, e))?;
+    Ok(ExportSummary {
+        files: vec![path.to_path_buf()],
+        counter_bucket_ns: bucket_ns,
+        events: w.events,
+    })
+}
+
+/// Writes `C` events per GPU and metric (and the activity value); returns the bucket width when
+/// samples were averaged.
+fn write_counters(
+    trace: &Trace,
+    report: &Report,
+    w: &mut EventWriter,
+    max_points: usize,
+) -> Result<Option<i64>> {
+    let max_per_device = report.whole_run.devices.iter().map(|d| d.samples).max().unwrap_or(0);
+    let span = (report.end_ns - report.start_ns).max(1);
+    let mut values: Vec<Expr> = report.metrics.iter().map(|m| col(m.as_str()).cast(DataType::Float64)).collect();
+    values.push(report.activity.expr().alias("activity"));
+    let names: Vec<String> = report
+        .metrics
+        .iter()
+        .cloned()
+        .chain(std::iter::once(format!("activity ({})", report.activity.label())))
+        .collect();
+    let lf = trace.lazy(Table::Samples)?;
+    let (query, bucket) = if max_per_device as usize <= max_points.max(1) {
+        let mut sel = vec![col("device"), col("start_ns")];
+        sel.extend(values);
+        (lf.select(sel).sort(["device", "start_ns"], Default::default()), None)
+    } else {
+        let width = (span + max_points as i64 - 1) / max_points.max(1) as i64;
+        let aggs: Vec<Expr> = std::iter::once(col("start_ns").min())
+            .chain((0..values.len()).map(|i| col(format!("v{i}").as_str()).mean()))
+            .collect();
+        let mut sel = vec![
+            col("device"),
+            col("start_ns"),
+            ((col("start_ns") - lit(report.start_ns)) / lit(width)).alias("bucket"),
+        ];
+        sel.extend(values.into_iter().enumerate().map(|(i, e)| e.alias(format!("v{i}"))));
+        let q = lf
+            .select(sel)
+            .group_by([col("device"), col("bucket")])
+            .agg(aggs)
+            .sort(["device", "bucket"], Default::default());
+        (q, Some(width))
+    };
+    let df = trace.collect(query)?;
+    let qe = query_err(trace.path());
+    let device = df.column("device").map_err(&qe)?.u16().map_err(&qe)?.clone();
+    let start = df.column("start_ns").map_err(&qe)?.i64().map_err(&qe)?.clone();
+    let cols: Vec<Float64Chunked> = if bucket.is_some() {
+        (0..names.len())
+            .map(|i| Ok(df.column(&format!("v{i}")).map_err(&qe)?.f64().map_err(&qe)?.clone()))
+            .collect::<Result<_>>()?
+    } else {
+        report
+            .metrics
+            .iter()
+            .map(String::as_str)
+            .chain(std::iter::once("activity"))
+            .map(|c| Ok(df.column(c).map_err(&qe)?.f64().map_err(&qe)?.clone()))
+            .collect::<Result<_>>()?
+    };
+    for row in 0..df.height() {
+        let (Some(d), Some(t)) = (device.get(row), start.get(row)) else {
+            continue;
+        };
+        let pid = gpu_pid(d);
+        let ts = w.ts(t);
+        for (name, c) in names.iter().zip(&cols) {
+            if let Some(v) = c.get(row).filter(|v| v.is_finite()) {
+                w.event(&json!({"ph": "C", "name": name, "pid": pid, "tid": COUNTER_TID, "ts": ts, "args": {"value": v}}))?;
+            }
+        }
+    }
+    Ok(bucket)
+}

@@ -1,0 +1,219 @@
+//! Idle gaps: merging the idle runs found by [`crate::samples::idle_fragments`], cutting them
+//! at drops (time without samples is never idle), attributing each to a phase or to the pair of
+//! phases it falls between, and splitting it by kernel residency.
+
+use crate::phases::{Phases, Place};
+use crate::samples::Fragment;
+use cufall_trace::model::{ActivityKind, DropRecord, KernelRecord};
+use std::collections::BTreeMap;
+
+/// One idle interval of one device.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Gap {
+    pub device: u16,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub place: Place,
+    /// Time of the gap with at least one kernel running on the device (`None`: kernels were
+    /// not captured).
+    pub kernel_resident_ns: Option<i64>,
+}
+
+impl Gap {
+    pub fn duration_ns(&self) -> i64 {
+        self.end_ns - self.start_ns
+    }
+}
+
+/// Merges idle fragments that touch in time (`hole_ns` apart at most) per device, removes the
+/// parts covered by drops, and keeps the gaps at least `min_gap_ns` long, sorted by device and
+/// start.
+pub fn merge_fragments(
+    mut fragments: Vec<Fragment>,
+    drops: &[DropRecord],
+    min_gap_ns: i64,
+    hole_ns: i64,
+) -> Vec<(u16, i64, i64)> {
+    fragments.sort_by_key(|f| (f.device, f.start_ns));
+    let mut merged: Vec<(u16, i64, i64)> = Vec::new();
+    for f in fragments {
+        match merged.last_mut() {
+            Some((d, _, end)) if *d == f.device && f.start_ns - *end <= hole_ns => {
+                *end = (*end).max(f.end_ns);
+            }
+            _ => merged.push((f.device, f.start_ns, f.end_ns)),
+        }
+    }
+    let mut drops_by_device: BTreeMap<u16, Vec<(i64, i64)>> = BTreeMap::new();
+    for d in drops {
+        let dev = u16::try_from(d.device.0).unwrap_or(u16::MAX);
+        drops_by_device.entry(dev).or_default().push((d.start_ns, d.end_ns));
+    }
+    let mut out = Vec::with_capacity(merged.len());
+    for (dev, start, end) in merged {
+        let mut pieces = vec![(start, end)];
+        if let Some(list) = drops_by_device.get(&dev) {
+            for (ds, de) in list {
+                pieces = pieces
+                    .into_iter()
+                    .flat_map(|(s, e)| {
+                        if *de <= s || *ds >= e {
+                            vec![(s, e)]
+                        } else {
+                            let mut v = Vec::new();
+                            if *ds > s {
+                                v.push((s, *ds));
+                            }
+                            if *de < e {
+                                v.push((*de, e));
+                            }
+                            v
+                        }
+                    })
+                    .collect();
+            }
+        }
+        out.extend(
+            pieces
+                .into_iter()
+                .filter(|(s, e)| e - s >= min_gap_ns)
+                .map(|(s, e)| (dev, s, e)),
+        );
+    }
+    out
+}
+
+/// Busy time of each device's kernels, as sorted disjoint intervals with prefix sums.
+pub struct KernelCoverage {
+    by_device: BTreeMap<u16, (Vec<(i64, i64)>, Vec<i64>)>,
+}
+
+impl KernelCoverage {
+    /// `None` when the trace has no kernel records at all (capture was off).
+    pub fn build(kernels: &[KernelRecord]) -> Option<KernelCoverage> {
+        if kernels.is_empty() {
+            return None;
+        }
+        let mut lists: BTreeMap<u16, Vec<(i64, i64)>> = BTreeMap::new();
+        for k in kernels.iter().filter(|k| k.kind == ActivityKind::Kernel) {
+            let dev = u16::try_from(k.device.0).unwrap_or(u16::MAX);
+            lists.entry(dev).or_default().push((k.start_ns, k.end_ns.max(k.start_ns)));
+        }
+        let mut by_device = BTreeMap::new();
+        for (dev, mut list) in lists {
+            list.sort_unstable();
+            let mut merged: Vec<(i64, i64)> = Vec::with_capacity(list.len());
+            for (s, e) in list {
+                match merged.last_mut() {
+                    Some((_, end)) if s <= *end => *end = (*end).max(e),
+                    _ => merged.push((s, e)),
+                }
+            }
+            let mut prefix = Vec::with_capacity(merged.len() + 1);
+            prefix.push(0i64);
+            let mut acc = 0;
+            for (s, e) in &merged {
+                acc += e - s;
+                prefix.push(acc);
+            }
+            by_device.insert(dev, (merged, prefix));
+        }
+        Some(KernelCoverage { by_device })
+    }
+
+    /// Time within `[start, end)` during which a kernel ran on `device`.
+    pub fn covered_ns(&self, device: u16, start: i64, end: i64) -> i64 {
+        let Some((iv, prefix)) = self.by_device.get(&device) else {
+            return 0;
+        };
+        // Intervals wholly inside, plus the clipped parts of the two at the edges.
+        let lo = iv.partition_point(|(_, e)| *e <= start);
+        let hi = iv.partition_point(|(s, _)| *s < end);
+        if lo >= hi {
+            return 0;
+        }
+        let mut total = prefix[hi] - prefix[lo];
+        let (s0, _) = iv[lo];
+        if s0 < start {
+            total -= start - s0;
+        }
+        let (_, e1) = iv[hi - 1];
+        if e1 > end {
+            total -= e1 - end;
+        }
+        total
+    }
+}
+
+/// Attributes and splits the merged gaps.
+pub fn build_gaps(
+    merged: Vec<(u16, i64, i64)>,
+    phases: &Phases,
+    kernels: Option<&KernelCoverage>,
+) -> Vec<Gap> {
+    merged
+        .into_iter()
+        .map(|(device, start_ns, end_ns)| Gap {
+            device,
+            start_ns,
+            end_ns,
+            place: phases.place(start_ns, end_ns),
+            kernel_resident_ns: kernels.map(|k| k.covered_ns(device, start_ns, end_ns)),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cufall_trace::model::{DeviceId, DropReason};
+
+    fn frag(device: u16, start_ns: i64, end_ns: i64, edge: bool) -> Fragment {
+        Fragment {
+            device,
+            start_ns,
+            end_ns,
+            samples: 1,
+            edge,
+        }
+    }
+
+    #[test]
+    fn fragments_merge_across_file_blocks_but_not_across_holes_or_drops() {
+        let drops = vec![DropRecord {
+            device: DeviceId(1),
+            start_ns: 500,
+            end_ns: 600,
+            reason: DropReason::CounterDataFull,
+            lost_samples: None,
+        }];
+        let frags = vec![
+            frag(0, 100, 150, true),
+            frag(0, 150, 210, true), // continues the previous one in another file block
+            frag(0, 300, 320, true), // after a hole: separate, and too short
+            frag(1, 400, 700, false),
+        ];
+        let got = merge_fragments(frags, &drops, 50, 5);
+        assert_eq!(got, vec![(0, 100, 210), (1, 400, 500), (1, 600, 700)]);
+    }
+
+    #[test]
+    fn kernel_coverage_clips_at_edges() {
+        let k = |s, e| KernelRecord {
+            device: DeviceId(0),
+            start_ns: s,
+            end_ns: e,
+            kind: ActivityKind::Kernel,
+            name: "k".into(),
+            stream: 7,
+            correlation_id: 0,
+            bytes: None,
+            pid: 1,
+        };
+        let cov = KernelCoverage::build(&[k(0, 100), k(50, 150), k(200, 300)]).expect("kernels");
+        assert_eq!(cov.covered_ns(0, 100, 250), 50 + 50);
+        assert_eq!(cov.covered_ns(0, 150, 200), 0);
+        assert_eq!(cov.covered_ns(0, -10, 400), 250);
+        assert_eq!(cov.covered_ns(1, 0, 400), 0);
+    }
+}

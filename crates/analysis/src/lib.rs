@@ -1,0 +1,30 @@
+//! Analysis of cufall traces: which phase leaves the GPU idle, how much, and why.
+//!
+//! Everything is built on polars over the trace tables ([`cufall_trace::Trace::lazy`]):
+//!
+//! - [`phases`]: NVTX ranges become *phases* (paths of range names, nesting kept), and the
+//!   timeline is cut into segments at every range boundary.
+//! - [`samples`]: the two lazy queries over the samples table: totals per `(device, segment)`,
+//!   and runs of idle samples. These are the only passes over the big table.
+//! - [`gaps`]: idle runs become gaps: merged, cut at drops, placed in or between phases, and
+//!   split into *no kernel resident* and *kernel resident but counters idle*.
+//! - [`report`]: `cufall report`, the per-phase statistics per device with a verdict.
+//! - [`diff`]: `cufall diff`, two reports matched by phase.
+//! - [`export`]: `cufall export`, Parquet/CSV tables and a Perfetto trace.
+//! - [`cli`]: the clap arguments and entry points the `cufall` binary calls.
+//!
+//! The user guide with example output is `docs/analysis.md`.
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod diff;
+mod error;
+pub mod export;
+pub mod gaps;
+pub mod phases;
+pub mod render;
+pub mod report;
+pub mod samples;
+
+pub use error::{AnalysisError, Result};
+pub use report::{Report, ReportOptions, build_report};

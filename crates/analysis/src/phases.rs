@@ -1,0 +1,350 @@
+//! NVTX ranges as *phases*: each range gets a path of names from its outermost enclosing range
+//! (`step/draft`), and the timeline is cut into *segments* at every range boundary so that
+//! samples can be grouped once per segment and each phase is a union of segments.
+//!
+//! Segment ids follow `search_sorted(boundaries, t, side = right)`: segment `s` is the time
+//! interval `[boundaries[s-1], boundaries[s])`, segment `0` lies before the first boundary and
+//! segment `boundaries.len()` after the last. Both of those are outside every range.
+
+use cufall_trace::model::{NvtxRange, RangeKind};
+use std::collections::{BTreeMap, HashMap};
+
+/// One range instance with its phase.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RangeInst {
+    pub start_ns: i64,
+    pub end_ns: i64,
+    /// Index into [`Phases::phases`].
+    pub phase: usize,
+}
+
+/// One distinct path of range names.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Phase {
+    /// Names from the outermost range down, joined by `/`.
+    pub path: String,
+    /// The range's own name (the last component of the path).
+    pub name: String,
+    /// Nesting depth, 0 for outermost ranges.
+    pub depth: usize,
+    /// Durations of its ranges, sorted ascending.
+    pub durations_ns: Vec<i64>,
+    /// Segment ids this phase covers (sorted, unique): the union of its ranges.
+    pub segments: Vec<u32>,
+}
+
+/// The phases of a trace and the segmentation of its timeline.
+#[derive(Clone, Debug, Default)]
+pub struct Phases {
+    /// In tree order: each parent before its children, siblings by first appearance.
+    pub phases: Vec<Phase>,
+    pub ranges: Vec<RangeInst>,
+    /// Sorted unique range boundaries.
+    pub boundaries: Vec<i64>,
+    /// The deepest phase covering each segment (`None` outside every range).
+    pub leaf_of_segment: Vec<Option<usize>>,
+    /// Ranges sorted by end time, for "the phase before" lookups.
+    by_end: Vec<usize>,
+    /// Ranges sorted by start time, for "the phase after" lookups.
+    by_start: Vec<usize>,
+}
+
+/// Where a time interval falls among the phases.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Place {
+    /// No NVTX ranges were captured.
+    WholeRun,
+    /// Inside a phase (index into [`Phases::phases`]).
+    In(usize),
+    /// Between two phases; `None` is the start or the end of the recording.
+    Between(Option<usize>, Option<usize>),
+}
+
+impl Phases {
+    /// Builds phases from NVTX ranges. Push/pop ranges nest per thread by time containment;
+    /// start/end ranges cross threads and do not nest, so each is its own top-level phase.
+    pub fn build(ranges: &[NvtxRange]) -> Phases {
+        let mut paths: Vec<(i64, i64, String, usize)> = Vec::with_capacity(ranges.len());
+        let mut threads: BTreeMap<(u32, u32), Vec<&NvtxRange>> = BTreeMap::new();
+        for r in ranges {
+            match r.kind {
+                RangeKind::PushPop => threads.entry((r.pid, r.tid)).or_default().push(r),
+                RangeKind::StartEnd => paths.push((r.start_ns, r.end_ns, r.name.clone(), 0)),
+            }
+        }
+        for list in threads.values_mut() {
+            list.sort_by(|a, b| a.start_ns.cmp(&b.start_ns).then(b.end_ns.cmp(&a.end_ns)));
+            // Stack of (end, path) of the open ranges enclosing the current one.
+            let mut stack: Vec<(i64, String)> = Vec::new();
+            for r in list.iter() {
+                while stack.last().is_some_and(|(end, _)| *end < r.end_ns || *end <= r.start_ns) {
+                    stack.pop();
+                }
+                let path = match stack.last() {
+                    Some((_, parent)) => format!("{parent}/{}", r.name),
+                    None => r.name.clone(),
+                };
+                paths.push((r.start_ns, r.end_ns, path.clone(), stack.len()));
+                stack.push((r.end_ns, path));
+            }
+        }
+        // Phases in order of first appearance, then arranged as a tree.
+        paths.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        let mut index: HashMap<String, usize> = HashMap::new();
+        let mut phases: Vec<Phase> = Vec::new();
+        let mut insts = Vec::with_capacity(paths.len());
+        for (start, end, path, depth) in paths {
+            let next = phases.len();
+            let id = *index.entry(path.clone()).or_insert(next);
+            if id == next {
+                let name = path.rsplit('/').next().unwrap_or(&path).to_string();
+                phases.push(Phase {
+                    path,
+                    name,
+                    depth,
+                    durations_ns: Vec::new(),
+                    segments: Vec::new(),
+                });
+            }
+            phases[id].durations_ns.push((end - start).max(0));
+            insts.push(RangeInst {
+                start_ns: start,
+                end_ns: end.max(start),
+                phase: id,
+            });
+        }
+        let order = tree_order(&phases);
+        let mut remap = vec![0; phases.len()];
+        for (new, old) in order.iter().enumerate() {
+            remap[*old] = new;
+        }
+        let mut phases: Vec<Phase> = {
+            let mut slots: Vec<Option<Phase>> = phases.into_iter().map(Some).collect();
+            order.iter().filter_map(|old| slots[*old].take()).collect()
+        };
+        for r in &mut insts {
+            r.phase = remap[r.phase];
+        }
+        for p in &mut phases {
+            p.durations_ns.sort_unstable();
+        }
+
+        let mut boundaries: Vec<i64> = insts.iter().flat_map(|r| [r.start_ns, r.end_ns]).collect();
+        boundaries.sort_unstable();
+        boundaries.dedup();
+        let mut leaf_of_segment: Vec<Option<usize>> = vec![None; boundaries.len() + 1];
+        let mut leaf_depth: Vec<usize> = vec![0; boundaries.len() + 1];
+        for r in &insts {
+            let (lo, hi) = segment_span(&boundaries, r.start_ns, r.end_ns);
+            let depth = phases[r.phase].depth;
+            for s in lo..hi {
+                phases[r.phase].segments.push(s as u32);
+                if leaf_of_segment[s].is_none() || depth >= leaf_depth[s] {
+                    leaf_of_segment[s] = Some(r.phase);
+                    leaf_depth[s] = depth;
+                }
+            }
+        }
+        for p in &mut phases {
+            p.segments.sort_unstable();
+            p.segments.dedup();
+        }
+        let mut by_end: Vec<usize> = (0..insts.len()).collect();
+        by_end.sort_by_key(|i| (insts[*i].end_ns, phases[insts[*i].phase].depth));
+        let mut by_start: Vec<usize> = (0..insts.len()).collect();
+        by_start.sort_by_key(|i| (insts[*i].start_ns, std::cmp::Reverse(phases[insts[*i].phase].depth)));
+        Phases {
+            phases,
+            ranges: insts,
+            boundaries,
+            leaf_of_segment,
+            by_end,
+            by_start,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    /// Number of segment ids (`boundaries.len() + 1`).
+    pub fn segment_count(&self) -> usize {
+        self.boundaries.len() + 1
+    }
+
+    /// The segment holding time `t`.
+    pub fn segment_of(&self, t: i64) -> usize {
+        self.boundaries.partition_point(|b| *b <= t)
+    }
+
+    /// Time interval of segment `s`, clipped to `[lo, hi)` for the open-ended outer segments.
+    pub fn segment_bounds(&self, s: usize, lo: i64, hi: i64) -> (i64, i64) {
+        let start = if s == 0 { lo } else { self.boundaries[s - 1] };
+        let end = if s >= self.boundaries.len() { hi } else { self.boundaries[s] };
+        (start, end)
+    }
+
+    /// Where the interval `[start, end)` falls, judged at its midpoint: inside the deepest range
+    /// holding the midpoint unless a range nested in that one lies before or after it in the
+    /// same enclosing range (then the interval is between those two phases).
+    pub fn place(&self, start_ns: i64, end_ns: i64) -> Place {
+        if self.ranges.is_empty() {
+            return Place::WholeRun;
+        }
+        let mid = start_ns + (end_ns - start_ns) / 2;
+        // The deepest range containing the midpoint.
+        let container = self
+            .ranges
+            .iter()
+            .filter(|r| r.start_ns <= mid && mid < r.end_ns)
+            .max_by_key(|r| (self.phases[r.phase].depth, r.start_ns));
+        let before = self.by_end[..self.by_end.partition_point(|i| self.ranges[*i].end_ns <= mid)]
+            .last()
+            .map(|i| &self.ranges[*i]);
+        let after_at = self.by_start.partition_point(|i| self.ranges[*i].start_ns <= mid);
+        let after = self.by_start.get(after_at).map(|i| &self.ranges[*i]);
+        // `before`: the latest-ending range before mid; among equal ends, the deepest (sorted
+        // last). `after`: the earliest-starting range after mid; among equal starts, the deepest.
+        let before = before.map(|r| self.deepest_ending_at(r.end_ns));
+        if let Some(c) = container {
+            let inside = |r: &RangeInst| r.start_ns >= c.start_ns && r.end_ns <= c.end_ns;
+            let b_in = before.is_some_and(inside);
+            let a_in = after.is_some_and(inside);
+            if !b_in && !a_in {
+                return Place::In(c.phase);
+            }
+        }
+        Place::Between(before.map(|r| r.phase), after.map(|r| r.phase))
+    }
+
+    fn deepest_ending_at(&self, end: i64) -> &RangeInst {
+        let hi = self.by_end.partition_point(|i| self.ranges[*i].end_ns <= end);
+        let lo = self.by_end.partition_point(|i| self.ranges[*i].end_ns < end);
+        let pick = self.by_end[lo..hi]
+            .iter()
+            .max_by_key(|i| (self.phases[self.ranges[**i].phase].depth, self.ranges[**i].start_ns))
+            .copied()
+            .unwrap_or(self.by_end[hi - 1]);
+        &self.ranges[pick]
+    }
+
+    /// Display text of a place: `step/draft`, or `verify → draft` with the common parent left
+    /// out when both sides share it.
+    pub fn label(&self, place: &Place) -> String {
+        match place {
+            Place::WholeRun => "(whole run)".into(),
+            Place::In(p) => self.phases[*p].path.clone(),
+            Place::Between(a, b) => {
+                let a = a.map(|p| self.phases[p].path.as_str());
+                let b = b.map(|p| self.phases[p].path.as_str());
+                match (a, b) {
+                    (Some(a), Some(b)) => {
+                        let (a, b) = strip_common_parent(a, b);
+                        format!("{a} → {b}")
+                    }
+                    (Some(a), None) => format!("{a} → (end)"),
+                    (None, Some(b)) => format!("(start) → {b}"),
+                    (None, None) => "(outside ranges)".into(),
+                }
+            }
+        }
+    }
+}
+
+/// Segment ids `[lo, hi)` covered by `[start, end)` whose bounds are both boundaries.
+fn segment_span(boundaries: &[i64], start: i64, end: i64) -> (usize, usize) {
+    let lo = boundaries.partition_point(|b| *b <= start);
+    let hi = boundaries.partition_point(|b| *b <= end);
+    (lo, hi)
+}
+
+fn strip_common_parent<'a>(a: &'a str, b: &'a str) -> (&'a str, &'a str) {
+    let pa = a.rfind('/').map(|i| &a[..i]);
+    let pb = b.rfind('/').map(|i| &b[..i]);
+    match (pa, pb) {
+        (Some(x), Some(y)) if x == y => (&a[x.len() + 1..], &b[y.len() + 1..]),
+        _ => (a, b),
+    }
+}
+
+/// Parents before children, children in order of first appearance.
+fn tree_order(phases: &[Phase]) -> Vec<usize> {
+    let index: HashMap<&str, usize> =
+        phases.iter().enumerate().map(|(i, p)| (p.path.as_str(), i)).collect();
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); phases.len()];
+    let mut roots = Vec::new();
+    for (i, p) in phases.iter().enumerate() {
+        let parent = p.path.rfind('/').and_then(|k| index.get(&p.path[..k]).copied());
+        match parent {
+            Some(parent) => children[parent].push(i),
+            None => roots.push(i),
+        }
+    }
+    let mut out = Vec::with_capacity(phases.len());
+    let mut stack: Vec<usize> = roots.into_iter().rev().collect();
+    while let Some(i) = stack.pop() {
+        out.push(i);
+        stack.extend(children[i].iter().rev());
+    }
+    out
+}
+
+/// Nearest-rank percentile of sorted values.
+pub fn percentile(sorted: &[i64], q: f64) -> i64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(start: i64, end: i64, name: &str, depth: u32) -> NvtxRange {
+        NvtxRange {
+            start_ns: start,
+            end_ns: end,
+            name: name.into(),
+            domain: String::new(),
+            kind: RangeKind::PushPop,
+            depth,
+            pid: 1,
+            tid: 1,
+        }
+    }
+
+    #[test]
+    fn nesting_and_places() {
+        // step [0,100) { draft [0,40) gap verify [50,90) } gap step [100,200) ...
+        let ranges = vec![
+            r(0, 100, "step", 0),
+            r(0, 40, "draft", 1),
+            r(50, 90, "verify", 1),
+            r(100, 200, "step", 0),
+            r(100, 140, "draft", 1),
+            r(150, 190, "verify", 1),
+        ];
+        let p = Phases::build(&ranges);
+        let paths: Vec<&str> = p.phases.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(paths, ["step", "step/draft", "step/verify"]);
+        assert_eq!(p.label(&p.place(10, 20)), "step/draft");
+        assert_eq!(p.label(&p.place(40, 50)), "draft → verify");
+        assert_eq!(p.label(&p.place(90, 100)), "verify → draft");
+        assert_eq!(p.label(&p.place(92, 98)), "verify → draft");
+        // Mostly inside the next draft: judged at the midpoint.
+        assert_eq!(p.label(&p.place(90, 120)), "step/draft");
+        assert_eq!(p.label(&p.place(195, 260)), "step → (end)");
+        assert_eq!(p.label(&p.place(-50, -10)), "(start) → step/draft");
+        assert_eq!(p.phases[0].durations_ns, vec![100, 100]);
+    }
+
+    #[test]
+    fn percentiles() {
+        let v: Vec<i64> = (1..=100).collect();
+        assert_eq!(percentile(&v, 0.5), 50);
+        assert_eq!(percentile(&v, 0.99), 99);
+        assert_eq!(percentile(&[7], 0.99), 7);
+    }
+}

@@ -1,0 +1,267 @@
+//! Plain-text tables for reports and diffs.
+
+use crate::report::{PhaseReport, Report};
+
+/// A duration for people: `850 ns`, `12.3 µs`, `4.56 ms`, `1.234 s`.
+pub fn fmt_ns(ns: i64) -> String {
+    let a = ns.unsigned_abs() as f64;
+    let sign = if ns < 0 { "-" } else { "" };
+    if a < 1e3 {
+        format!("{sign}{a:.0} ns")
+    } else if a < 1e6 {
+        format!("{sign}{:.1} µs", a / 1e3)
+    } else if a < 1e9 {
+        format!("{sign}{:.2} ms", a / 1e6)
+    } else {
+        format!("{sign}{:.3} s", a / 1e9)
+    }
+}
+
+/// A number in at most about 4 significant digits, `-` for none.
+pub fn fmt_num(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(v) if !v.is_finite() => "-".into(),
+        Some(v) => {
+            let a = v.abs();
+            if a == 0.0 {
+                "0".into()
+            } else if a >= 1e6 {
+                format!("{v:.3e}")
+            } else if a >= 100.0 {
+                format!("{v:.0}")
+            } else if a >= 1.0 {
+                format!("{v:.2}")
+            } else if a >= 0.001 {
+                format!("{v:.4}")
+            } else {
+                format!("{v:.2e}")
+            }
+        }
+    }
+}
+
+pub fn fmt_pct(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{:.1}%", v * 100.0))
+}
+
+/// A table with a header row, columns left-aligned (first) or right-aligned (others).
+pub struct TextTable {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl TextTable {
+    pub fn new(header: &[&str]) -> Self {
+        TextTable {
+            header: header.iter().map(|s| s.to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    pub fn render(&self, indent: &str) -> String {
+        let n = self.header.len();
+        let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate().take(n) {
+                widths[i] = widths[i].max(c.chars().count());
+            }
+        }
+        let line = |cells: &[String]| {
+            let mut s = String::from(indent);
+            for (i, c) in cells.iter().enumerate().take(n) {
+                let pad = widths[i].saturating_sub(c.chars().count());
+                if i == 0 {
+                    s.push_str(c);
+                    s.push_str(&" ".repeat(pad));
+                } else {
+                    s.push_str("  ");
+                    s.push_str(&" ".repeat(pad));
+                    s.push_str(c);
+                }
+            }
+            s.trim_end().to_string() + "\n"
+        };
+        let mut out = line(&self.header);
+        for r in &self.rows {
+            out.push_str(&line(r));
+        }
+        out
+    }
+}
+
+fn phase_label(p: &PhaseReport) -> String {
+    format!("{}{}", "  ".repeat(p.depth), p.name)
+}
+
+/// How many individual gaps the text report lists.
+pub const LONGEST_GAPS_SHOWN: usize = 10;
+
+/// The text form of a report.
+pub fn report_text(r: &Report) -> String {
+    let mut o = String::new();
+    o.push_str(&format!("cufall report: {}\n", r.trace));
+    for g in &r.gpus {
+        let chip = if g.chip.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", g.chip)
+        };
+        o.push_str(&format!("  GPU {}: {}{}\n", g.device, g.name, chip));
+    }
+    o.push_str(&format!(
+        "  duration {}, sampling interval {}, metrics: {}\n",
+        fmt_ns(r.end_ns - r.start_ns),
+        fmt_ns(r.interval_ns),
+        r.metrics.join(", ")
+    ));
+    o.push_str(&format!(
+        "  idle = {} below {} ({:.0}% of full scale {}, from {}); gaps: idle for at least {}\n",
+        r.activity.label(),
+        fmt_num(Some(r.idle_threshold)),
+        r.activity.idle_below * 100.0,
+        fmt_num(Some(r.activity.full_scale)),
+        r.activity.full_scale_source,
+        fmt_ns(r.min_gap_ns)
+    ));
+    for n in &r.notes {
+        o.push_str(&format!("  note: {n}\n"));
+    }
+    for w in &r.warnings {
+        o.push_str(&format!("  warning: {w}\n"));
+    }
+
+    let all: Vec<&PhaseReport> = std::iter::once(&r.whole_run).chain(r.phases.iter()).collect();
+    o.push_str("\nPHASES (NVTX ranges, host-side durations)\n");
+    let mut t = TextTable::new(&["phase", "count", "total", "p50", "p99", "idle"]);
+    for p in &all {
+        t.row(vec![
+            phase_label(p),
+            p.count.to_string(),
+            fmt_ns(p.total_ns),
+            fmt_ns(p.p50_ns),
+            fmt_ns(p.p99_ns),
+            fmt_pct(p.idle_fraction),
+        ]);
+    }
+    o.push_str(&t.render("  "));
+
+    o.push_str("\nPER DEVICE (metric columns: mean / peak)\n");
+    let mut header: Vec<String> = vec![
+        "phase".into(),
+        "gpu".into(),
+        "idle".into(),
+        "dropped".into(),
+        "activity".into(),
+    ];
+    header.extend(r.metrics.iter().cloned());
+    if r.nvml_captured {
+        header.extend(["power W", "SM MHz", "mem MHz", "nvidia-smi util"].map(String::from));
+    }
+    let hdr: Vec<&str> = header.iter().map(String::as_str).collect();
+    let mut t = TextTable::new(&hdr);
+    let mean_peak = |s: &crate::report::Stat| format!("{} / {}", fmt_num(s.mean), fmt_num(s.peak));
+    for p in &all {
+        for d in &p.devices {
+            let mut row = vec![
+                phase_label(p),
+                d.device.to_string(),
+                fmt_pct(d.idle_fraction),
+                fmt_ns(d.dropped_ns),
+                mean_peak(&d.activity),
+            ];
+            row.extend(d.metrics.iter().map(mean_peak));
+            if r.nvml_captured {
+                row.push(fmt_num(d.power_w));
+                row.push(fmt_num(d.sm_clock_mhz));
+                row.push(fmt_num(d.mem_clock_mhz));
+                row.push(d.nvml_gpu_util_pct.map_or("-".into(), |v| format!("{v:.0}%")));
+            }
+            t.row(row);
+        }
+    }
+    o.push_str(&t.render("  "));
+
+    let total: i64 = r.gap_groups.iter().map(|g| g.totals.total_ns).sum();
+    let count: u64 = r.gap_groups.iter().map(|g| g.totals.count).sum();
+    o.push_str(&format!(
+        "\nIDLE GAPS of at least {}: {} gap(s), {} in all (drops excluded)\n",
+        fmt_ns(r.min_gap_ns),
+        count,
+        fmt_ns(total)
+    ));
+    if r.gap_groups.is_empty() {
+        o.push_str("  none\n");
+    } else {
+        let mut t = TextTable::new(&[
+            "where",
+            "gaps",
+            "total",
+            "mean",
+            "max",
+            "no kernel",
+            "kernel resident",
+            "gpus",
+        ]);
+        for g in &r.gap_groups {
+            t.row(vec![
+                g.place.clone(),
+                g.totals.count.to_string(),
+                fmt_ns(g.totals.total_ns),
+                fmt_ns(g.mean_ns),
+                fmt_ns(g.max_ns),
+                g.totals.no_kernel_ns.map_or("-".into(), fmt_ns),
+                g.totals.kernel_resident_ns.map_or("-".into(), fmt_ns),
+                g.devices.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(","),
+            ]);
+        }
+        o.push_str(&t.render("  "));
+        o.push_str(&format!(
+            "\n  longest {} gap(s) (at: time since the first sample)\n",
+            r.gaps.len().min(LONGEST_GAPS_SHOWN)
+        ));
+        let mut t = TextTable::new(&["gpu", "at", "duration", "where", "no kernel", "kernel resident"]);
+        for g in r.gaps.iter().take(LONGEST_GAPS_SHOWN) {
+            t.row(vec![
+                g.device.to_string(),
+                fmt_ns(g.offset_ns),
+                fmt_ns(g.duration_ns),
+                g.place.clone(),
+                g.no_kernel_ns.map_or("-".into(), fmt_ns),
+                g.kernel_resident_ns.map_or("-".into(), fmt_ns),
+            ]);
+        }
+        o.push_str(&t.render("  "));
+    }
+
+    o.push_str("\nDROPS (time without samples, never counted as idle)\n");
+    if r.drops.is_empty() {
+        o.push_str("  none\n");
+    } else {
+        let mut t = TextTable::new(&["gpu", "drops", "time", "lost samples", "reasons"]);
+        for d in &r.drops {
+            t.row(vec![
+                d.device.to_string(),
+                d.count.to_string(),
+                fmt_ns(d.dropped_ns),
+                d.lost_samples.to_string(),
+                d.by_reason
+                    .iter()
+                    .map(|(k, (n, ns))| format!("{k} ×{n} ({})", fmt_ns(*ns)))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ]);
+        }
+        o.push_str(&t.render("  "));
+    }
+
+    o.push_str("\nVERDICT\n");
+    for p in &all {
+        o.push_str(&format!("  {}: {}\n", p.path, p.verdict));
+    }
+    o
+}

@@ -1,0 +1,707 @@
+//! `cufall report`: per-phase statistics per device, idle gaps with their places and causes,
+//! drops, and a verdict per phase. [`build_report`] computes a [`Report`] (serialisable, for
+//! `--json` and for `diff`); [`crate::render`] prints it as text.
+
+use crate::error::{AnalysisError, Result};
+use crate::gaps::{self, Gap, KernelCoverage};
+use crate::phases::{self, Phases, Place};
+use crate::samples::{self, Activity, SegAgg};
+use cufall_trace::Trace;
+use cufall_trace::model::{DropRecord, NvmlRow};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Settings of a report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReportOptions {
+    /// Activity metric; default: the first heatmap of the recording, else the first metric.
+    pub metric: Option<String>,
+    /// Value meaning "fully busy"; default: the heatmap's, 1 for ratios, 100 for `%`, else the
+    /// peak in the trace.
+    pub full_scale: Option<f64>,
+    /// Idle means below this fraction of the full scale.
+    pub idle_below: f64,
+    /// Shortest idle interval reported as a gap; default: [`DEFAULT_GAP_INTERVALS`] sampling
+    /// intervals.
+    pub min_gap_ns: Option<i64>,
+}
+
+/// Default idle threshold: below 5 % of full scale.
+pub const DEFAULT_IDLE_BELOW: f64 = 0.05;
+/// Default minimum gap, in sampling intervals.
+pub const DEFAULT_GAP_INTERVALS: i64 = 5;
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        ReportOptions {
+            metric: None,
+            full_scale: None,
+            idle_below: DEFAULT_IDLE_BELOW,
+            min_gap_ns: None,
+        }
+    }
+}
+
+/// A GPU of the recording.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GpuInfo {
+    pub device: u16,
+    pub name: String,
+    pub chip: String,
+}
+
+/// Mean and peak of a value over a set of samples.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Stat {
+    pub name: String,
+    pub mean: Option<f64>,
+    pub peak: Option<f64>,
+}
+
+/// Gap time of a phase on a device.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct GapTotals {
+    pub count: u64,
+    pub total_ns: i64,
+    /// `None` where kernels were not captured.
+    pub no_kernel_ns: Option<i64>,
+    pub kernel_resident_ns: Option<i64>,
+}
+
+impl GapTotals {
+    fn add(&mut self, g: &Gap) {
+        self.count += 1;
+        self.total_ns += g.duration_ns();
+        if let Some(k) = g.kernel_resident_ns {
+            *self.kernel_resident_ns.get_or_insert(0) += k;
+            *self.no_kernel_ns.get_or_insert(0) += g.duration_ns() - k;
+        }
+    }
+
+    fn merge(&mut self, o: &GapTotals) {
+        self.count += o.count;
+        self.total_ns += o.total_ns;
+        if let Some(k) = o.kernel_resident_ns {
+            *self.kernel_resident_ns.get_or_insert(0) += k;
+        }
+        if let Some(k) = o.no_kernel_ns {
+            *self.no_kernel_ns.get_or_insert(0) += k;
+        }
+    }
+}
+
+/// One phase on one device.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PhaseDevice {
+    pub device: u16,
+    pub samples: u64,
+    /// Time covered by samples (drops excluded).
+    pub sampled_ns: i64,
+    /// Sampled time with the activity value under the idle threshold.
+    pub idle_ns: i64,
+    /// `idle_ns / sampled_ns`; `None` without samples.
+    pub idle_fraction: Option<f64>,
+    /// Time of the phase without samples (drops): never counted as idle.
+    pub dropped_ns: i64,
+    pub activity: Stat,
+    pub metrics: Vec<Stat>,
+    /// NVML means over the phase (`None` without NVML readings in it).
+    pub power_w: Option<f64>,
+    pub sm_clock_mhz: Option<f64>,
+    pub mem_clock_mhz: Option<f64>,
+    /// NVML "GPU utilization", what nvidia-smi shows, for comparison.
+    pub nvml_gpu_util_pct: Option<f64>,
+    /// Gaps that fall inside this phase.
+    pub gaps: GapTotals,
+}
+
+/// One phase (an NVTX range path) over all devices.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PhaseReport {
+    pub path: String,
+    pub name: String,
+    pub depth: usize,
+    /// Number of ranges.
+    pub count: u64,
+    /// Summed range durations (host-side NVTX times).
+    pub total_ns: i64,
+    pub p50_ns: i64,
+    pub p99_ns: i64,
+    pub devices: Vec<PhaseDevice>,
+    /// Idle time over sampled time, all devices together.
+    pub idle_fraction: Option<f64>,
+    pub verdict: String,
+}
+
+/// Gaps grouped by where they fall.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GapGroup {
+    /// `step/draft` or `verify → draft`.
+    pub place: String,
+    /// `in`, `between` or `whole_run`.
+    pub kind: String,
+    /// For `between`: the phase before and after (full paths; empty at the run's start/end).
+    pub before: Option<String>,
+    pub after: Option<String>,
+    pub totals: GapTotals,
+    pub mean_ns: i64,
+    pub max_ns: i64,
+    pub devices: Vec<u16>,
+}
+
+/// One gap.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GapRow {
+    pub device: u16,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    /// Start relative to the first sample of the trace.
+    pub offset_ns: i64,
+    pub duration_ns: i64,
+    pub place: String,
+    pub no_kernel_ns: Option<i64>,
+    pub kernel_resident_ns: Option<i64>,
+}
+
+/// Drops of one device.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct DeviceDrops {
+    pub device: u16,
+    pub count: u64,
+    pub dropped_ns: i64,
+    pub lost_samples: u64,
+    /// Reason → (count, time).
+    pub by_reason: BTreeMap<String, (u64, i64)>,
+}
+
+/// The whole report.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    pub trace: String,
+    pub gpus: Vec<GpuInfo>,
+    pub metrics: Vec<String>,
+    pub interval_ns: i64,
+    /// First sample start and last sample end.
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub activity: Activity,
+    pub idle_threshold: f64,
+    pub min_gap_ns: i64,
+    pub nvtx_captured: bool,
+    pub kernels_captured: bool,
+    pub nvml_captured: bool,
+    /// Every device over the whole recording.
+    pub whole_run: PhaseReport,
+    /// Phases in tree order (parents before children).
+    pub phases: Vec<PhaseReport>,
+    /// Gap groups, largest total first.
+    pub gap_groups: Vec<GapGroup>,
+    /// Every gap, longest first.
+    pub gaps: Vec<GapRow>,
+    pub drops: Vec<DeviceDrops>,
+    pub notes: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+/// Chooses the activity value and threshold for a trace.
+pub fn resolve_activity(trace: &Trace, opts: &ReportOptions) -> Result<Activity> {
+    let m = trace.manifest();
+    let names = m.metric_names();
+    if names.is_empty() {
+        return Err(AnalysisError::Invalid(format!(
+            "{} has no GPU counter samples{}, so idle time cannot be measured. \
+             `cufall info` shows what it holds; record with counters available to get a report.",
+            trace.path().display(),
+            m.counters_unavailable
+                .as_ref()
+                .map(|w| format!(" ({w})"))
+                .unwrap_or_default()
+        )));
+    }
+    if !(opts.idle_below.is_finite() && opts.idle_below > 0.0) {
+        return Err(AnalysisError::Invalid(format!(
+            "--idle-below must be a positive fraction of full scale (e.g. 0.05 for 5 %), not {}",
+            opts.idle_below
+        )));
+    }
+    let heatmap = match &opts.metric {
+        Some(name) => {
+            trace.check_metrics(&[name.as_str()])?;
+            m.heatmaps.iter().find(|h| &h.metric == name)
+        }
+        None => m.heatmaps.iter().find(|h| names.contains(&h.metric.as_str())),
+    };
+    let metric = match (&opts.metric, heatmap) {
+        (Some(name), _) => name.clone(),
+        (None, Some(h)) => h.metric.clone(),
+        (None, None) => names[0].to_string(),
+    };
+    let denominator = heatmap
+        .and_then(|h| h.denominator.clone())
+        .filter(|d| names.contains(&d.as_str()));
+    let unit = m
+        .sampling
+        .iter()
+        .flat_map(|s| s.metrics.iter())
+        .find(|x| x.name == metric)
+        .map(|x| x.unit.clone())
+        .unwrap_or_default();
+    let mut activity = Activity {
+        metric,
+        denominator,
+        full_scale: 1.0,
+        full_scale_source: String::new(),
+        idle_below: opts.idle_below,
+    };
+    let (full_scale, source) = if let Some(f) = opts.full_scale {
+        (f, "--full-scale".to_string())
+    } else if let Some(f) = heatmap.and_then(|h| h.full_scale) {
+        (f, "the recording's heatmap".to_string())
+    } else if activity.denominator.is_some() {
+        (1.0, "ratio".to_string())
+    } else if unit == "%" || activity.metric.contains("pct") {
+        (100.0, "percent".to_string())
+    } else {
+        let peak = samples::metric_peak(trace, activity.expr())?;
+        (peak, "peak in this trace".to_string())
+    };
+    if !(full_scale.is_finite() && full_scale > 0.0) {
+        activity.full_scale = 1.0;
+        activity.full_scale_source = "default (the metric is never above 0)".into();
+    } else {
+        activity.full_scale = full_scale;
+        activity.full_scale_source = source;
+    }
+    Ok(activity)
+}
+
+struct NvmlAgg {
+    power: (f64, u64),
+    sm: (f64, u64),
+    mem: (f64, u64),
+    util: (f64, u64),
+}
+
+impl NvmlAgg {
+    fn new() -> Self {
+        NvmlAgg {
+            power: (0.0, 0),
+            sm: (0.0, 0),
+            mem: (0.0, 0),
+            util: (0.0, 0),
+        }
+    }
+    fn push(&mut self, r: &NvmlRow) {
+        let add = |slot: &mut (f64, u64), v: Option<f64>| {
+            if let Some(v) = v {
+                slot.0 += v;
+                slot.1 += 1;
+            }
+        };
+        add(&mut self.power, r.power_w.map(f64::from));
+        add(&mut self.sm, r.sm_clock_mhz.map(f64::from));
+        add(&mut self.mem, r.mem_clock_mhz.map(f64::from));
+        add(&mut self.util, r.gpu_util_pct.map(f64::from));
+    }
+    fn merge(&mut self, o: &NvmlAgg) {
+        for (a, b) in [
+            (&mut self.power, o.power),
+            (&mut self.sm, o.sm),
+            (&mut self.mem, o.mem),
+            (&mut self.util, o.util),
+        ] {
+            a.0 += b.0;
+            a.1 += b.1;
+        }
+    }
+}
+
+fn mean(slot: (f64, u64)) -> Option<f64> {
+    (slot.1 > 0).then(|| slot.0 / slot.1 as f64)
+}
+
+/// Per-device, per-segment inputs of the phase statistics.
+struct Cells {
+    samples: BTreeMap<u16, Vec<Option<SegAgg>>>,
+    nvml: BTreeMap<u16, Vec<Option<NvmlAgg>>>,
+    dropped: BTreeMap<u16, Vec<i64>>,
+}
+
+fn device_u16(d: u32) -> u16 {
+    u16::try_from(d).unwrap_or(u16::MAX)
+}
+
+/// Computes the report of the trace at `trace`.
+pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
+    let m = trace.manifest();
+    let activity = resolve_activity(trace, opts)?;
+    let metrics: Vec<String> = m.metric_names().into_iter().map(str::to_string).collect();
+    let interval_ns = m.sampling.as_ref().map(|s| s.interval_ns).unwrap_or(0).max(1);
+    let min_gap_ns = opts.min_gap_ns.unwrap_or(DEFAULT_GAP_INTERVALS * interval_ns).max(1);
+    if opts.min_gap_ns.is_some_and(|g| g <= 0) {
+        return Err(AnalysisError::Invalid(
+            "--min-gap must be a positive duration, e.g. 50us".into(),
+        ));
+    }
+    // Samples closer than half an interval are contiguous; further apart, a hole.
+    let hole_ns = (interval_ns / 2).max(1);
+
+    let nvtx = trace.nvtx()?;
+    let phases = Phases::build(&nvtx);
+    let totals = samples::aggregate_segments(trace, &phases, &activity, &metrics)?;
+    let fragments = samples::idle_fragments(trace, &activity, min_gap_ns, hole_ns)?;
+    let drops = trace.drops()?;
+    let nvml = trace.nvml()?;
+    let kernels = trace.kernels()?;
+    let coverage = KernelCoverage::build(&kernels);
+    let merged = gaps::merge_fragments(fragments, &drops, min_gap_ns, hole_ns);
+    let gap_list = gaps::build_gaps(merged, &phases, coverage.as_ref());
+
+    let mut devices: Vec<u16> = m.devices.iter().map(|d| device_u16(d.id.0)).collect();
+    devices.extend(totals.keys().map(|(d, _)| *d));
+    devices.sort_unstable();
+    devices.dedup();
+
+    let nseg = phases.segment_count();
+    let mut cells = Cells {
+        samples: BTreeMap::new(),
+        nvml: BTreeMap::new(),
+        dropped: BTreeMap::new(),
+    };
+    for d in &devices {
+        cells.samples.insert(*d, (0..nseg).map(|_| None).collect());
+        cells.nvml.insert(*d, (0..nseg).map(|_| None).collect());
+        cells.dropped.insert(*d, vec![0; nseg]);
+    }
+    for ((d, s), agg) in &totals {
+        if let Some(slot) = cells.samples.get_mut(d).and_then(|v| v.get_mut(*s as usize)) {
+            *slot = Some(agg.clone());
+        }
+    }
+    let start_ns = totals.values().map(|a| a.first_start_ns).min().unwrap_or(0);
+    let end_ns = totals.values().map(|a| a.last_end_ns).max().unwrap_or(0);
+    for r in &nvml {
+        let s = phases.segment_of(r.t_ns);
+        if let Some(slot) = cells.nvml.get_mut(&device_u16(r.device.0)).and_then(|v| v.get_mut(s)) {
+            slot.get_or_insert_with(NvmlAgg::new).push(r);
+        }
+    }
+    for dr in &drops {
+        if let Some(v) = cells.dropped.get_mut(&device_u16(dr.device.0)) {
+            let lo = phases.segment_of(dr.start_ns);
+            let hi = phases.segment_of((dr.end_ns - 1).max(dr.start_ns));
+            for (s, slot) in v.iter_mut().enumerate().take(hi + 1).skip(lo) {
+                let (a, b) = phases.segment_bounds(s, dr.start_ns, dr.end_ns);
+                *slot += (b.min(dr.end_ns) - a.max(dr.start_ns)).max(0);
+            }
+        }
+    }
+
+    let kernels_captured = coverage.is_some();
+    let all_segments: Vec<u32> = (0..nseg as u32).collect();
+    let ctx = Ctx {
+        devices: &devices,
+        cells: &cells,
+        metrics: &metrics,
+        activity: &activity,
+        kernels_captured,
+        min_gap_ns,
+    };
+    let run_durations = vec![(end_ns - start_ns).max(0)];
+    let whole_gaps: Vec<&Gap> = gap_list.iter().collect();
+    let whole_run = ctx.phase_report(
+        "(whole run)",
+        "(whole run)",
+        0,
+        &run_durations,
+        &all_segments,
+        &whole_gaps,
+    );
+    let mut phase_reports = Vec::with_capacity(phases.phases.len());
+    for (i, p) in phases.phases.iter().enumerate() {
+        let in_phase: Vec<&Gap> = gap_list.iter().filter(|g| g.place == Place::In(i)).collect();
+        phase_reports.push(ctx.phase_report(
+            &p.path,
+            &p.name,
+            p.depth,
+            &p.durations_ns,
+            &p.segments,
+            &in_phase,
+        ));
+    }
+
+    let gap_groups = group_gaps(&gap_list, &phases);
+    let mut gap_rows: Vec<GapRow> = gap_list
+        .iter()
+        .map(|g| GapRow {
+            device: g.device,
+            start_ns: g.start_ns,
+            end_ns: g.end_ns,
+            offset_ns: g.start_ns - start_ns,
+            duration_ns: g.duration_ns(),
+            place: phases.label(&g.place),
+            no_kernel_ns: g.kernel_resident_ns.map(|k| g.duration_ns() - k),
+            kernel_resident_ns: g.kernel_resident_ns,
+        })
+        .collect();
+    gap_rows.sort_by(|a, b| {
+        b.duration_ns
+            .cmp(&a.duration_ns)
+            .then(a.start_ns.cmp(&b.start_ns))
+            .then(a.device.cmp(&b.device))
+    });
+
+    let drop_reports = drop_summary(&drops);
+    let mut notes = Vec::new();
+    if phases.is_empty() {
+        notes.push(
+            "NVTX ranges were not captured in this trace: the whole run is reported as one phase. \
+             Record a program that emits NVTX ranges with `cufall record -o NAME.cufall -- PROGRAM` \
+             to see its phases."
+                .to_string(),
+        );
+    }
+    if !kernels_captured {
+        notes.push(
+            "kernel activity was not captured: gaps are not split into host-bound (no kernel \
+             resident) and latency-bound (kernel resident, counters idle). Record with \
+             `cufall record -- PROGRAM` to capture kernels."
+                .to_string(),
+        );
+    }
+    if !drops.is_empty() {
+        let total: i64 = drops.iter().map(|d| (d.end_ns - d.start_ns).max(0)).sum();
+        notes.push(format!(
+            "{} drop(s), {} without samples in all: excluded from idle time and gaps, never counted as idle.",
+            drops.len(),
+            crate::render::fmt_ns(total)
+        ));
+    }
+    Ok(Report {
+        trace: trace.path().display().to_string(),
+        gpus: devices
+            .iter()
+            .map(|d| {
+                let info = m.devices.iter().find(|x| device_u16(x.id.0) == *d);
+                GpuInfo {
+                    device: *d,
+                    name: info.map(|i| i.name.clone()).unwrap_or_default(),
+                    chip: info.map(|i| i.chip.clone()).unwrap_or_default(),
+                }
+            })
+            .collect(),
+        metrics,
+        interval_ns,
+        start_ns,
+        end_ns,
+        idle_threshold: activity.threshold(),
+        activity,
+        min_gap_ns,
+        nvtx_captured: !phases.is_empty(),
+        kernels_captured,
+        nvml_captured: !nvml.is_empty(),
+        whole_run,
+        phases: phase_reports,
+        gap_groups,
+        gaps: gap_rows,
+        drops: drop_reports,
+        notes,
+        warnings: trace.warnings(),
+    })
+}
+
+struct Ctx<'a> {
+    devices: &'a [u16],
+    cells: &'a Cells,
+    metrics: &'a [String],
+    activity: &'a Activity,
+    kernels_captured: bool,
+    min_gap_ns: i64,
+}
+
+impl Ctx<'_> {
+    fn phase_report(
+        &self,
+        path: &str,
+        name: &str,
+        depth: usize,
+        durations: &[i64],
+        segments: &[u32],
+        in_gaps: &[&Gap],
+    ) -> PhaseReport {
+        let mut devs = Vec::with_capacity(self.devices.len());
+        let (mut idle_all, mut sampled_all) = (0i64, 0i64);
+        let mut gaps_all = GapTotals::default();
+        for d in self.devices {
+            let mut agg = SegAgg::default();
+            let mut nv = NvmlAgg::new();
+            let mut dropped = 0;
+            let cells = self.cells.samples.get(d);
+            let nvcells = self.cells.nvml.get(d);
+            let dcells = self.cells.dropped.get(d);
+            for s in segments {
+                let s = *s as usize;
+                if let Some(Some(a)) = cells.and_then(|c| c.get(s)) {
+                    agg.add(a);
+                }
+                if let Some(Some(a)) = nvcells.and_then(|c| c.get(s)) {
+                    nv.merge(a);
+                }
+                dropped += dcells.and_then(|c| c.get(s)).copied().unwrap_or(0);
+            }
+            let n = agg.samples;
+            let stat = |i: usize, name: &str| Stat {
+                name: name.to_string(),
+                mean: (n > 0).then(|| agg.sums.get(i).copied().unwrap_or(0.0) / n as f64),
+                peak: (n > 0).then(|| agg.peaks.get(i).copied().unwrap_or(f64::NAN)),
+            };
+            let metrics: Vec<Stat> =
+                self.metrics.iter().enumerate().map(|(i, m)| stat(i, m)).collect();
+            let activity = stat(self.metrics.len(), &self.activity.label());
+            let mut gaps = GapTotals::default();
+            if self.kernels_captured {
+                gaps.no_kernel_ns = Some(0);
+                gaps.kernel_resident_ns = Some(0);
+            }
+            for g in in_gaps.iter().filter(|g| g.device == *d) {
+                gaps.add(g);
+            }
+            idle_all += agg.idle_ns;
+            sampled_all += agg.sampled_ns;
+            gaps_all.merge(&gaps);
+            devs.push(PhaseDevice {
+                device: *d,
+                samples: n,
+                sampled_ns: agg.sampled_ns,
+                idle_ns: agg.idle_ns,
+                idle_fraction: (agg.sampled_ns > 0)
+                    .then(|| agg.idle_ns as f64 / agg.sampled_ns as f64),
+                dropped_ns: dropped,
+                activity,
+                metrics,
+                power_w: mean(nv.power),
+                sm_clock_mhz: mean(nv.sm),
+                mem_clock_mhz: mean(nv.mem),
+                nvml_gpu_util_pct: mean(nv.util),
+                gaps,
+            });
+        }
+        let idle_fraction = (sampled_all > 0).then(|| idle_all as f64 / sampled_all as f64);
+        PhaseReport {
+            path: path.to_string(),
+            name: name.to_string(),
+            depth,
+            count: durations.len() as u64,
+            total_ns: durations.iter().sum(),
+            p50_ns: phases::percentile(durations, 0.5),
+            p99_ns: phases::percentile(durations, 0.99),
+            devices: devs,
+            idle_fraction,
+            verdict: verdict(idle_fraction, &gaps_all, self.kernels_captured, self.min_gap_ns),
+        }
+    }
+}
+
+/// A short verdict in plain words.
+fn verdict(idle: Option<f64>, gaps: &GapTotals, kernels: bool, min_gap_ns: i64) -> String {
+    let Some(idle) = idle else {
+        return "no samples fall in this phase".into();
+    };
+    let pct = idle * 100.0;
+    if idle < 0.10 {
+        return format!("busy: idle only {pct:.0}% of the time");
+    }
+    let head = if idle >= 0.5 {
+        format!("mostly idle ({pct:.0}% of the time)")
+    } else {
+        format!("idle {pct:.0}% of the time")
+    };
+    if gaps.total_ns == 0 {
+        return format!(
+            "{head}, in stretches shorter than {}: short stalls between or inside kernels",
+            crate::render::fmt_ns(min_gap_ns)
+        );
+    }
+    if !kernels {
+        return format!(
+            "{head}; kernels were not captured, so launch gaps and latency-bound kernels cannot be told apart"
+        );
+    }
+    let host = gaps.no_kernel_ns.unwrap_or(0) as f64 / gaps.total_ns as f64;
+    if host >= 0.6 {
+        format!(
+            "{head}; host-bound: no kernel resident during {:.0}% of its gap time (launch gaps, host work, synchronisation)",
+            host * 100.0
+        )
+    } else if host <= 0.4 {
+        format!(
+            "{head}; latency-bound: kernels resident but counters idle during {:.0}% of its gap time",
+            (1.0 - host) * 100.0
+        )
+    } else {
+        format!(
+            "{head}; mixed: {:.0}% of its gap time with no kernel resident, the rest with kernels resident but idle",
+            host * 100.0
+        )
+    }
+}
+
+fn group_gaps(gaps: &[Gap], phases: &Phases) -> Vec<GapGroup> {
+    let mut groups: BTreeMap<&Place, (GapTotals, i64, Vec<u16>)> = BTreeMap::new();
+    for g in gaps {
+        let e = groups.entry(&g.place).or_insert_with(|| (GapTotals::default(), 0, Vec::new()));
+        e.0.add(g);
+        e.1 = e.1.max(g.duration_ns());
+        if !e.2.contains(&g.device) {
+            e.2.push(g.device);
+        }
+    }
+    let path = |p: Option<usize>| p.map(|p| phases.phases[p].path.clone());
+    let mut out: Vec<GapGroup> = groups
+        .into_iter()
+        .map(|(place, (totals, max_ns, mut devices))| {
+            devices.sort_unstable();
+            let (kind, before, after) = match place {
+                Place::WholeRun => ("whole_run", None, None),
+                Place::In(_) => ("in", None, None),
+                Place::Between(a, b) => ("between", path(*a), path(*b)),
+            };
+            GapGroup {
+                place: phases.label(place),
+                kind: kind.to_string(),
+                before,
+                after,
+                mean_ns: totals.total_ns / totals.count.max(1) as i64,
+                max_ns,
+                totals,
+                devices,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.totals
+            .total_ns
+            .cmp(&a.totals.total_ns)
+            .then(a.place.cmp(&b.place))
+    });
+    out
+}
+
+fn drop_summary(drops: &[DropRecord]) -> Vec<DeviceDrops> {
+    let mut by: BTreeMap<u16, DeviceDrops> = BTreeMap::new();
+    for d in drops {
+        let dev = device_u16(d.device.0);
+        let e = by.entry(dev).or_insert_with(|| DeviceDrops {
+            device: dev,
+            ..Default::default()
+        });
+        let ns = (d.end_ns - d.start_ns).max(0);
+        e.count += 1;
+        e.dropped_ns += ns;
+        e.lost_samples += d.lost_samples.unwrap_or(0);
+        let r = e.by_reason.entry(d.reason.as_str().to_string()).or_insert((0, 0));
+        r.0 += 1;
+        r.1 += ns;
+    }
+    by.into_values().collect()
+}

@@ -1,0 +1,446 @@
+//! Report, diff and export on synthetic fixture traces (see `common/mod.rs` for the timeline).
+
+mod common;
+
+use clap::Parser;
+use common::{DRAM, ELAPSED, Fixture, INTERVAL, T0, TENSOR, US};
+use cufall_analysis::cli::{self, DiffArgs, ExportArgs, ReportArgs};
+use cufall_analysis::diff::{build_diff, diff_text};
+use cufall_analysis::render::report_text;
+use cufall_analysis::report::{GapGroup, Report};
+use cufall_analysis::{ReportOptions, build_report};
+use cufall_trace::Trace;
+use polars::prelude::*;
+
+fn opts() -> ReportOptions {
+    ReportOptions {
+        min_gap_ns: Some(50 * US),
+        ..Default::default()
+    }
+}
+
+fn report_of(fx: &Fixture) -> (tempfile::TempDir, Report) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = fx.write(dir.path(), "fixture.cufall");
+    let trace = Trace::open(&path).expect("open");
+    let mut r = build_report(&trace, &opts()).expect("report");
+    r.trace = "fixture.cufall".into();
+    (dir, r)
+}
+
+fn group<'a>(r: &'a Report, place: &str) -> &'a GapGroup {
+    r.gap_groups
+        .iter()
+        .find(|g| g.place == place)
+        .unwrap_or_else(|| panic!("no gap group {place}; have {:?}", r.gap_groups))
+}
+
+#[test]
+fn gaps_have_exact_counts_durations_places_and_causes() {
+    let (_dir, r) = report_of(&Fixture::default());
+    let places: Vec<(&str, u64, i64)> = r
+        .gap_groups
+        .iter()
+        .map(|g| (g.place.as_str(), g.totals.count, g.totals.total_ns / US))
+        .collect();
+    // Ranked by total time.
+    assert_eq!(
+        places,
+        [
+            ("draft → verify", 5, 500),
+            ("step/verify", 2, 400),
+            ("verify → draft", 4, 350),
+            ("step/verify → (end)", 2, 200),
+        ]
+    );
+    let dv = group(&r, "draft → verify");
+    assert_eq!(dv.kind, "between");
+    assert_eq!(dv.before.as_deref(), Some("step/draft"));
+    assert_eq!(dv.after.as_deref(), Some("step/verify"));
+    assert_eq!(dv.totals.no_kernel_ns, Some(500 * US));
+    assert_eq!(dv.totals.kernel_resident_ns, Some(0));
+    assert_eq!(dv.devices, [0, 1]);
+    // The idle stretch inside verify has the verify kernel resident: latency-bound.
+    let v = group(&r, "step/verify");
+    assert_eq!(v.kind, "in");
+    assert_eq!(v.totals.kernel_resident_ns, Some(400 * US));
+    assert_eq!(v.totals.no_kernel_ns, Some(0));
+    // Device 0's verify → draft gap at 1900 µs is cut by a drop at [1930, 1950): the 30 µs
+    // piece is under the minimum gap, the 50 µs piece stays.
+    let mut dev0: Vec<(i64, i64)> = r
+        .gaps
+        .iter()
+        .filter(|g| g.device == 0)
+        .map(|g| ((g.start_ns - T0) / US, g.duration_ns / US))
+        .collect();
+    dev0.sort_unstable();
+    assert_eq!(
+        dev0,
+        [(400, 100), (900, 100), (1400, 100), (1600, 200), (1950, 50), (2900, 100)]
+    );
+    assert_eq!(r.gaps.len(), 13);
+    assert_eq!(r.gaps[0].duration_ns, 200 * US, "longest first");
+}
+
+#[test]
+fn drops_are_reported_and_never_counted_as_idle() {
+    let (_dir, r) = report_of(&Fixture::default());
+    let whole = |d: u16| {
+        r.whole_run
+            .devices
+            .iter()
+            .find(|x| x.device == d)
+            .expect("device")
+            .clone()
+    };
+    // Device 0: 3000 µs minus 120 µs of drops sampled; idle 680 µs (the 30 µs piece before the
+    // drop counts as idle time, the drop itself does not).
+    assert_eq!(whole(0).sampled_ns, 2880 * US);
+    assert_eq!(whole(0).idle_ns, 680 * US);
+    assert_eq!(whole(0).dropped_ns, 120 * US);
+    assert_eq!(whole(1).sampled_ns, 3000 * US);
+    assert_eq!(whole(1).idle_ns, 800 * US);
+    assert_eq!(whole(1).dropped_ns, 0);
+    for g in r.gaps.iter().filter(|g| g.device == 0) {
+        for (s, e) in [(2400, 2500), (1930, 1950)] {
+            assert!(
+                g.end_ns <= T0 + s * US || g.start_ns >= T0 + e * US,
+                "gap {g:?} overlaps a drop"
+            );
+        }
+    }
+    assert_eq!(r.drops.len(), 1);
+    assert_eq!(r.drops[0].device, 0);
+    assert_eq!(r.drops[0].count, 2);
+    assert_eq!(r.drops[0].dropped_ns, 120 * US);
+    assert_eq!(r.drops[0].lost_samples, 12);
+}
+
+#[test]
+fn phase_statistics() {
+    let (_dir, r) = report_of(&Fixture::default());
+    let paths: Vec<&str> = r.phases.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(paths, ["step", "step/draft", "step/verify"]);
+    let draft = &r.phases[1];
+    assert_eq!((draft.count, draft.total_ns, draft.p50_ns, draft.p99_ns), (3, 1200 * US, 400 * US, 400 * US));
+    assert_eq!(draft.depth, 1);
+    for d in &draft.devices {
+        assert_eq!(d.idle_ns, 0);
+        assert_eq!(d.samples, 120);
+        assert_eq!(d.metrics[0].name, TENSOR);
+        assert_eq!(d.metrics[0].mean, Some(800.0));
+        assert_eq!(d.metrics[0].peak, Some(800.0));
+        assert_eq!(d.metrics[2].mean, Some(60.0));
+        let act = d.activity.mean.expect("activity");
+        assert!((act - 0.8).abs() < 1e-9, "{act}");
+        assert_eq!(d.power_w, Some(300.0 + f64::from(d.device)));
+        assert_eq!(d.sm_clock_mhz, Some(1980.0));
+    }
+    assert!(draft.verdict.starts_with("busy"), "{}", draft.verdict);
+    let verify = &r.phases[2];
+    let idle = verify.idle_fraction.expect("idle");
+    assert!((idle - 200.0 / 1200.0).abs() < 1e-9, "{idle}");
+    assert!(verify.verdict.contains("latency-bound"), "{}", verify.verdict);
+    let step = &r.phases[0];
+    assert_eq!(step.devices[0].dropped_ns, 120 * US);
+    assert!(r.nvtx_captured && r.kernels_captured && r.nvml_captured);
+    assert_eq!(r.min_gap_ns, 50 * US);
+    assert_eq!(r.activity.metric, TENSOR);
+    assert_eq!(r.activity.denominator.as_deref(), Some(ELAPSED));
+    assert_eq!(r.activity.full_scale, 1.0);
+}
+
+#[test]
+fn default_min_gap_is_five_intervals_and_raw_metric_uses_trace_peak() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fx = Fixture {
+        heatmap: false,
+        ..Fixture::default()
+    };
+    let trace = Trace::open(fx.write(dir.path(), "t.cufall")).expect("open");
+    let r = build_report(&trace, &ReportOptions::default()).expect("report");
+    assert_eq!(r.min_gap_ns, 5 * INTERVAL);
+    assert_eq!(r.activity.metric, TENSOR);
+    assert_eq!(r.activity.denominator, None);
+    assert_eq!(r.activity.full_scale, 800.0);
+    assert_eq!(r.gaps.len(), 13);
+    // A percentage metric gets a full scale of 100.
+    let opts = ReportOptions {
+        metric: Some(DRAM.into()),
+        ..Default::default()
+    };
+    let r = build_report(&trace, &opts).expect("report");
+    assert_eq!(r.activity.full_scale, 100.0);
+    assert_eq!(r.idle_threshold, 5.0);
+    assert_eq!(r.gaps.len(), 13);
+}
+
+#[test]
+fn trace_without_nvtx_reports_the_whole_run() {
+    let (_dir, r) = report_of(&Fixture {
+        nvtx: false,
+        kernels: false,
+        ..Fixture::default()
+    });
+    assert!(!r.nvtx_captured);
+    assert!(r.phases.is_empty());
+    assert!(r.notes.iter().any(|n| n.contains("NVTX ranges were not captured")), "{:?}", r.notes);
+    assert!(r.notes.iter().any(|n| n.contains("kernel activity was not captured")));
+    assert_eq!(r.gap_groups.len(), 1);
+    assert_eq!(r.gap_groups[0].place, "(whole run)");
+    assert_eq!(r.gap_groups[0].totals.count, 13);
+    assert_eq!(r.gap_groups[0].totals.total_ns, 1450 * US);
+    assert_eq!(r.gap_groups[0].totals.no_kernel_ns, None);
+    insta::assert_snapshot!("report_without_nvtx", report_text(&r));
+}
+
+#[test]
+fn unknown_metric_lists_the_recorded_ones() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = Trace::open(Fixture::default().write(dir.path(), "t.cufall")).expect("open");
+    let opts = ReportOptions {
+        metric: Some("sm__nope.avg".into()),
+        ..Default::default()
+    };
+    let err = build_report(&trace, &opts).expect_err("unknown metric").to_string();
+    assert!(err.contains("no metric named `sm__nope.avg`"), "{err}");
+    assert!(err.contains(TENSOR) && err.contains(DRAM), "{err}");
+}
+
+#[test]
+fn report_text_snapshot() {
+    let (_dir, r) = report_of(&Fixture::default());
+    insta::assert_snapshot!("report_fixture", report_text(&r));
+}
+
+#[test]
+fn diff_matches_phases_and_warns_about_different_gpus() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = Trace::open(Fixture::default().write(dir.path(), "a.cufall")).expect("open a");
+    let fx_b = Fixture {
+        gpu_name: "NVIDIA A100".into(),
+        extra_verify_gap_us: 50,
+        ..Fixture::default()
+    };
+    let b = Trace::open(fx_b.write(dir.path(), "b.cufall")).expect("open b");
+    let mut d = build_diff(&a, &b, &opts()).expect("diff");
+    assert!(d.warnings.iter().any(|w| w.contains("different GPUs")), "{:?}", d.warnings);
+    assert_eq!(d.phases[0].path, "step/verify");
+    assert_eq!(d.phases[0].delta_total_ns, -150 * US);
+    let gaps: Vec<(&str, i64)> = d
+        .gaps
+        .iter()
+        .map(|g| (g.place.as_str(), g.delta_total_ns / US))
+        .collect();
+    assert_eq!(
+        gaps,
+        [
+            ("verify → draft", 230),
+            ("step/verify → (end)", 100),
+            ("draft → verify", 0),
+            ("step/verify", 0),
+        ]
+    );
+    d.a.trace = "a.cufall".into();
+    d.b.trace = "b.cufall".into();
+    insta::assert_snapshot!("diff_fixture", diff_text(&d));
+}
+
+fn read_parquet(path: &std::path::Path) -> DataFrame {
+    let file = std::fs::File::open(path).expect("open parquet");
+    ParquetReader::new(file).finish().expect("read parquet")
+}
+
+#[test]
+fn export_parquet_and_csv_read_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = Fixture::default().write(dir.path(), "t.cufall");
+    let out = dir.path().join("pq");
+    let args = ExportArgs::try_parse_from([
+        "export",
+        trace.to_str().expect("utf8"),
+        "--format",
+        "parquet",
+        "-o",
+        out.to_str().expect("utf8"),
+        "--min-gap",
+        "50us",
+    ])
+    .expect("args");
+    let mut text = Vec::new();
+    cli::export_to(&args, &mut text).expect("export");
+    let samples = read_parquet(&out.join("samples.parquet"));
+    assert_eq!(samples.height(), 600 - 12);
+    assert!(samples.column(TENSOR).is_ok());
+    let gaps = read_parquet(&out.join("gaps.parquet"));
+    assert_eq!(gaps.height(), 13);
+    let total: i64 = gaps.column("duration_ns").expect("col").i64().expect("i64").sum().expect("sum");
+    assert_eq!(total, 1450 * US);
+    let phases = read_parquet(&out.join("phases.parquet"));
+    assert_eq!(phases.height(), 4 * 2);
+    assert_eq!(read_parquet(&out.join("nvtx.parquet")).height(), 9);
+    assert_eq!(read_parquet(&out.join("kernels.parquet")).height(), 12);
+    // A second export to the same place is refused without --force.
+    let err = cli::export_to(&args, &mut Vec::new()).expect_err("exists").to_string();
+    assert!(err.contains("--force"), "{err}");
+
+    let out = dir.path().join("csv");
+    let args = ExportArgs::try_parse_from([
+        "export",
+        trace.to_str().expect("utf8"),
+        "--format",
+        "csv",
+        "-o",
+        out.to_str().expect("utf8"),
+    ])
+    .expect("args");
+    cli::export_to(&args, &mut Vec::new()).expect("export csv");
+    let gaps = std::fs::read_to_string(out.join("gaps.csv")).expect("csv");
+    assert_eq!(gaps.lines().count(), 1 + 13);
+    assert!(gaps.starts_with("device,start_ns,end_ns,duration_ns,place"));
+    let samples = std::fs::read_to_string(out.join("samples.csv")).expect("csv");
+    assert_eq!(samples.lines().count(), 1 + 588);
+}
+
+#[test]
+fn export_perfetto_is_valid_trace_event_json() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = Fixture::default().write(dir.path(), "t.cufall");
+    let out = dir.path().join("t.perfetto.json");
+    let args = ExportArgs::try_parse_from([
+        "export",
+        trace.to_str().expect("utf8"),
+        "--format",
+        "perfetto",
+        "-o",
+        out.to_str().expect("utf8"),
+        "--min-gap",
+        "50us",
+    ])
+    .expect("args");
+    cli::export_to(&args, &mut Vec::new()).expect("export");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).expect("read")).expect("json");
+    let events = v["traceEvents"].as_array().expect("traceEvents array");
+    let mut counts = std::collections::BTreeMap::<String, usize>::new();
+    for e in events {
+        let ph = e["ph"].as_str().expect("ph");
+        assert!(e["name"].is_string(), "{e}");
+        assert!(e["pid"].is_i64() || e["pid"].is_u64(), "{e}");
+        assert!(e["tid"].is_i64() || e["tid"].is_u64(), "{e}");
+        assert!(e["ts"].is_number(), "{e}");
+        match ph {
+            "X" => assert!(e["dur"].as_f64().is_some_and(|d| d >= 0.0), "{e}"),
+            "C" => {
+                let args = e["args"].as_object().expect("counter args");
+                assert!(!args.is_empty() && args.values().all(|x| x.is_number()), "{e}");
+            }
+            "M" => assert!(e["args"]["name"].is_string() || e["args"]["sort_index"].is_number()),
+            other => panic!("unexpected phase {other}"),
+        }
+        let key = format!("{ph}:{}", e["cat"].as_str().unwrap_or(""));
+        *counts.entry(key).or_default() += 1;
+    }
+    assert_eq!(counts["X:nvtx"], 9);
+    assert_eq!(counts["X:kernel"], 12);
+    assert_eq!(counts["X:gap"], 13);
+    assert_eq!(counts["X:drop"], 2);
+    // 588 samples, 3 metrics + the activity value each.
+    assert_eq!(counts["C:"], 588 * 4);
+    // Microseconds from the first event: the first draft starts at 0 and lasts 400 µs; the first
+    // gap is 400..500 µs.
+    let draft = events
+        .iter()
+        .find(|e| e["name"] == "draft")
+        .expect("draft slice");
+    assert_eq!(draft["ts"].as_f64(), Some(0.0));
+    assert_eq!(draft["dur"].as_f64(), Some(400.0));
+    let gap = events
+        .iter()
+        .find(|e| e["cat"] == "gap" && e["pid"] == 1i64 << 30)
+        .expect("gap slice");
+    assert_eq!(gap["name"], "idle gap: draft → verify");
+    assert_eq!(gap["ts"].as_f64(), Some(400.0));
+    assert_eq!(gap["dur"].as_f64(), Some(100.0));
+    assert_eq!(v["otherData"]["t0_unix_ns"].as_i64(), Some(T0));
+}
+
+#[test]
+fn perfetto_counters_are_bucketed_above_the_cap() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = Fixture::default().write(dir.path(), "t.cufall");
+    let out = dir.path().join("t.json");
+    let args = ExportArgs::try_parse_from([
+        "export",
+        trace.to_str().expect("utf8"),
+        "--format",
+        "perfetto",
+        "-o",
+        out.to_str().expect("utf8"),
+        "--max-counter-points",
+        "30",
+    ])
+    .expect("args");
+    let mut text = Vec::new();
+    cli::export_to(&args, &mut text).expect("export");
+    assert!(String::from_utf8_lossy(&text).contains("averaged over 100.0 µs buckets"));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).expect("read")).expect("json");
+    let counters = v["traceEvents"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["ph"] == "C")
+        .count();
+    // 30 buckets per device, except device 0's bucket [2400, 2500) that is all drop.
+    assert_eq!(counters, (30 + 29) * 4);
+}
+
+#[derive(Parser)]
+struct TestCli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(clap::Subcommand)]
+enum Cmd {
+    Report(ReportArgs),
+    Diff(DiffArgs),
+}
+
+#[test]
+fn cli_report_json_and_diff_text() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = Fixture::default().write(dir.path(), "a.cufall");
+    let a = a.to_str().expect("utf8");
+    let cli = TestCli::try_parse_from(["cufall", "report", a, "--min-gap", "50us", "--json"])
+        .expect("parse");
+    let Cmd::Report(args) = cli.cmd else {
+        panic!("not report")
+    };
+    let mut out = Vec::new();
+    cli::report_to(&args, &mut out).expect("report");
+    let v: serde_json::Value = serde_json::from_slice(&out).expect("json");
+    assert_eq!(v["gaps"].as_array().map(Vec::len), Some(13));
+    assert_eq!(v["gap_groups"][0]["place"], "draft → verify");
+    assert_eq!(v["phases"][1]["path"], "step/draft");
+
+    let cli = TestCli::try_parse_from(["cufall", "diff", a, a]).expect("parse");
+    let Cmd::Diff(args) = cli.cmd else {
+        panic!("not diff")
+    };
+    let mut out = Vec::new();
+    cli::diff_to(&args, &mut out).expect("diff");
+    let text = String::from_utf8(out).expect("utf8");
+    assert!(text.contains("PHASES (biggest change in total time first)"), "{text}");
+    assert!(!text.contains("warning"), "{text}");
+
+    let missing = dir.path().join("missing.cufall");
+    let cli = TestCli::try_parse_from(["cufall", "report", missing.to_str().expect("utf8")])
+        .expect("parse");
+    let Cmd::Report(args) = cli.cmd else {
+        panic!("not report")
+    };
+    let err = cli::report_to(&args, &mut Vec::new()).expect_err("missing").to_string();
+    assert!(err.contains("no trace at"), "{err}");
+}

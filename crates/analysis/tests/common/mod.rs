@@ -1,0 +1,221 @@
+//! Synthetic fixture traces with known phases, gaps and drops (not recordings of a real GPU).
+//!
+//! Timeline of every device, in µs from T0, sampled every 10 µs:
+//!
+//! ```text
+//! step k (k = 0, 1, 2) = [1000k, 1000k + 1000)
+//!   draft  [1000k,       1000k + 400)   busy
+//!   (gap)  [1000k + 400, 1000k + 500)   idle, no kernel   -> "draft → verify"
+//!   verify [1000k + 500, 1000k + 900)   busy, except [1600, 1800) in step 1: idle with the
+//!                                         verify kernel resident -> "step/verify"
+//!   (gap)  [1000k + 900, 1000k + 1000)  idle, no kernel   -> "verify → draft" (k = 0, 1),
+//!                                                           "step/verify → (end)" (k = 2)
+//! ```
+//!
+//! Device 0 has two drops: [2400, 2500) covers the whole draft → verify gap of step 2, and
+//! [1930, 1950) cuts the verify → draft gap at 1900 into 30 µs (below the 50 µs minimum gap)
+//! and 50 µs. Device 1 has no drops. Busy samples have tensor = 0.8 × elapsed, idle ones 0.
+//! Samples are written in batches of 450 µs, devices interleaved, so file blocks split gaps.
+
+#![allow(dead_code)]
+
+use cufall_trace::model::{
+    ActivityKind, DeviceId, DeviceInfo, DropReason, DropRecord, HeatmapSpec, KernelRecord,
+    Manifest, MetricInfo, NvmlRow, NvtxRange, RangeKind, SampleBatch, SamplingInfo,
+};
+use cufall_trace::{TraceWriter, WriterOptions};
+use std::path::{Path, PathBuf};
+
+pub const T0: i64 = 1_764_000_000_000_000_000;
+pub const US: i64 = 1_000;
+pub const INTERVAL: i64 = 10 * US;
+pub const TENSOR: &str = "sm__pipe_tensor_cycles_active.avg";
+pub const ELAPSED: &str = "gr__cycles_elapsed.max";
+pub const DRAM: &str = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
+
+/// What to put in a fixture.
+#[derive(Clone, Debug)]
+pub struct Fixture {
+    pub gpu_name: String,
+    pub nvtx: bool,
+    pub kernels: bool,
+    pub drops: bool,
+    /// Extra idle time at the end of every verify (makes the verify → draft gap longer).
+    pub extra_verify_gap_us: i64,
+    pub heatmap: bool,
+}
+
+impl Default for Fixture {
+    fn default() -> Self {
+        Fixture {
+            gpu_name: "NVIDIA H200".into(),
+            nvtx: true,
+            kernels: true,
+            drops: true,
+            extra_verify_gap_us: 0,
+            heatmap: true,
+        }
+    }
+}
+
+fn rel(us: i64) -> i64 {
+    T0 + us * US
+}
+
+impl Fixture {
+    fn verify_end_us(&self) -> i64 {
+        900 - self.extra_verify_gap_us
+    }
+
+    fn busy(&self, t_us: i64) -> bool {
+        let k = t_us % 1000;
+        if (1600..1800).contains(&t_us) {
+            return false;
+        }
+        k < 400 || (500..self.verify_end_us()).contains(&k)
+    }
+
+    fn drops_of(&self, device: u32) -> Vec<(i64, i64)> {
+        if self.drops && device == 0 {
+            vec![(2400, 2500), (1930, 1950)]
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Writes the trace into `dir/name`.
+    pub fn write(&self, dir: &Path, name: &str) -> PathBuf {
+        let path = dir.join(name);
+        let mut m = Manifest::new("test", T0);
+        m.devices = (0..2)
+            .map(|i| DeviceInfo {
+                id: DeviceId(i),
+                name: self.gpu_name.clone(),
+                chip: if self.gpu_name.contains("H200") { "GH100".into() } else { "GA100".into() },
+                uuid: String::new(),
+                pci_bus_id: String::new(),
+                sm_count: Some(132),
+                memory_total_bytes: None,
+            })
+            .collect();
+        m.sampling = Some(SamplingInfo {
+            interval_ns: INTERVAL,
+            metrics: [TENSOR, ELAPSED, DRAM]
+                .iter()
+                .map(|n| MetricInfo {
+                    name: n.to_string(),
+                    unit: if *n == DRAM { "%".into() } else { "cycle".into() },
+                    description: String::new(),
+                })
+                .collect(),
+            source: "synthetic".into(),
+        });
+        if self.heatmap {
+            m.heatmaps = vec![HeatmapSpec {
+                metric: TENSOR.into(),
+                denominator: Some(ELAPSED.into()),
+                full_scale: None,
+            }];
+        }
+        let mut w = TraceWriter::create(&path, m, WriterOptions::default()).expect("create");
+        // Samples in 450 µs blocks, devices interleaved, one segment per block round.
+        let mut block = 0;
+        while block < 3000 {
+            for d in 0..2u32 {
+                let drops = self.drops_of(d);
+                let mut b = SampleBatch::new(DeviceId(d), 3);
+                let mut t = block;
+                while t < (block + 450).min(3000) {
+                    if !drops.iter().any(|(s, e)| t >= *s && t < *e) {
+                        let on = self.busy(t);
+                        let tensor = if on { 800.0 } else { 0.0 };
+                        let dram = if on { 60.0 } else { 1.0 };
+                        b.push(rel(t), rel(t + 10), &[tensor, 1000.0, dram]);
+                    }
+                    t += 10;
+                }
+                w.append_samples(&b).expect("samples");
+            }
+            w.flush().expect("flush");
+            block += 450;
+        }
+        let mut drops = Vec::new();
+        for d in 0..2u32 {
+            for (s, e) in self.drops_of(d) {
+                drops.push(DropRecord {
+                    device: DeviceId(d),
+                    start_ns: rel(s),
+                    end_ns: rel(e),
+                    reason: DropReason::CounterDataFull,
+                    lost_samples: Some(((e - s) / 10) as u64),
+                });
+            }
+        }
+        w.append_drops(&drops).expect("drops");
+        if self.nvtx {
+            let mut r = Vec::new();
+            for k in 0..3 {
+                let b = k * 1000;
+                for (s, e, name, depth) in [
+                    (b, b + 1000, "step", 0),
+                    (b, b + 400, "draft", 1),
+                    (b + 500, b + self.verify_end_us(), "verify", 1),
+                ] {
+                    r.push(NvtxRange {
+                        start_ns: rel(s),
+                        end_ns: rel(e),
+                        name: name.into(),
+                        domain: String::new(),
+                        kind: RangeKind::PushPop,
+                        depth,
+                        pid: 1234,
+                        tid: 1234,
+                    });
+                }
+            }
+            w.append_nvtx(&r).expect("nvtx");
+        }
+        if self.kernels {
+            let mut ks = Vec::new();
+            for d in 0..2 {
+                for k in 0..3 {
+                    let b = k * 1000;
+                    for (s, e, name) in [
+                        (b, b + 400, "draft_gemm"),
+                        (b + 500, b + self.verify_end_us(), "verify_gemm"),
+                    ] {
+                        ks.push(KernelRecord {
+                            device: DeviceId(d),
+                            start_ns: rel(s),
+                            end_ns: rel(e),
+                            kind: ActivityKind::Kernel,
+                            name: name.into(),
+                            stream: 7,
+                            correlation_id: (k * 2) as u32,
+                            bytes: None,
+                            pid: 1234,
+                        });
+                    }
+                }
+            }
+            w.append_kernels(&ks).expect("kernels");
+        }
+        let mut nvml = Vec::new();
+        for d in 0..2u32 {
+            for t in (0..3000).step_by(100) {
+                nvml.push(NvmlRow {
+                    device: DeviceId(d),
+                    t_ns: rel(t + 50),
+                    power_w: Some(300.0 + d as f32),
+                    sm_clock_mhz: Some(1980),
+                    mem_clock_mhz: Some(3201),
+                    gpu_util_pct: Some(100),
+                    ..Default::default()
+                });
+            }
+        }
+        w.append_nvml(&nvml).expect("nvml");
+        w.finish(rel(3000)).expect("finish");
+        path
+    }
+}

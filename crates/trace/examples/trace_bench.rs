@@ -1,0 +1,157 @@
+//! Prints the trace writer's and reader's figures for `docs/benchmarks.md`:
+//! write throughput on one core, bytes per metric value, and the time to read one metric
+//! column of a 100-million-value trace into polars.
+//!
+//! Run: `cargo run --release -p cufall-trace --example trace_bench [-- DIR]`
+//! (DIR defaults to a temporary folder; it needs about 1 GB of free space).
+
+use cufall_trace::model::*;
+use cufall_trace::{Table, Trace, TraceWriter, WriterOptions};
+use std::time::{Duration, Instant};
+
+const INTERVAL_NS: i64 = 10_000;
+const BATCH: usize = 10_000;
+
+fn manifest(metrics: usize) -> Manifest {
+    let mut m = Manifest::new(env!("CARGO_PKG_VERSION"), 0);
+    m.devices = vec![DeviceInfo {
+        id: DeviceId(0),
+        name: "synthetic".into(),
+        chip: String::new(),
+        uuid: String::new(),
+        pci_bus_id: String::new(),
+        sm_count: None,
+        memory_total_bytes: None,
+    }];
+    m.sampling = Some(SamplingInfo {
+        interval_ns: INTERVAL_NS,
+        metrics: (0..metrics)
+            .map(|i| MetricInfo {
+                name: format!("metric_{i}"),
+                unit: "%".into(),
+                description: String::new(),
+            })
+            .collect(),
+        source: "synthetic".into(),
+    });
+    m
+}
+
+/// Regular sampling: a fixed interval with a few ns of timestamp jitter, as the hardware gives,
+/// and smoothly changing values (slow sines), optionally with measurement noise.
+fn batch(first: usize, metrics: usize, noise: bool, rng: &mut u64) -> SampleBatch {
+    let mut b = SampleBatch::new(DeviceId(0), metrics);
+    let t0 = 1_764_460_000_000_000_000i64;
+    let mut row = vec![0f64; metrics];
+    for i in first..first + BATCH {
+        *rng ^= *rng << 13;
+        *rng ^= *rng >> 7;
+        *rng ^= *rng << 17;
+        let jitter = (*rng % 32) as i64;
+        let s = t0 + i as i64 * INTERVAL_NS + jitter;
+        for (m, v) in row.iter_mut().enumerate() {
+            let x = i as f64 * 2e-5 + m as f64;
+            let n = if noise {
+                ((*rng >> 20) % 1000) as f64 * 1e-3
+            } else {
+                0.0
+            };
+            *v = 50.0 + 45.0 * x.sin() + n;
+        }
+        b.push(s, s + INTERVAL_NS - 48 + jitter / 4, &row);
+    }
+    b
+}
+
+struct WriteResult {
+    values: usize,
+    busy: Duration,
+    bytes: u64,
+}
+
+fn write_trace(dir: &std::path::Path, metrics: usize, samples: usize, noise: bool) -> WriteResult {
+    let opts = WriterOptions {
+        overwrite: true,
+        flush_interval: Duration::from_secs(3600),
+        max_buffered_samples: 100_000, // one segment per second of 100 kHz sampling
+    };
+    let mut w = TraceWriter::create(dir, manifest(metrics), opts).expect("create");
+    let mut rng = 0x9e3779b97f4a7c15u64;
+    let batches: Vec<SampleBatch> = (0..10).map(|k| batch(k * BATCH, metrics, noise, &mut rng)).collect();
+    let mut busy = Duration::ZERO;
+    let mut done = 0;
+    while done < samples {
+        // Shift a pre-built batch in time so generation stays out of the measurement.
+        let mut b = batches[(done / BATCH) % batches.len()].clone();
+        let shift = (done - (done / BATCH) % batches.len() * BATCH) as i64 * INTERVAL_NS;
+        b.start_ns.iter_mut().for_each(|t| *t += shift);
+        b.end_ns.iter_mut().for_each(|t| *t += shift);
+        let t = Instant::now();
+        w.append_samples(&b).expect("append");
+        busy += t.elapsed();
+        done += BATCH;
+    }
+    let t = Instant::now();
+    let stats = w.finish(0).expect("finish");
+    busy += t.elapsed();
+    WriteResult {
+        values: done * metrics,
+        busy,
+        bytes: stats.bytes,
+    }
+}
+
+fn main() {
+    // One core for the writer's encoder and compressor, as in a recording (set before polars
+    // starts its thread pool).
+    // SAFETY-free: plain environment set at start, before any thread exists.
+    if std::env::var_os("POLARS_MAX_THREADS").is_none() {
+        eprintln!("note: run with POLARS_MAX_THREADS=1 to measure on one core");
+    }
+    let base = std::env::args()
+        .nth(1)
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("cufall-trace-bench"));
+    std::fs::create_dir_all(&base).expect("bench dir");
+
+    println!("trace writer: 100 kHz regular sampling, 1,000,000 samples per run");
+    println!("{:<9} {:<8} {:>14} {:>12}", "metrics", "values", "Mvalues/s", "bytes/value");
+    for metrics in [1, 2, 4, 8] {
+        for noise in [false, true] {
+            let r = write_trace(&base.join("w.cufall"), metrics, 1_000_000, noise);
+            println!(
+                "{:<9} {:<8} {:>14.1} {:>12.2}",
+                metrics,
+                if noise { "noisy" } else { "smooth" },
+                r.values as f64 / r.busy.as_secs_f64() / 1e6,
+                r.bytes as f64 / r.values as f64
+            );
+        }
+    }
+
+    // 100 million values: 25 million samples of 4 metrics.
+    let dir = base.join("big.cufall");
+    let r = write_trace(&dir, 4, 25_000_000, true);
+    println!(
+        "\n100M-value trace: {} values, {:.1} MB, written at {:.1} Mvalues/s",
+        r.values,
+        r.bytes as f64 / 1e6,
+        r.values as f64 / r.busy.as_secs_f64() / 1e6
+    );
+    for round in 0..3 {
+        let t = Instant::now();
+        let trace = Trace::open(&dir).expect("open");
+        let q = trace
+            .lazy(Table::Samples)
+            .expect("scan")
+            .select([polars::prelude::col("metric_2")]);
+        let df = trace.collect(q).expect("read");
+        println!(
+            "read one metric column ({} values) into polars: {:.3} s{}",
+            df.height(),
+            t.elapsed().as_secs_f64(),
+            if round == 0 { " (first read, includes checksum pass)" } else { "" }
+        );
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}

@@ -1,0 +1,49 @@
+//! Errors of reading and writing traces, each worded for the person at the terminal.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong with a trace. The `Display` text is the message shown to the
+/// user: it names the file and says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error("no trace at {path}: the path does not exist. Check the name, or record one with `cufall record -o {path_display} -- YOUR_PROGRAM`.", path = .0.display(), path_display = .0.display())]
+    NotFound(PathBuf),
+
+    #[error("{path} is not a cufall trace: {why}. A trace is the folder `cufall record -o NAME.cufall` creates, holding manifest.json.", path = .path.display())]
+    NotATrace { path: PathBuf, why: String },
+
+    #[error("{path} was written with trace format {found}, newer than this cufall understands (up to {supported}.x). Upgrade cufall to read it.", path = .path.display())]
+    NewerVersion {
+        path: PathBuf,
+        found: String,
+        supported: u32,
+    },
+
+    #[error("{path} is corrupted: {why}. The file was damaged after it was written; restore it from a copy or record again.", path = .path.display())]
+    Corrupt { path: PathBuf, why: String },
+
+    #[error("{path} already exists. Choose another name, or pass --force to replace it.", path = .0.display())]
+    AlreadyExists(PathBuf),
+
+    #[error("cannot write {path}: {source}. Check that the folder exists and that you may write there.", path = .path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("cannot read {path}: {source}", path = .path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("the trace has no metric named `{name}`. It records: {available}.")]
+    UnknownMetric { name: String, available: String },
+
+    #[error("{0}")]
+    Invalid(String),
+}
+
+pub type Result<T, E = TraceError> = std::result::Result<T, E>;

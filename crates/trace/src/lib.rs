@@ -1,0 +1,51 @@
+//! The cufall trace: what a recording is on disk, how to write it while sampling and how to
+//! read it back as polars frames.
+//!
+//! A trace is a folder (by convention `NAME.cufall/`) holding plain, columnar files that polars,
+//! pyarrow and DuckDB read without cufall:
+//!
+//! ```text
+//! NAME.cufall/
+//!   manifest.json           metadata: format, schema version, devices, metrics, interval, command
+//!   index.jsonl             one line per finished segment: table, file, bytes, crc32, rows, times
+//!   samples/000000.parquet  PM samples: device, start_ns, end_ns, one Float32 column per metric
+//!   drops/000000.parquet    intervals without samples: device, start_ns, end_ns, reason, lost_samples
+//!   nvml/000000.parquet     NVML readings: device, t_ns, power_w, clocks, utilisation, memory, ...
+//!   nvtx/000000.parquet     NVTX ranges: start_ns, end_ns, name, domain, kind, depth, pid, tid
+//!   kernels/000000.parquet  GPU activity: device, start_ns, end_ns, kind, name, stream, ...
+//! ```
+//!
+//! Each table is a sequence of *segments*: complete Parquet files, each written to a hidden
+//! temporary name and renamed into place, then listed in `index.jsonl` with its CRC-32. The
+//! writer starts a new segment at least every second, so a recording killed at any moment keeps
+//! everything up to its last finished segment, and no reader ever sees half a file. The reader
+//! checks each segment against the index: a truncated segment is skipped with a warning, a
+//! damaged one is an error that names it.
+//!
+//! Every `*_ns` column is nanoseconds since the Unix epoch (CLOCK_REALTIME), the clock CUPTI
+//! stamps PM samples with. The full specification, with every column, is `docs/trace-format.md`.
+#![forbid(unsafe_code)]
+
+mod error;
+mod index;
+pub mod model;
+mod reader;
+mod tables;
+mod writer;
+
+pub use error::{Result, TraceError};
+pub use reader::{DeviceSummary, Table, Trace, TraceSummary};
+pub use writer::{TraceWriter, WriteStats, WriterOptions};
+
+/// The `format` field of every manifest.
+pub const FORMAT_NAME: &str = "cufall-trace";
+/// Major version of the schema: a reader refuses traces with a larger major.
+pub const SCHEMA_MAJOR: u32 = 1;
+/// Minor version: additions that older readers can ignore (they warn).
+pub const SCHEMA_MINOR: u32 = 0;
+/// The clock domain of every timestamp column.
+pub const CLOCK_DOMAIN: &str = "unix_realtime_ns";
+/// Name of the metadata file inside a trace folder.
+pub const MANIFEST_FILE: &str = "manifest.json";
+/// Name of the segment index inside a trace folder.
+pub const INDEX_FILE: &str = "index.jsonl";

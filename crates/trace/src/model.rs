@@ -1,0 +1,364 @@
+//! Plain Rust types for the rows and the metadata of a trace.
+//!
+//! These are what producers (the sampler, tests) hand to [`crate::TraceWriter`] and what the live
+//! channel carries. They know nothing of polars; the column layout they map to is documented in
+//! the crate root and in `docs/trace-format.md`.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Index of a GPU as CUDA enumerates it (`cuDeviceGet` ordinal).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct DeviceId(pub u32);
+
+impl std::fmt::Display for DeviceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GPU {}", self.0)
+    }
+}
+
+/// One GPU taking part in a recording.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    pub id: DeviceId,
+    /// Marketing name, e.g. `NVIDIA H200`.
+    pub name: String,
+    /// Chip name as CUPTI reports it, e.g. `GH100`. Empty when counters were unavailable.
+    #[serde(default)]
+    pub chip: String,
+    #[serde(default)]
+    pub uuid: String,
+    #[serde(default)]
+    pub pci_bus_id: String,
+    #[serde(default)]
+    pub sm_count: Option<u32>,
+    #[serde(default)]
+    pub memory_total_bytes: Option<u64>,
+}
+
+/// A counter recorded as one column of the samples table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MetricInfo {
+    /// Full metric name with rollup/submetric, e.g. `sm__pipe_tensor_cycles_active.avg`.
+    /// It is also the column name in the samples table.
+    pub name: String,
+    /// Unit as CUPTI reports it (`cycle`, `%`, `byte/second`, ...); empty when dimensionless.
+    #[serde(default)]
+    pub unit: String,
+    #[serde(default)]
+    pub description: String,
+}
+
+/// How a heatmap is derived from the recorded metric columns: the value shown is
+/// `numerator / denominator` (or the raw numerator without a denominator), mapped to the colour
+/// scale so that `full_scale` is the top.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HeatmapSpec {
+    /// Name of the numerator metric (a column of the samples table).
+    pub metric: String,
+    /// Name of the denominator metric, if the value is a ratio.
+    #[serde(default)]
+    pub denominator: Option<String>,
+    /// Value mapped to the top of the colour scale. For ratios this is 1.0 unless set.
+    #[serde(default)]
+    pub full_scale: Option<f64>,
+}
+
+/// Whether the recording process closed the trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordingStatus {
+    /// The trace is still being written, or its writer was killed before closing it.
+    Recording,
+    /// The writer closed the trace normally.
+    Complete,
+}
+
+/// PM-sampling settings of a recording.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SamplingInfo {
+    /// Requested GPU-time interval between samples.
+    pub interval_ns: i64,
+    /// Metrics recorded, in column order.
+    pub metrics: Vec<MetricInfo>,
+    /// Where the counters came from, e.g. `cupti_pm_sampling`.
+    pub source: String,
+}
+
+/// The metadata of a trace (`manifest.json`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Always [`crate::FORMAT_NAME`].
+    pub format: String,
+    /// `MAJOR.MINOR` of the trace schema, see [`crate::SCHEMA_MAJOR`].
+    pub schema_version: String,
+    /// Version of the cufall that wrote the trace.
+    pub cufall_version: String,
+    /// Clock domain of every `*_ns` column: nanoseconds since the Unix epoch (CLOCK_REALTIME).
+    pub clock: String,
+    pub created_unix_ns: i64,
+    #[serde(default)]
+    pub end_unix_ns: Option<i64>,
+    pub status: RecordingStatus,
+    #[serde(default)]
+    pub hostname: String,
+    /// The cufall command line that made the recording.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// The program run under cufall, if any.
+    #[serde(default)]
+    pub target_command: Option<Vec<String>>,
+    #[serde(default)]
+    pub target_exit_code: Option<i32>,
+    pub devices: Vec<DeviceInfo>,
+    /// PM sampling settings; `None` for an NVML-only recording.
+    #[serde(default)]
+    pub sampling: Option<SamplingInfo>,
+    /// Why GPU counters are missing from this recording, if they are.
+    #[serde(default)]
+    pub counters_unavailable: Option<String>,
+    /// NVML polling interval; `None` when NVML was not recorded.
+    #[serde(default)]
+    pub nvml_interval_ns: Option<i64>,
+    /// Heatmaps the user asked for when recording.
+    #[serde(default)]
+    pub heatmaps: Vec<HeatmapSpec>,
+    /// Free-form extra facts (driver version, CUDA version, ...).
+    #[serde(default)]
+    pub extra: BTreeMap<String, String>,
+}
+
+impl Manifest {
+    /// A manifest for a new recording with the current format version and no devices yet.
+    pub fn new(cufall_version: &str, created_unix_ns: i64) -> Self {
+        Manifest {
+            format: crate::FORMAT_NAME.to_string(),
+            schema_version: format!("{}.{}", crate::SCHEMA_MAJOR, crate::SCHEMA_MINOR),
+            cufall_version: cufall_version.to_string(),
+            clock: crate::CLOCK_DOMAIN.to_string(),
+            created_unix_ns,
+            end_unix_ns: None,
+            status: RecordingStatus::Recording,
+            hostname: String::new(),
+            command: Vec::new(),
+            target_command: None,
+            target_exit_code: None,
+            devices: Vec::new(),
+            sampling: None,
+            counters_unavailable: None,
+            nvml_interval_ns: None,
+            heatmaps: Vec::new(),
+            extra: BTreeMap::new(),
+        }
+    }
+
+    /// Names of the recorded metrics, in column order.
+    pub fn metric_names(&self) -> Vec<&str> {
+        self.sampling
+            .iter()
+            .flat_map(|s| s.metrics.iter().map(|m| m.name.as_str()))
+            .collect()
+    }
+}
+
+/// A run of consecutive PM samples of one device. `values[m][i]` is metric `m` of sample `i`,
+/// metrics in the order of [`SamplingInfo::metrics`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SampleBatch {
+    pub device: DeviceId,
+    pub start_ns: Vec<i64>,
+    pub end_ns: Vec<i64>,
+    pub values: Vec<Vec<f64>>,
+}
+
+impl SampleBatch {
+    pub fn new(device: DeviceId, metric_count: usize) -> Self {
+        SampleBatch {
+            device,
+            start_ns: Vec::new(),
+            end_ns: Vec::new(),
+            values: vec![Vec::new(); metric_count],
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.start_ns.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.start_ns.is_empty()
+    }
+
+    /// Appends one sample; `values` must have one entry per metric.
+    pub fn push(&mut self, start_ns: i64, end_ns: i64, values: &[f64]) {
+        debug_assert_eq!(values.len(), self.values.len());
+        self.start_ns.push(start_ns);
+        self.end_ns.push(end_ns);
+        for (column, v) in self.values.iter_mut().zip(values) {
+            column.push(*v);
+        }
+    }
+}
+
+impl Default for DeviceId {
+    fn default() -> Self {
+        DeviceId(0)
+    }
+}
+
+/// Why samples are missing for an interval.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DropReason {
+    /// The hardware sample buffer overflowed because decoding fell behind.
+    HardwareBufferOverflow,
+    /// The counter-data image filled before all samples were decoded.
+    CounterDataFull,
+    /// Consecutive samples are further apart than the interval allows: a hole of unknown cause.
+    Gap,
+    /// The first sample after start spans from start to the first decode; it is not a real
+    /// sample of the interval and is kept out of the samples table.
+    Warmup,
+    /// Decoding or evaluation failed for these samples.
+    DecodeError,
+    /// The live view could not keep up (only in live feeds, never in traces).
+    ViewBackpressure,
+}
+
+impl DropReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::HardwareBufferOverflow => "hardware_buffer_overflow",
+            DropReason::CounterDataFull => "counter_data_full",
+            DropReason::Gap => "gap",
+            DropReason::Warmup => "warmup",
+            DropReason::DecodeError => "decode_error",
+            DropReason::ViewBackpressure => "view_backpressure",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "hardware_buffer_overflow" => DropReason::HardwareBufferOverflow,
+            "counter_data_full" => DropReason::CounterDataFull,
+            "gap" => DropReason::Gap,
+            "warmup" => DropReason::Warmup,
+            "decode_error" => DropReason::DecodeError,
+            "view_backpressure" => DropReason::ViewBackpressure,
+            _ => return None,
+        })
+    }
+}
+
+/// An interval of one device for which samples are missing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DropRecord {
+    pub device: DeviceId,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub reason: DropReason,
+    /// Estimated number of samples lost, when known.
+    pub lost_samples: Option<u64>,
+}
+
+/// One NVML reading of one device. Fields NVML could not provide are `None`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NvmlRow {
+    pub device: DeviceId,
+    pub t_ns: i64,
+    pub power_w: Option<f32>,
+    pub sm_clock_mhz: Option<u32>,
+    pub mem_clock_mhz: Option<u32>,
+    /// NVML "GPU utilization": the share of time any kernel ran (what nvidia-smi shows).
+    pub gpu_util_pct: Option<u32>,
+    /// NVML memory utilization: the share of time device memory was read or written.
+    pub mem_util_pct: Option<u32>,
+    pub mem_used_bytes: Option<u64>,
+    pub temperature_c: Option<u32>,
+    /// NVML clock-throttle-reason bit mask (`nvmlClocksEventReasons`).
+    pub throttle_reasons: Option<u64>,
+}
+
+/// How an NVTX range was delimited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RangeKind {
+    /// `nvtxRangePush`/`nvtxRangePop`: nested per thread, `depth` is meaningful.
+    PushPop,
+    /// `nvtxRangeStart`/`nvtxRangeEnd`: may cross threads, not nested.
+    StartEnd,
+}
+
+impl RangeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RangeKind::PushPop => "push_pop",
+            RangeKind::StartEnd => "start_end",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "push_pop" => Some(RangeKind::PushPop),
+            "start_end" => Some(RangeKind::StartEnd),
+            _ => None,
+        }
+    }
+}
+
+/// One NVTX range of the profiled program.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NvtxRange {
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub name: String,
+    /// NVTX domain; empty for the default domain.
+    pub domain: String,
+    pub kind: RangeKind,
+    /// Nesting depth for push/pop ranges (0 = outermost).
+    pub depth: u32,
+    pub pid: u32,
+    pub tid: u32,
+}
+
+/// What a GPU activity record describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActivityKind {
+    Kernel,
+    Memcpy,
+    Memset,
+}
+
+impl ActivityKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActivityKind::Kernel => "kernel",
+            ActivityKind::Memcpy => "memcpy",
+            ActivityKind::Memset => "memset",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "kernel" => Some(ActivityKind::Kernel),
+            "memcpy" => Some(ActivityKind::Memcpy),
+            "memset" => Some(ActivityKind::Memset),
+            _ => None,
+        }
+    }
+}
+
+/// One kernel, memcpy or memset executed on a GPU by the profiled program.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelRecord {
+    pub device: DeviceId,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub kind: ActivityKind,
+    /// Kernel name (demangled when possible), or the copy direction for memcpys.
+    pub name: String,
+    pub stream: u32,
+    pub correlation_id: u32,
+    /// Bytes moved, for memcpy/memset.
+    pub bytes: Option<u64>,
+    pub pid: u32,
+}

@@ -1,0 +1,523 @@
+//! Opening a trace folder, checking it, and reading its tables as polars frames.
+
+use crate::error::{Result, TraceError};
+use crate::index::{self, SegmentEntry};
+use crate::model::{
+    DropRecord, KernelRecord, Manifest, NvmlRow, NvtxRange, RecordingStatus, SampleBatch,
+};
+use crate::tables;
+use crate::{FORMAT_NAME, INDEX_FILE, MANIFEST_FILE, SCHEMA_MAJOR, SCHEMA_MINOR};
+use polars::prelude::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The tables of a trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Table {
+    Samples,
+    Drops,
+    Nvml,
+    Nvtx,
+    Kernels,
+}
+
+impl Table {
+    pub const ALL: [Table; 5] = [
+        Table::Samples,
+        Table::Drops,
+        Table::Nvml,
+        Table::Nvtx,
+        Table::Kernels,
+    ];
+
+    /// Folder of the table's segments inside the trace.
+    pub fn dir_name(self) -> &'static str {
+        match self {
+            Table::Samples => "samples",
+            Table::Drops => "drops",
+            Table::Nvml => "nvml",
+            Table::Nvtx => "nvtx",
+            Table::Kernels => "kernels",
+        }
+    }
+}
+
+struct Segment {
+    path: PathBuf,
+    /// `None` for a segment finished just before a crash, before it reached the index.
+    entry: Option<SegmentEntry>,
+}
+
+/// An open trace. Opening reads the manifest and the index only; each table's segments are
+/// checked against their checksums the first time the table is read.
+pub struct Trace {
+    dir: PathBuf,
+    manifest: Manifest,
+    segments: BTreeMap<Table, Vec<Segment>>,
+    verified: BTreeMap<Table, OnceLock<Result<Vec<PathBuf>, String>>>,
+    warnings: Vec<String>,
+}
+
+/// Counts per device, for `cufall info`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DeviceSummary {
+    pub samples: u64,
+    pub drops: u64,
+    pub dropped_ns: i64,
+    pub nvml_rows: u64,
+}
+
+/// What a trace holds, cheap to compute from the index and the small tables.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TraceSummary {
+    pub first_ns: Option<i64>,
+    pub last_ns: Option<i64>,
+    pub devices: BTreeMap<u32, DeviceSummary>,
+    /// NVTX range names with their counts, most frequent first.
+    pub nvtx_names: Vec<(String, u64)>,
+    pub kernels: u64,
+    pub segments: u64,
+    pub bytes: u64,
+}
+
+fn corrupt(path: &Path, why: impl Into<String>) -> TraceError {
+    TraceError::Corrupt {
+        path: path.to_path_buf(),
+        why: why.into(),
+    }
+}
+
+fn has_parquet_magic(bytes: &[u8]) -> bool {
+    bytes.len() >= 12 && bytes.starts_with(b"PAR1") && bytes.ends_with(b"PAR1")
+}
+
+impl Trace {
+    /// Opens the trace folder at `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let dir = path.as_ref().to_path_buf();
+        let meta = match std::fs::metadata(&dir) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(TraceError::NotFound(dir));
+            }
+            Err(source) => return Err(TraceError::Read { path: dir, source }),
+        };
+        if !meta.is_dir() {
+            let inside = dir
+                .parent()
+                .filter(|p| p.join(MANIFEST_FILE).is_file())
+                .map(|p| format!(" (it is inside the trace {}: pass that folder)", p.display()))
+                .unwrap_or_default();
+            return Err(TraceError::NotATrace {
+                path: dir,
+                why: format!("it is a file, not a trace folder{inside}"),
+            });
+        }
+        let manifest_path = dir.join(MANIFEST_FILE);
+        let text = match std::fs::read_to_string(&manifest_path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(TraceError::NotATrace {
+                    path: dir,
+                    why: "the folder has no manifest.json".into(),
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                return Err(corrupt(&manifest_path, "manifest.json is not text"));
+            }
+            Err(source) => {
+                return Err(TraceError::Read {
+                    path: manifest_path,
+                    source,
+                });
+            }
+        };
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| corrupt(&manifest_path, format!("manifest.json is not valid JSON ({e})")))?;
+        let format = value.get("format").and_then(|v| v.as_str()).unwrap_or("");
+        if format != FORMAT_NAME {
+            return Err(TraceError::NotATrace {
+                path: dir,
+                why: format!("its manifest.json names format `{format}`, not `{FORMAT_NAME}`"),
+            });
+        }
+        let version = value
+            .get("schema_version")
+            .and_then(|v| v.as_str())
+            .unwrap_or("");
+        let (major, minor) = parse_version(version)
+            .ok_or_else(|| corrupt(&manifest_path, format!("bad schema_version `{version}`")))?;
+        let mut warnings = Vec::new();
+        if major > SCHEMA_MAJOR {
+            return Err(TraceError::NewerVersion {
+                path: dir,
+                found: version.to_string(),
+                supported: SCHEMA_MAJOR,
+            });
+        }
+        if major == SCHEMA_MAJOR && minor > SCHEMA_MINOR {
+            warnings.push(format!(
+                "trace format {version} is newer than this cufall's {SCHEMA_MAJOR}.{SCHEMA_MINOR}: \
+                 columns added since are ignored; upgrade cufall to see them"
+            ));
+        }
+        let manifest: Manifest = serde_json::from_value(value)
+            .map_err(|e| corrupt(&manifest_path, format!("manifest.json is malformed ({e})")))?;
+        if manifest.status == RecordingStatus::Recording {
+            warnings.push(
+                "this recording was not closed (its recorder was killed, or is still running): \
+                 it holds the data up to its last flushed segment"
+                    .into(),
+            );
+        }
+
+        let index_path = dir.join(INDEX_FILE);
+        let entries = match std::fs::read(&index_path) {
+            Ok(bytes) => {
+                let text = String::from_utf8_lossy(&bytes);
+                index::parse(&text).map_err(|line| {
+                    corrupt(&index_path, format!("line {line} of index.jsonl is not valid"))
+                })?
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                warnings.push("index.jsonl is missing: segments cannot be checksummed".into());
+                Vec::new()
+            }
+            Err(source) => {
+                return Err(TraceError::Read {
+                    path: index_path,
+                    source,
+                });
+            }
+        };
+        let mut by_file: BTreeMap<String, SegmentEntry> =
+            entries.into_iter().map(|e| (e.file.clone(), e)).collect();
+
+        let mut segments = BTreeMap::new();
+        for table in Table::ALL {
+            let tdir = dir.join(table.dir_name());
+            let mut names = Vec::new();
+            if let Ok(read) = std::fs::read_dir(&tdir) {
+                for item in read.flatten() {
+                    let name = item.file_name().to_string_lossy().into_owned();
+                    if name.ends_with(".parquet") && !name.starts_with('.') {
+                        names.push(name);
+                    }
+                }
+            }
+            names.sort();
+            let mut list = Vec::new();
+            for name in names {
+                let rel = format!("{}/{}", table.dir_name(), name);
+                list.push(Segment {
+                    path: tdir.join(&name),
+                    entry: by_file.remove(&rel),
+                });
+            }
+            segments.insert(table, list);
+        }
+        for missing in by_file.keys() {
+            warnings.push(format!("segment {missing} is listed in the index but missing"));
+        }
+        Ok(Trace {
+            verified: Table::ALL.iter().map(|t| (*t, OnceLock::new())).collect(),
+            dir,
+            manifest,
+            segments,
+            warnings,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// Things the user should know about this trace (unfinished recording, skipped truncated
+    /// segments, newer minor version). Grows as tables are read.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = self.warnings.clone();
+        for table in Table::ALL {
+            for seg in &self.segments[&table] {
+                if let Some(w) = self.segment_warning(seg) {
+                    out.push(w);
+                }
+            }
+        }
+        out
+    }
+
+    fn segment_warning(&self, seg: &Segment) -> Option<String> {
+        let len = std::fs::metadata(&seg.path).map(|m| m.len()).ok()?;
+        match &seg.entry {
+            Some(e) if len < e.bytes => Some(format!(
+                "{} is truncated ({len} of {} bytes): its rows are skipped",
+                self.rel(&seg.path),
+                e.bytes
+            )),
+            None => Some(format!(
+                "{} was finished after the index was last written: read without a checksum",
+                self.rel(&seg.path)
+            )),
+            _ => None,
+        }
+    }
+
+    fn rel(&self, path: &Path) -> String {
+        path.strip_prefix(&self.dir)
+            .unwrap_or(path)
+            .display()
+            .to_string()
+    }
+
+    /// The segments of `table` that pass their checks, checked once per `Trace`.
+    fn verified_paths(&self, table: Table) -> Result<Vec<PathBuf>> {
+        let cell = &self.verified[&table];
+        let result = cell.get_or_init(|| self.verify(table).map_err(|e| e.to_string()));
+        match result {
+            Ok(paths) => Ok(paths.clone()),
+            Err(why) => Err(corrupt(&self.dir, why.clone())),
+        }
+    }
+
+    fn verify(&self, table: Table) -> Result<Vec<PathBuf>, String> {
+        let mut ok = Vec::new();
+        for seg in &self.segments[&table] {
+            let bytes = std::fs::read(&seg.path)
+                .map_err(|e| format!("cannot read {}: {e}", self.rel(&seg.path)))?;
+            match &seg.entry {
+                Some(e) if (bytes.len() as u64) < e.bytes => continue, // truncated: warned
+                Some(e) if bytes.len() as u64 > e.bytes => {
+                    return Err(format!(
+                        "{} has {} bytes where {} were written",
+                        self.rel(&seg.path),
+                        bytes.len(),
+                        e.bytes
+                    ));
+                }
+                Some(e) if crc32fast::hash(&bytes) != e.crc32 => {
+                    return Err(format!(
+                        "{} fails its checksum (its bytes were changed)",
+                        self.rel(&seg.path)
+                    ));
+                }
+                Some(_) => ok.push(seg.path.clone()),
+                None if has_parquet_magic(&bytes) => ok.push(seg.path.clone()),
+                None => continue, // an unindexed, incomplete file: nothing to recover
+            }
+        }
+        Ok(ok)
+    }
+
+    /// Names of the recorded metrics (sample columns), in order.
+    pub fn metric_names(&self) -> Vec<&str> {
+        self.manifest.metric_names()
+    }
+
+    /// A lazy scan of `table`. An empty table scans as an empty frame with every column typed.
+    pub fn lazy(&self, table: Table) -> Result<LazyFrame> {
+        let paths = self.verified_paths(table)?;
+        if paths.is_empty() {
+            let schema = tables::empty_schema(table, &self.metric_names());
+            return Ok(DataFrame::empty_with_schema(&schema).lazy());
+        }
+        let refs: Vec<PlRefPath> = paths
+            .iter()
+            .map(|p| PlRefPath::from(p.to_string_lossy().as_ref()))
+            .collect();
+        let args = ScanArgsParquet {
+            rechunk: false,
+            ..Default::default()
+        };
+        LazyFrame::scan_parquet_files(refs.into_iter().collect(), args)
+            .map_err(|e| corrupt(&self.dir, format!("cannot scan {}: {e}", table.dir_name())))
+    }
+
+    /// Runs a query built on [`Trace::lazy`], turning decoder failures (and decoder panics on
+    /// damaged bytes) into [`TraceError::Corrupt`].
+    pub fn collect(&self, query: LazyFrame) -> Result<DataFrame> {
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| query.collect()));
+        match run {
+            Ok(Ok(df)) => Ok(df),
+            Ok(Err(e)) => Err(corrupt(&self.dir, format!("a table could not be decoded ({e})"))),
+            Err(_) => Err(corrupt(&self.dir, "a table could not be decoded")),
+        }
+    }
+
+    /// The whole of `table` in memory.
+    pub fn frame(&self, table: Table) -> Result<DataFrame> {
+        self.collect(self.lazy(table)?)
+    }
+
+    /// Checks that every name is a recorded metric.
+    pub fn check_metrics(&self, names: &[&str]) -> Result<()> {
+        let known = self.metric_names();
+        for name in names {
+            if !known.contains(name) {
+                return Err(TraceError::UnknownMetric {
+                    name: (*name).to_string(),
+                    available: if known.is_empty() {
+                        "no metrics (an NVML-only recording)".into()
+                    } else {
+                        known.join(", ")
+                    },
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The samples table with `device`, `start_ns`, `end_ns` and the named metric columns.
+    pub fn samples(&self, metrics: &[&str]) -> Result<DataFrame> {
+        self.check_metrics(metrics)?;
+        let mut cols = vec![
+            col(tables::col::DEVICE),
+            col(tables::col::START_NS),
+            col(tables::col::END_NS),
+        ];
+        cols.extend(metrics.iter().map(|m| col(*m)));
+        self.collect(self.lazy(Table::Samples)?.select(cols))
+    }
+
+    /// Every sample, one batch per device, sorted by time.
+    pub fn sample_batches(&self) -> Result<Vec<SampleBatch>> {
+        let metrics = self.metric_names();
+        let df = self.samples(&metrics)?;
+        let df = df
+            .sort(
+                [tables::col::DEVICE, tables::col::START_NS],
+                SortMultipleOptions::default(),
+            )
+            .map_err(|e| corrupt(&self.dir, e.to_string()))?;
+        tables::samples_from(&df, &metrics).map_err(|e| corrupt(&self.dir, e.to_string()))
+    }
+
+    pub fn drops(&self) -> Result<Vec<DropRecord>> {
+        let df = self.frame(Table::Drops)?;
+        tables::drops_from(&df).map_err(|e| corrupt(&self.dir, e.to_string()))
+    }
+
+    pub fn nvml(&self) -> Result<Vec<NvmlRow>> {
+        let df = self.frame(Table::Nvml)?;
+        tables::nvml_from(&df).map_err(|e| corrupt(&self.dir, e.to_string()))
+    }
+
+    pub fn nvtx(&self) -> Result<Vec<NvtxRange>> {
+        let df = self.frame(Table::Nvtx)?;
+        tables::nvtx_from(&df).map_err(|e| corrupt(&self.dir, e.to_string()))
+    }
+
+    pub fn kernels(&self) -> Result<Vec<KernelRecord>> {
+        let df = self.frame(Table::Kernels)?;
+        tables::kernels_from(&df).map_err(|e| corrupt(&self.dir, e.to_string()))
+    }
+
+    /// Counts and extents for `cufall info`. Sample counts come from the index where it has
+    /// them; the small tables are read.
+    pub fn summary(&self) -> Result<TraceSummary> {
+        let mut s = TraceSummary::default();
+        for id in self.manifest.devices.iter().map(|d| d.id.0) {
+            s.devices.entry(id).or_default();
+        }
+        let usable = self.verified_paths(Table::Samples)?;
+        let mut need_count = false;
+        for seg in &self.segments[&Table::Samples] {
+            if !usable.contains(&seg.path) {
+                continue;
+            }
+            match &seg.entry {
+                Some(e) => {
+                    for (d, n) in &e.rows_per_device {
+                        let d: u32 = d.parse().unwrap_or(u32::MAX);
+                        s.devices.entry(d).or_default().samples += n;
+                    }
+                }
+                None => need_count = true,
+            }
+        }
+        if need_count {
+            // Unindexed segments: count from the data itself.
+            for d in s.devices.values_mut() {
+                d.samples = 0;
+            }
+            let df = self.collect(
+                self.lazy(Table::Samples)?
+                    .group_by([col(tables::col::DEVICE)])
+                    .agg([len().alias("n")]),
+            )?;
+            let dev = df.column(tables::col::DEVICE).and_then(|c| c.u16().cloned());
+            let n = df.column("n").and_then(|c| c.cast(&DataType::UInt64)).and_then(|c| c.u64().cloned());
+            if let (Ok(dev), Ok(n)) = (dev, n) {
+                for (d, n) in dev.iter().zip(n.iter()) {
+                    if let (Some(d), Some(n)) = (d, n) {
+                        s.devices.entry(u32::from(d)).or_default().samples = n;
+                    }
+                }
+            }
+        }
+        for table in Table::ALL {
+            let usable = self.verified_paths(table)?;
+            for seg in &self.segments[&table] {
+                if !usable.contains(&seg.path) {
+                    continue;
+                }
+                s.segments += 1;
+                s.bytes += std::fs::metadata(&seg.path).map(|m| m.len()).unwrap_or(0);
+                if let Some(e) = &seg.entry {
+                    s.first_ns = min_opt(s.first_ns, e.t_min_ns);
+                    s.last_ns = max_opt(s.last_ns, e.t_max_ns);
+                }
+            }
+        }
+        for d in self.drops()? {
+            let e = s.devices.entry(d.device.0).or_default();
+            e.drops += 1;
+            e.dropped_ns += (d.end_ns - d.start_ns).max(0);
+        }
+        for r in self.nvml()? {
+            s.devices.entry(r.device.0).or_default().nvml_rows += 1;
+        }
+        let mut names: BTreeMap<String, u64> = BTreeMap::new();
+        for r in self.nvtx()? {
+            *names.entry(r.name).or_default() += 1;
+        }
+        let mut names: Vec<(String, u64)> = names.into_iter().collect();
+        names.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        s.nvtx_names = names;
+        let kernels = self.collect(self.lazy(Table::Kernels)?.select([len().alias("n")]))?;
+        s.kernels = kernels
+            .column("n")
+            .ok()
+            .and_then(|c| c.cast(&DataType::UInt64).ok())
+            .and_then(|c| c.u64().ok().and_then(|c| c.get(0)))
+            .unwrap_or(0);
+        if s.first_ns.is_none() {
+            s.first_ns = Some(self.manifest.created_unix_ns);
+            s.last_ns = self.manifest.end_unix_ns;
+        }
+        Ok(s)
+    }
+}
+
+fn min_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn max_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn parse_version(v: &str) -> Option<(u32, u32)> {
+    let (a, b) = v.split_once('.')?;
+    Some((a.parse().ok()?, b.parse().ok()?))
+}

@@ -1,0 +1,429 @@
+//! Column layouts of the tables, conversions between row types and polars frames, and the
+//! Parquet encoding of a segment.
+
+use crate::model::{
+    ActivityKind, DeviceId, DropReason, DropRecord, KernelRecord, NvmlRow, NvtxRange, RangeKind,
+    SampleBatch,
+};
+use polars::prelude::*;
+use polars_parquet::write::{
+    CompressionOptions, Encoding, FileWriter, RowGroupIterator, StatisticsOptions, Version,
+    WriteOptions,
+};
+use std::io::Write;
+
+/// Column names shared by several tables.
+pub mod col {
+    pub const DEVICE: &str = "device";
+    pub const START_NS: &str = "start_ns";
+    pub const END_NS: &str = "end_ns";
+    pub const T_NS: &str = "t_ns";
+}
+
+/// Columns of the NVML table after `device` and `t_ns`, with their types.
+pub(crate) const NVML_COLUMNS: [(&str, DataType); 8] = [
+    ("power_w", DataType::Float32),
+    ("sm_clock_mhz", DataType::UInt32),
+    ("mem_clock_mhz", DataType::UInt32),
+    ("gpu_util_pct", DataType::UInt32),
+    ("mem_util_pct", DataType::UInt32),
+    ("mem_used_bytes", DataType::UInt64),
+    ("temperature_c", DataType::UInt32),
+    ("throttle_reasons", DataType::UInt64),
+];
+
+/// The empty frame of a table, with every column typed, for traces that have no rows of it.
+pub(crate) fn empty_schema(table: crate::Table, metrics: &[&str]) -> Schema {
+    use crate::Table;
+    let mut fields: Vec<(&str, DataType)> = Vec::new();
+    match table {
+        Table::Samples => {
+            fields.extend([
+                (col::DEVICE, DataType::UInt16),
+                (col::START_NS, DataType::Int64),
+                (col::END_NS, DataType::Int64),
+            ]);
+            fields.extend(metrics.iter().map(|m| (*m, DataType::Float32)));
+        }
+        Table::Drops => fields.extend([
+            (col::DEVICE, DataType::UInt16),
+            (col::START_NS, DataType::Int64),
+            (col::END_NS, DataType::Int64),
+            ("reason", DataType::String),
+            ("lost_samples", DataType::UInt64),
+        ]),
+        Table::Nvml => {
+            fields.extend([(col::DEVICE, DataType::UInt16), (col::T_NS, DataType::Int64)]);
+            fields.extend(NVML_COLUMNS.iter().cloned());
+        }
+        Table::Nvtx => fields.extend([
+            (col::START_NS, DataType::Int64),
+            (col::END_NS, DataType::Int64),
+            ("name", DataType::String),
+            ("domain", DataType::String),
+            ("kind", DataType::String),
+            ("depth", DataType::UInt32),
+            ("pid", DataType::UInt32),
+            ("tid", DataType::UInt32),
+        ]),
+        Table::Kernels => fields.extend([
+            (col::DEVICE, DataType::UInt16),
+            (col::START_NS, DataType::Int64),
+            (col::END_NS, DataType::Int64),
+            ("kind", DataType::String),
+            ("name", DataType::String),
+            ("stream", DataType::UInt32),
+            ("correlation_id", DataType::UInt32),
+            ("bytes", DataType::UInt64),
+            ("pid", DataType::UInt32),
+        ]),
+    }
+    Schema::from_iter(fields.into_iter().map(|(n, t)| Field::new(n.into(), t)))
+}
+
+fn device_u16(d: DeviceId) -> u16 {
+    // Device ordinals are small; a machine with more than 65,535 GPUs is not a concern.
+    u16::try_from(d.0).unwrap_or(u16::MAX)
+}
+
+/// Buffered samples of one or more devices, in the column layout of the samples table.
+#[derive(Default)]
+pub(crate) struct SampleColumns {
+    pub device: Vec<u16>,
+    pub start_ns: Vec<i64>,
+    pub end_ns: Vec<i64>,
+    pub values: Vec<Vec<f32>>,
+}
+
+impl SampleColumns {
+    pub fn new(metrics: usize) -> Self {
+        SampleColumns {
+            values: vec![Vec::new(); metrics],
+            ..Default::default()
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.start_ns.len()
+    }
+
+    pub fn extend(&mut self, batch: &SampleBatch) {
+        let d = device_u16(batch.device);
+        self.device.extend(std::iter::repeat_n(d, batch.len()));
+        self.start_ns.extend_from_slice(&batch.start_ns);
+        self.end_ns.extend_from_slice(&batch.end_ns);
+        for (column, src) in self.values.iter_mut().zip(&batch.values) {
+            // Values are stored as f32: 24 bits of mantissa, a relative precision of 6e-8,
+            // far finer than any counter's own resolution over one sample.
+            column.extend(src.iter().map(|v| *v as f32));
+        }
+    }
+
+    pub fn take_frame(&mut self, metrics: &[String]) -> PolarsResult<DataFrame> {
+        let n = self.len();
+        let mut cols = vec![
+            Column::new(col::DEVICE.into(), std::mem::take(&mut self.device)),
+            Column::new(col::START_NS.into(), std::mem::take(&mut self.start_ns)),
+            Column::new(col::END_NS.into(), std::mem::take(&mut self.end_ns)),
+        ];
+        for (name, values) in metrics.iter().zip(self.values.iter_mut()) {
+            cols.push(Column::new(name.as_str().into(), std::mem::take(values)));
+        }
+        DataFrame::new(n, cols)
+    }
+}
+
+pub(crate) fn drops_frame(rows: &[DropRecord]) -> PolarsResult<DataFrame> {
+    DataFrame::new(
+        rows.len(),
+        vec![
+            Column::new(
+                col::DEVICE.into(),
+                rows.iter().map(|r| device_u16(r.device)).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                col::START_NS.into(),
+                rows.iter().map(|r| r.start_ns).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                col::END_NS.into(),
+                rows.iter().map(|r| r.end_ns).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "reason".into(),
+                rows.iter().map(|r| r.reason.as_str()).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "lost_samples".into(),
+                rows.iter().map(|r| r.lost_samples).collect::<Vec<_>>(),
+            ),
+        ],
+    )
+}
+
+pub(crate) fn nvml_frame(rows: &[NvmlRow]) -> PolarsResult<DataFrame> {
+    DataFrame::new(
+        rows.len(),
+        vec![
+            Column::new(
+                col::DEVICE.into(),
+                rows.iter().map(|r| device_u16(r.device)).collect::<Vec<_>>(),
+            ),
+            Column::new(col::T_NS.into(), rows.iter().map(|r| r.t_ns).collect::<Vec<_>>()),
+            Column::new("power_w".into(), rows.iter().map(|r| r.power_w).collect::<Vec<_>>()),
+            Column::new(
+                "sm_clock_mhz".into(),
+                rows.iter().map(|r| r.sm_clock_mhz).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "mem_clock_mhz".into(),
+                rows.iter().map(|r| r.mem_clock_mhz).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "gpu_util_pct".into(),
+                rows.iter().map(|r| r.gpu_util_pct).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "mem_util_pct".into(),
+                rows.iter().map(|r| r.mem_util_pct).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "mem_used_bytes".into(),
+                rows.iter().map(|r| r.mem_used_bytes).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "temperature_c".into(),
+                rows.iter().map(|r| r.temperature_c).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "throttle_reasons".into(),
+                rows.iter().map(|r| r.throttle_reasons).collect::<Vec<_>>(),
+            ),
+        ],
+    )
+}
+
+pub(crate) fn nvtx_frame(rows: &[NvtxRange]) -> PolarsResult<DataFrame> {
+    DataFrame::new(
+        rows.len(),
+        vec![
+            Column::new(
+                col::START_NS.into(),
+                rows.iter().map(|r| r.start_ns).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                col::END_NS.into(),
+                rows.iter().map(|r| r.end_ns).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "name".into(),
+                rows.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "domain".into(),
+                rows.iter().map(|r| r.domain.as_str()).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "kind".into(),
+                rows.iter().map(|r| r.kind.as_str()).collect::<Vec<_>>(),
+            ),
+            Column::new("depth".into(), rows.iter().map(|r| r.depth).collect::<Vec<_>>()),
+            Column::new("pid".into(), rows.iter().map(|r| r.pid).collect::<Vec<_>>()),
+            Column::new("tid".into(), rows.iter().map(|r| r.tid).collect::<Vec<_>>()),
+        ],
+    )
+}
+
+pub(crate) fn kernels_frame(rows: &[KernelRecord]) -> PolarsResult<DataFrame> {
+    DataFrame::new(
+        rows.len(),
+        vec![
+            Column::new(
+                col::DEVICE.into(),
+                rows.iter().map(|r| device_u16(r.device)).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                col::START_NS.into(),
+                rows.iter().map(|r| r.start_ns).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                col::END_NS.into(),
+                rows.iter().map(|r| r.end_ns).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "kind".into(),
+                rows.iter().map(|r| r.kind.as_str()).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "name".into(),
+                rows.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
+            ),
+            Column::new("stream".into(), rows.iter().map(|r| r.stream).collect::<Vec<_>>()),
+            Column::new(
+                "correlation_id".into(),
+                rows.iter().map(|r| r.correlation_id).collect::<Vec<_>>(),
+            ),
+            Column::new("bytes".into(), rows.iter().map(|r| r.bytes).collect::<Vec<_>>()),
+            Column::new("pid".into(), rows.iter().map(|r| r.pid).collect::<Vec<_>>()),
+        ],
+    )
+}
+
+/// Writes `df` as one Parquet file. Timestamp columns (`Int64`) are delta-encoded: at a regular
+/// sampling interval their deltas pack into a few bits each. Pages are zstd-compressed.
+pub(crate) fn write_parquet<W: Write>(df: &mut DataFrame, out: W) -> PolarsResult<u64> {
+    df.rechunk_mut_par();
+    let compat = CompatLevel::oldest();
+    let schema = df.schema().to_arrow(compat);
+    let encodings: Vec<Vec<Encoding>> = schema
+        .iter_values()
+        .map(|f| match f.dtype {
+            ArrowDataType::Int64 => vec![Encoding::DeltaBinaryPacked],
+            ref other => polars_parquet::write::get_dtype_encoding(other),
+        })
+        .collect();
+    let options = WriteOptions {
+        statistics: StatisticsOptions::full(),
+        version: Version::V2,
+        compression: CompressionOptions::Zstd(None),
+        data_page_size: None,
+    };
+    let batches = df.iter_chunks(compat, false).map(Ok);
+    let row_groups =
+        RowGroupIterator::try_new(batches, &schema, options, encodings.into_iter().collect())?;
+    let mut writer = FileWriter::try_new(out, schema, options)?;
+    for group in row_groups {
+        writer.write(u64::MAX, group?)?;
+    }
+    writer.end(None)
+}
+
+/// Typed rows back from frames (used by tests, `info` and small tables).
+pub(crate) fn drops_from(df: &DataFrame) -> PolarsResult<Vec<DropRecord>> {
+    let device = df.column(col::DEVICE)?.u16()?;
+    let start = df.column(col::START_NS)?.i64()?;
+    let end = df.column(col::END_NS)?.i64()?;
+    let reason = df.column("reason")?.str()?;
+    let lost = df.column("lost_samples")?.u64()?;
+    let mut out = Vec::with_capacity(df.height());
+    for i in 0..df.height() {
+        let r = reason.get(i).unwrap_or("");
+        out.push(DropRecord {
+            device: DeviceId(u32::from(device.get(i).unwrap_or(0))),
+            start_ns: start.get(i).unwrap_or(0),
+            end_ns: end.get(i).unwrap_or(0),
+            reason: DropReason::parse(r).ok_or_else(
+                || polars_err!(ComputeError: "unknown drop reason `{r}`"),
+            )?,
+            lost_samples: lost.get(i),
+        });
+    }
+    Ok(out)
+}
+
+pub(crate) fn nvml_from(df: &DataFrame) -> PolarsResult<Vec<NvmlRow>> {
+    let device = df.column(col::DEVICE)?.u16()?;
+    let t = df.column(col::T_NS)?.i64()?;
+    let power = df.column("power_w")?.f32()?;
+    let sm = df.column("sm_clock_mhz")?.u32()?;
+    let mem = df.column("mem_clock_mhz")?.u32()?;
+    let gpu_util = df.column("gpu_util_pct")?.u32()?;
+    let mem_util = df.column("mem_util_pct")?.u32()?;
+    let used = df.column("mem_used_bytes")?.u64()?;
+    let temp = df.column("temperature_c")?.u32()?;
+    let throttle = df.column("throttle_reasons")?.u64()?;
+    Ok((0..df.height())
+        .map(|i| NvmlRow {
+            device: DeviceId(u32::from(device.get(i).unwrap_or(0))),
+            t_ns: t.get(i).unwrap_or(0),
+            power_w: power.get(i),
+            sm_clock_mhz: sm.get(i),
+            mem_clock_mhz: mem.get(i),
+            gpu_util_pct: gpu_util.get(i),
+            mem_util_pct: mem_util.get(i),
+            mem_used_bytes: used.get(i),
+            temperature_c: temp.get(i),
+            throttle_reasons: throttle.get(i),
+        })
+        .collect())
+}
+
+pub(crate) fn nvtx_from(df: &DataFrame) -> PolarsResult<Vec<NvtxRange>> {
+    let start = df.column(col::START_NS)?.i64()?;
+    let end = df.column(col::END_NS)?.i64()?;
+    let name = df.column("name")?.str()?;
+    let domain = df.column("domain")?.str()?;
+    let kind = df.column("kind")?.str()?;
+    let depth = df.column("depth")?.u32()?;
+    let pid = df.column("pid")?.u32()?;
+    let tid = df.column("tid")?.u32()?;
+    let mut out = Vec::with_capacity(df.height());
+    for i in 0..df.height() {
+        let k = kind.get(i).unwrap_or("");
+        out.push(NvtxRange {
+            start_ns: start.get(i).unwrap_or(0),
+            end_ns: end.get(i).unwrap_or(0),
+            name: name.get(i).unwrap_or("").to_string(),
+            domain: domain.get(i).unwrap_or("").to_string(),
+            kind: RangeKind::parse(k)
+                .ok_or_else(|| polars_err!(ComputeError: "unknown range kind `{k}`"))?,
+            depth: depth.get(i).unwrap_or(0),
+            pid: pid.get(i).unwrap_or(0),
+            tid: tid.get(i).unwrap_or(0),
+        });
+    }
+    Ok(out)
+}
+
+pub(crate) fn kernels_from(df: &DataFrame) -> PolarsResult<Vec<KernelRecord>> {
+    let device = df.column(col::DEVICE)?.u16()?;
+    let start = df.column(col::START_NS)?.i64()?;
+    let end = df.column(col::END_NS)?.i64()?;
+    let kind = df.column("kind")?.str()?;
+    let name = df.column("name")?.str()?;
+    let stream = df.column("stream")?.u32()?;
+    let corr = df.column("correlation_id")?.u32()?;
+    let bytes = df.column("bytes")?.u64()?;
+    let pid = df.column("pid")?.u32()?;
+    let mut out = Vec::with_capacity(df.height());
+    for i in 0..df.height() {
+        let k = kind.get(i).unwrap_or("");
+        out.push(KernelRecord {
+            device: DeviceId(u32::from(device.get(i).unwrap_or(0))),
+            start_ns: start.get(i).unwrap_or(0),
+            end_ns: end.get(i).unwrap_or(0),
+            kind: ActivityKind::parse(k)
+                .ok_or_else(|| polars_err!(ComputeError: "unknown activity kind `{k}`"))?,
+            name: name.get(i).unwrap_or("").to_string(),
+            stream: stream.get(i).unwrap_or(0),
+            correlation_id: corr.get(i).unwrap_or(0),
+            bytes: bytes.get(i),
+            pid: pid.get(i).unwrap_or(0),
+        });
+    }
+    Ok(out)
+}
+
+/// Per-device samples back from a frame of the samples table.
+pub(crate) fn samples_from(df: &DataFrame, metrics: &[&str]) -> PolarsResult<Vec<SampleBatch>> {
+    let device = df.column(col::DEVICE)?.u16()?;
+    let start = df.column(col::START_NS)?.i64()?;
+    let end = df.column(col::END_NS)?.i64()?;
+    let values = metrics
+        .iter()
+        .map(|m| df.column(m).and_then(|c| c.f32().cloned()))
+        .collect::<PolarsResult<Vec<_>>>()?;
+    let mut by_device: std::collections::BTreeMap<u16, SampleBatch> = Default::default();
+    let mut row = vec![0f64; metrics.len()];
+    for i in 0..df.height() {
+        let d = device.get(i).unwrap_or(0);
+        let batch = by_device
+            .entry(d)
+            .or_insert_with(|| SampleBatch::new(DeviceId(u32::from(d)), metrics.len()));
+        for (slot, column) in row.iter_mut().zip(&values) {
+            *slot = column.get(i).map_or(f64::NAN, f64::from);
+        }
+        batch.push(start.get(i).unwrap_or(0), end.get(i).unwrap_or(0), &row);
+    }
+    Ok(by_device.into_values().collect())
+}

@@ -1,0 +1,200 @@
+//! `cufall info TRACE`: what a recording holds.
+
+use anyhow::Result;
+use cufall_trace::Trace;
+use cufall_trace::model::RecordingStatus;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+pub struct InfoArgs {
+    /// The trace folder (as written by `cufall record -o NAME.cufall`).
+    pub trace: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: &InfoArgs) -> Result<ExitCode> {
+    let trace = Trace::open(&args.trace)?;
+    let summary = trace.summary()?;
+    let m = trace.manifest();
+    let duration_ns = match (summary.first_ns, summary.last_ns) {
+        (Some(a), Some(b)) => (b - a).max(0),
+        _ => 0,
+    };
+    let warnings = trace.warnings();
+    if args.json {
+        let devices: Vec<_> = m
+            .devices
+            .iter()
+            .map(|d| {
+                let s = summary.devices.get(&d.id.0).cloned().unwrap_or_default();
+                serde_json::json!({
+                    "index": d.id.0, "name": d.name, "chip": d.chip, "uuid": d.uuid,
+                    "pci_bus_id": d.pci_bus_id, "sm_count": d.sm_count,
+                    "samples": s.samples, "drops": s.drops, "dropped_ns": s.dropped_ns,
+                    "nvml_rows": s.nvml_rows,
+                })
+            })
+            .collect();
+        let out = serde_json::json!({
+            "path": args.trace.display().to_string(),
+            "format": m.format,
+            "schema_version": m.schema_version,
+            "cufall_version": m.cufall_version,
+            "status": m.status,
+            "clock": m.clock,
+            "hostname": m.hostname,
+            "command": m.command,
+            "target_command": m.target_command,
+            "target_exit_code": m.target_exit_code,
+            "start_ns": summary.first_ns,
+            "end_ns": summary.last_ns,
+            "duration_ns": duration_ns,
+            "interval_ns": m.sampling.as_ref().map(|s| s.interval_ns),
+            "metrics": m.sampling.as_ref().map(|s| &s.metrics),
+            "counters_unavailable": m.counters_unavailable,
+            "nvml_interval_ns": m.nvml_interval_ns,
+            "devices": devices,
+            "nvtx_ranges": summary.nvtx_names.iter().map(|(n, c)| serde_json::json!({"name": n, "count": c})).collect::<Vec<_>>(),
+            "kernels": summary.kernels,
+            "segments": summary.segments,
+            "bytes": summary.bytes,
+            "warnings": warnings,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    let mut o = String::new();
+    let line = |o: &mut String, k: &str, v: String| o.push_str(&format!("{k:<14}{v}\n"));
+    line(&mut o, "trace", args.trace.display().to_string());
+    line(
+        &mut o,
+        "status",
+        match m.status {
+            RecordingStatus::Complete => "complete".into(),
+            RecordingStatus::Recording => "not closed (recorder killed or still running)".into(),
+        },
+    );
+    line(
+        &mut o,
+        "written by",
+        format!("cufall {} (trace format {})", m.cufall_version, m.schema_version),
+    );
+    if !m.hostname.is_empty() {
+        line(&mut o, "host", m.hostname.clone());
+    }
+    line(&mut o, "command", shell_join(&m.command));
+    if let Some(t) = &m.target_command {
+        let code = m
+            .target_exit_code
+            .map(|c| format!(" (exit code {c})"))
+            .unwrap_or_default();
+        line(&mut o, "program", format!("{}{code}", shell_join(t)));
+    }
+    line(&mut o, "duration", fmt_duration(duration_ns));
+    match &m.sampling {
+        Some(s) => {
+            line(
+                &mut o,
+                "interval",
+                format!("{} ({})", fmt_duration(s.interval_ns), s.source),
+            );
+            o.push_str("metrics\n");
+            for metric in &s.metrics {
+                let unit = if metric.unit.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{}]", metric.unit)
+                };
+                o.push_str(&format!("  {}{unit}\n", metric.name));
+            }
+        }
+        None => line(&mut o, "metrics", "none (NVML-only recording)".into()),
+    }
+    if let Some(why) = &m.counters_unavailable {
+        line(&mut o, "counters", format!("unavailable: {why}"));
+    }
+    if let Some(ns) = m.nvml_interval_ns {
+        line(&mut o, "nvml every", fmt_duration(ns));
+    }
+    o.push_str("devices\n");
+    for d in &m.devices {
+        let s = summary.devices.get(&d.id.0).cloned().unwrap_or_default();
+        let chip = if d.chip.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", d.chip)
+        };
+        o.push_str(&format!(
+            "  GPU {}  {}{chip}: {} samples, {} drops ({} lost), {} NVML readings\n",
+            d.id.0,
+            d.name,
+            s.samples,
+            s.drops,
+            fmt_duration(s.dropped_ns),
+            s.nvml_rows
+        ));
+    }
+    if summary.nvtx_names.is_empty() {
+        line(&mut o, "nvtx ranges", "none captured".into());
+    } else {
+        o.push_str("nvtx ranges\n");
+        for (name, count) in &summary.nvtx_names {
+            o.push_str(&format!("  {name:<24} {count}\n"));
+        }
+    }
+    line(&mut o, "kernels", summary.kernels.to_string());
+    line(
+        &mut o,
+        "size",
+        format!("{} in {} segments", fmt_bytes(summary.bytes), summary.segments),
+    );
+    for w in &warnings {
+        o.push_str(&format!("warning: {w}\n"));
+    }
+    print!("{o}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn shell_join(args: &[String]) -> String {
+    args.iter()
+        .map(|a| {
+            if a.is_empty() || a.contains(|c: char| c.is_whitespace() || "'\"$\\".contains(c)) {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            } else {
+                a.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `1.234 s`, `12.5 ms`, `10 µs`, `250 ns`.
+pub fn fmt_duration(ns: i64) -> String {
+    let a = ns.unsigned_abs() as f64;
+    if a >= 1e9 {
+        format!("{:.3} s", ns as f64 / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.3} ms", ns as f64 / 1e6)
+    } else if a >= 1e3 {
+        format!("{:.1} µs", ns as f64 / 1e3)
+    } else {
+        format!("{ns} ns")
+    }
+}
+
+fn fmt_bytes(b: u64) -> String {
+    let b = b as f64;
+    if b >= 1e9 {
+        format!("{:.2} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.2} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1} kB", b / 1e3)
+    } else {
+        format!("{b} B")
+    }
+}

@@ -1,0 +1,140 @@
+//! `cufall metrics [--device N] [--filter WORD]`: the metrics PM sampling offers on a GPU, with
+//! type, unit and description, and the sub-metrics (rollups) that apply.
+
+use cufall_cupti::{Cupti, HostKind, MetricKind, ProfilerHost};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+#[derive(Clone, Debug, clap::Args)]
+pub struct MetricsArgs {
+    /// GPU whose metrics to list (CUDA numbering).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub device: usize,
+    /// Only metrics whose name or description contains every word (case-insensitive); also
+    /// lists each match's sub-metrics.
+    #[arg(long, value_name = "WORD")]
+    pub filter: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(serde::Serialize)]
+struct Row {
+    name: String,
+    kind: &'static str,
+    unit: String,
+    hw_unit: String,
+    description: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    sub_metrics: Vec<String>,
+}
+
+/// Whether a metric matches every word of the filter.
+pub fn matches(filter: &str, name: &str, description: &str) -> bool {
+    let hay = format!("{} {}", name, description).to_ascii_lowercase();
+    filter
+        .split_whitespace()
+        .all(|w| hay.contains(&w.to_ascii_lowercase()))
+}
+
+pub fn run(args: &MetricsArgs) -> anyhow::Result<i32> {
+    let cupti = Cupti::init()?;
+    cupti.check_device(args.device)?;
+    let facts = cupti.device_facts(args.device)?;
+    let chip = cupti.chip_name(args.device)?;
+    // Availability needs counter access; the catalogue does not. List it either way.
+    let (availability, note) = match cupti.pm_counter_availability(args.device) {
+        Ok(a) => (Some(a), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    let host = ProfilerHost::new(&cupti, HostKind::PmSampling, &chip, availability)?;
+    let all = host.all_base_metrics()?;
+    let mut rows = Vec::new();
+    let mut subs_by_kind: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
+    for (name, kind) in &all {
+        let props = host.properties(name).ok();
+        let description = props.as_ref().map(|p| p.description.clone()).unwrap_or_default();
+        if let Some(f) = &args.filter
+            && !matches(f, name, &description)
+        {
+            continue;
+        }
+        if !subs_by_kind.contains_key(kind.as_str()) {
+            subs_by_kind.insert(kind.as_str(), host.sub_metrics(name, *kind).unwrap_or_default());
+        }
+        let sub_metrics = if args.filter.is_some() || args.json {
+            host.sub_metrics(name, *kind).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        rows.push(Row {
+            name: name.clone(),
+            kind: kind.as_str(),
+            unit: props.as_ref().map(|p| p.dim_unit.clone()).unwrap_or_default(),
+            hw_unit: props.as_ref().map(|p| p.hw_unit.clone()).unwrap_or_default(),
+            description,
+            sub_metrics,
+        });
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(0);
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "PM sampling metrics of GPU {} ({}, chip {}): {} of {} base metrics{}",
+        args.device,
+        facts.name,
+        chip,
+        rows.len(),
+        all.len(),
+        args.filter
+            .as_deref()
+            .map(|f| format!(" matching \"{f}\""))
+            .unwrap_or_default()
+    );
+    if let Some(n) = note {
+        let _ = writeln!(out, "(counter availability unknown: {n})");
+    }
+    let _ = writeln!(out, "A metric is BASE + SUB-METRIC, e.g. sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed.\n");
+    let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(10);
+    for r in &rows {
+        let _ = writeln!(
+            out,
+            "{:width$}  {:10}  {:8}  {}",
+            r.name,
+            r.kind,
+            r.unit,
+            r.description,
+            width = width
+        );
+        if !r.sub_metrics.is_empty() {
+            let _ = writeln!(out, "{:width$}  sub-metrics: {}", "", r.sub_metrics.join(" "), width = width);
+        }
+    }
+    if args.filter.is_none() {
+        let _ = writeln!(out, "\nSub-metrics by type (use --filter NAME for a metric's own list):");
+        for k in MetricKind::ALL {
+            if let Some(s) = subs_by_kind.get(k.as_str()) {
+                let _ = writeln!(out, "  {}: {}", k.as_str(), s.join(" "));
+            }
+        }
+    }
+    print!("{out}");
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filter_needs_every_word() {
+        assert!(matches("tensor active", "sm__pipe_tensor_cycles_active", ""));
+        assert!(matches("DRAM", "dram__throughput", ""));
+        assert!(matches("bandwidth", "x__y", "peak Bandwidth of DRAM"));
+        assert!(!matches("tensor dram", "sm__pipe_tensor_cycles_active", ""));
+    }
+}

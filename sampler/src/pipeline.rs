@@ -1,0 +1,684 @@
+//! The PM-sampling pipeline of one device, and the single sink that writes everything.
+//!
+//! ```text
+//!  device thread (1 per GPU)          evaluator threads (N per GPU)         sink thread (1)
+//!  ─────────────────────────          ─────────────────────────────         ───────────────
+//!  decode HW buffer → image A   ──▶   evaluate sealed image, sample by  ──▶ reorder by seq,
+//!  seal A after 20 ms / N samples     sample, into a SampleBatch;            write the trace,
+//!  read its timestamps, find holes    reset the image from a blank           feed the live view,
+//!  (drop records) ; go on with B ◀──  template; hand it back                 count drops
+//! ```
+//!
+//! The decoder never lets an image get near full (see [`crate::sizing`]), never evaluates, and
+//! never initialises images through CUPTI after start: a blank template is copied instead, on the
+//! evaluator threads. Every hole in the timestamps becomes a drop record ([`crate::gaps`]).
+
+use crate::gaps::{GapDetector, Verdict};
+use crate::sizing::ImagePlan;
+use cufall_cupti::host::MetricList;
+use cufall_cupti::{CounterData, Cupti, CuptiError, DecodeStop, HostKind, PmSampler, ProfilerHost};
+use cufall_live::{LiveEvent, LiveSender};
+use cufall_trace::TraceWriter;
+use cufall_trace::model::{DeviceId, DropReason, DropRecord, NvmlRow, SampleBatch};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// What flows into the sink.
+pub(crate) enum SinkMsg {
+    Samples {
+        device: DeviceId,
+        seq: u64,
+        batch: SampleBatch,
+    },
+    Drops(Vec<DropRecord>),
+    Nvml(Vec<NvmlRow>),
+    Message(String),
+}
+
+/// Live counters of one device's pipeline (read by status lines and benchmarks).
+#[derive(Debug, Default)]
+pub struct DeviceCounters {
+    pub decode_calls: AtomicU64,
+    pub samples_decoded: AtomicU64,
+    pub samples_evaluated: AtomicU64,
+    pub images_sealed: AtomicU64,
+    pub images_allocated: AtomicU64,
+    pub image_bytes: AtomicU64,
+    pub counter_data_full: AtomicU64,
+    pub hw_overflows: AtomicU64,
+    pub restarts: AtomicU64,
+    pub decode_errors: AtomicU64,
+    pub eval_errors: AtomicU64,
+    pub eval_ns: AtomicU64,
+    pub decode_ns: AtomicU64,
+    pub partial_at_seal: AtomicU64,
+    pub max_seam_ns: AtomicU64,
+    /// CPU time spent making used images blank again.
+    pub reset_ns: AtomicU64,
+    /// 1 when images are blanked by copying a template, 0 when through CUPTI.
+    pub reset_by_copy: AtomicU64,
+}
+
+/// Everything a device thread needs to set up PM sampling.
+#[derive(Clone, Debug)]
+pub(crate) struct DeviceSetup {
+    pub device: DeviceId,
+    pub index: usize,
+    pub chip: String,
+    pub availability: Vec<u8>,
+    pub metrics: Vec<String>,
+    pub config_image: Vec<u8>,
+    pub interval_ns: u64,
+    pub hw_buffer_bytes: usize,
+    pub eval_threads: usize,
+    pub plan: ImagePlan,
+}
+
+/// Reported by a device thread once it is configured and ready to start.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ready {
+    pub image_bytes: usize,
+}
+
+pub(crate) struct DeviceThread {
+    pub handle: JoinHandle<Result<(), String>>,
+    pub go: Sender<bool>,
+}
+
+/// Spawns the device thread; it enables and configures PM sampling, reports on `ready`, then
+/// waits for `go` before starting.
+pub(crate) fn spawn_device(
+    setup: DeviceSetup,
+    cupti: Cupti,
+    out: Sender<SinkMsg>,
+    stop: Arc<AtomicBool>,
+    counters: Arc<DeviceCounters>,
+    ready: Sender<(DeviceId, Result<Ready, CuptiError>)>,
+) -> std::io::Result<DeviceThread> {
+    let (go_tx, go_rx) = mpsc::channel();
+    let handle = std::thread::Builder::new()
+        .name(format!("cufall-gpu{}", setup.index))
+        .spawn(move || device_main(setup, cupti, out, stop, counters, ready, go_rx))?;
+    Ok(DeviceThread { handle, go: go_tx })
+}
+
+fn enable(cupti: &Cupti, index: usize) -> Result<(PmSampler, Option<cufall_cupti::PrimaryContext>), CuptiError> {
+    match PmSampler::enable(cupti, index) {
+        Ok(s) => Ok((s, None)),
+        Err(e @ CuptiError::Api { .. }) => {
+            // Some drivers want a current context; retry with the primary one.
+            let Ok(ctx) = cupti.bind_primary_context(index) else {
+                return Err(e);
+            };
+            let s = PmSampler::enable(cupti, index)?;
+            Ok((s, Some(ctx)))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+struct Armed {
+    sampler: PmSampler,
+    _ctx: Option<cufall_cupti::PrimaryContext>,
+    template: CounterData,
+    hosts: Vec<ProfilerHost>,
+    reset: ResetMode,
+}
+
+/// How a used counter-data image is made blank again, whichever measured cheaper at arm time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ResetMode {
+    /// `cuptiPmSamplingCounterDataImageInitialize` on the decode thread (it needs the sampler).
+    Cupti,
+    /// Copy a blank template over it, on the evaluator thread that finished with it.
+    Copy,
+}
+
+fn arm(setup: &DeviceSetup, cupti: &Cupti) -> Result<Armed, CuptiError> {
+    let (mut sampler, ctx) = enable(cupti, setup.index)?;
+    sampler.set_config(&setup.config_image, setup.hw_buffer_bytes, setup.interval_ns)?;
+    let mut list = MetricList::new(&setup.metrics)?;
+    let template = sampler.counter_data(&mut list, setup.plan.samples_per_image)?;
+    // Time both ways of blanking an image once, and keep the cheaper.
+    let mut scratch = template.clone();
+    let t = Instant::now();
+    sampler.reinitialize(&mut scratch)?;
+    let cupti_cost = t.elapsed();
+    let t = Instant::now();
+    scratch.reset_from(&template);
+    let copy_cost = t.elapsed();
+    let reset = if cupti_cost <= copy_cost {
+        ResetMode::Cupti
+    } else {
+        ResetMode::Copy
+    };
+    let mut hosts = Vec::new();
+    for _ in 0..setup.eval_threads.max(1) {
+        let mut h = ProfilerHost::new(
+            cupti,
+            HostKind::PmSampling,
+            &setup.chip,
+            Some(setup.availability.clone()),
+        )?;
+        h.add_metrics(&mut list)?;
+        hosts.push(h);
+    }
+    Ok(Armed {
+        sampler,
+        _ctx: ctx,
+        template,
+        hosts,
+        reset,
+    })
+}
+
+struct EvalJob {
+    seq: u64,
+    image: CounterData,
+    /// (sample index, start_ns, end_ns) of the samples to evaluate.
+    samples: Vec<(usize, i64, i64)>,
+}
+
+fn device_main(
+    setup: DeviceSetup,
+    cupti: Cupti,
+    out: Sender<SinkMsg>,
+    stop: Arc<AtomicBool>,
+    counters: Arc<DeviceCounters>,
+    ready: Sender<(DeviceId, Result<Ready, CuptiError>)>,
+    go: Receiver<bool>,
+) -> Result<(), String> {
+    let armed = match arm(&setup, &cupti) {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = ready.send((setup.device, Err(e)));
+            return Ok(());
+        }
+    };
+    let image_bytes = armed.template.size_bytes();
+    counters
+        .image_bytes
+        .store(image_bytes as u64, Ordering::Relaxed);
+    let _ = ready.send((setup.device, Ok(Ready { image_bytes })));
+    drop(ready);
+    if !matches!(go.recv(), Ok(true)) {
+        return Ok(());
+    }
+    let Armed {
+        mut sampler,
+        _ctx,
+        template,
+        hosts,
+        reset,
+    } = armed;
+    counters
+        .reset_by_copy
+        .store(u64::from(reset == ResetMode::Copy), Ordering::Relaxed);
+    let template = Arc::new(template);
+
+    // Evaluators.
+    let (job_tx, job_rx) = mpsc::channel::<EvalJob>();
+    let job_rx = Arc::new(Mutex::new(job_rx));
+    let (free_tx, free_rx) = mpsc::channel::<CounterData>();
+    let mut evaluators = Vec::new();
+    for (i, host) in hosts.into_iter().enumerate() {
+        let job_rx = Arc::clone(&job_rx);
+        let free_tx = free_tx.clone();
+        let out = out.clone();
+        let template = Arc::clone(&template);
+        let counters = Arc::clone(&counters);
+        let metrics = setup.metrics.clone();
+        let device = setup.device;
+        let spawned = std::thread::Builder::new()
+            .name(format!("cufall-eval{}-{i}", setup.index))
+            .spawn(move || {
+                evaluator_main(host, metrics, device, job_rx, free_tx, out, template, counters, reset)
+            });
+        match spawned {
+            Ok(h) => evaluators.push(h),
+            Err(e) => return Err(format!("cannot start an evaluation thread: {e}")),
+        }
+    }
+    drop(free_tx);
+
+    let result = decode_loop(
+        &setup, &mut sampler, &template, reset, &out, &stop, &counters, &job_tx, &free_rx,
+    );
+    let _ = sampler.stop();
+    drop(job_tx);
+    for h in evaluators {
+        let _ = h.join();
+    }
+    drop(sampler);
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+fn decode_loop(
+    setup: &DeviceSetup,
+    sampler: &mut PmSampler,
+    template: &Arc<CounterData>,
+    reset: ResetMode,
+    out: &Sender<SinkMsg>,
+    stop: &AtomicBool,
+    counters: &DeviceCounters,
+    jobs: &Sender<EvalJob>,
+    free: &Receiver<CounterData>,
+) -> Result<(), String> {
+    let plan = setup.plan;
+    let device = setup.device;
+    let mut gaps = GapDetector::new(device, i64::try_from(setup.interval_ns).unwrap_or(i64::MAX));
+    let mut allocated = 0usize;
+    let mut pool: Vec<CounterData> = Vec::new();
+    for _ in 0..plan.initial_images {
+        pool.push(CounterData::clone(template));
+        allocated += 1;
+    }
+    counters
+        .images_allocated
+        .store(allocated as u64, Ordering::Relaxed);
+    let Some(mut cur) = pool.pop() else {
+        return Err("no counter data image".into());
+    };
+    let mut seq = 0u64;
+    let mut image_started = Instant::now();
+    let mut consecutive_errors = 0u32;
+    let mut last_end: Option<i64> = None;
+    let mut drained_after_stop = 0u32;
+    let mut stop_iterations = 0u32;
+
+    sampler
+        .start()
+        .map_err(|e| format!("{device}: could not start PM sampling: {e}"))?;
+
+    loop {
+        let stopping = stop.load(Ordering::Relaxed);
+        if stopping && sampler.is_running() {
+            let _ = sampler.stop();
+        }
+        let mut force_seal = false;
+        let mut restart = false;
+        let t0 = Instant::now();
+        let outcome = sampler.decode(&mut cur);
+        counters
+            .decode_ns
+            .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        counters.decode_calls.fetch_add(1, Ordering::Relaxed);
+        let mut end_of_records = false;
+        match outcome {
+            Ok(o) => {
+                consecutive_errors = 0;
+                if o.overflow {
+                    counters.hw_overflows.fetch_add(1, Ordering::Relaxed);
+                    gaps.mark_suspect(DropReason::HardwareBufferOverflow);
+                }
+                match o.stop {
+                    DecodeStop::CounterDataFull => {
+                        counters.counter_data_full.fetch_add(1, Ordering::Relaxed);
+                        gaps.mark_suspect(DropReason::CounterDataFull);
+                        force_seal = true;
+                    }
+                    DecodeStop::EndOfRecords => end_of_records = true,
+                    DecodeStop::Other => {}
+                }
+            }
+            Err(CuptiError::HardwareBufferOverflow { .. }) => {
+                counters.hw_overflows.fetch_add(1, Ordering::Relaxed);
+                gaps.mark_suspect(DropReason::HardwareBufferOverflow);
+                let _ = out.send(SinkMsg::Message(format!(
+                    "{device}: the PM sampling hardware buffer overflowed (decoding fell behind); restarting sampling. Use a longer --interval or fewer metrics to avoid this."
+                )));
+                force_seal = true;
+                restart = !stopping;
+                end_of_records = stopping;
+            }
+            Err(e) => {
+                counters.decode_errors.fetch_add(1, Ordering::Relaxed);
+                consecutive_errors += 1;
+                if consecutive_errors >= 20 || stopping {
+                    let msg = format!("{device}: PM sampling decode keeps failing: {e}");
+                    let _ = out.send(SinkMsg::Message(msg.clone()));
+                    if !stopping {
+                        return Err(msg);
+                    }
+                    end_of_records = true;
+                }
+            }
+        }
+
+        let info = cur.info().unwrap_or_default();
+        let full_soon = info.populated as u64 * 10 >= u64::from(plan.samples_per_image) * 9;
+        let due = info.completed >= plan.seal_after_samples as usize
+            || (info.completed > 0 && image_started.elapsed() >= plan.seal_period);
+        let settled = info.populated == info.completed;
+        let finishing = stopping && end_of_records;
+        if info.completed > 0 && (force_seal || full_soon || finishing || (due && settled)) {
+            if info.populated > info.completed {
+                counters
+                    .partial_at_seal
+                    .fetch_add((info.populated - info.completed) as u64, Ordering::Relaxed);
+            }
+            let mut samples = Vec::with_capacity(info.completed);
+            let mut drops = Vec::new();
+            for i in 0..info.completed {
+                let (s, e) = match sampler.sample_times(&cur, i) {
+                    Ok((s, e)) => (s as i64, e as i64),
+                    Err(_) => (0, 0),
+                };
+                if let Some(prev) = last_end
+                    && s >= prev
+                {
+                    counters
+                        .max_seam_ns
+                        .fetch_max((s - prev) as u64, Ordering::Relaxed);
+                }
+                if e > 0 {
+                    last_end = Some(e);
+                }
+                let (verdict, rec) = gaps.observe(s, e);
+                if let Some(r) = rec {
+                    drops.push(r);
+                }
+                if verdict == Verdict::Keep {
+                    samples.push((i, s, e));
+                }
+            }
+            counters
+                .samples_decoded
+                .fetch_add(info.completed as u64, Ordering::Relaxed);
+            counters.images_sealed.fetch_add(1, Ordering::Relaxed);
+            if !drops.is_empty() {
+                let _ = out.send(SinkMsg::Drops(drops));
+            }
+            let mut fresh = false;
+            let mut next = match pool.pop() {
+                Some(img) => img,
+                None => match free.try_recv() {
+                    Ok(img) => img,
+                    Err(TryRecvError::Empty) if allocated < plan.max_images => {
+                        allocated += 1;
+                        counters
+                            .images_allocated
+                            .store(allocated as u64, Ordering::Relaxed);
+                        fresh = true;
+                        CounterData::clone(template)
+                    }
+                    Err(_) => free
+                        .recv()
+                        .map_err(|_| format!("{device}: evaluation threads stopped"))?,
+                },
+            };
+            if reset == ResetMode::Cupti && !fresh {
+                let t = Instant::now();
+                if let Err(e) = sampler.reinitialize(&mut next) {
+                    next.reset_from(template);
+                    let _ = out.send(SinkMsg::Message(format!(
+                        "{device}: re-initialising a counter data image failed ({e}); copied a blank one instead"
+                    )));
+                }
+                counters
+                    .reset_ns
+                    .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            }
+            let sealed = std::mem::replace(&mut cur, next);
+            image_started = Instant::now();
+            if jobs
+                .send(EvalJob {
+                    seq,
+                    image: sealed,
+                    samples,
+                })
+                .is_err()
+            {
+                return Err(format!("{device}: evaluation threads stopped"));
+            }
+            seq += 1;
+            // Take back any images the evaluators finished, so the pool stays warm.
+            while let Ok(img) = free.try_recv() {
+                pool.push(img);
+            }
+        }
+        if restart {
+            let _ = sampler.stop();
+            sampler
+                .start()
+                .map_err(|e| format!("{device}: could not restart PM sampling: {e}"))?;
+            gaps.restart();
+            last_end = None;
+            counters.restarts.fetch_add(1, Ordering::Relaxed);
+        }
+        if stopping {
+            stop_iterations += 1;
+            if end_of_records && info.completed == 0 {
+                drained_after_stop += 1;
+                if drained_after_stop >= 2 {
+                    break;
+                }
+            }
+            // Never spin forever on a device that keeps answering after Stop.
+            if stop_iterations > 2_000 {
+                break;
+            }
+            continue;
+        }
+        if !force_seal {
+            std::thread::sleep(plan.decode_period);
+        }
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn evaluator_main(
+    host: ProfilerHost,
+    metrics: Vec<String>,
+    device: DeviceId,
+    jobs: Arc<Mutex<Receiver<EvalJob>>>,
+    free: Sender<CounterData>,
+    out: Sender<SinkMsg>,
+    template: Arc<CounterData>,
+    counters: Arc<DeviceCounters>,
+    reset: ResetMode,
+) {
+    let Ok(mut list) = MetricList::new(&metrics) else {
+        return;
+    };
+    let mut values = vec![0.0f64; metrics.len()];
+    loop {
+        let job = {
+            let Ok(rx) = jobs.lock() else { return };
+            rx.recv()
+        };
+        let Ok(mut job) = job else { return };
+        let t0 = Instant::now();
+        let mut batch = SampleBatch::new(device, metrics.len());
+        let mut drops = Vec::new();
+        for &(i, s, e) in &job.samples {
+            match host.evaluate(job.image.bytes(), i, &mut list, &mut values) {
+                Ok(()) => batch.push(s, e, &values),
+                Err(_) => {
+                    counters.eval_errors.fetch_add(1, Ordering::Relaxed);
+                    drops.push(DropRecord {
+                        device,
+                        start_ns: s,
+                        end_ns: e,
+                        reason: DropReason::DecodeError,
+                        lost_samples: Some(1),
+                    });
+                }
+            }
+        }
+        counters
+            .samples_evaluated
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        if !drops.is_empty() {
+            let _ = out.send(SinkMsg::Drops(drops));
+        }
+        let _ = out.send(SinkMsg::Samples {
+            device,
+            seq: job.seq,
+            batch,
+        });
+        counters
+            .eval_ns
+            .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        if reset == ResetMode::Copy {
+            let t = Instant::now();
+            job.image.reset_from(&template);
+            counters
+                .reset_ns
+                .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
+        if free.send(job.image).is_err() {
+            // The decoder is gone; keep draining jobs so their samples still reach the sink.
+        }
+    }
+}
+
+/// Drop counts by reason: records and estimated lost samples.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DropTally {
+    pub by_reason: BTreeMap<&'static str, (u64, u64)>,
+}
+
+impl DropTally {
+    pub fn add(&mut self, r: &DropRecord) {
+        let e = self.by_reason.entry(r.reason.as_str()).or_default();
+        e.0 += 1;
+        e.1 += r.lost_samples.unwrap_or(0);
+    }
+
+    /// Records other than warm-up: real losses.
+    pub fn losses(&self) -> (u64, u64) {
+        self.by_reason
+            .iter()
+            .filter(|(k, _)| **k != DropReason::Warmup.as_str())
+            .fold((0, 0), |(a, b), (_, (c, d))| (a + c, b + d))
+    }
+}
+
+/// State the sink shares with the session handle while running.
+#[derive(Debug, Default)]
+pub struct SinkShared {
+    pub samples_written: AtomicU64,
+    pub nvml_rows: AtomicU64,
+    pub tally: Mutex<DropTally>,
+    pub error: Mutex<Option<String>>,
+    pub messages: Mutex<Vec<String>>,
+}
+
+pub(crate) struct SinkResult {
+    pub writer: Option<TraceWriter>,
+}
+
+/// The one thread that writes the trace and feeds the live view, in per-device sequence order.
+pub(crate) fn sink_main(
+    rx: Receiver<SinkMsg>,
+    mut writer: Option<TraceWriter>,
+    live: Option<LiveSender>,
+    shared: Arc<SinkShared>,
+) -> SinkResult {
+    let mut pending: HashMap<DeviceId, (u64, BTreeMap<u64, SampleBatch>)> = HashMap::new();
+    let fail = |shared: &SinkShared, e: String| {
+        if let Ok(mut slot) = shared.error.lock()
+            && slot.is_none()
+        {
+            *slot = Some(e);
+        }
+    };
+    let mut write_failed = false;
+    loop {
+        let msg = match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(m) => Some(m),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        match msg {
+            Some(SinkMsg::Samples { device, seq, batch }) => {
+                let entry = pending.entry(device).or_default();
+                entry.1.insert(seq, batch);
+                while let Some(b) = entry.1.remove(&entry.0) {
+                    entry.0 += 1;
+                    if b.is_empty() {
+                        continue;
+                    }
+                    shared
+                        .samples_written
+                        .fetch_add(b.len() as u64, Ordering::Relaxed);
+                    if let Some(w) = writer.as_mut().filter(|_| !write_failed)
+                        && let Err(e) = w.append_samples(&b)
+                    {
+                        write_failed = true;
+                        fail(&shared, format!("writing the trace failed: {e}"));
+                    }
+                    if let Some(l) = &live {
+                        l.send(LiveEvent::Samples(b));
+                    }
+                }
+            }
+            Some(SinkMsg::Drops(rows)) => {
+                if let Ok(mut t) = shared.tally.lock() {
+                    rows.iter().for_each(|r| t.add(r));
+                }
+                if let Some(w) = writer.as_mut().filter(|_| !write_failed)
+                    && let Err(e) = w.append_drops(&rows)
+                {
+                    write_failed = true;
+                    fail(&shared, format!("writing the trace failed: {e}"));
+                }
+                if let Some(l) = &live {
+                    for r in rows {
+                        l.send(LiveEvent::Drop(r));
+                    }
+                }
+            }
+            Some(SinkMsg::Nvml(rows)) => {
+                shared
+                    .nvml_rows
+                    .fetch_add(rows.len() as u64, Ordering::Relaxed);
+                if let Some(w) = writer.as_mut().filter(|_| !write_failed)
+                    && let Err(e) = w.append_nvml(&rows)
+                {
+                    write_failed = true;
+                    fail(&shared, format!("writing the trace failed: {e}"));
+                }
+                if let Some(l) = &live {
+                    l.send(LiveEvent::Nvml(rows));
+                }
+            }
+            Some(SinkMsg::Message(m)) => {
+                if let Ok(mut v) = shared.messages.lock() {
+                    v.push(m.clone());
+                }
+                if let Some(l) = &live {
+                    l.send(LiveEvent::Message(m));
+                }
+            }
+            None => {}
+        }
+        if let Some(w) = writer.as_mut().filter(|_| !write_failed)
+            && let Err(e) = w.flush_if_due()
+        {
+            write_failed = true;
+            fail(&shared, format!("writing the trace failed: {e}"));
+        }
+    }
+    // Anything still out of order (a lost sequence number) is written rather than kept back.
+    for (_, (_, rest)) in pending {
+        for (_, b) in rest {
+            if let Some(w) = writer.as_mut().filter(|_| !write_failed)
+                && w.append_samples(&b).is_err()
+            {
+                write_failed = true;
+            }
+        }
+    }
+    if let Some(l) = &live {
+        l.send(LiveEvent::End);
+    }
+    SinkResult { writer }
+}

@@ -1,0 +1,412 @@
+//! `cufall record -o TRACE [flags] [-- CMD ARGS]`: sample every selected GPU into a trace until
+//! CMD exits, `--duration` passes, or Ctrl-C; the trace is always closed properly.
+
+use crate::os;
+use crate::session::{self, CounterPolicy, Prepared, SessionConfig, Summary};
+use crate::spec::{self, MetricRequest, Selection};
+use crate::units::{parse_devices, parse_duration_ns};
+use anyhow::{Context, anyhow, bail};
+use cufall_trace::model::Manifest;
+use cufall_trace::{TraceWriter, WriterOptions};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+/// The metric and device flags shared by `record` and the live view.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct SelectionArgs {
+    /// PM-sampling metric to record, with rollup/sub-metric (repeatable; one heatmap each).
+    /// Default: tensor-pipe activity and DRAM throughput as % of peak. `cufall metrics` lists
+    /// them.
+    #[arg(long = "metric", value_name = "METRIC")]
+    pub metric: Vec<String>,
+    /// Divide every --metric by this metric, sample by sample (e.g. gr__cycles_elapsed.max).
+    #[arg(long, value_name = "METRIC")]
+    pub denominator: Option<String>,
+    /// Show raw values (overrides --denominator).
+    #[arg(long)]
+    pub no_denominator: bool,
+    /// Value mapped to the top of the colour scale (default: 100 for %, 1 for ratios).
+    #[arg(long, value_name = "X")]
+    pub full_scale: Option<f64>,
+    /// GPU-time sampling interval, e.g. 10us, 50us, 1ms (default: the finest this pipeline
+    /// holds without loss for the number of metrics; see docs/benchmarks-sampler.md).
+    #[arg(long, value_name = "DURATION")]
+    pub interval: Option<String>,
+    /// GPUs to sample: all, 0, 0,2 or 0-3 (CUDA numbering).
+    #[arg(long, value_name = "LIST", default_value = "all")]
+    pub devices: String,
+    /// Also record the min and max across SMs of each per-SM (`sm__...avg...`) metric, to show
+    /// how evenly the SMs work.
+    #[arg(long)]
+    pub sm_spread: bool,
+    /// NVML polling interval (power, clocks, utilisation, memory, temperature, throttling).
+    #[arg(long, value_name = "DURATION", default_value = "10ms")]
+    pub nvml_interval: String,
+    /// Evaluation threads per GPU.
+    #[arg(long, hide = true)]
+    pub eval_threads: Option<usize>,
+    /// PM sampling hardware buffer per GPU, in MiB.
+    #[arg(long, hide = true)]
+    pub hw_buffer_mib: Option<usize>,
+}
+
+impl SelectionArgs {
+    /// Turns the flags into a session configuration and the heatmaps to show.
+    pub fn to_config(&self, policy: CounterPolicy) -> anyhow::Result<(SessionConfig, Selection)> {
+        let selection = spec::select(&MetricRequest {
+            metrics: self.metric.clone(),
+            denominator: self.denominator.clone(),
+            no_denominator: self.no_denominator,
+            full_scale: self.full_scale,
+            sm_spread: self.sm_spread,
+        })?;
+        let interval_ns = match &self.interval {
+            Some(s) => parse_duration_ns(s).map_err(|e| anyhow!("--interval: {e}"))?,
+            None => crate::default_interval_ns(selection.columns.len()),
+        };
+        let nvml = parse_duration_ns(&self.nvml_interval)
+            .map_err(|e| anyhow!("--nvml-interval: {e}"))?;
+        let devices = parse_devices(&self.devices).map_err(|e| anyhow!("--devices: {e}"))?;
+        let cfg = SessionConfig {
+            devices,
+            metrics: selection.columns.clone(),
+            interval_ns,
+            nvml_interval: Some(Duration::from_nanos(nvml)),
+            counters: policy,
+            hw_buffer_bytes: self
+                .hw_buffer_mib
+                .map_or(session::DEFAULT_HW_BUFFER_BYTES, |m| m << 20),
+            eval_threads: self.eval_threads.unwrap_or(session::DEFAULT_EVAL_THREADS).max(1),
+        };
+        Ok((cfg, selection))
+    }
+}
+
+/// `cufall record`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct RecordArgs {
+    /// Trace to write (a folder, by convention NAME.cufall).
+    #[arg(short = 'o', long = "output", value_name = "TRACE")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub selection: SelectionArgs,
+    /// Stop after this long (e.g. 30s, 5m); a running CMD is then stopped too.
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<String>,
+    /// Record NVML only (power, clocks, utilisation) when GPU counters are out of reach.
+    #[arg(long)]
+    pub nvml_only: bool,
+    /// Replace TRACE if it exists.
+    #[arg(long)]
+    pub overwrite: bool,
+    /// Write the run's figures (samples, drops, CPU time) as JSON here.
+    #[arg(long, hide = true, value_name = "FILE")]
+    pub stats_json: Option<PathBuf>,
+    /// Program to run and record (after `--`); its exit code becomes cufall's.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+fn which(program: &str) -> Option<PathBuf> {
+    let p = Path::new(program);
+    if program.contains('/') {
+        return p.is_file().then(|| p.to_path_buf());
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(program))
+            .find(|c| c.is_file())
+    })
+}
+
+fn exit_code(status: ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1)
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Stops the child politely, then firmly: SIGINT, SIGTERM after 5 s, SIGKILL after 10 s.
+fn stop_child(child: &mut Child) -> Option<ExitStatus> {
+    let pid = child.id();
+    for (sig, wait) in [(os::SIGINT, 5), (os::SIGTERM, 5)] {
+        if let Ok(Some(s)) = child.try_wait() {
+            return Some(s);
+        }
+        os::send_signal(pid, sig);
+        let until = Instant::now() + Duration::from_secs(wait);
+        while Instant::now() < until {
+            if let Ok(Some(s)) = child.try_wait() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let _ = child.kill();
+    child.wait().ok()
+}
+
+fn say(msg: impl AsRef<str>) {
+    eprintln!("cufall: {}", msg.as_ref());
+}
+
+/// Runs `cufall record`; returns the process exit code.
+pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
+    // From here on Ctrl-C sets a flag instead of killing cufall, so a trace is always closed.
+    os::catch_interrupts();
+    let policy = if args.nvml_only {
+        CounterPolicy::Off
+    } else {
+        CounterPolicy::Required
+    };
+    let (cfg, selection) = args.selection.to_config(policy)?;
+    let duration = args
+        .duration
+        .as_deref()
+        .map(parse_duration_ns)
+        .transpose()
+        .map_err(|e| anyhow!("--duration: {e}"))?
+        .map(Duration::from_nanos);
+    if let Some(program) = args.command.first()
+        && which(program).is_none()
+    {
+        bail!("cannot run `{program}`: no such program (not a file, and not found on PATH)");
+    }
+    if args.output.exists() && !args.overwrite {
+        bail!(
+            "{} already exists; choose another -o path or add --overwrite to replace it",
+            args.output.display()
+        );
+    }
+    if let Some(parent) = args.output.parent().filter(|p| !p.as_os_str().is_empty())
+        && !parent.is_dir()
+    {
+        bail!(
+            "cannot write {}: the folder {} does not exist",
+            args.output.display(),
+            parent.display()
+        );
+    }
+
+    let prepared = match session::prepare(&cfg) {
+        Ok(p) => p,
+        Err(e) => {
+            let hint = match &e {
+                session::SessionError::Cupti(c) if c.counters_out_of_reach() => {
+                    "\n\nTo record NVML data only (power, clocks, nvidia-smi's utilisation, memory, temperature), add --nvml-only."
+                }
+                _ => "",
+            };
+            return Err(anyhow!("{e}{hint}"));
+        }
+    };
+    if os::interrupted() {
+        prepared.abort();
+        bail!("interrupted before recording started; nothing was written");
+    }
+    if let Some(why) = &prepared.counters_unavailable {
+        say(format!("recording WITHOUT GPU counters: {why}"));
+    }
+    if let Some(why) = &prepared.nvml_unavailable {
+        say(format!("recording without NVML: {why}"));
+    }
+
+    let mut manifest = Manifest::new(env!("CARGO_PKG_VERSION"), crate::now_unix_ns());
+    manifest.hostname = hostname();
+    manifest.command = std::env::args().collect();
+    manifest.target_command = (!args.command.is_empty()).then(|| args.command.clone());
+    manifest.heatmaps = if prepared.has_counters() {
+        selection.heatmaps.clone()
+    } else {
+        Vec::new()
+    };
+    prepared.fill_manifest(&mut manifest);
+    let writer = match TraceWriter::create(
+        &args.output,
+        manifest,
+        WriterOptions {
+            overwrite: args.overwrite,
+            ..WriterOptions::default()
+        },
+    ) {
+        Ok(w) => w,
+        Err(e) => {
+            prepared.abort();
+            return Err(anyhow!("{e}"));
+        }
+    };
+    record_with(args, prepared, writer, duration)
+}
+
+fn record_with(
+    args: &RecordArgs,
+    prepared: Prepared,
+    writer: TraceWriter,
+    duration: Option<Duration>,
+) -> anyhow::Result<i32> {
+    let interval_ns = prepared.interval_ns;
+    let n_devices = prepared.devices.len();
+    let counters = prepared.has_counters();
+    let handle = prepared.start(None, Some(writer))?;
+    let started = Instant::now();
+    // Let the warm-up sample end before the program starts, so its first kernels are sampled.
+    std::thread::sleep(Duration::from_millis(20));
+    let mut child = match args.command.split_first() {
+        Some((program, rest)) => match Command::new(program).args(rest).spawn() {
+            Ok(c) => Some(c),
+            Err(e) => {
+                let outcome = handle.stop();
+                if let Some(w) = outcome.writer {
+                    w.abandon();
+                }
+                bail!("cannot run `{program}`: {e}");
+            }
+        },
+        None => None,
+    };
+    let tty = std::io::stderr().is_terminal();
+    let mut last_status = Instant::now();
+    let mut child_status: Option<ExitStatus> = None;
+    let why_stopped;
+    loop {
+        std::thread::sleep(Duration::from_millis(25));
+        if os::interrupted() {
+            why_stopped = "Ctrl-C";
+            if let Some(c) = child.as_mut() {
+                child_status = stop_child(c);
+            }
+            break;
+        }
+        if let Some(c) = child.as_mut()
+            && let Ok(Some(s)) = c.try_wait()
+        {
+            child_status = Some(s);
+            why_stopped = "the program exited";
+            break;
+        }
+        if let Some(d) = duration
+            && started.elapsed() >= d
+        {
+            why_stopped = "--duration passed";
+            if let Some(c) = child.as_mut() {
+                say("--duration passed: stopping the program");
+                child_status = stop_child(c);
+            }
+            break;
+        }
+        if let Some(e) = handle.error() {
+            say(format!("sampling failed: {e}"));
+            why_stopped = "an error";
+            if let Some(c) = child.as_mut() {
+                child_status = stop_child(c);
+            }
+            break;
+        }
+        if tty && last_status.elapsed() >= Duration::from_secs(1) {
+            last_status = Instant::now();
+            let s = handle.status();
+            eprint!(
+                "\rcufall: recording {:>6.1} s · {} samples · {} lost      ",
+                started.elapsed().as_secs_f64(),
+                s.samples_written,
+                s.lost_samples
+            );
+            let _ = std::io::stderr().flush();
+        }
+    }
+    if tty {
+        eprintln!();
+    }
+    let outcome = handle.stop();
+    let summary = outcome.summary;
+    let code = child_status.map(exit_code);
+    let mut writer = outcome
+        .writer
+        .context("the trace writer was lost; the trace may be incomplete")?;
+    writer
+        .update_manifest(|m| m.target_exit_code = code)
+        .map_err(|e| anyhow!("{e}"))?;
+    let stats = writer
+        .finish(crate::now_unix_ns())
+        .map_err(|e| anyhow!("{e}"))?;
+    print_summary(args, &summary, interval_ns, n_devices, counters, why_stopped, stats.bytes);
+    if let Some(p) = &args.stats_json {
+        let json = serde_json::to_string_pretty(&summary)?;
+        std::fs::write(p, json).with_context(|| format!("writing {}", p.display()))?;
+    }
+    if !summary.errors.is_empty() {
+        for e in &summary.errors {
+            say(format!("error: {e}"));
+        }
+        if code.is_none() {
+            return Ok(1);
+        }
+    }
+    Ok(code.unwrap_or(if why_stopped == "Ctrl-C" { 130 } else { 0 }))
+}
+
+fn print_summary(
+    args: &RecordArgs,
+    s: &Summary,
+    interval_ns: i64,
+    n_devices: usize,
+    counters: bool,
+    why: &str,
+    bytes: u64,
+) {
+    say(format!(
+        "stopped ({why}) after {:.1} s; wrote {} ({:.1} MiB)",
+        s.wall_s,
+        args.output.display(),
+        bytes as f64 / 1048576.0
+    ));
+    if counters {
+        say(format!(
+            "{} samples from {} GPU(s) at {}, {} NVML readings",
+            s.samples_written,
+            n_devices,
+            cufall_cupti::pm::format_ns(u64::try_from(interval_ns).unwrap_or(0)),
+            s.nvml_rows
+        ));
+        let warmups = s.drops.get("warmup").map_or(0, |d| d.0);
+        if s.loss_records == 0 {
+            say(format!(
+                "no samples lost ({warmups} warm-up sample(s) left out by design: each spans from start to the first decode)"
+            ));
+        } else {
+            let detail: Vec<String> = s
+                .drops
+                .iter()
+                .filter(|(k, _)| k.as_str() != "warmup")
+                .map(|(k, (n, lost))| format!("{k}: {n} hole(s), ~{lost} samples"))
+                .collect();
+            say(format!(
+                "WARNING: {} hole(s), ~{} samples lost ({}). They are in the trace's drops table; a longer --interval or fewer metrics avoids them.",
+                s.loss_records,
+                s.lost_samples,
+                detail.join("; ")
+            ));
+        }
+    } else {
+        say(format!("{} NVML readings (no GPU counters)", s.nvml_rows));
+    }
+    if s.wall_s > 0.0 {
+        say(format!(
+            "cufall used {:.2} CPU cores on average ({:.1} s of CPU)",
+            s.cpu_s / s.wall_s,
+            s.cpu_s
+        ));
+    }
+    for m in &s.messages {
+        say(m);
+    }
+}

@@ -1,0 +1,635 @@
+//! A sampling session: the reusable API behind `cufall record` and the live view.
+//!
+//! ```no_run
+//! # fn demo() -> Result<(), cufall_sampler::session::SessionError> {
+//! use cufall_sampler::session::{prepare, SessionConfig};
+//! let prepared = prepare(&SessionConfig::default())?; // validates everything, arms the GPUs
+//! let (tx, _rx) = cufall_live::feed(prepared.feed_info(Vec::new()), 256);
+//! let handle = prepared.start(Some(tx), None)?;        // samples flow to the live view
+//! // ... later
+//! let outcome = handle.stop();                          // drains, closes, sums up
+//! # Ok(()) }
+//! ```
+//!
+//! [`prepare`] does everything that can fail because of the user or the machine (driver, CUPTI,
+//! privileges, metric names, pass count, interval, NVML) before anything is written, so a caller
+//! can create the trace only once all of that passed. [`Prepared::start`] then only starts.
+
+use crate::nvml::NvmlSource;
+use crate::pipeline::{
+    self, DeviceCounters, DeviceSetup, DeviceThread, DropTally, Ready, SinkMsg, SinkShared,
+};
+use crate::sizing;
+use cufall_cupti::metric::{Catalogue, MetricName};
+use cufall_cupti::{Cupti, CuptiError, HostKind, ProfilerHost};
+use cufall_live::{FeedInfo, LiveSender};
+use cufall_trace::TraceWriter;
+use cufall_trace::model::{DeviceId, DeviceInfo, HeatmapSpec, Manifest, MetricInfo, SamplingInfo};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// What to do when GPU counters are out of reach (no libcupti, no privileges, another profiler).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CounterPolicy {
+    /// Fail with the reason and the fix.
+    Required,
+    /// Record NVML only and say why in `counters_unavailable`.
+    BestEffort,
+    /// Do not touch the counters at all.
+    Off,
+}
+
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    /// CUDA ordinals to sample; `None` = every visible GPU.
+    pub devices: Option<Vec<usize>>,
+    /// Metrics to collect (one column each).
+    pub metrics: Vec<String>,
+    pub interval_ns: u64,
+    /// NVML polling interval; `None` = no NVML.
+    pub nvml_interval: Option<Duration>,
+    pub counters: CounterPolicy,
+    /// PM sampling hardware buffer per device.
+    pub hw_buffer_bytes: usize,
+    /// Evaluation threads per device.
+    pub eval_threads: usize,
+}
+
+/// The hardware buffer cufall asks CUPTI for on each device.
+pub const DEFAULT_HW_BUFFER_BYTES: usize = 512 << 20;
+pub const DEFAULT_NVML_INTERVAL: Duration = Duration::from_millis(10);
+pub const DEFAULT_EVAL_THREADS: usize = 2;
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            devices: None,
+            metrics: crate::spec::DEFAULT_METRICS.iter().map(|s| s.to_string()).collect(),
+            interval_ns: crate::DEFAULT_INTERVAL_NS,
+            nvml_interval: Some(DEFAULT_NVML_INTERVAL),
+            counters: CounterPolicy::BestEffort,
+            hw_buffer_bytes: DEFAULT_HW_BUFFER_BYTES,
+            eval_threads: DEFAULT_EVAL_THREADS,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(transparent)]
+    Cupti(#[from] CuptiError),
+    #[error("{0}")]
+    Other(String),
+}
+
+impl SessionError {
+    /// Whether the user can fix it by changing the command line (exit code 2).
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            SessionError::Cupti(
+                CuptiError::UnknownMetric { .. }
+                    | CuptiError::NotSupportedByPmSampling { .. }
+                    | CuptiError::TooManyMetrics { .. }
+                    | CuptiError::IntervalTooSmall { .. }
+                    | CuptiError::DeviceOutOfRange { .. }
+                    | CuptiError::InvalidArgument(_)
+            )
+        )
+    }
+}
+
+/// The unit of a full metric name, from its base metric's dimension unit and its suffix.
+pub fn unit_for(dim_unit: &str, suffix: &str) -> String {
+    if suffix.contains("pct") {
+        "%".into()
+    } else if suffix.contains("ratio") {
+        String::new()
+    } else if suffix.ends_with("per_second") {
+        format!("{dim_unit}/second")
+    } else if suffix.contains("per_cycle") {
+        format!("{dim_unit}/cycle")
+    } else {
+        dim_unit.to_string()
+    }
+}
+
+/// Everything armed and checked, not yet started.
+pub struct Prepared {
+    pub devices: Vec<DeviceInfo>,
+    pub metrics: Vec<MetricInfo>,
+    pub interval_ns: i64,
+    /// Why there are no counters, when there are none.
+    pub counters_unavailable: Option<String>,
+    /// Why there is no NVML data, when there is none.
+    pub nvml_unavailable: Option<String>,
+    pub nvml_interval: Option<Duration>,
+    /// Facts for the manifest's `extra` (CUPTI library, driver, image sizes).
+    pub extra: BTreeMap<String, String>,
+    threads: Vec<(DeviceId, DeviceThread, Arc<DeviceCounters>)>,
+    nvml: Option<NvmlSource>,
+    tx: Sender<SinkMsg>,
+    rx: Receiver<SinkMsg>,
+    stop: Arc<AtomicBool>,
+}
+
+/// Validates the configuration against the machine and arms PM sampling on every device.
+pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
+    let facts = cufall_cupti::driver_devices()?;
+    if facts.is_empty() {
+        return Err(CuptiError::NoDevice.into());
+    }
+    let selected: Vec<usize> = match &cfg.devices {
+        None => (0..facts.len()).collect(),
+        Some(v) => {
+            for &i in v {
+                if i >= facts.len() {
+                    return Err(CuptiError::DeviceOutOfRange {
+                        index: i,
+                        count: facts.len(),
+                    }
+                    .into());
+                }
+            }
+            v.clone()
+        }
+    };
+    if selected.is_empty() {
+        return Err(SessionError::Other("no device selected (--devices is empty)".into()));
+    }
+    let mut devices: Vec<DeviceInfo> = selected
+        .iter()
+        .map(|&i| {
+            let f = &facts[i];
+            DeviceInfo {
+                id: DeviceId(i as u32),
+                name: f.name.clone(),
+                chip: String::new(),
+                uuid: f.uuid.clone(),
+                pci_bus_id: f.pci_bus_id.clone(),
+                sm_count: f.sm_count,
+                memory_total_bytes: f.memory_total_bytes,
+            }
+        })
+        .collect();
+    let (tx, rx) = mpsc::channel();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut extra = BTreeMap::new();
+    let mut counters_unavailable = None;
+    let mut metrics = Vec::new();
+    let mut threads = Vec::new();
+    match cfg.counters {
+        CounterPolicy::Off => {
+            counters_unavailable =
+                Some("GPU counters were not recorded: NVML-only recording was asked for (--nvml-only)".to_string());
+        }
+        _ if cfg.metrics.is_empty() => {
+            counters_unavailable = Some("no metric was asked for".to_string());
+        }
+        policy => match arm_counters(cfg, &selected, &mut devices, &tx, &stop, &mut extra) {
+            Ok((m, t)) => {
+                metrics = m;
+                threads = t;
+            }
+            Err(e) if policy == CounterPolicy::BestEffort && e.counters_out_of_reach() => {
+                counters_unavailable = Some(e.to_string());
+            }
+            Err(e) => return Err(e.into()),
+        },
+    }
+    let (nvml, nvml_unavailable) = match cfg.nvml_interval {
+        None => (None, Some("NVML polling was turned off".to_string())),
+        Some(_) => {
+            let ids: Vec<(DeviceId, String)> =
+                devices.iter().map(|d| (d.id, d.uuid.clone())).collect();
+            match NvmlSource::open(&ids) {
+                Ok(n) => {
+                    if let Some(v) = &n.driver_version {
+                        extra.insert("driver_version".into(), v.clone());
+                    }
+                    (Some(n), None)
+                }
+                Err(e) => (None, Some(e)),
+            }
+        }
+    };
+    if threads.is_empty() && nvml.is_none() {
+        return Err(SessionError::Other(format!(
+            "nothing can be recorded: {}; and {}",
+            counters_unavailable.as_deref().unwrap_or("no GPU counters"),
+            nvml_unavailable.as_deref().unwrap_or("no NVML")
+        )));
+    }
+    Ok(Prepared {
+        devices,
+        metrics,
+        interval_ns: i64::try_from(cfg.interval_ns).unwrap_or(i64::MAX),
+        counters_unavailable,
+        nvml_unavailable,
+        nvml_interval: cfg.nvml_interval.filter(|_| nvml.is_some()),
+        extra,
+        threads,
+        nvml,
+        tx,
+        rx,
+        stop,
+    })
+}
+
+type Armed = (Vec<MetricInfo>, Vec<(DeviceId, DeviceThread, Arc<DeviceCounters>)>);
+
+fn arm_counters(
+    cfg: &SessionConfig,
+    selected: &[usize],
+    devices: &mut [DeviceInfo],
+    tx: &Sender<SinkMsg>,
+    stop: &Arc<AtomicBool>,
+    extra: &mut BTreeMap<String, String>,
+) -> Result<Armed, CuptiError> {
+    let cupti = Cupti::init()?;
+    extra.insert("cupti_library".into(), cupti.cupti_source.clone());
+    let plan = sizing::plan(cfg.interval_ns);
+    extra.insert("samples_per_image".into(), plan.samples_per_image.to_string());
+    let mut per_chip: HashMap<String, Vec<u8>> = HashMap::new();
+    let mut infos: Vec<MetricInfo> = Vec::new();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let mut threads = Vec::new();
+    for (slot, &index) in selected.iter().enumerate() {
+        let chip = cupti.chip_name(index)?;
+        let availability = cupti.pm_counter_availability(index)?;
+        if !per_chip.contains_key(&chip) {
+            let host = ProfilerHost::new(&cupti, HostKind::PmSampling, &chip, Some(availability.clone()))?;
+            let range = ProfilerHost::new(&cupti, HostKind::RangeProfiler, &chip, None).ok();
+            let catalogue = Catalogue::read(&host, range.as_ref())?;
+            for m in &cfg.metrics {
+                catalogue.validate(&host, m)?;
+            }
+            if infos.is_empty() {
+                for m in &cfg.metrics {
+                    let n = MetricName::parse(m);
+                    let props = host.properties(&n.base).ok();
+                    infos.push(MetricInfo {
+                        name: m.clone(),
+                        unit: unit_for(props.as_ref().map_or("", |p| p.dim_unit.as_str()), &n.suffix),
+                        description: props.map(|p| p.description).unwrap_or_default(),
+                    });
+                }
+            }
+            let config = host.config_image(&cupti, &cfg.metrics)?;
+            per_chip.insert(chip.clone(), config);
+        }
+        let config_image = per_chip.get(&chip).cloned().unwrap_or_default();
+        devices[slot].chip = chip.clone();
+        let setup = DeviceSetup {
+            device: devices[slot].id,
+            index,
+            chip,
+            availability,
+            metrics: cfg.metrics.clone(),
+            config_image,
+            interval_ns: cfg.interval_ns,
+            hw_buffer_bytes: cfg.hw_buffer_bytes,
+            eval_threads: cfg.eval_threads,
+            plan,
+        };
+        let counters = Arc::new(DeviceCounters::default());
+        let t = pipeline::spawn_device(
+            setup,
+            cupti.clone(),
+            tx.clone(),
+            Arc::clone(stop),
+            Arc::clone(&counters),
+            ready_tx.clone(),
+        )
+        .map_err(|e| CuptiError::InvalidArgument(format!("cannot start a device thread: {e}")))?;
+        threads.push((devices[slot].id, t, counters));
+    }
+    drop(ready_tx);
+    let mut first_err = None;
+    let mut image_bytes = 0usize;
+    for _ in 0..threads.len() {
+        match ready_rx.recv_timeout(Duration::from_secs(120)) {
+            Ok((_, Ok(Ready { image_bytes: b }))) => image_bytes = image_bytes.max(b),
+            Ok((_, Err(e))) => {
+                first_err.get_or_insert(e);
+            }
+            Err(_) => {
+                first_err.get_or_insert(CuptiError::InvalidArgument(
+                    "a device thread did not get ready within 120 s".into(),
+                ));
+                break;
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        // Dropping the threads' `go` senders tells them to disarm and exit.
+        for (_, t, _) in threads {
+            drop(t.go);
+            let _ = t.handle.join();
+        }
+        return Err(e);
+    }
+    extra.insert("counter_data_image_bytes".into(), image_bytes.to_string());
+    Ok((infos, threads))
+}
+
+impl Prepared {
+    /// What a live view needs before the first sample.
+    pub fn feed_info(&self, heatmaps: Vec<HeatmapSpec>) -> FeedInfo {
+        FeedInfo {
+            devices: self.devices.clone(),
+            metrics: self.metrics.clone(),
+            heatmaps,
+            interval_ns: self.interval_ns,
+            counters_unavailable: self.counters_unavailable.clone(),
+        }
+    }
+
+    /// Fills the recording facts of a manifest (devices, sampling, NVML, reasons, extras).
+    pub fn fill_manifest(&self, m: &mut Manifest) {
+        m.devices = self.devices.clone();
+        m.sampling = (!self.threads.is_empty()).then(|| SamplingInfo {
+            interval_ns: self.interval_ns,
+            metrics: self.metrics.clone(),
+            source: "cupti_pm_sampling".into(),
+        });
+        m.counters_unavailable = self.counters_unavailable.clone();
+        m.nvml_interval_ns = self
+            .nvml_interval
+            .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        for (k, v) in &self.extra {
+            m.extra.insert(k.clone(), v.clone());
+        }
+        if let Some(n) = &self.nvml_unavailable {
+            m.extra.insert("nvml_unavailable".into(), n.clone());
+        }
+    }
+
+    pub fn has_counters(&self) -> bool {
+        !self.threads.is_empty()
+    }
+
+    /// Disarms every device without starting.
+    pub fn abort(self) {
+        for (_, t, _) in self.threads {
+            drop(t.go);
+            let _ = t.handle.join();
+        }
+    }
+
+    /// Starts sampling. Data goes to `writer` (a trace) and/or `live` (a view).
+    pub fn start(
+        self,
+        live: Option<LiveSender>,
+        writer: Option<TraceWriter>,
+    ) -> Result<SessionHandle, SessionError> {
+        let shared = Arc::new(SinkShared::default());
+        let cpu0 = crate::os::cpu_seconds();
+        let started = Instant::now();
+        let sink = {
+            let shared = Arc::clone(&shared);
+            let rx = self.rx;
+            std::thread::Builder::new()
+                .name("cufall-sink".into())
+                .spawn(move || pipeline::sink_main(rx, writer, live, shared))
+                .map_err(|e| SessionError::Other(format!("cannot start the writer thread: {e}")))?
+        };
+        let mut threads = Vec::new();
+        let mut counters = Vec::new();
+        for (id, t, c) in self.threads {
+            let _ = t.go.send(true);
+            threads.push((id, t.handle));
+            counters.push((id, c));
+        }
+        let nvml_stop = Arc::new(AtomicBool::new(false));
+        let nvml_thread = match (self.nvml, self.nvml_interval) {
+            (Some(src), Some(interval)) => {
+                let tx = self.tx.clone();
+                let stop = Arc::clone(&nvml_stop);
+                std::thread::Builder::new()
+                    .name("cufall-nvml".into())
+                    .spawn(move || {
+                        src.poll(interval, stop, |rows| {
+                            let _ = tx.send(SinkMsg::Nvml(rows));
+                        })
+                    })
+                    .ok()
+            }
+            _ => None,
+        };
+        if let Some(reason) = &self.counters_unavailable {
+            let _ = self.tx.send(SinkMsg::Message(format!("no GPU counters: {reason}")));
+        }
+        drop(self.tx);
+        Ok(SessionHandle {
+            stop: self.stop,
+            nvml_stop,
+            threads,
+            counters,
+            nvml_thread,
+            sink: Some(sink),
+            shared,
+            started,
+            cpu0,
+        })
+    }
+}
+
+/// A running session.
+pub struct SessionHandle {
+    stop: Arc<AtomicBool>,
+    nvml_stop: Arc<AtomicBool>,
+    threads: Vec<(DeviceId, JoinHandle<Result<(), String>>)>,
+    counters: Vec<(DeviceId, Arc<DeviceCounters>)>,
+    nvml_thread: Option<JoinHandle<()>>,
+    sink: Option<JoinHandle<pipeline::SinkResult>>,
+    shared: Arc<SinkShared>,
+    started: Instant,
+    cpu0: f64,
+}
+
+/// Per-device pipeline figures at the end of a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceReport {
+    pub device: u32,
+    pub samples_decoded: u64,
+    pub samples_evaluated: u64,
+    pub images_sealed: u64,
+    pub images_allocated: u64,
+    pub image_bytes: u64,
+    pub counter_data_full: u64,
+    pub hw_overflows: u64,
+    pub restarts: u64,
+    pub decode_errors: u64,
+    pub eval_errors: u64,
+    pub partial_at_seal: u64,
+    pub max_seam_ns: u64,
+    pub decode_calls: u64,
+    pub decode_cpu_s: f64,
+    pub eval_cpu_s: f64,
+    pub eval_us_per_sample: f64,
+    pub reset_cpu_s: f64,
+    pub reset_by_copy: bool,
+}
+
+/// What a run did, for the user and for benchmarks.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Summary {
+    pub wall_s: f64,
+    pub cpu_s: f64,
+    pub samples_written: u64,
+    pub nvml_rows: u64,
+    /// reason → (records, estimated lost samples)
+    pub drops: BTreeMap<String, (u64, u64)>,
+    pub loss_records: u64,
+    pub lost_samples: u64,
+    pub devices: Vec<DeviceReport>,
+    pub messages: Vec<String>,
+    pub errors: Vec<String>,
+}
+
+pub struct SessionOutcome {
+    /// The trace writer handed to `start`, still open: the caller finishes it.
+    pub writer: Option<TraceWriter>,
+    pub summary: Summary,
+}
+
+/// A snapshot while running.
+#[derive(Clone, Debug, Default)]
+pub struct Status {
+    pub samples_written: u64,
+    pub loss_records: u64,
+    pub lost_samples: u64,
+    pub error: Option<String>,
+}
+
+impl SessionHandle {
+    pub fn status(&self) -> Status {
+        let (loss_records, lost_samples) = self
+            .shared
+            .tally
+            .lock()
+            .map(|t| t.losses())
+            .unwrap_or_default();
+        Status {
+            samples_written: self.shared.samples_written.load(Ordering::Relaxed),
+            loss_records,
+            lost_samples,
+            error: self.error(),
+        }
+    }
+
+    /// A failure that ended sampling early (a device thread or the writer), if any.
+    pub fn error(&self) -> Option<String> {
+        if let Ok(e) = self.shared.error.lock()
+            && let Some(e) = e.as_ref()
+        {
+            return Some(e.clone());
+        }
+        self.threads
+            .iter()
+            .any(|(_, h)| h.is_finished())
+            .then(|| "a device's sampling thread ended early".to_string())
+    }
+
+    /// Stops sampling, drains every image, waits for the writer; returns the writer unfinished.
+    pub fn stop(mut self) -> SessionOutcome {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut errors = Vec::new();
+        for (id, h) in self.threads.drain(..) {
+            match h.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => errors.push(e),
+                Err(_) => errors.push(format!("{id}: the sampling thread panicked")),
+            }
+        }
+        self.nvml_stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.nvml_thread.take() {
+            let _ = h.join();
+        }
+        let writer = match self.sink.take().map(|h| h.join()) {
+            Some(Ok(r)) => r.writer,
+            Some(Err(_)) => {
+                errors.push("the writer thread panicked".into());
+                None
+            }
+            None => None,
+        };
+        if let Ok(e) = self.shared.error.lock()
+            && let Some(e) = e.as_ref()
+        {
+            errors.push(e.clone());
+        }
+        let tally: DropTally = self.shared.tally.lock().map(|t| t.clone()).unwrap_or_default();
+        let (loss_records, lost_samples) = tally.losses();
+        let devices = self
+            .counters
+            .iter()
+            .map(|(id, c)| {
+                let g = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+                let evaluated = g(&c.samples_evaluated);
+                let eval_ns = g(&c.eval_ns);
+                DeviceReport {
+                    device: id.0,
+                    samples_decoded: g(&c.samples_decoded),
+                    samples_evaluated: evaluated,
+                    images_sealed: g(&c.images_sealed),
+                    images_allocated: g(&c.images_allocated),
+                    image_bytes: g(&c.image_bytes),
+                    counter_data_full: g(&c.counter_data_full),
+                    hw_overflows: g(&c.hw_overflows),
+                    restarts: g(&c.restarts),
+                    decode_errors: g(&c.decode_errors),
+                    eval_errors: g(&c.eval_errors),
+                    partial_at_seal: g(&c.partial_at_seal),
+                    max_seam_ns: g(&c.max_seam_ns),
+                    decode_calls: g(&c.decode_calls),
+                    decode_cpu_s: g(&c.decode_ns) as f64 * 1e-9,
+                    eval_cpu_s: eval_ns as f64 * 1e-9,
+                    reset_cpu_s: g(&c.reset_ns) as f64 * 1e-9,
+                    reset_by_copy: g(&c.reset_by_copy) == 1,
+                    eval_us_per_sample: if evaluated > 0 {
+                        eval_ns as f64 / evaluated as f64 / 1e3
+                    } else {
+                        0.0
+                    },
+                }
+            })
+            .collect();
+        let summary = Summary {
+            wall_s: self.started.elapsed().as_secs_f64(),
+            cpu_s: crate::os::cpu_seconds() - self.cpu0,
+            samples_written: self.shared.samples_written.load(Ordering::Relaxed),
+            nvml_rows: self.shared.nvml_rows.load(Ordering::Relaxed),
+            drops: tally
+                .by_reason
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+            loss_records,
+            lost_samples,
+            devices,
+            messages: self.shared.messages.lock().map(|m| m.clone()).unwrap_or_default(),
+            errors,
+        };
+        SessionOutcome { writer, summary }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_follow_the_suffix() {
+        assert_eq!(unit_for("cycle", ".avg.pct_of_peak_sustained_elapsed"), "%");
+        assert_eq!(unit_for("byte", ".sum.per_second"), "byte/second");
+        assert_eq!(unit_for("cycle", ".max"), "cycle");
+        assert_eq!(unit_for("inst", ".avg.per_cycle_active"), "inst/cycle");
+    }
+}

@@ -1,0 +1,80 @@
+//! How big the counter-data images are and when the decoder swaps them.
+//!
+//! The trap (H200-FACTS, and `docs/metrics.md`): when `cuptiPmSamplingDecodeData` stops because
+//! the image is full, the samples that did not fit are lost without any overflow flag. So the
+//! decoder never lets an image approach full: it *seals* an image (hands it to the evaluators)
+//! after `seal_after_samples` samples or `seal_period`, whichever comes first, and the image has
+//! room for `margin` more on top, enough for the decoder to be late by `margin` of GPU time.
+
+use std::time::Duration;
+
+/// The image plan of one device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImagePlan {
+    /// Samples one image holds.
+    pub samples_per_image: u32,
+    /// Seal the image once this many samples are complete.
+    pub seal_after_samples: u32,
+    /// Or once the image has been filling this long (keeps the live view fresh at slow rates).
+    pub seal_period: Duration,
+    /// How long the decoder sleeps between decodes.
+    pub decode_period: Duration,
+    /// Images allocated up front (one filling, the rest being evaluated or spare).
+    pub initial_images: usize,
+    /// Most images a device may have at once before the decoder waits for evaluators.
+    pub max_images: usize,
+}
+
+/// Time an image is allowed to fill before it is sealed.
+pub const SEAL_PERIOD: Duration = Duration::from_millis(20);
+/// Extra room beyond the seal point, in GPU time: how late the decoder may be without loss.
+pub const MARGIN: Duration = Duration::from_millis(40);
+
+pub fn plan(interval_ns: u64) -> ImagePlan {
+    let interval_ns = interval_ns.max(1);
+    let per = |d: Duration| -> u64 { (d.as_nanos() as u64).div_ceil(interval_ns) };
+    let seal_after = per(SEAL_PERIOD).clamp(1, 1 << 20);
+    let capacity = (seal_after + per(MARGIN)).clamp(16, 1 << 20);
+    // Decode often enough that one decode moves well under the margin.
+    let decode_ns = (interval_ns.saturating_mul(100)).clamp(500_000, 10_000_000);
+    ImagePlan {
+        samples_per_image: u32::try_from(capacity).unwrap_or(u32::MAX),
+        seal_after_samples: u32::try_from(seal_after).unwrap_or(u32::MAX),
+        seal_period: SEAL_PERIOD,
+        decode_period: Duration::from_nanos(decode_ns),
+        initial_images: 3,
+        max_images: 8,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ten_microseconds_leaves_a_forty_ms_margin() {
+        let p = plan(10_000);
+        assert_eq!(p.seal_after_samples, 2_000);
+        assert_eq!(p.samples_per_image, 6_000);
+        assert!(p.decode_period <= Duration::from_millis(1));
+    }
+
+    #[test]
+    fn slow_rates_get_small_images_and_lazy_decodes() {
+        let p = plan(1_000_000);
+        assert_eq!(p.seal_after_samples, 20);
+        assert_eq!(p.samples_per_image, 60);
+        assert_eq!(p.decode_period, Duration::from_millis(10));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn margin_always_covers_several_decode_periods(interval in 1_000u64..10_000_000) {
+            let p = plan(interval);
+            let margin_samples = u64::from(p.samples_per_image - p.seal_after_samples);
+            let per_decode = (p.decode_period.as_nanos() as u64).div_ceil(interval);
+            proptest::prop_assert!(margin_samples >= 4 * per_decode, "{p:?}");
+            proptest::prop_assert!(p.seal_after_samples >= 1);
+        }
+    }
+}

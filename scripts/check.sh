@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Exactly what CI runs after installing its tools: formatting, lints, and every CPU test.
+# GPU tests are #[ignore]d here; scripts/gpu-check.sh runs them on a machine with a GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo test --workspace --locked
+if [ -x .venv-interop/bin/python ]; then py=.venv-interop/bin/python; else py=python3; fi
+"$py" scripts/interop_test.py

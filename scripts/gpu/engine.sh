@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Runs every specdec GPU check and benchmark on the device machine and prints a short table.
+# Expects prebuilt x86-64 binaries in .dev-bin/engine/ (specdec and the gpu test executable):
+#   cargo build --release -p specdec && cargo test --release -p specdec --no-run
+#   mkdir -p .dev-bin/engine && cp target/release/specdec .dev-bin/engine/
+#   cp "$(ls -t target/release/deps/gpu-* | grep -v '\.d$' | head -1)" .dev-bin/engine/gpu-tests
+# Full logs go to $OUT (or ./engine-out when OUT is unset).
+set -u
+BIN=${BIN:-.dev-bin/engine}
+OUT=${OUT:-engine-out}
+mkdir -p "$OUT"
+S="$BIN/specdec"
+LOG="$OUT/engine.log"
+: > "$LOG"
+step() { echo "== $*" | tee -a "$LOG"; }
+run() { # run LIMIT_S NAME CMD...: output to $OUT/NAME.txt, status to the log
+  local lim=$1 name=$2; shift 2
+  local t0=$(date +%s.%N)
+  timeout "$lim" "$@" > "$OUT/$name.txt" 2>&1; local rc=$?
+  local t1=$(date +%s.%N)
+  printf '%-28s rc=%-3s %6.1fs  %s\n' "$name" "$rc" "$(awk "BEGIN{print $t1 - $t0}")" "$*" | tee -a "$LOG"
+  return $rc
+}
+step "$(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)"
+
+# 1. Ceilings of this card: bf16 matrix rate and device-to-device copy bandwidth (PyTorch).
+run 120 ceilings python3 - <<'PY'
+import torch, time
+dev = torch.device("cuda")
+a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+b = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
+for _ in range(3): a @ b
+torch.cuda.synchronize()
+ts = []
+for _ in range(10):
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record(); a @ b; e.record(); e.synchronize(); ts.append(s.elapsed_time(e))
+ts.sort(); ms = ts[len(ts)//2]
+print(f"bf16_matmul_tflops {2*8192**3/ms/1e9:.1f}")
+n = 4 << 30
+x = torch.empty(n, dtype=torch.uint8, device=dev); x.random_(0, 255); y = torch.empty_like(x)
+for _ in range(3): y.copy_(x)
+torch.cuda.synchronize()
+ts = []
+for _ in range(10):
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record(); y.copy_(x); e.record(); e.synchronize(); ts.append(s.elapsed_time(e))
+ts.sort(); ms = ts[len(ts)//2]
+print(f"d2d_copy_gbps {2*n/ms/1e6:.1f}")
+PY
+cat "$OUT/ceilings.txt" | tee -a "$LOG"
+
+# 2. Correctness: GPU logits vs the CPU reference, speculative == greedy on the GPU.
+run 240 check "$S" check
+cat "$OUT/check.txt" | tee -a "$LOG"
+if [ -x "$BIN/gpu-tests" ]; then run 240 gpu-tests "$BIN/gpu-tests" --ignored --test-threads 1; tail -3 "$OUT/gpu-tests.txt" | tee -a "$LOG"; fi
+
+M="--preset 7b-8l"
+# 3. Prefill matrix products: 4 x 1024 prompt tokens.
+run 180 prefill "$S" $M --context 0 --batch 4 --prompt-len 1024 --new-tokens 8 --bench --json
+# 4. 64k context, split-KV verify (page 16), graphs on; bench times split-KV and scattered at page 16.
+run 240 ctx64k-split "$S" $M --context 65536 --prompt-len 64 --new-tokens 32 --page-size 16 --verify-attn split-kv --bench --json
+# 5. 64k context, scattered verify with page size 1 (the first diagnosis).
+run 240 ctx64k-scattered-ps1 "$S" $M --context 65536 --prompt-len 64 --new-tokens 4 --page-size 1 --verify-attn scattered --bench --json
+# 6. Graphs on vs off (the second diagnosis), 4k context.
+run 120 graphs-on "$S" $M --context 4096 --prompt-len 64 --new-tokens 64 --graphs on --bench --json
+run 120 graphs-off "$S" $M --context 4096 --prompt-len 64 --new-tokens 64 --graphs off --bench --json
+run 120 graphs-on-tree "$S" $M --context 4096 --prompt-len 64 --new-tokens 64 --width 2 --depth 3 --graphs on --bench --json
+run 120 graphs-off-tree "$S" $M --context 4096 --prompt-len 64 --new-tokens 64 --width 2 --depth 3 --graphs off --bench --json
+# 7. 128k context and an MoE target run end to end.
+run 240 ctx128k "$S" $M --context 131072 --prompt-len 64 --new-tokens 16 --json
+run 120 moe "$S" --preset 8b-gqa-8l --experts 8 --top-k 2 --context 4096 --prompt-len 64 --new-tokens 32 --json
+# 8. Bad input: too big for the GPU, context over the maximum.
+run 60 bad-oom "$S" --preset 7b --context 1000000 --batch 8
+run 60 bad-maxctx "$S" $M --context 70000 --max-context 65536
+step "bad input messages:"; cat "$OUT/bad-oom.txt" "$OUT/bad-maxctx.txt" | tee -a "$LOG"
+
+# Summary table.
+python3 - "$OUT" <<'PY' | tee -a "$LOG"
+import json, sys, os, re
+out = sys.argv[1]
+def load(n):
+    try:
+        t = open(os.path.join(out, n + ".txt")).read()
+        return json.loads(t[t.index("{"):])
+    except Exception as e:
+        return None
+ceil = {}
+for line in open(os.path.join(out, "ceilings.txt")):
+    p = line.split()
+    if len(p) == 2:
+        try: ceil[p[0]] = float(p[1])
+        except ValueError: pass
+peak, bw = ceil.get("bf16_matmul_tflops"), ceil.get("d2d_copy_gbps")
+print(f"ceilings: bf16 matmul {peak} TFLOP/s, D2D copy {bw} GB/s")
+r = load("prefill")
+if r and r.get("bench"):
+    g = r["bench"]["prefill_gemm"]
+    print(f"prefill matmuls ({g['rows']} rows): {g['tflops']:.0f} TFLOP/s = {100*g['tflops']/peak:.0f}% of measured peak (target >= 60%)" if peak else g)
+for name in ["ctx64k-split", "ctx64k-scattered-ps1"]:
+    r = load(name)
+    if r and r.get("bench"):
+        for a in r["bench"]["attention"]:
+            pct = f" = {100*a['gb_per_s']/bw:.0f}% of D2D" if bw else ""
+            print(f"{name}: attention {a['kind']} page {a['page_size']} {a['kv_tokens']} KV tokens: {a['ms']:.3f} ms, {a['gb_per_s']:.0f} GB/s{pct}")
+s, c = load("ctx64k-split"), load("ctx64k-scattered-ps1")
+if s and c and s.get("bench") and c.get("bench"):
+    split_ms = s["bench"]["attention"][0]["ms"]; scat_ms = c["bench"]["attention"][1]["ms"]
+    print(f"scattered page-1 / split-KV page-16 attention time at 64k: {scat_ms/split_ms:.1f}x (target >= 5x)")
+    print(f"64k step: split-KV {s['median_step_ms']:.2f} ms, scattered page-1 {c['median_step_ms']:.2f} ms")
+for name in ["graphs-on", "graphs-off", "graphs-on-tree", "graphs-off-tree", "ctx64k-split", "ctx128k", "moe"]:
+    r = load(name)
+    if r:
+        print(f"{name:16s} median step {r['median_step_ms']:8.3f} ms  draft {r['draft_ms']/max(r['steps'],1):7.3f}  verify {r['verify_ms']/max(r['steps'],1):7.3f} ms/step  {r['tokens_per_s']:8.1f} tok/s  committed/step {r['mean_committed_per_step']:.2f}")
+    else:
+        print(f"{name:16s} no result")
+PY

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# cufall sampler checks on a GPU machine (the lent H200). Run from the repository root:
+#
+#   scripts/gpu/sampler.sh probe   # ~2 min: CUPTI facts, a short recording, bad-input checks
+#   scripts/gpu/sampler.sh full    # GPU tests, truth check vs ncu, benchmark, example traces
+#   scripts/gpu/sampler.sh bench|truth|examples|tests   # one part
+#
+# Binaries come prebuilt in .dev-bin/sampler/ (the GPU machine has no Rust toolchain):
+#   cargo build --release -p cufall && cp target/release/cufall .dev-bin/sampler/
+# Results go to $OUT (or /tmp/cufall-out): log.txt, probe.json, truth.json, bench.json,
+# examples.tgz. ncu and PM sampling both need the counters, so they never run at the same time.
+set -u
+MODE=${1:-full}
+BENCH_SECONDS=${BENCH_SECONDS:-20}
+BIN=${CUFALL_BIN:-.dev-bin/sampler/cufall}
+OUT=${OUT:-/tmp/cufall-out}
+W=examples/workloads/matmul_copy.py
+TMP=$(mktemp -d /tmp/cufall-gpu.XXXX)
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/log.txt") 2>&1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+DEFAULTS=(--metric sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed
+          --metric dram__throughput.avg.pct_of_peak_sustained_elapsed)
+
+hdr() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
+
+machine() {
+  hdr machine
+  date -u
+  nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.mem,power.draw --format=csv
+  nproc; "$BIN" --version
+}
+
+probe() {
+  hdr probe-sampler
+  "$BIN" probe-sampler > "$OUT/probe.json"; echo "rc=$?"
+  head -c 4000 "$OUT/probe.json"; echo
+  hdr metrics
+  "$BIN" metrics --filter "pipe_tensor_cycles" | head -20
+  "$BIN" metrics | head -5; "$BIN" metrics | tail -5
+}
+
+bad_input() {
+  hdr bad input
+  "$BIN" record -o "$TMP/x.cufall" --duration 1s --metric dram__thruput.avg.pct_of_peak_sustained_elapsed; echo "rc=$?"
+  "$BIN" record -o "$TMP/x.cufall" --duration 1s --devices 7; echo "rc=$?"
+  "$BIN" record -o "$TMP/x.cufall" --duration 1s --interval 50ns; echo "rc=$?"
+  "$BIN" record -o "$TMP/x.cufall" --duration 1s --metric sm__inst_executed_pipe_tensor_op_hmma.sum; echo "rc=$?"
+  ls "$TMP"
+}
+
+# record NAME INTERVAL SECONDS [flags...] [-- cmd]: a recording with stats
+rec() {
+  local name=$1 interval=$2; shift 2
+  "$BIN" record -o "$TMP/$name.cufall" --overwrite --interval "$interval" --stats-json "$TMP/$name.stats.json" "$@"
+  echo "rc=$?"
+  python3 - "$TMP/$name.stats.json" <<'PY'
+import json,sys
+s=json.load(open(sys.argv[1]))
+d=s["devices"][0] if s["devices"] else {}
+print(f"  samples={s['samples_written']} loss_records={s['loss_records']} lost={s['lost_samples']} cores={s['cpu_s']/max(s['wall_s'],1e-9):.2f} drops={s['drops']}")
+print(f"  decoded={d.get('samples_decoded')} evaluated={d.get('samples_evaluated')} sealed={d.get('images_sealed')} imgs={d.get('images_allocated')} img_bytes={d.get('image_bytes')} full={d.get('counter_data_full')} ovf={d.get('hw_overflows')} partial={d.get('partial_at_seal')} max_seam_ns={d.get('max_seam_ns')} eval_us={d.get('eval_us_per_sample'):.2f} decode_cpu_s={d.get('decode_cpu_s'):.2f} eval_cpu_s={d.get('eval_cpu_s'):.2f} reset_cpu_s={d.get('reset_cpu_s'):.2f} reset_by_copy={d.get('reset_by_copy')}")
+PY
+}
+
+quick() {
+  hdr quick recording: matmul/copy phases at 10us, default metrics
+  rec quick 10us -- python3 $W --seconds 1.5 --idle 0.3 --phases-json "$TMP/quick.phases.json"
+  python3 scripts/gpu/analyze_truth.py "$TMP/quick.cufall" "$TMP/quick.phases.json" /dev/null /dev/null | python3 -c "import json,sys; d=json.load(sys.stdin); print(json.dumps(d['phases'], indent=1))"
+  hdr quick 4 metrics at 10us under load
+  python3 $W --load 8 & L=$!; sleep 2
+  rec q4 10us --duration 5s --sm-spread
+  wait $L
+}
+
+tests() {
+  hdr GPU tests
+  for t in .dev-bin/sampler/gpu-*; do [ -x "$t" ] && "$t" --ignored --test-threads 1 2>&1 | tail -15; done
+}
+
+truth() {
+  hdr truth check: cufall phases
+  rec truth 100us "${DEFAULTS[@]}" -- python3 $W --seconds 3 --idle 0.5 --phases-json "$TMP/truth.phases.json"
+  hdr truth check: ncu on the same kernels
+  local M=sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed
+  ncu --clock-control none --metrics $M --csv --launch-skip 12 --launch-count 10 python3 $W --only matmul --iters 25 > "$TMP/ncu_mm.csv" 2>&1; echo "ncu rc=$?"
+  ncu --clock-control none --metrics $M --csv --launch-skip 12 --launch-count 10 python3 $W --only copy --iters 25 > "$TMP/ncu_cp.csv" 2>&1; echo "ncu rc=$?"
+  python3 scripts/gpu/analyze_truth.py "$TMP/truth.cufall" "$TMP/truth.phases.json" "$TMP/ncu_mm.csv" "$TMP/ncu_cp.csv" > "$OUT/truth.json"
+  python3 -c "
+import json; d=json.load(open('$OUT/truth.json'))
+for r in d['table']: print('  %-7s %-66s cufall=%s ncu=%s diff=%s ok=%s' % (r['phase'], r['metric'], r['cufall'], r['ncu'], r['diff_pp'], r['within_5pp']))
+print('  ncu kernels:', d['ncu']['matmul'].get('kernel'), '|', d['ncu']['copy'].get('kernel'))"
+  hdr ratio: what --denominator gr__cycles_elapsed.max means
+  rec ratio 100us --metric sm__pipe_tensor_cycles_active.avg --metric sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed \
+      --metric gr__cycles_elapsed.max --metric sm__cycles_elapsed.avg --metric sm__pipe_tensor_cycles_active.avg.peak_sustained \
+      -- python3 $W --seconds 1.5 --idle 0.3 --phases-json "$TMP/ratio.phases.json"
+  python3 - "$TMP/ratio.cufall" "$TMP/ratio.phases.json" > "$OUT/ratio.json" <<'PY'
+import glob, json, os, sys
+import pyarrow as pa, pyarrow.parquet as pq
+t = pa.concat_tables([pq.read_table(f) for f in sorted(glob.glob(os.path.join(sys.argv[1], "samples", "*.parquet")))]).to_pandas()
+ph = {p["name"]: p for p in json.load(open(sys.argv[2]))}
+p = ph["matmul"]; trim = (p["end_ns"] - p["start_ns"]) // 10
+s = t[(t.start_ns >= p["start_ns"] + trim) & (t.end_ns <= p["end_ns"] - trim)]
+r = {c: float(s[c].mean()) for c in s.columns if "__" in c}
+r["tensor_avg_over_gr_cycles_max"] = float((s["sm__pipe_tensor_cycles_active.avg"] / s["gr__cycles_elapsed.max"]).mean())
+r["tensor_avg_over_sm_cycles_avg"] = float((s["sm__pipe_tensor_cycles_active.avg"] / s["sm__cycles_elapsed.avg"]).mean())
+r["sample_ns_mean"] = float((s.end_ns - s.start_ns).mean())
+print(json.dumps(r, indent=1))
+PY
+  cat "$OUT/ratio.json"
+}
+
+bench() {
+  hdr "benchmark: finest lossless interval, ${BENCH_SECONDS}s per config, under a bf16 matmul load"
+  local results="$OUT/bench.txt"
+  python3 $W --load $((BENCH_SECONDS * 12)) & L=$!; sleep 3
+  for set in 1 2 4; do
+    case $set in
+      1) M=(--metric sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed);;
+      2) M=("${DEFAULTS[@]}");;
+      4) M=("${DEFAULTS[@]}" --sm-spread);;
+    esac
+    for iv in 10us 20us 50us; do
+      echo "--- $set metric(s) at $iv"
+      rec "b${set}_$iv" "$iv" --duration "${BENCH_SECONDS}s" "${M[@]}" | tee "$TMP/last.txt"
+      if grep -q "loss_records=0 " "$TMP/last.txt"; then echo "RESULT metrics=$set interval=$iv lossless $(grep cores= "$TMP/last.txt")" >> "$results"; break; fi
+      echo "RESULT metrics=$set interval=$iv LOSSY $(grep cores= "$TMP/last.txt")" >> "$results"
+    done
+  done
+  kill $L 2>/dev/null; wait $L 2>/dev/null
+  hdr slowdown of a bf16 matmul loop while sampled at 10us
+  python3 $W --bench 8 | tee "$TMP/base1.json"
+  "$BIN" record -o "$TMP/slow.cufall" --overwrite --interval 10us "${DEFAULTS[@]}" -- python3 $W --bench 8 | tee "$TMP/sampled.json"
+  python3 $W --bench 8 | tee "$TMP/base2.json"
+  python3 - "$TMP" >> "$results" <<'PY'
+import json, sys
+d = sys.argv[1]
+b1, s, b2 = (json.load(open(f"{d}/{n}.json"))["tflops"] for n in ("base1", "sampled", "base2"))
+base = (b1 + b2) / 2
+print(f"SLOWDOWN base1={b1:.1f} sampled={s:.1f} base2={b2:.1f} TFLOP/s slowdown={(1 - s / base) * 100:.2f}% spread_between_baselines={abs(b1 - b2) / base * 100:.2f}%")
+PY
+  cat "$results"
+}
+
+examples() {
+  hdr example recordings
+  local E=$TMP/examples; mkdir -p "$E"
+  "$BIN" record -o "$E/h200-matmul-copy.cufall" --interval 200us -- python3 $W --seconds 1.5 --idle 0.4; echo "rc=$?"
+  "$BIN" record -o "$E/h200-sm-spread.cufall" --interval 500us --sm-spread -- python3 $W --seconds 1.0 --idle 0.3; echo "rc=$?"
+  "$BIN" record -o "$E/h200-nvml-only.cufall" --nvml-only --duration 3s -- python3 $W --seconds 0.8 --idle 0.3; echo "rc=$?"
+  du -sh "$E"/*
+  tar czf "$OUT/examples.tgz" -C "$E" .
+}
+
+machine
+case $MODE in
+  probe) probe; bad_input; quick;;
+  full) tests; truth; bench; examples;;
+  *) $MODE;;
+esac
+hdr done

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Reads a trace written by cufall's writer with pyarrow and polars, without cufall.
+
+The fixture (crates/trace/examples/write_fixture.rs, synthetic data) has 2 devices x 3000
+samples; sample i has start_ns = T0 + i*10000, end_ns = start_ns + 9984, tensor value i % 100
+and DRAM value ((i*7) % 64) * 0.5.
+"""
+import json
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+import polars as pl
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+T0 = 1_764_460_000_000_000_000
+TENSOR = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"
+DRAM = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
+checks = 0
+
+
+def check(cond, what):
+    global checks
+    checks += 1
+    if not cond:
+        print(f"FAIL: {what}", file=sys.stderr)
+        sys.exit(1)
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    trace = pathlib.Path(tmp) / "fixture.cufall"
+    subprocess.run(
+        ["cargo", "run", "--quiet", "--locked", "-p", "cufall-trace", "--example", "write_fixture", "--", str(trace)],
+        cwd=ROOT, check=True, stdout=subprocess.DEVNULL,
+    )
+    manifest = json.loads((trace / "manifest.json").read_text())
+    check(manifest["format"] == "cufall-trace", "manifest format")
+    check(manifest["schema_version"].split(".")[0] == "1", "schema major")
+
+    # pyarrow: the samples folder as one dataset.
+    t = ds.dataset(trace / "samples", format="parquet").to_table()
+    check(t.num_rows == 6000, f"pyarrow row count {t.num_rows}")
+    check(t.column_names == ["device", "start_ns", "end_ns", TENSOR, DRAM], f"columns {t.column_names}")
+    dev0 = t.filter(ds.field("device") == 0).sort_by("start_ns")
+    starts = dev0.column("start_ns").to_pylist()
+    check(starts == [T0 + i * 10000 for i in range(3000)], "pyarrow start_ns")
+    check(dev0.column(TENSOR).to_pylist() == [float(i % 100) for i in range(3000)], "pyarrow tensor values")
+    for f in sorted((trace / "samples").glob("*.parquet")):
+        pq.read_metadata(f)  # every segment is a standalone Parquet file
+
+    # polars: lazy scan of every table.
+    s = pl.scan_parquet(str(trace / "samples" / "*.parquet")).filter(pl.col("device") == 1).sort("start_ns").collect()
+    check(s.height == 3000, "polars rows")
+    check((s["end_ns"] - s["start_ns"]).unique().to_list() == [9984], "polars durations")
+    check(s[DRAM].to_list() == [((i * 7) % 64) * 0.5 for i in range(3000)], "polars dram values")
+    nvtx = pl.read_parquet(str(trace / "nvtx" / "*.parquet"))
+    check(sorted(nvtx["name"].to_list()) == ["draft step=1", "prefill"], "nvtx names")
+    drops = pl.read_parquet(str(trace / "drops" / "*.parquet"))
+    check(sorted(drops["reason"].to_list()) == ["counter_data_full", "warmup"], "drop reasons")
+    nvml = pl.read_parquet(str(trace / "nvml" / "*.parquet")).sort("t_ns")
+    check(nvml["power_w"].to_list()[0] == 412.5 and nvml["power_w"].to_list()[1] is None, "nvml power")
+    kernels = pl.read_parquet(str(trace / "kernels" / "*.parquet"))
+    check(kernels.height == 2 and kernels["bytes"].to_list().count(1 << 30) == 1, "kernels")
+
+    # Real H200 recordings shipped in examples/ must read too.
+    for rec in sorted((ROOT / "examples").glob("*.cufall")):
+        m = json.loads((rec / "manifest.json").read_text())
+        files = sorted((rec / "samples").glob("*.parquet"))
+        if files:
+            df = pl.read_parquet([str(f) for f in files])
+            names = [x["name"] for x in m["sampling"]["metrics"]] if m.get("sampling") else []
+            check(all(n in df.columns for n in names), f"{rec.name}: metric columns")
+            check(df.height > 0, f"{rec.name}: samples")
+
+print(f"interop: {checks} passed, 0 failed")

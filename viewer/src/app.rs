@@ -1,0 +1,127 @@
+//! Building a view's state from a feed or a recording, and the interactive terminal loop.
+
+use crate::draw;
+use crate::input::{self, Input};
+use crate::replay::Recording;
+use crate::state::{HeatmapState, Mode, ViewOptions};
+use crate::store::{self, HeatmapOverrides, Retention, Store};
+use anyhow::{Result, bail};
+use cufall_live::{FeedInfo, LiveReceiver};
+use std::time::{Duration, Instant};
+
+/// How a view is set up.
+#[derive(Clone, Debug, Default)]
+pub struct ViewSetup {
+    pub view: ViewOptions,
+    pub overrides: HeatmapOverrides,
+    /// Shown in the title bar.
+    pub source: String,
+}
+
+/// An empty store for `info`, with the heatmaps the user asked for. Unknown metrics are an
+/// error that lists the recorded ones.
+pub fn store_for(info: &FeedInfo, overrides: &HeatmapOverrides, retention: Retention, base_ns: i64) -> Result<Store> {
+    let unknown = overrides.unknown(&info.metrics);
+    let specs = overrides.apply(&info.heatmaps, &info.metrics);
+    let heatmaps = match store::resolve(&specs, &info.metrics) {
+        Ok(h) if unknown.is_empty() => h,
+        Ok(_) | Err(_) => {
+            let missing = if unknown.is_empty() {
+                store::resolve(&specs, &info.metrics).err().unwrap_or_default()
+            } else {
+                unknown.join(", ")
+            };
+            let have: Vec<&str> = info.metrics.iter().map(|m| m.name.as_str()).collect();
+            bail!(
+                "unknown metric {missing}: this feed has {}. Choose one of those with --metric/--denominator.",
+                if have.is_empty() { "no metrics".to_string() } else { have.join(", ") }
+            );
+        }
+    };
+    Ok(Store::new(info, heatmaps, retention, base_ns))
+}
+
+/// A live or replay view over `receiver` (nothing ingested yet).
+pub fn live_state(receiver: &LiveReceiver, setup: &ViewSetup, mode: Mode) -> Result<HeatmapState> {
+    let info = &receiver.info;
+    let store = store_for(
+        info,
+        &setup.overrides,
+        Retention::Ring { bins_per_level: store::LIVE_BINS_PER_LEVEL },
+        store::base_bin_ns(info.interval_ns),
+    )?;
+    Ok(HeatmapState::new(store, mode, setup.source.clone(), setup.view.clone()))
+}
+
+/// A browsing view of a whole recording. The base bin grows with the recording's length so that
+/// memory stays near 2^21 bins per series (zooming in stops at that resolution).
+pub fn browse_state(rec: Recording, setup: &ViewSetup) -> Result<HeatmapState> {
+    let mut base = store::base_bin_ns(rec.info.interval_ns);
+    if let Some((a, b)) = rec.extent() {
+        while (b - a) / base > 1 << 21 {
+            base *= 2;
+        }
+    }
+    let mut store = store_for(&rec.info, &setup.overrides, Retention::All, base)?;
+    for ev in rec.into_events() {
+        store.ingest(ev);
+    }
+    store.finish_loading();
+    Ok(HeatmapState::new(store, Mode::Browse, setup.source.clone(), setup.view.clone()))
+}
+
+/// Restores the terminal when dropped (normal exit, error or panic unwinding).
+struct TerminalGuard;
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        ratatui::restore();
+    }
+}
+
+/// Runs the interactive view until the user quits. `receiver` (if any) is drained every frame;
+/// `fps` frames per second are drawn.
+pub fn interactive(mut state: HeatmapState, receiver: Option<&LiveReceiver>, fps: u32) -> Result<()> {
+    // ratatui installs a panic hook that restores the terminal before the message is printed;
+    // raw mode turns Ctrl-C into a key that quits.
+    let mut terminal = ratatui::try_init()?;
+    let _guard = TerminalGuard;
+    let size = terminal.size()?;
+    state.update(Input::Resize(size.width, size.height));
+    // A recording being browsed changes only on input: wait for keys instead of redrawing.
+    let period = if receiver.is_some() {
+        Duration::from_secs_f64(1.0 / f64::from(fps.clamp(1, 120)))
+    } else {
+        Duration::from_secs(60)
+    };
+    loop {
+        let frame_start = Instant::now();
+        if let Some(rx) = receiver {
+            for ev in rx.drain(Duration::ZERO) {
+                state.update(Input::Feed(ev));
+            }
+            state.store.discarded = rx.discarded();
+        }
+        terminal.draw(|f| draw::draw(f, &state))?;
+        // Wait for keys until the next frame is due.
+        loop {
+            let left = period.saturating_sub(frame_start.elapsed());
+            if !crossterm::event::poll(left)? {
+                break;
+            }
+            if let Some(i) = input::from_terminal(&crossterm::event::read()?) {
+                state.update(i);
+            }
+            if state.quit {
+                break;
+            }
+        }
+        if state.quit {
+            break;
+        }
+    }
+    if let Some(rx) = receiver {
+        rx.close();
+    }
+    Ok(())
+}

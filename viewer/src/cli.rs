@@ -1,0 +1,251 @@
+//! The `cufall view` and `cufall replay` subcommands: their arguments and what they run. The
+//! `cufall` binary only dispatches here.
+
+use crate::app::{self, ViewSetup};
+use crate::bucket::Agg;
+use crate::color::Palette;
+use crate::input::Input;
+use crate::live;
+use crate::print;
+use crate::replay::{self, Recording};
+use crate::state::{HeatmapState, Mode, ViewOptions};
+use crate::store::HeatmapOverrides;
+use anyhow::{Context, Result, bail};
+use cufall_live::feed;
+use cufall_trace::Trace;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// How heatmaps look; shared by the live view, `replay` and `view`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct DisplayArgs {
+    /// Show this metric (repeat for several heatmaps); default: the heatmaps of the recording.
+    #[arg(long = "metric", value_name = "METRIC")]
+    pub metrics: Vec<String>,
+    /// Divide every sample by this metric (shown as a percentage).
+    #[arg(long, value_name = "METRIC", conflicts_with = "no_denominator")]
+    pub denominator: Option<String>,
+    /// Show raw values, ignoring the recording's denominator.
+    #[arg(long)]
+    pub no_denominator: bool,
+    /// The value at the top of the colour scale (default: 100% for ratios and percentages, the
+    /// largest value in view otherwise).
+    #[arg(long, value_name = "X")]
+    pub full_scale: Option<f64>,
+    /// Colour (else shade glyphs that work on any terminal; NO_COLOR turns colour off).
+    #[arg(long)]
+    pub color: bool,
+    /// Force a palette instead of detecting it from COLORTERM/TERM (implies colour unless mono).
+    #[arg(long, value_enum, value_name = "PALETTE")]
+    pub palette: Option<Palette>,
+    /// What each cell shows of the samples in its time bucket.
+    #[arg(long, value_enum, default_value_t = Agg::Mean)]
+    pub agg: Agg,
+    /// Do not split GPU bands into max/avg/min-across-SMs rows.
+    #[arg(long)]
+    pub no_spread: bool,
+    /// Write one frame to stdout instead of opening the interactive view.
+    #[arg(long)]
+    pub print: bool,
+    /// Width of the printed frame, in columns.
+    #[arg(long, default_value_t = 120, requires = "print")]
+    pub width: u16,
+    /// Height of the printed frame (default: enough for every GPU band).
+    #[arg(long, requires = "print")]
+    pub height: Option<u16>,
+    /// Start of the window, from the start of the recording (`1.5s`, `200ms`, `50us`; seconds
+    /// without a unit).
+    #[arg(long, value_name = "TIME", value_parser = parse_duration_ns)]
+    pub from: Option<i64>,
+    /// End of the window, from the start of the recording.
+    #[arg(long, value_name = "TIME", value_parser = parse_duration_ns)]
+    pub to: Option<i64>,
+}
+
+impl DisplayArgs {
+    pub fn setup(&self, source: String) -> ViewSetup {
+        ViewSetup {
+            view: ViewOptions {
+                agg: self.agg,
+                palette: Palette::from_env(self.color, self.palette),
+                spread: !self.no_spread,
+            },
+            overrides: HeatmapOverrides {
+                metrics: self.metrics.clone(),
+                denominator: self.denominator.clone(),
+                no_denominator: self.no_denominator,
+                full_scale: self.full_scale,
+            },
+            source,
+        }
+    }
+
+    /// Applies `--from/--to` to a view whose origin is the start of the data.
+    fn apply_window(&self, state: &mut HeatmapState) {
+        if self.from.is_none() && self.to.is_none() {
+            return;
+        }
+        let (Some(first), Some(last)) = (state.store.first_ns, state.store.last_ns) else {
+            return;
+        };
+        let a = first + self.from.unwrap_or(0);
+        let b = self.to.map_or(last, |t| first + t);
+        state.set_window(a, b.max(a + 1));
+    }
+}
+
+/// Parses `1.5s`, `200ms`, `50us`/`50µs`, `100ns`, `2m` or plain seconds into nanoseconds.
+pub fn parse_duration_ns(s: &str) -> Result<i64, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a time: write e.g. 1.5s, 200ms, 50us"))?;
+    let scale = match unit.trim() {
+        "" | "s" => 1e9,
+        "ms" => 1e6,
+        "us" | "µs" => 1e3,
+        "ns" => 1.0,
+        "m" | "min" => 60e9,
+        u => return Err(format!("unknown time unit `{u}` in `{s}`: use s, ms, us or ns")),
+    };
+    Ok((v * scale).round() as i64)
+}
+
+/// `cufall view TRACE`: browse a recording.
+#[derive(clap::Args, Debug)]
+pub struct ViewArgs {
+    /// The trace folder (as written by `cufall record -o NAME.cufall`).
+    pub trace: PathBuf,
+    #[command(flatten)]
+    pub display: DisplayArgs,
+}
+
+/// `cufall replay TRACE`: play a recording through the live view.
+#[derive(clap::Args, Debug)]
+pub struct ReplayArgs {
+    /// The trace folder (as written by `cufall record -o NAME.cufall`).
+    pub trace: PathBuf,
+    /// Playback speed: 1 is real time, 10 ten times faster.
+    #[arg(long, default_value_t = 1.0)]
+    pub speed: f64,
+    #[command(flatten)]
+    pub display: DisplayArgs,
+}
+
+fn open(path: &PathBuf, display: &DisplayArgs) -> Result<Recording> {
+    let trace = Trace::open(path)?;
+    let mut names: Vec<&str> = display.metrics.iter().map(String::as_str).collect();
+    if let Some(d) = display.denominator.as_deref() {
+        names.push(d);
+    }
+    trace.check_metrics(&names)?;
+    Ok(Recording::load(&trace)?)
+}
+
+/// One frame of `state` as `--print` writes it (the window from `--from/--to` if given).
+pub fn frame_text(state: &HeatmapState, display: &DisplayArgs) -> String {
+    let h = display.height.unwrap_or_else(|| print::natural_height(state));
+    let mut state = state.clone();
+    state.update(Input::Resize(display.width, h));
+    if state.mode == Mode::Browse {
+        state.fit_all();
+    }
+    display.apply_window(&mut state);
+    let buf = print::render(&state, display.width, h);
+    if state.options.palette.is_color() { print::to_ansi(&buf) } else { print::to_text(&buf) }
+}
+
+/// What `cufall view TRACE --print` writes.
+pub fn view_text(args: &ViewArgs) -> Result<String> {
+    let rec = open(&args.trace, &args.display)?;
+    let setup = args.display.setup(args.trace.display().to_string());
+    Ok(frame_text(&app::browse_state(rec, &setup)?, &args.display))
+}
+
+/// What `cufall replay TRACE --print` writes: the last frame after the whole recording went
+/// through the live feed (as fast as it goes).
+pub fn replay_text(args: &ReplayArgs) -> Result<String> {
+    let rec = open(&args.trace, &args.display)?;
+    let setup = args.display.setup(args.trace.display().to_string());
+    let (tx, rx) = feed(rec.info.clone(), usize::MAX / 2);
+    replay::play(rec, f64::INFINITY, REPLAY_CHUNK_NS, &tx);
+    let mut state = app::live_state(&rx, &setup, Mode::Replay)?;
+    for ev in rx.drain(Duration::ZERO) {
+        state.update(Input::Feed(ev));
+    }
+    Ok(frame_text(&state, &args.display))
+}
+
+pub fn run_view(args: &ViewArgs) -> Result<ExitCode> {
+    if args.display.print {
+        print!("{}", view_text(args)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rec = open(&args.trace, &args.display)?;
+    let setup = args.display.setup(args.trace.display().to_string());
+    let mut state = app::browse_state(rec, &setup)?;
+    if let Ok((w, h)) = crossterm::terminal::size() {
+        state.update(Input::Resize(w, h));
+    }
+    state.fit_all();
+    args.display.apply_window(&mut state);
+    app::interactive(state, None, 30)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Feed capacity for replays: a few seconds of 10 ms chunks for 8 GPUs.
+const REPLAY_CAPACITY: usize = 8192;
+const REPLAY_CHUNK_NS: i64 = 10_000_000;
+
+pub fn run_replay(args: &ReplayArgs) -> Result<ExitCode> {
+    if !(args.speed > 0.0) || !args.speed.is_finite() {
+        bail!("--speed must be a positive number (1 = real time), not {}", args.speed);
+    }
+    if args.display.print {
+        print!("{}", replay_text(args)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rec = open(&args.trace, &args.display)?;
+    let setup = args.display.setup(args.trace.display().to_string());
+    let info = rec.info.clone();
+    let (tx, rx) = feed(info, REPLAY_CAPACITY);
+    let speed = args.speed;
+    let producer = std::thread::Builder::new()
+        .name("cufall-replay".into())
+        .spawn(move || replay::play(rec, speed, REPLAY_CHUNK_NS, &tx))
+        .context("could not start the replay thread")?;
+    let state = app::live_state(&rx, &setup, Mode::Replay)?;
+    let result = app::interactive(state, Some(&rx), 30);
+    rx.close();
+    let _ = producer.join();
+    result?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What the bare `cufall` live command needs from its own flags (the sampler builds the feed).
+pub fn live_options(display: &DisplayArgs) -> live::LiveOptions {
+    live::LiveOptions {
+        setup: display.setup("live".into()),
+        fps: 30,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration_ns("1.5s"), Ok(1_500_000_000));
+        assert_eq!(parse_duration_ns("200ms"), Ok(200_000_000));
+        assert_eq!(parse_duration_ns("50us"), Ok(50_000));
+        assert_eq!(parse_duration_ns("2"), Ok(2_000_000_000));
+        assert!(parse_duration_ns("fast").is_err());
+        assert!(parse_duration_ns("3h").is_err());
+    }
+}

@@ -1,0 +1,703 @@
+//! Drawing: turns a [`HeatmapState`] into a ratatui frame. Nothing here changes state; every
+//! function takes the state by shared reference.
+//!
+//! Screen, top to bottom: title; per heatmap a legend row then one band per GPU (label, cells,
+//! current value and NVML); the NVTX phase lane; the time axis with drop marks; a status line;
+//! the key footer. Cells query the pyramids, so a frame costs the same at any sample rate.
+
+use crate::bucket::Bin;
+use crate::color;
+use crate::input::KEYS;
+use crate::state::{HeatmapState, Mode, layout};
+use crate::store::Heatmap;
+use ratatui::Frame;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+
+const DIM: Style = Style::new().fg(Color::DarkGray);
+const BOLD: Style = Style::new().add_modifier(Modifier::BOLD);
+
+/// Draws the whole screen.
+pub fn draw(f: &mut Frame, state: &HeatmapState) {
+    let area = f.area();
+    draw_into(f.buffer_mut(), area, state);
+}
+
+/// [`draw`] on a plain buffer (for `--print` and benchmarks).
+pub fn draw_into(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
+    if area.height < 4 || area.width < 20 {
+        buf.set_stringn(area.x, area.y, "cufall: terminal too small", area.width as usize, BOLD);
+        return;
+    }
+    let has_phases = !state.store.nvtx.is_empty();
+    let fixed = 4 + u16::from(has_phases);
+    let mut y = area.y;
+    draw_title(buf, Rect::new(area.x, y, area.width, 1), state);
+    y += 1;
+    let body_h = area.height.saturating_sub(fixed);
+    draw_heatmap_buf(buf, Rect::new(area.x, y, area.width, body_h), state);
+    y += body_h;
+    if has_phases {
+        draw_phases(buf, Rect::new(area.x, y, area.width, 1), state);
+        y += 1;
+    }
+    draw_axis(buf, Rect::new(area.x, y, area.width, 1), state);
+    draw_status(buf, Rect::new(area.x, y + 1, area.width, 1), state);
+    draw_footer(buf, Rect::new(area.x, y + 2, area.width, 1), state);
+    if state.show_help {
+        draw_help(buf, area);
+    }
+}
+
+/// The heatmap sections (legend and GPU bands of each visible metric) into `area`.
+pub fn draw_heatmap(f: &mut Frame, area: Rect, state: &HeatmapState) {
+    draw_heatmap_buf(f.buffer_mut(), area, state);
+}
+
+fn heat_x(area: Rect) -> u16 {
+    area.x + layout::LABEL_W
+}
+
+/// Lanes of heatmap `hm` on screen: indexes into the device's series for it.
+fn lanes(state: &HeatmapState, hm: &Heatmap) -> Vec<usize> {
+    if state.options.spread && !hm.spread.is_empty() {
+        (1..=hm.spread.len()).collect()
+    } else {
+        vec![0]
+    }
+}
+
+fn draw_heatmap_buf(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
+    let store = &state.store;
+    if store.heatmaps.is_empty() || store.devices.is_empty() {
+        let msg = match &store.counters_unavailable {
+            Some(why) => format!("GPU counters unavailable: {why}"),
+            None if store.heatmaps.is_empty() => "no metrics to show".to_string(),
+            None => "waiting for samples…".to_string(),
+        };
+        buf.set_stringn(area.x + 1, area.y, msg, area.width as usize, BOLD);
+        return;
+    }
+    let g = store.devices.len() as u16;
+    let mut shown = state.visible_heatmaps();
+    // Stack as many metrics as fit with at least one row per band.
+    while shown.len() > 1 && (shown.len() as u16) * (1 + g) > area.height {
+        shown.pop();
+    }
+    let sections = shown.len() as u16;
+    let per = area.height / sections.max(1);
+    let mut y = area.y;
+    for &h in &shown {
+        let hm = &store.heatmaps[h];
+        let lane_ix = lanes(state, hm);
+        let l = lane_ix.len() as u16;
+        let min_h = if state.options.palette.is_color() { l.div_ceil(2) } else { l };
+        let band_h = (per.saturating_sub(1) / g).clamp(1, min_h.max(2));
+        draw_section(buf, Rect::new(area.x, y, area.width, 1 + band_h * g), state, h, &lane_ix, band_h);
+        y += 1 + band_h * g;
+    }
+}
+
+/// What one band shows in one column.
+#[derive(Clone, Copy)]
+enum CellValue {
+    NoData,
+    Dropped,
+    Value(f64),
+}
+
+fn draw_section(
+    buf: &mut Buffer,
+    area: Rect,
+    state: &HeatmapState,
+    h: usize,
+    lane_ix: &[usize],
+    band_h: u16,
+) {
+    let store = &state.store;
+    let hm = &store.heatmaps[h];
+    let cols = state.cols().min(usize::from(area.width.saturating_sub(layout::LABEL_W)));
+    let (t0, t1) = state.window();
+    let col_ns = state.col_ns();
+    let palette = state.options.palette;
+    // Query every band first: an unscaled raw metric is scaled to the largest value in view.
+    let mut bins: Vec<Vec<Vec<Bin>>> = Vec::with_capacity(store.devices.len());
+    let mut peak = 0.0f64;
+    for dev in &store.devices {
+        let mut per_lane = Vec::with_capacity(lane_ix.len());
+        for &l in lane_ix {
+            let mut out = Vec::new();
+            if let Some(p) = dev.series.get(h).and_then(|s| s.get(l)) {
+                p.query(t0, col_ns, cols, &mut out);
+            }
+            for b in &out {
+                if let Some(v) = state.value(b) {
+                    peak = peak.max(v);
+                }
+            }
+            per_lane.push(out);
+        }
+        bins.push(per_lane);
+    }
+    let scale = hm.full_scale().unwrap_or(if peak > 0.0 { peak } else { 1.0 });
+    draw_legend(buf, Rect::new(area.x, area.y, area.width, 1), state, hm, scale, lane_ix);
+
+    let x0 = heat_x(area);
+    let panel_x = x0 + cols as u16 + 1;
+    for (d, dev) in store.devices.iter().enumerate() {
+        let y = area.y + 1 + d as u16 * band_h;
+        // Which columns lost samples, and how much of each.
+        let mut lost = vec![0i64; cols];
+        for r in store.drops_in(d, t0, t1) {
+            let a = (r.start_ns.max(t0) - t0) / col_ns;
+            let b = ((r.end_ns.min(t1) - t0 - 1) / col_ns).max(a);
+            for c in a..=b {
+                if let Some(slot) = usize::try_from(c).ok().and_then(|c| lost.get_mut(c)) {
+                    let cs = t0 + c * col_ns;
+                    *slot += r.end_ns.min(cs + col_ns) - r.start_ns.max(cs);
+                }
+            }
+        }
+        let cell = |lane: usize, c: usize| -> CellValue {
+            let b = &bins[d][lane][c];
+            match state.value(b) {
+                Some(v) if lost[c] * 2 < col_ns => CellValue::Value(v / scale),
+                _ if lost[c] > 0 => CellValue::Dropped,
+                Some(v) => CellValue::Value(v / scale),
+                None => CellValue::NoData,
+            }
+        };
+        let nl = lane_ix.len();
+        // Labels.
+        let name = format!("GPU{}", dev.info.id.0);
+        for r in 0..band_h {
+            let lane = usize::from(r) * nl / usize::from(band_h);
+            let text = if r == 0 { name.clone() } else { String::new() };
+            let lane_label = if nl > 1 && (!palette.is_color() || band_h >= nl as u16) {
+                store.heatmaps[h].spread[lane_ix[lane] - 1].label.clone()
+            } else {
+                String::new()
+            };
+            let label = format!("{text:<5}{lane_label:<3}");
+            buf.set_stringn(area.x, y + r, label, usize::from(layout::LABEL_W - 1), if r == 0 { BOLD } else { DIM });
+        }
+        // Cells.
+        for c in 0..cols {
+            let x = x0 + c as u16;
+            let partial_drop = lost[c] > 0;
+            for r in 0..band_h {
+                let cellref = &mut buf[(x, y + r)];
+                if palette.is_color() {
+                    let px = |p: u16| usize::from(p) * nl / usize::from(2 * band_h);
+                    let top = cell(px(2 * r), c);
+                    let bot = cell(px(2 * r + 1), c);
+                    let col = |v: CellValue| match v {
+                        CellValue::Value(f) => Some(palette.color(f)),
+                        _ => None,
+                    };
+                    if matches!(top, CellValue::Dropped) || matches!(bot, CellValue::Dropped) {
+                        cellref.set_char(color::DROP_COLOR).set_style(
+                            Style::new().fg(Color::Red).bg(Color::Reset).add_modifier(Modifier::BOLD),
+                        );
+                        continue;
+                    }
+                    let mut style = match (col(top), col(bot)) {
+                        (Some(a), Some(b)) => {
+                            cellref.set_char('▀');
+                            Style::new().fg(a).bg(b)
+                        }
+                        (Some(a), None) => {
+                            cellref.set_char('▀');
+                            Style::new().fg(a).bg(Color::Reset)
+                        }
+                        (None, Some(b)) => {
+                            cellref.set_char('▄');
+                            Style::new().fg(b).bg(Color::Reset)
+                        }
+                        (None, None) => {
+                            cellref.set_char(' ');
+                            Style::new().fg(Color::Reset).bg(Color::Reset)
+                        }
+                    };
+                    if partial_drop && r + 1 == band_h {
+                        style = style.add_modifier(Modifier::UNDERLINED).underline_color(Color::Red);
+                    }
+                    cellref.set_style(style);
+                } else {
+                    let lane = usize::from(r) * nl / usize::from(band_h);
+                    let ch = match cell(lane, c) {
+                        CellValue::Value(f) => color::shade(f),
+                        CellValue::Dropped => color::DROP_MONO,
+                        CellValue::NoData => color::NO_DATA,
+                    };
+                    cellref.set_char(ch);
+                }
+            }
+        }
+        // Right panel: current value, then NVML.
+        let panel_w = layout::panel_w(area.width);
+        if panel_w > 0 {
+            let main = bins[d].len() / 2; // the avg lane with spread, the only lane without
+            let now = current(state, &bins[d][main]);
+            let text = format!("{:>7}", now.map_or("-".to_string(), |v| fmt_value(v, hm)));
+            buf.set_stringn(panel_x, y, &text, 8, BOLD);
+            let nvml = nvml_text(state, d, t0, t1);
+            buf.set_stringn(panel_x + 8, y, nvml, usize::from(panel_w) - 9, Style::new());
+            if band_h > 1 && nl > 1 {
+                let ext: Vec<String> = lane_ix
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != main)
+                    .map(|(i, &l)| {
+                        let v = current(state, &bins[d][i]);
+                        format!(
+                            "{} {}",
+                            store.heatmaps[h].spread[l - 1].label,
+                            v.map_or("-".to_string(), |v| fmt_value(v, hm))
+                        )
+                    })
+                    .collect();
+                buf.set_stringn(panel_x + 1, y + 1, ext.join("  "), usize::from(panel_w) - 2, DIM);
+            }
+        }
+    }
+}
+
+/// The value of a band "now": the newest column with data when following a feed, the mean of
+/// the window when browsing.
+fn current(state: &HeatmapState, bins: &[Bin]) -> Option<f64> {
+    if state.follow {
+        bins.iter().rev().find_map(|b| state.value(b))
+    } else {
+        let mut all = Bin::EMPTY;
+        for b in bins {
+            all.merge(b);
+        }
+        state.value(&all)
+    }
+}
+
+/// NVML's view of device `d`: the newest reading when following, the window mean otherwise.
+fn nvml_text(state: &HeatmapState, d: usize, t0: i64, t1: i64) -> String {
+    let store = &state.store;
+    let Some(dev) = store.devices.get(d) else {
+        return String::new();
+    };
+    let (util, power, clock) = if state.follow {
+        match store.nvml_at(d, t1) {
+            Some(r) => (
+                r.gpu_util_pct.map(f64::from),
+                r.power_w.map(f64::from),
+                r.sm_clock_mhz.map(f64::from),
+            ),
+            None => (None, None, None),
+        }
+    } else {
+        let lo = dev.nvml.partition_point(|r| r.t_ns < t0);
+        let hi = dev.nvml.partition_point(|r| r.t_ns < t1);
+        let mean = |f: &dyn Fn(&cufall_trace::model::NvmlRow) -> Option<f64>| {
+            let v: Vec<f64> = dev.nvml.range(lo..hi).filter_map(f).collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        };
+        (
+            mean(&|r| r.gpu_util_pct.map(f64::from)),
+            mean(&|r| r.power_w.map(f64::from)),
+            mean(&|r| r.sm_clock_mhz.map(f64::from)),
+        )
+    };
+    if util.is_none() && power.is_none() && clock.is_none() {
+        return "nvml -".to_string();
+    }
+    let f = |v: Option<f64>, unit: &str| v.map_or("-".to_string(), |v| format!("{v:.0}{unit}"));
+    format!("smi {:>4} {:>5} {:>8}", f(util, "%"), f(power, "W"), f(clock, "MHz"))
+}
+
+/// A value for people: a percentage for ratios and `%` metrics, SI prefixes otherwise.
+pub fn fmt_value(v: f64, hm: &Heatmap) -> String {
+    if hm.spec.denominator.is_some() {
+        format!("{:.1}%", v * 100.0)
+    } else if hm.is_percent() {
+        format!("{v:.1}%")
+    } else {
+        fmt_si(v)
+    }
+}
+
+fn fmt_si(v: f64) -> String {
+    let a = v.abs();
+    let (d, s) = if a >= 1e12 {
+        (1e12, "T")
+    } else if a >= 1e9 {
+        (1e9, "G")
+    } else if a >= 1e6 {
+        (1e6, "M")
+    } else if a >= 1e3 {
+        (1e3, "k")
+    } else {
+        (1.0, "")
+    };
+    let x = v / d;
+    if x.abs() >= 100.0 || d == 1.0 && x.fract() == 0.0 {
+        format!("{x:.0}{s}")
+    } else {
+        format!("{x:.2}{s}")
+    }
+}
+
+/// A duration for people: `850ns`, `12.5µs`, `3.2ms`, `1.25s`, `2m05s`.
+pub fn fmt_dur(ns: i64) -> String {
+    let a = ns.unsigned_abs() as f64;
+    let sign = if ns < 0 { "-" } else { "" };
+    let trim = |x: f64| {
+        let s = if x >= 100.0 { format!("{x:.0}") } else if x >= 10.0 { format!("{x:.1}") } else { format!("{x:.2}") };
+        let s = if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s };
+        s
+    };
+    if a < 1e3 {
+        format!("{sign}{a:.0}ns")
+    } else if a < 1e6 {
+        format!("{sign}{}µs", trim(a / 1e3))
+    } else if a < 1e9 {
+        format!("{sign}{}ms", trim(a / 1e6))
+    } else if a < 60e9 {
+        format!("{sign}{}s", trim(a / 1e9))
+    } else {
+        let s = (a / 1e9).round() as u64;
+        format!("{sign}{}m{:02}s", s / 60, s % 60)
+    }
+}
+
+fn draw_title(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
+    let mode = match state.mode {
+        Mode::Live => "live",
+        Mode::Replay => "replay",
+        Mode::Browse => "view",
+    };
+    let (t0, t1) = state.window();
+    let gpus = state.store.devices.len();
+    let left = format!(
+        "cufall {mode} {} │ {gpus} GPU{} │ window {} ({}/col, {}) │ {}",
+        state.source,
+        if gpus == 1 { "" } else { "s" },
+        fmt_dur(t1 - t0),
+        fmt_dur(state.col_ns()),
+        state.options.agg.name(),
+        state.options.palette.name(),
+    );
+    buf.set_stringn(area.x, area.y, &left, area.width as usize, BOLD);
+    let right = if state.store.ended && state.mode == Mode::Replay {
+        "■ END"
+    } else if state.paused {
+        "‖ PAUSED"
+    } else if state.follow {
+        "▶ LIVE"
+    } else {
+        ""
+    };
+    let w = right.chars().count() as u16;
+    if !right.is_empty() && area.width > w + left.chars().count() as u16 + 1 {
+        buf.set_string(area.x + area.width - w, area.y, right, BOLD);
+    }
+}
+
+fn draw_legend(
+    buf: &mut Buffer,
+    area: Rect,
+    state: &HeatmapState,
+    hm: &Heatmap,
+    scale: f64,
+    lane_ix: &[usize],
+) {
+    let palette = state.options.palette;
+    let mut x = area.x;
+    let mut name = hm.spec.metric.clone();
+    if let Some(d) = &hm.spec.denominator {
+        name = format!("{name} ÷ {d}");
+    }
+    let max_name = usize::from(area.width / 2);
+    if name.chars().count() > max_name {
+        name = name.chars().take(max_name.saturating_sub(1)).collect::<String>() + "…";
+    }
+    buf.set_stringn(x, area.y, &name, usize::from(area.width), BOLD);
+    x += name.chars().count() as u16 + 2;
+    let lo = fmt_value(0.0, hm);
+    let hi = fmt_value(scale, hm);
+    let auto = if hm.full_scale().is_none() { " (auto)" } else { "" };
+    buf.set_string(x, area.y, &lo, Style::new());
+    x += lo.chars().count() as u16 + 1;
+    for i in 0..10u16 {
+        if x + i >= area.right() {
+            return;
+        }
+        let f = f64::from(i) / 9.0;
+        let cell = &mut buf[(x + i, area.y)];
+        if palette.is_color() {
+            cell.set_char('█').set_fg(palette.color(f));
+        } else {
+            cell.set_char(color::shade(f));
+        }
+    }
+    x += 11;
+    let mut rest = format!("{hi}{auto}");
+    if lane_ix.len() > 1 {
+        rest.push_str("  rows: max/avg/min across SMs");
+    }
+    if x < area.right() {
+        buf.set_stringn(x, area.y, rest, usize::from(area.right() - x), Style::new());
+    }
+    // Heading of the right panel.
+    let pw = layout::panel_w(area.width);
+    let cols = state.cols() as u16;
+    let px = heat_x(area) + cols + 1;
+    if pw > 0 && px + 8 < area.right() {
+        let head = if state.follow { "    now nvidia-smi" } else { "   mean nvidia-smi" };
+        buf.set_stringn(px, area.y, head, usize::from(pw - 1), DIM);
+    }
+}
+
+/// A stable colour per phase name.
+fn phase_color(name: &str) -> Color {
+    const C: [Color; 6] = [
+        Color::Indexed(24),
+        Color::Indexed(89),
+        Color::Indexed(58),
+        Color::Indexed(23),
+        Color::Indexed(54),
+        Color::Indexed(94),
+    ];
+    let h = name.bytes().fold(5381u32, |h, b| h.wrapping_mul(33) ^ u32::from(b));
+    C[h as usize % C.len()]
+}
+
+fn draw_phases(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
+    let (t0, t1) = state.window();
+    let col = state.col_ns();
+    let cols = state.cols().min(usize::from(area.width.saturating_sub(layout::LABEL_W)));
+    buf.set_stringn(area.x, area.y, "phase", usize::from(layout::LABEL_W - 1), DIM);
+    // Per column: the deepest range that covers its middle and is at least a column long, else
+    // the outermost one covering it.
+    let mut best: Vec<Option<usize>> = vec![None; cols];
+    for (i, r) in state.store.nvtx.iter().enumerate() {
+        if r.end_ns <= t0 || r.start_ns >= t1 {
+            continue;
+        }
+        let wide = r.end_ns - r.start_ns >= col;
+        let a = ((r.start_ns - t0 - col / 2).max(0) + col - 1) / col;
+        let b = (r.end_ns - t0 - col / 2 - 1).div_euclid(col);
+        let mut c = a;
+        while c <= b && (c as usize) < cols {
+            let slot = &mut best[c as usize];
+            let take = match slot {
+                None => true,
+                Some(j) => {
+                    let o = &state.store.nvtx[*j];
+                    (wide && r.depth > o.depth) || (o.end_ns - o.start_ns < col && r.depth < o.depth)
+                }
+            };
+            if take {
+                *slot = Some(i);
+            }
+            c += 1;
+        }
+    }
+    let x0 = heat_x(area);
+    let color = state.options.palette.is_color();
+    let mut c = 0;
+    while c < cols {
+        let Some(i) = best[c] else {
+            c += 1;
+            continue;
+        };
+        let mut e = c;
+        while e + 1 < cols && best[e + 1] == Some(i) {
+            e += 1;
+        }
+        let name = &state.store.nvtx[i].name;
+        let len = e - c + 1;
+        let text: String = if color {
+            format!("{name:<len$}").chars().take(len).collect()
+        } else {
+            format!("|{name:<len$}").chars().take(len).collect()
+        };
+        let style = if color {
+            Style::new().bg(phase_color(name)).fg(Color::White)
+        } else {
+            Style::new()
+        };
+        buf.set_stringn(x0 + c as u16, area.y, text, len, style);
+        c = e + 1;
+    }
+}
+
+fn nice_step(min_ns: i64) -> i64 {
+    let mut s = 1i64;
+    loop {
+        for m in [1, 2, 5] {
+            if s * m >= min_ns {
+                return s * m;
+            }
+        }
+        s *= 10;
+    }
+}
+
+fn draw_axis(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
+    let (t0, t1) = state.window();
+    let col = state.col_ns();
+    let cols = state.cols().min(usize::from(area.width.saturating_sub(layout::LABEL_W)));
+    let x0 = heat_x(area);
+    let rel_to_end = state.follow;
+    buf.set_stringn(
+        area.x,
+        area.y,
+        if rel_to_end { "t-now" } else { "t" },
+        usize::from(layout::LABEL_W - 1),
+        DIM,
+    );
+    let step = nice_step(col * 12);
+    let origin = if rel_to_end { t1 } else { state.origin_ns.unwrap_or(t0) };
+    let mut k = (t0 - origin).div_euclid(step);
+    let mut last_end = 0usize;
+    loop {
+        let t = origin + k * step;
+        k += 1;
+        if t >= t1 {
+            break;
+        }
+        if t < t0 {
+            continue;
+        }
+        let c = ((t - t0) / col) as usize;
+        if c >= cols || c < last_end {
+            continue;
+        }
+        let label = format!("╵{}", fmt_dur(t - origin));
+        let n = label.chars().count();
+        if c + n > cols {
+            break;
+        }
+        buf.set_string(x0 + c as u16, area.y, &label, DIM);
+        last_end = c + n + 1;
+    }
+    // Drop marks over the axis, for any GPU.
+    let color = state.options.palette.is_color();
+    for d in 0..state.store.devices.len() {
+        for r in state.store.drops_in(d, t0, t1) {
+            let a = ((r.start_ns.max(t0) - t0) / col) as usize;
+            let b = (((r.end_ns.min(t1) - t0 - 1) / col) as usize).max(a);
+            for c in a..=b.min(cols.saturating_sub(1)) {
+                let cell = &mut buf[(x0 + c as u16, area.y)];
+                if color {
+                    cell.set_char('▲').set_style(Style::new().fg(Color::Red));
+                } else {
+                    cell.set_char('^');
+                }
+            }
+        }
+    }
+}
+
+fn draw_status(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
+    let store = &state.store;
+    let (t0, t1) = state.window();
+    let mut parts: Vec<String> = Vec::new();
+    if let Some(why) = &store.counters_unavailable {
+        parts.push(format!("counters unavailable: {why}"));
+    }
+    let mut drops = Vec::new();
+    for (d, dev) in store.devices.iter().enumerate() {
+        let (mut n, mut ns, mut lost) = (0u64, 0i64, 0u64);
+        for r in store.drops_in(d, t0, t1) {
+            n += 1;
+            ns += r.end_ns - r.start_ns;
+            lost += r.lost_samples.unwrap_or(0);
+        }
+        if n > 0 {
+            let lost = if lost > 0 { format!(", {lost} samples") } else { String::new() };
+            drops.push(format!("GPU{} {n}× {}{lost}", dev.info.id.0, fmt_dur(ns)));
+        }
+    }
+    if drops.is_empty() {
+        parts.push("drops in view: none".into());
+    } else {
+        parts.push(format!("drops in view: {}", drops.join(", ")));
+    }
+    if store.discarded > 0 {
+        parts.push(format!("view fell behind: {} batches not shown (the recording is complete)", store.discarded));
+    }
+    if let Some(m) = store.messages.back() {
+        parts.push(m.clone());
+    }
+    let style = if drops.is_empty() && store.discarded == 0 { DIM } else { Style::new().fg(Color::Red) };
+    let style = if state.options.palette.is_color() { style } else { Style::new() };
+    buf.set_stringn(area.x, area.y, parts.join("  ·  "), usize::from(area.width), style);
+}
+
+fn draw_footer(buf: &mut Buffer, area: Rect, _state: &HeatmapState) {
+    let short = [
+        ("q", "quit"),
+        ("?", "help"),
+        ("space", "pause"),
+        ("+/-", "zoom"),
+        ("←/→", "pan"),
+        ("[ ]", "phase"),
+        ("d", "drop"),
+        ("m", "metric"),
+        ("s", "spread"),
+        ("a", "mean/max"),
+    ];
+    let mut x = area.x;
+    for (k, what) in short {
+        let need = (k.chars().count() + what.chars().count() + 3) as u16;
+        if x + need > area.right() {
+            break;
+        }
+        buf.set_string(x, area.y, k, Style::new().add_modifier(Modifier::REVERSED));
+        buf.set_string(x + k.chars().count() as u16 + 1, area.y, what, DIM);
+        x += need;
+    }
+}
+
+fn draw_help(buf: &mut Buffer, area: Rect) {
+    let w = 46.min(area.width);
+    let h = (KEYS.len() as u16 + 4).min(area.height);
+    let r = Rect::new(area.x + (area.width - w) / 2, area.y + (area.height - h) / 2, w, h);
+    for y in r.top()..r.bottom() {
+        for x in r.left()..r.right() {
+            buf[(x, y)].reset();
+        }
+    }
+    let border = "─".repeat(usize::from(w.saturating_sub(2)));
+    buf.set_string(r.x, r.y, format!("┌{border}┐"), Style::new());
+    buf.set_string(r.x, r.bottom() - 1, format!("└{border}┘"), Style::new());
+    for y in r.y + 1..r.bottom() - 1 {
+        buf.set_string(r.x, y, "│", Style::new());
+        buf.set_string(r.right() - 1, y, "│", Style::new());
+    }
+    buf.set_string(r.x + 2, r.y, " keys ", BOLD);
+    for (i, (k, what)) in KEYS.iter().enumerate() {
+        let y = r.y + 2 + i as u16;
+        if y + 1 >= r.bottom() {
+            break;
+        }
+        buf.set_stringn(r.x + 2, y, format!("{k:<11}{what}"), usize::from(w - 4), Style::new());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(fmt_dur(850), "850ns");
+        assert_eq!(fmt_dur(12_500), "12.5µs");
+        assert_eq!(fmt_dur(16_777_216), "16.8ms");
+        assert_eq!(fmt_dur(2_000_000_000), "2s");
+        assert_eq!(fmt_dur(-4_000_000_000), "-4s");
+        assert_eq!(fmt_dur(125_000_000_000), "2m05s");
+        assert_eq!(fmt_si(1.5e9), "1.50G");
+        assert_eq!(fmt_si(42.0), "42");
+    }
+}

@@ -1,0 +1,25 @@
+//! cufall's terminal heatmap: one band per GPU, time running to the right, each cell the mean
+//! (or max) of its time bucket, coloured so that saturation reads as red.
+//!
+//! How the pieces fit:
+//! - [`bucket`]: time bucketing and the min/max/sum [`bucket::Pyramid`] that makes a frame cost
+//!   the same at any sample rate;
+//! - [`store`]: everything received, fed by [`cufall_live::LiveEvent`]s;
+//! - [`state`]: the view (window, zoom, options), changed only by [`input::Input`]s;
+//! - [`draw`]: state → ratatui buffer, read-only; [`color`]: palettes and the colour map;
+//! - [`replay`]: a recording as a live feed; [`live`], [`app`]: the terminal loops;
+//!   [`print`]: one frame as text; [`cli`]: the `view` and `replay` subcommands.
+#![forbid(unsafe_code)]
+
+pub mod app;
+pub mod bucket;
+pub mod cli;
+pub mod color;
+pub mod draw;
+pub mod input;
+pub mod live;
+pub mod print;
+pub mod replay;
+pub mod state;
+pub mod store;
+pub mod synth;

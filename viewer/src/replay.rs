@@ -1,0 +1,164 @@
+//! A recording as a live feed: [`Recording::load`] reads a trace, [`play`] sends it through a
+//! [`LiveSender`] in time order at some multiple of real time, so that replay uses exactly the
+//! code path of the live view. Browsing loads a recording the same way, all at once.
+
+use cufall_live::{FeedInfo, LiveEvent, LiveSender};
+use cufall_trace::Trace;
+use cufall_trace::model::{DropRecord, KernelRecord, NvmlRow, NvtxRange, SampleBatch};
+use std::time::{Duration, Instant};
+
+/// Everything of a trace that the view shows, in memory.
+#[derive(Clone, Debug)]
+pub struct Recording {
+    pub info: FeedInfo,
+    pub batches: Vec<SampleBatch>,
+    pub drops: Vec<DropRecord>,
+    pub nvml: Vec<NvmlRow>,
+    pub nvtx: Vec<NvtxRange>,
+    pub kernels: Vec<KernelRecord>,
+    pub warnings: Vec<String>,
+}
+
+impl Recording {
+    /// Reads every table of `trace` (errors name the trace and the problem).
+    pub fn load(trace: &Trace) -> cufall_trace::Result<Self> {
+        let m = trace.manifest();
+        let info = FeedInfo {
+            devices: m.devices.clone(),
+            metrics: m.sampling.as_ref().map(|s| s.metrics.clone()).unwrap_or_default(),
+            heatmaps: m.heatmaps.clone(),
+            interval_ns: m.sampling.as_ref().map_or(10_000, |s| s.interval_ns),
+            counters_unavailable: m.counters_unavailable.clone(),
+        };
+        let mut drops = trace.drops()?;
+        drops.sort_by_key(|r| r.start_ns);
+        let mut nvml = trace.nvml()?;
+        nvml.sort_by_key(|r| r.t_ns);
+        let mut nvtx = trace.nvtx()?;
+        nvtx.sort_by_key(|r| r.end_ns);
+        let mut kernels = trace.kernels()?;
+        kernels.sort_by_key(|r| r.end_ns);
+        Ok(Recording {
+            info,
+            batches: trace.sample_batches()?,
+            drops,
+            nvml,
+            nvtx,
+            kernels,
+            warnings: trace.warnings(),
+        })
+    }
+
+    /// First and last timestamps of anything recorded.
+    pub fn extent(&self) -> Option<(i64, i64)> {
+        let mut lo = i64::MAX;
+        let mut hi = i64::MIN;
+        let mut see = |a: i64, b: i64| {
+            lo = lo.min(a);
+            hi = hi.max(b);
+        };
+        for b in &self.batches {
+            if let (Some(a), Some(z)) = (b.start_ns.first(), b.end_ns.last()) {
+                see(*a, *z);
+            }
+        }
+        for r in &self.drops {
+            see(r.start_ns, r.end_ns);
+        }
+        for r in &self.nvml {
+            see(r.t_ns, r.t_ns);
+        }
+        (lo <= hi).then_some((lo, hi))
+    }
+
+    /// Every event of the recording in one go (for browsing).
+    pub fn into_events(self) -> Vec<LiveEvent> {
+        let mut v: Vec<LiveEvent> = self.batches.into_iter().map(LiveEvent::Samples).collect();
+        v.extend(self.drops.into_iter().map(LiveEvent::Drop));
+        v.push(LiveEvent::Nvml(self.nvml));
+        v.push(LiveEvent::Nvtx(self.nvtx));
+        v.push(LiveEvent::Kernels(self.kernels));
+        v.extend(self.warnings.into_iter().map(LiveEvent::Message));
+        v.push(LiveEvent::End);
+        v
+    }
+}
+
+fn slice(b: &SampleBatch, lo: usize, hi: usize) -> SampleBatch {
+    SampleBatch {
+        device: b.device,
+        start_ns: b.start_ns[lo..hi].to_vec(),
+        end_ns: b.end_ns[lo..hi].to_vec(),
+        values: b.values.iter().map(|c| c[lo..hi].to_vec()).collect(),
+    }
+}
+
+/// Sends `rec` through `tx` in chunks of `chunk_ns` of recorded time, at `speed` times real
+/// time (`f64::INFINITY`: as fast as possible), then [`LiveEvent::End`]. Stops early when the
+/// view hangs up. Blocking: run it on its own thread.
+pub fn play(rec: Recording, speed: f64, chunk_ns: i64, tx: &LiveSender) {
+    let Some((t_first, t_last)) = rec.extent() else {
+        for w in rec.warnings {
+            tx.send(LiveEvent::Message(w));
+        }
+        tx.send(LiveEvent::End);
+        return;
+    };
+    for w in &rec.warnings {
+        tx.send(LiveEvent::Message(w.clone()));
+    }
+    let chunk_ns = chunk_ns.max(1);
+    let wall0 = Instant::now();
+    let mut pos = vec![0usize; rec.batches.len()];
+    let (mut di, mut ni, mut vi, mut ki) = (0, 0, 0, 0);
+    let mut t = t_first;
+    while t <= t_last {
+        if tx.is_closed() {
+            return;
+        }
+        let end = t.saturating_add(chunk_ns);
+        for (b, p) in rec.batches.iter().zip(pos.iter_mut()) {
+            let hi = *p + b.start_ns[*p..].partition_point(|&s| s < end);
+            if hi > *p {
+                tx.send(LiveEvent::Samples(slice(b, *p, hi)));
+                *p = hi;
+            }
+        }
+        while di < rec.drops.len() && rec.drops[di].start_ns < end {
+            tx.send(LiveEvent::Drop(rec.drops[di].clone()));
+            di += 1;
+        }
+        let take = |i: &mut usize, n: usize, key: &dyn Fn(usize) -> i64| {
+            let a = *i;
+            while *i < n && key(*i) < end {
+                *i += 1;
+            }
+            a..*i
+        };
+        let r = take(&mut ni, rec.nvml.len(), &|i| rec.nvml[i].t_ns);
+        if !r.is_empty() {
+            tx.send(LiveEvent::Nvml(rec.nvml[r].to_vec()));
+        }
+        let r = take(&mut vi, rec.nvtx.len(), &|i| rec.nvtx[i].end_ns);
+        if !r.is_empty() {
+            tx.send(LiveEvent::Nvtx(rec.nvtx[r].to_vec()));
+        }
+        let r = take(&mut ki, rec.kernels.len(), &|i| rec.kernels[i].end_ns);
+        if !r.is_empty() {
+            tx.send(LiveEvent::Kernels(rec.kernels[r].to_vec()));
+        }
+        t = end;
+        if speed.is_finite() && speed > 0.0 {
+            let due = Duration::from_secs_f64((t - t_first) as f64 / 1e9 / speed);
+            let now = wall0.elapsed();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+        }
+    }
+    // NVTX ranges that end after the last sample still belong to the recording.
+    if vi < rec.nvtx.len() {
+        tx.send(LiveEvent::Nvtx(rec.nvtx[vi..].to_vec()));
+    }
+    tx.send(LiveEvent::End);
+}

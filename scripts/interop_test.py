@@ -32,10 +32,14 @@ def check(cond, what):
 
 with tempfile.TemporaryDirectory() as tmp:
     trace = pathlib.Path(tmp) / "fixture.cufall"
-    subprocess.run(
-        ["cargo", "run", "--quiet", "--locked", "-p", "cufall-trace", "--example", "write_fixture", "--", str(trace)],
-        cwd=ROOT, check=True, stdout=subprocess.DEVNULL,
-    )
+    # `cargo test --workspace` has already built the example; building it alone would unify
+    # features differently and rebuild polars, so run the built binary when it is there.
+    built = ROOT / "target" / "debug" / "examples" / "write_fixture"
+    if built.exists():
+        cmd = [str(built), str(trace)]
+    else:
+        cmd = ["cargo", "run", "--quiet", "-p", "cufall-trace", "--example", "write_fixture", "--", str(trace)]
+    subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     manifest = json.loads((trace / "manifest.json").read_text())
     check(manifest["format"] == "cufall-trace", "manifest format")
     check(manifest["schema_version"].split(".")[0] == "1", "schema major")

@@ -64,13 +64,15 @@ impl ModelConfig {
             // A Llama-2-7B layer layout (MHA, head_dim 128) with 8 layers: real layer shapes,
             // less weight memory and setup time than 32 layers.
             "7b-8l" => base(8, 4096, 32, 32, 128, 11008, 32000),
+            // Many small layers: kernels shorter than their launch cost (the CUDA-graphs diagnosis).
+            "0.5b" => base(24, 1024, 16, 16, 64, 2816, 32000),
             // Full Llama-2-7B layout.
             "7b" => base(32, 4096, 32, 32, 128, 11008, 32000),
             // Grouped-query layout (Llama-3-8B-like) with 8 layers.
             "8b-gqa-8l" => base(8, 4096, 32, 8, 128, 14336, 32000),
             other => {
                 return Err(EngineError::Config(format!(
-                    "unknown preset `{other}`: use tiny, small, 7b-8l, 7b or 8b-gqa-8l"
+                    "unknown preset `{other}`: use tiny, small, 0.5b, 7b-8l, 7b or 8b-gqa-8l"
                 )));
             }
         })

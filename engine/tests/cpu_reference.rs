@@ -137,7 +137,7 @@ fn bad_run_configs_are_refused() {
     let too_long = RunConfig { context: 300, ..run_cfg() };
     let e = too_long.validate(&m).unwrap_err().to_string();
     assert!(e.contains("--max-context"), "{e}");
-    let big_tree = RunConfig { width: 20, depth: 4, ..run_cfg() };
+    let big_tree = RunConfig { width: 8, depth: 8, prompt_len: 8, ..run_cfg() };
     assert!(big_tree.validate(&m).unwrap_err().to_string().contains("tree"));
     let ps = RunConfig { page_size: 8, ..run_cfg() };
     assert!(ps.validate(&m).unwrap_err().to_string().contains("--page-size"));

@@ -30,6 +30,12 @@ enum Command {
     View(cufall_viewer::cli::ViewArgs),
     /// Play a recording through the live terminal heatmap, in real time or faster.
     Replay(cufall_viewer::cli::ReplayArgs),
+    /// Per-phase counters, idle gaps and their causes in a recorded trace.
+    Report(cufall_analysis::cli::ReportArgs),
+    /// Compare two recordings phase by phase, biggest changes first.
+    Diff(cufall_analysis::cli::DiffArgs),
+    /// Export a recording as Parquet or CSV tables, or as a Perfetto trace.
+    Export(cufall_analysis::cli::ExportArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +48,9 @@ fn main() -> ExitCode {
         Command::ProbeSampler(args) => cufall_sampler::exit_code(cufall_sampler::probe::run(&args)),
         Command::View(args) => cufall_viewer::cli::run_view(&args),
         Command::Replay(args) => cufall_viewer::cli::run_replay(&args),
+        Command::Report(args) => cufall_analysis::cli::run_report(&args).map_err(Into::into),
+        Command::Diff(args) => cufall_analysis::cli::run_diff(&args).map_err(Into::into),
+        Command::Export(args) => cufall_analysis::cli::run_export(&args).map_err(Into::into),
     };
     match result {
         Ok(code) => code,

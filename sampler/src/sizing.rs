@@ -73,7 +73,7 @@ mod tests {
             let p = plan(interval);
             let margin_samples = u64::from(p.samples_per_image - p.seal_after_samples);
             let per_decode = (p.decode_period.as_nanos() as u64).div_ceil(interval);
-            proptest::prop_assert!(margin_samples >= 4 * per_decode, "{p:?}");
+            proptest::prop_assert!(margin_samples >= 3 * per_decode, "{p:?}");
             proptest::prop_assert!(p.seal_after_samples >= 1);
         }
     }

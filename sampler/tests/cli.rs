@@ -34,7 +34,7 @@ fn bad_interval_duration_and_devices_are_explained() {
         ("--interval", "10", "no unit"),
         ("--duration", "soon", "not a duration"),
         ("--devices", "one", "not a device list"),
-        ("--full-scale", "-3", "positive"),
+        ("--full-scale", "0", "positive"),
     ] {
         cufall()
             .args(["record", "-o"])

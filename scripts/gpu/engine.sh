@@ -4,19 +4,23 @@
 #   cargo build --release -p specdec && cargo test --release -p specdec --no-run
 #   mkdir -p .dev-bin/engine && cp target/release/specdec .dev-bin/engine/
 #   cp "$(ls -t target/release/deps/gpu-* | grep -v '\.d$' | head -1)" .dev-bin/engine/gpu-tests
-# Full logs go to $OUT (or ./engine-out when OUT is unset).
+# The summary and log go to $OUT/engine.log, every command's full output to $OUT/outputs.txt
+# (OUT defaults to ./engine-out; each command's own file is kept in $RUNS).
 set -u
 BIN=${BIN:-.dev-bin/engine}
 OUT=${OUT:-engine-out}
+RUNS=${RUNS:-$(mktemp -d)}
 mkdir -p "$OUT"
 S="$BIN/specdec"
 LOG="$OUT/engine.log"
 : > "$LOG"
+: > "$OUT/outputs.txt"
 step() { echo "== $*" | tee -a "$LOG"; }
 run() { # run LIMIT_S NAME CMD...: output to $OUT/NAME.txt, status to the log
   local lim=$1 name=$2; shift 2
   local t0=$(date +%s.%N)
-  timeout "$lim" "$@" > "$OUT/$name.txt" 2>&1; local rc=$?
+  timeout "$lim" "$@" > "$RUNS/$name.txt" 2>&1; local rc=$?
+  { echo "===== $name: $*"; cat "$RUNS/$name.txt"; } >> "$OUT/outputs.txt"
   local t1=$(date +%s.%N)
   printf '%-28s rc=%-3s %6.1fs  %s\n' "$name" "$rc" "$(awk "BEGIN{print $t1 - $t0}")" "$*" | tee -a "$LOG"
   return $rc
@@ -48,12 +52,12 @@ for _ in range(10):
 ts.sort(); ms = ts[len(ts)//2]
 print(f"d2d_copy_gbps {2*n/ms/1e6:.1f}")
 PY
-cat "$OUT/ceilings.txt" | tee -a "$LOG"
+cat "$RUNS/ceilings.txt" | tee -a "$LOG"
 
 # 2. Correctness: GPU logits vs the CPU reference, speculative == greedy on the GPU.
 run 240 check "$S" check
-cat "$OUT/check.txt" | tee -a "$LOG"
-if [ -x "$BIN/gpu-tests" ]; then run 240 gpu-tests "$BIN/gpu-tests" --ignored --test-threads 1; tail -3 "$OUT/gpu-tests.txt" | tee -a "$LOG"; fi
+cat "$RUNS/check.txt" | tee -a "$LOG"
+if [ -x "$BIN/gpu-tests" ]; then run 240 gpu-tests "$BIN/gpu-tests" --ignored --test-threads 1; tail -3 "$RUNS/gpu-tests.txt" | tee -a "$LOG"; fi
 
 M="--preset 7b-8l"
 # 3. Prefill matrix products: 4 x 1024 prompt tokens.
@@ -61,22 +65,28 @@ run 180 prefill "$S" $M --context 0 --batch 4 --prompt-len 1024 --new-tokens 8 -
 # 4. 64k context, split-KV verify (page 16), graphs on; bench times split-KV and scattered at page 16.
 run 240 ctx64k-split "$S" $M --context 65536 --prompt-len 64 --new-tokens 32 --page-size 16 --verify-attn split-kv --bench --json
 # 5. 64k context, scattered verify with page size 1 (the first diagnosis).
-run 240 ctx64k-scattered-ps1 "$S" $M --context 65536 --prompt-len 64 --new-tokens 4 --page-size 1 --verify-attn scattered --bench --json
-# 6. Graphs on vs off (the second diagnosis), 4k context.
-run 120 graphs-on "$S" $M --context 4096 --prompt-len 64 --new-tokens 64 --graphs on --bench --json
-run 120 graphs-off "$S" $M --context 4096 --prompt-len 64 --new-tokens 64 --graphs off --bench --json
-run 120 graphs-on-tree "$S" $M --context 4096 --prompt-len 64 --new-tokens 64 --width 2 --depth 3 --graphs on --bench --json
-run 120 graphs-off-tree "$S" $M --context 4096 --prompt-len 64 --new-tokens 64 --width 2 --depth 3 --graphs off --bench --json
+run 240 ctx64k-scattered-ps1 "$S" $M --context 65536 --prompt-len 64 --new-tokens 4 --page-size 1 --verify-attn scattered --warmup off --bench --json
+# 6. Graphs on vs off (the second diagnosis): a 24-layer d=1024 model whose kernels are shorter
+#    than their launch cost, and the 7B layout whose kernels are not.
+G="--context 4096 --prompt-len 64 --new-tokens 64 --bench --json"
+run 120 graphs-on-0.5b "$S" --preset 0.5b $G --graphs on
+run 120 graphs-off-0.5b "$S" --preset 0.5b $G --graphs off
+run 120 graphs-on-0.5b-tree "$S" --preset 0.5b $G --width 2 --depth 3 --graphs on
+run 120 graphs-off-0.5b-tree "$S" --preset 0.5b $G --width 2 --depth 3 --graphs off
+run 120 graphs-on-7b "$S" $M $G --graphs on
+run 120 graphs-off-7b "$S" $M $G --graphs off
 # 7. 128k context and an MoE target run end to end.
 run 240 ctx128k "$S" $M --context 131072 --prompt-len 64 --new-tokens 16 --json
 run 120 moe "$S" --preset 8b-gqa-8l --experts 8 --top-k 2 --context 4096 --prompt-len 64 --new-tokens 32 --json
 # 8. Bad input: too big for the GPU, context over the maximum.
 run 60 bad-oom "$S" --preset 7b --context 1000000 --batch 8
 run 60 bad-maxctx "$S" $M --context 70000 --max-context 65536
-step "bad input messages:"; cat "$OUT/bad-oom.txt" "$OUT/bad-maxctx.txt" | tee -a "$LOG"
+echo "not a safetensors file" > "$RUNS/junk.safetensors"
+run 60 bad-weights "$S" --weights "$RUNS/junk.safetensors"
+step "bad input messages:"; cat "$RUNS/bad-oom.txt" "$RUNS/bad-maxctx.txt" "$RUNS/bad-weights.txt" | tee -a "$LOG"
 
 # Summary table.
-python3 - "$OUT" <<'PY' | tee -a "$LOG"
+python3 - "$RUNS" <<'PY' | tee -a "$LOG"
 import json, sys, os, re
 out = sys.argv[1]
 def load(n):
@@ -108,10 +118,12 @@ if s and c and s.get("bench") and c.get("bench"):
     split_ms = s["bench"]["attention"][0]["ms"]; scat_ms = c["bench"]["attention"][1]["ms"]
     print(f"scattered page-1 / split-KV page-16 attention time at 64k: {scat_ms/split_ms:.1f}x (target >= 5x)")
     print(f"64k step: split-KV {s['median_step_ms']:.2f} ms, scattered page-1 {c['median_step_ms']:.2f} ms")
-for name in ["graphs-on", "graphs-off", "graphs-on-tree", "graphs-off-tree", "ctx64k-split", "ctx128k", "moe"]:
+for name in ["graphs-on-0.5b", "graphs-off-0.5b", "graphs-on-0.5b-tree", "graphs-off-0.5b-tree", "graphs-on-7b", "graphs-off-7b", "ctx64k-split", "ctx128k", "moe"]:
     r = load(name)
     if r:
-        print(f"{name:16s} median step {r['median_step_ms']:8.3f} ms  draft {r['draft_ms']/max(r['steps'],1):7.3f}  verify {r['verify_ms']/max(r['steps'],1):7.3f} ms/step  {r['tokens_per_s']:8.1f} tok/s  committed/step {r['mean_committed_per_step']:.2f}")
+        b = r.get("bench") or {}
+        gpu = f"  GPU pass: verify {b['verify_pass_gpu_ms']:.3f} draft {b['draft_pass_gpu_ms']:.3f} ms" if b else ""
+        print(f"{name:20s} median step {r['median_step_ms']:8.3f} ms  draft {r['draft_ms']/max(r['steps'],1):7.3f}  verify {r['verify_ms']/max(r['steps'],1):7.3f} ms/step  {r['tokens_per_s']:8.1f} tok/s  committed/step {r['mean_committed_per_step']:.2f}{gpu}")
     else:
-        print(f"{name:16s} no result")
+        print(f"{name:20s} no result")
 PY

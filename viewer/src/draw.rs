@@ -81,21 +81,37 @@ fn draw_heatmap_buf(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
     }
     let g = store.devices.len() as u16;
     let mut shown = state.visible_heatmaps();
-    // Stack as many metrics as fit with at least one row per band.
-    while shown.len() > 1 && (shown.len() as u16) * (1 + g) > area.height {
-        shown.pop();
+    let color = state.options.palette.is_color();
+    let lane_sets: Vec<Vec<usize>> = shown.iter().map(|&h| lanes(state, &store.heatmaps[h])).collect();
+    // Rows a band needs to show each of its lanes (half rows in colour).
+    let min_h: Vec<u16> = lane_sets
+        .iter()
+        .map(|l| if color { (l.len() as u16).div_ceil(2) } else { l.len() as u16 })
+        .collect();
+    let need = |hs: &[u16], n: usize| -> u16 { hs[..n].iter().map(|h| 1 + g * h).sum() };
+    let mut n = shown.len();
+    let mut hs: Vec<u16> = min_h.iter().map(|h| (*h).max(2)).collect();
+    if need(&hs, n) > area.height {
+        hs.clone_from(&min_h);
     }
-    let sections = shown.len() as u16;
-    let per = area.height / sections.max(1);
+    if need(&hs, n) > area.height {
+        hs.iter_mut().for_each(|h| *h = 1);
+    }
+    // Stack as many metrics as fit with at least one row per band.
+    while n > 1 && need(&hs, n) > area.height {
+        n -= 1;
+    }
+    shown.truncate(n);
+    // Spare rows make bands taller, up to 4 rows.
+    let spare = area.height.saturating_sub(need(&hs, n)) / (g * n as u16).max(1);
     let mut y = area.y;
-    for &h in &shown {
-        let hm = &store.heatmaps[h];
-        let lane_ix = lanes(state, hm);
-        let l = lane_ix.len() as u16;
-        let min_h = if state.options.palette.is_color() { l.div_ceil(2) } else { l };
-        let band_h = (per.saturating_sub(1) / g).clamp(1, min_h.max(2));
-        draw_section(buf, Rect::new(area.x, y, area.width, 1 + band_h * g), state, h, &lane_ix, band_h);
-        y += 1 + band_h * g;
+    for (i, &h) in shown.iter().enumerate() {
+        // Only single-lane bands grow: split bands keep one row (or half row) per lane.
+        let cap = if lane_sets[i].len() == 1 { 4 } else { hs[i] };
+        let band_h = (hs[i] + spare).min(cap.max(hs[i]));
+        let height = (1 + band_h * g).min(area.bottom().saturating_sub(y));
+        draw_section(buf, Rect::new(area.x, y, area.width, height), state, h, &lane_sets[i], band_h);
+        y += height;
     }
 }
 
@@ -174,7 +190,11 @@ fn draw_section(
         for r in 0..band_h {
             let lane = usize::from(r) * nl / usize::from(band_h);
             let text = if r == 0 { name.clone() } else { String::new() };
-            let lane_label = if nl > 1 && (!palette.is_color() || band_h >= nl as u16) {
+            let first_row_of_lane = r == 0 || (usize::from(r) - 1) * nl / usize::from(band_h) != lane;
+            let lane_label = if nl > 1
+                && first_row_of_lane
+                && (!palette.is_color() || band_h >= nl as u16)
+            {
                 store.heatmaps[h].spread[lane_ix[lane] - 1].label.clone()
             } else {
                 String::new()
@@ -324,6 +344,12 @@ pub fn fmt_value(v: f64, hm: &Heatmap) -> String {
     }
 }
 
+/// A scale end: like [`fmt_value`] without needless decimals.
+fn fmt_scale(v: f64, hm: &Heatmap) -> String {
+    let s = fmt_value(v, hm);
+    s.replace(".0%", "%")
+}
+
 fn fmt_si(v: f64) -> String {
     let a = v.abs();
     let (d, s) = if a >= 1e12 {
@@ -354,7 +380,9 @@ pub fn fmt_dur(ns: i64) -> String {
         let s = if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s };
         s
     };
-    if a < 1e3 {
+    if ns == 0 {
+        "0".to_string()
+    } else if a < 1e3 {
         format!("{sign}{a:.0}ns")
     } else if a < 1e6 {
         format!("{sign}{}µs", trim(a / 1e3))
@@ -410,46 +438,44 @@ fn draw_legend(
     lane_ix: &[usize],
 ) {
     let palette = state.options.palette;
-    let mut x = area.x;
+    let cols = (state.cols() as u16).min(area.width.saturating_sub(layout::LABEL_W));
+    let right = heat_x(area) + cols;
+    let lo = fmt_scale(0.0, hm);
+    let hi = fmt_scale(scale, hm);
+    let auto = if hm.full_scale().is_none() { " (auto)" } else { "" };
+    let spread = if lane_ix.len() > 1 { "  rows: SM max/avg/min" } else { "" };
+    let scale_w = (lo.chars().count() + hi.chars().count() + auto.len() + 13) as u16;
     let mut name = hm.spec.metric.clone();
     if let Some(d) = &hm.spec.denominator {
         name = format!("{name} ÷ {d}");
     }
-    let max_name = usize::from(area.width / 2);
-    if name.chars().count() > max_name {
-        name = name.chars().take(max_name.saturating_sub(1)).collect::<String>() + "…";
+    // The name gives way to the scale: it is truncated first.
+    let room = usize::from((right - area.x).saturating_sub(scale_w + 2)).max(12);
+    if name.chars().count() > room {
+        name = name.chars().take(room.saturating_sub(1)).collect::<String>() + "…";
     }
-    buf.set_stringn(x, area.y, &name, usize::from(area.width), BOLD);
+    let mut x = area.x;
+    buf.set_stringn(x, area.y, &name, usize::from(right - x), BOLD);
     x += name.chars().count() as u16 + 2;
-    let lo = fmt_value(0.0, hm);
-    let hi = fmt_value(scale, hm);
-    let auto = if hm.full_scale().is_none() { " (auto)" } else { "" };
-    buf.set_string(x, area.y, &lo, Style::new());
-    x += lo.chars().count() as u16 + 1;
-    for i in 0..10u16 {
-        if x + i >= area.right() {
-            return;
+    if x + scale_w <= right {
+        buf.set_string(x, area.y, &lo, Style::new());
+        x += lo.chars().count() as u16 + 1;
+        for i in 0..10u16 {
+            let f = f64::from(i) / 9.0;
+            let cell = &mut buf[(x + i, area.y)];
+            if palette.is_color() {
+                cell.set_char('█').set_fg(palette.color(f));
+            } else {
+                cell.set_char(color::shade(f));
+            }
         }
-        let f = f64::from(i) / 9.0;
-        let cell = &mut buf[(x + i, area.y)];
-        if palette.is_color() {
-            cell.set_char('█').set_fg(palette.color(f));
-        } else {
-            cell.set_char(color::shade(f));
-        }
-    }
-    x += 11;
-    let mut rest = format!("{hi}{auto}");
-    if lane_ix.len() > 1 {
-        rest.push_str("  rows: max/avg/min across SMs");
-    }
-    if x < area.right() {
-        buf.set_stringn(x, area.y, rest, usize::from(area.right() - x), Style::new());
+        x += 11;
+        let rest = format!("{hi}{auto}{spread}");
+        buf.set_stringn(x, area.y, rest, usize::from(right.saturating_sub(x)), Style::new());
     }
     // Heading of the right panel.
     let pw = layout::panel_w(area.width);
-    let cols = state.cols() as u16;
-    let px = heat_x(area) + cols + 1;
+    let px = right + 1;
     if pw > 0 && px + 8 < area.right() {
         let head = if state.follow { "    now nvidia-smi" } else { "   mean nvidia-smi" };
         buf.set_stringn(px, area.y, head, usize::from(pw - 1), DIM);
@@ -482,7 +508,8 @@ fn draw_phases(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
         if r.end_ns <= t0 || r.start_ns >= t1 {
             continue;
         }
-        let wide = r.end_ns - r.start_ns >= col;
+        // Deeper ranges win once they are wide enough to carry a label.
+        let wide = r.end_ns - r.start_ns >= 4 * col;
         let a = ((r.start_ns - t0 - col / 2).max(0) + col - 1) / col;
         let b = (r.end_ns - t0 - col / 2 - 1).div_euclid(col);
         let mut c = a;
@@ -492,7 +519,7 @@ fn draw_phases(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
                 None => true,
                 Some(j) => {
                     let o = &state.store.nvtx[*j];
-                    (wide && r.depth > o.depth) || (o.end_ns - o.start_ns < col && r.depth < o.depth)
+                    (wide && r.depth > o.depth) || (o.end_ns - o.start_ns < 4 * col && r.depth < o.depth)
                 }
             };
             if take {

@@ -42,7 +42,7 @@ pub mod layout {
     /// Left label column: `GPU7 max`.
     pub const LABEL_W: u16 = 9;
     /// Right panel: current value and the NVML line.
-    pub const PANEL_W: u16 = 38;
+    pub const PANEL_W: u16 = 33;
     /// Most heatmap columns (bounded so that live rings always hold a full window).
     pub const MAX_COLS: u16 = 1200;
 

@@ -112,3 +112,124 @@ pub fn range(name: &str, start_ns: i64, end_ns: i64, depth: u32) -> NvtxRange {
         tid: 1,
     }
 }
+
+/// The synthetic workload of [`demo`]: a serving loop of prefill (tensor pipes busy), draft
+/// (light), verify (medium) and idle gaps, 100 ms per round.
+pub fn demo_level(gpu: u32, t_rel_ns: i64) -> f64 {
+    if gpu == 5 {
+        return 0.0; // one idle GPU
+    }
+    let p = (t_rel_ns + i64::from(gpu) * 3_000_000).rem_euclid(100_000_000);
+    match p {
+        0..40_000_000 => 0.85 + 0.1 * ((p / 1_000_000) % 3) as f64 / 2.0,
+        40_000_000..45_000_000 => 0.0,
+        45_000_000..75_000_000 => 0.15,
+        75_000_000..95_000_000 => 0.55,
+        _ => 0.02,
+    }
+}
+
+/// Phases of [`demo_level`] as NVTX ranges, over `[t0, t0 + dur)`.
+pub fn demo_phases(t0_ns: i64, dur_ns: i64) -> Vec<NvtxRange> {
+    let mut v = Vec::new();
+    let mut r = t0_ns;
+    while r < t0_ns + dur_ns {
+        v.push(range("step", r, r + 95_000_000, 0));
+        v.push(range("prefill", r, r + 40_000_000, 1));
+        v.push(range("draft", r + 45_000_000, r + 75_000_000, 1));
+        v.push(range("verify", r + 75_000_000, r + 95_000_000, 1));
+        r += 100_000_000;
+    }
+    v
+}
+
+/// Everything of a synthetic recording of `gpus` devices for `dur_ns`: samples per device (with
+/// a 12 ms hole on GPU 3 recorded as a drop), NVML every 10 ms, NVTX phases.
+pub struct Demo {
+    pub info: FeedInfo,
+    pub batches: Vec<SampleBatch>,
+    pub drops: Vec<DropRecord>,
+    pub nvml: Vec<NvmlRow>,
+    pub nvtx: Vec<NvtxRange>,
+}
+
+pub fn demo(gpus: u32, t0_ns: i64, dur_ns: i64, interval_ns: i64) -> Demo {
+    let n = (dur_ns / interval_ns) as usize;
+    let hole = (t0_ns + dur_ns / 2, t0_ns + dur_ns / 2 + 12_000_000);
+    let mut batches = Vec::new();
+    let mut drops = Vec::new();
+    for g in 0..gpus {
+        let mut b = batch(g, t0_ns, n, interval_ns, |t| demo_level(g, t - t0_ns));
+        if g == 3 {
+            let keep: Vec<usize> = (0..b.len())
+                .filter(|&i| b.start_ns[i] < hole.0 || b.start_ns[i] >= hole.1)
+                .collect();
+            let lost = (b.len() - keep.len()) as u64;
+            b = SampleBatch {
+                device: b.device,
+                start_ns: keep.iter().map(|&i| b.start_ns[i]).collect(),
+                end_ns: keep.iter().map(|&i| b.end_ns[i]).collect(),
+                values: b.values.iter().map(|c| keep.iter().map(|&i| c[i]).collect()).collect(),
+            };
+            drops.push(drop_record(g, hole.0, hole.1, lost));
+        }
+        batches.push(b);
+    }
+    let mut nvml_rows = Vec::new();
+    let mut t = t0_ns;
+    while t < t0_ns + dur_ns {
+        for g in 0..gpus {
+            let busy = demo_level(g, t - t0_ns);
+            let util = if g == 5 { 0 } else { 100 };
+            nvml_rows.push(nvml(g, t, util, 120.0 + 550.0 * busy as f32, if g == 5 { 345 } else { 1980 }));
+        }
+        t += 10_000_000;
+    }
+    Demo {
+        info: info(gpus, interval_ns),
+        batches,
+        drops,
+        nvml: nvml_rows,
+        nvtx: demo_phases(t0_ns, dur_ns),
+    }
+}
+
+/// Writes [`demo`] as a trace folder at `path` (for tests, docs and trying the viewer).
+pub fn write_demo_trace(
+    path: &std::path::Path,
+    gpus: u32,
+    t0_ns: i64,
+    dur_ns: i64,
+    interval_ns: i64,
+) -> cufall_trace::Result<()> {
+    use cufall_trace::model::{Manifest, SamplingInfo};
+    use cufall_trace::{TraceWriter, WriterOptions};
+    let d = demo(gpus, t0_ns, dur_ns, interval_ns);
+    let mut m = Manifest::new("synthetic", t0_ns);
+    m.hostname = "synthetic".into();
+    m.command = vec!["cufall-viewer synthetic demo (not a GPU recording)".into()];
+    m.devices = d.info.devices.clone();
+    m.sampling = Some(SamplingInfo {
+        interval_ns,
+        metrics: d.info.metrics.clone(),
+        source: "synthetic".into(),
+    });
+    m.nvml_interval_ns = Some(10_000_000);
+    m.heatmaps = d.info.heatmaps.clone();
+    let mut w = TraceWriter::create(
+        path,
+        m,
+        WriterOptions {
+            overwrite: true,
+            ..WriterOptions::default()
+        },
+    )?;
+    for b in &d.batches {
+        w.append_samples(b)?;
+    }
+    w.append_drops(&d.drops)?;
+    w.append_nvml(&d.nvml)?;
+    w.append_nvtx(&d.nvtx)?;
+    w.finish(t0_ns + dur_ns)?;
+    Ok(())
+}

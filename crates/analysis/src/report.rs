@@ -111,7 +111,8 @@ pub struct PhaseDevice {
     pub mem_clock_mhz: Option<f64>,
     /// NVML "GPU utilization", what nvidia-smi shows, for comparison.
     pub nvml_gpu_util_pct: Option<f64>,
-    /// Gaps that fall inside this phase.
+    /// Gaps whose midpoint falls inside this phase's ranges (for a parent phase, this
+    /// includes the gaps between its children).
     pub gaps: GapTotals,
 }
 
@@ -417,9 +418,20 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
         &all_segments,
         &whole_gaps,
     );
+    let gap_segments: Vec<u32> = gap_list
+        .iter()
+        .map(|g| phases.segment_of(g.start_ns + g.duration_ns() / 2) as u32)
+        .collect();
     let mut phase_reports = Vec::with_capacity(phases.phases.len());
-    for (i, p) in phases.phases.iter().enumerate() {
-        let in_phase: Vec<&Gap> = gap_list.iter().filter(|g| g.place == Place::In(i)).collect();
+    for p in phases.phases.iter() {
+        // Gaps whose midpoint lies in one of the phase's ranges: for a parent phase this
+        // includes the gaps between its children.
+        let in_phase: Vec<&Gap> = gap_list
+            .iter()
+            .zip(&gap_segments)
+            .filter(|(_, s)| p.segments.binary_search(s).is_ok())
+            .map(|(g, _)| g)
+            .collect();
         phase_reports.push(ctx.phase_report(
             &p.path,
             &p.name,

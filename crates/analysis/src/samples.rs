@@ -104,7 +104,7 @@ const ACT: &str = "__activity";
 
 fn segment_expr(phases: &Phases) -> Expr {
     if phases.boundaries.is_empty() {
-        return lit(0u32).alias(SEG);
+        return lit(0u32).cast(DataType::UInt32).alias(SEG);
     }
     let bounds = Series::new("bounds".into(), phases.boundaries.clone());
     let mid = col("start_ns") + (col("end_ns") - col("start_ns")) / lit(2i64);

@@ -256,8 +256,7 @@ fn export_parquet_and_csv_read_back() {
     let dir = tempfile::tempdir().expect("tempdir");
     let trace = Fixture::default().write(dir.path(), "t.cufall");
     let out = dir.path().join("pq");
-    let args = ExportArgs::try_parse_from([
-        "export",
+    let args = export_args(&[
         trace.to_str().expect("utf8"),
         "--format",
         "parquet",
@@ -265,8 +264,7 @@ fn export_parquet_and_csv_read_back() {
         out.to_str().expect("utf8"),
         "--min-gap",
         "50us",
-    ])
-    .expect("args");
+    ]);
     let mut text = Vec::new();
     cli::export_to(&args, &mut text).expect("export");
     let samples = read_parquet(&out.join("samples.parquet"));
@@ -285,15 +283,13 @@ fn export_parquet_and_csv_read_back() {
     assert!(err.contains("--force"), "{err}");
 
     let out = dir.path().join("csv");
-    let args = ExportArgs::try_parse_from([
-        "export",
+    let args = export_args(&[
         trace.to_str().expect("utf8"),
         "--format",
         "csv",
         "-o",
         out.to_str().expect("utf8"),
-    ])
-    .expect("args");
+    ]);
     cli::export_to(&args, &mut Vec::new()).expect("export csv");
     let gaps = std::fs::read_to_string(out.join("gaps.csv")).expect("csv");
     assert_eq!(gaps.lines().count(), 1 + 13);
@@ -307,8 +303,7 @@ fn export_perfetto_is_valid_trace_event_json() {
     let dir = tempfile::tempdir().expect("tempdir");
     let trace = Fixture::default().write(dir.path(), "t.cufall");
     let out = dir.path().join("t.perfetto.json");
-    let args = ExportArgs::try_parse_from([
-        "export",
+    let args = export_args(&[
         trace.to_str().expect("utf8"),
         "--format",
         "perfetto",
@@ -316,8 +311,7 @@ fn export_perfetto_is_valid_trace_event_json() {
         out.to_str().expect("utf8"),
         "--min-gap",
         "50us",
-    ])
-    .expect("args");
+    ]);
     cli::export_to(&args, &mut Vec::new()).expect("export");
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).expect("read")).expect("json");
@@ -357,7 +351,7 @@ fn export_perfetto_is_valid_trace_event_json() {
     assert_eq!(draft["dur"].as_f64(), Some(400.0));
     let gap = events
         .iter()
-        .find(|e| e["cat"] == "gap" && e["pid"] == 1i64 << 30)
+        .find(|e| e["cat"] == "gap" && e["pid"] == 1i64 << 30 && e["ts"].as_f64() == Some(400.0))
         .expect("gap slice");
     assert_eq!(gap["name"], "idle gap: draft → verify");
     assert_eq!(gap["ts"].as_f64(), Some(400.0));
@@ -370,8 +364,7 @@ fn perfetto_counters_are_bucketed_above_the_cap() {
     let dir = tempfile::tempdir().expect("tempdir");
     let trace = Fixture::default().write(dir.path(), "t.cufall");
     let out = dir.path().join("t.json");
-    let args = ExportArgs::try_parse_from([
-        "export",
+    let args = export_args(&[
         trace.to_str().expect("utf8"),
         "--format",
         "perfetto",
@@ -379,8 +372,7 @@ fn perfetto_counters_are_bucketed_above_the_cap() {
         out.to_str().expect("utf8"),
         "--max-counter-points",
         "30",
-    ])
-    .expect("args");
+    ]);
     let mut text = Vec::new();
     cli::export_to(&args, &mut text).expect("export");
     assert!(String::from_utf8_lossy(&text).contains("averaged over 100.0 µs buckets"));
@@ -406,6 +398,15 @@ struct TestCli {
 enum Cmd {
     Report(ReportArgs),
     Diff(DiffArgs),
+    Export(ExportArgs),
+}
+
+fn export_args(args: &[&str]) -> ExportArgs {
+    let argv = ["cufall", "export"].into_iter().chain(args.iter().copied());
+    match TestCli::try_parse_from(argv).expect("parse").cmd {
+        Cmd::Export(a) => a,
+        _ => panic!("not export"),
+    }
 }
 
 #[test]

@@ -37,9 +37,10 @@ fn manifest(metrics: usize) -> Manifest {
     m
 }
 
-/// Regular sampling: a fixed interval with a few ns of timestamp jitter, as the hardware gives,
-/// and smoothly changing values (slow sines), optionally with measurement noise.
+/// Regular sampling: smoothly changing values (slow sines) at a fixed interval; the "noisy"
+/// variant adds measurement noise to the values and up to 32 ns of jitter to the timestamps.
 fn batch(first: usize, metrics: usize, noise: bool, rng: &mut u64) -> SampleBatch {
+    // Noisy runs also jitter the timestamps by up to 32 ns; smooth runs keep the exact interval.
     let mut b = SampleBatch::new(DeviceId(0), metrics);
     let t0 = 1_764_460_000_000_000_000i64;
     let mut row = vec![0f64; metrics];
@@ -47,7 +48,7 @@ fn batch(first: usize, metrics: usize, noise: bool, rng: &mut u64) -> SampleBatc
         *rng ^= *rng << 13;
         *rng ^= *rng >> 7;
         *rng ^= *rng << 17;
-        let jitter = (*rng % 32) as i64;
+        let jitter = if noise { (*rng % 32) as i64 } else { 0 };
         let s = t0 + i as i64 * INTERVAL_NS + jitter;
         for (m, v) in row.iter_mut().enumerate() {
             let x = i as f64 * 2e-5 + m as f64;
@@ -115,7 +116,7 @@ fn main() {
     std::fs::create_dir_all(&base).expect("bench dir");
 
     println!("trace writer: 100 kHz regular sampling, 1,000,000 samples per run");
-    println!("{:<9} {:<8} {:>14} {:>12}", "metrics", "values", "Mvalues/s", "bytes/value");
+    println!("{:<9} {:<8} {:>14} {:>12}", "metrics", "data", "Mvalues/s", "bytes/value");
     for metrics in [1, 2, 4, 8] {
         for noise in [false, true] {
             let r = write_trace(&base.join("w.cufall"), metrics, 1_000_000, noise);
@@ -151,6 +152,29 @@ fn main() {
             df.height(),
             t.elapsed().as_secs_f64(),
             if round == 0 { " (first read, includes checksum pass)" } else { "" }
+        );
+    }
+    // 100 million values of a single metric: the worst case for a one-column read.
+    let dir1 = base.join("big1.cufall");
+    let r = write_trace(&dir1, 1, 100_000_000, true);
+    println!(
+        "\n100M-sample, 1-metric trace: {:.1} MB, written at {:.1} Mvalues/s",
+        r.bytes as f64 / 1e6,
+        r.values as f64 / r.busy.as_secs_f64() / 1e6
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    for _ in 0..2 {
+        let t = Instant::now();
+        let trace = Trace::open(&dir1).expect("open");
+        let q = trace
+            .lazy(Table::Samples)
+            .expect("scan")
+            .select([polars::prelude::col("metric_0")]);
+        let df = trace.collect(q).expect("read");
+        println!(
+            "read its metric column ({} values) into polars: {:.3} s",
+            df.height(),
+            t.elapsed().as_secs_f64()
         );
     }
     let _ = std::fs::remove_dir_all(&base);

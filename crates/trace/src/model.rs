@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Index of a GPU as CUDA enumerates it (`cuDeviceGet` ordinal).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct DeviceId(pub u32);
 
 impl std::fmt::Display for DeviceId {
@@ -197,12 +199,6 @@ impl SampleBatch {
         for (column, v) in self.values.iter_mut().zip(values) {
             column.push(*v);
         }
-    }
-}
-
-impl Default for DeviceId {
-    fn default() -> Self {
-        DeviceId(0)
     }
 }
 

@@ -279,11 +279,18 @@ pub(crate) fn write_parquet<W: Write>(df: &mut DataFrame, out: W) -> PolarsResul
         .iter_values()
         .map(|f| match f.dtype {
             ArrowDataType::Int64 => vec![Encoding::DeltaBinaryPacked],
+            // Counter values are nearly all distinct: trying a dictionary first only costs time.
+            // Small integers (device, clocks) compress to almost nothing under zstd as they are.
+            ArrowDataType::Float32
+            | ArrowDataType::Float64
+            | ArrowDataType::UInt16
+            | ArrowDataType::UInt32
+            | ArrowDataType::UInt64 => vec![Encoding::Plain],
             ref other => polars_parquet::write::get_dtype_encoding(other),
         })
         .collect();
     let options = WriteOptions {
-        statistics: StatisticsOptions::full(),
+        statistics: StatisticsOptions::default(),
         version: Version::V2,
         compression: CompressionOptions::Zstd(None),
         data_page_size: None,

@@ -1,5 +1,7 @@
 //! The trace format contract: round trips, crash tolerance, corruption, versioning.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
 mod common;
 
 use common::*;

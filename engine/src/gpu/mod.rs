@@ -23,8 +23,10 @@ use crate::weights::{HostWeights, background_key, tensor_key, tensor_specs};
 use crate::{Backend, EngineError, Forward, Which};
 
 const KERNELS: &str = include_str!("kernels.cu");
+/// Queries per block the split-KV kernel is compiled for (`attn_split_<hd>_<qb>`).
+const QUERY_BLOCKS: [usize; 5] = [1, 2, 4, 5, 8];
 /// Keys per block of the split-KV kernel.
-const CHUNK: usize = 256;
+const CHUNK: usize = 512;
 
 fn cuda(e: DriverError) -> EngineError {
     EngineError::Cuda(format!("{e:?}"))
@@ -120,7 +122,7 @@ impl Dev {
         .map(|s| s.to_string())
         .collect();
         for hd in [64, 128] {
-            for q in [1, 2, 4, 8] {
+            for q in QUERY_BLOCKS {
                 names.push(format!("attn_split_{hd}_{q}"));
             }
         }
@@ -449,10 +451,10 @@ impl GpuModel {
         let q = t * g;
         let split = kind == VerifyAttn::SplitKv && t <= MAX_SCRATCH;
         if split {
-            let qpw = [1usize, 2, 4, 8].into_iter().find(|&p| 4 * p >= q).unwrap_or(8);
-            let qgroups = q.div_ceil(4 * qpw);
+            let qb = QUERY_BLOCKS.into_iter().find(|&p| p >= q).unwrap_or(8);
+            let qgroups = q.div_ceil(qb);
             let grid = (self.nsplit as u32, (c.kv_heads * qgroups) as u32, self.batch as u32);
-            launch!(dev, &format!("attn_split_{hd}_{qpw}"), grid, (128, 1, 1),
+            launch!(dev, &format!("attn_split_{hd}_{qb}"), grid, (128, 1, 1),
                 self.qkv.ptr, kp, vp, self.base.ptr, self.pt.ptr, self.masks.ptr, self.part_ml.ptr, self.part_acc.ptr,
                 t as i32, off as i32, i32::from(causal), c.heads as i32, c.kv_heads as i32, self.pps as i32,
                 self.ps as i32, scale, CHUNK as i32, self.nsplit as i32, qgroups as i32);

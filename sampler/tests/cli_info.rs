@@ -1,0 +1,100 @@
+//! `cufall info` end to end: a good trace, and every kind of bad input.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use std::fs;
+
+#[path = "../../crates/trace/tests/common/mod.rs"]
+mod common;
+
+fn cufall() -> Command {
+    Command::cargo_bin("cufall").expect("binary")
+}
+
+#[test]
+fn info_summarises_a_trace_as_text_and_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t.cufall");
+    common::write_full(&dir, 2);
+    cufall()
+        .arg("info")
+        .arg(&dir)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("GPU 0  NVIDIA H200 (GH100): 2000 samples"))
+        .stdout(predicate::str::contains("GPU 1  NVIDIA H200 (GH100): 2000 samples, 1 drops"))
+        .stdout(predicate::str::contains("dram__throughput.avg.pct_of_peak_sustained_elapsed [%]"))
+        .stdout(predicate::str::contains("prefill"))
+        .stdout(predicate::str::contains("interval      10.0 µs"))
+        .stdout(predicate::str::contains("kernels       2"));
+    let out = cufall().arg("info").arg(&dir).arg("--json").output().unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["devices"][1]["samples"], 2000);
+    assert_eq!(v["devices"][1]["drops"], 1);
+    assert_eq!(v["interval_ns"], 10_000);
+    assert_eq!(v["kernels"], 2);
+    assert_eq!(v["status"], "complete");
+    assert_eq!(v["nvtx_ranges"].as_array().unwrap().len(), 2);
+}
+
+fn fails_with(args: &[&std::ffi::OsStr], needle: &str) {
+    let assert = cufall().args(args).assert().failure();
+    let out = assert.get_output();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(needle), "stderr: {err}");
+    assert!(!err.contains("panicked"), "stderr: {err}");
+    assert!(!err.contains("RUST_BACKTRACE"), "stderr: {err}");
+    assert_eq!(err.trim().lines().count(), 1, "one message: {err}");
+}
+
+#[test]
+fn info_bad_inputs_give_one_clear_message() {
+    let tmp = tempfile::tempdir().unwrap();
+    let info = std::ffi::OsStr::new("info");
+
+    let missing = tmp.path().join("missing.cufall");
+    fails_with(&[info, missing.as_os_str()], "does not exist");
+
+    let plain = tmp.path().join("photos");
+    fs::create_dir(&plain).unwrap();
+    fails_with(&[info, plain.as_os_str()], "no manifest.json");
+
+    let garbage = tmp.path().join("garbage.cufall");
+    fs::write(&garbage, [0u8, 1, 2, 3, 0xff]).unwrap();
+    fails_with(&[info, garbage.as_os_str()], "is a file");
+
+    // A trace whose sample segment was cut (truncated copy): still opens, warns.
+    let dir = tmp.path().join("cut.cufall");
+    common::write_full(&dir, 2);
+    let seg = dir.join("samples/000001.parquet");
+    let bytes = fs::read(&seg).unwrap();
+    fs::write(&seg, &bytes[..bytes.len() / 2]).unwrap();
+    cufall()
+        .arg("info")
+        .arg(&dir)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("1000 samples"))
+        .stdout(predicate::str::contains("warning: samples/000001.parquet is truncated"));
+
+    // Garbage bytes inside a segment: a clear error naming the file.
+    let dir = tmp.path().join("bad.cufall");
+    common::write_full(&dir, 1);
+    let seg = dir.join("samples/000000.parquet");
+    let mut bytes = fs::read(&seg).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    fs::write(&seg, &bytes).unwrap();
+    fails_with(&[info, dir.as_os_str()], "samples/000000.parquet fails its checksum");
+
+    // A newer major version.
+    let dir = tmp.path().join("new.cufall");
+    common::write_full(&dir, 1);
+    let m = dir.join("manifest.json");
+    let text = fs::read_to_string(&m).unwrap().replace("\"1.0\"", "\"9.0\"");
+    fs::write(&m, text).unwrap();
+    fails_with(&[info, dir.as_os_str()], "Upgrade cufall");
+}

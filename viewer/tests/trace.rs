@@ -1,0 +1,68 @@
+//! `view` and `replay` on a trace written to disk (synthetic data, real trace format).
+
+use cufall_viewer::cli::{DisplayArgs, ReplayArgs, ViewArgs, replay_text, view_text};
+use std::path::PathBuf;
+
+const T0: i64 = 1_764_460_800_000_000_000;
+
+fn display(metric: &str) -> DisplayArgs {
+    DisplayArgs {
+        metrics: vec![metric.into()],
+        width: 110,
+        print: true,
+        ..DisplayArgs::default()
+    }
+}
+
+fn demo_trace(dir: &tempfile::TempDir) -> PathBuf {
+    let p = dir.path().join("demo.cufall");
+    cufall_viewer::synth::write_demo_trace(&p, 3, T0, 500_000_000, 10_000).expect("write trace");
+    p
+}
+
+#[test]
+fn view_print_of_a_trace() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = demo_trace(&dir);
+    let mut d = display(cufall_viewer::synth::TENSOR_AVG);
+    d.from = Some(100_000_000);
+    d.to = Some(300_000_000);
+    let text = view_text(&ViewArgs { trace, display: d }).expect("view");
+    let text = text.replace(&dir.path().display().to_string(), "TMP");
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn replay_print_goes_through_the_feed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = demo_trace(&dir);
+    let args = ReplayArgs {
+        trace,
+        speed: 1.0,
+        display: display(cufall_viewer::synth::DRAM),
+    };
+    let text = replay_text(&args).expect("replay");
+    assert!(text.contains("■ END"), "{text}");
+    for g in 0..3 {
+        assert!(text.contains(&format!("GPU{g}")), "{text}");
+    }
+    assert!(text.contains("drops in view: GPU") || text.contains("drops in view: none"));
+}
+
+#[test]
+fn bad_input_names_the_problem() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = ViewArgs {
+        trace: dir.path().join("nope.cufall"),
+        display: display(cufall_viewer::synth::TENSOR_AVG),
+    };
+    let e = view_text(&missing).expect_err("missing trace");
+    assert!(e.to_string().contains("nope.cufall"), "{e}");
+    let trace = demo_trace(&dir);
+    let e = view_text(&ViewArgs {
+        trace,
+        display: display("sm__not_a_metric.avg"),
+    })
+    .expect_err("unknown metric");
+    assert!(e.to_string().contains("sm__not_a_metric.avg"), "{e}");
+}

@@ -38,7 +38,11 @@ struct Case {
 
 fn cases() -> Result<Vec<Case>, EngineError> {
     let small = ModelConfig::preset("small")?;
-    let moe = ModelConfig { experts: 4, top_k: 2, ..small.clone() };
+    let moe = ModelConfig {
+        experts: 4,
+        top_k: 2,
+        ..small.clone()
+    };
     let base = RunConfig {
         batch: 2,
         context: 100,
@@ -57,18 +61,55 @@ fn cases() -> Result<Vec<Case>, EngineError> {
     let mk = |name, model: &ModelConfig, run: RunConfig| {
         let mut run = run;
         run.max_context = run.needed_context();
-        Case { name, model: model.clone(), run }
+        Case {
+            name,
+            model: model.clone(),
+            run,
+        }
     };
     Ok(vec![
         mk("chain, page 16, split-kv, graphs on", &small, base.clone()),
         mk(
             "tree 2x3, page 1, scattered, graphs off",
             &small,
-            RunConfig { page_size: 1, width: 2, verify_attn: VerifyAttn::Scattered, graphs: false, ..base.clone() },
+            RunConfig {
+                page_size: 1,
+                width: 2,
+                verify_attn: VerifyAttn::Scattered,
+                graphs: false,
+                ..base.clone()
+            },
         ),
-        mk("tree 3x2, page 64, split-kv, graphs off", &small, RunConfig { page_size: 64, width: 3, depth: 2, graphs: false, ..base.clone() }),
-        mk("MoE 4 experts top-2, tree 2x2, graphs on", &moe, RunConfig { width: 2, depth: 2, ..base.clone() }),
-        mk("small draft model, chain of 4, batch 3", &small, RunConfig { draft: DraftKind::Small, depth: 4, batch: 3, ..base.clone() }),
+        mk(
+            "tree 3x2, page 64, split-kv, graphs off",
+            &small,
+            RunConfig {
+                page_size: 64,
+                width: 3,
+                depth: 2,
+                graphs: false,
+                ..base.clone()
+            },
+        ),
+        mk(
+            "MoE 4 experts top-2, tree 2x2, graphs on",
+            &moe,
+            RunConfig {
+                width: 2,
+                depth: 2,
+                ..base.clone()
+            },
+        ),
+        mk(
+            "small draft model, chain of 4, batch 3",
+            &small,
+            RunConfig {
+                draft: DraftKind::Small,
+                depth: 4,
+                batch: 3,
+                ..base.clone()
+            },
+        ),
     ])
 }
 
@@ -95,17 +136,24 @@ fn run_case(dev: &Rc<Dev>, case: &Case) -> Result<CaseResult, EngineError> {
     cpu.fill_background(Which::Target, r.context)?;
     gpu.fill_background(Which::Target, r.context)?;
     let p = r.prompt_len;
-    let tokens: Vec<u32> = (0..r.batch).flat_map(|b| prompt(r.seed, b, p, m.vocab)).collect();
+    let tokens: Vec<u32> = (0..r.batch)
+        .flat_map(|b| prompt(r.seed, b, p, m.vocab))
+        .collect();
     let prefill = Forward {
         t: p,
         off: 0,
         causal: true,
         base: vec![r.context as u32; r.batch],
         tokens: tokens.clone(),
-        pos: (0..r.batch).flat_map(|_| (0..p).map(|i| (r.context + i) as u32)).collect(),
+        pos: (0..r.batch)
+            .flat_map(|_| (0..p).map(|i| (r.context + i) as u32))
+            .collect(),
         masks: Vec::new(),
     };
-    let prefill_rel_err = rel_err(&gpu.logits(Which::Target, &prefill)?, &cpu.target.logits(&prefill));
+    let prefill_rel_err = rel_err(
+        &gpu.logits(Which::Target, &prefill)?,
+        &cpu.target.logits(&prefill),
+    );
     let n = r.verify_tokens();
     let base = (r.context + p) as u32;
     let verify = Forward {
@@ -116,16 +164,33 @@ fn run_case(dev: &Rc<Dev>, case: &Case) -> Result<CaseResult, EngineError> {
         tokens: (0..r.batch * n).map(|i| tokens[i % tokens.len()]).collect(),
         pos: (0..r.batch)
             .flat_map(|_| {
-                (0..n).map(move |s| base + if s == 0 { 0 } else { ((s - 1) / r.width + 1) as u32 })
+                (0..n).map(move |s| {
+                    base + if s == 0 {
+                        0
+                    } else {
+                        ((s - 1) / r.width + 1) as u32
+                    }
+                })
             })
             .collect(),
         masks: verify_masks(r.width, r.depth),
     };
-    let verify_rel_err = rel_err(&gpu.logits(Which::Target, &verify)?, &cpu.target.logits(&verify));
+    let verify_rel_err = rel_err(
+        &gpu.logits(Which::Target, &verify)?,
+        &cpu.target.logits(&verify),
+    );
     drop(gpu);
     // Decoding: speculative == greedy on the GPU.
-    let want = greedy(&mut GpuBackend::with_dev(Rc::clone(dev), m, None, None, r)?, r, m.vocab)?;
-    let got = speculative(&mut GpuBackend::with_dev(Rc::clone(dev), m, None, None, r)?, r, m.vocab)?;
+    let want = greedy(
+        &mut GpuBackend::with_dev(Rc::clone(dev), m, None, None, r)?,
+        r,
+        m.vocab,
+    )?;
+    let got = speculative(
+        &mut GpuBackend::with_dev(Rc::clone(dev), m, None, None, r)?,
+        r,
+        m.vocab,
+    )?;
     let cpu_greedy = greedy(&mut CpuBackend::new(&host, None, r)?, r, m.vocab)?;
     let agree = want.tokens[0]
         .iter()
@@ -161,7 +226,13 @@ pub fn run(json: bool) -> Result<(), EngineError> {
     } else {
         println!(
             "{:<44} {:>12} {:>12} {:>12} {:>14} {:>10} {:>5}",
-            "case", "prefill err", "verify err", "spec==greedy", "gpu=cpu lead", "committed", "pass"
+            "case",
+            "prefill err",
+            "verify err",
+            "spec==greedy",
+            "gpu=cpu lead",
+            "committed",
+            "pass"
         );
         for r in &results {
             println!(

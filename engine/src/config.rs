@@ -90,13 +90,13 @@ impl ModelConfig {
         if self.vocab < 2 {
             return bad("vocab must be at least 2".into());
         }
-        if self.kv_heads == 0 || self.heads % self.kv_heads != 0 {
+        if self.kv_heads == 0 || !self.heads.is_multiple_of(self.kv_heads) {
             return bad(format!(
                 "heads ({}) must be a multiple of kv-heads ({})",
                 self.heads, self.kv_heads
             ));
         }
-        if self.head_dim < 2 || self.head_dim % 2 != 0 {
+        if self.head_dim < 2 || !self.head_dim.is_multiple_of(2) {
             return bad(format!("head-dim ({}) must be even", self.head_dim));
         }
         if self.experts > 0 && (self.top_k == 0 || self.top_k > self.experts) {
@@ -181,7 +181,10 @@ impl RunConfig {
             return bad("--prompt-len must be at least 1".into());
         }
         if !PAGE_SIZES.contains(&self.page_size) {
-            return bad(format!("--page-size {} is not one of 1, 16, 64", self.page_size));
+            return bad(format!(
+                "--page-size {} is not one of 1, 16, 64",
+                self.page_size
+            ));
         }
         if self.depth == 0 || self.width == 0 || self.width > 8 {
             return bad("--depth must be at least 1 and --width between 1 and 8".into());
@@ -233,7 +236,11 @@ pub fn draft_config(target: &ModelConfig, run: &RunConfig) -> ModelConfig {
         DraftKind::Small => {
             let heads = (target.heads / 4).max(1);
             let kv_heads = (target.kv_heads / 4).max(1).min(heads);
-            let kv_heads = if heads % kv_heads == 0 { kv_heads } else { 1 };
+            let kv_heads = if heads.is_multiple_of(kv_heads) {
+                kv_heads
+            } else {
+                1
+            };
             ModelConfig {
                 layers: run.draft_layers,
                 d_model: (target.d_model / 4).max(8),

@@ -32,8 +32,14 @@ struct Layer {
 }
 
 enum Mlp {
-    Dense { gate_up: Vec<f32>, down: Vec<f32> },
-    Moe { router: Vec<f32>, experts: Vec<(Vec<f32>, Vec<f32>)> },
+    Dense {
+        gate_up: Vec<f32>,
+        down: Vec<f32>,
+    },
+    Moe {
+        router: Vec<f32>,
+        experts: Vec<(Vec<f32>, Vec<f32>)>,
+    },
 }
 
 /// Weights arranged for the CPU forward pass.
@@ -197,6 +203,8 @@ impl CpuModel {
     }
 
     /// Logits of every row (`batch * t * vocab`).
+    // Rows index several per-row arrays (residuals, queries, positions) at once.
+    #[allow(clippy::needless_range_loop)]
     pub fn logits(&mut self, f: &Forward) -> Vec<f32> {
         let c = self.cfg.clone();
         let w = Arc::clone(&self.w);
@@ -327,7 +335,10 @@ impl CpuModel {
     pub fn fill_background(&mut self, context: usize) {
         let (hd, kvh) = (self.cfg.head_dim, self.cfg.kv_heads);
         for l in 0..self.cfg.layers {
-            let (kk, vk) = (background_key(self.seed, l, false), background_key(self.seed, l, true));
+            let (kk, vk) = (
+                background_key(self.seed, l, false),
+                background_key(self.seed, l, true),
+            );
             for b in 0..self.batch {
                 for pos in 0..context {
                     let slot = self.slot(b, pos);
@@ -361,7 +372,10 @@ pub fn moe_gates(router_logits: &[f32], k: usize) -> (Vec<u32>, Vec<f32>) {
         .iter()
         .map(|&e| router_logits[e as usize])
         .fold(f32::NEG_INFINITY, f32::max);
-    let ex: Vec<f32> = chosen.iter().map(|&e| (router_logits[e as usize] - m).exp()).collect();
+    let ex: Vec<f32> = chosen
+        .iter()
+        .map(|&e| (router_logits[e as usize] - m).exp())
+        .collect();
     let s: f32 = ex.iter().sum();
     (chosen, ex.into_iter().map(|e| e / s).collect())
 }
@@ -383,14 +397,24 @@ impl CpuBackend {
         let tw = Arc::new(CpuWeights::new(target)?);
         let t = CpuModel::new(Arc::clone(&tw), target.cfg.layers, run.seed, run)?;
         let d = match (run.draft, draft_weights) {
-            (_, Some(dw)) => CpuModel::new(Arc::new(CpuWeights::new(dw)?), dw.cfg.layers, run.seed ^ 0xd4a7, run)?,
+            (_, Some(dw)) => CpuModel::new(
+                Arc::new(CpuWeights::new(dw)?),
+                dw.cfg.layers,
+                run.seed ^ 0xd4a7,
+                run,
+            )?,
             (crate::config::DraftKind::SelfSpec, None) => {
                 CpuModel::new(Arc::clone(&tw), run.draft_layers, run.seed, run)?
             }
             (crate::config::DraftKind::Small, None) => {
                 let dcfg = draft_config(&target.cfg, run);
                 let dw = HostWeights::seeded(&dcfg, run.seed ^ 0xd4a7);
-                CpuModel::new(Arc::new(CpuWeights::new(&dw)?), dcfg.layers, run.seed ^ 0xd4a7, run)?
+                CpuModel::new(
+                    Arc::new(CpuWeights::new(&dw)?),
+                    dcfg.layers,
+                    run.seed ^ 0xd4a7,
+                    run,
+                )?
             }
         };
         Ok(CpuBackend {
@@ -415,10 +439,18 @@ impl Backend for CpuBackend {
         let m = self.model(which)?;
         let vocab = m.cfg.vocab;
         let logits = m.logits(fwd);
-        Ok(logits.chunks_exact(vocab).flat_map(|row| top_k(row, k)).collect())
+        Ok(logits
+            .chunks_exact(vocab)
+            .flat_map(|row| top_k(row, k))
+            .collect())
     }
 
-    fn commit(&mut self, which: Which, base: &[u32], paths: &[Vec<u32>]) -> Result<(), EngineError> {
+    fn commit(
+        &mut self,
+        which: Which,
+        base: &[u32],
+        paths: &[Vec<u32>],
+    ) -> Result<(), EngineError> {
         self.model(which)?.commit(base, paths);
         Ok(())
     }

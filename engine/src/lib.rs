@@ -73,7 +73,8 @@ pub trait Backend {
     /// Run a forward pass and return the top-`k` token ids of every row (`batch * t * k`).
     fn forward(&mut self, which: Which, fwd: &Forward, k: usize) -> Result<Vec<u32>, EngineError>;
     /// Move the K/V of scratch slots `paths[b][j]` to scratch slot `j`, for each sequence.
-    fn commit(&mut self, which: Which, base: &[u32], paths: &[Vec<u32>]) -> Result<(), EngineError>;
+    fn commit(&mut self, which: Which, base: &[u32], paths: &[Vec<u32>])
+    -> Result<(), EngineError>;
     /// Fill logical positions `0..context` of every sequence with seeded background K/V.
     fn fill_background(&mut self, which: Which, context: usize) -> Result<(), EngineError>;
     /// Whether a draft model exists.

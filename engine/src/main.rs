@@ -14,7 +14,11 @@ use specdec::weights::HostWeights;
 use specdec::{Backend, EngineError, Forward};
 
 #[derive(Parser, Debug)]
-#[command(name = "specdec", version, about = "Speculative-decoding engine: a real GPU workload with NVTX phases")]
+#[command(
+    name = "specdec",
+    version,
+    about = "Speculative-decoding engine: a real GPU workload with NVTX phases"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Option<Cmd>,
@@ -64,7 +68,10 @@ impl ModelArgs {
                     EngineError::Config(format!("cannot read --config {}: {e}", p.display()))
                 })?;
                 serde_json::from_str(&text).map_err(|e| {
-                    EngineError::Config(format!("--config {} is not a valid model configuration: {e}", p.display()))
+                    EngineError::Config(format!(
+                        "--config {} is not a valid model configuration: {e}",
+                        p.display()
+                    ))
                 })?
             }
             None => ModelConfig::preset(&self.preset)?,
@@ -233,13 +240,13 @@ fn run(a: Args) -> Result<(), EngineError> {
         Some(p) => Some(HostWeights::load(p, None)?),
         None => None,
     };
-    if let Some(dw) = &draft_w {
-        if dw.cfg.vocab != cfg.vocab {
-            return Err(EngineError::Weights(format!(
-                "the draft's vocabulary ({}) differs from the target's ({})",
-                dw.cfg.vocab, cfg.vocab
-            )));
-        }
+    if let Some(dw) = &draft_w
+        && dw.cfg.vocab != cfg.vocab
+    {
+        return Err(EngineError::Weights(format!(
+            "the draft's vocabulary ({}) differs from the target's ({})",
+            dw.cfg.vocab, cfg.vocab
+        )));
     }
     let mut run = RunConfig {
         batch: a.batch,
@@ -272,16 +279,26 @@ fn run(a: Args) -> Result<(), EngineError> {
                 None => HostWeights::seeded(&cfg, run.seed),
             };
             let mut be = CpuBackend::new(&tw, draft_w.as_ref(), &run)?;
-            (decode(&mut be, &run, &cfg, a.mode)?, "CPU (f32 reference)".to_string(), None, None)
+            (
+                decode(&mut be, &run, &cfg, a.mode)?,
+                "CPU (f32 reference)".to_string(),
+                None,
+                None,
+            )
         }
         BackendKind::Gpu => {
-            let mut be = specdec::gpu::GpuBackend::new(&cfg, target_w.as_ref(), draft_w.as_ref(), &run)?;
+            let mut be =
+                specdec::gpu::GpuBackend::new(&cfg, target_w.as_ref(), draft_w.as_ref(), &run)?;
             if a.warmup == OnOff::On {
                 // Same shapes as the timed run: every graph is captured here, not in the timing.
                 decode(&mut be, &run, &cfg, a.mode)?;
             }
             let out = decode(&mut be, &run, &cfg, a.mode)?;
-            let bench = if a.bench { Some(bench(&mut be, &run)?) } else { None };
+            let bench = if a.bench {
+                Some(bench(&mut be, &run)?)
+            } else {
+                None
+            };
             let sized = be.needed_bytes as f64 / (1u64 << 30) as f64;
             (out, be.dev.name.clone(), bench, Some(sized))
         }
@@ -289,8 +306,16 @@ fn run(a: Args) -> Result<(), EngineError> {
     let s = &out.stats;
     let report = Report {
         device,
-        backend: if a.backend == BackendKind::Gpu { "gpu" } else { "cpu" },
-        mode: if a.mode == Mode::Spec { "speculative" } else { "greedy" },
+        backend: if a.backend == BackendKind::Gpu {
+            "gpu"
+        } else {
+            "cpu"
+        },
+        mode: if a.mode == Mode::Spec {
+            "speculative"
+        } else {
+            "greedy"
+        },
         model: cfg,
         run,
         prefill_ms: s.prefill_s * 1e3,
@@ -314,7 +339,12 @@ fn run(a: Args) -> Result<(), EngineError> {
     Ok(())
 }
 
-fn decode<B: Backend>(be: &mut B, run: &RunConfig, cfg: &ModelConfig, mode: Mode) -> Result<Output, EngineError> {
+fn decode<B: Backend>(
+    be: &mut B,
+    run: &RunConfig,
+    cfg: &ModelConfig,
+    mode: Mode,
+) -> Result<Output, EngineError> {
     match mode {
         Mode::Spec => speculative(be, run, cfg.vocab),
         Mode::Greedy => greedy(be, run, cfg.vocab),
@@ -352,7 +382,12 @@ fn bench(be: &mut specdec::gpu::GpuBackend, run: &RunConfig) -> Result<Bench, En
         masks: vec![1],
     };
     let draft_pass_gpu_ms = be.time_forward(specdec::Which::Draft, &one, 10)?;
-    Ok(Bench { prefill_gemm, attention, verify_pass_gpu_ms, draft_pass_gpu_ms })
+    Ok(Bench {
+        prefill_gemm,
+        attention,
+        verify_pass_gpu_ms,
+        draft_pass_gpu_ms,
+    })
 }
 
 fn print_text(r: &Report) {
@@ -369,19 +404,46 @@ fn print_text(r: &Report) {
         m.head_dim,
         m.ffn,
         m.vocab,
-        if m.experts > 0 { format!(", {} experts top-{}", m.experts, m.top_k) } else { String::new() }
+        if m.experts > 0 {
+            format!(", {} experts top-{}", m.experts, m.top_k)
+        } else {
+            String::new()
+        }
     );
     println!(
         "  batch {}, context {}, prompt {}, new tokens {}, page size {}, draft {:?} ({} layers), tree {}x{}, verify attention {:?}, graphs {}",
-        run.batch, run.context, run.prompt_len, run.new_tokens, run.page_size, run.draft, run.draft_layers,
-        run.width, run.depth, run.verify_attn, if run.graphs { "on" } else { "off" }
+        run.batch,
+        run.context,
+        run.prompt_len,
+        run.new_tokens,
+        run.page_size,
+        run.draft,
+        run.draft_layers,
+        run.width,
+        run.depth,
+        run.verify_attn,
+        if run.graphs { "on" } else { "off" }
     );
-    let per = |ms: f64| if r.steps > 0 { ms / r.steps as f64 } else { 0.0 };
+    let per = |ms: f64| {
+        if r.steps > 0 {
+            ms / r.steps as f64
+        } else {
+            0.0
+        }
+    };
     println!("  phase      total ms   per step ms");
     println!("  prefill  {:>10.2}", r.prefill_ms);
     println!("  draft    {:>10.2} {:>13.3}", r.draft_ms, per(r.draft_ms));
-    println!("  verify   {:>10.2} {:>13.3}", r.verify_ms, per(r.verify_ms));
-    println!("  accept   {:>10.2} {:>13.3}", r.accept_ms, per(r.accept_ms));
+    println!(
+        "  verify   {:>10.2} {:>13.3}",
+        r.verify_ms,
+        per(r.verify_ms)
+    );
+    println!(
+        "  accept   {:>10.2} {:>13.3}",
+        r.accept_ms,
+        per(r.accept_ms)
+    );
     println!(
         "  steps {}, median step {:.3} ms, {:.1} tokens/s, mean committed per step {:.2}",
         r.steps, r.median_step_ms, r.tokens_per_s, r.mean_committed_per_step

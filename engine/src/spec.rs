@@ -18,7 +18,9 @@ use crate::{Backend, EngineError, Forward, Which};
 /// Seeded prompt tokens of sequence `b`.
 pub fn prompt(seed: u64, b: usize, len: usize, vocab: usize) -> Vec<u32> {
     (0..len)
-        .map(|i| (mix64(seed ^ 0x7072_6f6d_7074 ^ ((b as u64) << 32) ^ i as u64) % vocab as u64) as u32)
+        .map(|i| {
+            (mix64(seed ^ 0x7072_6f6d_7074 ^ ((b as u64) << 32) ^ i as u64) % vocab as u64) as u32
+        })
         .collect()
 }
 
@@ -98,7 +100,9 @@ fn prefill<B: Backend>(
     let (bsz, p, c) = (run.batch, run.prompt_len, run.context);
     let prompts: Vec<Vec<u32>> = (0..bsz).map(|b| prompt(run.seed, b, p, vocab)).collect();
     let tokens: Vec<u32> = prompts.iter().flatten().copied().collect();
-    let pos: Vec<u32> = (0..bsz).flat_map(|_| (0..p).map(|i| (c + i) as u32)).collect();
+    let pos: Vec<u32> = (0..bsz)
+        .flat_map(|_| (0..p).map(|i| (c + i) as u32))
+        .collect();
     let base = vec![c as u32; bsz];
     let mut models = vec![Which::Target];
     if draft {
@@ -109,7 +113,11 @@ fn prefill<B: Backend>(
         if c > 0 {
             be.fill_background(m, c)?;
         }
-        let top = be.forward(m, &causal(p, 0, base.clone(), tokens.clone(), pos.clone()), 1)?;
+        let top = be.forward(
+            m,
+            &causal(p, 0, base.clone(), tokens.clone(), pos.clone()),
+            1,
+        )?;
         if m == Which::Target {
             first = (0..bsz).map(|b| top[b * p + p - 1]).collect();
         }
@@ -120,7 +128,11 @@ fn prefill<B: Backend>(
 }
 
 /// Plain greedy decoding with the target alone: the reference output.
-pub fn greedy<B: Backend>(be: &mut B, run: &RunConfig, vocab: usize) -> Result<Output, EngineError> {
+pub fn greedy<B: Backend>(
+    be: &mut B,
+    run: &RunConfig,
+    vocab: usize,
+) -> Result<Output, EngineError> {
     let mut stats = Stats::default();
     let (prompts, first) = prefill(be, run, vocab, false, &mut stats)?;
     let bsz = run.batch;
@@ -206,7 +218,10 @@ pub fn speculative<B: Backend>(
         let tree = {
             let _r = phase(c"draft", step);
             let total: Vec<u32> = out.iter().map(|s| (c + p + s.len()) as u32).collect();
-            let pend = (0..bsz).map(|b| (total[b] - dlen[b]) as usize).max().unwrap_or(1);
+            let pend = (0..bsz)
+                .map(|b| (total[b] - dlen[b]) as usize)
+                .max()
+                .unwrap_or(1);
             let base: Vec<u32> = total.iter().map(|&t| t - pend as u32).collect();
             let mut tokens = Vec::with_capacity(bsz * pend);
             let mut pos = Vec::with_capacity(bsz * pend);
@@ -214,7 +229,11 @@ pub fn speculative<B: Backend>(
                 for i in 0..pend {
                     // Absolute position `abs`; re-processed tokens may reach into the prompt.
                     let idx = base[b] as usize + i - c;
-                    tokens.push(if idx < p { prompts[b][idx] } else { out[b][idx - p] });
+                    tokens.push(if idx < p {
+                        prompts[b][idx]
+                    } else {
+                        out[b][idx - p]
+                    });
                     let abs = base[b] as usize + i;
                     pos.push(abs as u32);
                 }
@@ -269,8 +288,8 @@ pub fn speculative<B: Backend>(
                 tokens.push(out[b][out[b].len() - 1]);
                 pos.push(tlen[b]);
                 for d in 1..=depth {
-                    for j in 0..w {
-                        tokens.push(tree[b][d - 1][j]);
+                    for &tok in &tree[b][d - 1] {
+                        tokens.push(tok);
                         pos.push(tlen[b] + d as u32);
                     }
                 }

@@ -57,7 +57,14 @@ pub fn background_key(seed: u64, layer: usize, is_v: bool) -> u64 {
 }
 
 /// Index of one background element; the same formula is in `fill_background` on the GPU.
-pub fn background_index(b: usize, pos: usize, h: usize, kv_heads: usize, d: usize, hd: usize) -> u64 {
+pub fn background_index(
+    b: usize,
+    pos: usize,
+    h: usize,
+    kv_heads: usize,
+    d: usize,
+    hd: usize,
+) -> u64 {
     ((b as u64) << 40) | (((pos * kv_heads + h) * hd + d) as u64)
 }
 
@@ -92,15 +99,35 @@ pub fn tensor_specs(cfg: &ModelConfig) -> Vec<TensorSpec> {
     push("embed".into(), vec![cfg.vocab, d], 1.0, 0.0);
     for l in 0..cfg.layers {
         push(format!("layers.{l}.attn_norm"), vec![d], 0.1, 1.0);
-        push(format!("layers.{l}.wqkv"), vec![cfg.qkv_dim(), d], inv(d), 0.0);
+        push(
+            format!("layers.{l}.wqkv"),
+            vec![cfg.qkv_dim(), d],
+            inv(d),
+            0.0,
+        );
         let hd = cfg.heads * cfg.head_dim;
         push(format!("layers.{l}.wo"), vec![d, hd], 0.5 * inv(hd), 0.0);
         push(format!("layers.{l}.mlp_norm"), vec![d], 0.1, 1.0);
         if cfg.experts == 0 {
-            push(format!("layers.{l}.w_gate_up"), vec![2 * cfg.ffn, d], inv(d), 0.0);
-            push(format!("layers.{l}.w_down"), vec![d, cfg.ffn], 0.5 * inv(cfg.ffn), 0.0);
+            push(
+                format!("layers.{l}.w_gate_up"),
+                vec![2 * cfg.ffn, d],
+                inv(d),
+                0.0,
+            );
+            push(
+                format!("layers.{l}.w_down"),
+                vec![d, cfg.ffn],
+                0.5 * inv(cfg.ffn),
+                0.0,
+            );
         } else {
-            push(format!("layers.{l}.router"), vec![cfg.experts, d], inv(d), 0.0);
+            push(
+                format!("layers.{l}.router"),
+                vec![cfg.experts, d],
+                inv(d),
+                0.0,
+            );
             for e in 0..cfg.experts {
                 push(
                     format!("layers.{l}.experts.{e}.w_gate_up"),
@@ -175,7 +202,11 @@ impl HostWeights {
                 "{shown} is not a valid safetensors file ({e}); write one with `specdec save-weights`"
             ))
         })?;
-        let from_meta = match meta.metadata().as_ref().and_then(|m| m.get("specdec_config")) {
+        let from_meta = match meta
+            .metadata()
+            .as_ref()
+            .and_then(|m| m.get("specdec_config"))
+        {
             Some(json) => Some(serde_json::from_str::<ModelConfig>(json).map_err(|e| {
                 EngineError::Weights(format!(
                     "{shown}: its specdec_config metadata is not a valid model configuration ({e})"
@@ -264,8 +295,7 @@ impl HostWeights {
         let cfg_json = serde_json::to_string(&self.cfg)
             .map_err(|e| EngineError::Weights(format!("cannot encode the configuration: {e}")))?;
         let meta = HashMap::from([("specdec_config".to_string(), cfg_json)]);
-        safetensors::serialize_to_file(views, Some(meta), path).map_err(|e| {
-            EngineError::Weights(format!("cannot write {}: {e}", path.display()))
-        })
+        safetensors::serialize_to_file(views, Some(meta), path)
+            .map_err(|e| EngineError::Weights(format!("cannot write {}: {e}", path.display())))
     }
 }

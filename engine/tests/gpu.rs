@@ -1,5 +1,6 @@
 //! GPU checks (run on the H200 by scripts/gpu/engine.sh): logits against the CPU reference and
 //! speculative == greedy on the GPU, for several knob settings.
+#![allow(clippy::unwrap_used)] // tests: a panic is the failure report
 
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
@@ -21,6 +22,9 @@ fn no_gpu_is_an_error_not_a_panic() {
     // SAFETY-free probe: on a GPU machine this succeeds, elsewhere it must be an Err.
     match specdec::gpu::probe() {
         Ok(()) => {}
-        Err(e) => assert!(e.to_string().contains("NVIDIA") || e.to_string().contains("CUDA"), "{e}"),
+        Err(e) => assert!(
+            e.to_string().contains("NVIDIA") || e.to_string().contains("CUDA"),
+            "{e}"
+        ),
     }
 }

@@ -85,7 +85,9 @@ impl GapDetector {
                 start_ns,
                 end_ns,
                 reason: DropReason::Warmup,
-                lost_samples: Some(u64::try_from((end_ns - start_ns) / self.interval_ns).unwrap_or(0)),
+                lost_samples: Some(
+                    u64::try_from((end_ns - start_ns) / self.interval_ns).unwrap_or(0),
+                ),
             };
             return (Verdict::Exclude, Some(rec));
         }

@@ -81,7 +81,10 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode> {
     line(
         &mut o,
         "written by",
-        format!("cufall {} (trace format {})", m.cufall_version, m.schema_version),
+        format!(
+            "cufall {} (trace format {})",
+            m.cufall_version, m.schema_version
+        ),
     );
     if !m.hostname.is_empty() {
         line(&mut o, "host", m.hostname.clone());
@@ -150,7 +153,11 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode> {
     line(
         &mut o,
         "size",
-        format!("{} in {} segments", fmt_bytes(summary.bytes), summary.segments),
+        format!(
+            "{} in {} segments",
+            fmt_bytes(summary.bytes),
+            summary.segments
+        ),
     );
     for w in &warnings {
         o.push_str(&format!("warning: {w}\n"));

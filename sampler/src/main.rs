@@ -44,7 +44,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Info(args) => info::run(&args),
         Command::Record(args) => cufall_sampler::exit_code(cufall_sampler::record::run(&args)),
-        Command::Metrics(args) => cufall_sampler::exit_code(cufall_sampler::metrics_cmd::run(&args)),
+        Command::Metrics(args) => {
+            cufall_sampler::exit_code(cufall_sampler::metrics_cmd::run(&args))
+        }
         Command::ProbeSampler(args) => cufall_sampler::exit_code(cufall_sampler::probe::run(&args)),
         Command::View(args) => cufall_viewer::cli::run_view(&args),
         Command::Replay(args) => cufall_viewer::cli::run_replay(&args),
@@ -77,7 +79,7 @@ fn install_panic_hook() {
             .map(|l| format!(" at {}:{}", l.file(), l.line()))
             .unwrap_or_default();
         // Write nothing for caught panics on worker threads; the main thread reports failures.
-        if std::thread::current().name() == Some("main") {
+        if std::thread::current().name() == Some("main") && !cufall_trace::in_guarded_decode() {
             eprintln!(
                 "cufall: internal error ({msg}{at}). This is a bug in cufall; please report it with the command you ran."
             );

@@ -54,14 +54,20 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<i32> {
     let mut subs_by_kind: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
     for (name, kind) in &all {
         let props = host.properties(name).ok();
-        let description = props.as_ref().map(|p| p.description.clone()).unwrap_or_default();
+        let description = props
+            .as_ref()
+            .map(|p| p.description.clone())
+            .unwrap_or_default();
         if let Some(f) = &args.filter
             && !matches(f, name, &description)
         {
             continue;
         }
         if !subs_by_kind.contains_key(kind.as_str()) {
-            subs_by_kind.insert(kind.as_str(), host.sub_metrics(name, *kind).unwrap_or_default());
+            subs_by_kind.insert(
+                kind.as_str(),
+                host.sub_metrics(name, *kind).unwrap_or_default(),
+            );
         }
         let sub_metrics = if args.filter.is_some() || args.json {
             host.sub_metrics(name, *kind).unwrap_or_default()
@@ -71,8 +77,14 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<i32> {
         rows.push(Row {
             name: name.clone(),
             kind: kind.as_str(),
-            unit: props.as_ref().map(|p| p.dim_unit.clone()).unwrap_or_default(),
-            hw_unit: props.as_ref().map(|p| p.hw_unit.clone()).unwrap_or_default(),
+            unit: props
+                .as_ref()
+                .map(|p| p.dim_unit.clone())
+                .unwrap_or_default(),
+            hw_unit: props
+                .as_ref()
+                .map(|p| p.hw_unit.clone())
+                .unwrap_or_default(),
             description,
             sub_metrics,
         });
@@ -98,7 +110,10 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<i32> {
     if let Some(n) = note {
         let _ = writeln!(out, "(counter availability unknown: {n})");
     }
-    let _ = writeln!(out, "A metric is BASE + SUB-METRIC, e.g. sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed.\n");
+    let _ = writeln!(
+        out,
+        "A metric is BASE + SUB-METRIC, e.g. sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed.\n"
+    );
     let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(10);
     for r in &rows {
         let _ = writeln!(
@@ -111,11 +126,20 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<i32> {
             width = width
         );
         if !r.sub_metrics.is_empty() {
-            let _ = writeln!(out, "{:width$}  sub-metrics: {}", "", r.sub_metrics.join(" "), width = width);
+            let _ = writeln!(
+                out,
+                "{:width$}  sub-metrics: {}",
+                "",
+                r.sub_metrics.join(" "),
+                width = width
+            );
         }
     }
     if args.filter.is_none() {
-        let _ = writeln!(out, "\nSub-metrics by type (use --filter NAME for a metric's own list):");
+        let _ = writeln!(
+            out,
+            "\nSub-metrics by type (use --filter NAME for a metric's own list):"
+        );
         for k in MetricKind::ALL {
             if let Some(s) = subs_by_kind.get(k.as_str()) {
                 let _ = writeln!(out, "  {}: {}", k.as_str(), s.join(" "));
@@ -132,7 +156,11 @@ mod tests {
 
     #[test]
     fn filter_needs_every_word() {
-        assert!(matches("tensor active", "sm__pipe_tensor_cycles_active", ""));
+        assert!(matches(
+            "tensor active",
+            "sm__pipe_tensor_cycles_active",
+            ""
+        ));
         assert!(matches("DRAM", "dram__throughput", ""));
         assert!(matches("bandwidth", "x__y", "peak Bandwidth of DRAM"));
         assert!(!matches("tensor dram", "sm__pipe_tensor_cycles_active", ""));

@@ -22,7 +22,9 @@ impl NvmlSource {
     /// its NVML handle. Errors say why NVML is unavailable.
     pub fn open(devices: &[(DeviceId, String)]) -> Result<Self, String> {
         let nvml = Nvml::init().map_err(|e| {
-            format!("NVML (libnvidia-ml.so.1, part of the NVIDIA driver) could not be initialised: {e}")
+            format!(
+                "NVML (libnvidia-ml.so.1, part of the NVIDIA driver) could not be initialised: {e}"
+            )
         })?;
         let mut mapped = Vec::new();
         for (id, uuid) in devices {
@@ -66,7 +68,12 @@ impl NvmlSource {
     }
 
     /// Polls every `interval` until `stop`, handing each reading to `sink`.
-    pub fn poll(self, interval: Duration, stop: Arc<AtomicBool>, mut sink: impl FnMut(Vec<NvmlRow>)) {
+    pub fn poll(
+        self,
+        interval: Duration,
+        stop: Arc<AtomicBool>,
+        mut sink: impl FnMut(Vec<NvmlRow>),
+    ) {
         let mut next = Instant::now();
         while !stop.load(Ordering::Relaxed) {
             let rows = self.read();

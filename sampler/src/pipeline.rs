@@ -106,7 +106,10 @@ pub(crate) fn spawn_device(
     Ok(DeviceThread { handle, go: go_tx })
 }
 
-fn enable(cupti: &Cupti, index: usize) -> Result<(PmSampler, Option<cufall_cupti::PrimaryContext>), CuptiError> {
+fn enable(
+    cupti: &Cupti,
+    index: usize,
+) -> Result<(PmSampler, Option<cufall_cupti::PrimaryContext>), CuptiError> {
     match PmSampler::enable(cupti, index) {
         Ok(s) => Ok((s, None)),
         Err(e @ CuptiError::Api { .. }) => {
@@ -140,7 +143,11 @@ pub(crate) enum ResetMode {
 
 fn arm(setup: &DeviceSetup, cupti: &Cupti) -> Result<Armed, CuptiError> {
     let (mut sampler, ctx) = enable(cupti, setup.index)?;
-    sampler.set_config(&setup.config_image, setup.hw_buffer_bytes, setup.interval_ns)?;
+    sampler.set_config(
+        &setup.config_image,
+        setup.hw_buffer_bytes,
+        setup.interval_ns,
+    )?;
     let mut list = MetricList::new(&setup.metrics)?;
     let template = sampler.counter_data(&mut list, setup.plan.samples_per_image)?;
     // Time both ways of blanking an image once, and keep the cheaper.
@@ -236,7 +243,9 @@ fn device_main(
         let spawned = std::thread::Builder::new()
             .name(format!("cufall-eval{}-{i}", setup.index))
             .spawn(move || {
-                evaluator_main(host, metrics, device, job_rx, free_tx, out, template, counters, reset)
+                evaluator_main(
+                    host, metrics, device, job_rx, free_tx, out, template, counters, reset,
+                )
             });
         match spawned {
             Ok(h) => evaluators.push(h),
@@ -246,7 +255,15 @@ fn device_main(
     drop(free_tx);
 
     let result = decode_loop(
-        &setup, &mut sampler, &template, reset, &out, &stop, &counters, &job_tx, &free_rx,
+        &setup,
+        &mut sampler,
+        &template,
+        reset,
+        &out,
+        &stop,
+        &counters,
+        &job_tx,
+        &free_rx,
     );
     let _ = sampler.stop();
     drop(job_tx);

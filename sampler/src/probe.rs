@@ -48,12 +48,23 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<i32> {
     let all = host.all_base_metrics()?;
     out.insert("pm_base_metrics".into(), json!(all.len()));
     if let Some(r) = &range {
-        out.insert("range_profiler_base_metrics".into(), json!(r.all_base_metrics().map(|v| v.len()).unwrap_or(0)));
+        out.insert(
+            "range_profiler_base_metrics".into(),
+            json!(r.all_base_metrics().map(|v| v.len()).unwrap_or(0)),
+        );
     }
-    out.insert("max_metrics_per_pass".into(), json!(host.max_metrics_per_pass().ok()));
+    out.insert(
+        "max_metrics_per_pass".into(),
+        json!(host.max_metrics_per_pass().ok()),
+    );
     let cat = Catalogue::read(&host, range.as_ref())?;
     let mut subs = serde_json::Map::new();
-    for base in ["sm__pipe_tensor_cycles_active", "dram__throughput", "gr__cycles_elapsed", "sm__cycles_elapsed"] {
+    for base in [
+        "sm__pipe_tensor_cycles_active",
+        "dram__throughput",
+        "gr__cycles_elapsed",
+        "sm__cycles_elapsed",
+    ] {
         if let Some(k) = cat.bases.get(base) {
             let p = host.properties(base).ok();
             subs.insert(
@@ -73,20 +84,34 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<i32> {
     out.insert("bases".into(), Value::Object(subs));
     let mut valid = serde_json::Map::new();
     for n in NAMES {
-        valid.insert(n.into(), match cat.validate(&host, n) {
-            Ok(()) => json!("ok"),
-            Err(e) => err(&e),
-        });
+        valid.insert(
+            n.into(),
+            match cat.validate(&host, n) {
+                Ok(()) => json!("ok"),
+                Err(e) => err(&e),
+            },
+        );
     }
     out.insert("validate".into(), Value::Object(valid));
-    out.insert("replay_only_examples".into(), json!(cat.replay_only.iter().filter(|n| n.starts_with("sm__")).take(8).collect::<Vec<_>>()));
+    out.insert(
+        "replay_only_examples".into(),
+        json!(
+            cat.replay_only
+                .iter()
+                .filter(|n| n.starts_with("sm__"))
+                .take(8)
+                .collect::<Vec<_>>()
+        ),
+    );
 
     // Image size per sample, pass counts, interval acceptance.
     let sets: [&[&str]; 4] = [
         &NAMES[0..1],
         &[NAMES[0], NAMES[6]],
         &[NAMES[0], NAMES[6], NAMES[3], NAMES[7]],
-        &[NAMES[0], NAMES[1], NAMES[2], NAMES[6], NAMES[3], NAMES[7], NAMES[9], NAMES[11]],
+        &[
+            NAMES[0], NAMES[1], NAMES[2], NAMES[6], NAMES[3], NAMES[7], NAMES[9], NAMES[11],
+        ],
     ];
     let mut sampler = PmSampler::enable(&cupti, args.device)?;
     let mut sizes = Vec::new();
@@ -120,10 +145,13 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<i32> {
     let mut intervals = serde_json::Map::new();
     for ns in [50u64, 100, 250, 500, 1000, 2000, 5000, 10_000] {
         let r = sampler.set_config(&config, 64 << 20, ns);
-        intervals.insert(ns.to_string(), match r {
-            Ok(()) => json!("accepted"),
-            Err(e) => err(&e),
-        });
+        intervals.insert(
+            ns.to_string(),
+            match r {
+                Ok(()) => json!("accepted"),
+                Err(e) => err(&e),
+            },
+        );
     }
     out.insert("set_config_interval_ns".into(), Value::Object(intervals));
     sampler.set_config(&config, 512 << 20, 10_000)?;
@@ -135,7 +163,10 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<i32> {
     let t = Instant::now();
     copy.reset_from(&img);
     let reset_ms = t.elapsed().as_secs_f64() * 1e3;
-    out.insert("image_6000_samples".into(), json!({"bytes": img.size_bytes(), "initialize_ms": init_ms, "template_copy_ms": reset_ms}));
+    out.insert(
+        "image_6000_samples".into(),
+        json!({"bytes": img.size_bytes(), "initialize_ms": init_ms, "template_copy_ms": reset_ms}),
+    );
     drop(sampler);
     println!("{}", serde_json::to_string_pretty(&Value::Object(out))?);
     Ok(0)

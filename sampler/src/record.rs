@@ -66,8 +66,8 @@ impl SelectionArgs {
             Some(s) => parse_duration_ns(s).map_err(|e| anyhow!("--interval: {e}"))?,
             None => crate::default_interval_ns(selection.columns.len()),
         };
-        let nvml = parse_duration_ns(&self.nvml_interval)
-            .map_err(|e| anyhow!("--nvml-interval: {e}"))?;
+        let nvml =
+            parse_duration_ns(&self.nvml_interval).map_err(|e| anyhow!("--nvml-interval: {e}"))?;
         let devices = parse_devices(&self.devices).map_err(|e| anyhow!("--devices: {e}"))?;
         let cfg = SessionConfig {
             devices,
@@ -78,7 +78,10 @@ impl SelectionArgs {
             hw_buffer_bytes: self
                 .hw_buffer_mib
                 .map_or(session::DEFAULT_HW_BUFFER_BYTES, |m| m << 20),
-            eval_threads: self.eval_threads.unwrap_or(session::DEFAULT_EVAL_THREADS).max(1),
+            eval_threads: self
+                .eval_threads
+                .unwrap_or(session::DEFAULT_EVAL_THREADS)
+                .max(1),
         };
         Ok((cfg, selection))
     }
@@ -338,7 +341,15 @@ fn record_with(
     let stats = writer
         .finish(crate::now_unix_ns())
         .map_err(|e| anyhow!("{e}"))?;
-    print_summary(args, &summary, interval_ns, n_devices, counters, why_stopped, stats.bytes);
+    print_summary(
+        args,
+        &summary,
+        interval_ns,
+        n_devices,
+        counters,
+        why_stopped,
+        stats.bytes,
+    );
     if let Some(p) = &args.stats_json {
         let json = serde_json::to_string_pretty(&summary)?;
         std::fs::write(p, json).with_context(|| format!("writing {}", p.display()))?;

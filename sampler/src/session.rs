@@ -27,9 +27,9 @@ use cufall_trace::TraceWriter;
 use cufall_trace::model::{DeviceId, DeviceInfo, HeatmapSpec, Manifest, MetricInfo, SamplingInfo};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -69,7 +69,10 @@ impl Default for SessionConfig {
     fn default() -> Self {
         SessionConfig {
             devices: None,
-            metrics: crate::spec::DEFAULT_METRICS.iter().map(|s| s.to_string()).collect(),
+            metrics: crate::spec::DEFAULT_METRICS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
             interval_ns: crate::DEFAULT_INTERVAL_NS,
             nvml_interval: Some(DEFAULT_NVML_INTERVAL),
             counters: CounterPolicy::BestEffort,
@@ -160,7 +163,9 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
         }
     };
     if selected.is_empty() {
-        return Err(SessionError::Other("no device selected (--devices is empty)".into()));
+        return Err(SessionError::Other(
+            "no device selected (--devices is empty)".into(),
+        ));
     }
     let mut devices: Vec<DeviceInfo> = selected
         .iter()
@@ -185,8 +190,10 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
     let mut threads = Vec::new();
     match cfg.counters {
         CounterPolicy::Off => {
-            counters_unavailable =
-                Some("GPU counters were not recorded: NVML-only recording was asked for (--nvml-only)".to_string());
+            counters_unavailable = Some(
+                "GPU counters were not recorded: NVML-only recording was asked for (--nvml-only)"
+                    .to_string(),
+            );
         }
         _ if cfg.metrics.is_empty() => {
             counters_unavailable = Some("no metric was asked for".to_string());
@@ -241,7 +248,10 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
     })
 }
 
-type Armed = (Vec<MetricInfo>, Vec<(DeviceId, DeviceThread, Arc<DeviceCounters>)>);
+type Armed = (
+    Vec<MetricInfo>,
+    Vec<(DeviceId, DeviceThread, Arc<DeviceCounters>)>,
+);
 
 fn arm_counters(
     cfg: &SessionConfig,
@@ -254,7 +264,10 @@ fn arm_counters(
     let cupti = Cupti::init()?;
     extra.insert("cupti_library".into(), cupti.cupti_source.clone());
     let plan = sizing::plan(cfg.interval_ns);
-    extra.insert("samples_per_image".into(), plan.samples_per_image.to_string());
+    extra.insert(
+        "samples_per_image".into(),
+        plan.samples_per_image.to_string(),
+    );
     let mut per_chip: HashMap<String, Vec<u8>> = HashMap::new();
     let mut infos: Vec<MetricInfo> = Vec::new();
     let (ready_tx, ready_rx) = mpsc::channel();
@@ -263,7 +276,12 @@ fn arm_counters(
         let chip = cupti.chip_name(index)?;
         let availability = cupti.pm_counter_availability(index)?;
         if !per_chip.contains_key(&chip) {
-            let host = ProfilerHost::new(&cupti, HostKind::PmSampling, &chip, Some(availability.clone()))?;
+            let host = ProfilerHost::new(
+                &cupti,
+                HostKind::PmSampling,
+                &chip,
+                Some(availability.clone()),
+            )?;
             let range = ProfilerHost::new(&cupti, HostKind::RangeProfiler, &chip, None).ok();
             let catalogue = Catalogue::read(&host, range.as_ref())?;
             for m in &cfg.metrics {
@@ -275,7 +293,10 @@ fn arm_counters(
                     let props = host.properties(&n.base).ok();
                     infos.push(MetricInfo {
                         name: m.clone(),
-                        unit: unit_for(props.as_ref().map_or("", |p| p.dim_unit.as_str()), &n.suffix),
+                        unit: unit_for(
+                            props.as_ref().map_or("", |p| p.dim_unit.as_str()),
+                            &n.suffix,
+                        ),
                         description: props.map(|p| p.description).unwrap_or_default(),
                     });
                 }
@@ -423,7 +444,9 @@ impl Prepared {
             _ => None,
         };
         if let Some(reason) = &self.counters_unavailable {
-            let _ = self.tx.send(SinkMsg::Message(format!("no GPU counters: {reason}")));
+            let _ = self
+                .tx
+                .send(SinkMsg::Message(format!("no GPU counters: {reason}")));
         }
         drop(self.tx);
         Ok(SessionHandle {
@@ -565,7 +588,12 @@ impl SessionHandle {
         {
             errors.push(e.clone());
         }
-        let tally: DropTally = self.shared.tally.lock().map(|t| t.clone()).unwrap_or_default();
+        let tally: DropTally = self
+            .shared
+            .tally
+            .lock()
+            .map(|t| t.clone())
+            .unwrap_or_default();
         let (loss_records, lost_samples) = tally.losses();
         let devices = self
             .counters
@@ -614,7 +642,12 @@ impl SessionHandle {
             loss_records,
             lost_samples,
             devices,
-            messages: self.shared.messages.lock().map(|m| m.clone()).unwrap_or_default(),
+            messages: self
+                .shared
+                .messages
+                .lock()
+                .map(|m| m.clone())
+                .unwrap_or_default(),
             errors,
         };
         SessionOutcome { writer, summary }

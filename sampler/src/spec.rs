@@ -30,11 +30,15 @@ pub struct Selection {
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum SpecError {
-    #[error("`{0}` is not a metric name: metric names look like `unit__counter_name.rollup`, e.g. `{DEFAULT_DRAM}` (see `cufall metrics`)")]
+    #[error(
+        "`{0}` is not a metric name: metric names look like `unit__counter_name.rollup`, e.g. `{DEFAULT_DRAM}` (see `cufall metrics`)"
+    )]
     Malformed(String),
     #[error("--full-scale must be a positive number, got {0}")]
     BadFullScale(f64),
-    #[error("--sm-spread needs a per-SM metric with an `.avg` rollup (a name starting with `sm__`, e.g. `{DEFAULT_TENSOR}`); none of the metrics asked for is one")]
+    #[error(
+        "--sm-spread needs a per-SM metric with an `.avg` rollup (a name starting with `sm__`, e.g. `{DEFAULT_TENSOR}`); none of the metrics asked for is one"
+    )]
     NoPerSmMetric,
 }
 
@@ -135,13 +139,20 @@ mod tests {
     fn defaults_are_the_two_percent_metrics() {
         let s = select(&MetricRequest::default()).unwrap();
         assert_eq!(s.columns, vec![DEFAULT_TENSOR, DEFAULT_DRAM]);
-        assert!(s.heatmaps.iter().all(|h| h.full_scale == Some(100.0) && h.denominator.is_none()));
+        assert!(
+            s.heatmaps
+                .iter()
+                .all(|h| h.full_scale == Some(100.0) && h.denominator.is_none())
+        );
     }
 
     #[test]
     fn denominator_is_collected_once_and_scales_to_one() {
         let s = select(&MetricRequest {
-            metrics: vec!["sm__pipe_tensor_cycles_active.avg".into(), "sm__cycles_active.avg".into()],
+            metrics: vec![
+                "sm__pipe_tensor_cycles_active.avg".into(),
+                "sm__cycles_active.avg".into(),
+            ],
             denominator: Some("gr__cycles_elapsed.max".into()),
             ..Default::default()
         })
@@ -149,7 +160,10 @@ mod tests {
         assert_eq!(s.columns.len(), 3);
         assert_eq!(s.columns[2], "gr__cycles_elapsed.max");
         assert_eq!(s.heatmaps.len(), 2);
-        assert_eq!(s.heatmaps[0].denominator.as_deref(), Some("gr__cycles_elapsed.max"));
+        assert_eq!(
+            s.heatmaps[0].denominator.as_deref(),
+            Some("gr__cycles_elapsed.max")
+        );
         assert_eq!(s.heatmaps[0].full_scale, Some(1.0));
     }
 
@@ -200,11 +214,17 @@ mod tests {
     #[test]
     fn malformed_names_and_scales_are_rejected() {
         assert!(matches!(
-            select(&MetricRequest { metrics: vec!["tensor".into()], ..Default::default() }),
+            select(&MetricRequest {
+                metrics: vec!["tensor".into()],
+                ..Default::default()
+            }),
             Err(SpecError::Malformed(_))
         ));
         assert!(matches!(
-            select(&MetricRequest { full_scale: Some(0.0), ..Default::default() }),
+            select(&MetricRequest {
+                full_scale: Some(0.0),
+                ..Default::default()
+            }),
             Err(SpecError::BadFullScale(_))
         ));
     }

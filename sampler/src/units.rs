@@ -7,9 +7,9 @@ pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration: use a number and a unit, e.g. 10us, 5ms, 30s"))?;
+    let value: f64 = num.parse().map_err(|_| {
+        format!("`{s}` is not a duration: use a number and a unit, e.g. 10us, 5ms, 30s")
+    })?;
     let scale = match unit.trim() {
         "ns" => 1.0,
         "us" | "µs" | "μs" => 1e3,
@@ -17,8 +17,16 @@ pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
         "s" => 1e9,
         "m" | "min" => 60e9,
         "h" => 3600e9,
-        "" => return Err(format!("`{s}` has no unit: write e.g. {s}us, {s}ms or {s}s")),
-        u => return Err(format!("unknown time unit `{u}` in `{s}`: use ns, us, ms, s, m or h")),
+        "" => {
+            return Err(format!(
+                "`{s}` has no unit: write e.g. {s}us, {s}ms or {s}s"
+            ));
+        }
+        u => {
+            return Err(format!(
+                "unknown time unit `{u}` in `{s}`: use ns, us, ms, s, m or h"
+            ));
+        }
     };
     let ns = value * scale;
     if !ns.is_finite() || ns < 1.0 {

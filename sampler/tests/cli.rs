@@ -10,7 +10,9 @@ fn cufall() -> Command {
 }
 
 fn no_panic() -> impl Predicate<str> {
-    predicate::str::contains("panicked").not().and(predicate::str::contains("internal error").not())
+    predicate::str::contains("panicked")
+        .not()
+        .and(predicate::str::contains("internal error").not())
 }
 
 #[test]
@@ -52,7 +54,11 @@ fn sm_spread_needs_a_per_sm_metric() {
     cufall()
         .args(["record", "-o"])
         .arg(dir.path().join("t.cufall"))
-        .args(["--sm-spread", "--metric", "dram__throughput.avg.pct_of_peak_sustained_elapsed"])
+        .args([
+            "--sm-spread",
+            "--metric",
+            "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+        ])
         .assert()
         .failure()
         .stderr(predicate::str::contains("per-SM metric"));
@@ -99,13 +105,11 @@ fn no_driver_gives_one_clear_paragraph() {
         if args[0] == "record" {
             c.arg(&out);
         }
-        c.assert()
-            .failure()
-            .stderr(
-                predicate::str::contains("libcuda")
-                    .and(predicate::str::contains("cufall replay"))
-                    .and(no_panic()),
-            );
+        c.assert().failure().stderr(
+            predicate::str::contains("libcuda")
+                .and(predicate::str::contains("cufall replay"))
+                .and(no_panic()),
+        );
     }
     assert!(!out.exists(), "nothing may be left behind");
 }

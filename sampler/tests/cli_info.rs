@@ -23,13 +23,24 @@ fn info_summarises_a_trace_as_text_and_json() {
         .arg(&dir)
         .assert()
         .success()
-        .stdout(predicate::str::contains("GPU 0  NVIDIA H200 (GH100): 2000 samples"))
-        .stdout(predicate::str::contains("GPU 1  NVIDIA H200 (GH100): 2000 samples, 1 drops"))
-        .stdout(predicate::str::contains("dram__throughput.avg.pct_of_peak_sustained_elapsed [%]"))
+        .stdout(predicate::str::contains(
+            "GPU 0  NVIDIA H200 (GH100): 2000 samples",
+        ))
+        .stdout(predicate::str::contains(
+            "GPU 1  NVIDIA H200 (GH100): 2000 samples, 1 drops",
+        ))
+        .stdout(predicate::str::contains(
+            "dram__throughput.avg.pct_of_peak_sustained_elapsed [%]",
+        ))
         .stdout(predicate::str::contains("prefill"))
         .stdout(predicate::str::contains("interval      10.0 µs"))
         .stdout(predicate::str::contains("kernels       2"));
-    let out = cufall().arg("info").arg(&dir).arg("--json").output().unwrap();
+    let out = cufall()
+        .arg("info")
+        .arg(&dir)
+        .arg("--json")
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["devices"][1]["samples"], 2000);
@@ -78,7 +89,9 @@ fn info_bad_inputs_give_one_clear_message() {
         .assert()
         .success()
         .stdout(predicate::str::contains("1000 samples"))
-        .stdout(predicate::str::contains("warning: samples/000001.parquet is truncated"));
+        .stdout(predicate::str::contains(
+            "warning: samples/000001.parquet is truncated",
+        ));
 
     // Garbage bytes inside a segment: a clear error naming the file.
     let dir = tmp.path().join("bad.cufall");
@@ -88,13 +101,18 @@ fn info_bad_inputs_give_one_clear_message() {
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0xff;
     fs::write(&seg, &bytes).unwrap();
-    fails_with(&[info, dir.as_os_str()], "samples/000000.parquet fails its checksum");
+    fails_with(
+        &[info, dir.as_os_str()],
+        "samples/000000.parquet fails its checksum",
+    );
 
     // A newer major version.
     let dir = tmp.path().join("new.cufall");
     common::write_full(&dir, 1);
     let m = dir.join("manifest.json");
-    let text = fs::read_to_string(&m).unwrap().replace("\"1.0\"", "\"9.0\"");
+    let text = fs::read_to_string(&m)
+        .unwrap()
+        .replace("\"1.0\"", "\"9.0\"");
     fs::write(&m, text).unwrap();
     fails_with(&[info, dir.as_os_str()], "Upgrade cufall");
 }

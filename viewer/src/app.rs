@@ -20,21 +20,32 @@ pub struct ViewSetup {
 
 /// An empty store for `info`, with the heatmaps the user asked for. Unknown metrics are an
 /// error that lists the recorded ones.
-pub fn store_for(info: &FeedInfo, overrides: &HeatmapOverrides, retention: Retention, base_ns: i64) -> Result<Store> {
+pub fn store_for(
+    info: &FeedInfo,
+    overrides: &HeatmapOverrides,
+    retention: Retention,
+    base_ns: i64,
+) -> Result<Store> {
     let unknown = overrides.unknown(&info.metrics);
     let specs = overrides.apply(&info.heatmaps, &info.metrics);
     let heatmaps = match store::resolve(&specs, &info.metrics) {
         Ok(h) if unknown.is_empty() => h,
         Ok(_) | Err(_) => {
             let missing = if unknown.is_empty() {
-                store::resolve(&specs, &info.metrics).err().unwrap_or_default()
+                store::resolve(&specs, &info.metrics)
+                    .err()
+                    .unwrap_or_default()
             } else {
                 unknown.join(", ")
             };
             let have: Vec<&str> = info.metrics.iter().map(|m| m.name.as_str()).collect();
             bail!(
                 "unknown metric {missing}: this feed has {}. Choose one of those with --metric/--denominator.",
-                if have.is_empty() { "no metrics".to_string() } else { have.join(", ") }
+                if have.is_empty() {
+                    "no metrics".to_string()
+                } else {
+                    have.join(", ")
+                }
             );
         }
     };
@@ -47,10 +58,17 @@ pub fn live_state(receiver: &LiveReceiver, setup: &ViewSetup, mode: Mode) -> Res
     let store = store_for(
         info,
         &setup.overrides,
-        Retention::Ring { bins_per_level: store::LIVE_BINS_PER_LEVEL },
+        Retention::Ring {
+            bins_per_level: store::LIVE_BINS_PER_LEVEL,
+        },
         store::base_bin_ns(info.interval_ns),
     )?;
-    Ok(HeatmapState::new(store, mode, setup.source.clone(), setup.view.clone()))
+    Ok(HeatmapState::new(
+        store,
+        mode,
+        setup.source.clone(),
+        setup.view.clone(),
+    ))
 }
 
 /// A browsing view of a whole recording. The base bin grows with the recording's length so that
@@ -67,7 +85,12 @@ pub fn browse_state(rec: Recording, setup: &ViewSetup) -> Result<HeatmapState> {
         store.ingest(ev);
     }
     store.finish_loading();
-    Ok(HeatmapState::new(store, Mode::Browse, setup.source.clone(), setup.view.clone()))
+    Ok(HeatmapState::new(
+        store,
+        Mode::Browse,
+        setup.source.clone(),
+        setup.view.clone(),
+    ))
 }
 
 /// Restores the terminal when dropped (normal exit, error or panic unwinding).
@@ -81,7 +104,11 @@ impl Drop for TerminalGuard {
 
 /// Runs the interactive view until the user quits. `receiver` (if any) is drained every frame;
 /// `fps` frames per second are drawn.
-pub fn interactive(mut state: HeatmapState, receiver: Option<&LiveReceiver>, fps: u32) -> Result<()> {
+pub fn interactive(
+    mut state: HeatmapState,
+    receiver: Option<&LiveReceiver>,
+    fps: u32,
+) -> Result<()> {
     // ratatui installs a panic hook that restores the terminal before the message is printed;
     // raw mode turns Ctrl-C into a key that quits.
     let mut terminal = ratatui::try_init()?;

@@ -111,7 +111,11 @@ pub fn parse_duration_ns(s: &str) -> Result<i64, String> {
         "us" | "µs" => 1e3,
         "ns" => 1.0,
         "m" | "min" => 60e9,
-        u => return Err(format!("unknown time unit `{u}` in `{s}`: use s, ms, us or ns")),
+        u => {
+            return Err(format!(
+                "unknown time unit `{u}` in `{s}`: use s, ms, us or ns"
+            ));
+        }
     };
     Ok((v * scale).round() as i64)
 }
@@ -149,7 +153,9 @@ fn open(path: &PathBuf, display: &DisplayArgs) -> Result<Recording> {
 
 /// One frame of `state` as `--print` writes it (the window from `--from/--to` if given).
 pub fn frame_text(state: &HeatmapState, display: &DisplayArgs) -> String {
-    let h = display.height.unwrap_or_else(|| print::natural_height(state));
+    let h = display
+        .height
+        .unwrap_or_else(|| print::natural_height(state));
     let mut state = state.clone();
     state.update(Input::Resize(display.width, h));
     if state.mode == Mode::Browse {
@@ -157,7 +163,11 @@ pub fn frame_text(state: &HeatmapState, display: &DisplayArgs) -> String {
     }
     display.apply_window(&mut state);
     let buf = print::render(&state, display.width, h);
-    if state.options.palette.is_color() { print::to_ansi(&buf) } else { print::to_text(&buf) }
+    if state.options.palette.is_color() {
+        print::to_ansi(&buf)
+    } else {
+        print::to_text(&buf)
+    }
 }
 
 /// What `cufall view TRACE --print` writes.
@@ -204,7 +214,10 @@ const REPLAY_CHUNK_NS: i64 = 10_000_000;
 
 pub fn run_replay(args: &ReplayArgs) -> Result<ExitCode> {
     if !(args.speed > 0.0) || !args.speed.is_finite() {
-        bail!("--speed must be a positive number (1 = real time), not {}", args.speed);
+        bail!(
+            "--speed must be a positive number (1 = real time), not {}",
+            args.speed
+        );
     }
     if args.display.print {
         print!("{}", replay_text(args)?);

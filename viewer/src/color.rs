@@ -73,7 +73,11 @@ impl Palette {
 
     /// Colour of a value that is `f` of full scale (clamped to 0..=1).
     pub fn color(self, f: f64) -> Color {
-        let f = if f.is_finite() { f.clamp(0.0, 1.0) } else { 0.0 };
+        let f = if f.is_finite() {
+            f.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
         match self {
             Palette::Truecolor => {
                 let (r, g, b) = turbo(f);
@@ -110,7 +114,11 @@ pub const DROP_COLOR: char = '×';
 
 /// The shade glyph of `f` of full scale.
 pub fn shade(f: f64) -> char {
-    let f = if f.is_finite() { f.clamp(0.0, 1.0) } else { 0.0 };
+    let f = if f.is_finite() {
+        f.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
     SHADES[((f * 4.0).round() as usize).min(SHADES.len() - 1)]
 }
 
@@ -119,13 +127,15 @@ fn turbo(f: f64) -> (u8, u8, u8) {
     let t = 0.05 + 0.85 * f;
     let r = 0.135_721_38
         + t * (4.615_392_60
-            + t * (-42.660_322_58 + t * (132.131_082_34 + t * (-152.942_393_96 + t * 59.286_379_43))));
+            + t * (-42.660_322_58
+                + t * (132.131_082_34 + t * (-152.942_393_96 + t * 59.286_379_43))));
     let g = 0.091_402_61
         + t * (2.194_188_39
             + t * (4.842_966_58 + t * (-14.185_033_33 + t * (4.277_298_57 + t * 2.829_566_04))));
     let b = 0.106_673_30
         + t * (12.641_946_08
-            + t * (-60.582_048_36 + t * (110.362_767_71 + t * (-89.903_109_12 + t * 27.348_249_73))));
+            + t * (-60.582_048_36
+                + t * (110.362_767_71 + t * (-89.903_109_12 + t * 27.348_249_73))));
     let c = |x: f64| (x.clamp(0.0, 1.0) * 255.0).round() as u8;
     (c(r), c(g), c(b))
 }
@@ -135,19 +145,36 @@ mod tests {
     use super::*;
 
     fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
-        move |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        move |k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
     }
 
     #[test]
     fn detection_follows_flag_no_color_colorterm_and_term() {
         let d = Palette::detect;
-        assert_eq!(d(false, None, env(&[("COLORTERM", "truecolor")])), Palette::Mono);
         assert_eq!(
-            d(true, None, env(&[("NO_COLOR", "1"), ("COLORTERM", "truecolor")])),
+            d(false, None, env(&[("COLORTERM", "truecolor")])),
             Palette::Mono
         );
-        assert_eq!(d(true, None, env(&[("COLORTERM", "24bit")])), Palette::Truecolor);
-        assert_eq!(d(true, None, env(&[("TERM", "xterm-256color")])), Palette::Ansi256);
+        assert_eq!(
+            d(
+                true,
+                None,
+                env(&[("NO_COLOR", "1"), ("COLORTERM", "truecolor")])
+            ),
+            Palette::Mono
+        );
+        assert_eq!(
+            d(true, None, env(&[("COLORTERM", "24bit")])),
+            Palette::Truecolor
+        );
+        assert_eq!(
+            d(true, None, env(&[("TERM", "xterm-256color")])),
+            Palette::Ansi256
+        );
         assert_eq!(d(true, None, env(&[("TERM", "xterm")])), Palette::Ansi16);
         assert_eq!(d(true, None, env(&[("TERM", "dumb")])), Palette::Mono);
         assert_eq!(d(false, Some(Palette::Ansi16), env(&[])), Palette::Ansi16);

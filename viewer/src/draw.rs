@@ -27,7 +27,13 @@ pub fn draw(f: &mut Frame, state: &HeatmapState) {
 /// [`draw`] on a plain buffer (for `--print` and benchmarks).
 pub fn draw_into(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
     if area.height < 4 || area.width < 20 {
-        buf.set_stringn(area.x, area.y, "cufall: terminal too small", area.width as usize, BOLD);
+        buf.set_stringn(
+            area.x,
+            area.y,
+            "cufall: terminal too small",
+            area.width as usize,
+            BOLD,
+        );
         return;
     }
     let has_phases = !state.store.nvtx.is_empty();
@@ -82,11 +88,20 @@ fn draw_heatmap_buf(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
     let g = store.devices.len() as u16;
     let mut shown = state.visible_heatmaps();
     let color = state.options.palette.is_color();
-    let lane_sets: Vec<Vec<usize>> = shown.iter().map(|&h| lanes(state, &store.heatmaps[h])).collect();
+    let lane_sets: Vec<Vec<usize>> = shown
+        .iter()
+        .map(|&h| lanes(state, &store.heatmaps[h]))
+        .collect();
     // Rows a band needs to show each of its lanes (half rows in colour).
     let min_h: Vec<u16> = lane_sets
         .iter()
-        .map(|l| if color { (l.len() as u16).div_ceil(2) } else { l.len() as u16 })
+        .map(|l| {
+            if color {
+                (l.len() as u16).div_ceil(2)
+            } else {
+                l.len() as u16
+            }
+        })
         .collect();
     let need = |hs: &[u16], n: usize| -> u16 { hs[..n].iter().map(|h| 1 + g * h).sum() };
     let mut n = shown.len();
@@ -110,7 +125,14 @@ fn draw_heatmap_buf(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
         let cap = if lane_sets[i].len() == 1 { 4 } else { hs[i] };
         let band_h = (hs[i] + spare).min(cap.max(hs[i]));
         let height = (1 + band_h * g).min(area.bottom().saturating_sub(y));
-        draw_section(buf, Rect::new(area.x, y, area.width, height), state, h, &lane_sets[i], band_h);
+        draw_section(
+            buf,
+            Rect::new(area.x, y, area.width, height),
+            state,
+            h,
+            &lane_sets[i],
+            band_h,
+        );
         y += height;
     }
 }
@@ -133,7 +155,9 @@ fn draw_section(
 ) {
     let store = &state.store;
     let hm = &store.heatmaps[h];
-    let cols = state.cols().min(usize::from(area.width.saturating_sub(layout::LABEL_W)));
+    let cols = state
+        .cols()
+        .min(usize::from(area.width.saturating_sub(layout::LABEL_W)));
     let (t0, t1) = state.window();
     let col_ns = state.col_ns();
     let palette = state.options.palette;
@@ -156,8 +180,17 @@ fn draw_section(
         }
         bins.push(per_lane);
     }
-    let scale = hm.full_scale().unwrap_or(if peak > 0.0 { peak } else { 1.0 });
-    draw_legend(buf, Rect::new(area.x, area.y, area.width, 1), state, hm, scale, lane_ix);
+    let scale = hm
+        .full_scale()
+        .unwrap_or(if peak > 0.0 { peak } else { 1.0 });
+    draw_legend(
+        buf,
+        Rect::new(area.x, area.y, area.width, 1),
+        state,
+        hm,
+        scale,
+        lane_ix,
+    );
 
     let x0 = heat_x(area);
     let panel_x = x0 + cols as u16 + 1;
@@ -190,17 +223,22 @@ fn draw_section(
         for r in 0..band_h {
             let lane = usize::from(r) * nl / usize::from(band_h);
             let text = if r == 0 { name.clone() } else { String::new() };
-            let first_row_of_lane = r == 0 || (usize::from(r) - 1) * nl / usize::from(band_h) != lane;
-            let lane_label = if nl > 1
-                && first_row_of_lane
-                && (!palette.is_color() || band_h >= nl as u16)
-            {
-                store.heatmaps[h].spread[lane_ix[lane] - 1].label.clone()
-            } else {
-                String::new()
-            };
+            let first_row_of_lane =
+                r == 0 || (usize::from(r) - 1) * nl / usize::from(band_h) != lane;
+            let lane_label =
+                if nl > 1 && first_row_of_lane && (!palette.is_color() || band_h >= nl as u16) {
+                    store.heatmaps[h].spread[lane_ix[lane] - 1].label.clone()
+                } else {
+                    String::new()
+                };
             let label = format!("{text:<5}{lane_label:<3}");
-            buf.set_stringn(area.x, y + r, label, usize::from(layout::LABEL_W - 1), if r == 0 { BOLD } else { DIM });
+            buf.set_stringn(
+                area.x,
+                y + r,
+                label,
+                usize::from(layout::LABEL_W - 1),
+                if r == 0 { BOLD } else { DIM },
+            );
         }
         // Cells.
         for c in 0..cols {
@@ -218,7 +256,10 @@ fn draw_section(
                     };
                     if matches!(top, CellValue::Dropped) || matches!(bot, CellValue::Dropped) {
                         cellref.set_char(color::DROP_COLOR).set_style(
-                            Style::new().fg(Color::Red).bg(Color::Reset).add_modifier(Modifier::BOLD),
+                            Style::new()
+                                .fg(Color::Red)
+                                .bg(Color::Reset)
+                                .add_modifier(Modifier::BOLD),
                         );
                         continue;
                     }
@@ -241,7 +282,9 @@ fn draw_section(
                         }
                     };
                     if partial_drop && r + 1 == band_h {
-                        style = style.add_modifier(Modifier::UNDERLINED).underline_color(Color::Red);
+                        style = style
+                            .add_modifier(Modifier::UNDERLINED)
+                            .underline_color(Color::Red);
                     }
                     cellref.set_style(style);
                 } else {
@@ -278,7 +321,13 @@ fn draw_section(
                         )
                     })
                     .collect();
-                buf.set_stringn(panel_x + 1, y + 1, ext.join("  "), usize::from(panel_w) - 2, DIM);
+                buf.set_stringn(
+                    panel_x + 1,
+                    y + 1,
+                    ext.join("  "),
+                    usize::from(panel_w) - 2,
+                    DIM,
+                );
             }
         }
     }
@@ -330,7 +379,12 @@ fn nvml_text(state: &HeatmapState, d: usize, t0: i64, t1: i64) -> String {
         return "nvml -".to_string();
     }
     let f = |v: Option<f64>, unit: &str| v.map_or("-".to_string(), |v| format!("{v:.0}{unit}"));
-    format!("smi {:>4} {:>5} {:>8}", f(util, "%"), f(power, "W"), f(clock, "MHz"))
+    format!(
+        "smi {:>4} {:>5} {:>8}",
+        f(util, "%"),
+        f(power, "W"),
+        f(clock, "MHz")
+    )
 }
 
 /// A value for people: a percentage for ratios and `%` metrics, SI prefixes otherwise.
@@ -376,8 +430,18 @@ pub fn fmt_dur(ns: i64) -> String {
     let a = ns.unsigned_abs() as f64;
     let sign = if ns < 0 { "-" } else { "" };
     let trim = |x: f64| {
-        let s = if x >= 100.0 { format!("{x:.0}") } else if x >= 10.0 { format!("{x:.1}") } else { format!("{x:.2}") };
-        let s = if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s };
+        let s = if x >= 100.0 {
+            format!("{x:.0}")
+        } else if x >= 10.0 {
+            format!("{x:.1}")
+        } else {
+            format!("{x:.2}")
+        };
+        let s = if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
+        };
         s
     };
     if ns == 0 {
@@ -442,8 +506,16 @@ fn draw_legend(
     let right = heat_x(area) + cols;
     let lo = fmt_scale(0.0, hm);
     let hi = fmt_scale(scale, hm);
-    let auto = if hm.full_scale().is_none() { " (auto)" } else { "" };
-    let spread = if lane_ix.len() > 1 { "  rows: SM max/avg/min" } else { "" };
+    let auto = if hm.full_scale().is_none() {
+        " (auto)"
+    } else {
+        ""
+    };
+    let spread = if lane_ix.len() > 1 {
+        "  rows: SM max/avg/min"
+    } else {
+        ""
+    };
     let scale_w = (lo.chars().count() + hi.chars().count() + auto.len() + 13) as u16;
     let mut name = hm.spec.metric.clone();
     if let Some(d) = &hm.spec.denominator {
@@ -452,7 +524,11 @@ fn draw_legend(
     // The name gives way to the scale: it is truncated first.
     let room = usize::from((right - area.x).saturating_sub(scale_w + 2)).max(12);
     if name.chars().count() > room {
-        name = name.chars().take(room.saturating_sub(1)).collect::<String>() + "…";
+        name = name
+            .chars()
+            .take(room.saturating_sub(1))
+            .collect::<String>()
+            + "…";
     }
     let mut x = area.x;
     buf.set_stringn(x, area.y, &name, usize::from(right - x), BOLD);
@@ -471,13 +547,23 @@ fn draw_legend(
         }
         x += 11;
         let rest = format!("{hi}{auto}{spread}");
-        buf.set_stringn(x, area.y, rest, usize::from(right.saturating_sub(x)), Style::new());
+        buf.set_stringn(
+            x,
+            area.y,
+            rest,
+            usize::from(right.saturating_sub(x)),
+            Style::new(),
+        );
     }
     // Heading of the right panel.
     let pw = layout::panel_w(area.width);
     let px = right + 1;
     if pw > 0 && px + 8 < area.right() {
-        let head = if state.follow { "    now nvidia-smi" } else { "   mean nvidia-smi" };
+        let head = if state.follow {
+            "    now nvidia-smi"
+        } else {
+            "   mean nvidia-smi"
+        };
         buf.set_stringn(px, area.y, head, usize::from(pw - 1), DIM);
     }
 }
@@ -492,15 +578,25 @@ fn phase_color(name: &str) -> Color {
         Color::Indexed(54),
         Color::Indexed(94),
     ];
-    let h = name.bytes().fold(5381u32, |h, b| h.wrapping_mul(33) ^ u32::from(b));
+    let h = name
+        .bytes()
+        .fold(5381u32, |h, b| h.wrapping_mul(33) ^ u32::from(b));
     C[h as usize % C.len()]
 }
 
 fn draw_phases(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
     let (t0, t1) = state.window();
     let col = state.col_ns();
-    let cols = state.cols().min(usize::from(area.width.saturating_sub(layout::LABEL_W)));
-    buf.set_stringn(area.x, area.y, "phase", usize::from(layout::LABEL_W - 1), DIM);
+    let cols = state
+        .cols()
+        .min(usize::from(area.width.saturating_sub(layout::LABEL_W)));
+    buf.set_stringn(
+        area.x,
+        area.y,
+        "phase",
+        usize::from(layout::LABEL_W - 1),
+        DIM,
+    );
     // Per column: the deepest range that covers its middle and is at least a column long, else
     // the outermost one covering it.
     let mut best: Vec<Option<usize>> = vec![None; cols];
@@ -519,7 +615,8 @@ fn draw_phases(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
                 None => true,
                 Some(j) => {
                     let o = &state.store.nvtx[*j];
-                    (wide && r.depth > o.depth) || (o.end_ns - o.start_ns < 4 * col && r.depth < o.depth)
+                    (wide && r.depth > o.depth)
+                        || (o.end_ns - o.start_ns < 4 * col && r.depth < o.depth)
                 }
             };
             if take {
@@ -572,7 +669,9 @@ fn nice_step(min_ns: i64) -> i64 {
 fn draw_axis(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
     let (t0, t1) = state.window();
     let col = state.col_ns();
-    let cols = state.cols().min(usize::from(area.width.saturating_sub(layout::LABEL_W)));
+    let cols = state
+        .cols()
+        .min(usize::from(area.width.saturating_sub(layout::LABEL_W)));
     let x0 = heat_x(area);
     let rel_to_end = state.follow;
     buf.set_stringn(
@@ -583,7 +682,11 @@ fn draw_axis(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
         DIM,
     );
     let step = nice_step(col * 12);
-    let origin = if rel_to_end { t1 } else { state.origin_ns.unwrap_or(t0) };
+    let origin = if rel_to_end {
+        t1
+    } else {
+        state.origin_ns.unwrap_or(t0)
+    };
     let mut k = (t0 - origin).div_euclid(step);
     let mut last_end = 0usize;
     loop {
@@ -641,7 +744,11 @@ fn draw_status(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
             lost += r.lost_samples.unwrap_or(0);
         }
         if n > 0 {
-            let lost = if lost > 0 { format!(", {lost} samples") } else { String::new() };
+            let lost = if lost > 0 {
+                format!(", {lost} samples")
+            } else {
+                String::new()
+            };
             drops.push(format!("GPU{} {n}× {}{lost}", dev.info.id.0, fmt_dur(ns)));
         }
     }
@@ -651,14 +758,31 @@ fn draw_status(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
         parts.push(format!("drops in view: {}", drops.join(", ")));
     }
     if store.discarded > 0 {
-        parts.push(format!("view fell behind: {} batches not shown (the recording is complete)", store.discarded));
+        parts.push(format!(
+            "view fell behind: {} batches not shown (the recording is complete)",
+            store.discarded
+        ));
     }
     if let Some(m) = store.messages.back() {
         parts.push(m.clone());
     }
-    let style = if drops.is_empty() && store.discarded == 0 { DIM } else { Style::new().fg(Color::Red) };
-    let style = if state.options.palette.is_color() { style } else { Style::new() };
-    buf.set_stringn(area.x, area.y, parts.join("  ·  "), usize::from(area.width), style);
+    let style = if drops.is_empty() && store.discarded == 0 {
+        DIM
+    } else {
+        Style::new().fg(Color::Red)
+    };
+    let style = if state.options.palette.is_color() {
+        style
+    } else {
+        Style::new()
+    };
+    buf.set_stringn(
+        area.x,
+        area.y,
+        parts.join("  ·  "),
+        usize::from(area.width),
+        style,
+    );
 }
 
 fn draw_footer(buf: &mut Buffer, area: Rect, _state: &HeatmapState) {
@@ -689,7 +813,12 @@ fn draw_footer(buf: &mut Buffer, area: Rect, _state: &HeatmapState) {
 fn draw_help(buf: &mut Buffer, area: Rect) {
     let w = 46.min(area.width);
     let h = (KEYS.len() as u16 + 4).min(area.height);
-    let r = Rect::new(area.x + (area.width - w) / 2, area.y + (area.height - h) / 2, w, h);
+    let r = Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    );
     for y in r.top()..r.bottom() {
         for x in r.left()..r.right() {
             buf[(x, y)].reset();
@@ -708,7 +837,13 @@ fn draw_help(buf: &mut Buffer, area: Rect) {
         if y + 1 >= r.bottom() {
             break;
         }
-        buf.set_stringn(r.x + 2, y, format!("{k:<11}{what}"), usize::from(w - 4), Style::new());
+        buf.set_stringn(
+            r.x + 2,
+            y,
+            format!("{k:<11}{what}"),
+            usize::from(w - 4),
+            Style::new(),
+        );
     }
 }
 

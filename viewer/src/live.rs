@@ -4,8 +4,8 @@
 //! [`LiveReceiver`] and calls [`run`] (interactive) or [`print_after`] (one frame to stdout).
 
 use crate::app::{self, ViewSetup};
-use crate::print;
 use crate::input::Input;
+use crate::print;
 use crate::state::Mode;
 use anyhow::Result;
 use cufall_live::{LiveEvent, LiveReceiver};
@@ -64,8 +64,16 @@ pub fn print_after(
     }
     state.store.discarded = receiver.discarded();
     receiver.close();
-    let h = if height == 0 { print::natural_height(&state) } else { height };
+    let h = if height == 0 {
+        print::natural_height(&state)
+    } else {
+        height
+    };
     state.update(Input::Resize(width, h));
     let buf = print::render(&state, width, h);
-    Ok(if state.options.palette.is_color() { print::to_ansi(&buf) } else { print::to_text(&buf) })
+    Ok(if state.options.palette.is_color() {
+        print::to_ansi(&buf)
+    } else {
+        print::to_text(&buf)
+    })
 }

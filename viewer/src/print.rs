@@ -14,8 +14,16 @@ pub fn natural_height(state: &HeatmapState) -> u16 {
     let mut h = 4 + u16::from(!state.store.nvtx.is_empty());
     for i in state.visible_heatmaps() {
         let hm = &state.store.heatmaps[i];
-        let l = if state.options.spread && !hm.spread.is_empty() { hm.spread.len() as u16 } else { 1 };
-        let min_h = if state.options.palette.is_color() { l.div_ceil(2) } else { l };
+        let l = if state.options.spread && !hm.spread.is_empty() {
+            hm.spread.len() as u16
+        } else {
+            1
+        };
+        let min_h = if state.options.palette.is_color() {
+            l.div_ceil(2)
+        } else {
+            l
+        };
         h += 1 + g * min_h.max(2);
     }
     h.max(8)

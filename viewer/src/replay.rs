@@ -25,7 +25,11 @@ impl Recording {
         let m = trace.manifest();
         let info = FeedInfo {
             devices: m.devices.clone(),
-            metrics: m.sampling.as_ref().map(|s| s.metrics.clone()).unwrap_or_default(),
+            metrics: m
+                .sampling
+                .as_ref()
+                .map(|s| s.metrics.clone())
+                .unwrap_or_default(),
             heatmaps: m.heatmaps.clone(),
             interval_ns: m.sampling.as_ref().map_or(10_000, |s| s.interval_ns),
             counters_unavailable: m.counters_unavailable.clone(),

@@ -107,7 +107,11 @@ pub fn col_ns_for(base_ns: i64, z: u32) -> i64 {
 /// The bin width that window edges must be multiples of at zoom `z`.
 pub fn align_ns_for(base_ns: i64, z: u32) -> i64 {
     let c = col_ns_for(base_ns, z);
-    if c % (3 * base_ns) == 0 && (c / 3).count_ones() == 1 { c / 3 } else { c }
+    if c % (3 * base_ns) == 0 && (c / 3).count_ones() == 1 {
+        c / 3
+    } else {
+        c
+    }
 }
 
 impl HeatmapState {

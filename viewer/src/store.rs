@@ -5,7 +5,9 @@
 
 use crate::bucket::{Bin, Pyramid};
 use cufall_live::{FeedInfo, LiveEvent};
-use cufall_trace::model::{DeviceId, DeviceInfo, DropRecord, HeatmapSpec, MetricInfo, NvmlRow, NvtxRange};
+use cufall_trace::model::{
+    DeviceId, DeviceInfo, DropRecord, HeatmapSpec, MetricInfo, NvmlRow, NvtxRange,
+};
 use std::collections::VecDeque;
 
 /// How long data is kept.
@@ -39,11 +41,15 @@ impl HeatmapOverrides {
             self.metrics
                 .iter()
                 .map(|m| {
-                    specs.iter().find(|s| &s.metric == m).cloned().unwrap_or(HeatmapSpec {
-                        metric: m.clone(),
-                        denominator: None,
-                        full_scale: None,
-                    })
+                    specs
+                        .iter()
+                        .find(|s| &s.metric == m)
+                        .cloned()
+                        .unwrap_or(HeatmapSpec {
+                            metric: m.clone(),
+                            denominator: None,
+                            full_scale: None,
+                        })
                 })
                 .collect()
         } else if !specs.is_empty() {
@@ -53,8 +59,7 @@ impl HeatmapOverrides {
             let mut v: Vec<HeatmapSpec> = Vec::new();
             for m in metrics {
                 let (base, rollup) = split_rollup(&m.name);
-                let sibling_shown = rollup
-                    && v.iter().any(|s| split_rollup(&s.metric).0 == base);
+                let sibling_shown = rollup && v.iter().any(|s| split_rollup(&s.metric).0 == base);
                 if !sibling_shown {
                     v.push(HeatmapSpec {
                         metric: m.name.clone(),
@@ -179,7 +184,11 @@ pub fn resolve(specs: &[HeatmapSpec], metrics: &[MetricInfo]) -> Result<Vec<Heat
                 })
             })
             .collect();
-        let spread = if spread.len() >= 2 { spread } else { Vec::new() };
+        let spread = if spread.len() >= 2 {
+            spread
+        } else {
+            Vec::new()
+        };
         out.push(Heatmap {
             unit: metrics[main].unit.clone(),
             spec: s.clone(),
@@ -235,7 +244,12 @@ pub fn base_bin_ns(interval_ns: i64) -> i64 {
 
 impl Store {
     /// An empty store for the feed described by `info`, showing `heatmaps` (already resolved).
-    pub fn new(info: &FeedInfo, heatmaps: Vec<Heatmap>, retention: Retention, base_ns: i64) -> Self {
+    pub fn new(
+        info: &FeedInfo,
+        heatmaps: Vec<Heatmap>,
+        retention: Retention,
+        base_ns: i64,
+    ) -> Self {
         let mut s = Store {
             devices: Vec::new(),
             metrics: info.metrics.clone(),
@@ -291,7 +305,10 @@ impl Store {
             samples: 0,
         });
         self.devices.sort_by_key(|d| d.info.id);
-        self.devices.iter().position(|d| d.info.id == id).unwrap_or(0)
+        self.devices
+            .iter()
+            .position(|d| d.info.id == id)
+            .unwrap_or(0)
     }
 
     fn cap(&self) -> Option<usize> {
@@ -330,7 +347,9 @@ impl Store {
                             ),
                             None => scratch.extend_from_slice(num),
                         }
-                        if let Some(p) = self.devices[d].series.get_mut(h).and_then(|s| s.get_mut(l)) {
+                        if let Some(p) =
+                            self.devices[d].series.get_mut(h).and_then(|s| s.get_mut(l))
+                        {
                             p.add_samples(&b.start_ns, scratch.iter().copied());
                         }
                     }
@@ -437,7 +456,12 @@ mod tests {
 
     #[test]
     fn spread_lanes_are_found_from_rollup_siblings() {
-        let metrics = [m("sm__x.avg"), m("sm__x.max"), m("sm__x.min"), m("gr__cycles_elapsed.max")];
+        let metrics = [
+            m("sm__x.avg"),
+            m("sm__x.max"),
+            m("sm__x.min"),
+            m("gr__cycles_elapsed.max"),
+        ];
         let specs = [HeatmapSpec {
             metric: "sm__x.avg".into(),
             denominator: Some("gr__cycles_elapsed.max".into()),
@@ -448,7 +472,17 @@ mod tests {
         assert_eq!(labels, ["max", "avg", "min"]);
         assert_eq!(h[0].denominator_column, Some(3));
         assert_eq!(h[0].full_scale(), Some(1.0));
-        assert_eq!(resolve(&[HeatmapSpec { metric: "nope".into(), denominator: None, full_scale: None }], &metrics), Err("nope".into()));
+        assert_eq!(
+            resolve(
+                &[HeatmapSpec {
+                    metric: "nope".into(),
+                    denominator: None,
+                    full_scale: None
+                }],
+                &metrics
+            ),
+            Err("nope".into())
+        );
     }
 
     #[test]
@@ -456,7 +490,10 @@ mod tests {
         let metrics = [m("a.avg"), m("a.max"), m("b.sum")];
         let o = HeatmapOverrides::default();
         let specs = o.apply(&[], &metrics);
-        assert_eq!(specs.iter().map(|s| s.metric.as_str()).collect::<Vec<_>>(), ["a.avg", "b.sum"]);
+        assert_eq!(
+            specs.iter().map(|s| s.metric.as_str()).collect::<Vec<_>>(),
+            ["a.avg", "b.sum"]
+        );
         let o = HeatmapOverrides {
             metrics: vec!["b.sum".into()],
             denominator: Some("a.max".into()),

@@ -16,14 +16,20 @@ pub const DRAM: &str = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
 
 /// Columns of every synthetic batch, in order.
 pub fn metrics() -> Vec<MetricInfo> {
-    [(TENSOR_AVG, "cycle"), (TENSOR_MAX, "cycle"), (TENSOR_MIN, "cycle"), (CYCLES, "cycle"), (DRAM, "%")]
-        .iter()
-        .map(|(n, u)| MetricInfo {
-            name: (*n).into(),
-            unit: (*u).into(),
-            description: String::new(),
-        })
-        .collect()
+    [
+        (TENSOR_AVG, "cycle"),
+        (TENSOR_MAX, "cycle"),
+        (TENSOR_MIN, "cycle"),
+        (CYCLES, "cycle"),
+        (DRAM, "%"),
+    ]
+    .iter()
+    .map(|(n, u)| MetricInfo {
+        name: (*n).into(),
+        unit: (*u).into(),
+        description: String::new(),
+    })
+    .collect()
 }
 
 pub fn device(i: u32) -> DeviceInfo {
@@ -63,7 +69,13 @@ pub fn info(gpus: u32, interval_ns: i64) -> FeedInfo {
 
 /// `n` samples of device `gpu` from `t0_ns`, every `interval_ns`; `level(t)` gives the tensor
 /// busy fraction (0..=1) at time `t`. The SM spread is ±30 % around it; DRAM follows at half.
-pub fn batch(gpu: u32, t0_ns: i64, n: usize, interval_ns: i64, level: impl Fn(i64) -> f64) -> SampleBatch {
+pub fn batch(
+    gpu: u32,
+    t0_ns: i64,
+    n: usize,
+    interval_ns: i64,
+    level: impl Fn(i64) -> f64,
+) -> SampleBatch {
     let mut b = SampleBatch::new(DeviceId(gpu), 5);
     let cycles = 1980.0 * interval_ns as f64 / 1000.0;
     for i in 0..n {
@@ -169,7 +181,11 @@ pub fn demo(gpus: u32, t0_ns: i64, dur_ns: i64, interval_ns: i64) -> Demo {
                 device: b.device,
                 start_ns: keep.iter().map(|&i| b.start_ns[i]).collect(),
                 end_ns: keep.iter().map(|&i| b.end_ns[i]).collect(),
-                values: b.values.iter().map(|c| keep.iter().map(|&i| c[i]).collect()).collect(),
+                values: b
+                    .values
+                    .iter()
+                    .map(|c| keep.iter().map(|&i| c[i]).collect())
+                    .collect(),
             };
             drops.push(drop_record(g, hole.0, hole.1, lost));
         }
@@ -181,7 +197,13 @@ pub fn demo(gpus: u32, t0_ns: i64, dur_ns: i64, interval_ns: i64) -> Demo {
         for g in 0..gpus {
             let busy = demo_level(g, t - t0_ns);
             let util = if g == 5 { 0 } else { 100 };
-            nvml_rows.push(nvml(g, t, util, 120.0 + 550.0 * busy as f32, if g == 5 { 345 } else { 1980 }));
+            nvml_rows.push(nvml(
+                g,
+                t,
+                util,
+                120.0 + 550.0 * busy as f32,
+                if g == 5 { 345 } else { 1980 },
+            ));
         }
         t += 10_000_000;
     }

@@ -13,8 +13,8 @@
 
 use cufall_analysis::{ReportOptions, build_report};
 use cufall_trace::model::{
-    ActivityKind, DeviceId, DeviceInfo, HeatmapSpec, KernelRecord, Manifest, MetricInfo,
-    NvmlRow, NvtxRange, RangeKind, SampleBatch, SamplingInfo,
+    ActivityKind, DeviceId, DeviceInfo, HeatmapSpec, KernelRecord, Manifest, MetricInfo, NvmlRow,
+    NvtxRange, RangeKind, SampleBatch, SamplingInfo,
 };
 use cufall_trace::{Trace, TraceWriter, WriterOptions};
 use std::time::Instant;
@@ -41,7 +41,12 @@ fn busy(t_in_step: i64) -> bool {
     t_in_step < 4_000_000 || (4_500_000..9_000_000).contains(&t_in_step)
 }
 
-fn generate(path: &str, seconds: i64, gpus: u32, rate_hz: i64) -> Result<(), Box<dyn std::error::Error>> {
+fn generate(
+    path: &str,
+    seconds: i64,
+    gpus: u32,
+    rate_hz: i64,
+) -> Result<(), Box<dyn std::error::Error>> {
     let interval = 1_000_000_000 / rate_hz;
     let mut m = Manifest::new("bench", T0);
     m.devices = (0..gpus)
@@ -95,7 +100,16 @@ fn generate(path: &str, seconds: i64, gpus: u32, rate_hz: i64) -> Result<(), Box
                 let on = busy((s - T0) % STEP_NS);
                 let jitter = ((i * 7919 + i64::from(d) * 31) % 100) as f64 / 1000.0;
                 let tensor = if on { 0.6 + jitter } else { 0.01 * jitter };
-                b.push(s, s + interval, &[tensor * 1755.0, 1755.0, if on { 70.0 } else { 2.0 }, if on { 0.9 } else { 0.1 }]);
+                b.push(
+                    s,
+                    s + interval,
+                    &[
+                        tensor * 1755.0,
+                        1755.0,
+                        if on { 70.0 } else { 2.0 },
+                        if on { 0.9 } else { 0.1 },
+                    ],
+                );
             }
             w.append_samples(&b)?;
         }
@@ -123,7 +137,10 @@ fn generate(path: &str, seconds: i64, gpus: u32, rate_hz: i64) -> Result<(), Box
                 });
             }
             for d in 0..gpus {
-                for (a, b, name) in [(0, 4_000_000, "draft_gemm"), (4_500_000, 9_000_000, "verify_gemm")] {
+                for (a, b, name) in [
+                    (0, 4_000_000, "draft_gemm"),
+                    (4_500_000, 9_000_000, "verify_gemm"),
+                ] {
                     kernels.push(KernelRecord {
                         device: DeviceId(d),
                         start_ns: step + a,
@@ -196,7 +213,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 report.gap_groups.len()
             );
             for g in report.gap_groups.iter().take(4) {
-                println!("  {}: {} gaps, {} ns", g.place, g.totals.count, g.totals.total_ns);
+                println!(
+                    "  {}: {} gaps, {} ns",
+                    g.place, g.totals.count, g.totals.total_ns
+                );
             }
             println!("wall time: {wall:.2} s");
             match vm_hwm_kb() {

@@ -104,13 +104,17 @@ pub fn parse_duration(s: &str) -> std::result::Result<i64, String> {
         "ms" => 1e6,
         "s" => 1e9,
         "" => return Err(format!("`{s}` has no unit: write e.g. 50us, 1ms or 250ns")),
-        other => return Err(format!("unknown unit `{other}` in `{s}`: use ns, us, ms or s")),
+        other => {
+            return Err(format!(
+                "unknown unit `{other}` in `{s}`: use ns, us, ms or s"
+            ));
+        }
     };
     let v: f64 = num
         .parse()
         .map_err(|_| format!("`{s}` is not a duration: write e.g. 50us, 1ms or 250ns"))?;
     let ns = (v * scale).round();
-    if !(ns >= 1.0 && ns < 9e18) {
+    if !(1.0..9e18).contains(&ns) {
         return Err(format!("`{s}` must be a positive duration"));
     }
     Ok(ns as i64)
@@ -132,7 +136,8 @@ pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<ExitCode> {
         serde_json::to_writer_pretty(&mut *out, &report).map_err(json_err)?;
         writeln!(out).map_err(io_err)?;
     } else {
-        out.write_all(report_text(&report).as_bytes()).map_err(io_err)?;
+        out.write_all(report_text(&report).as_bytes())
+            .map_err(io_err)?;
     }
     Ok(ExitCode::SUCCESS)
 }

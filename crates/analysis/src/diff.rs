@@ -116,7 +116,13 @@ fn phase_diff(path: &str, a: Option<&PhaseReport>, b: Option<&PhaseReport>) -> P
 fn gpu_summary(r: &Report) -> String {
     let mut names: BTreeMap<String, usize> = BTreeMap::new();
     for g in &r.gpus {
-        *names.entry(if g.name.is_empty() { "unnamed GPU".into() } else { g.name.clone() }).or_default() += 1;
+        *names
+            .entry(if g.name.is_empty() {
+                "unnamed GPU".into()
+            } else {
+                g.name.clone()
+            })
+            .or_default() += 1;
     }
     names
         .iter()
@@ -157,7 +163,8 @@ pub fn build_diff(a: &Trace, b: &Trace, opts: &ReportOptions) -> Result<DiffRepo
         ));
     }
     if ra.activity.denominator != rb.activity.denominator {
-        warnings.push("the activity value is computed differently in B (another denominator)".into());
+        warnings
+            .push("the activity value is computed differently in B (another denominator)".into());
     }
     let whole_run = phase_diff("(whole run)", Some(&ra.whole_run), Some(&rb.whole_run));
     let mut paths: Vec<&str> = ra.phases.iter().map(|p| p.path.as_str()).collect();
@@ -241,7 +248,10 @@ fn signed_ns(ns: i64) -> String {
 /// The text form of a diff.
 pub fn diff_text(d: &DiffReport) -> String {
     let mut o = String::new();
-    o.push_str(&format!("cufall diff: A = {}, B = {}\n", d.a.trace, d.b.trace));
+    o.push_str(&format!(
+        "cufall diff: A = {}, B = {}\n",
+        d.a.trace, d.b.trace
+    ));
     for (tag, r) in [("A", &d.a), ("B", &d.b)] {
         o.push_str(&format!(
             "  {tag}: {}, {}, idle {}\n",
@@ -259,13 +269,29 @@ pub fn diff_text(d: &DiffReport) -> String {
     for w in &d.warnings {
         o.push_str(&format!("  warning: {w}\n"));
     }
-    for n in d.a.notes.iter().map(|n| ("A", n)).chain(d.b.notes.iter().map(|n| ("B", n))) {
+    for n in
+        d.a.notes
+            .iter()
+            .map(|n| ("A", n))
+            .chain(d.b.notes.iter().map(|n| ("B", n)))
+    {
         o.push_str(&format!("  note ({}): {}\n", n.0, n.1));
     }
     o.push_str("\nPHASES (biggest change in total time first)\n");
     let mut t = TextTable::new(&[
-        "phase", "count A", "count B", "total A", "total B", "Δ total", "p50 A", "p50 B", "idle A",
-        "idle B", "Δ idle", "activity A", "activity B",
+        "phase",
+        "count A",
+        "count B",
+        "total A",
+        "total B",
+        "Δ total",
+        "p50 A",
+        "p50 B",
+        "idle A",
+        "idle B",
+        "Δ idle",
+        "activity A",
+        "activity B",
     ]);
     for p in std::iter::once(&d.whole_run).chain(d.phases.iter()) {
         let get = |s: &Option<PhaseSide>, f: &dyn Fn(&PhaseSide) -> String| {

@@ -29,7 +29,9 @@ pub enum AnalysisError {
 pub type Result<T, E = AnalysisError> = std::result::Result<T, E>;
 
 /// Turns a polars failure on the trace at `path` into an [`AnalysisError::Query`].
-pub(crate) fn query_err(path: &std::path::Path) -> impl Fn(polars::error::PolarsError) -> AnalysisError + '_ {
+pub(crate) fn query_err(
+    path: &std::path::Path,
+) -> impl Fn(polars::error::PolarsError) -> AnalysisError + '_ {
     move |e| AnalysisError::Query {
         path: path.to_path_buf(),
         why: e.to_string(),

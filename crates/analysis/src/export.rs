@@ -95,7 +95,11 @@ fn export_tables(
     dir: &Path,
     opts: &ExportOptions,
 ) -> Result<ExportSummary> {
-    let ext = if opts.format == Format::Parquet { "parquet" } else { "csv" };
+    let ext = if opts.format == Format::Parquet {
+        "parquet"
+    } else {
+        "csv"
+    };
     std::fs::create_dir_all(dir).map_err(|e| write_err(dir, e))?;
     let mut frames: Vec<(String, DataFrame)> = Vec::new();
     for table in Table::ALL {
@@ -194,8 +198,14 @@ pub fn phases_frame(report: &Report) -> PolarsResult<DataFrame> {
         Column::new("activity_peak".into(), act_peak),
     ];
     for (i, m) in report.metrics.iter().enumerate() {
-        cols.push(Column::new(format!("{m}.mean").into(), std::mem::take(&mut metric_mean[i])));
-        cols.push(Column::new(format!("{m}.peak").into(), std::mem::take(&mut metric_peak[i])));
+        cols.push(Column::new(
+            format!("{m}.mean").into(),
+            std::mem::take(&mut metric_mean[i]),
+        ));
+        cols.push(Column::new(
+            format!("{m}.peak").into(),
+            std::mem::take(&mut metric_peak[i]),
+        ));
     }
     cols.extend([
         Column::new("power_w".into(), power),
@@ -214,11 +224,26 @@ pub fn gaps_frame(report: &Report) -> PolarsResult<DataFrame> {
     DataFrame::new(
         g.len(),
         vec![
-            Column::new("device".into(), g.iter().map(|x| x.device).collect::<Vec<_>>()),
-            Column::new("start_ns".into(), g.iter().map(|x| x.start_ns).collect::<Vec<_>>()),
-            Column::new("end_ns".into(), g.iter().map(|x| x.end_ns).collect::<Vec<_>>()),
-            Column::new("duration_ns".into(), g.iter().map(|x| x.duration_ns).collect::<Vec<_>>()),
-            Column::new("place".into(), g.iter().map(|x| x.place.clone()).collect::<Vec<_>>()),
+            Column::new(
+                "device".into(),
+                g.iter().map(|x| x.device).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "start_ns".into(),
+                g.iter().map(|x| x.start_ns).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "end_ns".into(),
+                g.iter().map(|x| x.end_ns).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "duration_ns".into(),
+                g.iter().map(|x| x.duration_ns).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "place".into(),
+                g.iter().map(|x| x.place.clone()).collect::<Vec<_>>(),
+            ),
             Column::new(
                 "no_kernel_ns".into(),
                 g.iter().map(|x| x.no_kernel_ns).collect::<Vec<_>>(),
@@ -247,7 +272,9 @@ impl EventWriter {
 
     fn event(&mut self, v: &serde_json::Value) -> Result<()> {
         if !self.first {
-            self.out.write_all(b",\n").map_err(|e| write_err(&self.path, e))?;
+            self.out
+                .write_all(b",\n")
+                .map_err(|e| write_err(&self.path, e))?;
         }
         self.first = false;
         serde_json::to_writer(&mut self.out, v).map_err(|e| write_err(&self.path, e))?;
@@ -263,10 +290,8 @@ impl EventWriter {
         &mut self,
         name: &str,
         cat: &str,
-        pid: i64,
-        tid: i64,
-        start_ns: i64,
-        end_ns: i64,
+        (pid, tid): (i64, i64),
+        (start_ns, end_ns): (i64, i64),
         args: serde_json::Value,
     ) -> Result<()> {
         let v = json!({
@@ -313,8 +338,11 @@ fn export_perfetto(
         "activity": report.activity.label(),
         "note": "ts and dur are microseconds since t0_unix_ns",
     });
-    write!(w.out, "{{\"displayTimeUnit\":\"ns\",\"otherData\":{head},\"traceEvents\":[\n")
-        .map_err(|e| write_err(path, e))?;
+    writeln!(
+        w.out,
+        "{{\"displayTimeUnit\":\"ns\",\"otherData\":{head},\"traceEvents\":["
+    )
+    .map_err(|e| write_err(path, e))?;
 
     for g in &report.gpus {
         let pid = gpu_pid(g.device);
@@ -338,15 +366,18 @@ fn export_perfetto(
     for r in &nvtx {
         let pid = i64::from(r.pid);
         if hosts.insert(pid) {
-            w.meta("process_name", pid, 0, &format!("host process {} (NVTX)", r.pid))?;
+            w.meta(
+                "process_name",
+                pid,
+                0,
+                &format!("host process {} (NVTX)", r.pid),
+            )?;
         }
         w.slice(
             &r.name,
             "nvtx",
-            pid,
-            i64::from(r.tid),
-            r.start_ns,
-            r.end_ns,
+            (pid, i64::from(r.tid)),
+            (r.start_ns, r.end_ns),
             json!({"domain": r.domain, "kind": r.kind.as_str(), "depth": r.depth}),
         )?;
     }
@@ -362,10 +393,8 @@ fn export_perfetto(
         w.slice(
             &k.name,
             k.kind.as_str(),
-            pid,
-            tid,
-            k.start_ns,
-            k.end_ns,
+            (pid, tid),
+            (k.start_ns, k.end_ns),
             json!({"correlation_id": k.correlation_id, "bytes": k.bytes, "host_pid": k.pid}),
         )?;
     }
@@ -373,10 +402,8 @@ fn export_perfetto(
         w.slice(
             &format!("idle gap: {}", g.place),
             "gap",
-            gpu_pid(g.device),
-            GAP_TID,
-            g.start_ns,
-            g.end_ns,
+            (gpu_pid(g.device), GAP_TID),
+            (g.start_ns, g.end_ns),
             json!({"no_kernel_us": g.no_kernel_ns.map(|v| v as f64 / 1000.0),
                    "kernel_resident_us": g.kernel_resident_ns.map(|v| v as f64 / 1000.0)}),
         )?;
@@ -386,10 +413,8 @@ fn export_perfetto(
         w.slice(
             &format!("drop: {}", d.reason.as_str()),
             "drop",
-            gpu_pid(dev),
-            DROP_TID,
-            d.start_ns,
-            d.end_ns,
+            (gpu_pid(dev), DROP_TID),
+            (d.start_ns, d.end_ns),
             json!({"lost_samples": d.lost_samples}),
         )?;
     }
@@ -410,21 +435,38 @@ fn write_counters(
     w: &mut EventWriter,
     max_points: usize,
 ) -> Result<Option<i64>> {
-    let max_per_device = report.whole_run.devices.iter().map(|d| d.samples).max().unwrap_or(0);
+    let max_per_device = report
+        .whole_run
+        .devices
+        .iter()
+        .map(|d| d.samples)
+        .max()
+        .unwrap_or(0);
     let span = (report.end_ns - report.start_ns).max(1);
-    let mut values: Vec<Expr> = report.metrics.iter().map(|m| col(m.as_str()).cast(DataType::Float64)).collect();
+    let mut values: Vec<Expr> = report
+        .metrics
+        .iter()
+        .map(|m| col(m.as_str()).cast(DataType::Float64))
+        .collect();
     values.push(report.activity.expr().alias("activity"));
     let names: Vec<String> = report
         .metrics
         .iter()
         .cloned()
-        .chain(std::iter::once(format!("activity ({})", report.activity.label())))
+        .chain(std::iter::once(format!(
+            "activity ({})",
+            report.activity.label()
+        )))
         .collect();
     let lf = trace.lazy(Table::Samples)?;
     let (query, bucket) = if max_per_device as usize <= max_points.max(1) {
         let mut sel = vec![col("device"), col("start_ns")];
         sel.extend(values);
-        (lf.select(sel).sort(["device", "start_ns"], Default::default()), None)
+        (
+            lf.select(sel)
+                .sort(["device", "start_ns"], Default::default()),
+            None,
+        )
     } else {
         let width = (span + max_points as i64 - 1) / max_points.max(1) as i64;
         let aggs: Vec<Expr> = std::iter::once(col("start_ns").min())
@@ -435,7 +477,12 @@ fn write_counters(
             col("start_ns"),
             ((col("start_ns") - lit(report.start_ns)) / lit(width)).alias("bucket"),
         ];
-        sel.extend(values.into_iter().enumerate().map(|(i, e)| e.alias(format!("v{i}"))));
+        sel.extend(
+            values
+                .into_iter()
+                .enumerate()
+                .map(|(i, e)| e.alias(format!("v{i}"))),
+        );
         let q = lf
             .select(sel)
             .group_by([col("device"), col("bucket")])
@@ -445,11 +492,28 @@ fn write_counters(
     };
     let df = trace.collect(query)?;
     let qe = query_err(trace.path());
-    let device = df.column("device").map_err(&qe)?.u16().map_err(&qe)?.clone();
-    let start = df.column("start_ns").map_err(&qe)?.i64().map_err(&qe)?.clone();
+    let device = df
+        .column("device")
+        .map_err(&qe)?
+        .u16()
+        .map_err(&qe)?
+        .clone();
+    let start = df
+        .column("start_ns")
+        .map_err(&qe)?
+        .i64()
+        .map_err(&qe)?
+        .clone();
     let cols: Vec<Float64Chunked> = if bucket.is_some() {
         (0..names.len())
-            .map(|i| Ok(df.column(&format!("v{i}")).map_err(&qe)?.f64().map_err(&qe)?.clone()))
+            .map(|i| {
+                Ok(df
+                    .column(&format!("v{i}"))
+                    .map_err(&qe)?
+                    .f64()
+                    .map_err(&qe)?
+                    .clone())
+            })
             .collect::<Result<_>>()?
     } else {
         report

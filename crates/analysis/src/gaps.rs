@@ -47,7 +47,10 @@ pub fn merge_fragments(
     let mut drops_by_device: BTreeMap<u16, Vec<(i64, i64)>> = BTreeMap::new();
     for d in drops {
         let dev = u16::try_from(d.device.0).unwrap_or(u16::MAX);
-        drops_by_device.entry(dev).or_default().push((d.start_ns, d.end_ns));
+        drops_by_device
+            .entry(dev)
+            .or_default()
+            .push((d.start_ns, d.end_ns));
     }
     let mut out = Vec::with_capacity(merged.len());
     for (dev, start, end) in merged {
@@ -85,7 +88,13 @@ pub fn merge_fragments(
 
 /// Busy time of each device's kernels, as sorted disjoint intervals with prefix sums.
 pub struct KernelCoverage {
-    by_device: BTreeMap<u16, (Vec<(i64, i64)>, Vec<i64>)>,
+    by_device: BTreeMap<u16, DeviceCoverage>,
+}
+
+/// Disjoint sorted busy intervals and the prefix sums of their lengths.
+struct DeviceCoverage {
+    intervals: Vec<(i64, i64)>,
+    prefix: Vec<i64>,
 }
 
 impl KernelCoverage {
@@ -97,7 +106,10 @@ impl KernelCoverage {
         let mut lists: BTreeMap<u16, Vec<(i64, i64)>> = BTreeMap::new();
         for k in kernels.iter().filter(|k| k.kind == ActivityKind::Kernel) {
             let dev = u16::try_from(k.device.0).unwrap_or(u16::MAX);
-            lists.entry(dev).or_default().push((k.start_ns, k.end_ns.max(k.start_ns)));
+            lists
+                .entry(dev)
+                .or_default()
+                .push((k.start_ns, k.end_ns.max(k.start_ns)));
         }
         let mut by_device = BTreeMap::new();
         for (dev, mut list) in lists {
@@ -116,14 +128,24 @@ impl KernelCoverage {
                 acc += e - s;
                 prefix.push(acc);
             }
-            by_device.insert(dev, (merged, prefix));
+            by_device.insert(
+                dev,
+                DeviceCoverage {
+                    intervals: merged,
+                    prefix,
+                },
+            );
         }
         Some(KernelCoverage { by_device })
     }
 
     /// Time within `[start, end)` during which a kernel ran on `device`.
     pub fn covered_ns(&self, device: u16, start: i64, end: i64) -> i64 {
-        let Some((iv, prefix)) = self.by_device.get(&device) else {
+        let Some(DeviceCoverage {
+            intervals: iv,
+            prefix,
+        }) = self.by_device.get(&device)
+        else {
             return 0;
         };
         // Intervals wholly inside, plus the clipped parts of the two at the edges.

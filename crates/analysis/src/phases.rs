@@ -77,7 +77,10 @@ impl Phases {
             // Stack of (end, path) of the open ranges enclosing the current one.
             let mut stack: Vec<(i64, String)> = Vec::new();
             for r in list.iter() {
-                while stack.last().is_some_and(|(end, _)| *end < r.end_ns || *end <= r.start_ns) {
+                while stack
+                    .last()
+                    .is_some_and(|(end, _)| *end < r.end_ns || *end <= r.start_ns)
+                {
                     stack.pop();
                 }
                 let path = match stack.last() {
@@ -152,7 +155,12 @@ impl Phases {
         let mut by_end: Vec<usize> = (0..insts.len()).collect();
         by_end.sort_by_key(|i| (insts[*i].end_ns, phases[insts[*i].phase].depth));
         let mut by_start: Vec<usize> = (0..insts.len()).collect();
-        by_start.sort_by_key(|i| (insts[*i].start_ns, std::cmp::Reverse(phases[insts[*i].phase].depth)));
+        by_start.sort_by_key(|i| {
+            (
+                insts[*i].start_ns,
+                std::cmp::Reverse(phases[insts[*i].phase].depth),
+            )
+        });
         Phases {
             phases,
             ranges: insts,
@@ -180,7 +188,11 @@ impl Phases {
     /// Time interval of segment `s`, clipped to `[lo, hi)` for the open-ended outer segments.
     pub fn segment_bounds(&self, s: usize, lo: i64, hi: i64) -> (i64, i64) {
         let start = if s == 0 { lo } else { self.boundaries[s - 1] };
-        let end = if s >= self.boundaries.len() { hi } else { self.boundaries[s] };
+        let end = if s >= self.boundaries.len() {
+            hi
+        } else {
+            self.boundaries[s]
+        };
         (start, end)
     }
 
@@ -198,10 +210,14 @@ impl Phases {
             .iter()
             .filter(|r| r.start_ns <= mid && mid < r.end_ns)
             .max_by_key(|r| (self.phases[r.phase].depth, r.start_ns));
-        let before = self.by_end[..self.by_end.partition_point(|i| self.ranges[*i].end_ns <= mid)]
+        let before = self.by_end[..self
+            .by_end
+            .partition_point(|i| self.ranges[*i].end_ns <= mid)]
             .last()
             .map(|i| &self.ranges[*i]);
-        let after_at = self.by_start.partition_point(|i| self.ranges[*i].start_ns <= mid);
+        let after_at = self
+            .by_start
+            .partition_point(|i| self.ranges[*i].start_ns <= mid);
         let after = self.by_start.get(after_at).map(|i| &self.ranges[*i]);
         // `before`: the latest-ending range before mid; among equal ends, the deepest (sorted
         // last). `after`: the earliest-starting range after mid; among equal starts, the deepest.
@@ -218,11 +234,20 @@ impl Phases {
     }
 
     fn deepest_ending_at(&self, end: i64) -> &RangeInst {
-        let hi = self.by_end.partition_point(|i| self.ranges[*i].end_ns <= end);
-        let lo = self.by_end.partition_point(|i| self.ranges[*i].end_ns < end);
+        let hi = self
+            .by_end
+            .partition_point(|i| self.ranges[*i].end_ns <= end);
+        let lo = self
+            .by_end
+            .partition_point(|i| self.ranges[*i].end_ns < end);
         let pick = self.by_end[lo..hi]
             .iter()
-            .max_by_key(|i| (self.phases[self.ranges[**i].phase].depth, self.ranges[**i].start_ns))
+            .max_by_key(|i| {
+                (
+                    self.phases[self.ranges[**i].phase].depth,
+                    self.ranges[**i].start_ns,
+                )
+            })
             .copied()
             .unwrap_or(self.by_end[hi - 1]);
         &self.ranges[pick]
@@ -269,12 +294,18 @@ fn strip_common_parent<'a>(a: &'a str, b: &'a str) -> (&'a str, &'a str) {
 
 /// Parents before children, children in order of first appearance.
 fn tree_order(phases: &[Phase]) -> Vec<usize> {
-    let index: HashMap<&str, usize> =
-        phases.iter().enumerate().map(|(i, p)| (p.path.as_str(), i)).collect();
+    let index: HashMap<&str, usize> = phases
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.path.as_str(), i))
+        .collect();
     let mut children: Vec<Vec<usize>> = vec![Vec::new(); phases.len()];
     let mut roots = Vec::new();
     for (i, p) in phases.iter().enumerate() {
-        let parent = p.path.rfind('/').and_then(|k| index.get(&p.path[..k]).copied());
+        let parent = p
+            .path
+            .rfind('/')
+            .and_then(|k| index.get(&p.path[..k]).copied());
         match parent {
             Some(parent) => children[parent].push(i),
             None => roots.push(i),

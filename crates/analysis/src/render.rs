@@ -135,7 +135,9 @@ pub fn report_text(r: &Report) -> String {
         o.push_str(&format!("  warning: {w}\n"));
     }
 
-    let all: Vec<&PhaseReport> = std::iter::once(&r.whole_run).chain(r.phases.iter()).collect();
+    let all: Vec<&PhaseReport> = std::iter::once(&r.whole_run)
+        .chain(r.phases.iter())
+        .collect();
     o.push_str("\nPHASES (NVTX ranges, host-side durations)\n");
     let mut t = TextTable::new(&["phase", "count", "total", "p50", "p99", "idle"]);
     for p in &all {
@@ -179,7 +181,10 @@ pub fn report_text(r: &Report) -> String {
                 row.push(fmt_num(d.power_w));
                 row.push(fmt_num(d.sm_clock_mhz));
                 row.push(fmt_num(d.mem_clock_mhz));
-                row.push(d.nvml_gpu_util_pct.map_or("-".into(), |v| format!("{v:.0}%")));
+                row.push(
+                    d.nvml_gpu_util_pct
+                        .map_or("-".into(), |v| format!("{v:.0}%")),
+                );
             }
             t.row(row);
         }
@@ -216,7 +221,11 @@ pub fn report_text(r: &Report) -> String {
                 fmt_ns(g.max_ns),
                 g.totals.no_kernel_ns.map_or("-".into(), fmt_ns),
                 g.totals.kernel_resident_ns.map_or("-".into(), fmt_ns),
-                g.devices.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(","),
+                g.devices
+                    .iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
             ]);
         }
         o.push_str(&t.render("  "));
@@ -224,7 +233,14 @@ pub fn report_text(r: &Report) -> String {
             "\n  longest {} gap(s) (at: time since the first sample)\n",
             r.gaps.len().min(LONGEST_GAPS_SHOWN)
         ));
-        let mut t = TextTable::new(&["gpu", "at", "duration", "where", "no kernel", "kernel resident"]);
+        let mut t = TextTable::new(&[
+            "gpu",
+            "at",
+            "duration",
+            "where",
+            "no kernel",
+            "kernel resident",
+        ]);
         for g in r.gaps.iter().take(LONGEST_GAPS_SHOWN) {
             t.row(vec![
                 g.device.to_string(),

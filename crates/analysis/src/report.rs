@@ -230,7 +230,10 @@ pub fn resolve_activity(trace: &Trace, opts: &ReportOptions) -> Result<Activity>
             trace.check_metrics(&[name.as_str()])?;
             m.heatmaps.iter().find(|h| &h.metric == name)
         }
-        None => m.heatmaps.iter().find(|h| names.contains(&h.metric.as_str())),
+        None => m
+            .heatmaps
+            .iter()
+            .find(|h| names.contains(&h.metric.as_str())),
     };
     let metric = match (&opts.metric, heatmap) {
         (Some(name), _) => name.clone(),
@@ -337,8 +340,16 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
     let m = trace.manifest();
     let activity = resolve_activity(trace, opts)?;
     let metrics: Vec<String> = m.metric_names().into_iter().map(str::to_string).collect();
-    let interval_ns = m.sampling.as_ref().map(|s| s.interval_ns).unwrap_or(0).max(1);
-    let min_gap_ns = opts.min_gap_ns.unwrap_or(DEFAULT_GAP_INTERVALS * interval_ns).max(1);
+    let interval_ns = m
+        .sampling
+        .as_ref()
+        .map(|s| s.interval_ns)
+        .unwrap_or(0)
+        .max(1);
+    let min_gap_ns = opts
+        .min_gap_ns
+        .unwrap_or(DEFAULT_GAP_INTERVALS * interval_ns)
+        .max(1);
     if opts.min_gap_ns.is_some_and(|g| g <= 0) {
         return Err(AnalysisError::Invalid(
             "--min-gap must be a positive duration, e.g. 50us".into(),
@@ -375,7 +386,11 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
         cells.dropped.insert(*d, vec![0; nseg]);
     }
     for ((d, s), agg) in &totals {
-        if let Some(slot) = cells.samples.get_mut(d).and_then(|v| v.get_mut(*s as usize)) {
+        if let Some(slot) = cells
+            .samples
+            .get_mut(d)
+            .and_then(|v| v.get_mut(*s as usize))
+        {
             *slot = Some(agg.clone());
         }
     }
@@ -383,7 +398,11 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
     let end_ns = totals.values().map(|a| a.last_end_ns).max().unwrap_or(0);
     for r in &nvml {
         let s = phases.segment_of(r.t_ns);
-        if let Some(slot) = cells.nvml.get_mut(&device_u16(r.device.0)).and_then(|v| v.get_mut(s)) {
+        if let Some(slot) = cells
+            .nvml
+            .get_mut(&device_u16(r.device.0))
+            .and_then(|v| v.get_mut(s))
+        {
             slot.get_or_insert_with(NvmlAgg::new).push(r);
         }
     }
@@ -567,8 +586,12 @@ impl Ctx<'_> {
                 mean: (n > 0).then(|| agg.sums.get(i).copied().unwrap_or(0.0) / n as f64),
                 peak: (n > 0).then(|| agg.peaks.get(i).copied().unwrap_or(f64::NAN)),
             };
-            let metrics: Vec<Stat> =
-                self.metrics.iter().enumerate().map(|(i, m)| stat(i, m)).collect();
+            let metrics: Vec<Stat> = self
+                .metrics
+                .iter()
+                .enumerate()
+                .map(|(i, m)| stat(i, m))
+                .collect();
             let activity = stat(self.metrics.len(), &self.activity.label());
             let mut gaps = GapTotals::default();
             if self.kernels_captured {
@@ -609,7 +632,12 @@ impl Ctx<'_> {
             p99_ns: phases::percentile(durations, 0.99),
             devices: devs,
             idle_fraction,
-            verdict: verdict(idle_fraction, &gaps_all, self.kernels_captured, self.min_gap_ns),
+            verdict: verdict(
+                idle_fraction,
+                &gaps_all,
+                self.kernels_captured,
+                self.min_gap_ns,
+            ),
         }
     }
 }
@@ -661,7 +689,9 @@ fn verdict(idle: Option<f64>, gaps: &GapTotals, kernels: bool, min_gap_ns: i64) 
 fn group_gaps(gaps: &[Gap], phases: &Phases) -> Vec<GapGroup> {
     let mut groups: BTreeMap<&Place, (GapTotals, i64, Vec<u16>)> = BTreeMap::new();
     for g in gaps {
-        let e = groups.entry(&g.place).or_insert_with(|| (GapTotals::default(), 0, Vec::new()));
+        let e = groups
+            .entry(&g.place)
+            .or_insert_with(|| (GapTotals::default(), 0, Vec::new()));
         e.0.add(g);
         e.1 = e.1.max(g.duration_ns());
         if !e.2.contains(&g.device) {
@@ -711,7 +741,10 @@ fn drop_summary(drops: &[DropRecord]) -> Vec<DeviceDrops> {
         e.count += 1;
         e.dropped_ns += ns;
         e.lost_samples += d.lost_samples.unwrap_or(0);
-        let r = e.by_reason.entry(d.reason.as_str().to_string()).or_insert((0, 0));
+        let r = e
+            .by_reason
+            .entry(d.reason.as_str().to_string())
+            .or_insert((0, 0));
         r.0 += 1;
         r.1 += ns;
     }

@@ -139,8 +139,18 @@ pub fn aggregate_segments(
         .chain(std::iter::once(ACT.to_string()))
         .collect();
     for (i, m) in value_cols.iter().enumerate() {
-        aggs.push(col(m.as_str()).cast(DataType::Float64).sum().alias(format!("s{i}")));
-        aggs.push(col(m.as_str()).max().cast(DataType::Float64).alias(format!("p{i}")));
+        aggs.push(
+            col(m.as_str())
+                .cast(DataType::Float64)
+                .sum()
+                .alias(format!("s{i}")),
+        );
+        aggs.push(
+            col(m.as_str())
+                .max()
+                .cast(DataType::Float64)
+                .alias(format!("p{i}")),
+        );
     }
     let query = trace
         .lazy(Table::Samples)?
@@ -153,10 +163,19 @@ pub fn aggregate_segments(
         .agg(aggs);
     let df = trace.collect(query)?;
     let qe = query_err(trace.path());
-    let device = df.column("device").map_err(&qe)?.u16().map_err(&qe)?.clone();
+    let device = df
+        .column("device")
+        .map_err(&qe)?
+        .u16()
+        .map_err(&qe)?
+        .clone();
     let seg = df.column(SEG).map_err(&qe)?.u32().map_err(&qe)?.clone();
     let get_i64 = |name: &str| -> Result<Int64Chunked> {
-        let c = df.column(name).map_err(&qe)?.cast(&DataType::Int64).map_err(&qe)?;
+        let c = df
+            .column(name)
+            .map_err(&qe)?
+            .cast(&DataType::Int64)
+            .map_err(&qe)?;
         Ok(c.i64().map_err(&qe)?.clone())
     };
     let n = get_i64("n")?;
@@ -167,8 +186,20 @@ pub fn aggregate_segments(
     let mut sums = Vec::new();
     let mut peaks = Vec::new();
     for i in 0..value_cols.len() {
-        sums.push(df.column(&format!("s{i}")).map_err(&qe)?.f64().map_err(&qe)?.clone());
-        peaks.push(df.column(&format!("p{i}")).map_err(&qe)?.f64().map_err(&qe)?.clone());
+        sums.push(
+            df.column(&format!("s{i}"))
+                .map_err(&qe)?
+                .f64()
+                .map_err(&qe)?
+                .clone(),
+        );
+        peaks.push(
+            df.column(&format!("p{i}"))
+                .map_err(&qe)?
+                .f64()
+                .map_err(&qe)?
+                .clone(),
+        );
     }
     let mut out = SegmentTotals::with_capacity(df.height());
     for row in 0..df.height() {
@@ -182,7 +213,10 @@ pub fn aggregate_segments(
                 first_start_ns: first.get(row).unwrap_or(0),
                 last_end_ns: last.get(row).unwrap_or(0),
                 sums: sums.iter().map(|c| c.get(row).unwrap_or(0.0)).collect(),
-                peaks: peaks.iter().map(|c| c.get(row).unwrap_or(f64::NAN)).collect(),
+                peaks: peaks
+                    .iter()
+                    .map(|c| c.get(row).unwrap_or(f64::NAN))
+                    .collect(),
             },
         );
     }
@@ -211,18 +245,21 @@ pub fn idle_fragments(
     let thr = activity.threshold();
     let prev_dev = col("device").shift(lit(1));
     let next_dev = col("device").shift(lit(-1));
-    let disc_prev = prev_dev.clone().neq(col("device")).fill_null(lit(true)).or(
-        (col("start_ns") - col("end_ns").shift(lit(1)))
+    let disc_prev = prev_dev
+        .clone()
+        .neq(col("device"))
+        .fill_null(lit(true))
+        .or((col("start_ns") - col("end_ns").shift(lit(1)))
             .abs()
             .gt(lit(hole_ns))
-            .fill_null(lit(true)),
-    );
-    let disc_next = next_dev.neq(col("device")).fill_null(lit(true)).or(
-        (col("start_ns").shift(lit(-1)) - col("end_ns"))
+            .fill_null(lit(true)));
+    let disc_next = next_dev
+        .neq(col("device"))
+        .fill_null(lit(true))
+        .or((col("start_ns").shift(lit(-1)) - col("end_ns"))
             .abs()
             .gt(lit(hole_ns))
-            .fill_null(lit(true)),
-    );
+            .fill_null(lit(true)));
     let query = trace
         .lazy(Table::Samples)?
         .select([
@@ -233,7 +270,9 @@ pub fn idle_fragments(
         ])
         .with_columns([disc_prev.alias("dp"), disc_next.alias("dn")])
         .with_columns([col("dp")
-            .or(col("idle").neq(col("idle").shift(lit(1))).fill_null(lit(true)))
+            .or(col("idle")
+                .neq(col("idle").shift(lit(1)))
+                .fill_null(lit(true)))
             .cast(DataType::UInt32)
             .cum_sum(false)
             .alias("run")])
@@ -253,7 +292,12 @@ pub fn idle_fragments(
         );
     let df = trace.collect(query)?;
     let qe = query_err(trace.path());
-    let device = df.column("device").map_err(&qe)?.u16().map_err(&qe)?.clone();
+    let device = df
+        .column("device")
+        .map_err(&qe)?
+        .u16()
+        .map_err(&qe)?
+        .clone();
     let start = df.column("start").map_err(&qe)?.i64().map_err(&qe)?.clone();
     let end = df.column("end").map_err(&qe)?.i64().map_err(&qe)?.clone();
     let n = df.column("n").map_err(&qe)?.i64().map_err(&qe)?.clone();
@@ -273,8 +317,16 @@ pub fn idle_fragments(
 
 /// The largest value of `metric` in the trace (for a full scale when none is known).
 pub fn metric_peak(trace: &Trace, activity_expr: Expr) -> Result<f64> {
-    let df = trace.collect(trace.lazy(Table::Samples)?.select([activity_expr.max().alias("p")]))?;
+    let df = trace.collect(
+        trace
+            .lazy(Table::Samples)?
+            .select([activity_expr.max().alias("p")]),
+    )?;
     let qe = query_err(trace.path());
-    let c = df.column("p").map_err(&qe)?.cast(&DataType::Float64).map_err(&qe)?;
+    let c = df
+        .column("p")
+        .map_err(&qe)?
+        .cast(&DataType::Float64)
+        .map_err(&qe)?;
     Ok(c.f64().map_err(&qe)?.get(0).unwrap_or(0.0))
 }

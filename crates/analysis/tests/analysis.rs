@@ -76,7 +76,14 @@ fn gaps_have_exact_counts_durations_places_and_causes() {
     dev0.sort_unstable();
     assert_eq!(
         dev0,
-        [(400, 100), (900, 100), (1400, 100), (1600, 200), (1950, 50), (2900, 100)]
+        [
+            (400, 100),
+            (900, 100),
+            (1400, 100),
+            (1600, 200),
+            (1950, 50),
+            (2900, 100)
+        ]
     );
     assert_eq!(r.gaps.len(), 13);
     assert_eq!(r.gaps[0].duration_ns, 200 * US, "longest first");
@@ -122,7 +129,10 @@ fn phase_statistics() {
     let paths: Vec<&str> = r.phases.iter().map(|p| p.path.as_str()).collect();
     assert_eq!(paths, ["step", "step/draft", "step/verify"]);
     let draft = &r.phases[1];
-    assert_eq!((draft.count, draft.total_ns, draft.p50_ns, draft.p99_ns), (3, 1200 * US, 400 * US, 400 * US));
+    assert_eq!(
+        (draft.count, draft.total_ns, draft.p50_ns, draft.p99_ns),
+        (3, 1200 * US, 400 * US, 400 * US)
+    );
     assert_eq!(draft.depth, 1);
     for d in &draft.devices {
         assert_eq!(d.idle_ns, 0);
@@ -140,7 +150,11 @@ fn phase_statistics() {
     let verify = &r.phases[2];
     let idle = verify.idle_fraction.expect("idle");
     assert!((idle - 200.0 / 1200.0).abs() < 1e-9, "{idle}");
-    assert!(verify.verdict.contains("latency-bound"), "{}", verify.verdict);
+    assert!(
+        verify.verdict.contains("latency-bound"),
+        "{}",
+        verify.verdict
+    );
     let step = &r.phases[0];
     assert_eq!(step.devices[0].dropped_ns, 120 * US);
     assert!(r.nvtx_captured && r.kernels_captured && r.nvml_captured);
@@ -184,8 +198,18 @@ fn trace_without_nvtx_reports_the_whole_run() {
     });
     assert!(!r.nvtx_captured);
     assert!(r.phases.is_empty());
-    assert!(r.notes.iter().any(|n| n.contains("NVTX ranges were not captured")), "{:?}", r.notes);
-    assert!(r.notes.iter().any(|n| n.contains("kernel activity was not captured")));
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("NVTX ranges were not captured")),
+        "{:?}",
+        r.notes
+    );
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("kernel activity was not captured"))
+    );
     assert_eq!(r.gap_groups.len(), 1);
     assert_eq!(r.gap_groups[0].place, "(whole run)");
     assert_eq!(r.gap_groups[0].totals.count, 13);
@@ -202,7 +226,9 @@ fn unknown_metric_lists_the_recorded_ones() {
         metric: Some("sm__nope.avg".into()),
         ..Default::default()
     };
-    let err = build_report(&trace, &opts).expect_err("unknown metric").to_string();
+    let err = build_report(&trace, &opts)
+        .expect_err("unknown metric")
+        .to_string();
     assert!(err.contains("no metric named `sm__nope.avg`"), "{err}");
     assert!(err.contains(TENSOR) && err.contains(DRAM), "{err}");
 }
@@ -224,7 +250,11 @@ fn diff_matches_phases_and_warns_about_different_gpus() {
     };
     let b = Trace::open(fx_b.write(dir.path(), "b.cufall")).expect("open b");
     let mut d = build_diff(&a, &b, &opts()).expect("diff");
-    assert!(d.warnings.iter().any(|w| w.contains("different GPUs")), "{:?}", d.warnings);
+    assert!(
+        d.warnings.iter().any(|w| w.contains("different GPUs")),
+        "{:?}",
+        d.warnings
+    );
     assert_eq!(d.phases[0].path, "step/verify");
     assert_eq!(d.phases[0].delta_total_ns, -150 * US);
     let gaps: Vec<(&str, i64)> = d
@@ -272,14 +302,22 @@ fn export_parquet_and_csv_read_back() {
     assert!(samples.column(TENSOR).is_ok());
     let gaps = read_parquet(&out.join("gaps.parquet"));
     assert_eq!(gaps.height(), 13);
-    let total: i64 = gaps.column("duration_ns").expect("col").i64().expect("i64").sum().expect("sum");
+    let total: i64 = gaps
+        .column("duration_ns")
+        .expect("col")
+        .i64()
+        .expect("i64")
+        .sum()
+        .expect("sum");
     assert_eq!(total, 1450 * US);
     let phases = read_parquet(&out.join("phases.parquet"));
     assert_eq!(phases.height(), 4 * 2);
     assert_eq!(read_parquet(&out.join("nvtx.parquet")).height(), 9);
     assert_eq!(read_parquet(&out.join("kernels.parquet")).height(), 12);
     // A second export to the same place is refused without --force.
-    let err = cli::export_to(&args, &mut Vec::new()).expect_err("exists").to_string();
+    let err = cli::export_to(&args, &mut Vec::new())
+        .expect_err("exists")
+        .to_string();
     assert!(err.contains("--force"), "{err}");
 
     let out = dir.path().join("csv");
@@ -327,7 +365,10 @@ fn export_perfetto_is_valid_trace_event_json() {
             "X" => assert!(e["dur"].as_f64().is_some_and(|d| d >= 0.0), "{e}"),
             "C" => {
                 let args = e["args"].as_object().expect("counter args");
-                assert!(!args.is_empty() && args.values().all(|x| x.is_number()), "{e}");
+                assert!(
+                    !args.is_empty() && args.values().all(|x| x.is_number()),
+                    "{e}"
+                );
             }
             "M" => assert!(e["args"]["name"].is_string() || e["args"]["sort_index"].is_number()),
             other => panic!("unexpected phase {other}"),
@@ -433,7 +474,10 @@ fn cli_report_json_and_diff_text() {
     let mut out = Vec::new();
     cli::diff_to(&args, &mut out).expect("diff");
     let text = String::from_utf8(out).expect("utf8");
-    assert!(text.contains("PHASES (biggest change in total time first)"), "{text}");
+    assert!(
+        text.contains("PHASES (biggest change in total time first)"),
+        "{text}"
+    );
     assert!(!text.contains("warning"), "{text}");
 
     let missing = dir.path().join("missing.cufall");
@@ -442,6 +486,8 @@ fn cli_report_json_and_diff_text() {
     let Cmd::Report(args) = cli.cmd else {
         panic!("not report")
     };
-    let err = cli::report_to(&args, &mut Vec::new()).expect_err("missing").to_string();
+    let err = cli::report_to(&args, &mut Vec::new())
+        .expect_err("missing")
+        .to_string();
     assert!(err.contains("no trace at"), "{err}");
 }

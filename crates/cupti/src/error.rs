@@ -92,7 +92,10 @@ Turing or newer GPU (Hopper, Ampere, Ada, ...), not a MIG slice, vGPU without pr
         status: Status,
     },
 
-    #[error("unknown metric `{name}`{}. Run `cufall metrics` to list the metrics of this GPU", suggestion_text(suggestions))]
+    #[error(
+        "unknown metric `{name}`{}. Run `cufall metrics` to list the metrics of this GPU",
+        suggestion_text(suggestions)
+    )]
     UnknownMetric {
         name: String,
         suggestions: Vec<String>,
@@ -138,7 +141,13 @@ fn suggestion_text(s: &[String]) -> String {
     if s.is_empty() {
         String::new()
     } else {
-        format!(" (did you mean {}?)", s.iter().map(|x| format!("`{x}`")).collect::<Vec<_>>().join(", "))
+        format!(
+            " (did you mean {}?)",
+            s.iter()
+                .map(|x| format!("`{x}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
     }
 }
 
@@ -214,7 +223,10 @@ mod tests {
             CUptiResult::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES,
         );
         let msg = e.to_string();
-        assert!(msg.contains("NVreg_RestrictProfilingToAdminUsers=0"), "{msg}");
+        assert!(
+            msg.contains("NVreg_RestrictProfilingToAdminUsers=0"),
+            "{msg}"
+        );
         assert!(msg.contains("/etc/modprobe.d"), "{msg}");
         assert!(e.counters_out_of_reach());
     }
@@ -238,7 +250,10 @@ mod tests {
             name: "dram__thruput.avg".into(),
             suggestions: vec!["dram__throughput.avg".into()],
         };
-        assert!(e.to_string().contains("did you mean `dram__throughput.avg`"));
+        assert!(
+            e.to_string()
+                .contains("did you mean `dram__throughput.avg`")
+        );
     }
 
     #[test]

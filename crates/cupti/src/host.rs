@@ -21,9 +21,7 @@ impl HostKind {
     fn sys(self) -> sys::CUpti_ProfilerType {
         match self {
             HostKind::PmSampling => sys::CUpti_ProfilerType::CUPTI_PROFILER_TYPE_PM_SAMPLING,
-            HostKind::RangeProfiler => {
-                sys::CUpti_ProfilerType::CUPTI_PROFILER_TYPE_RANGE_PROFILER
-            }
+            HostKind::RangeProfiler => sys::CUpti_ProfilerType::CUPTI_PROFILER_TYPE_RANGE_PROFILER,
         }
     }
 }
@@ -37,7 +35,11 @@ pub enum MetricKind {
 }
 
 impl MetricKind {
-    pub const ALL: [MetricKind; 3] = [MetricKind::Counter, MetricKind::Ratio, MetricKind::Throughput];
+    pub const ALL: [MetricKind; 3] = [
+        MetricKind::Counter,
+        MetricKind::Ratio,
+        MetricKind::Throughput,
+    ];
 
     fn sys(self) -> sys::CUpti_MetricType {
         match self {
@@ -239,7 +241,13 @@ impl ProfilerHost {
         unsafe { result::host_get_sub_metrics(&mut p) }?;
         Ok(c_string_array(p.ppSubMetrics, p.numOfSubmetrics)
             .into_iter()
-            .map(|s| if s.starts_with('.') { s } else { format!(".{s}") })
+            .map(|s| {
+                if s.starts_with('.') {
+                    s
+                } else {
+                    format!(".{s}")
+                }
+            })
             .collect())
     }
 

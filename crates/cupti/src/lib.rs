@@ -72,10 +72,8 @@ pub fn driver_devices() -> Result<Vec<DeviceFacts>> {
 fn device_facts(index: usize) -> Result<DeviceFacts> {
     use cudarc::driver::{result as dr, sys as ds};
     let err = |e: cudarc::driver::DriverError| CuptiError::DriverInit(format!("{:?}", e.0));
-    let ordinal = i32::try_from(index).map_err(|_| CuptiError::DeviceOutOfRange {
-        index,
-        count: 0,
-    })?;
+    let ordinal =
+        i32::try_from(index).map_err(|_| CuptiError::DeviceOutOfRange { index, count: 0 })?;
     let dev = dr::device::get(ordinal).map_err(err)?;
     let name = dr::device::get_name(dev).map_err(err)?;
     let uuid = dr::device::get_uuid(dev)
@@ -131,8 +129,7 @@ impl Cupti {
     /// Loads the driver and libcupti and initialises the CUPTI profiler (once per process).
     pub fn init() -> Result<Self> {
         loader::ensure_driver()?;
-        cudarc::driver::result::init()
-            .map_err(|e| CuptiError::DriverInit(format!("{:?}", e.0)))?;
+        cudarc::driver::result::init().map_err(|e| CuptiError::DriverInit(format!("{:?}", e.0)))?;
         let count = cudarc::driver::result::device::get_count()
             .map_err(|e| CuptiError::DriverInit(format!("{:?}", e.0)))?;
         let device_count = usize::try_from(count).unwrap_or(0);
@@ -273,9 +270,6 @@ mod tests {
             0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab,
             0xcd, 0xef,
         ];
-        assert_eq!(
-            format_uuid(&b),
-            "GPU-12345678-9abc-def0-0123-456789abcdef"
-        );
+        assert_eq!(format_uuid(&b), "GPU-12345678-9abc-def0-0123-456789abcdef");
     }
 }

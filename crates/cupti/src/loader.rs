@@ -107,10 +107,15 @@ pub struct Env {
 impl Env {
     pub fn from_process() -> Self {
         let var = |k: &str| std::env::var_os(k).map(PathBuf::from);
-        let cuda_home = ["CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "CUDA_TOOLKIT_ROOT_DIR"]
-            .iter()
-            .filter_map(|k| var(k))
-            .collect();
+        let cuda_home = [
+            "CUDA_HOME",
+            "CUDA_PATH",
+            "CUDA_ROOT",
+            "CUDA_TOOLKIT_ROOT_DIR",
+        ]
+        .iter()
+        .filter_map(|k| var(k))
+        .collect();
         let ld_library_path = std::env::var_os("LD_LIBRARY_PATH")
             .map(|v| std::env::split_paths(&v).collect())
             .unwrap_or_default();

@@ -69,7 +69,11 @@ pub fn levenshtein(a: &str, b: &str) -> usize {
 
 /// Up to `n` candidates close to `query`: small edit distance, or containing every
 /// `_`-separated word of the query. Closest first.
-pub fn suggest<'a>(query: &str, candidates: impl IntoIterator<Item = &'a str>, n: usize) -> Vec<String> {
+pub fn suggest<'a>(
+    query: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+    n: usize,
+) -> Vec<String> {
     let q = query.to_ascii_lowercase();
     let words: Vec<&str> = q.split('_').filter(|w| w.len() >= 3).collect();
     let limit = (q.len() / 3).max(2);
@@ -123,13 +127,19 @@ impl Catalogue {
         let m = MetricName::parse(name);
         let Some(kind) = self.bases.get(&m.base).copied() else {
             if self.replay_only.contains(&m.base) {
-                return Err(CuptiError::NotSupportedByPmSampling { name: name.to_string() });
+                return Err(CuptiError::NotSupportedByPmSampling {
+                    name: name.to_string(),
+                });
             }
             let close = suggest(&m.base, self.bases.keys().map(String::as_str), 3);
             let suggestions = close
                 .into_iter()
                 .map(|b| {
-                    let suffix = if m.suffix.is_empty() { ".avg".to_string() } else { m.suffix.clone() };
+                    let suffix = if m.suffix.is_empty() {
+                        ".avg".to_string()
+                    } else {
+                        m.suffix.clone()
+                    };
                     format!("{b}{suffix}")
                 })
                 .collect();
@@ -142,14 +152,21 @@ impl Catalogue {
         if subs.iter().any(|s| *s == m.suffix) {
             return Ok(());
         }
-        let query = if m.suffix.is_empty() { ".avg".to_string() } else { m.suffix.clone() };
+        let query = if m.suffix.is_empty() {
+            ".avg".to_string()
+        } else {
+            m.suffix.clone()
+        };
         let mut close = suggest(&query, subs.iter().map(String::as_str), 3);
         if close.is_empty() {
             close = subs.iter().take(3).cloned().collect();
         }
         Err(CuptiError::UnknownMetric {
             name: name.to_string(),
-            suggestions: close.into_iter().map(|s| format!("{}{s}", m.base)).collect(),
+            suggestions: close
+                .into_iter()
+                .map(|s| format!("{}{s}", m.base))
+                .collect(),
         })
     }
 }
@@ -160,7 +177,8 @@ mod tests {
 
     #[test]
     fn splits_base_and_suffix() {
-        let m = MetricName::parse("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed");
+        let m =
+            MetricName::parse("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed");
         assert_eq!(m.base, "sm__pipe_tensor_cycles_active");
         assert_eq!(m.suffix, ".avg.pct_of_peak_sustained_elapsed");
         assert_eq!(m.rollup(), Some("avg"));

@@ -141,7 +141,12 @@ impl PmSampler {
         self.device
     }
 
-    fn try_set_config(&mut self, config: &[u8], hw_buffer_bytes: usize, interval_ns: u64) -> Result<()> {
+    fn try_set_config(
+        &mut self,
+        config: &[u8],
+        hw_buffer_bytes: usize,
+        interval_ns: u64,
+    ) -> Result<()> {
         let mut p = sys::CUpti_PmSampling_SetConfig_Params {
             structSize: sys::PmSampling_SetConfig_Params_STRUCT_SIZE as usize,
             pPriv: std::ptr::null_mut(),
@@ -163,14 +168,22 @@ impl PmSampler {
     /// finds the smallest power-of-two multiple it accepts and reports it.
     ///
     /// [cuptiPmSamplingSetConfig](https://docs.nvidia.com/cupti/api/group__CUPTI__PM__SAMPLING__API.html)
-    pub fn set_config(&mut self, config: &[u8], hw_buffer_bytes: usize, interval_ns: u64) -> Result<()> {
+    pub fn set_config(
+        &mut self,
+        config: &[u8],
+        hw_buffer_bytes: usize,
+        interval_ns: u64,
+    ) -> Result<()> {
         match self.try_set_config(config, hw_buffer_bytes, interval_ns) {
             Ok(()) => Ok(()),
             Err(CuptiError::Api { call, status }) => {
                 // Is it the interval? Try longer ones; if one passes, the interval was too short.
                 let mut candidate = interval_ns.max(1).saturating_mul(2);
                 while candidate <= 1_000_000 {
-                    if self.try_set_config(config, hw_buffer_bytes, candidate).is_ok() {
+                    if self
+                        .try_set_config(config, hw_buffer_bytes, candidate)
+                        .is_ok()
+                    {
                         return Err(CuptiError::IntervalTooSmall {
                             interval_ns,
                             min_hint: format_ns(candidate),
@@ -297,7 +310,9 @@ impl PmSampler {
         use sys::CUpti_PmSampling_DecodeStopReason as R;
         let stop = match p.decodeStopReason {
             R::CUPTI_PM_SAMPLING_DECODE_STOP_REASON_END_OF_RECORDS => DecodeStop::EndOfRecords,
-            R::CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL => DecodeStop::CounterDataFull,
+            R::CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL => {
+                DecodeStop::CounterDataFull
+            }
             _ => DecodeStop::Other,
         };
         Ok(DecodeOutcome {

@@ -31,11 +31,19 @@ fn catalogue_has_the_default_metrics_and_suggests() {
     }
     match cat.validate(&host, "dram__thruput.avg.pct_of_peak_sustained_elapsed") {
         Err(CuptiError::UnknownMetric { suggestions, .. }) => {
-            assert!(suggestions.iter().any(|s| s.starts_with("dram__throughput")), "{suggestions:?}")
+            assert!(
+                suggestions
+                    .iter()
+                    .any(|s| s.starts_with("dram__throughput")),
+                "{suggestions:?}"
+            )
         }
         other => panic!("{other:?}"),
     }
-    assert!(matches!(cupti.chip_name(999), Err(CuptiError::DeviceOutOfRange { .. })));
+    assert!(matches!(
+        cupti.chip_name(999),
+        Err(CuptiError::DeviceOutOfRange { .. })
+    ));
 }
 
 #[test]
@@ -72,12 +80,16 @@ fn pm_sampling_yields_tiling_samples_with_sane_values() {
             worst_seam = worst_seam.max(a as i64 - p as i64);
         }
         prev_end = Some(b);
-        host.evaluate(img.bytes(), i, &mut list, &mut values).unwrap();
+        host.evaluate(img.bytes(), i, &mut list, &mut values)
+            .unwrap();
         for v in &values {
             assert!((-0.1..=100.5).contains(v), "sample {i}: {values:?}");
         }
     }
-    assert!(worst_seam < 5_000, "largest seam between samples {worst_seam} ns");
+    assert!(
+        worst_seam < 5_000,
+        "largest seam between samples {worst_seam} ns"
+    );
     // The template trick: a copy of a blank image is a blank image.
     let blank = s.counter_data(&mut list, 100).unwrap();
     let mut used = s.counter_data(&mut list, 100).unwrap();

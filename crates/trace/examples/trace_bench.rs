@@ -78,7 +78,9 @@ fn write_trace(dir: &std::path::Path, metrics: usize, samples: usize, noise: boo
     };
     let mut w = TraceWriter::create(dir, manifest(metrics), opts).expect("create");
     let mut rng = 0x9e3779b97f4a7c15u64;
-    let batches: Vec<SampleBatch> = (0..10).map(|k| batch(k * BATCH, metrics, noise, &mut rng)).collect();
+    let batches: Vec<SampleBatch> = (0..10)
+        .map(|k| batch(k * BATCH, metrics, noise, &mut rng))
+        .collect();
     let mut busy = Duration::ZERO;
     let mut done = 0;
     while done < samples {
@@ -116,7 +118,10 @@ fn main() {
     std::fs::create_dir_all(&base).expect("bench dir");
 
     println!("trace writer: 100 kHz regular sampling, 1,000,000 samples per run");
-    println!("{:<9} {:<8} {:>14} {:>12}", "metrics", "data", "Mvalues/s", "bytes/value");
+    println!(
+        "{:<9} {:<8} {:>14} {:>12}",
+        "metrics", "data", "Mvalues/s", "bytes/value"
+    );
     for metrics in [1, 2, 4, 8] {
         for noise in [false, true] {
             let r = write_trace(&base.join("w.cufall"), metrics, 1_000_000, noise);
@@ -151,7 +156,11 @@ fn main() {
             "read one metric column ({} values) into polars: {:.3} s{}",
             df.height(),
             t.elapsed().as_secs_f64(),
-            if round == 0 { " (first read, includes checksum pass)" } else { "" }
+            if round == 0 {
+                " (first read, includes checksum pass)"
+            } else {
+                ""
+            }
         );
     }
     // 100 million values of a single metric: the worst case for a one-column read.

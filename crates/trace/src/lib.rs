@@ -34,7 +34,7 @@ mod tables;
 mod writer;
 
 pub use error::{Result, TraceError};
-pub use reader::{DeviceSummary, Table, Trace, TraceSummary};
+pub use reader::{DeviceSummary, Table, Trace, TraceSummary, in_guarded_decode};
 pub use writer::{TraceWriter, WriteStats, WriterOptions};
 
 /// The `format` field of every manifest.

@@ -107,7 +107,12 @@ impl Trace {
             let inside = dir
                 .parent()
                 .filter(|p| p.join(MANIFEST_FILE).is_file())
-                .map(|p| format!(" (it is inside the trace {}: pass that folder)", p.display()))
+                .map(|p| {
+                    format!(
+                        " (it is inside the trace {}: pass that folder)",
+                        p.display()
+                    )
+                })
                 .unwrap_or_default();
             return Err(TraceError::NotATrace {
                 path: dir,
@@ -133,8 +138,12 @@ impl Trace {
                 });
             }
         };
-        let value: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| corrupt(&manifest_path, format!("manifest.json is not valid JSON ({e})")))?;
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+            corrupt(
+                &manifest_path,
+                format!("manifest.json is not valid JSON ({e})"),
+            )
+        })?;
         let format = value.get("format").and_then(|v| v.as_str()).unwrap_or("");
         if format != FORMAT_NAME {
             return Err(TraceError::NotATrace {
@@ -177,7 +186,10 @@ impl Trace {
             Ok(bytes) => {
                 let text = String::from_utf8_lossy(&bytes);
                 index::parse(&text).map_err(|line| {
-                    corrupt(&index_path, format!("line {line} of index.jsonl is not valid"))
+                    corrupt(
+                        &index_path,
+                        format!("line {line} of index.jsonl is not valid"),
+                    )
                 })?
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -218,7 +230,9 @@ impl Trace {
             segments.insert(table, list);
         }
         for missing in by_file.keys() {
-            warnings.push(format!("segment {missing} is listed in the index but missing"));
+            warnings.push(format!(
+                "segment {missing} is listed in the index but missing"
+            ));
         }
         Ok(Trace {
             verified: Table::ALL.iter().map(|t| (*t, OnceLock::new())).collect(),
@@ -340,10 +354,15 @@ impl Trace {
     /// Runs a query built on [`Trace::lazy`], turning decoder failures (and decoder panics on
     /// damaged bytes) into [`TraceError::Corrupt`].
     pub fn collect(&self, query: LazyFrame) -> Result<DataFrame> {
+        GUARDED.with(|g| g.set(true));
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| query.collect()));
+        GUARDED.with(|g| g.set(false));
         match run {
             Ok(Ok(df)) => Ok(df),
-            Ok(Err(e)) => Err(corrupt(&self.dir, format!("a table could not be decoded ({e})"))),
+            Ok(Err(e)) => Err(corrupt(
+                &self.dir,
+                format!("a table could not be decoded ({e})"),
+            )),
             Err(_) => Err(corrupt(&self.dir, "a table could not be decoded")),
         }
     }
@@ -449,8 +468,13 @@ impl Trace {
                     .group_by([col(tables::col::DEVICE)])
                     .agg([len().alias("n")]),
             )?;
-            let dev = df.column(tables::col::DEVICE).and_then(|c| c.u16().cloned());
-            let n = df.column("n").and_then(|c| c.cast(&DataType::UInt64)).and_then(|c| c.u64().cloned());
+            let dev = df
+                .column(tables::col::DEVICE)
+                .and_then(|c| c.u16().cloned());
+            let n = df
+                .column("n")
+                .and_then(|c| c.cast(&DataType::UInt64))
+                .and_then(|c| c.u64().cloned());
             if let (Ok(dev), Ok(n)) = (dev, n) {
                 for (d, n) in dev.iter().zip(n.iter()) {
                     if let (Some(d), Some(n)) = (d, n) {
@@ -501,6 +525,16 @@ impl Trace {
         }
         Ok(s)
     }
+}
+
+thread_local! {
+    static GUARDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread is decoding trace data under a panic guard: a panic hook should stay
+/// quiet then, because the reader turns the panic into a [`TraceError::Corrupt`] itself.
+pub fn in_guarded_decode() -> bool {
+    GUARDED.with(|g| g.get())
 }
 
 fn min_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {

@@ -53,7 +53,10 @@ pub(crate) fn empty_schema(table: crate::Table, metrics: &[&str]) -> Schema {
             ("lost_samples", DataType::UInt64),
         ]),
         Table::Nvml => {
-            fields.extend([(col::DEVICE, DataType::UInt16), (col::T_NS, DataType::Int64)]);
+            fields.extend([
+                (col::DEVICE, DataType::UInt16),
+                (col::T_NS, DataType::Int64),
+            ]);
             fields.extend(NVML_COLUMNS.iter().cloned());
         }
         Table::Nvtx => fields.extend([
@@ -139,7 +142,9 @@ pub(crate) fn drops_frame(rows: &[DropRecord]) -> PolarsResult<DataFrame> {
         vec![
             Column::new(
                 col::DEVICE.into(),
-                rows.iter().map(|r| device_u16(r.device)).collect::<Vec<_>>(),
+                rows.iter()
+                    .map(|r| device_u16(r.device))
+                    .collect::<Vec<_>>(),
             ),
             Column::new(
                 col::START_NS.into(),
@@ -167,10 +172,18 @@ pub(crate) fn nvml_frame(rows: &[NvmlRow]) -> PolarsResult<DataFrame> {
         vec![
             Column::new(
                 col::DEVICE.into(),
-                rows.iter().map(|r| device_u16(r.device)).collect::<Vec<_>>(),
+                rows.iter()
+                    .map(|r| device_u16(r.device))
+                    .collect::<Vec<_>>(),
             ),
-            Column::new(col::T_NS.into(), rows.iter().map(|r| r.t_ns).collect::<Vec<_>>()),
-            Column::new("power_w".into(), rows.iter().map(|r| r.power_w).collect::<Vec<_>>()),
+            Column::new(
+                col::T_NS.into(),
+                rows.iter().map(|r| r.t_ns).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "power_w".into(),
+                rows.iter().map(|r| r.power_w).collect::<Vec<_>>(),
+            ),
             Column::new(
                 "sm_clock_mhz".into(),
                 rows.iter().map(|r| r.sm_clock_mhz).collect::<Vec<_>>(),
@@ -227,7 +240,10 @@ pub(crate) fn nvtx_frame(rows: &[NvtxRange]) -> PolarsResult<DataFrame> {
                 "kind".into(),
                 rows.iter().map(|r| r.kind.as_str()).collect::<Vec<_>>(),
             ),
-            Column::new("depth".into(), rows.iter().map(|r| r.depth).collect::<Vec<_>>()),
+            Column::new(
+                "depth".into(),
+                rows.iter().map(|r| r.depth).collect::<Vec<_>>(),
+            ),
             Column::new("pid".into(), rows.iter().map(|r| r.pid).collect::<Vec<_>>()),
             Column::new("tid".into(), rows.iter().map(|r| r.tid).collect::<Vec<_>>()),
         ],
@@ -240,7 +256,9 @@ pub(crate) fn kernels_frame(rows: &[KernelRecord]) -> PolarsResult<DataFrame> {
         vec![
             Column::new(
                 col::DEVICE.into(),
-                rows.iter().map(|r| device_u16(r.device)).collect::<Vec<_>>(),
+                rows.iter()
+                    .map(|r| device_u16(r.device))
+                    .collect::<Vec<_>>(),
             ),
             Column::new(
                 col::START_NS.into(),
@@ -258,12 +276,18 @@ pub(crate) fn kernels_frame(rows: &[KernelRecord]) -> PolarsResult<DataFrame> {
                 "name".into(),
                 rows.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
             ),
-            Column::new("stream".into(), rows.iter().map(|r| r.stream).collect::<Vec<_>>()),
+            Column::new(
+                "stream".into(),
+                rows.iter().map(|r| r.stream).collect::<Vec<_>>(),
+            ),
             Column::new(
                 "correlation_id".into(),
                 rows.iter().map(|r| r.correlation_id).collect::<Vec<_>>(),
             ),
-            Column::new("bytes".into(), rows.iter().map(|r| r.bytes).collect::<Vec<_>>()),
+            Column::new(
+                "bytes".into(),
+                rows.iter().map(|r| r.bytes).collect::<Vec<_>>(),
+            ),
             Column::new("pid".into(), rows.iter().map(|r| r.pid).collect::<Vec<_>>()),
         ],
     )
@@ -319,9 +343,8 @@ pub(crate) fn drops_from(df: &DataFrame) -> PolarsResult<Vec<DropRecord>> {
             device: DeviceId(u32::from(device.get(i).unwrap_or(0))),
             start_ns: start.get(i).unwrap_or(0),
             end_ns: end.get(i).unwrap_or(0),
-            reason: DropReason::parse(r).ok_or_else(
-                || polars_err!(ComputeError: "unknown drop reason `{r}`"),
-            )?,
+            reason: DropReason::parse(r)
+                .ok_or_else(|| polars_err!(ComputeError: "unknown drop reason `{r}`"))?,
             lost_samples: lost.get(i),
         });
     }

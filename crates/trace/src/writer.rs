@@ -328,7 +328,10 @@ impl TraceWriter {
 
 fn segment_entry(table: Table, name: &str, bytes: &[u8], frame: &DataFrame) -> SegmentEntry {
     let mut rows_per_device = BTreeMap::new();
-    if let Ok(device) = frame.column(tables::col::DEVICE).and_then(|c| c.u16().cloned()) {
+    if let Ok(device) = frame
+        .column(tables::col::DEVICE)
+        .and_then(|c| c.u16().cloned())
+    {
         for d in device.into_no_null_iter() {
             *rows_per_device.entry(d.to_string()).or_insert(0u64) += 1;
         }

@@ -69,7 +69,10 @@ fn unknown_metric_lists_the_recorded_ones() {
     let err = trace.samples(&["sm__cycles_active.avg"]).unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, TraceError::UnknownMetric { .. }));
-    assert!(msg.contains("dram__throughput.avg.pct_of_peak_sustained_elapsed"), "{msg}");
+    assert!(
+        msg.contains("dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+        "{msg}"
+    );
 }
 
 /// A recording killed without `finish` keeps everything flushed, and says it was not closed.
@@ -106,7 +109,10 @@ fn cut_segments_yield_every_complete_segment() {
         let n: usize = batches.iter().map(|b| b.len()).sum();
         assert_eq!(n, 4000, "cut at {cut}: segments 0 and 2 remain");
         assert!(
-            trace.warnings().iter().any(|w| w.contains("samples/000001.parquet")),
+            trace
+                .warnings()
+                .iter()
+                .any(|w| w.contains("samples/000001.parquet")),
             "cut at {cut}: {:?}",
             trace.warnings()
         );
@@ -128,7 +134,12 @@ fn cut_index_line_is_ignored() {
     // The last indexed segment lost its line: it is still read (its Parquet footer is intact),
     // with a warning that it has no checksum.
     assert_eq!(trace.summary().unwrap().kernels, 2);
-    assert!(trace.warnings().iter().any(|w| w.contains("without a checksum")));
+    assert!(
+        trace
+            .warnings()
+            .iter()
+            .any(|w| w.contains("without a checksum"))
+    );
 }
 
 #[test]
@@ -164,7 +175,10 @@ fn garbage_files_never_panic() {
     assert!(matches!(Trace::open(&dir), Err(TraceError::Corrupt { .. })));
     // Manifest of another format.
     fs::write(dir.join("manifest.json"), r#"{"format":"something-else"}"#).unwrap();
-    assert!(matches!(Trace::open(&dir), Err(TraceError::NotATrace { .. })));
+    assert!(matches!(
+        Trace::open(&dir),
+        Err(TraceError::NotATrace { .. })
+    ));
     // Garbage index.
     let src = tmp.path().join("src.cufall");
     write_full(&src, 1);

@@ -183,23 +183,22 @@ extern "C" __global__ void attn_warp_##HD(const bf16* qkv, const bf16* kc, const
 ATTN_WARP(64)
 ATTN_WARP(128)
 
-// Flash-decode attention: grid (splits, kv_heads * query groups, batch), 128 threads. A block
-// takes `chunk` keys of one KV head and up to QB queries (the rows' heads that share that KV
-// head). Each warp streams its own tiles of 32 keys: K through a private shared-memory tile
-// (16-byte coalesced loads, then read one row per lane), V straight into registers (one 256-byte
-// row per load), so every K/V element is loaded and converted once per block and no block-wide
-// barrier sits in the loop. The four warps' online-softmax states are merged in shared memory at
-// the end, and `attn_combine` merges the splits.
-template <int HD, int QB>
+// Flash-decode attention: grid (splits, kv_heads * query groups, batch), 128 threads. Each block
+// takes `chunk` keys of one KV head and up to 4*QPW queries (the rows' heads that share that KV
+// head), streams the keys through shared memory in tiles of 32 with 16-byte loads prefetched one
+// tile ahead, and writes an unnormalised partial result that `attn_combine` merges.
+template <int HD, int QPW>
 __device__ void attn_split(const bf16* qkv, const bf16* kc, const bf16* vc, const unsigned* base,
                            const unsigned* pt, const u64* masks, float2* part_ml, float* part_acc,
                            int t, int off, int causal, int heads, int kvh, int pps, int ps, float scale,
                            int chunk, int nsplit, int qgroups) {
+    constexpr int QB = 4 * QPW;        // queries per block
     constexpr int DPL = HD / 32;        // dims per lane in the PV product
     constexpr int KS = HD + 2;          // padded K row (bf16 elements): conflict-free row reads
-    constexpr int KCH = HD / 8;         // 16-byte K loads per lane per tile
+    constexpr int NL = HD / 32;         // 16-byte loads per thread per tile, for K and for V
     __shared__ float sQ[QB][HD];
-    __shared__ __align__(16) bf16 sK[4][32 * KS];
+    __shared__ __align__(16) bf16 sK[32 * KS];
+    __shared__ __align__(16) bf16 sV[32 * HD];
 
     int split = blockIdx.x;
     int kh = blockIdx.y / qgroups, qg = blockIdx.y % qgroups;
@@ -214,168 +213,136 @@ __device__ void attn_split(const bf16* qkv, const bf16* kc, const bf16* vc, cons
     long long start = (long long)split * chunk;
     long long stop = min(start + chunk, end);
 
-    for (int idx = tid; idx < QB * HD; idx += 128) {
-        int ql = idx / HD, d = idx % HD;
-        int qi = qbase + ql;
-        float v = 0.f;
-        if (qi < Q) {
-            int row = b * t + qi / G;
-            int head = kh * G + qi % G;
-            v = bf2f(qkv[(long long)row * qkv_dim + head * HD + d]) * scale;
-        }
-        sQ[ql][d] = v;
-    }
-    __syncthreads();
-
-    float m[QB], l[QB], acc[QB][DPL];
+    float m[QPW], l[QPW], acc[QPW][DPL];
     #pragma unroll
-    for (int i = 0; i < QB; i++) {
+    for (int i = 0; i < QPW; i++) {
         m[i] = -INFINITY; l[i] = 0.f;
         #pragma unroll
         for (int e = 0; e < DPL; e++) acc[i][e] = 0.f;
     }
-    bf16* myK = sK[warp];
-    for (long long tile = start + warp * 32; tile < stop; tile += 128) {
-        uint4 kr[KCH];
-        #pragma unroll
-        for (int n = 0; n < KCH; n++) {
-            int c = n * 32 + lane;
-            int r = c / KCH, c8 = c % KCH;
-            long long key = tile + r;
-            if (key < stop) {
-                kr[n] = *reinterpret_cast<const uint4*>(kc + (kv_slot(pt, b, pps, ps, key) * kvh + kh) * HD + c8 * 8);
-            } else {
-                kr[n] = make_uint4(0, 0, 0, 0);
-            }
-        }
-        unsigned va[32], vb[32];
-        #pragma unroll
-        for (int k = 0; k < 32; k++) {
-            long long key = tile + k;
-            va[k] = 0; vb[k] = 0;
-            if (key < stop) {
-                const bf16* vp = vc + (kv_slot(pt, b, pps, ps, key) * kvh + kh) * HD + lane * DPL;
-                if (DPL == 4) {
-                    uint2 w = *reinterpret_cast<const uint2*>(vp);
-                    va[k] = w.x; vb[k] = w.y;
-                } else {
-                    va[k] = *reinterpret_cast<const unsigned*>(vp);
-                }
-            }
-        }
-        #pragma unroll
-        for (int n = 0; n < KCH; n++) {
-            int c = n * 32 + lane;
-            int r = c / KCH, c8 = c % KCH;
-            unsigned* kd = reinterpret_cast<unsigned*>(myK + r * KS + c8 * 8);
-            kd[0] = kr[n].x; kd[1] = kr[n].y; kd[2] = kr[n].z; kd[3] = kr[n].w;
-        }
-        __syncwarp();
 
-        // Scores: lane = key of the tile; each K word is converted once for all queries.
-        const unsigned* krow = reinterpret_cast<const unsigned*>(myK + lane * KS);
-        float p[QB];
-        #pragma unroll
-        for (int i = 0; i < QB; i++) p[i] = 0.f;
-        #pragma unroll 8
-        for (int w2 = 0; w2 < HD / 2; w2++) {
-            unsigned kw = krow[w2];
-            float k0 = bflo(kw), k1 = bfhi(kw);
-            #pragma unroll
-            for (int i = 0; i < QB; i++) {
-                float2 qv = reinterpret_cast<const float2*>(sQ[i])[w2];
-                p[i] += qv.x * k0 + qv.y * k1;
-            }
-        }
-        long long key = tile + lane;
-        #pragma unroll
-        for (int i = 0; i < QB; i++) {
-            int qi = qbase + i;
+    if (start < stop) {
+        for (int idx = tid; idx < QB * HD; idx += 128) {
+            int ql = idx / HD, d = idx % HD;
+            int qi = qbase + ql;
+            float v = 0.f;
             if (qi < Q) {
-                bool ok = key < stop && key_allowed(key, bs, off, qi / G, causal, masks);
-                float s = ok ? p[i] : -INFINITY;
-                float mn = fmaxf(m[i], warp_max(s));
-                float corr = mn == -INFINITY ? 1.f : expf(m[i] - mn);
-                float pi = mn == -INFINITY ? 0.f : expf(s - mn);
-                l[i] = l[i] * corr + warp_sum(pi);
-                #pragma unroll
-                for (int e = 0; e < DPL; e++) acc[i][e] *= corr;
-                m[i] = mn;
-                p[i] = pi;
-            } else {
-                p[i] = 0.f;
+                int row = b * t + qi / G;
+                int head = kh * G + qi % G;
+                v = bf2f(qkv[(long long)row * qkv_dim + head * HD + d]) * scale;
             }
+            sQ[ql][d] = v;
         }
-        #pragma unroll
-        for (int k = 0; k < 32; k++) {
-            float v[DPL];
-            v[0] = bflo(va[k]); v[1] = bfhi(va[k]);
-            if (DPL == 4) { v[2 % DPL] = bflo(vb[k]); v[3 % DPL] = bfhi(vb[k]); }
+        uint4 kr[NL], vr[NL];
+        auto load = [&](long long tile) {
             #pragma unroll
-            for (int i = 0; i < QB; i++) {
-                float pk = __shfl_sync(0xffffffffu, p[i], k);
-                #pragma unroll
-                for (int e = 0; e < DPL; e++) acc[i][e] += pk * v[e];
+            for (int n = 0; n < NL; n++) {
+                int c = tid + n * 128;
+                int r = c / (HD / 8), c8 = c % (HD / 8);
+                long long key = tile + r;
+                if (key < stop) {
+                    long long at = (kv_slot(pt, b, pps, ps, key) * kvh + kh) * HD + c8 * 8;
+                    kr[n] = *reinterpret_cast<const uint4*>(kc + at);
+                    vr[n] = *reinterpret_cast<const uint4*>(vc + at);
+                } else {
+                    kr[n] = make_uint4(0, 0, 0, 0);
+                    vr[n] = make_uint4(0, 0, 0, 0);
+                }
             }
-        }
-        __syncwarp();
-    }
+        };
+        load(start);
+        for (long long tile = start; tile < stop; tile += 32) {
+            __syncthreads();
+            #pragma unroll
+            for (int n = 0; n < NL; n++) {
+                int c = tid + n * 128;
+                int r = c / (HD / 8), c8 = c % (HD / 8);
+                unsigned* kd = reinterpret_cast<unsigned*>(sK + r * KS + c8 * 8);
+                kd[0] = kr[n].x; kd[1] = kr[n].y; kd[2] = kr[n].z; kd[3] = kr[n].w;
+                *reinterpret_cast<uint4*>(sV + r * HD + c8 * 8) = vr[n];
+            }
+            __syncthreads();
+            if (tile + 32 < stop) load(tile + 32);
 
-    // Merge the four warps through shared memory (each warp's K tile is free now).
-    __syncthreads();
-    float* wb = reinterpret_cast<float*>(sK[warp]);
-    #pragma unroll
-    for (int i = 0; i < QB; i++) {
-        #pragma unroll
-        for (int e = 0; e < DPL; e++) wb[i * HD + lane * DPL + e] = acc[i][e];
-        if (lane == 0) { wb[QB * HD + i] = m[i]; wb[QB * HD + QB + i] = l[i]; }
-    }
-    __syncthreads();
-    for (int idx = tid; idx < QB * HD; idx += 128) {
-        int i = idx / HD, d = idx % HD;
-        int qi = qbase + i;
-        if (qi >= Q) continue;
-        float M = -INFINITY;
-        #pragma unroll
-        for (int w = 0; w < 4; w++) {
-            const float* o = reinterpret_cast<const float*>(sK[w]);
-            if (o[QB * HD + QB + i] > 0.f) M = fmaxf(M, o[QB * HD + i]);
-        }
-        float L = 0.f, A = 0.f;
-        if (M != -INFINITY) {
+            long long key = tile + lane;
+            const unsigned* krow = reinterpret_cast<const unsigned*>(sK + lane * KS);
+            // Scores: lane = key of the tile; each K word is converted once for all queries.
+            float p[QPW];
             #pragma unroll
-            for (int w = 0; w < 4; w++) {
-                const float* o = reinterpret_cast<const float*>(sK[w]);
-                float lw = o[QB * HD + QB + i];
-                if (lw > 0.f) {
-                    float sc = expf(o[QB * HD + i] - M);
-                    L += lw * sc;
-                    A += o[i * HD + d] * sc;
+            for (int i = 0; i < QPW; i++) p[i] = 0.f;
+            #pragma unroll 8
+            for (int w2 = 0; w2 < HD / 2; w2++) {
+                unsigned kw = krow[w2];
+                float k0 = bflo(kw), k1 = bfhi(kw);
+                #pragma unroll
+                for (int i = 0; i < QPW; i++) {
+                    float2 qv = reinterpret_cast<const float2*>(sQ[warp + 4 * i])[w2];
+                    p[i] += qv.x * k0 + qv.y * k1;
+                }
+            }
+            #pragma unroll
+            for (int i = 0; i < QPW; i++) {
+                int qi = qbase + warp + 4 * i;
+                if (qi < Q) {
+                    bool ok = key < stop && key_allowed(key, bs, off, qi / G, causal, masks);
+                    float s = ok ? p[i] : -INFINITY;
+                    float mn = fmaxf(m[i], warp_max(s));
+                    float corr = mn == -INFINITY ? 1.f : expf(m[i] - mn);
+                    float pi = mn == -INFINITY ? 0.f : expf(s - mn);
+                    l[i] = l[i] * corr + warp_sum(pi);
+                    #pragma unroll
+                    for (int e = 0; e < DPL; e++) acc[i][e] *= corr;
+                    m[i] = mn;
+                    p[i] = pi;
+                } else {
+                    p[i] = 0.f;
+                }
+            }
+            #pragma unroll 4
+            for (int k = 0; k < 32; k++) {
+                float v[DPL];
+                if (DPL == 4) {
+                    uint2 w = *reinterpret_cast<const uint2*>(sV + k * HD + lane * 4);
+                    v[0] = bflo(w.x); v[1] = bfhi(w.x); v[2] = bflo(w.y); v[3] = bfhi(w.y);
+                } else {
+                    unsigned w = *reinterpret_cast<const unsigned*>(sV + k * HD + lane * 2);
+                    v[0] = bflo(w); v[1] = bfhi(w);
+                }
+                #pragma unroll
+                for (int i = 0; i < QPW; i++) {
+                    float pk = __shfl_sync(0xffffffffu, p[i], k);
+                    #pragma unroll
+                    for (int e = 0; e < DPL; e++) acc[i][e] += pk * v[e];
                 }
             }
         }
-        long long pidx = (((long long)b * kvh + kh) * Q + qi) * nsplit + split;
-        part_acc[pidx * HD + d] = A;
-        if (d == 0) part_ml[pidx] = make_float2(M, L);
+    }
+    #pragma unroll
+    for (int i = 0; i < QPW; i++) {
+        int qi = qbase + warp + 4 * i;
+        if (qi < Q) {
+            long long idx = (((long long)b * kvh + kh) * Q + qi) * nsplit + split;
+            if (lane == 0) part_ml[idx] = make_float2(m[i], l[i]);
+            #pragma unroll
+            for (int e = 0; e < DPL; e++) part_acc[idx * HD + lane * DPL + e] = acc[i][e];
+        }
     }
 }
 
-#define ATTN_SPLIT(HD, QB) \
-extern "C" __global__ void __launch_bounds__(128) attn_split_##HD##_##QB(const bf16* qkv, const bf16* kc, \
+#define ATTN_SPLIT(HD, QPW) \
+extern "C" __global__ void __launch_bounds__(128) attn_split_##HD##_##QPW(const bf16* qkv, const bf16* kc, \
     const bf16* vc, const unsigned* base, const unsigned* pt, const u64* masks, float2* part_ml, float* part_acc, \
     int t, int off, int causal, int heads, int kvh, int pps, int ps, float scale, int chunk, int nsplit, \
     int qgroups) { \
-    attn_split<HD, QB>(qkv, kc, vc, base, pt, masks, part_ml, part_acc, t, off, causal, heads, kvh, pps, ps, \
-                       scale, chunk, nsplit, qgroups); }
+    attn_split<HD, QPW>(qkv, kc, vc, base, pt, masks, part_ml, part_acc, t, off, causal, heads, kvh, pps, ps, \
+                        scale, chunk, nsplit, qgroups); }
 ATTN_SPLIT(64, 1)
 ATTN_SPLIT(64, 2)
 ATTN_SPLIT(64, 4)
-ATTN_SPLIT(64, 5)
 ATTN_SPLIT(64, 8)
 ATTN_SPLIT(128, 1)
 ATTN_SPLIT(128, 2)
 ATTN_SPLIT(128, 4)
-ATTN_SPLIT(128, 5)
 ATTN_SPLIT(128, 8)
 
 // Merge the partial results of every split: one block of HD threads per (row, head).

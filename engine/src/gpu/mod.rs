@@ -17,16 +17,16 @@ use cudarc::driver::{
     LaunchConfig, PushKernelArg, sys as dsys,
 };
 
-use crate::config::{ModelConfig, RunConfig, VerifyAttn, draft_config, MAX_SCRATCH};
+use crate::config::{MAX_SCRATCH, ModelConfig, RunConfig, VerifyAttn, draft_config};
 use crate::cpu::page_table;
 use crate::weights::{HostWeights, background_key, tensor_key, tensor_specs};
 use crate::{Backend, EngineError, Forward, Which};
 
 const KERNELS: &str = include_str!("kernels.cu");
-/// Queries per block the split-KV kernel is compiled for (`attn_split_<hd>_<qb>`).
-const QUERY_BLOCKS: [usize; 5] = [1, 2, 4, 5, 8];
+/// Queries per warp the split-KV kernel is compiled for (`attn_split_<hd>_<qpw>`, 4 warps).
+const QUERIES_PER_WARP: [usize; 4] = [1, 2, 4, 8];
 /// Keys per block of the split-KV kernel.
-const CHUNK: usize = 512;
+const CHUNK: usize = 256;
 
 fn cuda(e: DriverError) -> EngineError {
     EngineError::Cuda(format!("{e:?}"))
@@ -64,7 +64,9 @@ pub fn probe() -> Result<(), EngineError> {
         ))
     })?;
     if n < 1 {
-        return Err(EngineError::NoGpu("the NVIDIA driver reports no GPU: check nvidia-smi".into()));
+        return Err(EngineError::NoGpu(
+            "the NVIDIA driver reports no GPU: check nvidia-smi".into(),
+        ));
     }
     Ok(())
 }
@@ -98,11 +100,15 @@ impl Dev {
         let (major, minor) = ctx.compute_capability().map_err(cuda)?;
         let name = ctx.name().map_err(cuda)?;
         let opts = cudarc::nvrtc::CompileOptions {
-            options: vec![format!("--gpu-architecture=compute_{major}{minor}"), "--std=c++17".into()],
+            options: vec![
+                format!("--gpu-architecture=compute_{major}{minor}"),
+                "--std=c++17".into(),
+            ],
             ..Default::default()
         };
-        let ptx = cudarc::nvrtc::compile_ptx_with_opts(KERNELS, opts)
-            .map_err(|e| EngineError::Cuda(format!("NVRTC could not compile the kernels: {e:?}")))?;
+        let ptx = cudarc::nvrtc::compile_ptx_with_opts(KERNELS, opts).map_err(|e| {
+            EngineError::Cuda(format!("NVRTC could not compile the kernels: {e:?}"))
+        })?;
         let module = ctx.load_module(ptx).map_err(cuda)?;
         let mut names: Vec<String> = [
             "init_uniform",
@@ -122,7 +128,7 @@ impl Dev {
         .map(|s| s.to_string())
         .collect();
         for hd in [64, 128] {
-            for q in QUERY_BLOCKS {
+            for q in QUERIES_PER_WARP {
                 names.push(format!("attn_split_{hd}_{q}"));
             }
         }
@@ -167,7 +173,17 @@ impl Dev {
 
     /// `y[rows, out] (+)= x[rows, inp] * w[out, inp]^T`, bf16 operands, f32 accumulation.
     #[allow(clippy::too_many_arguments)]
-    fn gemm(&self, w: u64, x: u64, y: u64, out: usize, inp: usize, rows: usize, y_f32: bool, beta: f32) -> Result<(), EngineError> {
+    fn gemm(
+        &self,
+        w: u64,
+        x: u64,
+        y: u64,
+        out: usize,
+        inp: usize,
+        rows: usize,
+        y_f32: bool,
+        beta: f32,
+    ) -> Result<(), EngineError> {
         let alpha = 1.0f32;
         let ctype = if y_f32 {
             bsys::cudaDataType::CUDA_R_32F
@@ -235,8 +251,14 @@ macro_rules! launch {
 }
 
 enum MlpW {
-    Dense { gate_up: Arc<Buf>, down: Arc<Buf> },
-    Moe { router: Arc<Buf>, experts: Vec<(Arc<Buf>, Arc<Buf>)> },
+    Dense {
+        gate_up: Arc<Buf>,
+        down: Arc<Buf>,
+    },
+    Moe {
+        router: Arc<Buf>,
+        experts: Vec<(Arc<Buf>, Arc<Buf>)>,
+    },
 }
 
 struct LayerW {
@@ -262,10 +284,23 @@ impl GpuWeights {
             let n = s.numel();
             let buf = dev.alloc(n * 2)?;
             let key = tensor_key(seed, &s.name);
-            launch!(dev, "init_uniform", (1024, 1, 1), (256, 1, 1), buf.ptr, n as u64, key, s.scale, s.offset);
+            launch!(
+                dev,
+                "init_uniform",
+                (1024, 1, 1),
+                (256, 1, 1),
+                buf.ptr,
+                n as u64,
+                key,
+                s.scale,
+                s.offset
+            );
             t.insert(s.name, Arc::new(buf));
         }
-        Ok(GpuWeights { cfg: cfg.clone(), t: Arc::new(t) })
+        Ok(GpuWeights {
+            cfg: cfg.clone(),
+            t: Arc::new(t),
+        })
     }
 
     /// Upload host weights as bf16.
@@ -273,14 +308,20 @@ impl GpuWeights {
         let mut t = HashMap::new();
         for s in tensor_specs(&w.cfg) {
             let vals = w.get(&s.name)?;
-            let bytes: Vec<u8> = vals.iter().flat_map(|v| half::bf16::from_f32(*v).to_le_bytes()).collect();
+            let bytes: Vec<u8> = vals
+                .iter()
+                .flat_map(|v| half::bf16::from_f32(*v).to_le_bytes())
+                .collect();
             let mut buf = dev.alloc(bytes.len())?;
             dev.stream
                 .memcpy_htod(&bytes, &mut buf.mem.slice_mut(0..bytes.len()))
                 .map_err(cuda)?;
             t.insert(s.name, Arc::new(buf));
         }
-        Ok(GpuWeights { cfg: w.cfg.clone(), t: Arc::new(t) })
+        Ok(GpuWeights {
+            cfg: w.cfg.clone(),
+            t: Arc::new(t),
+        })
     }
 
     fn get(&self, n: &str) -> Result<Arc<Buf>, EngineError> {
@@ -290,7 +331,6 @@ impl GpuWeights {
             .ok_or_else(|| EngineError::Weights(format!("no tensor `{n}` on the device")))
     }
 }
-
 
 /// Bytes of GPU memory one model needs for a run (weights excluded).
 pub fn model_bytes(cfg: &ModelConfig, run: &RunConfig) -> (usize, usize) {
@@ -346,8 +386,17 @@ struct GpuModel {
 }
 
 impl GpuModel {
-    fn new(dev: &Dev, w: GpuWeights, layers: usize, seed: u64, run: &RunConfig) -> Result<Self, EngineError> {
-        let cfg = ModelConfig { layers, ..w.cfg.clone() };
+    fn new(
+        dev: &Dev,
+        w: GpuWeights,
+        layers: usize,
+        seed: u64,
+        run: &RunConfig,
+    ) -> Result<Self, EngineError> {
+        let cfg = ModelConfig {
+            layers,
+            ..w.cfg.clone()
+        };
         if cfg.head_dim != 64 && cfg.head_dim != 128 {
             return Err(EngineError::Config(format!(
                 "the GPU kernels take head-dim 64 or 128, not {}",
@@ -355,7 +404,9 @@ impl GpuModel {
             )));
         }
         if cfg.experts > 64 {
-            return Err(EngineError::Config("the GPU router takes at most 64 experts".into()));
+            return Err(EngineError::Config(
+                "the GPU router takes at most 64 experts".into(),
+            ));
         }
         let b = run.batch;
         let pps = run.max_context.div_ceil(run.page_size);
@@ -430,7 +481,9 @@ impl GpuModel {
             )));
         }
         if let Some(&bad) = f.tokens.iter().find(|&&t| t as usize >= self.cfg.vocab) {
-            return Err(EngineError::Config(format!("token {bad} is outside the vocabulary")));
+            return Err(EngineError::Config(format!(
+                "token {bad} is outside the vocabulary"
+            )));
         }
         let le = |v: &[u32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
         Self::upload(dev, &mut self.tokens, &le(&f.tokens))?;
@@ -441,7 +494,15 @@ impl GpuModel {
     }
 
     /// Enqueue the attention of one layer for the rows of `f`.
-    fn attention(&self, dev: &Dev, layer: usize, t: usize, off: usize, causal: bool, kind: VerifyAttn) -> Result<(), EngineError> {
+    fn attention(
+        &self,
+        dev: &Dev,
+        layer: usize,
+        t: usize,
+        off: usize,
+        causal: bool,
+        kind: VerifyAttn,
+    ) -> Result<(), EngineError> {
         let c = &self.cfg;
         let hd = c.head_dim;
         let n = self.batch * t;
@@ -451,22 +512,79 @@ impl GpuModel {
         let q = t * g;
         let split = kind == VerifyAttn::SplitKv && t <= MAX_SCRATCH;
         if split {
-            let qb = QUERY_BLOCKS.into_iter().find(|&p| p >= q).unwrap_or(8);
-            let qgroups = q.div_ceil(qb);
-            let grid = (self.nsplit as u32, (c.kv_heads * qgroups) as u32, self.batch as u32);
-            launch!(dev, &format!("attn_split_{hd}_{qb}"), grid, (128, 1, 1),
-                self.qkv.ptr, kp, vp, self.base.ptr, self.pt.ptr, self.masks.ptr, self.part_ml.ptr, self.part_acc.ptr,
-                t as i32, off as i32, i32::from(causal), c.heads as i32, c.kv_heads as i32, self.pps as i32,
-                self.ps as i32, scale, CHUNK as i32, self.nsplit as i32, qgroups as i32);
-            launch!(dev, "attn_combine", ((n * c.heads) as u32, 1, 1), (hd as u32, 1, 1),
-                self.part_ml.ptr, self.part_acc.ptr, self.attn.ptr, t as i32, c.heads as i32, c.kv_heads as i32,
-                hd as i32, self.nsplit as i32);
+            let qpw = QUERIES_PER_WARP
+                .into_iter()
+                .find(|&p| 4 * p >= q)
+                .unwrap_or(8);
+            let qgroups = q.div_ceil(4 * qpw);
+            let grid = (
+                self.nsplit as u32,
+                (c.kv_heads * qgroups) as u32,
+                self.batch as u32,
+            );
+            launch!(
+                dev,
+                &format!("attn_split_{hd}_{qpw}"),
+                grid,
+                (128, 1, 1),
+                self.qkv.ptr,
+                kp,
+                vp,
+                self.base.ptr,
+                self.pt.ptr,
+                self.masks.ptr,
+                self.part_ml.ptr,
+                self.part_acc.ptr,
+                t as i32,
+                off as i32,
+                i32::from(causal),
+                c.heads as i32,
+                c.kv_heads as i32,
+                self.pps as i32,
+                self.ps as i32,
+                scale,
+                CHUNK as i32,
+                self.nsplit as i32,
+                qgroups as i32
+            );
+            launch!(
+                dev,
+                "attn_combine",
+                ((n * c.heads) as u32, 1, 1),
+                (hd as u32, 1, 1),
+                self.part_ml.ptr,
+                self.part_acc.ptr,
+                self.attn.ptr,
+                t as i32,
+                c.heads as i32,
+                c.kv_heads as i32,
+                hd as i32,
+                self.nsplit as i32
+            );
         } else {
             let warps = n * c.heads;
-            launch!(dev, &format!("attn_warp_{hd}"), (warps.div_ceil(4) as u32, 1, 1), (128, 1, 1),
-                self.qkv.ptr, kp, vp, self.base.ptr, self.pt.ptr, self.masks.ptr, self.attn.ptr,
-                n as i32, t as i32, off as i32, i32::from(causal), c.heads as i32, c.kv_heads as i32,
-                self.pps as i32, self.ps as i32, scale);
+            launch!(
+                dev,
+                &format!("attn_warp_{hd}"),
+                (warps.div_ceil(4) as u32, 1, 1),
+                (128, 1, 1),
+                self.qkv.ptr,
+                kp,
+                vp,
+                self.base.ptr,
+                self.pt.ptr,
+                self.masks.ptr,
+                self.attn.ptr,
+                n as i32,
+                t as i32,
+                off as i32,
+                i32::from(causal),
+                c.heads as i32,
+                c.kv_heads as i32,
+                self.pps as i32,
+                self.ps as i32,
+                scale
+            );
         }
         Ok(())
     }
@@ -477,59 +595,225 @@ impl GpuModel {
     }
 
     /// Enqueue a whole forward pass (inputs already on the device) and the top-k of its rows.
-    fn enqueue(&self, dev: &Dev, t: usize, off: usize, causal: bool, k: usize, kind: VerifyAttn) -> Result<(), EngineError> {
+    fn enqueue(
+        &self,
+        dev: &Dev,
+        t: usize,
+        off: usize,
+        causal: bool,
+        k: usize,
+        kind: VerifyAttn,
+    ) -> Result<(), EngineError> {
         let c = &self.cfg;
         let n = self.batch * t;
         let d = c.d_model;
         let rows = (n as u32, 1, 1);
-        launch!(dev, "embed", rows, (256, 1, 1), self.tokens.ptr, self.w.get("embed")?.ptr, self.x.ptr, d as i32);
+        launch!(
+            dev,
+            "embed",
+            rows,
+            (256, 1, 1),
+            self.tokens.ptr,
+            self.w.get("embed")?.ptr,
+            self.x.ptr,
+            d as i32
+        );
         for l in 0..c.layers {
             let lw = self.layer_weights(l)?;
-            launch!(dev, "rmsnorm", rows, (256, 1, 1), self.x.ptr, lw.attn_norm.ptr, self.h.ptr, d as i32, c.norm_eps);
-            dev.gemm(lw.wqkv.ptr, self.h.ptr, self.qkv.ptr, c.qkv_dim(), d, n, false, 0.0)?;
+            launch!(
+                dev,
+                "rmsnorm",
+                rows,
+                (256, 1, 1),
+                self.x.ptr,
+                lw.attn_norm.ptr,
+                self.h.ptr,
+                d as i32,
+                c.norm_eps
+            );
+            dev.gemm(
+                lw.wqkv.ptr,
+                self.h.ptr,
+                self.qkv.ptr,
+                c.qkv_dim(),
+                d,
+                n,
+                false,
+                0.0,
+            )?;
             let (kp, vp) = self.layer_kv(l);
-            launch!(dev, "rope_cache", rows, (128, 1, 1), self.qkv.ptr, self.pos.ptr, self.base.ptr, self.pt.ptr,
-                kp, vp, t as i32, off as i32, c.heads as i32, c.kv_heads as i32, c.head_dim as i32,
-                self.pps as i32, self.ps as i32, c.rope_theta);
+            launch!(
+                dev,
+                "rope_cache",
+                rows,
+                (128, 1, 1),
+                self.qkv.ptr,
+                self.pos.ptr,
+                self.base.ptr,
+                self.pt.ptr,
+                kp,
+                vp,
+                t as i32,
+                off as i32,
+                c.heads as i32,
+                c.kv_heads as i32,
+                c.head_dim as i32,
+                self.pps as i32,
+                self.ps as i32,
+                c.rope_theta
+            );
             self.attention(dev, l, t, off, causal, kind)?;
-            dev.gemm(lw.wo.ptr, self.attn.ptr, self.x.ptr, d, c.heads * c.head_dim, n, true, 1.0)?;
-            launch!(dev, "rmsnorm", rows, (256, 1, 1), self.x.ptr, lw.mlp_norm.ptr, self.h.ptr, d as i32, c.norm_eps);
+            dev.gemm(
+                lw.wo.ptr,
+                self.attn.ptr,
+                self.x.ptr,
+                d,
+                c.heads * c.head_dim,
+                n,
+                true,
+                1.0,
+            )?;
+            launch!(
+                dev,
+                "rmsnorm",
+                rows,
+                (256, 1, 1),
+                self.x.ptr,
+                lw.mlp_norm.ptr,
+                self.h.ptr,
+                d as i32,
+                c.norm_eps
+            );
             let ew = ((n * c.ffn).div_ceil(256).min(4096) as u32, 1, 1);
             match &lw.mlp {
                 MlpW::Dense { gate_up, down } => {
-                    dev.gemm(gate_up.ptr, self.h.ptr, self.gu.ptr, 2 * c.ffn, d, n, false, 0.0)?;
-                    launch!(dev, "swiglu", ew, (256, 1, 1), self.gu.ptr, self.act.ptr, 0u64, 0i32, c.ffn as i32, n as u64);
+                    dev.gemm(
+                        gate_up.ptr,
+                        self.h.ptr,
+                        self.gu.ptr,
+                        2 * c.ffn,
+                        d,
+                        n,
+                        false,
+                        0.0,
+                    )?;
+                    launch!(
+                        dev,
+                        "swiglu",
+                        ew,
+                        (256, 1, 1),
+                        self.gu.ptr,
+                        self.act.ptr,
+                        0u64,
+                        0i32,
+                        c.ffn as i32,
+                        n as u64
+                    );
                     dev.gemm(down.ptr, self.act.ptr, self.x.ptr, d, c.ffn, n, true, 1.0)?;
                 }
                 MlpW::Moe { router, experts } => {
-                    dev.gemm(router.ptr, self.h.ptr, self.router.ptr, c.experts, d, n, true, 0.0)?;
-                    launch!(dev, "moe_gate", (n.div_ceil(128) as u32, 1, 1), (128, 1, 1), self.router.ptr,
-                        self.gates.ptr, n as i32, c.experts as i32, c.top_k as i32);
+                    dev.gemm(
+                        router.ptr,
+                        self.h.ptr,
+                        self.router.ptr,
+                        c.experts,
+                        d,
+                        n,
+                        true,
+                        0.0,
+                    )?;
+                    launch!(
+                        dev,
+                        "moe_gate",
+                        (n.div_ceil(128) as u32, 1, 1),
+                        (128, 1, 1),
+                        self.router.ptr,
+                        self.gates.ptr,
+                        n as i32,
+                        c.experts as i32,
+                        c.top_k as i32
+                    );
                     for (e, (gate_up, down)) in experts.iter().enumerate() {
-                        dev.gemm(gate_up.ptr, self.h.ptr, self.gu.ptr, 2 * c.ffn, d, n, false, 0.0)?;
-                        launch!(dev, "swiglu", ew, (256, 1, 1), self.gu.ptr, self.act.ptr,
-                            self.gates.ptr + (e * 4) as u64, c.experts as i32, c.ffn as i32, n as u64);
+                        dev.gemm(
+                            gate_up.ptr,
+                            self.h.ptr,
+                            self.gu.ptr,
+                            2 * c.ffn,
+                            d,
+                            n,
+                            false,
+                            0.0,
+                        )?;
+                        launch!(
+                            dev,
+                            "swiglu",
+                            ew,
+                            (256, 1, 1),
+                            self.gu.ptr,
+                            self.act.ptr,
+                            self.gates.ptr + (e * 4) as u64,
+                            c.experts as i32,
+                            c.ffn as i32,
+                            n as u64
+                        );
                         dev.gemm(down.ptr, self.act.ptr, self.x.ptr, d, c.ffn, n, true, 1.0)?;
                     }
                 }
             }
         }
-        launch!(dev, "rmsnorm", rows, (256, 1, 1), self.x.ptr, self.w.get("final_norm")?.ptr, self.h.ptr, d as i32, c.norm_eps);
-        dev.gemm(self.w.get("lm_head")?.ptr, self.h.ptr, self.logits.ptr, c.vocab, d, n, true, 0.0)?;
-        launch!(dev, "topk", rows, (256, 1, 1), self.logits.ptr, self.top.ptr, c.vocab as i32, k as i32);
+        launch!(
+            dev,
+            "rmsnorm",
+            rows,
+            (256, 1, 1),
+            self.x.ptr,
+            self.w.get("final_norm")?.ptr,
+            self.h.ptr,
+            d as i32,
+            c.norm_eps
+        );
+        dev.gemm(
+            self.w.get("lm_head")?.ptr,
+            self.h.ptr,
+            self.logits.ptr,
+            c.vocab,
+            d,
+            n,
+            true,
+            0.0,
+        )?;
+        launch!(
+            dev,
+            "topk",
+            rows,
+            (256, 1, 1),
+            self.logits.ptr,
+            self.top.ptr,
+            c.vocab as i32,
+            k as i32
+        );
         Ok(())
     }
 
     fn layer_weights(&self, l: usize) -> Result<LayerW, EngineError> {
         let g = |s: &str| self.w.get(&format!("layers.{l}.{s}"));
         let mlp = if self.cfg.experts == 0 {
-            MlpW::Dense { gate_up: g("w_gate_up")?, down: g("w_down")? }
+            MlpW::Dense {
+                gate_up: g("w_gate_up")?,
+                down: g("w_down")?,
+            }
         } else {
             let mut experts = Vec::new();
             for e in 0..self.cfg.experts {
-                experts.push((g(&format!("experts.{e}.w_gate_up"))?, g(&format!("experts.{e}.w_down"))?));
+                experts.push((
+                    g(&format!("experts.{e}.w_gate_up"))?,
+                    g(&format!("experts.{e}.w_down"))?,
+                ));
             }
-            MlpW::Moe { router: g("router")?, experts }
+            MlpW::Moe {
+                router: g("router")?,
+                experts,
+            }
         };
         Ok(LayerW {
             attn_norm: g("attn_norm")?,
@@ -540,6 +824,9 @@ impl GpuModel {
         })
     }
 }
+
+/// A benchmarked product: name, weight, input, output, out dim, in dim, f32 output, count per model.
+type GemmShape = (String, u64, u64, u64, usize, usize, bool, usize);
 
 /// Timing of the microbenchmarks (GPU events, median of repetitions).
 #[derive(Debug, Clone, serde::Serialize)]
@@ -598,7 +885,11 @@ impl GpuBackend {
         let (tkv, tact) = model_bytes(cfg, run);
         let (dkv, dact) = model_bytes(&dcfg, run);
         let tw = cfg.params() * 2;
-        let dw = if draft_weights.is_none() && run.draft == crate::config::DraftKind::SelfSpec { 0 } else { dcfg.params() * 2 };
+        let dw = if draft_weights.is_none() && run.draft == crate::config::DraftKind::SelfSpec {
+            0
+        } else {
+            dcfg.params() * 2
+        };
         let slack = 1usize << 30;
         let needed = tkv + tact + tw + dkv + dact + dw + slack;
         let (free, _total) = dev.free_bytes()?;
@@ -623,8 +914,16 @@ impl GpuBackend {
         };
         let tmodel = GpuModel::new(&dev, tweights.clone(), cfg.layers, run.seed, run)?;
         let dmodel = match (draft_weights, run.draft) {
-            (Some(w), _) => GpuModel::new(&dev, GpuWeights::upload(&dev, w)?, w.cfg.layers, run.seed ^ 0xd4a7, run)?,
-            (None, crate::config::DraftKind::SelfSpec) => GpuModel::new(&dev, tweights, run.draft_layers, run.seed, run)?,
+            (Some(w), _) => GpuModel::new(
+                &dev,
+                GpuWeights::upload(&dev, w)?,
+                w.cfg.layers,
+                run.seed ^ 0xd4a7,
+                run,
+            )?,
+            (None, crate::config::DraftKind::SelfSpec) => {
+                GpuModel::new(&dev, tweights, run.draft_layers, run.seed, run)?
+            }
             (None, crate::config::DraftKind::Small) => {
                 let w = GpuWeights::seeded(&dev, &dcfg, run.seed ^ 0xd4a7)?;
                 GpuModel::new(&dev, w, dcfg.layers, run.seed ^ 0xd4a7, run)?
@@ -645,20 +944,28 @@ impl GpuBackend {
     fn model(&self, which: Which) -> Result<&GpuModel, EngineError> {
         match which {
             Which::Target => Ok(&self.target),
-            Which::Draft => self.draft.as_ref().ok_or_else(|| EngineError::Config("no draft model".into())),
+            Which::Draft => self
+                .draft
+                .as_ref()
+                .ok_or_else(|| EngineError::Config("no draft model".into())),
         }
     }
 
     /// Upload inputs and run the pass (replaying or capturing a graph when enabled).
     fn run_pass(&mut self, which: Which, f: &Forward, k: usize) -> Result<(), EngineError> {
         if k == 0 || k > 8 {
-            return Err(EngineError::Config(format!("top-k of {k} is outside 1..=8")));
+            return Err(EngineError::Config(format!(
+                "top-k of {k} is outside 1..=8"
+            )));
         }
         {
             let dev = &self.dev;
             let m = match which {
                 Which::Target => &mut self.target,
-                Which::Draft => self.draft.as_mut().ok_or_else(|| EngineError::Config("no draft model".into()))?,
+                Which::Draft => self
+                    .draft
+                    .as_mut()
+                    .ok_or_else(|| EngineError::Config("no draft model".into()))?,
             };
             m.set_inputs(dev, f)?;
         }
@@ -678,14 +985,16 @@ impl GpuBackend {
                     .end_capture(dsys::CUgraphInstantiate_flags(0))
                     .map_err(cuda)?;
                 r?;
-                let g = g.ok_or_else(|| EngineError::Cuda("graph capture produced no graph".into()))?;
+                let g =
+                    g.ok_or_else(|| EngineError::Cuda("graph capture produced no graph".into()))?;
                 self.graphs.insert(key, g);
             }
             if let Some(g) = self.graphs.get(&key) {
                 g.launch().map_err(cuda)?;
             }
         } else {
-            self.model(which)?.enqueue(&self.dev, f.t, f.off, f.causal, k, self.kind)?;
+            self.model(which)?
+                .enqueue(&self.dev, f.t, f.off, f.causal, k, self.kind)?;
         }
         Ok(())
     }
@@ -696,9 +1005,15 @@ impl GpuBackend {
         let m = self.model(which)?;
         let n = m.batch * f.t * m.cfg.vocab;
         let mut out = vec![0u8; n * 4];
-        self.dev.stream.memcpy_dtoh(&m.logits.mem.slice(0..n * 4), &mut out).map_err(cuda)?;
+        self.dev
+            .stream
+            .memcpy_dtoh(&m.logits.mem.slice(0..n * 4), &mut out)
+            .map_err(cuda)?;
         self.dev.stream.synchronize().map_err(cuda)?;
-        Ok(out.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+        Ok(out
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect())
     }
 
     /// bf16 matrix-product rate of the target's prefill shapes at `rows` rows (cuBLAS, events).
@@ -708,14 +1023,59 @@ impl GpuBackend {
         let rows = rows.min(m.nmax);
         let lw = m.layer_weights(0)?;
         let head = m.w.get("lm_head")?;
-        let mut shapes: Vec<(String, u64, u64, u64, usize, usize, bool, usize)> = vec![
-            ("qkv".into(), lw.wqkv.ptr, m.h.ptr, m.qkv.ptr, c.qkv_dim(), c.d_model, false, c.layers),
-            ("o".into(), lw.wo.ptr, m.attn.ptr, m.x.ptr, c.d_model, c.heads * c.head_dim, true, c.layers),
-            ("lm_head".into(), head.ptr, m.h.ptr, m.logits.ptr, c.vocab, c.d_model, true, 1),
+        let mut shapes: Vec<GemmShape> = vec![
+            (
+                "qkv".into(),
+                lw.wqkv.ptr,
+                m.h.ptr,
+                m.qkv.ptr,
+                c.qkv_dim(),
+                c.d_model,
+                false,
+                c.layers,
+            ),
+            (
+                "o".into(),
+                lw.wo.ptr,
+                m.attn.ptr,
+                m.x.ptr,
+                c.d_model,
+                c.heads * c.head_dim,
+                true,
+                c.layers,
+            ),
+            (
+                "lm_head".into(),
+                head.ptr,
+                m.h.ptr,
+                m.logits.ptr,
+                c.vocab,
+                c.d_model,
+                true,
+                1,
+            ),
         ];
         if let MlpW::Dense { gate_up, down } = &lw.mlp {
-            shapes.push(("gate_up".into(), gate_up.ptr, m.h.ptr, m.gu.ptr, 2 * c.ffn, c.d_model, false, c.layers));
-            shapes.push(("down".into(), down.ptr, m.act.ptr, m.x.ptr, c.d_model, c.ffn, true, c.layers));
+            shapes.push((
+                "gate_up".into(),
+                gate_up.ptr,
+                m.h.ptr,
+                m.gu.ptr,
+                2 * c.ffn,
+                c.d_model,
+                false,
+                c.layers,
+            ));
+            shapes.push((
+                "down".into(),
+                down.ptr,
+                m.act.ptr,
+                m.x.ptr,
+                c.d_model,
+                c.ffn,
+                true,
+                c.layers,
+            ));
         }
         let (mut flops, mut secs) = (0.0f64, 0.0f64);
         let mut per = Vec::new();
@@ -727,31 +1087,56 @@ impl GpuBackend {
             flops += fl * count as f64;
             secs += t * 1e-3 * count as f64;
         }
-        Ok(GemmBench { rows, tflops: flops / secs / 1e12, per_shape: per })
+        Ok(GemmBench {
+            rows,
+            tflops: flops / secs / 1e12,
+            per_shape: per,
+        })
     }
 
     /// Time the decode attention of layer 0 for a verify-shaped pass `f` (inputs are uploaded).
-    pub fn bench_attention(&mut self, f: &Forward, kind: VerifyAttn, reps: usize) -> Result<AttnBench, EngineError> {
+    pub fn bench_attention(
+        &mut self,
+        f: &Forward,
+        kind: VerifyAttn,
+        reps: usize,
+    ) -> Result<AttnBench, EngineError> {
         {
             let dev = &self.dev;
             self.target.set_inputs(dev, f)?;
         }
         let m = &self.target;
         let dev = &self.dev;
-        let ms = time_ms(dev, reps, || m.attention(dev, 0, f.t, f.off, f.causal, kind))?;
+        let ms = time_ms(dev, reps, || {
+            m.attention(dev, 0, f.t, f.off, f.causal, kind)
+        })?;
         let kv_tokens: usize = f.base.iter().map(|&b| b as usize + f.off + f.t).sum();
         let bytes = kv_tokens * m.cfg.kv_heads * m.cfg.head_dim * 2 * 2;
-        Ok(AttnBench { kind, page_size: m.ps, kv_tokens, ms, gb_per_s: bytes as f64 / (ms * 1e-3) / 1e9 })
+        Ok(AttnBench {
+            kind,
+            page_size: m.ps,
+            kv_tokens,
+            ms,
+            gb_per_s: bytes as f64 / (ms * 1e-3) / 1e9,
+        })
     }
 
     /// GPU time of one whole forward pass, ms (median), for the host-gap comparison.
-    pub fn time_forward(&mut self, which: Which, f: &Forward, reps: usize) -> Result<f64, EngineError> {
+    pub fn time_forward(
+        &mut self,
+        which: Which,
+        f: &Forward,
+        reps: usize,
+    ) -> Result<f64, EngineError> {
         self.run_pass(which, f, 1)?;
         {
             let dev = &self.dev;
             let m = match which {
                 Which::Target => &mut self.target,
-                Which::Draft => self.draft.as_mut().ok_or_else(|| EngineError::Config("no draft model".into()))?,
+                Which::Draft => self
+                    .draft
+                    .as_mut()
+                    .ok_or_else(|| EngineError::Config("no draft model".into()))?,
             };
             m.set_inputs(dev, f)?;
         }
@@ -763,15 +1148,25 @@ impl GpuBackend {
 }
 
 /// Median time of `reps` runs of `f` after 3 warm-ups, GPU events, ms.
-fn time_ms(dev: &Dev, reps: usize, mut f: impl FnMut() -> Result<(), EngineError>) -> Result<f64, EngineError> {
+fn time_ms(
+    dev: &Dev,
+    reps: usize,
+    mut f: impl FnMut() -> Result<(), EngineError>,
+) -> Result<f64, EngineError> {
     for _ in 0..3 {
         f()?;
     }
     let mut v = Vec::with_capacity(reps);
     for _ in 0..reps.max(1) {
-        let a = dev.stream.record_event(Some(dsys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(cuda)?;
+        let a = dev
+            .stream
+            .record_event(Some(dsys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(cuda)?;
         f()?;
-        let b = dev.stream.record_event(Some(dsys::CUevent_flags::CU_EVENT_DEFAULT)).map_err(cuda)?;
+        let b = dev
+            .stream
+            .record_event(Some(dsys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(cuda)?;
         b.synchronize().map_err(cuda)?;
         v.push(f64::from(a.elapsed_ms(&b).map_err(cuda)?));
     }
@@ -785,19 +1180,36 @@ impl Backend for GpuBackend {
         let m = self.model(which)?;
         let n = m.batch * f.t * k;
         let mut out = vec![0u8; n * 4];
-        self.dev.stream.memcpy_dtoh(&m.top.mem.slice(0..n * 4), &mut out).map_err(cuda)?;
+        self.dev
+            .stream
+            .memcpy_dtoh(&m.top.mem.slice(0..n * 4), &mut out)
+            .map_err(cuda)?;
         self.dev.stream.synchronize().map_err(cuda)?;
-        Ok(out.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+        Ok(out
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect())
     }
 
-    fn commit(&mut self, which: Which, base: &[u32], paths: &[Vec<u32>]) -> Result<(), EngineError> {
-        if paths.iter().all(|p| p.iter().enumerate().all(|(j, &s)| s as usize == j)) {
+    fn commit(
+        &mut self,
+        which: Which,
+        base: &[u32],
+        paths: &[Vec<u32>],
+    ) -> Result<(), EngineError> {
+        if paths
+            .iter()
+            .all(|p| p.iter().enumerate().all(|(j, &s)| s as usize == j))
+        {
             return Ok(()); // a chain: accepted K/V are already in place
         }
         let dev = &self.dev;
         let m = match which {
             Which::Target => &mut self.target,
-            Which::Draft => self.draft.as_mut().ok_or_else(|| EngineError::Config("no draft model".into()))?,
+            Which::Draft => self
+                .draft
+                .as_mut()
+                .ok_or_else(|| EngineError::Config("no draft model".into()))?,
         };
         let mut flat = vec![0u32; m.batch * MAX_SCRATCH];
         for (b, p) in paths.iter().enumerate() {
@@ -809,9 +1221,23 @@ impl Backend for GpuBackend {
         GpuModel::upload(dev, &mut m.counts, &le(&counts))?;
         GpuModel::upload(dev, &mut m.base, &le(base))?;
         let m = self.model(which)?;
-        launch!(self.dev, "kv_commit", (m.cfg.layers as u32, m.batch as u32, 1), (128, 1, 1),
-            m.k.ptr, m.v.ptr, m.base.ptr, m.pt.ptr, m.paths.ptr, m.counts.ptr, m.layer_elems as i64,
-            m.cfg.kv_heads as i32, m.cfg.head_dim as i32, m.pps as i32, m.ps as i32);
+        launch!(
+            self.dev,
+            "kv_commit",
+            (m.cfg.layers as u32, m.batch as u32, 1),
+            (128, 1, 1),
+            m.k.ptr,
+            m.v.ptr,
+            m.base.ptr,
+            m.pt.ptr,
+            m.paths.ptr,
+            m.counts.ptr,
+            m.layer_elems as i64,
+            m.cfg.kv_heads as i32,
+            m.cfg.head_dim as i32,
+            m.pps as i32,
+            m.ps as i32
+        );
         Ok(())
     }
 
@@ -819,9 +1245,23 @@ impl Backend for GpuBackend {
         let m = self.model(which)?;
         for l in 0..m.cfg.layers {
             let (kp, vp) = m.layer_kv(l);
-            launch!(self.dev, "fill_background", (4096, 1, 1), (256, 1, 1), kp, vp, m.pt.ptr, m.pps as i32,
-                m.ps as i32, m.batch as i32, context as i32, m.cfg.kv_heads as i32, m.cfg.head_dim as i32,
-                background_key(m.seed, l, false), background_key(m.seed, l, true));
+            launch!(
+                self.dev,
+                "fill_background",
+                (4096, 1, 1),
+                (256, 1, 1),
+                kp,
+                vp,
+                m.pt.ptr,
+                m.pps as i32,
+                m.ps as i32,
+                m.batch as i32,
+                context as i32,
+                m.cfg.kv_heads as i32,
+                m.cfg.head_dim as i32,
+                background_key(m.seed, l, false),
+                background_key(m.seed, l, true)
+            );
         }
         Ok(())
     }

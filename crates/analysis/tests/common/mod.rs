@@ -91,7 +91,11 @@ impl Fixture {
             .map(|i| DeviceInfo {
                 id: DeviceId(i),
                 name: self.gpu_name.clone(),
-                chip: if self.gpu_name.contains("H200") { "GH100".into() } else { "GA100".into() },
+                chip: if self.gpu_name.contains("H200") {
+                    "GH100".into()
+                } else {
+                    "GA100".into()
+                },
                 uuid: String::new(),
                 pci_bus_id: String::new(),
                 sm_count: Some(132),
@@ -104,7 +108,11 @@ impl Fixture {
                 .iter()
                 .map(|n| MetricInfo {
                     name: n.to_string(),
-                    unit: if *n == DRAM { "%".into() } else { "cycle".into() },
+                    unit: if *n == DRAM {
+                        "%".into()
+                    } else {
+                        "cycle".into()
+                    },
                     description: String::new(),
                 })
                 .collect(),

@@ -14,7 +14,12 @@ pub const METRICS: [&str; 2] = [
 pub fn manifest(devices: u32) -> Manifest {
     let mut m = Manifest::new("0.1.0-test", T0);
     m.hostname = "testhost".into();
-    m.command = vec!["cufall".into(), "record".into(), "-o".into(), "x.cufall".into()];
+    m.command = vec![
+        "cufall".into(),
+        "record".into(),
+        "-o".into(),
+        "x.cufall".into(),
+    ];
     m.devices = (0..devices)
         .map(|i| DeviceInfo {
             id: DeviceId(i),
@@ -52,7 +57,11 @@ pub fn samples(device: u32, first: usize, n: usize) -> SampleBatch {
     for i in first..first + n {
         let s = T0 + i as i64 * 10_000;
         // Values exactly representable in f32 so round trips compare exactly.
-        b.push(s, s + 9_984, &[(i % 100) as f64, ((i * 7) % 64) as f64 * 0.5]);
+        b.push(
+            s,
+            s + 9_984,
+            &[(i % 100) as f64, ((i * 7) % 64) as f64 * 0.5],
+        );
     }
     b
 }
@@ -152,11 +161,13 @@ pub fn kernels() -> Vec<KernelRecord> {
 
 /// A complete trace with every table, written in `segments` flushes.
 pub fn write_full(dir: &Path, segments: usize) -> cufall_trace::WriteStats {
-    let mut w = TraceWriter::create(dir, manifest(2), WriterOptions::default())
-        .expect("create trace");
+    let mut w =
+        TraceWriter::create(dir, manifest(2), WriterOptions::default()).expect("create trace");
     for s in 0..segments {
-        w.append_samples(&samples(0, s * 1000, 1000)).expect("samples");
-        w.append_samples(&samples(1, s * 1000, 1000)).expect("samples");
+        w.append_samples(&samples(0, s * 1000, 1000))
+            .expect("samples");
+        w.append_samples(&samples(1, s * 1000, 1000))
+            .expect("samples");
         if s == 0 {
             w.append_drops(&drops()).expect("drops");
             w.append_nvml(&nvml()).expect("nvml");

@@ -1,0 +1,121 @@
+//! `cufall report`, `cufall diff` and `cufall export` end to end, on the synthetic fixture of the
+//! analysis crate and on the real recordings in `examples/` when there are any.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+#[path = "../../crates/analysis/tests/common/mod.rs"]
+mod common;
+
+fn cufall() -> Command {
+    Command::cargo_bin("cufall").expect("binary")
+}
+
+fn fails_with(args: &[&std::ffi::OsStr], needle: &str) {
+    let assert = cufall().args(args).assert().failure();
+    let err = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    assert!(err.contains(needle), "stderr: {err}");
+    assert!(!err.contains("panicked"), "stderr: {err}");
+    assert_eq!(err.trim().lines().count(), 1, "one message: {err}");
+}
+
+#[test]
+fn report_diff_export_on_a_fixture() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = common::Fixture::default().write(tmp.path(), "a.cufall");
+    let b = common::Fixture {
+        gpu_name: "NVIDIA A100".into(),
+        extra_verify_gap_us: 50,
+        ..Default::default()
+    }
+    .write(tmp.path(), "b.cufall");
+    cufall()
+        .arg("report")
+        .arg(&a)
+        .args(["--min-gap", "50us"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "draft → verify          5  500.0 µs",
+        ))
+        .stdout(predicate::str::contains(
+            "step/verify: idle 17% of the time; latency-bound",
+        ));
+    let out = cufall()
+        .arg("report")
+        .arg(&a)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["gaps"].as_array().unwrap().len(), 13);
+
+    cufall()
+        .arg("diff")
+        .arg(&a)
+        .arg(&b)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "warning: the traces come from different GPUs",
+        ))
+        .stdout(predicate::str::contains("verify → draft"));
+
+    let out = tmp.path().join("a.perfetto.json");
+    cufall()
+        .arg("export")
+        .arg(&a)
+        .args(["--format", "perfetto", "-o"])
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("wrote"));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert!(!v["traceEvents"].as_array().unwrap().is_empty());
+
+    let report = std::ffi::OsStr::new("report");
+    fails_with(
+        &[
+            report,
+            a.as_os_str(),
+            "--metric".as_ref(),
+            "sm__nope.avg".as_ref(),
+        ],
+        "no metric named `sm__nope.avg`. It records: sm__pipe_tensor_cycles_active.avg",
+    );
+    let missing = tmp.path().join("missing.cufall");
+    fails_with(&[report, missing.as_os_str()], "does not exist");
+    fails_with(
+        &["diff".as_ref(), a.as_os_str(), missing.as_os_str()],
+        "does not exist",
+    );
+}
+
+/// Every real recording in `examples/` reports, as text and as JSON.
+#[test]
+fn report_on_example_recordings() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if path.extension().is_some_and(|x| x == "cufall") && path.join("manifest.json").is_file() {
+            cufall()
+                .arg("report")
+                .arg(&path)
+                .assert()
+                .success()
+                .stdout(predicate::str::contains("IDLE GAPS"));
+            cufall()
+                .arg("report")
+                .arg(&path)
+                .arg("--json")
+                .assert()
+                .success();
+        }
+    }
+}

@@ -197,9 +197,10 @@ struct Report {
 struct Bench {
     prefill_gemm: specdec::gpu::GemmBench,
     attention: Vec<specdec::gpu::AttnBench>,
-    /// GPU time of one verify pass (events around the enqueued kernels, no host waits).
+    /// Event-to-event time of one verify pass enqueued without a graph: the GPU's work plus any
+    /// gaps where it waited for the host to launch the next kernel.
     verify_pass_gpu_ms: f64,
-    /// GPU time of one single-token draft pass.
+    /// The same for one single-token draft pass.
     draft_pass_gpu_ms: f64,
 }
 
@@ -467,7 +468,7 @@ fn print_text(r: &Report) {
             );
         }
         println!(
-            "  GPU time of one verify pass {:.3} ms, one draft pass {:.3} ms",
+            "  event time of one verify pass {:.3} ms, one draft pass {:.3} ms (enqueued without a graph)",
             b.verify_pass_gpu_ms, b.draft_pass_gpu_ms
         );
     }

@@ -122,7 +122,7 @@ for name in ["graphs-on-0.5b", "graphs-off-0.5b", "graphs-on-0.5b-tree", "graphs
     r = load(name)
     if r:
         b = r.get("bench") or {}
-        gpu = f"  GPU pass: verify {b['verify_pass_gpu_ms']:.3f} draft {b['draft_pass_gpu_ms']:.3f} ms" if b else ""
+        gpu = f"  pass event time (no graph): verify {b['verify_pass_gpu_ms']:.3f} draft {b['draft_pass_gpu_ms']:.3f} ms" if b else ""
         print(f"{name:20s} median step {r['median_step_ms']:8.3f} ms  draft {r['draft_ms']/max(r['steps'],1):7.3f}  verify {r['verify_ms']/max(r['steps'],1):7.3f} ms/step  {r['tokens_per_s']:8.1f} tok/s  committed/step {r['mean_committed_per_step']:.2f}{gpu}")
     else:
         print(f"{name:20s} no result")

@@ -7,7 +7,8 @@
 //!
 //! `generate` writes a synthetic trace (default: 60 s, 8 GPUs, 100 kHz, 4 metrics: about 48
 //! million samples, 190 million values) with TraceWriter: 10 ms steps of draft (4 ms), an idle
-//! gap (0.5 ms), verify (4.5 ms) and an idle gap (1 ms), with NVTX ranges, kernels and NVML.
+//! gap (0.5 ms), verify (4.5 ms) and an idle gap (1 ms), with NVTX ranges, kernels and NVML,
+//! one segment per table per second of data as the recorder writes them.
 //! `report` times the report in a fresh process and prints wall time and peak RSS (VmHWM).
 //! Options: `--seconds N --gpus N --rate-hz N`.
 
@@ -168,8 +169,11 @@ fn generate(
         w.append_nvtx(&nvtx)?;
         w.append_kernels(&kernels)?;
         w.append_nvml(&nvml)?;
-        w.flush()?;
         i0 += n;
+        // Like the recorder: one segment per table per second of data.
+        if i0 % rate_hz == 0 {
+            w.flush()?;
+        }
     }
     let stats = w.finish(T0 + total * interval)?;
     println!(
@@ -198,6 +202,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 arg(&args, "--rate-hz", 100_000),
             )?;
             println!("generated in {:.1} s", t.elapsed().as_secs_f64());
+        }
+        "breakdown" => {
+            // Time the passes separately (each in this process, one after the other).
+            use cufall_analysis::{phases::Phases, report::resolve_activity, samples};
+            let trace = Trace::open(path)?;
+            let t = Instant::now();
+            let activity = resolve_activity(&trace, &ReportOptions::default())?;
+            let phases = Phases::build(&trace.nvtx()?);
+            println!("nvtx + phases: {:.2} s", t.elapsed().as_secs_f64());
+            let metrics: Vec<String> = trace.metric_names().iter().map(|m| m.to_string()).collect();
+            let t = Instant::now();
+            let totals = samples::aggregate_segments(&trace, &phases, &activity, &metrics)?;
+            println!("aggregate_segments: {:.2} s ({} cells)", t.elapsed().as_secs_f64(), totals.len());
+            let t = Instant::now();
+            let frags = samples::idle_fragments(&trace, &activity, 50_000, 5_000)?;
+            println!("idle_fragments: {:.2} s ({} fragments)", t.elapsed().as_secs_f64(), frags.len());
+            let t = Instant::now();
+            let k = trace.kernels()?;
+            println!("kernels: {:.2} s ({})", t.elapsed().as_secs_f64(), k.len());
+            if let Some(kb) = vm_hwm_kb() {
+                println!("peak RSS (VmHWM): {:.0} MB", kb as f64 / 1024.0);
+            }
         }
         "report" => {
             let t = Instant::now();

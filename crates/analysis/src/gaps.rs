@@ -219,6 +219,49 @@ mod tests {
         assert_eq!(got, vec![(0, 100, 210), (1, 400, 500), (1, 600, 700)]);
     }
 
+    proptest::proptest! {
+        /// Covered time equals a brute-force count over every nanosecond.
+        #[test]
+        fn coverage_matches_brute_force(
+            ks in proptest::collection::vec((0i64..200, 0i64..40), 1..12),
+            a in 0i64..250,
+            len in 0i64..100,
+        ) {
+            let recs: Vec<KernelRecord> = ks
+                .iter()
+                .map(|(s, l)| KernelRecord {
+                    device: DeviceId(0),
+                    start_ns: *s,
+                    end_ns: s + l,
+                    kind: ActivityKind::Kernel,
+                    name: String::new(),
+                    stream: 0,
+                    correlation_id: 0,
+                    bytes: None,
+                    pid: 0,
+                })
+                .collect();
+            let cov = KernelCoverage::build(&recs).expect("kernels");
+            let brute = (a..a + len)
+                .filter(|t| ks.iter().any(|(s, l)| *t >= *s && *t < s + l))
+                .count() as i64;
+            proptest::prop_assert_eq!(cov.covered_ns(0, a, a + len), brute);
+        }
+
+        /// An idle run cut into fragments anywhere (at file-block edges) merges back whole.
+        #[test]
+        fn fragments_merge_back(cuts in proptest::collection::btree_set(1i64..99, 0..6)) {
+            let mut points = vec![0i64];
+            points.extend(cuts.iter().map(|c| c * 10));
+            points.push(1000);
+            let frags: Vec<Fragment> = points
+                .windows(2)
+                .map(|w| frag(3, 1000 + w[0], 1000 + w[1], true))
+                .collect();
+            proptest::prop_assert_eq!(merge_fragments(frags, &[], 500, 5), vec![(3, 1000, 2000)]);
+        }
+    }
+
     #[test]
     fn kernel_coverage_clips_at_edges() {
         let k = |s, e| KernelRecord {

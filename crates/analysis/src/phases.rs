@@ -43,6 +43,8 @@ pub struct Phases {
     pub boundaries: Vec<i64>,
     /// The deepest phase covering each segment (`None` outside every range).
     pub leaf_of_segment: Vec<Option<usize>>,
+    /// The deepest range instance covering each segment (latest start among equals).
+    leaf_range: Vec<Option<usize>>,
     /// Ranges sorted by end time, for "the phase before" lookups.
     by_end: Vec<usize>,
     /// Ranges sorted by start time, for "the phase after" lookups.
@@ -135,19 +137,23 @@ impl Phases {
         let mut boundaries: Vec<i64> = insts.iter().flat_map(|r| [r.start_ns, r.end_ns]).collect();
         boundaries.sort_unstable();
         boundaries.dedup();
-        let mut leaf_of_segment: Vec<Option<usize>> = vec![None; boundaries.len() + 1];
-        let mut leaf_depth: Vec<usize> = vec![0; boundaries.len() + 1];
-        for r in &insts {
+        let mut leaf_range: Vec<Option<usize>> = vec![None; boundaries.len() + 1];
+        // Ranges are sorted by start: a later one of equal depth replaces an earlier one.
+        for (i, r) in insts.iter().enumerate() {
             let (lo, hi) = segment_span(&boundaries, r.start_ns, r.end_ns);
             let depth = phases[r.phase].depth;
             for s in lo..hi {
                 phases[r.phase].segments.push(s as u32);
-                if leaf_of_segment[s].is_none() || depth >= leaf_depth[s] {
-                    leaf_of_segment[s] = Some(r.phase);
-                    leaf_depth[s] = depth;
+                let deeper = leaf_range[s].is_none_or(|j| depth >= phases[insts[j].phase].depth);
+                if deeper {
+                    leaf_range[s] = Some(i);
                 }
             }
         }
+        let leaf_of_segment = leaf_range
+            .iter()
+            .map(|r| r.map(|i| insts[i].phase))
+            .collect();
         for p in &mut phases {
             p.segments.sort_unstable();
             p.segments.dedup();
@@ -166,6 +172,7 @@ impl Phases {
             ranges: insts,
             boundaries,
             leaf_of_segment,
+            leaf_range,
             by_end,
             by_start,
         }
@@ -206,10 +213,11 @@ impl Phases {
         let mid = start_ns + (end_ns - start_ns) / 2;
         // The deepest range containing the midpoint.
         let container = self
-            .ranges
-            .iter()
-            .filter(|r| r.start_ns <= mid && mid < r.end_ns)
-            .max_by_key(|r| (self.phases[r.phase].depth, r.start_ns));
+            .leaf_range
+            .get(self.segment_of(mid))
+            .copied()
+            .flatten()
+            .map(|i| &self.ranges[i]);
         let before = self.by_end[..self
             .by_end
             .partition_point(|i| self.ranges[*i].end_ns <= mid)]

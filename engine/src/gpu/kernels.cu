@@ -183,198 +183,295 @@ extern "C" __global__ void attn_warp_##HD(const bf16* qkv, const bf16* kc, const
 ATTN_WARP(64)
 ATTN_WARP(128)
 
-// Flash-decode attention: grid (splits, kv_heads * query groups, batch), 128 threads. Each block
-// takes `chunk` keys of one KV head and up to 4*QPW queries (the rows' heads that share that KV
-// head), streams the keys through shared memory in tiles of 32 with 16-byte loads prefetched one
-// tile ahead, and writes an unnormalised partial result that `attn_combine` merges.
-template <int HD, int QPW>
-__device__ void attn_split(const bf16* qkv, const bf16* kc, const bf16* vc, const unsigned* base,
-                           const unsigned* pt, const u64* masks, float2* part_ml, float* part_acc,
-                           int t, int off, int causal, int heads, int kvh, int pps, int ps, float scale,
-                           int chunk, int nsplit, int qgroups) {
-    constexpr int QB = 4 * QPW;        // queries per block
-    constexpr int DPL = HD / 32;        // dims per lane in the PV product
-    constexpr int KS = HD + 2;          // padded K row (bf16 elements): conflict-free row reads
-    constexpr int NL = HD / 32;         // 16-byte loads per thread per tile, for K and for V
-    __shared__ float sQ[QB][HD];
-    __shared__ __align__(16) bf16 sK[32 * KS];
-    __shared__ __align__(16) bf16 sV[32 * HD];
+// Flash-decode attention (split-KV): grid (kv_heads * query groups, splits, batch), 128 threads.
+// A block takes keys [split * chunk, +chunk) of one KV head and up to QM queries sharing that KV
+// head (the heads of the rows that map to it). The KV heads of one split are neighbouring blocks,
+// so together they stream whole KV rows. Eight lanes own one key: each lane holds HD/8 dims of K
+// and of V (16-byte loads), so a warp works on 4 keys per step and U steps are loaded before the
+// first use (U * 4 keys * HD * 4 bytes in flight per warp). Scores are reduced over the 8 lanes
+// with 3 shuffles; the softmax is online in the exp2 domain (q is pre-scaled by log2 e). No block
+// barrier inside the key loop: each warp (and each 8-lane group) keeps its own running max, sum
+// and accumulator, merged by shuffles and then through shared memory at the end. The block writes
+// an unnormalised partial (max, sum, acc) that `attn_combine` merges over the splits.
+template <int HD, int QM, int U>
+__device__ __forceinline__ void attn_split(const bf16* __restrict__ qkv, const bf16* __restrict__ kc,
+                                           const bf16* __restrict__ vc, const unsigned* base,
+                                           const unsigned* __restrict__ pt, const u64* masks,
+                                           float2* part_ml, float* part_acc, int t, int off, int causal,
+                                           int heads, int kvh, int pps, int ps_shift, float scale,
+                                           int chunk, int nsplit) {
+    constexpr int VPL = HD / 64;        // 16-byte loads per lane per K (and V) row
+    constexpr int DPL = 8 * VPL;        // dims per lane
+    constexpr int KPW = 4;              // keys per warp step (8 lanes per key)
+    constexpr int NW = 4;               // warps per block
+    constexpr int QS = HD + HD / 2;     // q row in shared memory: 4 floats of padding after every 8
+    __shared__ __align__(16) float sQ[QM * QS];
+    __shared__ __align__(16) float sAcc[NW * QM * HD];
+    __shared__ float2 sML[NW * QM];
 
-    int split = blockIdx.x;
-    int kh = blockIdx.y / qgroups, qg = blockIdx.y % qgroups;
-    int b = blockIdx.z;
-    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    int G = heads / kvh;
-    int Q = t * G;
-    int qbase = qg * QB;
-    int qkv_dim = (heads + 2 * kvh) * HD;
-    long long bs = base[b];
-    long long end = bs + off + t;
-    long long start = (long long)split * chunk;
-    long long stop = min(start + chunk, end);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int grp = lane >> 3, sub = lane & 7;
+    const int kh = blockIdx.x % kvh, qg = blockIdx.x / kvh;
+    const int split = blockIdx.y, b = blockIdx.z;
+    const int G = heads / kvh, Q = t * G, qbase = qg * QM;
+    const int nq = min(QM, Q - qbase);
+    const int qkv_dim = (heads + 2 * kvh) * HD;
+    const long long bs = base[b];
+    const long long end = bs + off + t;
+    const long long start = (long long)split * chunk;
+    const long long stop = min(start + (long long)chunk, end);
+    const float qscale = scale * 1.4426950408889634f;
 
-    float m[QPW], l[QPW], acc[QPW][DPL];
+    for (int idx = tid; idx < QM * HD; idx += NW * 32) {
+        int i = idx / HD, d = idx % HD;
+        float v = 0.f;
+        if (i < nq) {
+            int qi = qbase + i;
+            int row = b * t + qi / G, head = kh * G + qi % G;
+            v = bf2f(qkv[(long long)row * qkv_dim + head * HD + d]) * qscale;
+        }
+        sQ[i * QS + d + (d >> 3) * 4] = v;
+    }
+    float m[QM], l[QM], acc[QM][DPL];
     #pragma unroll
-    for (int i = 0; i < QPW; i++) {
+    for (int i = 0; i < QM; i++) {
         m[i] = -INFINITY; l[i] = 0.f;
         #pragma unroll
         for (int e = 0; e < DPL; e++) acc[i][e] = 0.f;
     }
+    __syncthreads();
 
-    if (start < stop) {
-        for (int idx = tid; idx < QB * HD; idx += 128) {
-            int ql = idx / HD, d = idx % HD;
-            int qi = qbase + ql;
-            float v = 0.f;
-            if (qi < Q) {
-                int row = b * t + qi / G;
-                int head = kh * G + qi % G;
-                v = bf2f(qkv[(long long)row * qkv_dim + head * HD + d]) * scale;
+    const long long psm = (1LL << ps_shift) - 1;
+    const unsigned* ptb = pt + (long long)b * pps;
+    const long long kvrow = (long long)kvh * HD;
+    const bf16* kb0 = kc + (long long)kh * HD + sub * 8;
+    const bf16* vb0 = vc + (long long)kh * HD + sub * 8;
+    for (long long kb = start + (long long)warp * KPW * U; kb < stop; kb += (long long)NW * KPW * U) {
+        uint4 kr[U][VPL], vr[U][VPL];
+        #pragma unroll
+        for (int u = 0; u < U; u++) {
+            long long key = kb + u * KPW + grp;
+            if (key < stop) {
+                long long slot = ((long long)ptb[key >> ps_shift] << ps_shift) | (key & psm);
+                const bf16* kp = kb0 + slot * kvrow;
+                const bf16* vp = vb0 + slot * kvrow;
+                #pragma unroll
+                for (int v = 0; v < VPL; v++) {
+                    kr[u][v] = *reinterpret_cast<const uint4*>(kp + v * 64);
+                    vr[u][v] = *reinterpret_cast<const uint4*>(vp + v * 64);
+                }
+            } else {
+                #pragma unroll
+                for (int v = 0; v < VPL; v++) {
+                    kr[u][v] = make_uint4(0, 0, 0, 0);
+                    vr[u][v] = make_uint4(0, 0, 0, 0);
+                }
             }
-            sQ[ql][d] = v;
         }
-        uint4 kr[NL], vr[NL];
-        auto load = [&](long long tile) {
+        // Scores: partial dot products over this lane's dims, then a sum over the key's 8 lanes.
+        float s[U][QM];
+        #pragma unroll
+        for (int u = 0; u < U; u++) {
+            float kf[DPL];
             #pragma unroll
-            for (int n = 0; n < NL; n++) {
-                int c = tid + n * 128;
-                int r = c / (HD / 8), c8 = c % (HD / 8);
-                long long key = tile + r;
-                if (key < stop) {
-                    long long at = (kv_slot(pt, b, pps, ps, key) * kvh + kh) * HD + c8 * 8;
-                    kr[n] = *reinterpret_cast<const uint4*>(kc + at);
-                    vr[n] = *reinterpret_cast<const uint4*>(vc + at);
-                } else {
-                    kr[n] = make_uint4(0, 0, 0, 0);
-                    vr[n] = make_uint4(0, 0, 0, 0);
-                }
+            for (int v = 0; v < VPL; v++) {
+                uint4 w = kr[u][v];
+                kf[v * 8 + 0] = bflo(w.x); kf[v * 8 + 1] = bfhi(w.x);
+                kf[v * 8 + 2] = bflo(w.y); kf[v * 8 + 3] = bfhi(w.y);
+                kf[v * 8 + 4] = bflo(w.z); kf[v * 8 + 5] = bfhi(w.z);
+                kf[v * 8 + 6] = bflo(w.w); kf[v * 8 + 7] = bfhi(w.w);
             }
-        };
-        load(start);
-        for (long long tile = start; tile < stop; tile += 32) {
-            __syncthreads();
             #pragma unroll
-            for (int n = 0; n < NL; n++) {
-                int c = tid + n * 128;
-                int r = c / (HD / 8), c8 = c % (HD / 8);
-                unsigned* kd = reinterpret_cast<unsigned*>(sK + r * KS + c8 * 8);
-                kd[0] = kr[n].x; kd[1] = kr[n].y; kd[2] = kr[n].z; kd[3] = kr[n].w;
-                *reinterpret_cast<uint4*>(sV + r * HD + c8 * 8) = vr[n];
-            }
-            __syncthreads();
-            if (tile + 32 < stop) load(tile + 32);
-
-            long long key = tile + lane;
-            const unsigned* krow = reinterpret_cast<const unsigned*>(sK + lane * KS);
-            // Scores: lane = key of the tile; each K word is converted once for all queries.
-            float p[QPW];
-            #pragma unroll
-            for (int i = 0; i < QPW; i++) p[i] = 0.f;
-            #pragma unroll 8
-            for (int w2 = 0; w2 < HD / 2; w2++) {
-                unsigned kw = krow[w2];
-                float k0 = bflo(kw), k1 = bfhi(kw);
+            for (int i = 0; i < QM; i++) {
+                float a = 0.f;
                 #pragma unroll
-                for (int i = 0; i < QPW; i++) {
-                    float2 qv = reinterpret_cast<const float2*>(sQ[warp + 4 * i])[w2];
-                    p[i] += qv.x * k0 + qv.y * k1;
+                for (int v = 0; v < VPL; v++) {
+                    const float4* qp = reinterpret_cast<const float4*>(sQ + i * QS + v * 96 + sub * 12);
+                    float4 qa = qp[0], qb = qp[1];
+                    a += qa.x * kf[v * 8 + 0] + qa.y * kf[v * 8 + 1] + qa.z * kf[v * 8 + 2] + qa.w * kf[v * 8 + 3]
+                       + qb.x * kf[v * 8 + 4] + qb.y * kf[v * 8 + 5] + qb.z * kf[v * 8 + 6] + qb.w * kf[v * 8 + 7];
                 }
+                s[u][i] = a;
             }
+        }
+        #pragma unroll
+        for (int u = 0; u < U; u++) {
+            long long key = kb + u * KPW + grp;
             #pragma unroll
-            for (int i = 0; i < QPW; i++) {
-                int qi = qbase + warp + 4 * i;
-                if (qi < Q) {
-                    bool ok = key < stop && key_allowed(key, bs, off, qi / G, causal, masks);
-                    float s = ok ? p[i] : -INFINITY;
-                    float mn = fmaxf(m[i], warp_max(s));
-                    float corr = mn == -INFINITY ? 1.f : expf(m[i] - mn);
-                    float pi = mn == -INFINITY ? 0.f : expf(s - mn);
-                    l[i] = l[i] * corr + warp_sum(pi);
-                    #pragma unroll
-                    for (int e = 0; e < DPL; e++) acc[i][e] *= corr;
-                    m[i] = mn;
-                    p[i] = pi;
-                } else {
-                    p[i] = 0.f;
-                }
+            for (int i = 0; i < QM; i++) {
+                float a = s[u][i];
+                a += __shfl_xor_sync(0xffffffffu, a, 4);
+                a += __shfl_xor_sync(0xffffffffu, a, 2);
+                a += __shfl_xor_sync(0xffffffffu, a, 1);
+                int qi = min(qbase + i, Q - 1);
+                bool ok = key < stop && key_allowed(key, bs, off, qi / G, causal, masks);
+                s[u][i] = ok ? a : -INFINITY;
             }
-            #pragma unroll 4
-            for (int k = 0; k < 32; k++) {
-                float v[DPL];
-                if (DPL == 4) {
-                    uint2 w = *reinterpret_cast<const uint2*>(sV + k * HD + lane * 4);
-                    v[0] = bflo(w.x); v[1] = bfhi(w.x); v[2] = bflo(w.y); v[3] = bfhi(w.y);
-                } else {
-                    unsigned w = *reinterpret_cast<const unsigned*>(sV + k * HD + lane * 2);
-                    v[0] = bflo(w); v[1] = bfhi(w);
-                }
+        }
+        // Online softmax over the U keys of this lane group, then P.V.
+        #pragma unroll
+        for (int i = 0; i < QM; i++) {
+            float mx = m[i];
+            #pragma unroll
+            for (int u = 0; u < U; u++) mx = fmaxf(mx, s[u][i]);
+            bool none = mx == -INFINITY;
+            float corr = none ? 1.f : exp2f(m[i] - mx);
+            float ps = 0.f;
+            #pragma unroll
+            for (int u = 0; u < U; u++) {
+                float p = none ? 0.f : exp2f(s[u][i] - mx);
+                s[u][i] = p;
+                ps += p;
+            }
+            l[i] = l[i] * corr + ps;
+            m[i] = mx;
+            #pragma unroll
+            for (int e = 0; e < DPL; e++) acc[i][e] *= corr;
+        }
+        #pragma unroll
+        for (int u = 0; u < U; u++) {
+            #pragma unroll
+            for (int v = 0; v < VPL; v++) {
+                uint4 w = vr[u][v];
+                float vf[8] = {bflo(w.x), bfhi(w.x), bflo(w.y), bfhi(w.y),
+                               bflo(w.z), bfhi(w.z), bflo(w.w), bfhi(w.w)};
                 #pragma unroll
-                for (int i = 0; i < QPW; i++) {
-                    float pk = __shfl_sync(0xffffffffu, p[i], k);
+                for (int i = 0; i < QM; i++) {
+                    float p = s[u][i];
                     #pragma unroll
-                    for (int e = 0; e < DPL; e++) acc[i][e] += pk * v[e];
+                    for (int e = 0; e < 8; e++) acc[i][v * 8 + e] += p * vf[e];
                 }
             }
         }
     }
+    // Merge the 4 lane groups of each warp (they hold the same dims for different keys).
     #pragma unroll
-    for (int i = 0; i < QPW; i++) {
-        int qi = qbase + warp + 4 * i;
-        if (qi < Q) {
-            long long idx = (((long long)b * kvh + kh) * Q + qi) * nsplit + split;
-            if (lane == 0) part_ml[idx] = make_float2(m[i], l[i]);
+    for (int o = 8; o < 32; o <<= 1) {
+        #pragma unroll
+        for (int i = 0; i < QM; i++) {
+            float mo = __shfl_xor_sync(0xffffffffu, m[i], o);
+            float lo = __shfl_xor_sync(0xffffffffu, l[i], o);
+            float mx = fmaxf(m[i], mo);
+            bool none = mx == -INFINITY;
+            float a = none ? 0.f : exp2f(m[i] - mx);
+            float c = none ? 0.f : exp2f(mo - mx);
+            l[i] = l[i] * a + lo * c;
+            m[i] = mx;
             #pragma unroll
-            for (int e = 0; e < DPL; e++) part_acc[idx * HD + lane * DPL + e] = acc[i][e];
+            for (int e = 0; e < DPL; e++) {
+                float ao = __shfl_xor_sync(0xffffffffu, acc[i][e], o);
+                acc[i][e] = acc[i][e] * a + ao * c;
+            }
         }
+    }
+    if (grp == 0) {
+        #pragma unroll
+        for (int i = 0; i < QM; i++) {
+            #pragma unroll
+            for (int v = 0; v < VPL; v++) {
+                float4* dst = reinterpret_cast<float4*>(sAcc + (warp * QM + i) * HD + v * 64 + sub * 8);
+                dst[0] = make_float4(acc[i][v * 8 + 0], acc[i][v * 8 + 1], acc[i][v * 8 + 2], acc[i][v * 8 + 3]);
+                dst[1] = make_float4(acc[i][v * 8 + 4], acc[i][v * 8 + 5], acc[i][v * 8 + 6], acc[i][v * 8 + 7]);
+            }
+            if (sub == 0) sML[warp * QM + i] = make_float2(m[i], l[i]);
+        }
+    }
+    __syncthreads();
+    // Merge the warps (fixed order: deterministic) and write the block's partial.
+    for (int idx = tid; idx < nq * HD; idx += NW * 32) {
+        int i = idx / HD, d = idx % HD;
+        float M = -INFINITY;
+        #pragma unroll
+        for (int w = 0; w < NW; w++) M = fmaxf(M, sML[w * QM + i].x);
+        float L = 0.f, a = 0.f;
+        if (M != -INFINITY) {
+            #pragma unroll
+            for (int w = 0; w < NW; w++) {
+                float2 ml = sML[w * QM + i];
+                float sc = exp2f(ml.x - M);
+                L += ml.y * sc;
+                a += sAcc[(w * QM + i) * HD + d] * sc;
+            }
+        }
+        long long pidx = (((long long)b * kvh + kh) * Q + qbase + i) * nsplit + split;
+        part_acc[pidx * HD + d] = a;
+        if (d == 0) part_ml[pidx] = make_float2(M, L);
     }
 }
 
-#define ATTN_SPLIT(HD, QPW) \
-extern "C" __global__ void __launch_bounds__(128) attn_split_##HD##_##QPW(const bf16* qkv, const bf16* kc, \
-    const bf16* vc, const unsigned* base, const unsigned* pt, const u64* masks, float2* part_ml, float* part_acc, \
-    int t, int off, int causal, int heads, int kvh, int pps, int ps, float scale, int chunk, int nsplit, \
-    int qgroups) { \
-    attn_split<HD, QPW>(qkv, kc, vc, base, pt, masks, part_ml, part_acc, t, off, causal, heads, kvh, pps, ps, \
-                        scale, chunk, nsplit, qgroups); }
-ATTN_SPLIT(64, 1)
-ATTN_SPLIT(64, 2)
-ATTN_SPLIT(64, 4)
-ATTN_SPLIT(64, 8)
-ATTN_SPLIT(128, 1)
-ATTN_SPLIT(128, 2)
-ATTN_SPLIT(128, 4)
-ATTN_SPLIT(128, 8)
+#define ATTN_SPLIT(HD, QM, U, NAME) \
+extern "C" __global__ void __launch_bounds__(128) NAME(const bf16* qkv, const bf16* kc, const bf16* vc, \
+    const unsigned* base, const unsigned* pt, const u64* masks, float2* part_ml, float* part_acc, int t, int off, \
+    int causal, int heads, int kvh, int pps, int ps_shift, float scale, int chunk, int nsplit) { \
+    attn_split<HD, QM, U>(qkv, kc, vc, base, pt, masks, part_ml, part_acc, t, off, causal, heads, kvh, pps, \
+                          ps_shift, scale, chunk, nsplit); }
+ATTN_SPLIT(64, 1, 2, attn_split_64_1)
+ATTN_SPLIT(64, 2, 2, attn_split_64_2)
+ATTN_SPLIT(64, 4, 2, attn_split_64_4)
+ATTN_SPLIT(64, 5, 2, attn_split_64_5)
+ATTN_SPLIT(64, 8, 2, attn_split_64_8)
+ATTN_SPLIT(128, 1, 2, attn_split_128_1)
+ATTN_SPLIT(128, 2, 2, attn_split_128_2)
+ATTN_SPLIT(128, 4, 2, attn_split_128_4)
+ATTN_SPLIT(128, 5, 2, attn_split_128_5)
+ATTN_SPLIT(128, 8, 2, attn_split_128_8)
+// Alternatives for the benchmark (`SPECDEC_SPLIT_VARIANT=u1|u4`): fewer or more keys in flight.
+ATTN_SPLIT(128, 5, 1, attn_split_128_5_u1)
+ATTN_SPLIT(128, 5, 4, attn_split_128_5_u4)
 
-// Merge the partial results of every split: one block of HD threads per (row, head).
+#define MAX_SPLITS 4096
+// Merge the partial results of every split: one block of 128 threads per (row, head).
 extern "C" __global__ void attn_combine(const float2* part_ml, const float* part_acc, bf16* out, int t, int heads,
                                         int kvh, int hd, int nsplit) {
+    __shared__ float sw[MAX_SPLITS];
+    __shared__ float red[4];
     int rh = blockIdx.x;
     int row = rh / heads, h = rh % heads;
     int b = row / t, i = row % t;
     int G = heads / kvh;
     int kh = h / G, qi = i * G + h % G;
     int Q = t * G;
+    int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     long long idx0 = (((long long)b * kvh + kh) * Q + qi) * nsplit;
     float M = -INFINITY;
-    for (int s = 0; s < nsplit; s++) {
+    for (int s = tid; s < nsplit; s += blockDim.x) {
         float2 ml = part_ml[idx0 + s];
         if (ml.y > 0.f) M = fmaxf(M, ml.x);
     }
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float L = 0.f, a = 0.f;
-        for (int s = 0; s < nsplit; s++) {
-            float2 ml = part_ml[idx0 + s];
-            if (ml.y > 0.f) {
-                float w = expf(ml.x - M);
-                L += ml.y * w;
-                a += part_acc[(idx0 + s) * hd + d] * w;
-            }
+    M = warp_max(M);
+    if (lane == 0) red[warp] = M;
+    __syncthreads();
+    M = fmaxf(fmaxf(red[0], red[1]), fmaxf(red[2], red[3]));
+    __syncthreads();
+    float L = 0.f;
+    for (int s = tid; s < nsplit; s += blockDim.x) {
+        float2 ml = part_ml[idx0 + s];
+        float w = ml.y > 0.f ? exp2f(ml.x - M) : 0.f;
+        sw[s] = w;
+        L += ml.y * w;
+    }
+    L = warp_sum(L);
+    if (lane == 0) red[warp] = L;
+    __syncthreads();
+    L = red[0] + red[1] + red[2] + red[3];
+    for (int d = tid; d < hd; d += blockDim.x) {
+        const float* pa = part_acc + idx0 * hd + d;
+        float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
+        int s = 0;
+        #pragma unroll 2
+        for (; s + 4 <= nsplit; s += 4) {
+            a0 += sw[s] * pa[(long long)s * hd];
+            a1 += sw[s + 1] * pa[(long long)(s + 1) * hd];
+            a2 += sw[s + 2] * pa[(long long)(s + 2) * hd];
+            a3 += sw[s + 3] * pa[(long long)(s + 3) * hd];
         }
+        for (; s < nsplit; s++) a0 += sw[s] * pa[(long long)s * hd];
+        float a = (a0 + a1) + (a2 + a3);
         out[(long long)row * heads * hd + h * hd + d] = f2bf(L > 0.f ? a / L : 0.f);
     }
 }
 
-// act = silu(gate) * up, optionally times a per-row gate weight (MoE).
+// act = silu(gate) * up, optionally times a per-row gate weight (MoE: the slot's gate).
 extern "C" __global__ void swiglu(const bf16* gu, bf16* out, const float* gate, int gate_stride, int f, u64 n) {
     for (u64 idx = blockIdx.x * (u64)blockDim.x + threadIdx.x; idx < n * f; idx += (u64)gridDim.x * blockDim.x) {
         u64 r = idx / f, i = idx % f;
@@ -385,28 +482,23 @@ extern "C" __global__ void swiglu(const bf16* gu, bf16* out, const float* gate, 
     }
 }
 
-// MoE routing: top-k experts per row (ties to the lower index), softmax over the chosen logits;
-// gates[r][e] is 0 for experts not chosen.
-extern "C" __global__ void moe_gate(const float* logits, float* gates, int n, int E, int k) {
-    int r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= n) return;
-    const float* lr = logits + (long long)r * E;
-    float* gr = gates + (long long)r * E;
-    unsigned long long chosen = 0ULL;
-    float mx = -INFINITY;
-    for (int it = 0; it < k; it++) {
-        int best = -1; float bv = -INFINITY;
-        for (int e = 0; e < E; e++) {
-            if ((chosen >> e) & 1ULL) continue;
-            float v = lr[e] != lr[e] ? -INFINITY : lr[e];
-            if (best < 0 || v > bv) { best = e; bv = v; }
-        }
-        chosen |= 1ULL << best;
-        if (it == 0) mx = bv;
+// MoE dispatch (sparse): the host groups each row's top-k experts into slots ordered by expert.
+// Gather the rows of h that go to the experts into consecutive slots: one block per slot.
+extern "C" __global__ void moe_gather(const bf16* h, bf16* hx, const unsigned* slot_row, int d) {
+    long long s = blockIdx.x;
+    long long r = slot_row[s];
+    for (int i = threadIdx.x; i < d; i += blockDim.x) hx[s * d + i] = h[r * d + i];
+}
+
+// Add the experts' gated outputs of each row to the residual, in the row's top-k order (the CPU
+// reference's order): one block per row.
+extern "C" __global__ void moe_scatter(float* x, const float* y, const unsigned* slot_of, int k, int d) {
+    long long r = blockIdx.x;
+    for (int i = threadIdx.x; i < d; i += blockDim.x) {
+        float a = 0.f;
+        for (int j = 0; j < k; j++) a += y[(long long)slot_of[r * k + j] * d + i];
+        x[r * d + i] += a;
     }
-    float s = 0.f;
-    for (int e = 0; e < E; e++) if ((chosen >> e) & 1ULL) s += expf(lr[e] - mx);
-    for (int e = 0; e < E; e++) gr[e] = ((chosen >> e) & 1ULL) ? expf(lr[e] - mx) / s : 0.f;
 }
 
 // Top-k token ids of each row of f32 logits (ties to the lower index, NaN lowest): 256 threads.

@@ -18,15 +18,34 @@ use cudarc::driver::{
 };
 
 use crate::config::{MAX_SCRATCH, ModelConfig, RunConfig, VerifyAttn, draft_config};
-use crate::cpu::page_table;
+use crate::cpu::{moe_gates, page_table};
 use crate::weights::{HostWeights, background_key, tensor_key, tensor_specs};
 use crate::{Backend, EngineError, Forward, Which};
 
 const KERNELS: &str = include_str!("kernels.cu");
-/// Queries per warp the split-KV kernel is compiled for (`attn_split_<hd>_<qpw>`, 4 warps).
-const QUERIES_PER_WARP: [usize; 4] = [1, 2, 4, 8];
-/// Keys per block of the split-KV kernel.
-const CHUNK: usize = 256;
+/// Queries per block the split-KV kernel is compiled for (`attn_split_<hd>_<q>`): a pass with
+/// more queries per KV head runs several query groups over the same keys.
+const SPLIT_QUERIES: [usize; 5] = [1, 2, 4, 5, 8];
+/// Blocks the split-KV kernel aims for over the whole cache (about 31 per SM on an H200), so that
+/// the grid fills the GPU several times over whatever the context length.
+const SPLIT_TARGET_BLOCKS: usize = 4096;
+/// Most splits `attn_combine` merges (its shared-memory weight table).
+const MAX_SPLITS: usize = 4096;
+
+/// Keys per split-KV block for a cache of `max_context` positions: a multiple of 64 chosen so
+/// that batch x KV heads x splits is about [`SPLIT_TARGET_BLOCKS`]. `SPECDEC_SPLIT_CHUNK`
+/// overrides it (a benchmark knob; rounded up to a multiple of 64).
+fn split_chunk(max_context: usize, batch: usize, kv_heads: usize) -> usize {
+    let auto = (max_context * batch * kv_heads).div_ceil(SPLIT_TARGET_BLOCKS);
+    let chosen = std::env::var("SPECDEC_SPLIT_CHUNK")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(auto);
+    chosen
+        .next_multiple_of(64)
+        .clamp(64, 1 << 16)
+        .max(max_context.div_ceil(MAX_SPLITS))
+}
 
 fn cuda(e: DriverError) -> EngineError {
     EngineError::Cuda(format!("{e:?}"))
@@ -118,7 +137,8 @@ impl Dev {
             "rope_cache",
             "attn_combine",
             "swiglu",
-            "moe_gate",
+            "moe_gather",
+            "moe_scatter",
             "topk",
             "kv_commit",
             "attn_warp_64",
@@ -128,10 +148,12 @@ impl Dev {
         .map(|s| s.to_string())
         .collect();
         for hd in [64, 128] {
-            for q in QUERIES_PER_WARP {
+            for q in SPLIT_QUERIES {
                 names.push(format!("attn_split_{hd}_{q}"));
             }
         }
+        names.push("attn_split_128_5_u1".into());
+        names.push("attn_split_128_5_u4".into());
         let mut funcs = HashMap::new();
         for n in names {
             let f = module.load_function(&n).map_err(cuda)?;
@@ -342,13 +364,21 @@ pub fn model_bytes(cfg: &ModelConfig, run: &RunConfig) -> (usize, usize) {
         + cfg.qkv_dim() * 2
         + cfg.heads * cfg.head_dim * 2
         + cfg.ffn * 6
-        + e * 8
+        + e * 4
+        + moe_slots(cfg) * (cfg.d_model * 6 + 12)
         + cfg.vocab * 4
         + 64;
     let g = cfg.heads / cfg.kv_heads;
-    let nsplit = run.max_context.div_ceil(CHUNK);
+    let nsplit = run
+        .max_context
+        .div_ceil(split_chunk(run.max_context, run.batch, cfg.kv_heads));
     let part = run.batch * cfg.kv_heads * MAX_SCRATCH * g * nsplit * (cfg.head_dim + 2) * 4;
     (kv, nmax * per_row + part + pps * run.batch * 4)
+}
+
+/// Expert slots per row of the MoE dispatch buffers (0 for a dense MLP).
+fn moe_slots(cfg: &ModelConfig) -> usize {
+    if cfg.experts == 0 { 0 } else { cfg.top_k }
 }
 
 /// One model on the device: weights, paged KV cache, inputs and activations.
@@ -360,7 +390,10 @@ struct GpuModel {
     nmax: usize,
     pps: usize,
     ps: usize,
+    chunk: usize,
     nsplit: usize,
+    /// Kernel-name suffix of the split-KV variant in use (`SPECDEC_SPLIT_VARIANT`), or empty.
+    split_variant: String,
     layer_elems: usize,
     k: Buf,
     v: Buf,
@@ -378,7 +411,13 @@ struct GpuModel {
     gu: Buf,
     act: Buf,
     router: Buf,
-    gates: Buf,
+    /// MoE dispatch: slot -> row, then row * top_k + j -> slot (u32).
+    route: Buf,
+    /// MoE dispatch: the gate of each slot (f32).
+    route_gate: Buf,
+    /// MoE dispatch: the rows of `h` gathered per slot (bf16) and the experts' outputs (f32).
+    hx: Buf,
+    ybuf: Buf,
     logits: Buf,
     top: Buf,
     part_ml: Buf,
@@ -414,7 +453,12 @@ impl GpuModel {
         let nmax = b * run.prompt_len.max(MAX_SCRATCH);
         let e = cfg.experts.max(1);
         let g = cfg.heads / cfg.kv_heads;
-        let nsplit = run.max_context.div_ceil(CHUNK);
+        let chunk = split_chunk(run.max_context, b, cfg.kv_heads);
+        let nsplit = run.max_context.div_ceil(chunk);
+        let split_variant = std::env::var("SPECDEC_SPLIT_VARIANT")
+            .map(|v| format!("_{v}"))
+            .unwrap_or_default();
+        let slots = nmax * moe_slots(&cfg);
         let nparts = b * cfg.kv_heads * MAX_SCRATCH * g * nsplit;
         let pt_host = page_table(b, run.max_context, run.page_size, seed);
         let mut pt = dev.alloc(pt_host.len() * 4)?;
@@ -439,7 +483,10 @@ impl GpuModel {
             gu: dev.alloc(nmax * cfg.ffn * 4)?,
             act: dev.alloc(nmax * cfg.ffn * 2)?,
             router: dev.alloc(nmax * e * 4)?,
-            gates: dev.alloc(nmax * e * 4)?,
+            route: dev.alloc(slots * 8)?,
+            route_gate: dev.alloc(slots * 4)?,
+            hx: dev.alloc(slots * cfg.d_model * 2)?,
+            ybuf: dev.alloc(slots * cfg.d_model * 4)?,
             logits: dev.alloc(nmax * cfg.vocab * 4)?,
             top: dev.alloc(nmax * 8 * 4)?,
             part_ml: dev.alloc(nparts * 8)?,
@@ -451,7 +498,9 @@ impl GpuModel {
             nmax,
             pps,
             ps: run.page_size,
+            chunk,
             nsplit,
+            split_variant,
             layer_elems,
         })
     }
@@ -512,19 +561,22 @@ impl GpuModel {
         let q = t * g;
         let split = kind == VerifyAttn::SplitKv && t <= MAX_SCRATCH;
         if split {
-            let qpw = QUERIES_PER_WARP
-                .into_iter()
-                .find(|&p| 4 * p >= q)
-                .unwrap_or(8);
-            let qgroups = q.div_ceil(4 * qpw);
+            let qm = SPLIT_QUERIES.into_iter().find(|&p| p >= q).unwrap_or(8);
+            let qgroups = q.div_ceil(qm);
+            // KV heads fastest: the blocks of one split run together and read whole cache rows.
             let grid = (
-                self.nsplit as u32,
                 (c.kv_heads * qgroups) as u32,
+                self.nsplit as u32,
                 self.batch as u32,
             );
+            let mut name = format!("attn_split_{hd}_{qm}");
+            let alt = format!("{name}{}", self.split_variant);
+            if dev.funcs.contains_key(&alt) {
+                name = alt;
+            }
             launch!(
                 dev,
-                &format!("attn_split_{hd}_{qpw}"),
+                &name,
                 grid,
                 (128, 1, 1),
                 self.qkv.ptr,
@@ -541,17 +593,16 @@ impl GpuModel {
                 c.heads as i32,
                 c.kv_heads as i32,
                 self.pps as i32,
-                self.ps as i32,
+                self.ps.trailing_zeros() as i32,
                 scale,
-                CHUNK as i32,
-                self.nsplit as i32,
-                qgroups as i32
+                self.chunk as i32,
+                self.nsplit as i32
             );
             launch!(
                 dev,
                 "attn_combine",
                 ((n * c.heads) as u32, 1, 1),
-                (hd as u32, 1, 1),
+                (128, 1, 1),
                 self.part_ml.ptr,
                 self.part_acc.ptr,
                 self.attn.ptr,
@@ -722,42 +773,7 @@ impl GpuModel {
                         true,
                         0.0,
                     )?;
-                    launch!(
-                        dev,
-                        "moe_gate",
-                        (n.div_ceil(128) as u32, 1, 1),
-                        (128, 1, 1),
-                        self.router.ptr,
-                        self.gates.ptr,
-                        n as i32,
-                        c.experts as i32,
-                        c.top_k as i32
-                    );
-                    for (e, (gate_up, down)) in experts.iter().enumerate() {
-                        dev.gemm(
-                            gate_up.ptr,
-                            self.h.ptr,
-                            self.gu.ptr,
-                            2 * c.ffn,
-                            d,
-                            n,
-                            false,
-                            0.0,
-                        )?;
-                        launch!(
-                            dev,
-                            "swiglu",
-                            ew,
-                            (256, 1, 1),
-                            self.gu.ptr,
-                            self.act.ptr,
-                            self.gates.ptr + (e * 4) as u64,
-                            c.experts as i32,
-                            c.ffn as i32,
-                            n as u64
-                        );
-                        dev.gemm(down.ptr, self.act.ptr, self.x.ptr, d, c.ffn, n, true, 1.0)?;
-                    }
+                    self.moe_dispatch(dev, n, experts)?;
                 }
             }
         }
@@ -791,6 +807,127 @@ impl GpuModel {
             self.top.ptr,
             c.vocab as i32,
             k as i32
+        );
+        Ok(())
+    }
+
+    /// Sparse MoE: each row goes to its top-k experts only. The router logits come back to the
+    /// host (the pass waits for them), which picks the experts with the CPU reference's
+    /// [`moe_gates`] and groups the rows by expert; each expert then runs its two products on its
+    /// own rows alone, so an expert chosen by many rows does more work and one chosen by none
+    /// does nothing. The outputs are added to the residual in each row's top-k order.
+    fn moe_dispatch(
+        &self,
+        dev: &Dev,
+        n: usize,
+        experts: &[(Arc<Buf>, Arc<Buf>)],
+    ) -> Result<(), EngineError> {
+        let c = &self.cfg;
+        let (e, k, d) = (c.experts, c.top_k, c.d_model);
+        let mut raw = vec![0u8; n * e * 4];
+        dev.stream
+            .memcpy_dtoh(&self.router.mem.slice(0..n * e * 4), &mut raw)
+            .map_err(cuda)?;
+        dev.stream.synchronize().map_err(cuda)?;
+        let logits: Vec<f32> = raw
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        let mut per_expert: Vec<Vec<(usize, usize, f32)>> = vec![Vec::new(); e];
+        for r in 0..n {
+            let (chosen, gates) = moe_gates(&logits[r * e..(r + 1) * e], k);
+            for (j, (&x, g)) in chosen.iter().zip(gates).enumerate() {
+                per_expert[x as usize].push((r, j, g));
+            }
+        }
+        // route = [slot -> row (n*k) | row*k + j -> slot (n*k)], slots grouped by expert.
+        let mut route = vec![0u32; 2 * n * k];
+        let mut gate = vec![0f32; n * k];
+        let mut counts = Vec::with_capacity(e);
+        let mut slot = 0usize;
+        for list in &per_expert {
+            counts.push(list.len());
+            for &(r, j, g) in list {
+                route[slot] = r as u32;
+                route[n * k + r * k + j] = slot as u32;
+                gate[slot] = g;
+                slot += 1;
+            }
+        }
+        let route_bytes: Vec<u8> = route.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let gate_bytes: Vec<u8> = gate.iter().flat_map(|v| v.to_le_bytes()).collect();
+        if route_bytes.len() > self.route.bytes || gate_bytes.len() > self.route_gate.bytes {
+            return Err(EngineError::Cuda(format!(
+                "MoE dispatch of {n} rows does not fit its buffers"
+            )));
+        }
+        let cu = dev.stream.cu_stream();
+        // SAFETY: `route` and `route_gate` are live device allocations at least this large
+        // (checked above); the sources are pageable host memory, which the driver stages before
+        // the call returns, so they may be dropped afterwards.
+        unsafe { cudarc::driver::result::memcpy_htod_async(self.route.ptr, &route_bytes, cu) }
+            .map_err(cuda)?;
+        // SAFETY: as above.
+        unsafe { cudarc::driver::result::memcpy_htod_async(self.route_gate.ptr, &gate_bytes, cu) }
+            .map_err(cuda)?;
+        launch!(
+            dev,
+            "moe_gather",
+            ((n * k) as u32, 1, 1),
+            (256, 1, 1),
+            self.h.ptr,
+            self.hx.ptr,
+            self.route.ptr,
+            d as i32
+        );
+        let mut first = 0usize;
+        for ((gate_up, down), &cnt) in experts.iter().zip(&counts) {
+            if cnt > 0 {
+                dev.gemm(
+                    gate_up.ptr,
+                    self.hx.ptr + (first * d * 2) as u64,
+                    self.gu.ptr,
+                    2 * c.ffn,
+                    d,
+                    cnt,
+                    false,
+                    0.0,
+                )?;
+                launch!(
+                    dev,
+                    "swiglu",
+                    ((cnt * c.ffn).div_ceil(256).min(4096) as u32, 1, 1),
+                    (256, 1, 1),
+                    self.gu.ptr,
+                    self.act.ptr,
+                    self.route_gate.ptr + (first * 4) as u64,
+                    1i32,
+                    c.ffn as i32,
+                    cnt as u64
+                );
+                dev.gemm(
+                    down.ptr,
+                    self.act.ptr,
+                    self.ybuf.ptr + (first * d * 4) as u64,
+                    d,
+                    c.ffn,
+                    cnt,
+                    true,
+                    0.0,
+                )?;
+            }
+            first += cnt;
+        }
+        launch!(
+            dev,
+            "moe_scatter",
+            (n as u32, 1, 1),
+            (256, 1, 1),
+            self.x.ptr,
+            self.ybuf.ptr,
+            self.route.ptr + (n * k * 4) as u64,
+            k as i32,
+            d as i32
         );
         Ok(())
     }
@@ -969,7 +1106,10 @@ impl GpuBackend {
             };
             m.set_inputs(dev, f)?;
         }
-        let decode = f.t <= MAX_SCRATCH && !(f.causal && f.off == 0 && f.t > 8);
+        // MoE passes are not captured: their dispatch reads the router's choice on the host.
+        let decode = f.t <= MAX_SCRATCH
+            && !(f.causal && f.off == 0 && f.t > 8)
+            && self.model(which)?.cfg.experts == 0;
         let key = (which, f.t, f.off, f.causal, k);
         if self.use_graphs && decode {
             if !self.graphs.contains_key(&key) {

@@ -101,6 +101,20 @@ fn cases() -> Result<Vec<Case>, EngineError> {
             },
         ),
         mk(
+            "head-dim 128 MHA, chain of 4, 1k context",
+            &ModelConfig {
+                heads: 2,
+                kv_heads: 2,
+                head_dim: 128,
+                ..small.clone()
+            },
+            RunConfig {
+                depth: 4,
+                context: 1000,
+                ..base.clone()
+            },
+        ),
+        mk(
             "small draft model, chain of 4, batch 3",
             &small,
             RunConfig {

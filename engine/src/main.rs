@@ -372,6 +372,15 @@ fn bench(be: &mut specdec::gpu::GpuBackend, run: &RunConfig) -> Result<Bench, En
     let f = verify_pass(run);
     let mut attention = vec![be.bench_attention(&f, VerifyAttn::SplitKv, 20)?];
     attention.push(be.bench_attention(&f, VerifyAttn::Scattered, 3)?);
+    // Benchmark knob: `SPECDEC_BENCH_SPLIT_VARIANTS=u1,u4` also times those split-KV variants.
+    if let Ok(list) = std::env::var("SPECDEC_BENCH_SPLIT_VARIANTS") {
+        for v in list.split(',').filter(|v| !v.is_empty()) {
+            let prev = be.set_split_variant(v);
+            let r = be.bench_attention(&f, VerifyAttn::SplitKv, 20);
+            be.set_split_variant(&prev);
+            attention.push(r?);
+        }
+    }
     let verify_pass_gpu_ms = be.time_forward(specdec::Which::Target, &f, 10)?;
     let one = Forward {
         t: 1,
@@ -463,8 +472,17 @@ fn print_text(r: &Report) {
         );
         for a in &b.attention {
             println!(
-                "  attention {:?} (page size {}, {} KV tokens, 1 layer): {:.3} ms, {:.0} GB/s",
-                a.kind, a.page_size, a.kv_tokens, a.ms, a.gb_per_s
+                "  attention {:?}{} (page size {}, {} KV tokens, 1 layer): {:.3} ms, {:.0} GB/s",
+                a.kind,
+                if a.kind == VerifyAttn::SplitKv {
+                    format!(" {} chunk {}", a.variant, a.chunk)
+                } else {
+                    String::new()
+                },
+                a.page_size,
+                a.kv_tokens,
+                a.ms,
+                a.gb_per_s
             );
         }
         println!(

@@ -3,6 +3,7 @@
 //! and a non-zero exit.
 
 mod info;
+mod live_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -10,9 +11,13 @@ use std::process::ExitCode;
 /// High-frequency GPU counter sampler and timeline viewer for NVIDIA GPUs.
 #[derive(Parser, Debug)]
 #[command(name = "cufall", version, about, long_about = None)]
+#[command(args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    /// Without a subcommand: the live terminal heatmap of every selected GPU.
+    #[command(flatten)]
+    live: live_cmd::LiveArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -41,7 +46,17 @@ enum Command {
 fn main() -> ExitCode {
     install_panic_hook();
     let cli = Cli::parse();
-    let result = match cli.command {
+    let Some(command) = cli.command else {
+        // The bare command: the live view.
+        return match live_cmd::run(&cli.live) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("cufall: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    };
+    let result = match command {
         Command::Info(args) => info::run(&args),
         Command::Record(args) => cufall_sampler::exit_code(cufall_sampler::record::run(&args)),
         Command::Metrics(args) => {

@@ -23,7 +23,10 @@ METRICS = [
 
 def read_samples(trace):
     files = sorted(glob.glob(os.path.join(trace, "samples", "*.parquet")))
-    return pa.concat_tables([pq.read_table(f) for f in files]).to_pandas()
+    df = pa.concat_tables([pq.read_table(f) for f in files]).to_pandas()
+    if "device" in df.columns:
+        df = df[df.device == 0]  # the workloads run on GPU 0
+    return df
 
 
 def ncu_means(path):

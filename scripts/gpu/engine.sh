@@ -6,7 +6,15 @@
 #   cp "$(ls -t target/release/deps/gpu-* | grep -v '\.d$' | head -1)" .dev-bin/engine/gpu-tests
 # The summary and log go to $OUT/engine.log, every command's full output to $OUT/outputs.txt
 # (OUT defaults to ./engine-out; each command's own file is kept in $RUNS).
+# QUICK=1 runs only the ceilings, the correctness check, the 64k attention figures (split-KV
+# variants and a second chunk size included), the scattered page-1 run and the MoE run.
 set -u
+QUICK=${QUICK:-0}
+# Split-KV kernel variants to time beside the default (kernel-name suffixes), a second chunk size
+# (keys per block) to time, and a variant to run the correctness check with as well.
+BENCH_VARIANTS=${BENCH_VARIANTS:-}
+ALT_CHUNK=${ALT_CHUNK:-256}
+CHECK_VARIANT=${CHECK_VARIANT:-}
 BIN=${BIN:-.dev-bin/engine}
 OUT=${OUT:-engine-out}
 RUNS=${RUNS:-$(mktemp -d)}
@@ -57,17 +65,27 @@ cat "$RUNS/ceilings.txt" | tee -a "$LOG"
 # 2. Correctness: GPU logits vs the CPU reference, speculative == greedy on the GPU.
 run 240 check "$S" check
 cat "$RUNS/check.txt" | tee -a "$LOG"
-if [ -x "$BIN/gpu-tests" ]; then run 240 gpu-tests "$BIN/gpu-tests" --ignored --test-threads 1; tail -3 "$RUNS/gpu-tests.txt" | tee -a "$LOG"; fi
+if [ -n "$CHECK_VARIANT" ]; then
+  SPECDEC_SPLIT_VARIANT=$CHECK_VARIANT run 240 check-$CHECK_VARIANT "$S" check
+  cat "$RUNS/check-$CHECK_VARIANT.txt" | tee -a "$LOG"
+fi
+if [ "$QUICK" != 1 ] && [ -x "$BIN/gpu-tests" ]; then run 240 gpu-tests "$BIN/gpu-tests" --ignored --test-threads 1; tail -3 "$RUNS/gpu-tests.txt" | tee -a "$LOG"; fi
 
 M="--preset 7b-8l"
 # 3. Prefill matrix products: 4 x 1024 prompt tokens.
-run 180 prefill "$S" $M --context 0 --batch 4 --prompt-len 1024 --new-tokens 8 --bench --json
+[ "$QUICK" = 1 ] || run 180 prefill "$S" $M --context 0 --batch 4 --prompt-len 1024 --new-tokens 8 --bench --json
 # 4. 64k context, split-KV verify (page 16), graphs on; bench times split-KV and scattered at page 16.
-run 240 ctx64k-split "$S" $M --context 65536 --prompt-len 64 --new-tokens 32 --page-size 16 --verify-attn split-kv --bench --json
+#    SPECDEC_BENCH_SPLIT_VARIANTS also times the alternative split-KV kernels (fewer/more keys in
+#    flight per warp); a run after step 5 times them with ALT_CHUNK keys per block.
+SPECDEC_BENCH_SPLIT_VARIANTS=$BENCH_VARIANTS run 240 ctx64k-split "$S" $M --context 65536 --prompt-len 64 --new-tokens 32 --page-size 16 --verify-attn split-kv --bench --json
+# An MoE target (8 experts, top-2; sparse dispatch) end to end.
+run 120 moe "$S" --preset 8b-gqa-8l --experts 8 --top-k 2 --context 4096 --prompt-len 64 --new-tokens 32 --bench --json
 # 5. 64k context, scattered verify with page size 1 (the first diagnosis).
 run 240 ctx64k-scattered-ps1 "$S" $M --context 65536 --prompt-len 64 --new-tokens 4 --page-size 1 --verify-attn scattered --warmup off --bench --json
+SPECDEC_BENCH_SPLIT_VARIANTS=$BENCH_VARIANTS SPECDEC_SPLIT_CHUNK=$ALT_CHUNK run 120 ctx64k-split-chunk$ALT_CHUNK "$S" $M --context 65536 --prompt-len 64 --new-tokens 4 --page-size 16 --verify-attn split-kv --warmup off --bench --json
 # 6. Graphs on vs off (the second diagnosis): a 24-layer d=1024 model whose kernels are shorter
 #    than their launch cost, and the 7B layout whose kernels are not.
+if [ "$QUICK" != 1 ]; then
 G="--context 4096 --prompt-len 64 --new-tokens 64 --bench --json"
 run 120 graphs-on-0.5b "$S" --preset 0.5b $G --graphs on
 run 120 graphs-off-0.5b "$S" --preset 0.5b $G --graphs off
@@ -75,18 +93,20 @@ run 120 graphs-on-0.5b-tree "$S" --preset 0.5b $G --width 2 --depth 3 --graphs o
 run 120 graphs-off-0.5b-tree "$S" --preset 0.5b $G --width 2 --depth 3 --graphs off
 run 120 graphs-on-7b "$S" $M $G --graphs on
 run 120 graphs-off-7b "$S" $M $G --graphs off
-# 7. 128k context and an MoE target run end to end.
+# 7. 128k context.
 run 240 ctx128k "$S" $M --context 131072 --prompt-len 64 --new-tokens 16 --json
-run 120 moe "$S" --preset 8b-gqa-8l --experts 8 --top-k 2 --context 4096 --prompt-len 64 --new-tokens 32 --json
+fi
+if [ "$QUICK" != 1 ]; then
 # 8. Bad input: too big for the GPU, context over the maximum.
 run 60 bad-oom "$S" --preset 7b --context 1000000 --batch 8
 run 60 bad-maxctx "$S" $M --context 70000 --max-context 65536
 echo "not a safetensors file" > "$RUNS/junk.safetensors"
 run 60 bad-weights "$S" --weights "$RUNS/junk.safetensors"
 step "bad input messages:"; cat "$RUNS/bad-oom.txt" "$RUNS/bad-maxctx.txt" "$RUNS/bad-weights.txt" | tee -a "$LOG"
+fi
 
 # Summary table.
-python3 - "$RUNS" <<'PY' | tee -a "$LOG"
+ALT_CHUNK=$ALT_CHUNK python3 - "$RUNS" <<'PY' | tee -a "$LOG"
 import json, sys, os, re
 out = sys.argv[1]
 def load(n):
@@ -107,12 +127,13 @@ r = load("prefill")
 if r and r.get("bench"):
     g = r["bench"]["prefill_gemm"]
     print(f"prefill matmuls ({g['rows']} rows): {g['tflops']:.0f} TFLOP/s = {100*g['tflops']/peak:.0f}% of measured peak (target >= 60%)" if peak else g)
-for name in ["ctx64k-split", "ctx64k-scattered-ps1"]:
+for name in ["ctx64k-split", "ctx64k-split-chunk" + os.environ.get("ALT_CHUNK", "256"), "ctx64k-scattered-ps1"]:
     r = load(name)
     if r and r.get("bench"):
         for a in r["bench"]["attention"]:
             pct = f" = {100*a['gb_per_s']/bw:.0f}% of D2D" if bw else ""
-            print(f"{name}: attention {a['kind']} page {a['page_size']} {a['kv_tokens']} KV tokens: {a['ms']:.3f} ms, {a['gb_per_s']:.0f} GB/s{pct}")
+            var = f" {a.get('variant') or 'default'} chunk {a.get('chunk')}" if a['kind'] == 'split-kv' else ""
+            print(f"{name}: attention {a['kind']}{var} page {a['page_size']} {a['kv_tokens']} KV tokens: {a['ms']:.3f} ms, {a['gb_per_s']:.0f} GB/s{pct}")
 s, c = load("ctx64k-split"), load("ctx64k-scattered-ps1")
 if s and c and s.get("bench") and c.get("bench"):
     split_ms = s["bench"]["attention"][0]["ms"]; scat_ms = c["bench"]["attention"][1]["ms"]

@@ -10,7 +10,6 @@
 # Results go to $OUT (or /tmp/cufall-out): log.txt, probe.json, truth.json, bench.json,
 # examples.tgz. ncu and PM sampling both need the counters, so they never run at the same time.
 set -u
-MODE=${1:-full}
 BENCH_SECONDS=${BENCH_SECONDS:-20}
 BIN=${CUFALL_BIN:-.dev-bin/sampler/cufall}
 OUT=${OUT:-/tmp/cufall-out}
@@ -98,6 +97,7 @@ print('  ncu kernels:', d['ncu']['matmul'].get('kernel'), '|', d['ncu']['copy'].
 import glob, json, os, sys
 import pyarrow as pa, pyarrow.parquet as pq
 t = pa.concat_tables([pq.read_table(f) for f in sorted(glob.glob(os.path.join(sys.argv[1], "samples", "*.parquet")))]).to_pandas()
+t = t[t.device == 0] if "device" in t.columns else t
 ph = {p["name"]: p for p in json.load(open(sys.argv[2]))}
 p = ph["matmul"]; trim = (p["end_ns"] - p["start_ns"]) // 10
 s = t[(t.start_ns >= p["start_ns"] + trim) & (t.end_ns <= p["end_ns"] - trim)]
@@ -142,6 +142,33 @@ PY
   cat "$results"
 }
 
+twogpu() {
+  hdr "two GPUs sampled at once (10us, default metrics), bursts launched on both at the same instant"
+  if [ "$(nvidia-smi -L | wc -l)" -lt 2 ]; then echo "only one GPU here: skipped"; return; fi
+  rec two 10us -- python3 examples/workloads/two_gpu_steps.py "$TMP/edges.json"
+  python3 - "$TMP/two.cufall" "$TMP/edges.json" > "$OUT/twogpu.json" <<'PY'
+import glob, json, os, sys
+import pyarrow as pa, pyarrow.parquet as pq
+t = pa.concat_tables([pq.read_table(f) for f in sorted(glob.glob(os.path.join(sys.argv[1], "samples", "*.parquet")))]).to_pandas()
+edges = json.load(open(sys.argv[2]))
+m = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"
+out = {"per_device": {}, "rise_ns": []}
+for dev, g in t.groupby("device"):
+    g = g.sort_values("start_ns")
+    seams = (g.start_ns.values[1:] - g.end_ns.values[:-1])
+    out["per_device"][int(dev)] = {"samples": int(len(g)), "first": int(g.start_ns.min()), "last": int(g.end_ns.max()), "max_seam_ns": int(seams.max()) if len(seams) else None}
+for e in edges:
+    rise = {}
+    for dev, g in t.groupby("device"):
+        w = g[(g.start_ns >= e - 100_000_000) & (g.start_ns <= e + 300_000_000)].sort_values("start_ns")
+        hit = w[w[m] > 20.0]
+        rise[int(dev)] = int(hit.start_ns.iloc[0]) if len(hit) else None
+    out["rise_ns"].append({"launch": e, **{str(k): (v - e if v else None) for k, v in rise.items()}})
+print(json.dumps(out, indent=1))
+PY
+  cat "$OUT/twogpu.json"
+}
+
 examples() {
   hdr example recordings
   local E=$TMP/examples; mkdir -p "$E"
@@ -153,9 +180,11 @@ examples() {
 }
 
 machine
-case $MODE in
-  probe) probe; bad_input; quick;;
-  full) tests; truth; bench; examples;;
-  *) $MODE;;
-esac
+for MODE in "$@"; do
+  case $MODE in
+    probe) probe; bad_input; quick;;
+    full) tests; truth; bench; examples;;
+    *) $MODE;;
+  esac
+done
 hdr done

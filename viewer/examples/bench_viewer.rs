@@ -160,7 +160,7 @@ fn bench_live(seconds: u64) {
             term.draw(|f| cufall_viewer::draw::draw(f, &st))
                 .unwrap_or_else(|e| panic!("{e}"));
             frames += 1;
-            if frames % 30 == 0 {
+            if frames.is_multiple_of(30) {
                 bins.push(st.store.bins_held());
             }
             if let Some(wait) = period.checked_sub(f0.elapsed()) {

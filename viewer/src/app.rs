@@ -138,8 +138,7 @@ pub fn interactive(
             }
             if let Some(i) = input::from_terminal(&crossterm::event::read()?) {
                 state.update(i);
-            }
-            if state.quit {
+                // Show the effect of a key at once rather than at the next frame.
                 break;
             }
         }

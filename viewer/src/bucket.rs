@@ -139,6 +139,22 @@ impl Level {
     /// Adds `bin` to the bin at absolute index `idx`. In a ring (`cap` set) indexes more than
     /// `cap` bins behind the newest are too old and ignored; a jump far ahead restarts the ring.
     fn add(&mut self, idx: i64, bin: &Bin, cap: Option<usize>) {
+        // Fast path: samples arrive in time order, into the newest bin or the one after it.
+        let end = self.end();
+        if idx == end - 1 && !self.bins.is_empty() {
+            if let Some(b) = self.bins.back_mut() {
+                b.merge(bin);
+            }
+            return;
+        }
+        if idx == end && !self.bins.is_empty() {
+            if cap.is_some_and(|c| self.bins.len() >= c) {
+                self.bins.pop_front();
+                self.first += 1;
+            }
+            self.bins.push_back(*bin);
+            return;
+        }
         if self.bins.is_empty() {
             self.first = idx;
             self.bins.push_back(Bin::EMPTY);
@@ -192,6 +208,9 @@ impl Level {
 #[derive(Clone, Debug)]
 pub struct Pyramid {
     base_ns: i64,
+    /// `base_ns == 1 << shift` when the base is a power of two (the usual case): bin indexes
+    /// are then a shift instead of a division.
+    shift: Option<u32>,
     cap: Option<usize>,
     levels: Vec<Level>,
     /// Scratch runs reused between inserts: (absolute index, bin).
@@ -212,8 +231,10 @@ impl Pyramid {
     }
 
     fn new(base_ns: i64, cap: Option<usize>) -> Self {
+        let base_ns = base_ns.max(1);
         Pyramid {
-            base_ns: base_ns.max(1),
+            base_ns,
+            shift: (base_ns.count_ones() == 1).then(|| base_ns.trailing_zeros()),
             cap,
             levels: vec![Level::default(); LEVELS],
             runs: Vec::new(),
@@ -245,17 +266,28 @@ impl Pyramid {
     pub fn add_samples(&mut self, start_ns: &[i64], values: impl IntoIterator<Item = f64>) {
         let mut runs = std::mem::take(&mut self.runs);
         runs.clear();
+        let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+        let base = self.base_ns;
+        let shift = self.shift;
         for (&t, v) in start_ns.iter().zip(values) {
             if !v.is_finite() {
                 continue;
             }
-            self.newest_ns = Some(self.newest_ns.map_or(t, |n| n.max(t)));
-            self.oldest_ns = Some(self.oldest_ns.map_or(t, |n| n.min(t)));
-            let idx = t.div_euclid(self.base_ns);
+            lo = lo.min(t);
+            hi = hi.max(t);
+            // An arithmetic shift floors like div_euclid.
+            let idx = match shift {
+                Some(s) => t >> s,
+                None => t.div_euclid(base),
+            };
             match runs.last_mut() {
                 Some((i, b)) if *i == idx => b.add(v),
                 _ => runs.push((idx, Bin::of(v))),
             }
+        }
+        if lo <= hi {
+            self.newest_ns = Some(self.newest_ns.map_or(hi, |n| n.max(hi)));
+            self.oldest_ns = Some(self.oldest_ns.map_or(lo, |n| n.min(lo)));
         }
         for level in 0..LEVELS {
             if runs.is_empty() {

@@ -17,9 +17,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// How heatmaps look; shared by the live view, `replay` and `view`.
+/// Which heatmaps a recording shows (the live command takes these from the sampler's flags).
 #[derive(clap::Args, Debug, Clone, Default)]
-pub struct DisplayArgs {
+pub struct HeatmapArgs {
     /// Show this metric (repeat for several heatmaps); default: the heatmaps of the recording.
     #[arg(long = "metric", value_name = "METRIC")]
     pub metrics: Vec<String>,
@@ -33,10 +33,15 @@ pub struct DisplayArgs {
     /// largest value in view otherwise).
     #[arg(long, value_name = "X")]
     pub full_scale: Option<f64>,
+}
+
+/// How the heatmap looks and where it goes; shared by the live view, `replay` and `view`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct LookArgs {
     /// Colour (else shade glyphs that work on any terminal; NO_COLOR turns colour off).
     #[arg(long)]
     pub color: bool,
-    /// Force a palette instead of detecting it from COLORTERM/TERM (implies colour unless mono).
+    /// Force a palette instead of detecting it from COLORTERM/TERM.
     #[arg(long, value_enum, value_name = "PALETTE")]
     pub palette: Option<Palette>,
     /// What each cell shows of the samples in its time bucket.
@@ -54,35 +59,53 @@ pub struct DisplayArgs {
     /// Height of the printed frame (default: enough for every GPU band).
     #[arg(long, requires = "print")]
     pub height: Option<u16>,
-    /// Start of the window, from the start of the recording (`1.5s`, `200ms`, `50us`; seconds
+    /// Start of the window, from the start of the data (`1.5s`, `200ms`, `50us`; seconds
     /// without a unit).
     #[arg(long, value_name = "TIME", value_parser = parse_duration_ns)]
     pub from: Option<i64>,
-    /// End of the window, from the start of the recording.
+    /// End of the window, from the start of the data.
     #[arg(long, value_name = "TIME", value_parser = parse_duration_ns)]
     pub to: Option<i64>,
 }
 
+impl LookArgs {
+    pub fn view_options(&self) -> ViewOptions {
+        ViewOptions {
+            agg: self.agg,
+            palette: Palette::from_env(self.color, self.palette),
+            spread: !self.no_spread,
+        }
+    }
+}
+
+/// Everything `view` and `replay` take about the picture.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct DisplayArgs {
+    #[command(flatten)]
+    pub heatmaps: HeatmapArgs,
+    #[command(flatten)]
+    pub look: LookArgs,
+}
+
 impl DisplayArgs {
     pub fn setup(&self, source: String) -> ViewSetup {
+        let h = &self.heatmaps;
         ViewSetup {
-            view: ViewOptions {
-                agg: self.agg,
-                palette: Palette::from_env(self.color, self.palette),
-                spread: !self.no_spread,
-            },
+            view: self.look.view_options(),
             overrides: HeatmapOverrides {
-                metrics: self.metrics.clone(),
-                denominator: self.denominator.clone(),
-                no_denominator: self.no_denominator,
-                full_scale: self.full_scale,
+                metrics: h.metrics.clone(),
+                denominator: h.denominator.clone(),
+                no_denominator: h.no_denominator,
+                full_scale: h.full_scale,
             },
             source,
         }
     }
+}
 
+impl LookArgs {
     /// Applies `--from/--to` to a view whose origin is the start of the data.
-    fn apply_window(&self, state: &mut HeatmapState) {
+    pub fn apply_window(&self, state: &mut HeatmapState) {
         if self.from.is_none() && self.to.is_none() {
             return;
         }
@@ -143,8 +166,13 @@ pub struct ReplayArgs {
 
 fn open(path: &PathBuf, display: &DisplayArgs) -> Result<Recording> {
     let trace = Trace::open(path)?;
-    let mut names: Vec<&str> = display.metrics.iter().map(String::as_str).collect();
-    if let Some(d) = display.denominator.as_deref() {
+    let mut names: Vec<&str> = display
+        .heatmaps
+        .metrics
+        .iter()
+        .map(String::as_str)
+        .collect();
+    if let Some(d) = display.heatmaps.denominator.as_deref() {
         names.push(d);
     }
     trace.check_metrics(&names)?;
@@ -152,7 +180,7 @@ fn open(path: &PathBuf, display: &DisplayArgs) -> Result<Recording> {
 }
 
 /// One frame of `state` as `--print` writes it (the window from `--from/--to` if given).
-pub fn frame_text(state: &HeatmapState, display: &DisplayArgs) -> String {
+pub fn frame_text(state: &HeatmapState, display: &LookArgs) -> String {
     let h = display
         .height
         .unwrap_or_else(|| print::natural_height(state));
@@ -174,7 +202,10 @@ pub fn frame_text(state: &HeatmapState, display: &DisplayArgs) -> String {
 pub fn view_text(args: &ViewArgs) -> Result<String> {
     let rec = open(&args.trace, &args.display)?;
     let setup = args.display.setup(args.trace.display().to_string());
-    Ok(frame_text(&app::browse_state(rec, &setup)?, &args.display))
+    Ok(frame_text(
+        &app::browse_state(rec, &setup)?,
+        &args.display.look,
+    ))
 }
 
 /// What `cufall replay TRACE --print` writes: the last frame after the whole recording went
@@ -188,11 +219,11 @@ pub fn replay_text(args: &ReplayArgs) -> Result<String> {
     for ev in rx.drain(Duration::ZERO) {
         state.update(Input::Feed(ev));
     }
-    Ok(frame_text(&state, &args.display))
+    Ok(frame_text(&state, &args.display.look))
 }
 
 pub fn run_view(args: &ViewArgs) -> Result<ExitCode> {
-    if args.display.print {
+    if args.display.look.print {
         print!("{}", view_text(args)?);
         return Ok(ExitCode::SUCCESS);
     }
@@ -203,7 +234,7 @@ pub fn run_view(args: &ViewArgs) -> Result<ExitCode> {
         state.update(Input::Resize(w, h));
     }
     state.fit_all();
-    args.display.apply_window(&mut state);
+    args.display.look.apply_window(&mut state);
     app::interactive(state, None, 30)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -213,13 +244,13 @@ const REPLAY_CAPACITY: usize = 8192;
 const REPLAY_CHUNK_NS: i64 = 10_000_000;
 
 pub fn run_replay(args: &ReplayArgs) -> Result<ExitCode> {
-    if !(args.speed > 0.0) || !args.speed.is_finite() {
+    if args.speed.is_nan() || args.speed <= 0.0 || !args.speed.is_finite() {
         bail!(
             "--speed must be a positive number (1 = real time), not {}",
             args.speed
         );
     }
-    if args.display.print {
+    if args.display.look.print {
         print!("{}", replay_text(args)?);
         return Ok(ExitCode::SUCCESS);
     }
@@ -240,10 +271,14 @@ pub fn run_replay(args: &ReplayArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// What the bare `cufall` live command needs from its own flags (the sampler builds the feed).
-pub fn live_options(display: &DisplayArgs) -> live::LiveOptions {
+/// The live view's options from the look flags (the heatmaps come with the sampler's feed).
+pub fn live_options(look: &LookArgs) -> live::LiveOptions {
     live::LiveOptions {
-        setup: display.setup("live".into()),
+        setup: ViewSetup {
+            view: look.view_options(),
+            overrides: HeatmapOverrides::default(),
+            source: "live".into(),
+        },
         fps: 30,
     }
 }

@@ -30,7 +30,7 @@ pub fn draw_into(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
         buf.set_stringn(
             area.x,
             area.y,
-            "cufall: terminal too small",
+            "too small: enlarge the terminal",
             area.width as usize,
             BOLD,
         );
@@ -117,6 +117,15 @@ fn draw_heatmap_buf(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
         n -= 1;
     }
     shown.truncate(n);
+    // Bands too short for one row (half row in colour) per lane show the plain lane only.
+    let mut lane_sets = lane_sets;
+    for (i, l) in lane_sets.iter_mut().enumerate().take(n) {
+        let rows = usize::from(hs[i]) * if color { 2 } else { 1 };
+        if rows < l.len() {
+            *l = vec![0];
+            hs[i] = hs[i].max(1);
+        }
+    }
     // Spare rows make bands taller, up to 4 rows.
     let spare = area.height.saturating_sub(need(&hs, n)) / (g * n as u16).max(1);
     let mut y = area.y;
@@ -168,7 +177,7 @@ fn draw_section(
         let mut per_lane = Vec::with_capacity(lane_ix.len());
         for &l in lane_ix {
             let mut out = Vec::new();
-            if let Some(p) = dev.series.get(h).and_then(|s| s.get(l)) {
+            if let Some(p) = dev.series.get(h).and_then(|s| s.get(hm.series_index(l))) {
                 p.query(t0, col_ns, cols, &mut out);
             }
             for b in &out {
@@ -241,9 +250,9 @@ fn draw_section(
             );
         }
         // Cells.
-        for c in 0..cols {
+        for (c, lost_ns) in lost.iter().enumerate() {
             let x = x0 + c as u16;
-            let partial_drop = lost[c] > 0;
+            let partial_drop = *lost_ns > 0;
             for r in 0..band_h {
                 let cellref = &mut buf[(x, y + r)];
                 if palette.is_color() {
@@ -437,12 +446,11 @@ pub fn fmt_dur(ns: i64) -> String {
         } else {
             format!("{x:.2}")
         };
-        let s = if s.contains('.') {
+        if s.contains('.') {
             s.trim_end_matches('0').trim_end_matches('.').to_string()
         } else {
             s
-        };
-        s
+        }
     };
     if ns == 0 {
         "0".to_string()

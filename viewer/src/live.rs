@@ -54,7 +54,7 @@ pub fn print_after(
     loop {
         let left = duration.saturating_sub(t0.elapsed());
         let events = receiver.drain(left.min(Duration::from_millis(50)));
-        let ended = events.iter().any(|e| *e == LiveEvent::End);
+        let ended = events.contains(&LiveEvent::End);
         for ev in events {
             state.update(Input::Feed(ev));
         }

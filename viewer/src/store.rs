@@ -161,6 +161,15 @@ impl Heatmap {
     fn all_lanes(&self) -> impl Iterator<Item = &Lane> {
         std::iter::once(&self.main).chain(self.spread.iter())
     }
+
+    /// Index into a device's series of lane `l` (0 = main, 1.. = spread): a spread lane over
+    /// the main metric's own column shares the main lane's pyramid.
+    pub fn series_index(&self, l: usize) -> usize {
+        match l.checked_sub(1).and_then(|i| self.spread.get(i)) {
+            Some(lane) if lane.column == self.main.column => 0,
+            _ => l,
+        }
+    }
 }
 
 /// Resolves heatmap specs against the metric columns; specs naming unknown metrics are
@@ -335,6 +344,9 @@ impl Store {
                 let mut scratch = std::mem::take(&mut self.scratch);
                 for (h, hm) in self.heatmaps.iter().enumerate() {
                     for (l, lane) in hm.all_lanes().enumerate() {
+                        if hm.series_index(l) != l {
+                            continue; // shares the main lane's pyramid
+                        }
                         let Some(num) = b.values.get(lane.column) else {
                             continue;
                         };
@@ -418,8 +430,8 @@ impl Store {
     pub fn total(&self, d: usize, h: usize, l: usize, from: i64, to: i64) -> Bin {
         self.devices
             .get(d)
-            .and_then(|dev| dev.series.get(h))
-            .and_then(|s| s.get(l))
+            .and_then(|dev| Some((dev.series.get(h)?, self.heatmaps.get(h)?)))
+            .and_then(|(s, hm)| s.get(hm.series_index(l)))
             .map_or(Bin::EMPTY, |p| p.total(from, to))
     }
 

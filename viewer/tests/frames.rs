@@ -376,3 +376,17 @@ fn live_memory_is_bounded() {
     let growth = held[3] - held[2];
     assert!(growth < held[2] / 10, "{held:?}");
 }
+
+#[test]
+fn small_terminals_degrade_gracefully() {
+    let s = setup(Palette::Mono, TENSOR);
+    let mut st = browse(recording(synth::demo(8, T0, 300_000_000, IV)), &s, 70, 16);
+    st.update(Input::Resize(70, 16));
+    let text = frame(&st);
+    // No room for max/avg/min rows: the plain row only; no room for the right panel.
+    assert!(!text.contains("GPU0 max"), "{text}");
+    assert!(text.contains("GPU7"), "{text}");
+    assert!(!text.contains("smi"), "{text}");
+    st.update(Input::Resize(15, 3));
+    assert!(frame(&st).contains("too small"));
+}

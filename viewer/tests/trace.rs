@@ -1,16 +1,23 @@
 //! `view` and `replay` on a trace written to disk (synthetic data, real trace format).
 
-use cufall_viewer::cli::{DisplayArgs, ReplayArgs, ViewArgs, replay_text, view_text};
+use cufall_viewer::cli::{
+    DisplayArgs, HeatmapArgs, LookArgs, ReplayArgs, ViewArgs, replay_text, view_text,
+};
 use std::path::PathBuf;
 
 const T0: i64 = 1_764_460_800_000_000_000;
 
 fn display(metric: &str) -> DisplayArgs {
     DisplayArgs {
-        metrics: vec![metric.into()],
-        width: 110,
-        print: true,
-        ..DisplayArgs::default()
+        heatmaps: HeatmapArgs {
+            metrics: vec![metric.into()],
+            ..HeatmapArgs::default()
+        },
+        look: LookArgs {
+            width: 110,
+            print: true,
+            ..LookArgs::default()
+        },
     }
 }
 
@@ -25,8 +32,8 @@ fn view_print_of_a_trace() {
     let dir = tempfile::tempdir().expect("tempdir");
     let trace = demo_trace(&dir);
     let mut d = display(cufall_viewer::synth::TENSOR_AVG);
-    d.from = Some(100_000_000);
-    d.to = Some(300_000_000);
+    d.look.from = Some(100_000_000);
+    d.look.to = Some(300_000_000);
     let text = view_text(&ViewArgs { trace, display: d }).expect("view");
     let text = text.replace(&dir.path().display().to_string(), "TMP");
     insta::assert_snapshot!(text);

@@ -37,6 +37,14 @@ fn vm_hwm_kb() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// A cheap, fixed pseudo-random mix (splitmix64).
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// Busy in [0, 4 ms) and [4.5 ms, 9 ms) of every step.
 fn busy(t_in_step: i64) -> bool {
     t_in_step < 4_000_000 || (4_500_000..9_000_000).contains(&t_in_step)
@@ -97,20 +105,25 @@ fn generate(
         for d in 0..gpus {
             let mut b = SampleBatch::new(DeviceId(d), names.len());
             for i in i0..i0 + n {
-                let s = T0 + i * interval;
+                // Timestamps jitter by up to 63 ns (consecutive samples stay contiguous) and
+                // values are noisy, as in real recordings, so the Parquet columns do not
+                // compress to nothing.
+                let s = T0 + i * interval + (mix(i as u64) % 64) as i64;
+                let e = T0 + (i + 1) * interval + (mix(i as u64 + 1) % 64) as i64;
                 let on = busy((s - T0) % STEP_NS);
-                let jitter = ((i * 7919 + i64::from(d) * 31) % 100) as f64 / 1000.0;
-                let tensor = if on { 0.6 + jitter } else { 0.01 * jitter };
-                b.push(
-                    s,
-                    s + interval,
-                    &[
-                        tensor * 1755.0,
-                        1755.0,
-                        if on { 70.0 } else { 2.0 },
-                        if on { 0.9 } else { 0.1 },
-                    ],
-                );
+                let r = mix((i as u64) << 8 | u64::from(d));
+                let u = |k: u32| ((r >> (k * 16)) & 0xffff) as f64 / 65536.0;
+                let elapsed = 1750.0 + 10.0 * u(0);
+                let (tensor, dram, sm) = if on {
+                    (
+                        (0.55 + 0.1 * u(1)) * elapsed,
+                        60.0 + 20.0 * u(2),
+                        0.8 + 0.2 * u(3),
+                    )
+                } else {
+                    (0.02 * u(1) * elapsed, 2.0 * u(2), 0.05 * u(3))
+                };
+                b.push(s, e, &[tensor, elapsed, dram, sm]);
             }
             w.append_samples(&b)?;
         }
@@ -213,11 +226,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!("nvtx + phases: {:.2} s", t.elapsed().as_secs_f64());
             let metrics: Vec<String> = trace.metric_names().iter().map(|m| m.to_string()).collect();
             let t = Instant::now();
-            let totals = samples::aggregate_segments(&trace, &phases, &activity, &metrics)?;
-            println!("aggregate_segments: {:.2} s ({} cells)", t.elapsed().as_secs_f64(), totals.len());
-            let t = Instant::now();
-            let frags = samples::idle_fragments(&trace, &activity, 50_000, 5_000)?;
-            println!("idle_fragments: {:.2} s ({} fragments)", t.elapsed().as_secs_f64(), frags.len());
+            let windows = samples::time_windows(
+                &trace,
+                arg(&args, "--window", samples::SAMPLES_PER_WINDOW as i64) as u64,
+            )?;
+            let spec = samples::ScanSpec {
+                phases: &phases,
+                activity: &activity,
+                metrics: &metrics,
+                min_gap_ns: 50_000,
+                hole_ns: 5_000,
+                samples_per_window: arg(&args, "--window", samples::SAMPLES_PER_WINDOW as i64)
+                    as u64,
+            };
+            let (totals, frags) = samples::scan_samples(&trace, &spec)?;
+            println!(
+                "scan_samples: {:.2} s ({} windows, {} cells, {} fragments)",
+                t.elapsed().as_secs_f64(),
+                windows.len(),
+                totals.len(),
+                frags.len()
+            );
             let t = Instant::now();
             let k = trace.kernels()?;
             println!("kernels: {:.2} s ({})", t.elapsed().as_secs_f64(), k.len());

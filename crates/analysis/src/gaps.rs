@@ -1,4 +1,4 @@
-//! Idle gaps: merging the idle runs found by [`crate::samples::idle_fragments`], cutting them
+//! Idle gaps: merging the idle runs found by [`crate::samples::scan_samples`], cutting them
 //! at drops (time without samples is never idle), attributing each to a phase or to the pair of
 //! phases it falls between, and splitting it by kernel residency.
 

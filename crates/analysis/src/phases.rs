@@ -142,11 +142,10 @@ impl Phases {
         for (i, r) in insts.iter().enumerate() {
             let (lo, hi) = segment_span(&boundaries, r.start_ns, r.end_ns);
             let depth = phases[r.phase].depth;
-            for s in lo..hi {
+            for (s, slot) in leaf_range.iter_mut().enumerate().take(hi).skip(lo) {
                 phases[r.phase].segments.push(s as u32);
-                let deeper = leaf_range[s].is_none_or(|j| depth >= phases[insts[j].phase].depth);
-                if deeper {
-                    leaf_range[s] = Some(i);
+                if slot.is_none_or(|j| depth >= phases[insts[j].phase].depth) {
+                    *slot = Some(i);
                 }
             }
         }

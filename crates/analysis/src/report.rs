@@ -360,8 +360,15 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
 
     let nvtx = trace.nvtx()?;
     let phases = Phases::build(&nvtx);
-    let totals = samples::aggregate_segments(trace, &phases, &activity, &metrics)?;
-    let fragments = samples::idle_fragments(trace, &activity, min_gap_ns, hole_ns)?;
+    let spec = samples::ScanSpec {
+        phases: &phases,
+        activity: &activity,
+        metrics: &metrics,
+        min_gap_ns,
+        hole_ns,
+        samples_per_window: samples::SAMPLES_PER_WINDOW,
+    };
+    let (totals, fragments) = samples::scan_samples(trace, &spec)?;
     let drops = trace.drops()?;
     let nvml = trace.nvml()?;
     let kernels = trace.kernels()?;

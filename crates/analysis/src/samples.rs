@@ -1,17 +1,21 @@
-//! The two passes over the samples table, both lazy polars queries (the samples table is the one
-//! that can hold hundreds of millions of values; everything else is small):
+//! The passes over the samples table, lazy polars queries (the samples table is the one that can
+//! hold hundreds of millions of values; everything else is small). The table is read in time
+//! windows of a few million samples ([`time_windows`]) so memory stays bounded; per window, two
+//! queries share one scan ([`scan_samples`]):
 //!
-//! 1. [`aggregate_segments`]: every sample is placed in a phase segment by a sorted search of its
-//!    midpoint among the NVTX range boundaries, then grouped by `(device, segment)`: count,
-//!    sampled and idle time, sum and peak of every metric and of the activity value. Phases are
-//!    unions of segments, so per-phase statistics are sums over this small frame.
-//! 2. [`idle_fragments`]: runs of consecutive idle samples in file order, found with a shift and
-//!    a cumulative sum. A run is cut by a change of device, a change between idle and busy, and
-//!    any hole in time (a drop): a hole is never idle. Runs shorter than the minimum gap are kept
-//!    only where they touch a discontinuity of the file order (a device switch or a hole), since
-//!    there they may continue in another part of the file; [`crate::gaps`] merges those.
+//! 1. segment totals: every sample is placed in a phase segment by a sorted search of its
+//!    midpoint among the NVTX range boundaries; runs of consecutive rows with the same device and
+//!    segment are numbered by a cumulative sum (sorted, so groups are slices), summed, and merged
+//!    per `(device, segment)`: count, sampled and idle time, sum and peak of every metric and of
+//!    the activity value. Phases are unions of segments, so per-phase statistics are sums over
+//!    this small result.
+//! 2. idle fragments: runs of consecutive idle samples in file order, found with a shift and a
+//!    cumulative sum. A run is cut by a change of device, a change between idle and busy, and any
+//!    hole in time (a drop): a hole is never idle. Runs shorter than the minimum gap are kept only
+//!    where they touch a discontinuity of the file order (a device switch, a hole, a window edge),
+//!    since there they may continue elsewhere; [`crate::gaps`] merges those.
 
-use crate::error::{Result, query_err};
+use crate::error::{AnalysisError, Result, query_err};
 use crate::phases::Phases;
 use cufall_trace::{Table, Trace};
 use polars::prelude::*;
@@ -114,16 +118,120 @@ fn segment_expr(phases: &Phases) -> Expr {
         .alias(SEG)
 }
 
-/// Pass 1: per `(device, segment)` totals.
-pub fn aggregate_segments(
-    trace: &Trace,
+/// Most samples one query holds in memory: the samples table is read in time windows of about
+/// this many samples, so memory stays bounded however long the recording is.
+pub const SAMPLES_PER_WINDOW: u64 = 8_000_000;
+
+/// Time windows `[lo, hi)` over `start_ns` that split the samples table into parts of about
+/// [`SAMPLES_PER_WINDOW`] samples (the first and last are open-ended).
+pub fn time_windows(trace: &Trace, samples_per_window: u64) -> Result<Vec<(i64, i64)>> {
+    let summary = trace.summary()?;
+    let total: u64 = summary.devices.values().map(|d| d.samples).sum();
+    let parts = total.div_ceil(samples_per_window.max(1)).max(1) as i64;
+    let (Some(first), Some(last)) = (summary.first_ns, summary.last_ns) else {
+        return Ok(vec![(i64::MIN, i64::MAX)]);
+    };
+    if parts == 1 || last <= first {
+        return Ok(vec![(i64::MIN, i64::MAX)]);
+    }
+    let width = ((last - first) / parts).max(1);
+    let mut out = Vec::with_capacity(parts as usize);
+    for k in 0..parts {
+        let lo = if k == 0 { i64::MIN } else { first + k * width };
+        let hi = if k == parts - 1 {
+            i64::MAX
+        } else {
+            first + (k + 1) * width
+        };
+        out.push((lo, hi));
+    }
+    Ok(out)
+}
+
+/// What one scan of the samples table needs.
+#[derive(Clone, Copy, Debug)]
+pub struct ScanSpec<'a> {
+    pub phases: &'a Phases,
+    pub activity: &'a Activity,
+    pub metrics: &'a [String],
+    pub min_gap_ns: i64,
+    /// Consecutive samples further apart than this are not contiguous.
+    pub hole_ns: i64,
+    /// See [`SAMPLES_PER_WINDOW`].
+    pub samples_per_window: u64,
+}
+
+/// Both passes over the samples table, window by window: the per-segment totals and the idle
+/// fragments.
+pub fn scan_samples(trace: &Trace, spec: &ScanSpec) -> Result<(SegmentTotals, Vec<Fragment>)> {
+    let ScanSpec {
+        phases,
+        activity,
+        metrics,
+        min_gap_ns,
+        hole_ns,
+        samples_per_window,
+    } = *spec;
+    let mut totals = SegmentTotals::new();
+    let mut fragments = Vec::new();
+    for (lo, hi) in time_windows(trace, samples_per_window)? {
+        let mut lf = trace.lazy(Table::Samples)?;
+        if lo != i64::MIN || hi != i64::MAX {
+            lf = lf.filter(
+                col("start_ns")
+                    .gt_eq(lit(lo))
+                    .and(col("start_ns").lt(lit(hi))),
+            );
+        }
+        let q1 = segment_query(lf.clone(), phases, activity, metrics);
+        let q2 = fragment_query(lf, activity, min_gap_ns, hole_ns);
+        let opt = q1.get_current_optimizations();
+        let plans = vec![q1.logical_plan, q2.logical_plan];
+        // The two queries share their scan (common subplan elimination): one decode per window.
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            LazyFrame::collect_all_with_engine(plans, Engine::InMemory, opt)
+        }));
+        let frames = match run {
+            Ok(Ok(frames)) => frames,
+            Ok(Err(e)) => return Err(query_err(trace.path())(e)),
+            Err(_) => {
+                return Err(AnalysisError::Query {
+                    path: trace.path().to_path_buf(),
+                    why: "the samples table could not be decoded".into(),
+                });
+            }
+        };
+        let [seg_df, frag_df] =
+            <[DataFrame; 2]>::try_from(frames).map_err(|_| AnalysisError::Query {
+                path: trace.path().to_path_buf(),
+                why: "a query returned an unexpected number of results".into(),
+            })?;
+        for (key, agg) in read_segments(trace, &seg_df, metrics.len() + 1)? {
+            totals.entry(key).or_default().add(&agg);
+        }
+        fragments.extend(read_fragments(trace, &frag_df)?);
+    }
+    Ok((totals, fragments))
+}
+
+fn segment_query(
+    lf: LazyFrame,
     phases: &Phases,
     activity: &Activity,
     metrics: &[String],
-) -> Result<SegmentTotals> {
+) -> LazyFrame {
     let thr = activity.threshold();
-    let mut aggs = vec![
-        len().alias("n"),
+    let value_cols: Vec<String> = metrics
+        .iter()
+        .cloned()
+        .chain(std::iter::once(ACT.to_string()))
+        .collect();
+    // Stage 1 groups runs of consecutive rows with the same device and segment: the run id is a
+    // cumulative sum, flagged sorted, so groups are slices and sums are contiguous.
+    let mut run_aggs = vec![
+        col("device").first().alias("device"),
+        col(SEG).first().alias(SEG),
+        len().cast(DataType::Int64).alias("n"),
         col(DUR).sum().alias("dur"),
         when(col(ACT).lt(lit(thr)))
             .then(col(DUR))
@@ -133,35 +241,51 @@ pub fn aggregate_segments(
         col("start_ns").min().alias("first"),
         col("end_ns").max().alias("last"),
     ];
-    let value_cols: Vec<String> = metrics
-        .iter()
-        .cloned()
-        .chain(std::iter::once(ACT.to_string()))
-        .collect();
+    // Stage 2 merges the runs of each (device, segment).
+    let mut seg_aggs = vec![
+        col("n").sum(),
+        col("dur").sum(),
+        col("idle").sum(),
+        col("first").min(),
+        col("last").max(),
+    ];
     for (i, m) in value_cols.iter().enumerate() {
-        aggs.push(
+        run_aggs.push(
             col(m.as_str())
-                .cast(DataType::Float64)
                 .sum()
+                .cast(DataType::Float64)
                 .alias(format!("s{i}")),
         );
-        aggs.push(
+        run_aggs.push(
             col(m.as_str())
                 .max()
                 .cast(DataType::Float64)
                 .alias(format!("p{i}")),
         );
+        seg_aggs.push(col(format!("s{i}").as_str()).sum());
+        seg_aggs.push(col(format!("p{i}").as_str()).max());
     }
-    let query = trace
-        .lazy(Table::Samples)?
-        .with_columns([
-            segment_expr(phases),
-            (col("end_ns") - col("start_ns")).alias(DUR),
-            activity.expr().alias(ACT),
-        ])
-        .group_by([col("device"), col(SEG)])
-        .agg(aggs);
-    let df = trace.collect(query)?;
+    let changed = col("device")
+        .neq(col("device").shift(lit(1)))
+        .or(col(SEG).neq(col(SEG).shift(lit(1))))
+        .fill_null(lit(true));
+    lf.with_columns([
+        segment_expr(phases),
+        (col("end_ns") - col("start_ns")).alias(DUR),
+        activity.expr().cast(DataType::Float32).alias(ACT),
+    ])
+    .with_columns([changed.cast(DataType::UInt32).cum_sum(false).alias("__run")])
+    .group_by([col("__run")])
+    .agg(run_aggs)
+    .group_by([col("device"), col(SEG)])
+    .agg(seg_aggs)
+}
+
+fn read_segments(
+    trace: &Trace,
+    df: &DataFrame,
+    values: usize,
+) -> Result<Vec<((u16, u32), SegAgg)>> {
     let qe = query_err(trace.path());
     let device = df
         .column("device")
@@ -185,7 +309,7 @@ pub fn aggregate_segments(
     let last = get_i64("last")?;
     let mut sums = Vec::new();
     let mut peaks = Vec::new();
-    for i in 0..value_cols.len() {
+    for i in 0..values {
         sums.push(
             df.column(&format!("s{i}"))
                 .map_err(&qe)?
@@ -201,11 +325,10 @@ pub fn aggregate_segments(
                 .clone(),
         );
     }
-    let mut out = SegmentTotals::with_capacity(df.height());
+    let mut out = Vec::with_capacity(df.height());
     for row in 0..df.height() {
-        let key = (device.get(row).unwrap_or(0), seg.get(row).unwrap_or(0));
-        out.insert(
-            key,
+        out.push((
+            (device.get(row).unwrap_or(0), seg.get(row).unwrap_or(0)),
             SegAgg {
                 samples: n.get(row).unwrap_or(0).max(0) as u64,
                 sampled_ns: dur.get(row).unwrap_or(0),
@@ -218,7 +341,7 @@ pub fn aggregate_segments(
                     .map(|c| c.get(row).unwrap_or(f64::NAN))
                     .collect(),
             },
-        );
+        ));
     }
     Ok(out)
 }
@@ -234,63 +357,54 @@ pub struct Fragment {
     pub edge: bool,
 }
 
-/// Pass 2: idle runs at least `min_gap_ns` long, plus the shorter ones at discontinuities.
-/// Consecutive samples further apart than `hole_ns` (or overlapping by more) are not contiguous.
-pub fn idle_fragments(
-    trace: &Trace,
-    activity: &Activity,
-    min_gap_ns: i64,
-    hole_ns: i64,
-) -> Result<Vec<Fragment>> {
+/// Idle runs at least `min_gap_ns` long, plus the shorter ones at discontinuities. Consecutive
+/// samples further apart than `hole_ns` (or overlapping by more) are not contiguous.
+fn fragment_query(lf: LazyFrame, activity: &Activity, min_gap_ns: i64, hole_ns: i64) -> LazyFrame {
     let thr = activity.threshold();
-    let prev_dev = col("device").shift(lit(1));
-    let next_dev = col("device").shift(lit(-1));
-    let disc_prev = prev_dev
-        .clone()
-        .neq(col("device"))
-        .fill_null(lit(true))
+    // A discontinuity before a row: another device, or a hole (or overlap) in time. The one
+    // after a row is the next row's.
+    let disc_prev = col("device")
+        .neq(col("device").shift(lit(1)))
         .or((col("start_ns") - col("end_ns").shift(lit(1)))
             .abs()
-            .gt(lit(hole_ns))
-            .fill_null(lit(true)));
-    let disc_next = next_dev
-        .neq(col("device"))
-        .fill_null(lit(true))
-        .or((col("start_ns").shift(lit(-1)) - col("end_ns"))
-            .abs()
-            .gt(lit(hole_ns))
-            .fill_null(lit(true)));
-    let query = trace
-        .lazy(Table::Samples)?
-        .select([
-            col("device"),
-            col("start_ns"),
-            col("end_ns"),
-            activity.expr().lt(lit(thr)).alias("idle"),
-        ])
-        .with_columns([disc_prev.alias("dp"), disc_next.alias("dn")])
-        .with_columns([col("dp")
-            .or(col("idle")
-                .neq(col("idle").shift(lit(1)))
-                .fill_null(lit(true)))
-            .cast(DataType::UInt32)
-            .cum_sum(false)
-            .alias("run")])
-        .filter(col("idle"))
-        .group_by([col("run")])
-        .agg([
-            col("device").first().alias("device"),
-            col("start_ns").min().alias("start"),
-            col("end_ns").max().alias("end"),
-            len().cast(DataType::Int64).alias("n"),
-            col("dp").or(col("dn")).any(true).alias("edge"),
-        ])
-        .filter(
-            (col("end") - col("start"))
-                .gt_eq(lit(min_gap_ns))
-                .or(col("edge")),
-        );
-    let df = trace.collect(query)?;
+            .gt(lit(hole_ns)))
+        .fill_null(lit(true));
+    lf.select([
+        col("device"),
+        col("start_ns"),
+        col("end_ns"),
+        activity
+            .expr()
+            .cast(DataType::Float32)
+            .lt(lit(thr))
+            .alias("idle"),
+    ])
+    .with_columns([disc_prev.alias("dp")])
+    .with_columns([col("dp").shift(lit(-1)).fill_null(lit(true)).alias("dn")])
+    .with_columns([col("dp")
+        .or(col("idle")
+            .neq(col("idle").shift(lit(1)))
+            .fill_null(lit(true)))
+        .cast(DataType::UInt32)
+        .cum_sum(false)
+        .alias("run")])
+    .filter(col("idle"))
+    .group_by([col("run")])
+    .agg([
+        col("device").first().alias("device"),
+        col("start_ns").min().alias("start"),
+        col("end_ns").max().alias("end"),
+        len().cast(DataType::Int64).alias("n"),
+        col("dp").or(col("dn")).any(true).alias("edge"),
+    ])
+    .filter(
+        (col("end") - col("start"))
+            .gt_eq(lit(min_gap_ns))
+            .or(col("edge")),
+    )
+}
+
+fn read_fragments(trace: &Trace, df: &DataFrame) -> Result<Vec<Fragment>> {
     let qe = query_err(trace.path());
     let device = df
         .column("device")

@@ -491,3 +491,70 @@ fn cli_report_json_and_diff_text() {
         .to_string();
     assert!(err.contains("no trace at"), "{err}");
 }
+
+/// Reading the samples in many small time windows gives the same totals and gaps as one window.
+#[test]
+fn windowed_scan_matches_a_single_window() {
+    use cufall_analysis::{gaps, phases::Phases, report::resolve_activity, samples};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = Trace::open(Fixture::default().write(dir.path(), "t.cufall")).expect("open");
+    let activity = resolve_activity(&trace, &opts()).expect("activity");
+    let phases = Phases::build(&trace.nvtx().expect("nvtx"));
+    let metrics: Vec<String> = trace.metric_names().iter().map(|m| m.to_string()).collect();
+    let drops = trace.drops().expect("drops");
+    let run = |per_window: u64| {
+        let spec = samples::ScanSpec {
+            phases: &phases,
+            activity: &activity,
+            metrics: &metrics,
+            min_gap_ns: 50 * US,
+            hole_ns: 5 * US,
+            samples_per_window: per_window,
+        };
+        let (totals, frags) = samples::scan_samples(&trace, &spec).expect("scan");
+        let windows = samples::time_windows(&trace, per_window)
+            .expect("windows")
+            .len();
+        (
+            totals,
+            gaps::merge_fragments(frags, &drops, 50 * US, 5 * US),
+            windows,
+        )
+    };
+    let (t1, g1, w1) = run(u64::MAX);
+    assert_eq!(w1, 1);
+    for per_window in [37, 100, 250] {
+        let (t, g, w) = run(per_window);
+        assert!(w > 1);
+        assert_eq!(g, g1, "gaps with windows of {per_window} samples");
+        assert_eq!(t.len(), t1.len());
+        for (k, a) in &t1 {
+            let b = &t[k];
+            assert_eq!(
+                (
+                    a.samples,
+                    a.sampled_ns,
+                    a.idle_ns,
+                    a.first_start_ns,
+                    a.last_end_ns,
+                    &a.peaks
+                ),
+                (
+                    b.samples,
+                    b.sampled_ns,
+                    b.idle_ns,
+                    b.first_start_ns,
+                    b.last_end_ns,
+                    &b.peaks
+                ),
+                "segment {k:?}"
+            );
+            for (x, y) in a.sums.iter().zip(&b.sums) {
+                assert!(
+                    (x - y).abs() < 1e-6 * x.abs().max(1.0),
+                    "segment {k:?}: {x} vs {y}"
+                );
+            }
+        }
+    }
+}

@@ -240,7 +240,7 @@ mod tests {
 
     #[test]
     fn newer_cupti_ranks_first() {
-        let mut v = vec![
+        let mut v = [
             PathBuf::from("/x/libcupti.so"),
             PathBuf::from("/x/libcupti.so.12"),
             PathBuf::from("/x/libcupti.so.13"),

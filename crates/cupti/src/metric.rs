@@ -149,7 +149,7 @@ impl Catalogue {
             });
         };
         let subs = pm.sub_metrics(&m.base, kind)?;
-        if subs.iter().any(|s| *s == m.suffix) {
+        if subs.contains(&m.suffix) {
             return Ok(());
         }
         let query = if m.suffix.is_empty() {

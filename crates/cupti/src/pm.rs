@@ -357,11 +357,11 @@ impl Drop for PmSampler {
 
 /// `10us`, `2ms`, `500ns`: the shortest exact form of a duration in nanoseconds.
 pub fn format_ns(ns: u64) -> String {
-    if ns >= 1_000_000_000 && ns % 1_000_000_000 == 0 {
+    if ns >= 1_000_000_000 && ns.is_multiple_of(1_000_000_000) {
         format!("{}s", ns / 1_000_000_000)
-    } else if ns >= 1_000_000 && ns % 1_000_000 == 0 {
+    } else if ns >= 1_000_000 && ns.is_multiple_of(1_000_000) {
         format!("{}ms", ns / 1_000_000)
-    } else if ns >= 1_000 && ns % 1_000 == 0 {
+    } else if ns >= 1_000 && ns.is_multiple_of(1_000) {
         format!("{}us", ns / 1_000)
     } else {
         format!("{ns}ns")

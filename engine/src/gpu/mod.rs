@@ -152,8 +152,14 @@ impl Dev {
                 names.push(format!("attn_split_{hd}_{q}"));
             }
         }
-        names.push("attn_split_128_5_u1".into());
-        names.push("attn_split_128_5_u4".into());
+        for hd in [64, 128] {
+            for q in SPLIT_QUERIES {
+                names.push(format!("attn_split_{hd}_{q}_a"));
+            }
+        }
+        for v in ["u1", "u4", "a5", "a3"] {
+            names.push(format!("attn_split_128_5_{v}"));
+        }
         let mut funcs = HashMap::new();
         for n in names {
             let f = module.load_function(&n).map_err(cuda)?;
@@ -977,6 +983,9 @@ pub struct GemmBench {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct AttnBench {
     pub kind: VerifyAttn,
+    /// Split-KV kernel variant (kernel-name suffix; empty for the default) and keys per block.
+    pub variant: String,
+    pub chunk: usize,
     pub page_size: usize,
     pub kv_tokens: usize,
     pub ms: f64,
@@ -1234,6 +1243,18 @@ impl GpuBackend {
         })
     }
 
+    /// Use the split-KV kernel variant `v` (kernel-name suffix without `_`; empty for the
+    /// default) for the target from now on; returns the previous one. A benchmark knob.
+    pub fn set_split_variant(&mut self, v: &str) -> String {
+        let new = if v.is_empty() {
+            String::new()
+        } else {
+            format!("_{v}")
+        };
+        let prev = std::mem::replace(&mut self.target.split_variant, new);
+        prev.trim_start_matches('_').to_string()
+    }
+
     /// Time the decode attention of layer 0 for a verify-shaped pass `f` (inputs are uploaded).
     pub fn bench_attention(
         &mut self,
@@ -1254,6 +1275,8 @@ impl GpuBackend {
         let bytes = kv_tokens * m.cfg.kv_heads * m.cfg.head_dim * 2 * 2;
         Ok(AttnBench {
             kind,
+            variant: m.split_variant.trim_start_matches('_').to_string(),
+            chunk: m.chunk,
             page_size: m.ps,
             kv_tokens,
             ms,

@@ -372,7 +372,7 @@ fn bench(be: &mut specdec::gpu::GpuBackend, run: &RunConfig) -> Result<Bench, En
     let f = verify_pass(run);
     let mut attention = vec![be.bench_attention(&f, VerifyAttn::SplitKv, 20)?];
     attention.push(be.bench_attention(&f, VerifyAttn::Scattered, 3)?);
-    // Benchmark knob: `SPECDEC_BENCH_SPLIT_VARIANTS=u1,u4` also times those split-KV variants.
+    // Benchmark knob: `SPECDEC_BENCH_SPLIT_VARIANTS=s3` also times those split-KV variants.
     if let Ok(list) = std::env::var("SPECDEC_BENCH_SPLIT_VARIANTS") {
         for v in list.split(',').filter(|v| !v.is_empty()) {
             let prev = be.set_split_variant(v);

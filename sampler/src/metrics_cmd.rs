@@ -90,7 +90,8 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<i32> {
         });
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        let text = serde_json::to_string_pretty(&rows)?;
+        emit(&format!("{text}\n"));
         return Ok(0);
     }
     let mut out = String::new();
@@ -146,8 +147,15 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<i32> {
             }
         }
     }
-    print!("{out}");
+    emit(&out);
     Ok(0)
+}
+
+/// Writes to stdout, quietly stopping when the reader goes away (`cufall metrics | head`).
+fn emit(text: &str) {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(text.as_bytes()).and_then(|_| o.flush());
 }
 
 #[cfg(test)]

@@ -61,6 +61,10 @@ pub struct DeviceCounters {
     pub reset_ns: AtomicU64,
     /// 1 when images are blanked by copying a template, 0 when through CUPTI.
     pub reset_by_copy: AtomicU64,
+    pub bytes_per_sample: AtomicU64,
+    pub samples_per_image: AtomicU64,
+    /// Why the device thread ended early, if it did.
+    pub error: Mutex<Option<String>>,
 }
 
 /// Everything a device thread needs to set up PM sampling.
@@ -102,7 +106,15 @@ pub(crate) fn spawn_device(
     let (go_tx, go_rx) = mpsc::channel();
     let handle = std::thread::Builder::new()
         .name(format!("cufall-gpu{}", setup.index))
-        .spawn(move || device_main(setup, cupti, out, stop, counters, ready, go_rx))?;
+        .spawn(move || {
+            let r = device_main(setup, cupti, out, stop, Arc::clone(&counters), ready, go_rx);
+            if let Err(e) = &r
+                && let Ok(mut slot) = counters.error.lock()
+            {
+                *slot = Some(e.clone());
+            }
+            r
+        })?;
     Ok(DeviceThread { handle, go: go_tx })
 }
 
@@ -125,6 +137,7 @@ fn enable(
 }
 
 struct Armed {
+    plan: ImagePlan,
     sampler: PmSampler,
     _ctx: Option<cufall_cupti::PrimaryContext>,
     template: CounterData,
@@ -149,7 +162,11 @@ fn arm(setup: &DeviceSetup, cupti: &Cupti) -> Result<Armed, CuptiError> {
         setup.interval_ns,
     )?;
     let mut list = MetricList::new(&setup.metrics)?;
-    let template = sampler.counter_data(&mut list, setup.plan.samples_per_image)?;
+    let one = sampler.counter_data_size(&mut list, 1)?;
+    let hundred_one = sampler.counter_data_size(&mut list, 101)?;
+    let bytes_per_sample = (hundred_one.saturating_sub(one) / 100).max(1) as u64;
+    let plan = setup.plan.capped(bytes_per_sample, crate::sizing::MAX_IMAGE_BYTES);
+    let template = sampler.counter_data(&mut list, plan.samples_per_image)?;
     // Time both ways of blanking an image once, and keep the cheaper.
     let mut scratch = template.clone();
     let t = Instant::now();
@@ -175,12 +192,18 @@ fn arm(setup: &DeviceSetup, cupti: &Cupti) -> Result<Armed, CuptiError> {
         hosts.push(h);
     }
     Ok(Armed {
+        plan,
         sampler,
         _ctx: ctx,
         template,
         hosts,
         reset,
     })
+}
+
+fn template_bytes_per_sample(template: &CounterData, plan: ImagePlan) -> Option<u64> {
+    (plan.samples_per_image > 0)
+        .then(|| template.size_bytes() as u64 / u64::from(plan.samples_per_image))
 }
 
 struct EvalJob {
@@ -216,6 +239,7 @@ fn device_main(
         return Ok(());
     }
     let Armed {
+        plan,
         mut sampler,
         _ctx,
         template,
@@ -225,6 +249,12 @@ fn device_main(
     counters
         .reset_by_copy
         .store(u64::from(reset == ResetMode::Copy), Ordering::Relaxed);
+    counters
+        .samples_per_image
+        .store(u64::from(plan.samples_per_image), Ordering::Relaxed);
+    if let Some(t) = template_bytes_per_sample(&template, plan) {
+        counters.bytes_per_sample.store(t, Ordering::Relaxed);
+    }
     let template = Arc::new(template);
 
     // Evaluators.
@@ -254,8 +284,10 @@ fn device_main(
     }
     drop(free_tx);
 
+    let setup = DeviceSetup { plan, ..setup };
     let result = decode_loop(
         &setup,
+        &cupti,
         &mut sampler,
         &template,
         reset,
@@ -277,6 +309,7 @@ fn device_main(
 #[allow(clippy::too_many_arguments)]
 fn decode_loop(
     setup: &DeviceSetup,
+    cupti: &Cupti,
     sampler: &mut PmSampler,
     template: &Arc<CounterData>,
     reset: ResetMode,
@@ -460,10 +493,10 @@ fn decode_loop(
             }
         }
         if restart {
-            let _ = sampler.stop();
             sampler
-                .start()
-                .map_err(|e| format!("{device}: could not restart PM sampling: {e}"))?;
+                .rearm(cupti, &setup.config_image, setup.hw_buffer_bytes, setup.interval_ns)
+                .and_then(|_| sampler.start())
+                .map_err(|e| format!("{device}: could not restart PM sampling after an overflow: {e}"))?;
             gaps.restart();
             last_end = None;
             counters.restarts.fetch_add(1, Ordering::Relaxed);

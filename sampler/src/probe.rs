@@ -4,9 +4,9 @@
 
 use cufall_cupti::host::MetricList;
 use cufall_cupti::metric::Catalogue;
-use cufall_cupti::{Cupti, CuptiError, HostKind, PmSampler, ProfilerHost};
+use cufall_cupti::{Cupti, CuptiError, DecodeStop, HostKind, PmSampler, ProfilerHost};
 use serde_json::{Value, json};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[derive(Clone, Debug, clap::Args)]
 pub struct ProbeArgs {
@@ -168,6 +168,50 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<i32> {
         json!({"bytes": img.size_bytes(), "initialize_ms": init_ms, "template_copy_ms": reset_ms}),
     );
     drop(sampler);
+
+    // Does a decode call cost per sample decoded, or per byte of image? Same rate (20 us), three
+    // image capacities, decoding every 2 ms and swapping at half full.
+    let mut exp = Vec::new();
+    for cap in [300u32, 3000, 9000] {
+        let mut s = PmSampler::enable(&cupti, args.device)?;
+        s.set_config(&config, 512 << 20, 20_000)?;
+        let mut list = MetricList::new(&one)?;
+        let blank = s.counter_data(&mut list, cap)?;
+        let mut img = blank.clone();
+        s.start()?;
+        let t_end = Instant::now() + Duration::from_millis(400);
+        let (mut calls, mut dec, mut samples, mut full) = (0u64, Duration::ZERO, 0usize, 0u64);
+        let mut info_time = Duration::ZERO;
+        while Instant::now() < t_end {
+            std::thread::sleep(Duration::from_millis(2));
+            let t = Instant::now();
+            let o = s.decode(&mut img);
+            dec += t.elapsed();
+            calls += 1;
+            if let Ok(o) = o
+                && o.stop == DecodeStop::CounterDataFull
+            {
+                full += 1;
+            }
+            let t = Instant::now();
+            let info = img.info()?;
+            info_time += t.elapsed();
+            if info.populated * 2 >= cap as usize {
+                samples += info.completed;
+                img.reset_from(&blank);
+            }
+        }
+        s.stop()?;
+        samples += img.info()?.completed;
+        exp.push(json!({
+            "capacity": cap, "image_bytes": blank.size_bytes(), "calls": calls, "samples": samples,
+            "counter_data_full": full,
+            "decode_ms_per_call": dec.as_secs_f64() * 1e3 / calls.max(1) as f64,
+            "decode_us_per_sample": dec.as_secs_f64() * 1e6 / samples.max(1) as f64,
+            "info_us_per_call": info_time.as_secs_f64() * 1e6 / calls.max(1) as f64,
+        }));
+    }
+    out.insert("decode_cost_at_20us".into(), json!(exp));
     println!("{}", serde_json::to_string_pretty(&Value::Object(out))?);
     Ok(0)
 }

@@ -50,6 +50,12 @@ pub struct SelectionArgs {
     /// PM sampling hardware buffer per GPU, in MiB.
     #[arg(long, hide = true)]
     pub hw_buffer_mib: Option<usize>,
+    /// Seal a counter-data image after this many ms of samples (benchmarks).
+    #[arg(long, hide = true)]
+    pub seal_ms: Option<f64>,
+    /// Room beyond the seal point, in ms of samples (benchmarks).
+    #[arg(long, hide = true)]
+    pub margin_ms: Option<f64>,
 }
 
 impl SelectionArgs {
@@ -82,6 +88,13 @@ impl SelectionArgs {
                 .eval_threads
                 .unwrap_or(session::DEFAULT_EVAL_THREADS)
                 .max(1),
+            image_timing: match (self.seal_ms, self.margin_ms) {
+                (None, None) => None,
+                (seal, margin) => Some((
+                    Duration::from_secs_f64(seal.unwrap_or(20.0).max(0.01) / 1e3),
+                    Duration::from_secs_f64(margin.unwrap_or(40.0).max(0.01) / 1e3),
+                )),
+            },
         };
         Ok((cfg, selection))
     }

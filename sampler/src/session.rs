@@ -58,6 +58,8 @@ pub struct SessionConfig {
     pub hw_buffer_bytes: usize,
     /// Evaluation threads per device.
     pub eval_threads: usize,
+    /// Override of the image plan's seal period and margin (benchmarks).
+    pub image_timing: Option<(Duration, Duration)>,
 }
 
 /// The hardware buffer cufall asks CUPTI for on each device.
@@ -78,6 +80,7 @@ impl Default for SessionConfig {
             counters: CounterPolicy::BestEffort,
             hw_buffer_bytes: DEFAULT_HW_BUFFER_BYTES,
             eval_threads: DEFAULT_EVAL_THREADS,
+            image_timing: None,
         }
     }
 }
@@ -143,6 +146,15 @@ pub struct Prepared {
 
 /// Validates the configuration against the machine and arms PM sampling on every device.
 pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
+    if cfg.interval_ns < sizing::MIN_INTERVAL_NS && cfg.counters != CounterPolicy::Off {
+        return Err(SessionError::Other(format!(
+            "sampling interval {} is below the minimum cufall supports ({}): CUPTI accepts shorter \
+intervals on GH100 without complaint, but the hardware and the decoder cannot deliver them (see \
+docs/metrics.md); use --interval 1us or more, or leave --interval out for the measured default",
+            cufall_cupti::pm::format_ns(cfg.interval_ns),
+            cufall_cupti::pm::format_ns(sizing::MIN_INTERVAL_NS)
+        )));
+    }
     let facts = cufall_cupti::driver_devices()?;
     if facts.is_empty() {
         return Err(CuptiError::NoDevice.into());
@@ -263,7 +275,10 @@ fn arm_counters(
 ) -> Result<Armed, CuptiError> {
     let cupti = Cupti::init()?;
     extra.insert("cupti_library".into(), cupti.cupti_source.clone());
-    let plan = sizing::plan(cfg.interval_ns);
+    let plan = match cfg.image_timing {
+        Some((seal, margin)) => sizing::plan_with(cfg.interval_ns, seal, margin),
+        None => sizing::plan(cfg.interval_ns),
+    };
     extra.insert(
         "samples_per_image".into(),
         plan.samples_per_image.to_string(),
@@ -498,6 +513,8 @@ pub struct DeviceReport {
     pub eval_us_per_sample: f64,
     pub reset_cpu_s: f64,
     pub reset_by_copy: bool,
+    pub bytes_per_sample: u64,
+    pub samples_per_image: u64,
 }
 
 /// What a run did, for the user and for benchmarks.
@@ -553,6 +570,13 @@ impl SessionHandle {
             && let Some(e) = e.as_ref()
         {
             return Some(e.clone());
+        }
+        for (id, c) in &self.counters {
+            if let Ok(e) = c.error.lock()
+                && let Some(e) = e.as_ref()
+            {
+                return Some(format!("{id}: {e}"));
+            }
         }
         self.threads
             .iter()
@@ -621,6 +645,8 @@ impl SessionHandle {
                     eval_cpu_s: eval_ns as f64 * 1e-9,
                     reset_cpu_s: g(&c.reset_ns) as f64 * 1e-9,
                     reset_by_copy: g(&c.reset_by_copy) == 1,
+                    bytes_per_sample: g(&c.bytes_per_sample),
+                    samples_per_image: g(&c.samples_per_image),
                     eval_us_per_sample: if evaluated > 0 {
                         eval_ns as f64 / evaluated as f64 / 1e3
                     } else {

@@ -30,26 +30,59 @@ pub const SEAL_PERIOD: Duration = Duration::from_millis(20);
 /// Extra room beyond the seal point, in GPU time: how late the decoder may be without loss.
 pub const MARGIN: Duration = Duration::from_millis(40);
 
+/// The shortest interval cufall accepts. CUPTI's `SetConfig` takes any value on GH100 (50 ns
+/// passed), but below this the images and the decode cost explode without a measured benefit.
+pub const MIN_INTERVAL_NS: u64 = 1_000;
+/// Largest counter-data image cufall allocates (each device has up to `max_images`).
+pub const MAX_IMAGE_BYTES: u64 = 256 << 20;
+
 pub fn plan(interval_ns: u64) -> ImagePlan {
+    plan_with(interval_ns, SEAL_PERIOD, MARGIN)
+}
+
+/// [`plan`] with another seal period and margin (benchmarks compare them).
+pub fn plan_with(interval_ns: u64, seal_period: Duration, margin: Duration) -> ImagePlan {
     let interval_ns = interval_ns.max(1);
     let per = |d: Duration| -> u64 { (d.as_nanos() as u64).div_ceil(interval_ns) };
-    let seal_after = per(SEAL_PERIOD).clamp(1, 1 << 20);
-    let capacity = (seal_after + per(MARGIN)).clamp(16, 1 << 20);
+    let seal_after = per(seal_period).clamp(1, 1 << 20);
+    let capacity = (seal_after + per(margin).max(1)).clamp(16, 1 << 20);
     // Decode often enough that one decode moves well under the margin.
     let decode_ns = (interval_ns.saturating_mul(100)).clamp(500_000, 10_000_000);
     ImagePlan {
         samples_per_image: u32::try_from(capacity).unwrap_or(u32::MAX),
         seal_after_samples: u32::try_from(seal_after).unwrap_or(u32::MAX),
-        seal_period: SEAL_PERIOD,
-        decode_period: Duration::from_nanos(decode_ns),
+        seal_period,
+        decode_period: Duration::from_nanos(decode_ns).min(margin / 4).max(Duration::from_micros(200)),
         initial_images: 3,
         max_images: 8,
+    }
+}
+
+impl ImagePlan {
+    /// Shrinks the plan so one image stays under `max_bytes`, keeping the seal point at a third
+    /// of the image (two thirds of margin).
+    pub fn capped(mut self, bytes_per_sample: u64, max_bytes: u64) -> Self {
+        let cap = (max_bytes / bytes_per_sample.max(1)).clamp(16, u64::from(u32::MAX));
+        if u64::from(self.samples_per_image) > cap {
+            self.samples_per_image = cap as u32;
+            self.seal_after_samples = self.seal_after_samples.min((cap / 3).max(1) as u32);
+        }
+        self
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn images_are_capped_in_bytes() {
+        let p = plan(1_000).capped(25_000, MAX_IMAGE_BYTES);
+        assert!(u64::from(p.samples_per_image) * 25_000 <= MAX_IMAGE_BYTES);
+        assert!(p.seal_after_samples * 3 <= p.samples_per_image);
+        let small = plan(100_000);
+        assert_eq!(small.capped(25_000, MAX_IMAGE_BYTES), small);
+    }
 
     #[test]
     fn ten_microseconds_leaves_a_forty_ms_margin() {

@@ -12,8 +12,8 @@ set -u
 QUICK=${QUICK:-0}
 # Split-KV kernel variants to time beside the default (kernel-name suffixes), a second chunk size
 # (keys per block) to time, and a variant to run the correctness check with as well.
-BENCH_VARIANTS=${BENCH_VARIANTS:-}
-ALT_CHUNK=${ALT_CHUNK:-256}
+BENCH_VARIANTS=${BENCH_VARIANTS:-s3}
+ALT_CHUNK=${ALT_CHUNK:-576}
 CHECK_VARIANT=${CHECK_VARIANT:-}
 BIN=${BIN:-.dev-bin/engine}
 OUT=${OUT:-engine-out}
@@ -75,8 +75,8 @@ M="--preset 7b-8l"
 # 3. Prefill matrix products: 4 x 1024 prompt tokens.
 [ "$QUICK" = 1 ] || run 180 prefill "$S" $M --context 0 --batch 4 --prompt-len 1024 --new-tokens 8 --bench --json
 # 4. 64k context, split-KV verify (page 16), graphs on; bench times split-KV and scattered at page 16.
-#    SPECDEC_BENCH_SPLIT_VARIANTS also times the alternative split-KV kernels (fewer/more keys in
-#    flight per warp); a run after step 5 times them with ALT_CHUNK keys per block.
+#    SPECDEC_BENCH_SPLIT_VARIANTS also times the alternative split-KV kernel (s3: a 3-stage load
+#    ring instead of 5); a run after step 5 times both with ALT_CHUNK keys per block.
 SPECDEC_BENCH_SPLIT_VARIANTS=$BENCH_VARIANTS run 240 ctx64k-split "$S" $M --context 65536 --prompt-len 64 --new-tokens 32 --page-size 16 --verify-attn split-kv --bench --json
 # An MoE target (8 experts, top-2; sparse dispatch) end to end.
 run 120 moe "$S" --preset 8b-gqa-8l --experts 8 --top-k 2 --context 4096 --prompt-len 64 --new-tokens 32 --bench --json
@@ -127,7 +127,7 @@ r = load("prefill")
 if r and r.get("bench"):
     g = r["bench"]["prefill_gemm"]
     print(f"prefill matmuls ({g['rows']} rows): {g['tflops']:.0f} TFLOP/s = {100*g['tflops']/peak:.0f}% of measured peak (target >= 60%)" if peak else g)
-for name in ["ctx64k-split", "ctx64k-split-chunk" + os.environ.get("ALT_CHUNK", "256"), "ctx64k-scattered-ps1"]:
+for name in ["ctx64k-split", "ctx64k-split-chunk" + os.environ.get("ALT_CHUNK", "576"), "ctx64k-scattered-ps1"]:
     r = load(name)
     if r and r.get("bench"):
         for a in r["bench"]["attention"]:

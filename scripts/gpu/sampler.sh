@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # cufall sampler checks on a GPU machine (the lent H200). Run from the repository root:
 #
-#   scripts/gpu/sampler.sh probe   # ~2 min: CUPTI facts, a short recording, bad-input checks
+#   scripts/gpu/sampler.sh first   # ~3 min: CUPTI facts, a short recording, bad-input checks
 #   scripts/gpu/sampler.sh full    # GPU tests, truth check vs ncu, benchmark, example traces
 #   scripts/gpu/sampler.sh bench|truth|examples|tests   # one part
 #
@@ -41,10 +41,12 @@ probe() {
 
 bad_input() {
   hdr bad input
-  "$BIN" record -o "$TMP/x.cufall" --duration 1s --metric dram__thruput.avg.pct_of_peak_sustained_elapsed; echo "rc=$?"
-  "$BIN" record -o "$TMP/x.cufall" --duration 1s --devices 7; echo "rc=$?"
-  "$BIN" record -o "$TMP/x.cufall" --duration 1s --interval 50ns; echo "rc=$?"
-  "$BIN" record -o "$TMP/x.cufall" --duration 1s --metric sm__inst_executed_pipe_tensor_op_hmma.sum; echo "rc=$?"
+  "$BIN" record -o "$TMP/x1.cufall" --duration 1s --metric dram__thruput.avg.pct_of_peak_sustained_elapsed; echo "rc=$?"
+  "$BIN" record -o "$TMP/x2.cufall" --duration 1s --devices 7; echo "rc=$?"
+  "$BIN" record -o "$TMP/x3.cufall" --duration 1s --interval 50ns; echo "rc=$?"
+  "$BIN" record -o "$TMP/x4.cufall" --duration 1s --metric sm__inst_executed_pipe_tensor_op_gmma.sum; echo "rc=$?"
+  "$BIN" record -o "$TMP/x5.cufall" --duration 1s --metric sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapse; echo "rc=$?"
+  "$BIN" metrics | head -3; echo "rc=$?"
   ls "$TMP"
 }
 
@@ -58,7 +60,7 @@ import json,sys
 s=json.load(open(sys.argv[1]))
 d=s["devices"][0] if s["devices"] else {}
 print(f"  samples={s['samples_written']} loss_records={s['loss_records']} lost={s['lost_samples']} cores={s['cpu_s']/max(s['wall_s'],1e-9):.2f} drops={s['drops']}")
-print(f"  decoded={d.get('samples_decoded')} evaluated={d.get('samples_evaluated')} sealed={d.get('images_sealed')} imgs={d.get('images_allocated')} img_bytes={d.get('image_bytes')} full={d.get('counter_data_full')} ovf={d.get('hw_overflows')} partial={d.get('partial_at_seal')} max_seam_ns={d.get('max_seam_ns')} eval_us={d.get('eval_us_per_sample'):.2f} decode_cpu_s={d.get('decode_cpu_s'):.2f} eval_cpu_s={d.get('eval_cpu_s'):.2f} reset_cpu_s={d.get('reset_cpu_s'):.2f} reset_by_copy={d.get('reset_by_copy')}")
+print(f"  calls={d.get('decode_calls')} bps={d.get('bytes_per_sample')} spi={d.get('samples_per_image')} wall={s['wall_s']:.1f} decoded={d.get('samples_decoded')} evaluated={d.get('samples_evaluated')} sealed={d.get('images_sealed')} imgs={d.get('images_allocated')} img_bytes={d.get('image_bytes')} full={d.get('counter_data_full')} ovf={d.get('hw_overflows')} partial={d.get('partial_at_seal')} max_seam_ns={d.get('max_seam_ns')} eval_us={d.get('eval_us_per_sample'):.2f} decode_cpu_s={d.get('decode_cpu_s'):.2f} eval_cpu_s={d.get('eval_cpu_s'):.2f} reset_cpu_s={d.get('reset_cpu_s'):.2f} reset_by_copy={d.get('reset_by_copy')}")
 PY
 }
 
@@ -111,41 +113,49 @@ PY
 }
 
 bench() {
-  hdr "benchmark: finest lossless interval, ${BENCH_SECONDS}s per config, under a bf16 matmul load"
+  hdr "benchmark: finest lossless interval (5 s screen, then ${BENCH_SECONDS}s confirm) under a bf16 matmul load, GPU 0"
   local results="$OUT/bench.txt"
-  python3 $W --load $((BENCH_SECONDS * 12)) & L=$!; sleep 3
+  python3 $W --load 400 & L=$!; sleep 4
+  FINEST2=100us
   for set in 1 2 4; do
     case $set in
       1) M=(--metric sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed);;
       2) M=("${DEFAULTS[@]}");;
       4) M=("${DEFAULTS[@]}" --sm-spread);;
     esac
-    for iv in 10us 20us 50us; do
-      echo "--- $set metric(s) at $iv"
-      rec "b${set}_$iv" "$iv" --duration "${BENCH_SECONDS}s" "${M[@]}" | tee "$TMP/last.txt"
-      if grep -q "loss_records=0 " "$TMP/last.txt"; then echo "RESULT metrics=$set interval=$iv lossless $(grep cores= "$TMP/last.txt")" >> "$results"; break; fi
-      echo "RESULT metrics=$set interval=$iv LOSSY $(grep cores= "$TMP/last.txt")" >> "$results"
+    for iv in 10us 20us 40us 100us; do
+      echo "--- $set metric(s) at $iv (screen)"
+      rec "s${set}_$iv" "$iv" --devices 0 --duration 5s "${M[@]}" | tee "$TMP/last.txt"
+      echo "SCREEN metrics=$set interval=$iv $(grep -h 'loss_records=' "$TMP/last.txt" | head -1)" >> "$results"
+      if grep -q "loss_records=0 " "$TMP/last.txt"; then
+        echo "--- $set metric(s) at $iv (confirm, ${BENCH_SECONDS}s)"
+        rec "b${set}_$iv" "$iv" --devices 0 --duration "${BENCH_SECONDS}s" "${M[@]}" | tee "$TMP/last.txt"
+        echo "CONFIRM metrics=$set interval=$iv $(grep -h 'loss_records=' "$TMP/last.txt" | head -1) $(grep -h 'decoded=' "$TMP/last.txt" | head -1)" >> "$results"
+        [ "$set" = 2 ] && FINEST2=$iv
+        break
+      fi
     done
   done
   kill $L 2>/dev/null; wait $L 2>/dev/null
-  hdr slowdown of a bf16 matmul loop while sampled at 10us
-  python3 $W --bench 8 | tee "$TMP/base1.json"
-  "$BIN" record -o "$TMP/slow.cufall" --overwrite --interval 10us "${DEFAULTS[@]}" -- python3 $W --bench 8 | tee "$TMP/sampled.json"
-  python3 $W --bench 8 | tee "$TMP/base2.json"
-  python3 - "$TMP" >> "$results" <<'PY'
+  hdr "slowdown of a bf16 matmul loop while sampled (default metrics at $FINEST2 and at 10us)"
+  python3 $W --bench 8 > "$TMP/base1.json"; cat "$TMP/base1.json"
+  "$BIN" record -o "$TMP/slow.cufall" --overwrite --devices 0 --interval "$FINEST2" "${DEFAULTS[@]}" -- python3 $W --bench 8 > "$TMP/sampled.json"; cat "$TMP/sampled.json"
+  "$BIN" record -o "$TMP/slow10.cufall" --overwrite --devices 0 --interval 10us "${DEFAULTS[@]}" -- python3 $W --bench 8 > "$TMP/sampled10.json"; cat "$TMP/sampled10.json"
+  python3 $W --bench 8 > "$TMP/base2.json"; cat "$TMP/base2.json"
+  python3 - "$TMP" "$FINEST2" >> "$results" <<'PY'
 import json, sys
 d = sys.argv[1]
-b1, s, b2 = (json.load(open(f"{d}/{n}.json"))["tflops"] for n in ("base1", "sampled", "base2"))
+b1, s, s10, b2 = (json.load(open(f"{d}/{n}.json"))["tflops"] for n in ("base1", "sampled", "sampled10", "base2"))
 base = (b1 + b2) / 2
-print(f"SLOWDOWN base1={b1:.1f} sampled={s:.1f} base2={b2:.1f} TFLOP/s slowdown={(1 - s / base) * 100:.2f}% spread_between_baselines={abs(b1 - b2) / base * 100:.2f}%")
+print(f"SLOWDOWN base1={b1:.1f} base2={b2:.1f} sampled@{sys.argv[2]}={s:.1f} ({(1 - s / base) * 100:.2f}%) sampled@10us={s10:.1f} ({(1 - s10 / base) * 100:.2f}%) TFLOP/s; baseline spread {abs(b1 - b2) / base * 100:.2f}%")
 PY
   cat "$results"
 }
 
 twogpu() {
-  hdr "two GPUs sampled at once (10us, default metrics), bursts launched on both at the same instant"
+  hdr "two GPUs sampled at once (${FINEST2:-100us}, default metrics), bursts launched on both at the same instant"
   if [ "$(nvidia-smi -L | wc -l)" -lt 2 ]; then echo "only one GPU here: skipped"; return; fi
-  rec two 10us -- python3 examples/workloads/two_gpu_steps.py "$TMP/edges.json"
+  rec two "${FINEST2:-100us}" -- python3 examples/workloads/two_gpu_steps.py "$TMP/edges.json"
   python3 - "$TMP/two.cufall" "$TMP/edges.json" > "$OUT/twogpu.json" <<'PY'
 import glob, json, os, sys
 import pyarrow as pa, pyarrow.parquet as pq
@@ -172,9 +182,9 @@ PY
 examples() {
   hdr example recordings
   local E=$TMP/examples; mkdir -p "$E"
-  "$BIN" record -o "$E/h200-matmul-copy.cufall" --interval 200us -- python3 $W --seconds 1.5 --idle 0.4; echo "rc=$?"
-  "$BIN" record -o "$E/h200-sm-spread.cufall" --interval 500us --sm-spread -- python3 $W --seconds 1.0 --idle 0.3; echo "rc=$?"
-  "$BIN" record -o "$E/h200-nvml-only.cufall" --nvml-only --duration 3s -- python3 $W --seconds 0.8 --idle 0.3; echo "rc=$?"
+  "$BIN" record -o "$E/h200-matmul-copy.cufall" --devices 0 --interval 200us -- python3 $W --seconds 1.5 --idle 0.4; echo "rc=$?"
+  "$BIN" record -o "$E/h200-sm-spread.cufall" --devices 0 --interval 500us --sm-spread -- python3 $W --seconds 1.0 --idle 0.3; echo "rc=$?"
+  "$BIN" record -o "$E/h200-nvml-only.cufall" --devices 0 --nvml-only --duration 3s -- python3 $W --seconds 0.8 --idle 0.3; echo "rc=$?"
   du -sh "$E"/*
   tar czf "$OUT/examples.tgz" -C "$E" .
 }
@@ -182,7 +192,7 @@ examples() {
 machine
 for MODE in "$@"; do
   case $MODE in
-    probe) probe; bad_input; quick;;
+    first) probe; bad_input; quick;;
     full) tests; truth; bench; examples;;
     *) $MODE;;
   esac

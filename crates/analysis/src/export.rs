@@ -448,7 +448,13 @@ fn write_counters(
         .iter()
         .map(|m| col(m.as_str()).cast(DataType::Float64))
         .collect();
-    values.push(report.activity.expr().alias("activity"));
+    values.push(
+        report
+            .activity
+            .expr()
+            .cast(DataType::Float64)
+            .alias("activity"),
+    );
     let names: Vec<String> = report
         .metrics
         .iter()

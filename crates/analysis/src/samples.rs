@@ -40,15 +40,17 @@ impl Activity {
         self.idle_below * self.full_scale
     }
 
-    /// `metric / denominator` (0 where the denominator is 0), or the metric itself, as Float64.
+    /// `metric / denominator` (0 where the denominator is 0), or the metric itself, as Float32.
     pub fn expr(&self) -> Expr {
-        let num = col(self.metric.as_str()).cast(DataType::Float64);
+        // Float32 like the metric columns: half the memory of Float64 over hundreds of millions
+        // of samples, and far finer than the threshold it is compared with.
+        let num = col(self.metric.as_str()).cast(DataType::Float32);
         match &self.denominator {
             Some(d) => {
-                let den = col(d.as_str()).cast(DataType::Float64);
-                when(den.clone().gt(lit(0.0)))
+                let den = col(d.as_str()).cast(DataType::Float32);
+                when(den.clone().gt(lit(0.0f32)))
                     .then(num / den)
-                    .otherwise(lit(0.0))
+                    .otherwise(lit(0.0f32))
             }
             None => num,
         }
@@ -105,13 +107,15 @@ pub type SegmentTotals = HashMap<(u16, u32), SegAgg>;
 const SEG: &str = "__segment";
 const DUR: &str = "__dur_ns";
 const ACT: &str = "__activity";
+const IDLE_DUR: &str = "__idle_ns";
 
 fn segment_expr(phases: &Phases) -> Expr {
     if phases.boundaries.is_empty() {
         return lit(0u32).cast(DataType::UInt32).alias(SEG);
     }
     let bounds = Series::new("bounds".into(), phases.boundaries.clone());
-    let mid = col("start_ns") + (col("end_ns") - col("start_ns")) / lit(2i64);
+    // (start + end) / 2 stays far below i64::MAX for Unix-epoch nanoseconds (until 2116).
+    let mid = (col("start_ns") + col("end_ns")) / lit(2i64);
     lit(bounds)
         .search_sorted(mid, SearchSortedSide::Right, false)
         .cast(DataType::UInt32)
@@ -183,8 +187,10 @@ pub fn scan_samples(trace: &Trace, spec: &ScanSpec) -> Result<(SegmentTotals, Ve
                     .and(col("start_ns").lt(lit(hi))),
             );
         }
+        // The activity value is computed once, in the shared part of the two plans.
+        let lf = lf.with_columns([activity.expr().alias(ACT)]);
         let q1 = segment_query(lf.clone(), phases, activity, metrics);
-        let q2 = fragment_query(lf, activity, min_gap_ns, hole_ns);
+        let q2 = fragment_query(lf, activity.threshold(), min_gap_ns, hole_ns);
         let opt = q1.get_current_optimizations();
         let plans = vec![q1.logical_plan, q2.logical_plan];
         // The two queries share their scan (common subplan elimination): one decode per window.
@@ -233,11 +239,7 @@ fn segment_query(
         col(SEG).first().alias(SEG),
         len().cast(DataType::Int64).alias("n"),
         col(DUR).sum().alias("dur"),
-        when(col(ACT).lt(lit(thr)))
-            .then(col(DUR))
-            .otherwise(lit(0i64))
-            .sum()
-            .alias("idle"),
+        col(IDLE_DUR).sum().alias("idle"),
         col("start_ns").min().alias("first"),
         col("end_ns").max().alias("last"),
     ];
@@ -272,9 +274,14 @@ fn segment_query(
     lf.with_columns([
         segment_expr(phases),
         (col("end_ns") - col("start_ns")).alias(DUR),
-        activity.expr().cast(DataType::Float32).alias(ACT),
     ])
-    .with_columns([changed.cast(DataType::UInt32).cum_sum(false).alias("__run")])
+    .with_columns([
+        changed.cast(DataType::UInt32).cum_sum(false).alias("__run"),
+        when(col(ACT).lt(lit(thr as f32)))
+            .then(col(DUR))
+            .otherwise(lit(0i64))
+            .alias(IDLE_DUR),
+    ])
     .group_by([col("__run")])
     .agg(run_aggs)
     .group_by([col("device"), col(SEG)])
@@ -359,25 +366,21 @@ pub struct Fragment {
 
 /// Idle runs at least `min_gap_ns` long, plus the shorter ones at discontinuities. Consecutive
 /// samples further apart than `hole_ns` (or overlapping by more) are not contiguous.
-fn fragment_query(lf: LazyFrame, activity: &Activity, min_gap_ns: i64, hole_ns: i64) -> LazyFrame {
-    let thr = activity.threshold();
+/// `lf` carries the activity value in its `ACT` column; idle is below `thr`.
+fn fragment_query(lf: LazyFrame, thr: f64, min_gap_ns: i64, hole_ns: i64) -> LazyFrame {
     // A discontinuity before a row: another device, or a hole (or overlap) in time. The one
     // after a row is the next row's.
+    let step = col("start_ns") - col("end_ns").shift(lit(1));
     let disc_prev = col("device")
         .neq(col("device").shift(lit(1)))
-        .or((col("start_ns") - col("end_ns").shift(lit(1)))
-            .abs()
-            .gt(lit(hole_ns)))
+        .or(step.clone().gt(lit(hole_ns)))
+        .or(step.lt(lit(-hole_ns)))
         .fill_null(lit(true));
     lf.select([
         col("device"),
         col("start_ns"),
         col("end_ns"),
-        activity
-            .expr()
-            .cast(DataType::Float32)
-            .lt(lit(thr))
-            .alias("idle"),
+        col(ACT).lt(lit(thr as f32)).alias("idle"),
     ])
     .with_columns([disc_prev.alias("dp")])
     .with_columns([col("dp").shift(lit(-1)).fill_null(lit(true)).alias("dn")])

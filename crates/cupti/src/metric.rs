@@ -17,7 +17,10 @@ pub struct MetricName {
 impl MetricName {
     pub fn parse(name: &str) -> Self {
         let name = name.trim();
-        match name.find('.') {
+        // Some base names carry a dotted prefix (`CTC.TriageCompute.ctc__rx_bytes`): the suffix
+        // starts at the first `.` after the `__` of the base name.
+        let from = name.find("__").unwrap_or(0);
+        match name[from..].find('.').map(|i| i + from) {
             Some(i) => MetricName {
                 base: name[..i].to_string(),
                 suffix: name[i..].to_string(),
@@ -186,6 +189,9 @@ mod tests {
             m.with_rollup("max").map(|x| x.full()),
             Some("sm__pipe_tensor_cycles_active.max.pct_of_peak_sustained_elapsed".to_string())
         );
+        let dotted = MetricName::parse("CTC.TriageCompute.ctc__rx_bytes.sum");
+        assert_eq!(dotted.base, "CTC.TriageCompute.ctc__rx_bytes");
+        assert_eq!(dotted.suffix, ".sum");
         let bare = MetricName::parse("gr__cycles_elapsed");
         assert_eq!(bare.suffix, "");
         assert_eq!(bare.rollup(), None);

@@ -104,6 +104,7 @@ pub struct PmSampler {
     obj: NonNull<sys::CUpti_PmSampling_Object>,
     device: usize,
     running: bool,
+    disabled: bool,
 }
 
 // SAFETY: the PM sampling object is addressed by device, not by thread; all uses go through
@@ -134,6 +135,7 @@ impl PmSampler {
             obj,
             device,
             running: false,
+            disabled: false,
         })
     }
 
@@ -341,8 +343,47 @@ impl PmSampler {
     }
 }
 
+impl PmSampler {
+    /// Stops, disables and enables PM sampling on the same device again, with the same
+    /// configuration; the caller starts it. After a hardware-buffer overflow a plain Stop/Start
+    /// failed on an H200 (`CUPTI_ERROR_UNKNOWN`), a full re-arm is what recovers.
+    pub fn rearm(
+        &mut self,
+        cupti: &crate::Cupti,
+        config: &[u8],
+        hw_buffer_bytes: usize,
+        interval_ns: u64,
+    ) -> Result<()> {
+        self.disable_now();
+        let mut fresh = PmSampler::enable(cupti, self.device)?;
+        fresh.set_config(config, hw_buffer_bytes, interval_ns)?;
+        // The old value is disabled already; its Drop does nothing more.
+        *self = fresh;
+        Ok(())
+    }
+
+    fn disable_now(&mut self) {
+        if self.disabled {
+            return;
+        }
+        let _ = self.stop();
+        let mut p = sys::CUpti_PmSampling_Disable_Params {
+            structSize: sys::PmSampling_Disable_Params_STRUCT_SIZE as usize,
+            pPriv: std::ptr::null_mut(),
+            pPmSamplingObject: self.obj.as_ptr(),
+        };
+        self.disabled = true;
+        // SAFETY: the object is live and disabled exactly once (guarded by `disabled`); errors
+        // are ignored because there is nothing left to do with the object.
+        let _ = unsafe { result::pm_disable(&mut p) };
+    }
+}
+
 impl Drop for PmSampler {
     fn drop(&mut self) {
+        if self.disabled {
+            return;
+        }
         let _ = self.stop();
         let mut p = sys::CUpti_PmSampling_Disable_Params {
             structSize: sys::PmSampling_Disable_Params_STRUCT_SIZE as usize,

@@ -183,242 +183,6 @@ extern "C" __global__ void attn_warp_##HD(const bf16* qkv, const bf16* kc, const
 ATTN_WARP(64)
 ATTN_WARP(128)
 
-// Flash-decode attention (split-KV): grid (kv_heads * query groups, splits, batch), 128 threads.
-// A block takes keys [split * chunk, +chunk) of one KV head and up to QM queries sharing that KV
-// head (the heads of the rows that map to it). The KV heads of one split are neighbouring blocks,
-// so together they stream whole KV rows. Eight lanes own one key: each lane holds HD/8 dims of K
-// and of V (16-byte loads), so a warp works on 4 keys per step and U steps are loaded before the
-// first use (U * 4 keys * HD * 4 bytes in flight per warp). Scores are reduced over the 8 lanes
-// with 3 shuffles; the softmax is online in the exp2 domain (q is pre-scaled by log2 e). No block
-// barrier inside the key loop: each warp (and each 8-lane group) keeps its own running max, sum
-// and accumulator, merged by shuffles and then through shared memory at the end. The block writes
-// an unnormalised partial (max, sum, acc) that `attn_combine` merges over the splits.
-template <int HD, int QM, int U>
-__device__ __forceinline__ void attn_split(const bf16* __restrict__ qkv, const bf16* __restrict__ kc,
-                                           const bf16* __restrict__ vc, const unsigned* base,
-                                           const unsigned* __restrict__ pt, const u64* masks,
-                                           float2* part_ml, float* part_acc, int t, int off, int causal,
-                                           int heads, int kvh, int pps, int ps_shift, float scale,
-                                           int chunk, int nsplit) {
-    constexpr int VPL = HD / 64;        // 16-byte loads per lane per K (and V) row
-    constexpr int DPL = 8 * VPL;        // dims per lane
-    constexpr int KPW = 4;              // keys per warp step (8 lanes per key)
-    constexpr int NW = 4;               // warps per block
-    constexpr int QS = HD + HD / 2;     // q row in shared memory: 4 floats of padding after every 8
-    __shared__ __align__(16) float sQ[QM * QS];
-    __shared__ __align__(16) float sAcc[NW * QM * HD];
-    __shared__ float2 sML[NW * QM];
-
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int grp = lane >> 3, sub = lane & 7;
-    const int kh = blockIdx.x % kvh, qg = blockIdx.x / kvh;
-    const int split = blockIdx.y, b = blockIdx.z;
-    const int G = heads / kvh, Q = t * G, qbase = qg * QM;
-    const int nq = min(QM, Q - qbase);
-    const int qkv_dim = (heads + 2 * kvh) * HD;
-    const long long bs = base[b];
-    const long long end = bs + off + t;
-    const long long start = (long long)split * chunk;
-    const long long stop = min(start + (long long)chunk, end);
-    const float qscale = scale * 1.4426950408889634f;
-
-    for (int idx = tid; idx < QM * HD; idx += NW * 32) {
-        int i = idx / HD, d = idx % HD;
-        float v = 0.f;
-        if (i < nq) {
-            int qi = qbase + i;
-            int row = b * t + qi / G, head = kh * G + qi % G;
-            v = bf2f(qkv[(long long)row * qkv_dim + head * HD + d]) * qscale;
-        }
-        sQ[i * QS + d + (d >> 3) * 4] = v;
-    }
-    float m[QM], l[QM], acc[QM][DPL];
-    #pragma unroll
-    for (int i = 0; i < QM; i++) {
-        m[i] = -INFINITY; l[i] = 0.f;
-        #pragma unroll
-        for (int e = 0; e < DPL; e++) acc[i][e] = 0.f;
-    }
-    __syncthreads();
-
-    const long long psm = (1LL << ps_shift) - 1;
-    const unsigned* ptb = pt + (long long)b * pps;
-    const long long kvrow = (long long)kvh * HD;
-    const bf16* kb0 = kc + (long long)kh * HD + sub * 8;
-    const bf16* vb0 = vc + (long long)kh * HD + sub * 8;
-    for (long long kb = start + (long long)warp * KPW * U; kb < stop; kb += (long long)NW * KPW * U) {
-        uint4 kr[U][VPL], vr[U][VPL];
-        #pragma unroll
-        for (int u = 0; u < U; u++) {
-            long long key = kb + u * KPW + grp;
-            if (key < stop) {
-                long long slot = ((long long)ptb[key >> ps_shift] << ps_shift) | (key & psm);
-                const bf16* kp = kb0 + slot * kvrow;
-                const bf16* vp = vb0 + slot * kvrow;
-                #pragma unroll
-                for (int v = 0; v < VPL; v++) {
-                    kr[u][v] = *reinterpret_cast<const uint4*>(kp + v * 64);
-                    vr[u][v] = *reinterpret_cast<const uint4*>(vp + v * 64);
-                }
-            } else {
-                #pragma unroll
-                for (int v = 0; v < VPL; v++) {
-                    kr[u][v] = make_uint4(0, 0, 0, 0);
-                    vr[u][v] = make_uint4(0, 0, 0, 0);
-                }
-            }
-        }
-        // Scores: partial dot products over this lane's dims, then a sum over the key's 8 lanes.
-        float s[U][QM];
-        #pragma unroll
-        for (int u = 0; u < U; u++) {
-            float kf[DPL];
-            #pragma unroll
-            for (int v = 0; v < VPL; v++) {
-                uint4 w = kr[u][v];
-                kf[v * 8 + 0] = bflo(w.x); kf[v * 8 + 1] = bfhi(w.x);
-                kf[v * 8 + 2] = bflo(w.y); kf[v * 8 + 3] = bfhi(w.y);
-                kf[v * 8 + 4] = bflo(w.z); kf[v * 8 + 5] = bfhi(w.z);
-                kf[v * 8 + 6] = bflo(w.w); kf[v * 8 + 7] = bfhi(w.w);
-            }
-            #pragma unroll
-            for (int i = 0; i < QM; i++) {
-                float a = 0.f;
-                #pragma unroll
-                for (int v = 0; v < VPL; v++) {
-                    const float4* qp = reinterpret_cast<const float4*>(sQ + i * QS + v * 96 + sub * 12);
-                    float4 qa = qp[0], qb = qp[1];
-                    a += qa.x * kf[v * 8 + 0] + qa.y * kf[v * 8 + 1] + qa.z * kf[v * 8 + 2] + qa.w * kf[v * 8 + 3]
-                       + qb.x * kf[v * 8 + 4] + qb.y * kf[v * 8 + 5] + qb.z * kf[v * 8 + 6] + qb.w * kf[v * 8 + 7];
-                }
-                s[u][i] = a;
-            }
-        }
-        #pragma unroll
-        for (int u = 0; u < U; u++) {
-            long long key = kb + u * KPW + grp;
-            #pragma unroll
-            for (int i = 0; i < QM; i++) {
-                float a = s[u][i];
-                a += __shfl_xor_sync(0xffffffffu, a, 4);
-                a += __shfl_xor_sync(0xffffffffu, a, 2);
-                a += __shfl_xor_sync(0xffffffffu, a, 1);
-                int qi = min(qbase + i, Q - 1);
-                bool ok = key < stop && key_allowed(key, bs, off, qi / G, causal, masks);
-                s[u][i] = ok ? a : -INFINITY;
-            }
-        }
-        // Online softmax over the U keys of this lane group, then P.V.
-        #pragma unroll
-        for (int i = 0; i < QM; i++) {
-            float mx = m[i];
-            #pragma unroll
-            for (int u = 0; u < U; u++) mx = fmaxf(mx, s[u][i]);
-            bool none = mx == -INFINITY;
-            float corr = none ? 1.f : exp2f(m[i] - mx);
-            float ps = 0.f;
-            #pragma unroll
-            for (int u = 0; u < U; u++) {
-                float p = none ? 0.f : exp2f(s[u][i] - mx);
-                s[u][i] = p;
-                ps += p;
-            }
-            l[i] = l[i] * corr + ps;
-            m[i] = mx;
-            #pragma unroll
-            for (int e = 0; e < DPL; e++) acc[i][e] *= corr;
-        }
-        #pragma unroll
-        for (int u = 0; u < U; u++) {
-            #pragma unroll
-            for (int v = 0; v < VPL; v++) {
-                uint4 w = vr[u][v];
-                float vf[8] = {bflo(w.x), bfhi(w.x), bflo(w.y), bfhi(w.y),
-                               bflo(w.z), bfhi(w.z), bflo(w.w), bfhi(w.w)};
-                #pragma unroll
-                for (int i = 0; i < QM; i++) {
-                    float p = s[u][i];
-                    #pragma unroll
-                    for (int e = 0; e < 8; e++) acc[i][v * 8 + e] += p * vf[e];
-                }
-            }
-        }
-    }
-    // Merge the 4 lane groups of each warp (they hold the same dims for different keys).
-    #pragma unroll
-    for (int o = 8; o < 32; o <<= 1) {
-        #pragma unroll
-        for (int i = 0; i < QM; i++) {
-            float mo = __shfl_xor_sync(0xffffffffu, m[i], o);
-            float lo = __shfl_xor_sync(0xffffffffu, l[i], o);
-            float mx = fmaxf(m[i], mo);
-            bool none = mx == -INFINITY;
-            float a = none ? 0.f : exp2f(m[i] - mx);
-            float c = none ? 0.f : exp2f(mo - mx);
-            l[i] = l[i] * a + lo * c;
-            m[i] = mx;
-            #pragma unroll
-            for (int e = 0; e < DPL; e++) {
-                float ao = __shfl_xor_sync(0xffffffffu, acc[i][e], o);
-                acc[i][e] = acc[i][e] * a + ao * c;
-            }
-        }
-    }
-    if (grp == 0) {
-        #pragma unroll
-        for (int i = 0; i < QM; i++) {
-            #pragma unroll
-            for (int v = 0; v < VPL; v++) {
-                float4* dst = reinterpret_cast<float4*>(sAcc + (warp * QM + i) * HD + v * 64 + sub * 8);
-                dst[0] = make_float4(acc[i][v * 8 + 0], acc[i][v * 8 + 1], acc[i][v * 8 + 2], acc[i][v * 8 + 3]);
-                dst[1] = make_float4(acc[i][v * 8 + 4], acc[i][v * 8 + 5], acc[i][v * 8 + 6], acc[i][v * 8 + 7]);
-            }
-            if (sub == 0) sML[warp * QM + i] = make_float2(m[i], l[i]);
-        }
-    }
-    __syncthreads();
-    // Merge the warps (fixed order: deterministic) and write the block's partial.
-    for (int idx = tid; idx < nq * HD; idx += NW * 32) {
-        int i = idx / HD, d = idx % HD;
-        float M = -INFINITY;
-        #pragma unroll
-        for (int w = 0; w < NW; w++) M = fmaxf(M, sML[w * QM + i].x);
-        float L = 0.f, a = 0.f;
-        if (M != -INFINITY) {
-            #pragma unroll
-            for (int w = 0; w < NW; w++) {
-                float2 ml = sML[w * QM + i];
-                float sc = exp2f(ml.x - M);
-                L += ml.y * sc;
-                a += sAcc[(w * QM + i) * HD + d] * sc;
-            }
-        }
-        long long pidx = (((long long)b * kvh + kh) * Q + qbase + i) * nsplit + split;
-        part_acc[pidx * HD + d] = a;
-        if (d == 0) part_ml[pidx] = make_float2(M, L);
-    }
-}
-
-#define ATTN_SPLIT(HD, QM, U, NAME) \
-extern "C" __global__ void __launch_bounds__(128) NAME(const bf16* qkv, const bf16* kc, const bf16* vc, \
-    const unsigned* base, const unsigned* pt, const u64* masks, float2* part_ml, float* part_acc, int t, int off, \
-    int causal, int heads, int kvh, int pps, int ps_shift, float scale, int chunk, int nsplit) { \
-    attn_split<HD, QM, U>(qkv, kc, vc, base, pt, masks, part_ml, part_acc, t, off, causal, heads, kvh, pps, \
-                          ps_shift, scale, chunk, nsplit); }
-ATTN_SPLIT(64, 1, 2, attn_split_64_1)
-ATTN_SPLIT(64, 2, 2, attn_split_64_2)
-ATTN_SPLIT(64, 4, 2, attn_split_64_4)
-ATTN_SPLIT(64, 5, 2, attn_split_64_5)
-ATTN_SPLIT(64, 8, 2, attn_split_64_8)
-ATTN_SPLIT(128, 1, 2, attn_split_128_1)
-ATTN_SPLIT(128, 2, 2, attn_split_128_2)
-ATTN_SPLIT(128, 4, 2, attn_split_128_4)
-ATTN_SPLIT(128, 5, 2, attn_split_128_5)
-ATTN_SPLIT(128, 8, 2, attn_split_128_8)
-// Alternatives for the benchmark (`SPECDEC_SPLIT_VARIANT=u1|u4`): fewer or more keys in flight.
-ATTN_SPLIT(128, 5, 1, attn_split_128_5_u1)
-ATTN_SPLIT(128, 5, 4, attn_split_128_5_u4)
-
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int bytes) {
     unsigned s = (unsigned)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(s), "l"(gmem), "r"(bytes) : "memory");
@@ -427,15 +191,24 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
 
-// The same split-KV attention with the loads going through shared memory instead of registers:
-// each lane copies its own 16-byte pieces of K and V with `cp.async` into a private ring of S
-// stages (one 4-key warp step each), S - 1 steps ahead of the one it computes, so about
-// (S - 1) * 2 KB per warp are in flight without holding registers. A lane reads back only what it
-// copied itself, so no barrier is needed in the loop. The running max is raised only when a
-// score exceeds it by more than 8 (a factor 256 in exp2), so the accumulators are rescaled
-// rarely instead of at every step. Grid, partials and merge as `attn_split`.
+// Flash-decode attention (split-KV): grid (kv_heads * query groups, splits, batch), 128 threads.
+// A block takes keys [split * chunk, +chunk) of one KV head and up to QM queries sharing that KV
+// head (the heads of the rows that map to it). The KV heads of one split are neighbouring blocks,
+// so together they stream whole cache rows. Eight lanes own one key: each lane holds HD/8 dims
+// of K and of V, so a warp works on 4 keys per step; scores are summed over the 8 lanes with 3
+// shuffles, and the softmax is online in the exp2 domain (q is pre-scaled by log2 e).
+// Loads go through shared memory, not registers: each lane copies its own 16-byte pieces of K
+// and V with `cp.async` into a private ring of S stages (one warp step each), S - 1 steps ahead
+// of the one it computes, so about (S - 1) * 2 KB per warp are in flight without holding
+// registers (a register-prefetch design of the same kernel was latency-bound at 37-41 % of the
+// copy bandwidth). A lane reads back only what it copied itself, so no barrier is needed in the
+// key loop. The running max is raised only when a score exceeds it by more than 8 (a factor 256
+// in exp2), so the accumulators are rescaled rarely instead of at every step. Each warp keeps its
+// own max, sum and accumulator; they are merged by shuffles, then through shared memory (the
+// ring, reused) in a fixed order, and the block writes an unnormalised partial (max, sum, acc)
+// that `attn_combine` merges over the splits.
 template <int HD, int QM, int S>
-__device__ __forceinline__ void attn_split_async(const bf16* __restrict__ qkv, const bf16* __restrict__ kc,
+__device__ __forceinline__ void attn_split(const bf16* __restrict__ qkv, const bf16* __restrict__ kc,
                                                  const bf16* __restrict__ vc, const unsigned* base,
                                                  const unsigned* __restrict__ pt, const u64* masks,
                                                  float2* part_ml, float* part_acc, int t, int off,
@@ -625,26 +398,26 @@ __device__ __forceinline__ void attn_split_async(const bf16* __restrict__ qkv, c
     }
 }
 
-#define ATTN_SPLIT_ASYNC(HD, QM, S, MINB, NAME) \
+#define ATTN_SPLIT(HD, QM, S, MINB, NAME) \
 extern "C" __global__ void __launch_bounds__(128, MINB) NAME(const bf16* qkv, const bf16* kc, const bf16* vc, \
     const unsigned* base, const unsigned* pt, const u64* masks, float2* part_ml, float* part_acc, int t, int off, \
     int causal, int heads, int kvh, int pps, int ps_shift, float scale, int chunk, int nsplit) { \
-    attn_split_async<HD, QM, S>(qkv, kc, vc, base, pt, masks, part_ml, part_acc, t, off, causal, heads, kvh, pps, \
+    attn_split<HD, QM, S>(qkv, kc, vc, base, pt, masks, part_ml, part_acc, t, off, causal, heads, kvh, pps, \
                                 ps_shift, scale, chunk, nsplit); }
-// `SPECDEC_SPLIT_VARIANT=a`: 5 stages, at least 3 blocks per SM (2 with 8 queries).
-ATTN_SPLIT_ASYNC(64, 1, 5, 3, attn_split_64_1_a)
-ATTN_SPLIT_ASYNC(64, 2, 5, 3, attn_split_64_2_a)
-ATTN_SPLIT_ASYNC(64, 4, 5, 3, attn_split_64_4_a)
-ATTN_SPLIT_ASYNC(64, 5, 5, 3, attn_split_64_5_a)
-ATTN_SPLIT_ASYNC(64, 8, 5, 2, attn_split_64_8_a)
-ATTN_SPLIT_ASYNC(128, 1, 5, 3, attn_split_128_1_a)
-ATTN_SPLIT_ASYNC(128, 2, 5, 3, attn_split_128_2_a)
-ATTN_SPLIT_ASYNC(128, 4, 5, 3, attn_split_128_4_a)
-ATTN_SPLIT_ASYNC(128, 5, 5, 3, attn_split_128_5_a)
-ATTN_SPLIT_ASYNC(128, 8, 5, 2, attn_split_128_8_a)
-// Benchmark alternatives: no register cap (2 blocks per SM), and 3 stages.
-ATTN_SPLIT_ASYNC(128, 5, 5, 1, attn_split_128_5_a5)
-ATTN_SPLIT_ASYNC(128, 5, 3, 3, attn_split_128_5_a3)
+// 5 stages (45 KB of shared memory with head-dim 128), at least 3 blocks per SM (2 with 8 queries).
+ATTN_SPLIT(64, 1, 5, 3, attn_split_64_1)
+ATTN_SPLIT(64, 2, 5, 3, attn_split_64_2)
+ATTN_SPLIT(64, 4, 5, 3, attn_split_64_4)
+ATTN_SPLIT(64, 5, 5, 3, attn_split_64_5)
+ATTN_SPLIT(64, 8, 5, 2, attn_split_64_8)
+ATTN_SPLIT(128, 1, 5, 3, attn_split_128_1)
+ATTN_SPLIT(128, 2, 5, 3, attn_split_128_2)
+ATTN_SPLIT(128, 4, 5, 3, attn_split_128_4)
+ATTN_SPLIT(128, 5, 5, 3, attn_split_128_5)
+ATTN_SPLIT(128, 8, 5, 2, attn_split_128_8)
+// Alternative for the benchmark (`SPECDEC_SPLIT_VARIANT=s3`): 3 stages, 28 KB of shared memory;
+// it ran as fast as 5 stages on the H200 (docs/engine.md).
+ATTN_SPLIT(128, 5, 3, 3, attn_split_128_5_s3)
 
 #define MAX_SPLITS 4096
 // Merge the partial results of every split: one block of 128 threads per (row, head).

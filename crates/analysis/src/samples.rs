@@ -124,7 +124,7 @@ fn segment_expr(phases: &Phases) -> Expr {
 
 /// Most samples one query holds in memory: the samples table is read in time windows of about
 /// this many samples, so memory stays bounded however long the recording is.
-pub const SAMPLES_PER_WINDOW: u64 = 8_000_000;
+pub const SAMPLES_PER_WINDOW: u64 = 4_000_000;
 
 /// Time windows `[lo, hi)` over `start_ns` that split the samples table into parts of about
 /// [`SAMPLES_PER_WINDOW`] samples (the first and last are open-ended).

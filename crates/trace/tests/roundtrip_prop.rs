@@ -8,8 +8,12 @@ use cufall_trace::model::{DeviceId, SampleBatch};
 use cufall_trace::{Trace, TraceWriter, WriterOptions};
 use proptest::prelude::*;
 
-fn batches() -> impl Strategy<Value = Vec<(u32, Vec<(i64, u32, f32, f32)>, bool)>> {
-    // (device, samples as (start offset, duration, value a, value b), flush after?)
+/// A sample as (start offset, duration, value a, value b).
+type Row = (i64, u32, f32, f32);
+/// A batch as (device, samples, flush after it?).
+type Batch = (u32, Vec<Row>, bool);
+
+fn batches() -> impl Strategy<Value = Vec<Batch>> {
     prop::collection::vec(
         (
             0u32..3,

@@ -25,6 +25,9 @@ pub struct GapDetector {
     last_end: Option<i64>,
     warmup_pending: bool,
     suspect: Option<DropReason>,
+    /// When sampling was (re)started: the warm-up sample's record starts no earlier (CUPTI
+    /// stamps the first sample from when the device was configured, before the start call).
+    started_ns: Option<i64>,
 }
 
 impl GapDetector {
@@ -38,7 +41,13 @@ impl GapDetector {
             last_end: None,
             warmup_pending: true,
             suspect: None,
+            started_ns: None,
         }
+    }
+
+    /// Records when sampling was (re)started (ns since the Unix epoch).
+    pub fn started_at(&mut self, t_ns: i64) {
+        self.started_ns = Some(t_ns);
     }
 
     /// Sampling was (re)started: the next sample is a warm-up sample.
@@ -80,14 +89,15 @@ impl GapDetector {
             self.warmup_pending = false;
             self.last_end = Some(end_ns);
             self.suspect = None;
+            let from = self
+                .started_ns
+                .map_or(start_ns, |s| s.clamp(start_ns, end_ns));
             let rec = DropRecord {
                 device: self.device,
-                start_ns,
+                start_ns: from,
                 end_ns,
                 reason: DropReason::Warmup,
-                lost_samples: Some(
-                    u64::try_from((end_ns - start_ns) / self.interval_ns).unwrap_or(0),
-                ),
+                lost_samples: Some(u64::try_from((end_ns - from) / self.interval_ns).unwrap_or(0)),
             };
             return (Verdict::Exclude, Some(rec));
         }
@@ -163,6 +173,16 @@ mod tests {
         d.mark_suspect(DropReason::CounterDataFull);
         let (_, r) = d.observe(100_000, 110_000);
         assert_eq!(r.unwrap().reason, DropReason::HardwareBufferOverflow);
+    }
+
+    #[test]
+    fn warmup_record_starts_at_the_start_call() {
+        let mut d = det();
+        d.started_at(900_000_000);
+        let (_, r) = d.observe(5_000_000, 900_050_000);
+        let r = r.unwrap();
+        assert_eq!((r.start_ns, r.end_ns), (900_000_000, 900_050_000));
+        assert_eq!(r.lost_samples, Some(5));
     }
 
     #[test]

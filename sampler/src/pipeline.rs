@@ -165,7 +165,9 @@ fn arm(setup: &DeviceSetup, cupti: &Cupti) -> Result<Armed, CuptiError> {
     let one = sampler.counter_data_size(&mut list, 1)?;
     let hundred_one = sampler.counter_data_size(&mut list, 101)?;
     let bytes_per_sample = (hundred_one.saturating_sub(one) / 100).max(1) as u64;
-    let plan = setup.plan.capped(bytes_per_sample, crate::sizing::MAX_IMAGE_BYTES);
+    let plan = setup
+        .plan
+        .capped(bytes_per_sample, crate::sizing::MAX_IMAGE_BYTES);
     let template = sampler.counter_data(&mut list, plan.samples_per_image)?;
     // Time both ways of blanking an image once, and keep the cheaper.
     let mut scratch = template.clone();
@@ -341,6 +343,7 @@ fn decode_loop(
     let mut drained_after_stop = 0u32;
     let mut stop_iterations = 0u32;
 
+    gaps.started_at(crate::now_unix_ns());
     sampler
         .start()
         .map_err(|e| format!("{device}: could not start PM sampling: {e}"))?;
@@ -494,10 +497,18 @@ fn decode_loop(
         }
         if restart {
             sampler
-                .rearm(cupti, &setup.config_image, setup.hw_buffer_bytes, setup.interval_ns)
+                .rearm(
+                    cupti,
+                    &setup.config_image,
+                    setup.hw_buffer_bytes,
+                    setup.interval_ns,
+                )
                 .and_then(|_| sampler.start())
-                .map_err(|e| format!("{device}: could not restart PM sampling after an overflow: {e}"))?;
+                .map_err(|e| {
+                    format!("{device}: could not restart PM sampling after an overflow: {e}")
+                })?;
             gaps.restart();
+            gaps.started_at(crate::now_unix_ns());
             last_end = None;
             counters.restarts.fetch_add(1, Ordering::Relaxed);
         }

@@ -52,7 +52,9 @@ pub fn plan_with(interval_ns: u64, seal_period: Duration, margin: Duration) -> I
         samples_per_image: u32::try_from(capacity).unwrap_or(u32::MAX),
         seal_after_samples: u32::try_from(seal_after).unwrap_or(u32::MAX),
         seal_period,
-        decode_period: Duration::from_nanos(decode_ns).min(margin / 4).max(Duration::from_micros(200)),
+        decode_period: Duration::from_nanos(decode_ns)
+            .min(margin / 4)
+            .max(Duration::from_micros(200)),
         initial_images: 3,
         max_images: 8,
     }

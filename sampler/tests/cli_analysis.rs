@@ -94,7 +94,7 @@ fn report_diff_export_on_a_fixture() {
     );
 }
 
-/// Every real recording in `examples/` reports, as text and as JSON.
+/// Every real recording in `examples/` reports, as text and as JSON, and exports to Perfetto.
 #[test]
 fn report_on_example_recordings() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
@@ -116,6 +116,18 @@ fn report_on_example_recordings() {
                 .arg("--json")
                 .assert()
                 .success();
+            let tmp = tempfile::tempdir().unwrap();
+            let out = tmp.path().join("x.json");
+            cufall()
+                .arg("export")
+                .arg(&path)
+                .args(["--format", "perfetto", "-o"])
+                .arg(&out)
+                .assert()
+                .success();
+            let v: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+            assert!(v["traceEvents"].as_array().is_some_and(|e| !e.is_empty()));
         }
     }
 }

@@ -53,7 +53,8 @@ bad_input() {
 # record NAME INTERVAL SECONDS [flags...] [-- cmd]: a recording with stats
 rec() {
   local name=$1 interval=$2; shift 2
-  "$BIN" record -o "$TMP/$name.cufall" --overwrite --interval "$interval" --stats-json "$TMP/$name.stats.json" "$@"
+  local iv=(); [ -n "$interval" ] && iv=(--interval "$interval")
+  "$BIN" record -o "$TMP/$name.cufall" --overwrite "${iv[@]}" --stats-json "$TMP/$name.stats.json" "$@"
   echo "rc=$?"
   python3 - "$TMP/$name.stats.json" <<'PY'
 import json,sys
@@ -184,9 +185,16 @@ examples() {
   local E=$TMP/examples; mkdir -p "$E"
   "$BIN" record -o "$E/h200-matmul-copy.cufall" --devices 0 --interval 200us -- python3 $W --seconds 1.5 --idle 0.4; echo "rc=$?"
   "$BIN" record -o "$E/h200-sm-spread.cufall" --devices 0 --interval 500us --sm-spread -- python3 $W --seconds 1.0 --idle 0.3; echo "rc=$?"
-  "$BIN" record -o "$E/h200-nvml-only.cufall" --devices 0 --nvml-only --duration 3s -- python3 $W --seconds 0.8 --idle 0.3; echo "rc=$?"
+  "$BIN" record -o "$E/h200-nvml-only.cufall" --devices 0 --nvml-only -- python3 $W --seconds 0.8 --idle 0.3; echo "rc=$?"
   du -sh "$E"/*
   tar czf "$OUT/examples.tgz" -C "$E" .
+}
+
+default_long() {
+  hdr "the default settings (2 metrics, default interval) for ${LONG_SECONDS:-40}s under a matmul load"
+  python3 $W --load $(( ${LONG_SECONDS:-40} + 15 )) & L=$!; sleep 4
+  rec long_default "" --devices 0 --duration "${LONG_SECONDS:-40}s" | tee -a "$OUT/bench.txt"
+  kill $L 2>/dev/null; wait $L 2>/dev/null
 }
 
 machine

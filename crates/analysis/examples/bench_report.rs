@@ -10,7 +10,8 @@
 //! gap (0.5 ms), verify (4.5 ms) and an idle gap (1 ms), with NVTX ranges, kernels and NVML,
 //! one segment per table per second of data as the recorder writes them.
 //! `report` times the report in a fresh process and prints wall time and peak RSS (VmHWM).
-//! Options: `--seconds N --gpus N --rate-hz N`.
+//! Options: `--seconds N --gpus N --rate-hz N`. `breakdown PATH [--window N]` times the samples
+//! scan alone; `export PATH parquet|csv|perfetto OUT` times an export.
 
 use cufall_analysis::{ReportOptions, build_report};
 use cufall_trace::model::{
@@ -221,7 +222,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             use cufall_analysis::{phases::Phases, report::resolve_activity, samples};
             let trace = Trace::open(path)?;
             let t = Instant::now();
-            let activity = resolve_activity(&trace, &ReportOptions::default())?;
+            let activity = resolve_activity(&trace, &ReportOptions::default())?
+                .ok_or("the trace has no GPU counters")?;
             let phases = Phases::build(&trace.nvtx()?);
             println!("nvtx + phases: {:.2} s", t.elapsed().as_secs_f64());
             let metrics: Vec<String> = trace.metric_names().iter().map(|m| m.to_string()).collect();
@@ -252,6 +254,52 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!("kernels: {:.2} s ({})", t.elapsed().as_secs_f64(), k.len());
             if let Some(kb) = vm_hwm_kb() {
                 println!("peak RSS (VmHWM): {:.0} MB", kb as f64 / 1024.0);
+            }
+        }
+        "export" => {
+            // bench_report export PATH parquet|csv|perfetto OUT
+            use cufall_analysis::export::{self, ExportOptions, Format};
+            let format = match args.get(3).map(String::as_str) {
+                Some("parquet") => Format::Parquet,
+                Some("csv") => Format::Csv,
+                _ => Format::Perfetto,
+            };
+            let t = Instant::now();
+            let trace = Trace::open(path)?;
+            let summary = export::export(
+                &trace,
+                &ExportOptions {
+                    format,
+                    output: args.get(4).map(std::path::PathBuf::from),
+                    force: true,
+                    max_counter_points: export::DEFAULT_MAX_COUNTER_POINTS,
+                    report: ReportOptions::default(),
+                },
+            )?;
+            println!(
+                "export {:?}: {} file(s), {} events, wall time {:.2} s",
+                format,
+                summary.files.len(),
+                summary.events,
+                t.elapsed().as_secs_f64()
+            );
+            if let Some(kb) = vm_hwm_kb() {
+                println!("peak RSS (VmHWM): {:.0} MB", kb as f64 / 1024.0);
+            }
+            if format == Format::Parquet {
+                use polars::prelude::*;
+                let file = summary
+                    .files
+                    .iter()
+                    .find(|f| f.ends_with("samples.parquet"))
+                    .ok_or("no samples.parquet")?;
+                let rows = LazyFrame::scan_parquet(
+                    PlRefPath::from(file.to_string_lossy().as_ref()),
+                    Default::default(),
+                )?
+                .select([len()])
+                .collect()?;
+                println!("samples.parquet read back: {rows}");
             }
         }
         "report" => {

@@ -2,10 +2,10 @@
 //! biggest changes first. B is analysed with A's activity metric, full scale and minimum gap so
 //! that idle time means the same on both sides.
 
-use crate::error::Result;
+use crate::error::{AnalysisError, Result};
 use crate::render::{TextTable, fmt_ns, fmt_num, fmt_pct};
 use crate::report::{PhaseReport, Report, ReportOptions, build_report};
-use cufall_trace::Trace;
+use cufall_trace::{Trace, TraceError};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -135,12 +135,19 @@ fn gpu_summary(r: &Report) -> String {
 pub fn build_diff(a: &Trace, b: &Trace, opts: &ReportOptions) -> Result<DiffReport> {
     let ra = build_report(a, opts)?;
     let opts_b = ReportOptions {
-        metric: Some(ra.activity.metric.clone()),
-        full_scale: Some(ra.activity.full_scale),
-        idle_below: ra.activity.idle_below,
+        metric: ra.activity.as_ref().map(|a| a.metric.clone()),
+        full_scale: ra.activity.as_ref().map(|a| a.full_scale),
+        idle_below: opts.idle_below,
         min_gap_ns: Some(ra.min_gap_ns),
     };
-    let rb = build_report(b, &opts_b)?;
+    let rb = build_report(b, &opts_b).map_err(|e| match e {
+        AnalysisError::Trace(TraceError::UnknownMetric { .. }) => AnalysisError::Invalid(format!(
+            "{}: {e} `cufall diff` measures both traces with A's activity metric; pass --metric \
+             with a metric both traces record.",
+            b.path().display()
+        )),
+        other => other,
+    })?;
     let mut warnings = Vec::new();
     let ga = gpu_summary(&ra);
     let gb = gpu_summary(&rb);
@@ -162,7 +169,13 @@ pub fn build_diff(a: &Trace, b: &Trace, opts: &ReportOptions) -> Result<DiffRepo
             fmt_ns(rb.interval_ns)
         ));
     }
-    if ra.activity.denominator != rb.activity.denominator {
+    let denominator = |r: &Report| r.activity.as_ref().map(|a| a.denominator.clone());
+    if ra.activity.is_some() != rb.activity.is_some() {
+        warnings.push(
+            "only one of the traces has GPU counters: idle time is compared where both have it"
+                .into(),
+        );
+    } else if denominator(&ra) != denominator(&rb) {
         warnings
             .push("the activity value is computed differently in B (another denominator)".into());
     }
@@ -260,12 +273,15 @@ pub fn diff_text(d: &DiffReport) -> String {
             fmt_pct(r.whole_run.idle_fraction)
         ));
     }
-    o.push_str(&format!(
-        "  idle = {} below {}; gaps of at least {}\n",
-        d.a.activity.label(),
-        fmt_num(Some(d.a.idle_threshold)),
-        fmt_ns(d.a.min_gap_ns)
-    ));
+    match &d.a.activity {
+        Some(a) => o.push_str(&format!(
+            "  idle = {} below {}; gaps of at least {}\n",
+            a.label(),
+            fmt_num(d.a.idle_threshold),
+            fmt_ns(d.a.min_gap_ns)
+        )),
+        None => o.push_str("  idle: not measured (no GPU counters in A)\n"),
+    }
     for w in &d.warnings {
         o.push_str(&format!("  warning: {w}\n"));
     }

@@ -8,7 +8,7 @@ use crate::report::{Report, ReportOptions, build_report};
 use cufall_trace::{Table, Trace};
 use polars::prelude::*;
 use serde_json::json;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -100,28 +100,43 @@ fn export_tables(
     } else {
         "csv"
     };
-    std::fs::create_dir_all(dir).map_err(|e| write_err(dir, e))?;
-    let mut frames: Vec<(String, DataFrame)> = Vec::new();
-    for table in Table::ALL {
-        frames.push((table.dir_name().to_string(), trace.frame(table)?));
-    }
-    let qe = query_err(trace.path());
-    frames.push(("phases".into(), phases_frame(report).map_err(&qe)?));
-    frames.push(("gaps".into(), gaps_frame(report).map_err(&qe)?));
-    let mut files = Vec::new();
-    for (name, _) in &frames {
+    let names: Vec<String> = Table::ALL
+        .iter()
+        .map(|t| t.dir_name().to_string())
+        .chain(["phases".to_string(), "gaps".to_string()])
+        .collect();
+    for name in &names {
         check_target(&dir.join(format!("{name}.{ext}")), opts.force)?;
     }
-    for (name, mut df) in frames {
+    std::fs::create_dir_all(dir).map_err(|e| write_err(dir, e))?;
+    let qe = query_err(trace.path());
+    let mut files = Vec::new();
+    for name in names {
         let path = dir.join(format!("{name}.{ext}"));
         let file = File::create(&path).map_err(|e| write_err(&path, e))?;
         let w = BufWriter::new(file);
-        let res = if opts.format == Format::Parquet {
-            ParquetWriter::new(w).finish(&mut df).map(|_| ())
+        if name == Table::Samples.dir_name() {
+            // The big table goes out window by window, so memory stays bounded.
+            write_samples(trace, w, opts.format, &path)?;
         } else {
-            CsvWriter::new(w).include_header(true).finish(&mut df)
-        };
-        res.map_err(|e| write_err(&path, e))?;
+            let mut df = match name.as_str() {
+                "phases" => phases_frame(report).map_err(&qe)?,
+                "gaps" => gaps_frame(report).map_err(&qe)?,
+                _ => {
+                    let table = Table::ALL
+                        .into_iter()
+                        .find(|t| t.dir_name() == name)
+                        .unwrap_or(Table::Drops);
+                    trace.frame(table)?
+                }
+            };
+            let res = if opts.format == Format::Parquet {
+                ParquetWriter::new(w).finish(&mut df).map(|_| ())
+            } else {
+                CsvWriter::new(w).include_header(true).finish(&mut df)
+            };
+            res.map_err(|e| write_err(&path, e))?;
+        }
         files.push(path);
     }
     Ok(ExportSummary {
@@ -129,6 +144,47 @@ fn export_tables(
         counter_bucket_ns: None,
         events: 0,
     })
+}
+
+/// Writes the samples table to `w`, one time window at a time.
+fn write_samples(trace: &Trace, w: BufWriter<File>, format: Format, path: &Path) -> Result<()> {
+    let schema = trace
+        .lazy(Table::Samples)?
+        .collect_schema()
+        .map_err(|e| write_err(path, e))?;
+    let windows = crate::samples::time_windows(trace, crate::samples::SAMPLES_PER_WINDOW)?;
+    let window_frame = |lo: i64, hi: i64| -> Result<DataFrame> {
+        let mut lf = trace.lazy(Table::Samples)?;
+        if lo != i64::MIN || hi != i64::MAX {
+            lf = lf.filter(
+                col("start_ns")
+                    .gt_eq(lit(lo))
+                    .and(col("start_ns").lt(lit(hi))),
+            );
+        }
+        Ok(trace.collect(lf)?)
+    };
+    if format == Format::Parquet {
+        let mut bw = ParquetWriter::new(w)
+            .batched(&schema)
+            .map_err(|e| write_err(path, e))?;
+        for (lo, hi) in windows {
+            bw.write_batch(&window_frame(lo, hi)?)
+                .map_err(|e| write_err(path, e))?;
+        }
+        bw.finish().map_err(|e| write_err(path, e))?;
+    } else {
+        let mut bw = CsvWriter::new(w)
+            .include_header(true)
+            .batched(&schema)
+            .map_err(|e| write_err(path, e))?;
+        for (lo, hi) in windows {
+            bw.write_batch(&window_frame(lo, hi)?)
+                .map_err(|e| write_err(path, e))?;
+        }
+        bw.finish().map_err(|e| write_err(path, e))?;
+    }
+    Ok(())
 }
 
 /// One row per phase and device.
@@ -335,7 +391,7 @@ fn export_perfetto(
     let head = json!({
         "cufall_trace": report.trace,
         "t0_unix_ns": t0_ns,
-        "activity": report.activity.label(),
+        "activity": report.activity.as_ref().map(|a| a.label()),
         "note": "ts and dur are microseconds since t0_unix_ns",
     });
     writeln!(
@@ -358,8 +414,25 @@ fn export_perfetto(
         w.meta("thread_name", pid, DROP_TID, "drops")?;
     }
 
-    // Counters.
+    // Counters: the samples, then NVML's slower readings on the same GPU tracks.
     let bucket_ns = write_counters(trace, report, &mut w, opts.max_counter_points)?;
+    for r in trace.nvml()? {
+        let pid = gpu_pid(u16::try_from(r.device.0).unwrap_or(u16::MAX));
+        let ts = w.ts(r.t_ns);
+        let readings = [
+            ("NVML power W", r.power_w.map(f64::from)),
+            ("NVML SM clock MHz", r.sm_clock_mhz.map(f64::from)),
+            (
+                "NVML GPU util % (nvidia-smi)",
+                r.gpu_util_pct.map(f64::from),
+            ),
+        ];
+        for (name, v) in readings {
+            if let Some(v) = v.filter(|v| v.is_finite()) {
+                w.event(&json!({"ph": "C", "name": name, "pid": pid, "tid": COUNTER_TID, "ts": ts, "args": {"value": v}}))?;
+            }
+        }
+    }
 
     // NVTX slices on the host threads that emitted them.
     let mut hosts = BTreeSet::new();
@@ -442,102 +515,159 @@ fn write_counters(
         .map(|d| d.samples)
         .max()
         .unwrap_or(0);
-    let span = (report.end_ns - report.start_ns).max(1);
     let mut values: Vec<Expr> = report
         .metrics
         .iter()
         .map(|m| col(m.as_str()).cast(DataType::Float64))
         .collect();
-    values.push(
-        report
-            .activity
-            .expr()
-            .cast(DataType::Float64)
-            .alias("activity"),
-    );
-    let names: Vec<String> = report
-        .metrics
-        .iter()
-        .cloned()
-        .chain(std::iter::once(format!(
-            "activity ({})",
-            report.activity.label()
-        )))
-        .collect();
-    let lf = trace.lazy(Table::Samples)?;
-    let (query, bucket) = if max_per_device as usize <= max_points.max(1) {
+    let mut names: Vec<String> = report.metrics.clone();
+    match &report.activity {
+        Some(a) => {
+            values.push(a.expr().cast(DataType::Float64));
+            names.push(format!("activity ({})", a.label()));
+        }
+        // No GPU counters: nothing to draw from the samples table.
+        None => return Ok(None),
+    }
+    let qe = query_err(trace.path());
+    let read_f64 = |df: &DataFrame, name: &str| -> Result<Float64Chunked> {
+        Ok(df.column(name).map_err(&qe)?.f64().map_err(&qe)?.clone())
+    };
+    // (device, time) -> values, in order.
+    let mut points: BTreeMap<(u16, i64), (i64, Vec<f64>)> = BTreeMap::new();
+    let bucket = if max_per_device as usize <= max_points.max(1) {
         let mut sel = vec![col("device"), col("start_ns")];
-        sel.extend(values);
-        (
-            lf.select(sel)
-                .sort(["device", "start_ns"], Default::default()),
-            None,
-        )
-    } else {
-        let width = (span + max_points as i64 - 1) / max_points.max(1) as i64;
-        let aggs: Vec<Expr> = std::iter::once(col("start_ns").min())
-            .chain((0..values.len()).map(|i| col(format!("v{i}").as_str()).mean()))
-            .collect();
-        let mut sel = vec![
-            col("device"),
-            col("start_ns"),
-            ((col("start_ns") - lit(report.start_ns)) / lit(width)).alias("bucket"),
-        ];
         sel.extend(
             values
                 .into_iter()
                 .enumerate()
                 .map(|(i, e)| e.alias(format!("v{i}"))),
         );
-        let q = lf
-            .select(sel)
-            .group_by([col("device"), col("bucket")])
-            .agg(aggs)
-            .sort(["device", "bucket"], Default::default());
-        (q, Some(width))
-    };
-    let df = trace.collect(query)?;
-    let qe = query_err(trace.path());
-    let device = df
-        .column("device")
-        .map_err(&qe)?
-        .u16()
-        .map_err(&qe)?
-        .clone();
-    let start = df
-        .column("start_ns")
-        .map_err(&qe)?
-        .i64()
-        .map_err(&qe)?
-        .clone();
-    let cols: Vec<Float64Chunked> = if bucket.is_some() {
-        (0..names.len())
-            .map(|i| {
-                Ok(df
-                    .column(&format!("v{i}"))
-                    .map_err(&qe)?
-                    .f64()
-                    .map_err(&qe)?
-                    .clone())
-            })
-            .collect::<Result<_>>()?
+        let df = trace.collect(trace.lazy(Table::Samples)?.select(sel))?;
+        let device = df
+            .column("device")
+            .map_err(&qe)?
+            .u16()
+            .map_err(&qe)?
+            .clone();
+        let start = df
+            .column("start_ns")
+            .map_err(&qe)?
+            .i64()
+            .map_err(&qe)?
+            .clone();
+        let cols: Vec<Float64Chunked> = (0..names.len())
+            .map(|i| read_f64(&df, &format!("v{i}")))
+            .collect::<Result<_>>()?;
+        for row in 0..df.height() {
+            if let (Some(d), Some(t)) = (device.get(row), start.get(row)) {
+                let v = cols
+                    .iter()
+                    .map(|c| c.get(row).unwrap_or(f64::NAN))
+                    .collect();
+                points.insert((d, t), (t, v));
+            }
+        }
+        None
     } else {
-        report
-            .metrics
-            .iter()
-            .map(String::as_str)
-            .chain(std::iter::once("activity"))
-            .map(|c| Ok(df.column(c).map_err(&qe)?.f64().map_err(&qe)?.clone()))
-            .collect::<Result<_>>()?
+        // Equal time buckets, averaged window by window like the report's scan: runs of rows
+        // with the same device and bucket are summed as slices, then merged.
+        let span = (report.end_ns - report.start_ns).max(1);
+        let width = (span + max_points as i64 - 1) / max_points.max(1) as i64;
+        let mut sums: BTreeMap<(u16, i64), (i64, u64, Vec<f64>)> = BTreeMap::new();
+        for (lo, hi) in crate::samples::time_windows(trace, crate::samples::SAMPLES_PER_WINDOW)? {
+            let mut lf = trace.lazy(Table::Samples)?;
+            if lo != i64::MIN || hi != i64::MAX {
+                lf = lf.filter(
+                    col("start_ns")
+                        .gt_eq(lit(lo))
+                        .and(col("start_ns").lt(lit(hi))),
+                );
+            }
+            let mut sel = vec![
+                col("device"),
+                col("start_ns"),
+                ((col("start_ns") - lit(report.start_ns)) / lit(width)).alias("bucket"),
+            ];
+            sel.extend(
+                values
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| e.clone().alias(format!("v{i}"))),
+            );
+            let changed = col("device")
+                .neq(col("device").shift(lit(1)))
+                .or(col("bucket").neq(col("bucket").shift(lit(1))))
+                .fill_null(lit(true));
+            let mut run_aggs = vec![
+                col("device").first(),
+                col("bucket").first(),
+                col("start_ns").min(),
+                len().cast(DataType::Int64).alias("n"),
+            ];
+            let mut merge_aggs = vec![col("start_ns").min(), col("n").sum()];
+            for i in 0..names.len() {
+                let v = format!("v{i}");
+                run_aggs.push(col(v.as_str()).sum());
+                merge_aggs.push(col(v.as_str()).sum());
+            }
+            let q = lf
+                .select(sel)
+                .with_columns([changed.cast(DataType::UInt32).cum_sum(false).alias("run")])
+                .group_by([col("run")])
+                .agg(run_aggs)
+                .group_by([col("device"), col("bucket")])
+                .agg(merge_aggs);
+            let df = trace.collect(q)?;
+            let device = df
+                .column("device")
+                .map_err(&qe)?
+                .u16()
+                .map_err(&qe)?
+                .clone();
+            let bucket = df
+                .column("bucket")
+                .map_err(&qe)?
+                .i64()
+                .map_err(&qe)?
+                .clone();
+            let start = df
+                .column("start_ns")
+                .map_err(&qe)?
+                .i64()
+                .map_err(&qe)?
+                .clone();
+            let n = df.column("n").map_err(&qe)?.i64().map_err(&qe)?.clone();
+            let cols: Vec<Float64Chunked> = (0..names.len())
+                .map(|i| read_f64(&df, &format!("v{i}")))
+                .collect::<Result<_>>()?;
+            for row in 0..df.height() {
+                let (Some(d), Some(b), Some(t)) =
+                    (device.get(row), bucket.get(row), start.get(row))
+                else {
+                    continue;
+                };
+                let e = sums
+                    .entry((d, b))
+                    .or_insert_with(|| (t, 0, vec![0.0; names.len()]));
+                e.0 = e.0.min(t);
+                e.1 += n.get(row).unwrap_or(0).max(0) as u64;
+                for (acc, c) in e.2.iter_mut().zip(&cols) {
+                    *acc += c.get(row).unwrap_or(f64::NAN);
+                }
+            }
+        }
+        for ((d, b), (t, n, s)) in sums {
+            let n = n.max(1) as f64;
+            points.insert((d, b), (t, s.into_iter().map(|v| v / n).collect()));
+        }
+        Some(width)
     };
-    for row in 0..df.height() {
-        let (Some(d), Some(t)) = (device.get(row), start.get(row)) else {
-            continue;
-        };
+    for ((d, _), (t, vals)) in points {
         let pid = gpu_pid(d);
         let ts = w.ts(t);
-        for (name, c) in names.iter().zip(&cols) {
-            if let Some(v) = c.get(row).filter(|v| v.is_finite()) {
+        for (name, v) in names.iter().zip(vals) {
+            if v.is_finite() {
                 w.event(&json!({"ph": "C", "name": name, "pid": pid, "tid": COUNTER_TID, "ts": ts, "args": {"value": v}}))?;
             }
         }

@@ -119,15 +119,18 @@ pub fn report_text(r: &Report) -> String {
         fmt_ns(r.interval_ns),
         r.metrics.join(", ")
     ));
-    o.push_str(&format!(
-        "  idle = {} below {} ({:.0}% of full scale {}, from {}); gaps: idle for at least {}\n",
-        r.activity.label(),
-        fmt_num(Some(r.idle_threshold)),
-        r.activity.idle_below * 100.0,
-        fmt_num(Some(r.activity.full_scale)),
-        r.activity.full_scale_source,
-        fmt_ns(r.min_gap_ns)
-    ));
+    match &r.activity {
+        Some(a) => o.push_str(&format!(
+            "  idle = {} below {} ({:.0}% of full scale {}, from {}); gaps: idle for at least {}\n",
+            a.label(),
+            fmt_num(r.idle_threshold),
+            a.idle_below * 100.0,
+            fmt_num(Some(a.full_scale)),
+            a.full_scale_source,
+            fmt_ns(r.min_gap_ns)
+        )),
+        None => o.push_str("  idle: not measured (no GPU counters in this recording)\n"),
+    }
     for n in &r.notes {
         o.push_str(&format!("  note: {n}\n"));
     }

@@ -185,8 +185,9 @@ pub struct Report {
     /// First sample start and last sample end.
     pub start_ns: i64,
     pub end_ns: i64,
-    pub activity: Activity,
-    pub idle_threshold: f64,
+    /// `None` when the recording has no GPU counters (NVML only).
+    pub activity: Option<Activity>,
+    pub idle_threshold: Option<f64>,
     pub min_gap_ns: i64,
     pub nvtx_captured: bool,
     pub kernels_captured: bool,
@@ -204,20 +205,16 @@ pub struct Report {
     pub warnings: Vec<String>,
 }
 
-/// Chooses the activity value and threshold for a trace.
-pub fn resolve_activity(trace: &Trace, opts: &ReportOptions) -> Result<Activity> {
+/// Chooses the activity value and threshold for a trace; `None` for a recording without GPU
+/// counters (NVML only), where idle time cannot be measured.
+pub fn resolve_activity(trace: &Trace, opts: &ReportOptions) -> Result<Option<Activity>> {
     let m = trace.manifest();
     let names = m.metric_names();
     if names.is_empty() {
-        return Err(AnalysisError::Invalid(format!(
-            "{} has no GPU counter samples{}, so idle time cannot be measured. \
-             `cufall info` shows what it holds; record with counters available to get a report.",
-            trace.path().display(),
-            m.counters_unavailable
-                .as_ref()
-                .map(|w| format!(" ({w})"))
-                .unwrap_or_default()
-        )));
+        if let Some(name) = &opts.metric {
+            trace.check_metrics(&[name.as_str()])?;
+        }
+        return Ok(None);
     }
     if !(opts.idle_below.is_finite() && opts.idle_below > 0.0) {
         return Err(AnalysisError::Invalid(format!(
@@ -276,7 +273,7 @@ pub fn resolve_activity(trace: &Trace, opts: &ReportOptions) -> Result<Activity>
         activity.full_scale = full_scale;
         activity.full_scale_source = source;
     }
-    Ok(activity)
+    Ok(Some(activity))
 }
 
 struct NvmlAgg {
@@ -360,15 +357,20 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
 
     let nvtx = trace.nvtx()?;
     let phases = Phases::build(&nvtx);
-    let spec = samples::ScanSpec {
-        phases: &phases,
-        activity: &activity,
-        metrics: &metrics,
-        min_gap_ns,
-        hole_ns,
-        samples_per_window: samples::SAMPLES_PER_WINDOW,
+    let (totals, fragments) = match &activity {
+        Some(activity) => {
+            let spec = samples::ScanSpec {
+                phases: &phases,
+                activity,
+                metrics: &metrics,
+                min_gap_ns,
+                hole_ns,
+                samples_per_window: samples::SAMPLES_PER_WINDOW,
+            };
+            samples::scan_samples(trace, &spec)?
+        }
+        None => (samples::SegmentTotals::new(), Vec::new()),
     };
-    let (totals, fragments) = samples::scan_samples(trace, &spec)?;
     let drops = trace.drops()?;
     let nvml = trace.nvml()?;
     let kernels = trace.kernels()?;
@@ -401,8 +403,29 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
             *slot = Some(agg.clone());
         }
     }
-    let start_ns = totals.values().map(|a| a.first_start_ns).min().unwrap_or(0);
-    let end_ns = totals.values().map(|a| a.last_end_ns).max().unwrap_or(0);
+    // The sampled extent; without samples, that of the NVML readings and NVTX ranges.
+    let start_ns = totals
+        .values()
+        .map(|a| a.first_start_ns)
+        .min()
+        .or_else(|| {
+            nvml.iter()
+                .map(|r| r.t_ns)
+                .chain(nvtx.iter().map(|r| r.start_ns))
+                .min()
+        })
+        .unwrap_or(m.created_unix_ns);
+    let end_ns = totals
+        .values()
+        .map(|a| a.last_end_ns)
+        .max()
+        .or_else(|| {
+            nvml.iter()
+                .map(|r| r.t_ns)
+                .chain(nvtx.iter().map(|r| r.end_ns))
+                .max()
+        })
+        .unwrap_or(start_ns);
     for r in &nvml {
         let s = phases.segment_of(r.t_ns);
         if let Some(slot) = cells
@@ -430,7 +453,7 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
         devices: &devices,
         cells: &cells,
         metrics: &metrics,
-        activity: &activity,
+        activity: activity.as_ref(),
         kernels_captured,
         min_gap_ns,
     };
@@ -499,6 +522,16 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
                 .to_string(),
         );
     }
+    if activity.is_none() {
+        notes.push(format!(
+            "GPU counters were not recorded{}: idle time and gaps cannot be measured; phases show \
+             NVTX durations and NVML readings only.",
+            m.counters_unavailable
+                .as_ref()
+                .map(|w| format!(" ({w})"))
+                .unwrap_or_default()
+        ));
+    }
     if !kernels_captured {
         notes.push(
             "kernel activity was not captured: gaps are not split into host-bound (no kernel \
@@ -532,7 +565,7 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
         interval_ns,
         start_ns,
         end_ns,
-        idle_threshold: activity.threshold(),
+        idle_threshold: activity.as_ref().map(Activity::threshold),
         activity,
         min_gap_ns,
         nvtx_captured: !phases.is_empty(),
@@ -552,7 +585,7 @@ struct Ctx<'a> {
     devices: &'a [u16],
     cells: &'a Cells,
     metrics: &'a [String],
-    activity: &'a Activity,
+    activity: Option<&'a Activity>,
     kernels_captured: bool,
     min_gap_ns: i64,
 }
@@ -599,7 +632,10 @@ impl Ctx<'_> {
                 .enumerate()
                 .map(|(i, m)| stat(i, m))
                 .collect();
-            let activity = stat(self.metrics.len(), &self.activity.label());
+            let label = self
+                .activity
+                .map_or("activity".to_string(), Activity::label);
+            let activity = stat(self.metrics.len(), &label);
             let mut gaps = GapTotals::default();
             if self.kernels_captured {
                 gaps.no_kernel_ns = Some(0);
@@ -639,12 +675,16 @@ impl Ctx<'_> {
             p99_ns: phases::percentile(durations, 0.99),
             devices: devs,
             idle_fraction,
-            verdict: verdict(
-                idle_fraction,
-                &gaps_all,
-                self.kernels_captured,
-                self.min_gap_ns,
-            ),
+            verdict: if self.activity.is_none() {
+                "GPU counters were not recorded: idle time cannot be measured".to_string()
+            } else {
+                verdict(
+                    idle_fraction,
+                    &gaps_all,
+                    self.kernels_captured,
+                    self.min_gap_ns,
+                )
+            },
         }
     }
 }

@@ -159,9 +159,16 @@ fn phase_statistics() {
     assert_eq!(step.devices[0].dropped_ns, 120 * US);
     assert!(r.nvtx_captured && r.kernels_captured && r.nvml_captured);
     assert_eq!(r.min_gap_ns, 50 * US);
-    assert_eq!(r.activity.metric, TENSOR);
-    assert_eq!(r.activity.denominator.as_deref(), Some(ELAPSED));
-    assert_eq!(r.activity.full_scale, 1.0);
+    assert_eq!(r.activity.as_ref().expect("activity").metric, TENSOR);
+    assert_eq!(
+        r.activity
+            .as_ref()
+            .expect("activity")
+            .denominator
+            .as_deref(),
+        Some(ELAPSED)
+    );
+    assert_eq!(r.activity.as_ref().expect("activity").full_scale, 1.0);
 }
 
 #[test]
@@ -174,9 +181,9 @@ fn default_min_gap_is_five_intervals_and_raw_metric_uses_trace_peak() {
     let trace = Trace::open(fx.write(dir.path(), "t.cufall")).expect("open");
     let r = build_report(&trace, &ReportOptions::default()).expect("report");
     assert_eq!(r.min_gap_ns, 5 * INTERVAL);
-    assert_eq!(r.activity.metric, TENSOR);
-    assert_eq!(r.activity.denominator, None);
-    assert_eq!(r.activity.full_scale, 800.0);
+    assert_eq!(r.activity.as_ref().expect("activity").metric, TENSOR);
+    assert_eq!(r.activity.as_ref().expect("activity").denominator, None);
+    assert_eq!(r.activity.as_ref().expect("activity").full_scale, 800.0);
     assert_eq!(r.gaps.len(), 13);
     // A percentage metric gets a full scale of 100.
     let opts = ReportOptions {
@@ -184,8 +191,8 @@ fn default_min_gap_is_five_intervals_and_raw_metric_uses_trace_peak() {
         ..Default::default()
     };
     let r = build_report(&trace, &opts).expect("report");
-    assert_eq!(r.activity.full_scale, 100.0);
-    assert_eq!(r.idle_threshold, 5.0);
+    assert_eq!(r.activity.as_ref().expect("activity").full_scale, 100.0);
+    assert_eq!(r.idle_threshold, Some(5.0));
     assert_eq!(r.gaps.len(), 13);
 }
 
@@ -271,6 +278,24 @@ fn diff_matches_phases_and_warns_about_different_gpus() {
             ("step/verify", 0),
         ]
     );
+    // A metric only A records: the error names B and says what to do.
+    let dir2 = tempfile::tempdir().expect("tempdir");
+    let c = Trace::open(
+        Fixture {
+            heatmap: false,
+            ..Fixture::default()
+        }
+        .write(dir2.path(), "c.cufall"),
+    )
+    .expect("open c");
+    let only_a = ReportOptions {
+        metric: Some("sm__only_in_a.avg".into()),
+        ..opts()
+    };
+    let err = build_diff(&a, &c, &only_a)
+        .expect_err("unknown in A")
+        .to_string();
+    assert!(err.contains("no metric named `sm__only_in_a.avg`"), "{err}");
     d.a.trace = "a.cufall".into();
     d.b.trace = "b.cufall".into();
     insta::assert_snapshot!("diff_fixture", diff_text(&d));
@@ -380,8 +405,8 @@ fn export_perfetto_is_valid_trace_event_json() {
     assert_eq!(counts["X:kernel"], 12);
     assert_eq!(counts["X:gap"], 13);
     assert_eq!(counts["X:drop"], 2);
-    // 588 samples, 3 metrics + the activity value each.
-    assert_eq!(counts["C:"], 588 * 4);
+    // 588 samples, 3 metrics + the activity value each; 60 NVML readings × 3.
+    assert_eq!(counts["C:"], 588 * 4 + 60 * 3);
     // Microseconds from the first event: the first draft starts at 0 and lasts 400 µs; the first
     // gap is 400..500 µs.
     let draft = events
@@ -425,8 +450,8 @@ fn perfetto_counters_are_bucketed_above_the_cap() {
         .iter()
         .filter(|e| e["ph"] == "C")
         .count();
-    // 30 buckets per device, except device 0's bucket [2400, 2500) that is all drop.
-    assert_eq!(counters, (30 + 29) * 4);
+    // 30 buckets per device, except device 0's bucket [2400, 2500) that is all drop; and NVML.
+    assert_eq!(counters, (30 + 29) * 4 + 60 * 3);
 }
 
 #[derive(Parser)]
@@ -498,7 +523,9 @@ fn windowed_scan_matches_a_single_window() {
     use cufall_analysis::{gaps, phases::Phases, report::resolve_activity, samples};
     let dir = tempfile::tempdir().expect("tempdir");
     let trace = Trace::open(Fixture::default().write(dir.path(), "t.cufall")).expect("open");
-    let activity = resolve_activity(&trace, &opts()).expect("activity");
+    let activity = resolve_activity(&trace, &opts())
+        .expect("activity")
+        .expect("counters");
     let phases = Phases::build(&trace.nvtx().expect("nvtx"));
     let metrics: Vec<String> = trace.metric_names().iter().map(|m| m.to_string()).collect();
     let drops = trace.drops().expect("drops");
@@ -557,4 +584,65 @@ fn windowed_scan_matches_a_single_window() {
             }
         }
     }
+}
+
+/// A trace whose recording produced no samples reports without failing, and one without GPU
+/// counters (NVML only) reports what it has and says why idle time is not measured.
+#[test]
+fn empty_and_counterless_traces() {
+    use cufall_trace::model::{DeviceId, DeviceInfo, Manifest};
+    use cufall_trace::{TraceWriter, WriterOptions};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fx = Fixture::default();
+    // Same manifest as the fixture, no rows at all.
+    let full = fx.write(dir.path(), "full.cufall");
+    let manifest = Trace::open(&full).expect("open").manifest().clone();
+    let empty = dir.path().join("empty.cufall");
+    TraceWriter::create(&empty, manifest, WriterOptions::default())
+        .expect("create")
+        .finish(T0)
+        .expect("finish");
+    let r = build_report(&Trace::open(&empty).expect("open"), &opts()).expect("report");
+    assert!(r.gaps.is_empty());
+    assert_eq!(r.whole_run.devices.len(), 2);
+    assert_eq!(r.whole_run.devices[0].samples, 0);
+    assert_eq!(r.whole_run.verdict, "no samples fall in this phase");
+    assert!(report_text(&r).contains("IDLE GAPS"));
+
+    let mut m = Manifest::new("test", T0);
+    m.devices = vec![DeviceInfo {
+        id: DeviceId(0),
+        name: "NVIDIA H200".into(),
+        chip: String::new(),
+        uuid: String::new(),
+        pci_bus_id: String::new(),
+        sm_count: None,
+        memory_total_bytes: None,
+    }];
+    m.counters_unavailable = Some("profiling is restricted to admin users".into());
+    let nvml_only = dir.path().join("nvml.cufall");
+    TraceWriter::create(&nvml_only, m, WriterOptions::default())
+        .expect("create")
+        .finish(T0)
+        .expect("finish");
+    let r = build_report(&Trace::open(&nvml_only).expect("open"), &opts()).expect("report");
+    assert_eq!(r.activity, None);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("GPU counters were not recorded (profiling is restricted")),
+        "{:?}",
+        r.notes
+    );
+    assert!(report_text(&r).contains("idle: not measured"));
+    // In a diff, B must record A's activity metric: the error names B and says what to do.
+    let a = Trace::open(&full).expect("open");
+    let err = build_diff(&a, &Trace::open(&nvml_only).expect("open"), &opts())
+        .expect_err("B lacks the metric")
+        .to_string();
+    assert!(
+        err.contains("nvml.cufall: the trace has no metric named"),
+        "{err}"
+    );
+    assert!(err.contains("pass --metric"), "{err}");
 }

@@ -348,12 +348,22 @@ fn decode_loop(
         .start()
         .map_err(|e| format!("{device}: could not start PM sampling: {e}"))?;
 
+    let mut sealed_for_stop = false;
     loop {
         let stopping = stop.load(Ordering::Relaxed);
+        // The samples the hardware still holds at Stop are decoded into the room the current image
+        // has left, and those that do not fit are lost (COUNTER_DATA_FULL). So before stopping,
+        // hand the current image on once and stop with an empty one in hand.
+        let mut seal_before_stop = false;
         if stopping && sampler.is_running() {
-            let _ = sampler.stop();
+            if !sealed_for_stop && cur.info().map(|i| i.completed > 0).unwrap_or(false) {
+                seal_before_stop = true;
+            } else {
+                let _ = sampler.stop();
+            }
+            sealed_for_stop = true;
         }
-        let mut force_seal = false;
+        let mut force_seal = seal_before_stop;
         let mut restart = false;
         let t0 = Instant::now();
         let outcome = sampler.decode(&mut cur);

@@ -3,22 +3,30 @@
 # table per part. Binaries are built elsewhere (the GPU machine may have no Rust toolchain):
 #
 #   cargo build --release -p cufall -p specdec
-#   mkdir -p .dev-bin && cp target/release/{cufall,specdec} .dev-bin/
+#   mkdir -p .dev-bin/all .dev-bin/sampler .dev-bin/engine
+#   cp target/release/{cufall,specdec} .dev-bin/all/
+#   cp target/release/cufall .dev-bin/sampler/; cp target/release/specdec .dev-bin/engine/
 #   scripts/gpu-check.sh [OUT_DIR]
 #
-# Each part is scripts/gpu/<part>.sh; results go to OUT_DIR (default: ./gpu-results).
+# Parts: scripts/gpu/sampler.sh (GPU tests, truth check against ncu, interval benchmark, example
+# recordings), scripts/gpu/engine.sh (specdec checks and benchmarks) and
+# scripts/gpu/integration.sh (live view, two GPUs, the engine under cufall). Each prints a short
+# table; results go to OUT_DIR (default: ./gpu-results).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-${OUT:-gpu-results}}"
 mkdir -p "$out"
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader | tee "$out/gpus.txt"
 status=0
-for part in scripts/gpu/*.sh; do
-  name=$(basename "$part" .sh)
+run_part() { # NAME CMD...
+  local name=$1; shift
   echo "=== $name"
-  if ! bash "$part" "$out" 2>&1 | tee "$out/$name.log"; then
+  if ! OUT="$out/$name" "$@" 2>&1 | tee "$out/$name.log"; then
     echo "=== $name FAILED"
     status=1
   fi
-done
+}
+run_part sampler bash scripts/gpu/sampler.sh full
+run_part engine bash scripts/gpu/engine.sh
+run_part integration bash scripts/gpu/integration.sh
 exit $status

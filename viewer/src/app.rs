@@ -7,6 +7,8 @@ use crate::state::{HeatmapState, Mode, ViewOptions};
 use crate::store::{self, HeatmapOverrides, Retention, Store};
 use anyhow::{Result, bail};
 use cufall_live::{FeedInfo, LiveReceiver};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// How a view is set up.
@@ -113,6 +115,12 @@ pub fn interactive(
     // raw mode turns Ctrl-C into a key that quits.
     let mut terminal = ratatui::try_init()?;
     let _guard = TerminalGuard;
+    // SIGTERM and SIGHUP (a closed SSH session, `kill`) end the view like `q` does, so the
+    // terminal is restored instead of being left in raw mode on the alternate screen.
+    let terminated = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
+        signal_hook::flag::register(signal, Arc::clone(&terminated))?;
+    }
     let size = terminal.size()?;
     state.update(Input::Resize(size.width, size.height));
     // A recording being browsed changes only on input: wait for keys instead of redrawing.
@@ -132,7 +140,10 @@ pub fn interactive(
         terminal.draw(|f| draw::draw(f, &state))?;
         // Wait for keys until the next frame is due.
         loop {
-            let left = period.saturating_sub(frame_start.elapsed());
+            // Wake at least every 200 ms to notice a termination signal.
+            let left = period
+                .saturating_sub(frame_start.elapsed())
+                .min(Duration::from_millis(200));
             if !crossterm::event::poll(left)? {
                 break;
             }
@@ -142,7 +153,7 @@ pub fn interactive(
                 break;
             }
         }
-        if state.quit {
+        if state.quit || terminated.load(Ordering::Relaxed) {
             break;
         }
     }

@@ -154,14 +154,7 @@ fn write_samples(trace: &Trace, w: BufWriter<File>, format: Format, path: &Path)
         .map_err(|e| write_err(path, e))?;
     let windows = crate::samples::time_windows(trace, crate::samples::SAMPLES_PER_WINDOW)?;
     let window_frame = |lo: i64, hi: i64| -> Result<DataFrame> {
-        let mut lf = trace.lazy(Table::Samples)?;
-        if lo != i64::MIN || hi != i64::MAX {
-            lf = lf.filter(
-                col("start_ns")
-                    .gt_eq(lit(lo))
-                    .and(col("start_ns").lt(lit(hi))),
-            );
-        }
+        let lf = crate::samples::window_scan(trace, lo, hi)?;
         Ok(trace.collect(lf)?)
     };
     if format == Format::Parquet {

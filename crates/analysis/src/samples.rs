@@ -126,6 +126,20 @@ fn segment_expr(phases: &Phases) -> Expr {
 /// this many samples, so memory stays bounded however long the recording is.
 pub const SAMPLES_PER_WINDOW: u64 = 4_000_000;
 
+/// A lazy scan of the samples whose `start_ns` lies in `[lo, hi)` (one of [`time_windows`]); the
+/// whole table for the unbounded window.
+pub(crate) fn window_scan(trace: &Trace, lo: i64, hi: i64) -> Result<LazyFrame> {
+    let lf = trace.lazy(Table::Samples)?;
+    if lo == i64::MIN && hi == i64::MAX {
+        return Ok(lf);
+    }
+    Ok(lf.filter(
+        col("start_ns")
+            .gt_eq(lit(lo))
+            .and(col("start_ns").lt(lit(hi))),
+    ))
+}
+
 /// Time windows `[lo, hi)` over `start_ns` that split the samples table into parts of about
 /// [`SAMPLES_PER_WINDOW`] samples (the first and last are open-ended).
 pub fn time_windows(trace: &Trace, samples_per_window: u64) -> Result<Vec<(i64, i64)>> {
@@ -179,14 +193,7 @@ pub fn scan_samples(trace: &Trace, spec: &ScanSpec) -> Result<(SegmentTotals, Ve
     let mut totals = SegmentTotals::new();
     let mut fragments = Vec::new();
     for (lo, hi) in time_windows(trace, samples_per_window)? {
-        let mut lf = trace.lazy(Table::Samples)?;
-        if lo != i64::MIN || hi != i64::MAX {
-            lf = lf.filter(
-                col("start_ns")
-                    .gt_eq(lit(lo))
-                    .and(col("start_ns").lt(lit(hi))),
-            );
-        }
+        let lf = window_scan(trace, lo, hi)?;
         // The activity value is computed once, in the shared part of the two plans.
         let lf = lf.with_columns([activity.expr().alias(ACT)]);
         let q1 = segment_query(lf.clone(), phases, activity, metrics);

@@ -44,3 +44,21 @@ pub(crate) fn write_err(path: &std::path::Path, why: impl std::fmt::Display) -> 
         why: why.to_string(),
     }
 }
+
+macro_rules! typed_column {
+    ($name:ident, $ty:ty, $cast:ident) => {
+        /// Column `name` of `df` with its type checked; a polars error becomes `qe`'s error.
+        pub(crate) fn $name(
+            df: &polars::prelude::DataFrame,
+            name: &str,
+            qe: &impl Fn(polars::error::PolarsError) -> AnalysisError,
+        ) -> Result<$ty, AnalysisError> {
+            Ok(df.column(name).map_err(qe)?.$cast().map_err(qe)?.clone())
+        }
+    };
+}
+
+typed_column!(column_u16, polars::prelude::UInt16Chunked, u16);
+typed_column!(column_u32, polars::prelude::UInt32Chunked, u32);
+typed_column!(column_i64, polars::prelude::Int64Chunked, i64);
+typed_column!(column_f64, polars::prelude::Float64Chunked, f64);

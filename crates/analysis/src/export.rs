@@ -523,9 +523,6 @@ fn write_counters(
         None => return Ok(None),
     }
     let qe = query_err(trace.path());
-    let read_f64 = |df: &DataFrame, name: &str| -> Result<Float64Chunked> {
-        Ok(df.column(name).map_err(&qe)?.f64().map_err(&qe)?.clone())
-    };
     // (device, time) -> values, in order.
     let mut points: BTreeMap<(u16, i64), (i64, Vec<f64>)> = BTreeMap::new();
     let bucket = if max_per_device as usize <= max_points.max(1) {
@@ -537,20 +534,10 @@ fn write_counters(
                 .map(|(i, e)| e.alias(format!("v{i}"))),
         );
         let df = trace.collect(trace.lazy(Table::Samples)?.select(sel))?;
-        let device = df
-            .column("device")
-            .map_err(&qe)?
-            .u16()
-            .map_err(&qe)?
-            .clone();
-        let start = df
-            .column("start_ns")
-            .map_err(&qe)?
-            .i64()
-            .map_err(&qe)?
-            .clone();
+        let device = crate::error::column_u16(&df, "device", &qe)?;
+        let start = crate::error::column_i64(&df, "start_ns", &qe)?;
         let cols: Vec<Float64Chunked> = (0..names.len())
-            .map(|i| read_f64(&df, &format!("v{i}")))
+            .map(|i| crate::error::column_f64(&df, &format!("v{i}"), &qe))
             .collect::<Result<_>>()?;
         for row in 0..df.height() {
             if let (Some(d), Some(t)) = (device.get(row), start.get(row)) {
@@ -612,27 +599,12 @@ fn write_counters(
                 .group_by([col("device"), col("bucket")])
                 .agg(merge_aggs);
             let df = trace.collect(q)?;
-            let device = df
-                .column("device")
-                .map_err(&qe)?
-                .u16()
-                .map_err(&qe)?
-                .clone();
-            let bucket = df
-                .column("bucket")
-                .map_err(&qe)?
-                .i64()
-                .map_err(&qe)?
-                .clone();
-            let start = df
-                .column("start_ns")
-                .map_err(&qe)?
-                .i64()
-                .map_err(&qe)?
-                .clone();
-            let n = df.column("n").map_err(&qe)?.i64().map_err(&qe)?.clone();
+            let device = crate::error::column_u16(&df, "device", &qe)?;
+            let bucket = crate::error::column_i64(&df, "bucket", &qe)?;
+            let start = crate::error::column_i64(&df, "start_ns", &qe)?;
+            let n = crate::error::column_i64(&df, "n", &qe)?;
             let cols: Vec<Float64Chunked> = (0..names.len())
-                .map(|i| read_f64(&df, &format!("v{i}")))
+                .map(|i| crate::error::column_f64(&df, &format!("v{i}"), &qe))
                 .collect::<Result<_>>()?;
             for row in 0..df.height() {
                 let (Some(d), Some(b), Some(t)) =

@@ -301,13 +301,8 @@ fn read_segments(
     values: usize,
 ) -> Result<Vec<((u16, u32), SegAgg)>> {
     let qe = query_err(trace.path());
-    let device = df
-        .column("device")
-        .map_err(&qe)?
-        .u16()
-        .map_err(&qe)?
-        .clone();
-    let seg = df.column(SEG).map_err(&qe)?.u32().map_err(&qe)?.clone();
+    let device = crate::error::column_u16(df, "device", &qe)?;
+    let seg = crate::error::column_u32(df, SEG, &qe)?;
     let get_i64 = |name: &str| -> Result<Int64Chunked> {
         let c = df
             .column(name)
@@ -324,20 +319,8 @@ fn read_segments(
     let mut sums = Vec::new();
     let mut peaks = Vec::new();
     for i in 0..values {
-        sums.push(
-            df.column(&format!("s{i}"))
-                .map_err(&qe)?
-                .f64()
-                .map_err(&qe)?
-                .clone(),
-        );
-        peaks.push(
-            df.column(&format!("p{i}"))
-                .map_err(&qe)?
-                .f64()
-                .map_err(&qe)?
-                .clone(),
-        );
+        sums.push(crate::error::column_f64(df, &format!("s{i}"), &qe)?);
+        peaks.push(crate::error::column_f64(df, &format!("p{i}"), &qe)?);
     }
     let mut out = Vec::with_capacity(df.height());
     for row in 0..df.height() {
@@ -416,15 +399,10 @@ fn fragment_query(lf: LazyFrame, thr: f64, min_gap_ns: i64, hole_ns: i64) -> Laz
 
 fn read_fragments(trace: &Trace, df: &DataFrame) -> Result<Vec<Fragment>> {
     let qe = query_err(trace.path());
-    let device = df
-        .column("device")
-        .map_err(&qe)?
-        .u16()
-        .map_err(&qe)?
-        .clone();
-    let start = df.column("start").map_err(&qe)?.i64().map_err(&qe)?.clone();
-    let end = df.column("end").map_err(&qe)?.i64().map_err(&qe)?.clone();
-    let n = df.column("n").map_err(&qe)?.i64().map_err(&qe)?.clone();
+    let device = crate::error::column_u16(df, "device", &qe)?;
+    let start = crate::error::column_i64(df, "start", &qe)?;
+    let end = crate::error::column_i64(df, "end", &qe)?;
+    let n = crate::error::column_i64(df, "n", &qe)?;
     let edge = df.column("edge").map_err(&qe)?.bool().map_err(&qe)?.clone();
     let mut out = Vec::with_capacity(df.height());
     for row in 0..df.height() {

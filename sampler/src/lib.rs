@@ -26,23 +26,29 @@ pub mod spec;
 pub mod units;
 
 /// The interval cufall was designed around (100,000 samples/s per GPU). On an H200 with
-/// CUPTI 13.0 it is *not* lossless: decoding costs about 23 µs of one core per sample, and a
-/// device's samples come out of one hardware stream that only one thread can decode. See
-/// `docs/benchmarks-sampler.md`.
+/// CUPTI 13.0 it is *not* reachable: CUPTI's decoder costs 11–26 µs of one core per sample
+/// (depending on the metrics), and a device's samples come out of one hardware stream that only
+/// one thread can decode. See `docs/benchmarks-sampler.md`.
 pub const TARGET_INTERVAL_NS: u64 = 10_000;
 
-/// Default interval: the finest this pipeline held without loss on an H200 (GH100, CUPTI 13.0,
-/// driver 580) for 1, 2 and 4 metrics: 40 µs (measured 2026-11-30, `docs/benchmarks-sampler.md`;
-/// 20 µs with one metric lost 0.06 % of samples in 12 s).
-pub const DEFAULT_INTERVAL_NS: u64 = 40_000;
-
-/// The finest interval this pipeline holds without loss for `metric_count` metrics, as
-/// measured; more than 4 metrics were not measured and get a conservative 100 µs.
+/// Default interval for `metric_count` metrics: 30 µs for one to four, the finest interval this
+/// pipeline held without loss for 60 s on an H200 with two and four metrics, also with two GPUs
+/// sampled at once (GH100, CUPTI 13.0, driver 580, measured 2026-11-30,
+/// `docs/benchmarks-sampler.md`). One metric also held 20 µs for 60 s, but with its decoder 89 %
+/// busy and one decode filling 77 % of an image: too close to the edge for a default. More than
+/// four metrics were not measured and get a conservative 100 µs.
 pub fn default_interval_ns(metric_count: usize) -> u64 {
-    if metric_count <= 4 {
-        DEFAULT_INTERVAL_NS
-    } else {
-        100_000
+    if metric_count <= 4 { 30_000 } else { 100_000 }
+}
+
+/// The finest interval this pipeline held without loss for 60 s on an H200 for `metric_count`
+/// metrics (20 µs for one, 30 µs for two to four), or `None` where nothing was measured.
+/// Finer intervals get a note at start: holes are likely, and each is recorded.
+pub fn lossless_floor_ns(metric_count: usize) -> Option<u64> {
+    match metric_count {
+        0 | 1 => Some(20_000),
+        2..=4 => Some(30_000),
+        _ => None,
     }
 }
 
@@ -57,4 +63,22 @@ pub fn now_unix_ns() -> i64 {
 /// Turns a subcommand's result (an exit code) into the binary's `ExitCode`.
 pub fn exit_code(r: anyhow::Result<i32>) -> anyhow::Result<std::process::ExitCode> {
     r.map(|c| std::process::ExitCode::from(u8::try_from(c.clamp(0, 255)).unwrap_or(1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_never_finer_than_what_was_measured_lossless() {
+        for n in 0..12 {
+            let d = default_interval_ns(n);
+            assert!(d >= TARGET_INTERVAL_NS);
+            if let Some(floor) = lossless_floor_ns(n) {
+                assert!(d >= floor, "{n} metrics: default {d} ns < floor {floor} ns");
+            }
+        }
+        assert_eq!(default_interval_ns(2), 30_000);
+        assert_eq!(lossless_floor_ns(1), Some(20_000));
+    }
 }

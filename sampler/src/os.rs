@@ -45,17 +45,24 @@ pub fn send_signal(pid: u32, sig: libc::c_int) {
     }
 }
 
-/// CPU seconds (user + system, all threads) this process has used.
-pub fn cpu_seconds() -> f64 {
+fn rusage() -> Option<libc::rusage> {
     // SAFETY: `ru` is a plain struct that getrusage fills; zeroed is a valid initial value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: RUSAGE_SELF with a valid out-pointer.
     let r = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    if r != 0 {
-        return 0.0;
-    }
+    (r == 0).then_some(ru)
+}
+
+/// CPU seconds (user + system, all threads) this process has used.
+pub fn cpu_seconds() -> f64 {
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    tv(ru.ru_utime) + tv(ru.ru_stime)
+    rusage().map_or(0.0, |ru| tv(ru.ru_utime) + tv(ru.ru_stime))
+}
+
+/// Peak resident memory of this process so far, in bytes.
+pub fn peak_rss_bytes() -> u64 {
+    // Linux reports ru_maxrss in KiB.
+    rusage().map_or(0, |ru| u64::try_from(ru.ru_maxrss).unwrap_or(0) * 1024)
 }
 
 pub use libc::{SIGINT, SIGTERM};

@@ -5,18 +5,21 @@
 //!  ─────────────────────────          ─────────────────────────────         ───────────────
 //!  decode HW buffer → image A   ──▶   evaluate sealed image, sample by  ──▶ reorder by seq,
 //!  seal A after 20 ms / N samples     sample, into a SampleBatch;            write the trace,
-//!  read its timestamps, find holes    reset the image from a blank           feed the live view,
-//!  (drop records) ; go on with B ◀──  template; hand it back                 count drops
+//!  read its timestamps, find holes    restore the written prefix of the      feed the live view,
+//!  (drop records) ; go on with B ◀──  image from the blank; hand it back     count drops
 //! ```
 //!
 //! The decoder never lets an image get near full (see [`crate::sizing`]), never evaluates, and
-//! never initialises images through CUPTI after start: a blank template is copied instead, on the
-//! evaluator threads. Every hole in the timestamps becomes a drop record ([`crate::gaps`]).
+//! never initialises images through CUPTI after start: the evaluators restore the bytes decode
+//! wrote from a [`BlankImage`], and check now and then that decode wrote nowhere else. Every hole
+//! in the timestamps becomes a drop record ([`crate::gaps`]).
 
 use crate::gaps::{GapDetector, Verdict};
 use crate::sizing::ImagePlan;
 use cufall_cupti::host::MetricList;
-use cufall_cupti::{CounterData, Cupti, CuptiError, DecodeStop, HostKind, PmSampler, ProfilerHost};
+use cufall_cupti::{
+    BlankImage, CounterData, Cupti, CuptiError, DecodeStop, HostKind, PmSampler, ProfilerHost,
+};
 use cufall_live::{LiveEvent, LiveSender};
 use cufall_trace::TraceWriter;
 use cufall_trace::model::{DeviceId, DropReason, DropRecord, NvmlRow, SampleBatch};
@@ -59,8 +62,24 @@ pub struct DeviceCounters {
     pub max_seam_ns: AtomicU64,
     /// CPU time spent making used images blank again.
     pub reset_ns: AtomicU64,
-    /// 1 when images are blanked by copying a template, 0 when through CUPTI.
-    pub reset_by_copy: AtomicU64,
+    /// Bytes written making used images blank again.
+    pub reset_bytes: AtomicU64,
+    /// 1 while used images are restored by their written prefix, 0 when whole (the layout is
+    /// unknown, or decode was seen writing beyond the prefix).
+    pub reset_by_prefix: AtomicU64,
+    /// Evaluator threads running.
+    pub evaluators_alive: AtomicU64,
+    /// Images made blank again so far.
+    pub images_restored: AtomicU64,
+    /// Longest single `cuptiPmSamplingDecodeData` call.
+    pub max_decode_call_ns: AtomicU64,
+    /// Longest time between the starts of two decode calls: how long the hardware buffer
+    /// filled unread.
+    pub max_decode_gap_ns: AtomicU64,
+    /// Most samples one decode call moved.
+    pub max_samples_per_decode: AtomicU64,
+    /// Decode calls that started more than [`SLOW_DECODE`] after the previous one.
+    pub late_decodes: AtomicU64,
     pub bytes_per_sample: AtomicU64,
     pub samples_per_image: AtomicU64,
     /// Why the device thread ended early, if it did.
@@ -136,22 +155,20 @@ fn enable(
     }
 }
 
+/// A decode call this long after the previous one (twice the decode period) is counted as late
+/// (`late_decodes`).
+pub const SLOW_DECODE: Duration = Duration::from_millis(50);
+
+/// Every this many images, an evaluator checks that decode wrote nothing beyond the prefix it
+/// restores (always on a device's first image).
+const LAYOUT_CHECK_EVERY: u64 = 64;
+
 struct Armed {
     plan: ImagePlan,
     sampler: PmSampler,
     _ctx: Option<cufall_cupti::PrimaryContext>,
-    template: CounterData,
+    template: BlankImage,
     hosts: Vec<ProfilerHost>,
-    reset: ResetMode,
-}
-
-/// How a used counter-data image is made blank again, whichever measured cheaper at arm time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ResetMode {
-    /// `cuptiPmSamplingCounterDataImageInitialize` on the decode thread (it needs the sampler).
-    Cupti,
-    /// Copy a blank template over it, on the evaluator thread that finished with it.
-    Copy,
 }
 
 fn arm(setup: &DeviceSetup, cupti: &Cupti) -> Result<Armed, CuptiError> {
@@ -168,20 +185,7 @@ fn arm(setup: &DeviceSetup, cupti: &Cupti) -> Result<Armed, CuptiError> {
     let plan = setup
         .plan
         .capped(bytes_per_sample, crate::sizing::MAX_IMAGE_BYTES);
-    let template = sampler.counter_data(&mut list, plan.samples_per_image)?;
-    // Time both ways of blanking an image once, and keep the cheaper.
-    let mut scratch = template.clone();
-    let t = Instant::now();
-    sampler.reinitialize(&mut scratch)?;
-    let cupti_cost = t.elapsed();
-    let t = Instant::now();
-    scratch.reset_from(&template);
-    let copy_cost = t.elapsed();
-    let reset = if cupti_cost <= copy_cost {
-        ResetMode::Cupti
-    } else {
-        ResetMode::Copy
-    };
+    let template = sampler.blank_image(&mut list, plan.samples_per_image)?;
     let mut hosts = Vec::new();
     for _ in 0..setup.eval_threads.max(1) {
         let mut h = ProfilerHost::new(
@@ -199,11 +203,10 @@ fn arm(setup: &DeviceSetup, cupti: &Cupti) -> Result<Armed, CuptiError> {
         _ctx: ctx,
         template,
         hosts,
-        reset,
     })
 }
 
-fn template_bytes_per_sample(template: &CounterData, plan: ImagePlan) -> Option<u64> {
+fn template_bytes_per_sample(template: &BlankImage, plan: ImagePlan) -> Option<u64> {
     (plan.samples_per_image > 0)
         .then(|| template.size_bytes() as u64 / u64::from(plan.samples_per_image))
 }
@@ -213,6 +216,8 @@ struct EvalJob {
     image: CounterData,
     /// (sample index, start_ns, end_ns) of the samples to evaluate.
     samples: Vec<(usize, i64, i64)>,
+    /// Samples decode populated in the image (the prefix to restore afterwards).
+    touched: usize,
 }
 
 fn device_main(
@@ -246,11 +251,10 @@ fn device_main(
         _ctx,
         template,
         hosts,
-        reset,
     } = armed;
     counters
-        .reset_by_copy
-        .store(u64::from(reset == ResetMode::Copy), Ordering::Relaxed);
+        .reset_by_prefix
+        .store(u64::from(template.layout().is_some()), Ordering::Relaxed);
     counters
         .samples_per_image
         .store(u64::from(plan.samples_per_image), Ordering::Relaxed);
@@ -272,11 +276,12 @@ fn device_main(
         let counters = Arc::clone(&counters);
         let metrics = setup.metrics.clone();
         let device = setup.device;
+        counters.evaluators_alive.fetch_add(1, Ordering::Relaxed);
         let spawned = std::thread::Builder::new()
             .name(format!("cufall-eval{}-{i}", setup.index))
             .spawn(move || {
                 evaluator_main(
-                    host, metrics, device, job_rx, free_tx, out, template, counters, reset,
+                    host, metrics, device, job_rx, free_tx, out, template, counters,
                 )
             });
         match spawned {
@@ -284,7 +289,8 @@ fn device_main(
             Err(e) => return Err(format!("cannot start an evaluation thread: {e}")),
         }
     }
-    drop(free_tx);
+    // Kept for the threads that allocate extra images; the decode loop never sends on it.
+    let spare_tx = free_tx;
 
     let setup = DeviceSetup { plan, ..setup };
     let result = decode_loop(
@@ -292,12 +298,11 @@ fn device_main(
         &cupti,
         &mut sampler,
         &template,
-        reset,
         &out,
         &stop,
         &counters,
         &job_tx,
-        &free_rx,
+        (&free_rx, &spare_tx),
     );
     let _ = sampler.stop();
     drop(job_tx);
@@ -313,13 +318,12 @@ fn decode_loop(
     setup: &DeviceSetup,
     cupti: &Cupti,
     sampler: &mut PmSampler,
-    template: &Arc<CounterData>,
-    reset: ResetMode,
+    template: &Arc<BlankImage>,
     out: &Sender<SinkMsg>,
     stop: &AtomicBool,
     counters: &DeviceCounters,
     jobs: &Sender<EvalJob>,
-    free: &Receiver<CounterData>,
+    (free, spare_tx): (&Receiver<CounterData>, &Sender<CounterData>),
 ) -> Result<(), String> {
     let plan = setup.plan;
     let device = setup.device;
@@ -327,7 +331,7 @@ fn decode_loop(
     let mut allocated = 0usize;
     let mut pool: Vec<CounterData> = Vec::new();
     for _ in 0..plan.initial_images {
-        pool.push(CounterData::clone(template));
+        pool.push(template.new_image());
         allocated += 1;
     }
     counters
@@ -349,6 +353,8 @@ fn decode_loop(
         .map_err(|e| format!("{device}: could not start PM sampling: {e}"))?;
 
     let mut sealed_for_stop = false;
+    let mut populated_before = 0usize;
+    let mut last_decode_start: Option<Instant> = None;
     loop {
         let stopping = stop.load(Ordering::Relaxed);
         // The samples the hardware still holds at Stop are decoded into the room the current image
@@ -366,10 +372,21 @@ fn decode_loop(
         let mut force_seal = seal_before_stop;
         let mut restart = false;
         let t0 = Instant::now();
+        if let Some(prev) = last_decode_start.replace(t0) {
+            let gap = t0.duration_since(prev);
+            counters
+                .max_decode_gap_ns
+                .fetch_max(gap.as_nanos() as u64, Ordering::Relaxed);
+            if gap > SLOW_DECODE {
+                counters.late_decodes.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         let outcome = sampler.decode(&mut cur);
+        let call_ns = t0.elapsed().as_nanos() as u64;
+        counters.decode_ns.fetch_add(call_ns, Ordering::Relaxed);
         counters
-            .decode_ns
-            .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            .max_decode_call_ns
+            .fetch_max(call_ns, Ordering::Relaxed);
         counters.decode_calls.fetch_add(1, Ordering::Relaxed);
         let mut end_of_records = false;
         match outcome {
@@ -414,6 +431,11 @@ fn decode_loop(
         }
 
         let info = cur.info().unwrap_or_default();
+        counters.max_samples_per_decode.fetch_max(
+            info.populated.saturating_sub(populated_before) as u64,
+            Ordering::Relaxed,
+        );
+        populated_before = info.populated;
         let full_soon = info.populated as u64 * 10 >= u64::from(plan.samples_per_image) * 9;
         let due = info.completed >= plan.seal_after_samples as usize
             || (info.completed > 0 && image_started.elapsed() >= plan.seal_period);
@@ -457,43 +479,42 @@ fn decode_loop(
             if !drops.is_empty() {
                 let _ = out.send(SinkMsg::Drops(drops));
             }
-            let mut fresh = false;
-            let mut next = match pool.pop() {
+            let next = match pool.pop() {
                 Some(img) => img,
                 None => match free.try_recv() {
                     Ok(img) => img,
-                    Err(TryRecvError::Empty) if allocated < plan.max_images => {
-                        allocated += 1;
-                        counters
-                            .images_allocated
-                            .store(allocated as u64, Ordering::Relaxed);
-                        fresh = true;
-                        CounterData::clone(template)
+                    Err(TryRecvError::Empty) => {
+                        // Making a new image writes all of it (~130 ms for 150 MB): never on this
+                        // thread. Take whichever comes first, a new one or one the evaluators
+                        // hand back; the image margin covers the wait.
+                        if allocated < plan.max_images {
+                            allocated += 1;
+                            counters
+                                .images_allocated
+                                .store(allocated as u64, Ordering::Relaxed);
+                            let (tx, t) = (spare_tx.clone(), Arc::clone(template));
+                            let _ = std::thread::Builder::new()
+                                .name(format!("cufall-img{}", setup.index))
+                                .spawn(move || {
+                                    let _ = tx.send(t.new_image());
+                                });
+                        }
+                        wait_for_image(free, counters, device)?
                     }
-                    Err(_) => free
-                        .recv()
-                        .map_err(|_| format!("{device}: evaluation threads stopped"))?,
+                    Err(TryRecvError::Disconnected) => {
+                        return Err(format!("{device}: evaluation threads stopped"));
+                    }
                 },
             };
-            if reset == ResetMode::Cupti && !fresh {
-                let t = Instant::now();
-                if let Err(e) = sampler.reinitialize(&mut next) {
-                    next.reset_from(template);
-                    let _ = out.send(SinkMsg::Message(format!(
-                        "{device}: re-initialising a counter data image failed ({e}); copied a blank one instead"
-                    )));
-                }
-                counters
-                    .reset_ns
-                    .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-            }
             let sealed = std::mem::replace(&mut cur, next);
             image_started = Instant::now();
+            populated_before = 0;
             if jobs
                 .send(EvalJob {
                     seq,
                     image: sealed,
                     samples,
+                    touched: info.populated,
                 })
                 .is_err()
             {
@@ -537,10 +558,29 @@ fn decode_loop(
             continue;
         }
         if !force_seal {
-            std::thread::sleep(plan.decode_period);
+            // Decode calls start every `decode_period` (a slow call shortens the sleep), so one
+            // call moves about one period of samples however busy the decoder is.
+            std::thread::sleep(plan.decode_period.saturating_sub(t0.elapsed()));
         }
     }
     Ok(())
+}
+
+/// Waits for a blank image. The channel stays open (the decode loop keeps a sender for image
+/// allocation), so a dead evaluator pool is noticed through `evaluators_alive`.
+fn wait_for_image(
+    free: &Receiver<CounterData>,
+    counters: &DeviceCounters,
+    device: DeviceId,
+) -> Result<CounterData, String> {
+    loop {
+        match free.recv_timeout(Duration::from_millis(100)) {
+            Ok(img) => return Ok(img),
+            Err(RecvTimeoutError::Timeout)
+                if counters.evaluators_alive.load(Ordering::Relaxed) > 0 => {}
+            Err(_) => return Err(format!("{device}: evaluation threads stopped")),
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -551,10 +591,17 @@ fn evaluator_main(
     jobs: Arc<Mutex<Receiver<EvalJob>>>,
     free: Sender<CounterData>,
     out: Sender<SinkMsg>,
-    template: Arc<CounterData>,
+    template: Arc<BlankImage>,
     counters: Arc<DeviceCounters>,
-    reset: ResetMode,
 ) {
+    // Counted up by the spawner (so the decode loop never sees 0 before this thread runs).
+    struct Alive<'a>(&'a DeviceCounters);
+    impl Drop for Alive<'_> {
+        fn drop(&mut self) {
+            self.0.evaluators_alive.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+    let _alive = Alive(&counters);
     let Ok(mut list) = MetricList::new(&metrics) else {
         return;
     };
@@ -597,17 +644,55 @@ fn evaluator_main(
         counters
             .eval_ns
             .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        if reset == ResetMode::Copy {
-            let t = Instant::now();
-            job.image.reset_from(&template);
-            counters
-                .reset_ns
-                .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        }
+        let t = Instant::now();
+        let written = restore_image(
+            &template,
+            &mut job.image,
+            job.touched,
+            &counters,
+            &out,
+            device,
+        );
+        counters
+            .reset_ns
+            .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        counters
+            .reset_bytes
+            .fetch_add(written as u64, Ordering::Relaxed);
         if free.send(job.image).is_err() {
             // The decoder is gone; keep draining jobs so their samples still reach the sink.
         }
     }
+}
+
+/// Makes a used image blank again: its written prefix when the layout is known and holds,
+/// the whole image otherwise. On a device's first image and every [`LAYOUT_CHECK_EVERY`]th,
+/// first checks that decode wrote nothing beyond that prefix; if it did, the layout is not
+/// trusted again on this device and the user is told (correctness is kept, CPU cost rises).
+fn restore_image(
+    template: &BlankImage,
+    image: &mut CounterData,
+    touched: usize,
+    counters: &DeviceCounters,
+    out: &Sender<SinkMsg>,
+    device: DeviceId,
+) -> usize {
+    let prefix_ok = counters.reset_by_prefix.load(Ordering::Relaxed) == 1;
+    let Some(layout) = template.layout().filter(|_| prefix_ok) else {
+        return template.restore(image, None);
+    };
+    let n = counters.images_restored.fetch_add(1, Ordering::Relaxed);
+    if n.is_multiple_of(LAYOUT_CHECK_EVERY)
+        && let Some(at) = template.first_difference_after(image, layout.prefix_bytes(touched))
+    {
+        counters.reset_by_prefix.store(0, Ordering::Relaxed);
+        let _ = out.send(SinkMsg::Message(format!(
+            "{device}: CUPTI wrote a counter-data image beyond the samples it decoded (byte {at} of {}, {touched} samples); restoring whole images from now on, which costs more CPU",
+            template.size_bytes()
+        )));
+        return template.restore(image, None);
+    }
+    template.restore(image, Some(touched))
 }
 
 /// Drop counts by reason: records and estimated lost samples.

@@ -4,7 +4,7 @@
 
 use cufall_cupti::host::MetricList;
 use cufall_cupti::metric::Catalogue;
-use cufall_cupti::{Cupti, CuptiError, DecodeStop, HostKind, PmSampler, ProfilerHost};
+use cufall_cupti::{BlankImage, Cupti, CuptiError, DecodeStop, HostKind, PmSampler, ProfilerHost};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 pub struct ProbeArgs {
     #[arg(long, default_value_t = 0)]
     pub device: usize,
+    /// Only the image-reuse experiment: start it while a matmul load runs that ends within 3 s.
+    #[arg(long)]
+    pub reuse_test: bool,
 }
 
 const NAMES: [&str; 14] = [
@@ -44,6 +47,15 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<i32> {
     let avail = cupti.pm_counter_availability(args.device)?;
     out.insert("availability_bytes".into(), json!(avail.len()));
     let host = ProfilerHost::new(&cupti, HostKind::PmSampling, &chip, Some(avail.clone()))?;
+    if args.reuse_test {
+        let names = vec![NAMES[0].to_string(), NAMES[6].to_string()];
+        out.insert(
+            "reuse_test".into(),
+            reuse_test(&cupti, args.device, &chip, &avail, &host, &names)?,
+        );
+        println!("{}", serde_json::to_string_pretty(&Value::Object(out))?);
+        return Ok(0);
+    }
     let range = ProfilerHost::new(&cupti, HostKind::RangeProfiler, &chip, None).ok();
     let all = host.all_base_metrics()?;
     out.insert("pm_base_metrics".into(), json!(all.len()));
@@ -159,59 +171,257 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<i32> {
     let t = Instant::now();
     let img = sampler.counter_data(&mut list, 6000)?;
     let init_ms = t.elapsed().as_secs_f64() * 1e3;
-    let mut copy = img.clone();
+    let layout = sampler.image_layout(&mut list)?;
+    let blank = BlankImage::new(img, layout);
     let t = Instant::now();
-    copy.reset_from(&img);
-    let reset_ms = t.elapsed().as_secs_f64() * 1e3;
+    let mut fresh = blank.new_image();
+    let new_ms = t.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    blank.restore(&mut fresh, None);
+    let restore_ms = t.elapsed().as_secs_f64() * 1e3;
     out.insert(
         "image_6000_samples".into(),
-        json!({"bytes": img.size_bytes(), "initialize_ms": init_ms, "template_copy_ms": reset_ms}),
+        json!({
+            "bytes": blank.size_bytes(), "initialize_ms": init_ms,
+            "layout": layout.map(|l| json!({"header_bytes": l.header_bytes, "bytes_per_sample": l.bytes_per_sample})),
+            "blank_kept_bytes": blank.kept_bytes(), "blank_periodic": blank.is_periodic(),
+            "new_lazy_image_ms": new_ms, "whole_restore_ms": restore_ms,
+        }),
     );
     drop(sampler);
 
-    // Does a decode call cost per sample decoded, or per byte of image? Same rate (20 us), three
-    // image capacities, decoding every 2 ms and swapping at half full.
+    // Where decode writes, and what evaluation costs, at 40 us with the default metrics.
+    out.insert(
+        "layout_and_eval_at_40us".into(),
+        json!(
+            [6000u32, 600]
+                .iter()
+                .map(
+                    |&cap| layout_and_eval(&cupti, args.device, &chip, &avail, &host, &one, cap)
+                        .unwrap_or_else(|e| json!({"capacity": cap, "error": e.to_string()}))
+                )
+                .collect::<Vec<_>>()
+        ),
+    );
+
+    // What decode costs per sample, by metric set, at 40 us (one image holds the whole run).
+    let sets: [&[&str]; 5] = [
+        &[NAMES[0]],
+        &[NAMES[6]],
+        &[NAMES[0], NAMES[6]],
+        &[NAMES[0], NAMES[1], NAMES[2], NAMES[6]],
+        &[NAMES[7]],
+    ];
     let mut exp = Vec::new();
-    for cap in [300u32, 3000, 9000] {
-        let mut s = PmSampler::enable(&cupti, args.device)?;
-        s.set_config(&config, 512 << 20, 20_000)?;
-        let mut list = MetricList::new(&one)?;
-        let blank = s.counter_data(&mut list, cap)?;
-        let mut img = blank.clone();
-        s.start()?;
-        let t_end = Instant::now() + Duration::from_millis(400);
-        let (mut calls, mut dec, mut samples, mut full) = (0u64, Duration::ZERO, 0usize, 0u64);
-        let mut info_time = Duration::ZERO;
-        while Instant::now() < t_end {
-            std::thread::sleep(Duration::from_millis(2));
-            let t = Instant::now();
-            let o = s.decode(&mut img);
-            dec += t.elapsed();
-            calls += 1;
-            if let Ok(o) = o
-                && o.stop == DecodeStop::CounterDataFull
-            {
-                full += 1;
-            }
-            let t = Instant::now();
-            let info = img.info()?;
-            info_time += t.elapsed();
-            if info.populated * 2 >= cap as usize {
-                samples += info.completed;
-                img.reset_from(&blank);
-            }
-        }
-        s.stop()?;
-        samples += img.info()?.completed;
-        exp.push(json!({
-            "capacity": cap, "image_bytes": blank.size_bytes(), "calls": calls, "samples": samples,
-            "counter_data_full": full,
-            "decode_ms_per_call": dec.as_secs_f64() * 1e3 / calls.max(1) as f64,
-            "decode_us_per_sample": dec.as_secs_f64() * 1e6 / samples.max(1) as f64,
-            "info_us_per_call": info_time.as_secs_f64() * 1e6 / calls.max(1) as f64,
-        }));
+    for set in sets {
+        let names: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+        exp.push(
+            decode_cost(
+                &cupti,
+                args.device,
+                &host,
+                &names,
+                Duration::from_millis(2),
+                512 << 20,
+            )
+            .unwrap_or_else(|e| json!({"metrics": names, "error": e.to_string()})),
+        );
     }
-    out.insert("decode_cost_at_20us".into(), json!(exp));
+    out.insert("decode_cost_at_40us".into(), json!(exp));
+
+    // Is there a cost per decode call (then decoding less often is cheaper)? Does the hardware
+    // buffer's size matter?
+    let mut exp = Vec::new();
+    for (ms, mib) in [(2u64, 512usize), (10, 512), (25, 512), (50, 512), (25, 64)] {
+        exp.push(
+            decode_cost(
+                &cupti,
+                args.device,
+                &host,
+                &one,
+                Duration::from_millis(ms),
+                mib << 20,
+            )
+            .unwrap_or_else(|e| json!({"period_ms": ms, "error": e.to_string()})),
+        );
+    }
+    out.insert("decode_cost_by_period_at_40us".into(), json!(exp));
     println!("{}", serde_json::to_string_pretty(&Value::Object(out))?);
     Ok(0)
+}
+
+/// Decodes ~120 ms at 40 us into an image of `cap` samples, reports where the image differs from
+/// blank (against the prefix cufall restores) and what evaluation costs per sample.
+fn layout_and_eval(
+    cupti: &Cupti,
+    device: usize,
+    chip: &str,
+    avail: &[u8],
+    host: &ProfilerHost,
+    names: &[String],
+    cap: u32,
+) -> anyhow::Result<Value> {
+    let config = host.config_image(cupti, names)?;
+    let mut s = PmSampler::enable(cupti, device)?;
+    s.set_config(&config, 512 << 20, 40_000)?;
+    let mut list = MetricList::new(names)?;
+    let blank = s.blank_image(&mut list, cap)?;
+    let mut img = blank.new_image();
+    s.start()?;
+    let t_end = Instant::now() + Duration::from_millis(cap as u64 * 40 / 1000 / 2);
+    while Instant::now() < t_end {
+        std::thread::sleep(Duration::from_millis(2));
+        s.decode(&mut img)?;
+    }
+    s.stop()?;
+    let o = s.decode(&mut img)?;
+    let info = img.info()?;
+    let prefix = blank.layout().map(|l| l.prefix_bytes(info.populated));
+    let beyond = prefix.and_then(|p| blank.first_difference_after(&img, p));
+    let ranges = blank.differing_ranges(&img, 256, 12);
+    let mut eval = serde_json::Map::new();
+    let mut h = ProfilerHost::new(cupti, HostKind::PmSampling, chip, Some(avail.to_vec()))?;
+    h.add_metrics(&mut list)?;
+    let subsets: Vec<Vec<String>> = vec![
+        names.to_vec(),
+        names.iter().take(1).cloned().collect(),
+        names.iter().skip(1).take(1).cloned().collect(),
+    ];
+    for sub in subsets.into_iter().filter(|v| !v.is_empty()) {
+        let mut l = MetricList::new(&sub)?;
+        let mut values = vec![0.0; sub.len()];
+        let t = Instant::now();
+        let mut ok = 0usize;
+        for i in 0..info.completed {
+            if h.evaluate(img.bytes(), i, &mut l, &mut values).is_ok() {
+                ok += 1;
+            }
+        }
+        eval.insert(
+            sub.join(" + "),
+            json!({"us_per_sample": t.elapsed().as_secs_f64() * 1e6 / info.completed.max(1) as f64, "ok": ok}),
+        );
+    }
+    let t = Instant::now();
+    let restored = blank.restore(&mut img, Some(info.populated));
+    let restore_ms = t.elapsed().as_secs_f64() * 1e3;
+    Ok(json!({
+        "capacity": cap, "image_bytes": blank.size_bytes(), "populated": info.populated,
+        "completed": info.completed, "last_stop": format!("{:?}", o.stop),
+        "restored_prefix_bytes": prefix, "first_difference_beyond_prefix": beyond,
+        "differing_ranges": ranges, "prefix_restore_ms": restore_ms, "prefix_restore_bytes": restored,
+        "blank_after_restore": blank.first_difference_after(&img, 0).is_none(),
+        "evaluate": Value::Object(eval),
+    }))
+}
+
+/// Samples `names` at 40 us for 300 ms, decoding every 2 ms into one image; CPU per sample.
+fn decode_cost(
+    cupti: &Cupti,
+    device: usize,
+    host: &ProfilerHost,
+    names: &[String],
+    period: Duration,
+    hw_buffer_bytes: usize,
+) -> anyhow::Result<Value> {
+    let config = host.config_image(cupti, names)?;
+    let mut s = PmSampler::enable(cupti, device)?;
+    s.set_config(&config, hw_buffer_bytes, 40_000)?;
+    let mut list = MetricList::new(names)?;
+    let blank = s.blank_image(&mut list, 9_000)?;
+    let mut img = blank.new_image();
+    s.start()?;
+    let t_end = Instant::now() + Duration::from_millis(300);
+    let (mut calls, mut dec, mut full) = (0u64, Duration::ZERO, 0u64);
+    while Instant::now() < t_end {
+        std::thread::sleep(period);
+        let t = Instant::now();
+        let o = s.decode(&mut img);
+        dec += t.elapsed();
+        calls += 1;
+        if let Ok(o) = o
+            && o.stop == DecodeStop::CounterDataFull
+        {
+            full += 1;
+        }
+    }
+    s.stop()?;
+    let samples = img.info()?.completed;
+    Ok(json!({
+        "metrics": names, "bytes_per_sample": blank.layout().map(|l| l.bytes_per_sample),
+        "period_ms": period.as_secs_f64() * 1e3, "hw_buffer_mib": hw_buffer_bytes >> 20,
+        "calls": calls, "samples": samples, "counter_data_full": full,
+        "decode_us_per_sample": dec.as_secs_f64() * 1e6 / samples.max(1) as f64,
+        "decode_ms_per_call": dec.as_secs_f64() * 1e3 / calls.max(1) as f64,
+    }))
+}
+
+/// Does decode overwrite a sample slot, or depend on its previous (blank) contents? Decodes
+/// ~150 ms of a busy GPU into an image, restores only the image header, waits for the GPU to go
+/// idle, and decodes ~150 ms into the same (dirty) slots; then the same into a properly blank
+/// image. If decode only overwrote, the idle samples read the same from both.
+fn reuse_test(
+    cupti: &Cupti,
+    device: usize,
+    chip: &str,
+    avail: &[u8],
+    host: &ProfilerHost,
+    names: &[String],
+) -> anyhow::Result<Value> {
+    let config = host.config_image(cupti, names)?;
+    let mut s = PmSampler::enable(cupti, device)?;
+    s.set_config(&config, 512 << 20, 40_000)?;
+    let mut list = MetricList::new(names)?;
+    let blank = s.blank_image(&mut list, 6_000)?;
+    anyhow::ensure!(blank.layout().is_some(), "no linear image layout");
+    let mut h = ProfilerHost::new(cupti, HostKind::PmSampling, chip, Some(avail.to_vec()))?;
+    h.add_metrics(&mut list)?;
+    let mut stats = |img: &cufall_cupti::CounterData| -> anyhow::Result<Value> {
+        let info = img.info()?;
+        let mut v = vec![0.0; names.len()];
+        let (mut sum, mut max) = (vec![0.0; names.len()], vec![f64::MIN; names.len()]);
+        let mut n = 0usize;
+        for i in 1..info.completed {
+            h.evaluate(img.bytes(), i, &mut list, &mut v)?;
+            for k in 0..v.len() {
+                sum[k] += v[k];
+                max[k] = max[k].max(v[k]);
+            }
+            n += 1;
+        }
+        Ok(
+            json!({"samples": n, "mean": sum.iter().map(|x| x / n.max(1) as f64).collect::<Vec<_>>(), "max": max}),
+        )
+    };
+    let decode_for = |s: &mut PmSampler, img: &mut cufall_cupti::CounterData, ms: u64| {
+        let end = Instant::now() + Duration::from_millis(ms);
+        while Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(2));
+            let _ = s.decode(img);
+        }
+    };
+    let mut img = blank.new_image();
+    s.start()?;
+    decode_for(&mut s, &mut img, 150);
+    let busy = stats(&img)?;
+    let populated = img.info()?.populated;
+    // The header (and slot 0) restored; slots 1.. keep the busy samples' bytes.
+    let mut dirty = img;
+    blank.restore(&mut dirty, Some(0));
+    // Wait for the load to end (the caller starts a load that ends within ~3 s), draining
+    // samples into a scratch image.
+    let mut scratch = blank.new_image();
+    decode_for(&mut s, &mut scratch, 3_000);
+    decode_for(&mut s, &mut dirty, 150);
+    let idle_dirty = stats(&dirty)?;
+    let dirty_populated = dirty.info()?.populated;
+    let mut clean = blank.new_image();
+    decode_for(&mut s, &mut clean, 150);
+    let idle_clean = stats(&clean)?;
+    s.stop()?;
+    Ok(json!({
+        "metrics": names, "busy": busy, "busy_populated": populated,
+        "idle_into_dirty_slots": idle_dirty, "dirty_populated": dirty_populated,
+        "idle_into_blank_slots": idle_clean,
+    }))
 }

@@ -30,8 +30,8 @@ pub struct SelectionArgs {
     /// Value mapped to the top of the colour scale (default: 100 for %, 1 for ratios).
     #[arg(long, value_name = "X")]
     pub full_scale: Option<f64>,
-    /// GPU-time sampling interval, e.g. 10us, 50us, 1ms (default: the finest this pipeline
-    /// holds without loss for the number of metrics; see docs/benchmarks-sampler.md).
+    /// GPU-time sampling interval, e.g. 20us, 50us, 1ms (default: 30us for up to 4 metrics, the
+    /// finest held without loss on an H200; 100us beyond; see docs/benchmarks-sampler.md).
     #[arg(long, value_name = "DURATION")]
     pub interval: Option<String>,
     /// GPUs to sample: all, 0, 0,2 or 0-3 (CUDA numbering).
@@ -230,16 +230,19 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         bail!("interrupted before recording started; nothing was written");
     }
     if prepared.has_counters() {
-        let floor = crate::default_interval_ns(prepared.metrics.len());
-        if let Ok(iv) = u64::try_from(prepared.interval_ns)
-            && iv < floor
-        {
-            say(format!(
-                "note: at {} this pipeline is not lossless on an H200 (CUPTI decodes about 23 µs of CPU per sample on one thread per GPU; the measured lossless floor for {} metric(s) is {}). Holes will be recorded as drops and reported.",
+        let n = prepared.metrics.len();
+        let iv = u64::try_from(prepared.interval_ns).unwrap_or(0);
+        match crate::lossless_floor_ns(n) {
+            Some(floor) if iv < floor => say(format!(
+                "note: {} is finer than this pipeline held without loss on an H200 for {n} metric(s) ({}; CUPTI's decoder costs 11-26 µs of CPU per sample on one thread per GPU). Holes will be recorded as drops and reported.",
                 cufall_cupti::pm::format_ns(iv),
-                prepared.metrics.len(),
                 cufall_cupti::pm::format_ns(floor)
-            ));
+            )),
+            None if iv < crate::default_interval_ns(n) => say(format!(
+                "note: {} with {n} metrics was never measured lossless (only up to 4 metrics were); any holes will be recorded as drops and reported.",
+                cufall_cupti::pm::format_ns(iv)
+            )),
+            _ => {}
         }
     }
     if let Some(why) = &prepared.counters_unavailable {

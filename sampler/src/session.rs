@@ -75,7 +75,7 @@ impl Default for SessionConfig {
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
-            interval_ns: crate::DEFAULT_INTERVAL_NS,
+            interval_ns: crate::default_interval_ns(2),
             nvml_interval: Some(DEFAULT_NVML_INTERVAL),
             counters: CounterPolicy::BestEffort,
             hw_buffer_bytes: DEFAULT_HW_BUFFER_BYTES,
@@ -512,7 +512,14 @@ pub struct DeviceReport {
     pub eval_cpu_s: f64,
     pub eval_us_per_sample: f64,
     pub reset_cpu_s: f64,
-    pub reset_by_copy: bool,
+    /// Average bytes restored per used image.
+    pub reset_bytes_per_image: u64,
+    /// Used images were restored by their written prefix (false: whole images).
+    pub reset_by_prefix: bool,
+    pub max_decode_call_ms: f64,
+    pub max_decode_gap_ms: f64,
+    pub max_samples_per_decode: u64,
+    pub late_decodes: u64,
     pub bytes_per_sample: u64,
     pub samples_per_image: u64,
 }
@@ -522,6 +529,8 @@ pub struct DeviceReport {
 pub struct Summary {
     pub wall_s: f64,
     pub cpu_s: f64,
+    /// Peak resident memory of the process.
+    pub peak_rss_mb: f64,
     pub samples_written: u64,
     pub nvml_rows: u64,
     /// reason → (records, estimated lost samples)
@@ -644,7 +653,12 @@ impl SessionHandle {
                     decode_cpu_s: g(&c.decode_ns) as f64 * 1e-9,
                     eval_cpu_s: eval_ns as f64 * 1e-9,
                     reset_cpu_s: g(&c.reset_ns) as f64 * 1e-9,
-                    reset_by_copy: g(&c.reset_by_copy) == 1,
+                    reset_bytes_per_image: g(&c.reset_bytes) / g(&c.images_restored).max(1),
+                    reset_by_prefix: g(&c.reset_by_prefix) == 1,
+                    max_decode_call_ms: g(&c.max_decode_call_ns) as f64 * 1e-6,
+                    max_decode_gap_ms: g(&c.max_decode_gap_ns) as f64 * 1e-6,
+                    max_samples_per_decode: g(&c.max_samples_per_decode),
+                    late_decodes: g(&c.late_decodes),
                     bytes_per_sample: g(&c.bytes_per_sample),
                     samples_per_image: g(&c.samples_per_image),
                     eval_us_per_sample: if evaluated > 0 {
@@ -658,6 +672,7 @@ impl SessionHandle {
         let summary = Summary {
             wall_s: self.started.elapsed().as_secs_f64(),
             cpu_s: crate::os::cpu_seconds() - self.cpu0,
+            peak_rss_mb: crate::os::peak_rss_bytes() as f64 / (1 << 20) as f64,
             samples_written: self.shared.samples_written.load(Ordering::Relaxed),
             nvml_rows: self.shared.nvml_rows.load(Ordering::Relaxed),
             drops: tally

@@ -5,6 +5,12 @@
 //! decoder never lets an image approach full: it *seals* an image (hands it to the evaluators)
 //! after `seal_after_samples` samples or `seal_period`, whichever comes first, and the image has
 //! room for `margin` more on top, enough for the decoder to be late by `margin` of GPU time.
+//!
+//! The margin is large (250 ms) because the decoder *is* sometimes that late: on a two-GPU H200,
+//! while a profiled program tore down its CUDA contexts, decode calls were held up long enough
+//! to overflow a 40 ms margin. The margin costs address space, not memory or CPU: images are
+//! lazily zeroed memory and only the part decode wrote is restored after use
+//! ([`cufall_cupti::BlankImage`]).
 
 use std::time::Duration;
 
@@ -27,8 +33,13 @@ pub struct ImagePlan {
 
 /// Time an image is allowed to fill before it is sealed.
 pub const SEAL_PERIOD: Duration = Duration::from_millis(20);
+/// How long the decoder sleeps between decode calls. Each `cuptiPmSamplingDecodeData` call costs
+/// about 2 ms of CPU on top of its ~16 µs per sample (H200, `docs/benchmarks-sampler.md`), so
+/// decoding every 25 ms instead of every few ms saves a tenth of a core; the live view gets
+/// samples ~25 ms later.
+pub const DECODE_PERIOD: Duration = Duration::from_millis(25);
 /// Extra room beyond the seal point, in GPU time: how late the decoder may be without loss.
-pub const MARGIN: Duration = Duration::from_millis(40);
+pub const MARGIN: Duration = Duration::from_millis(250);
 
 /// The shortest interval cufall accepts. CUPTI's `SetConfig` takes any value on GH100 (50 ns
 /// passed), but below this the images and the decode cost explode without a measured benefit.
@@ -46,13 +57,11 @@ pub fn plan_with(interval_ns: u64, seal_period: Duration, margin: Duration) -> I
     let per = |d: Duration| -> u64 { (d.as_nanos() as u64).div_ceil(interval_ns) };
     let seal_after = per(seal_period).clamp(1, 1 << 20);
     let capacity = (seal_after + per(margin).max(1)).clamp(16, 1 << 20);
-    // Decode often enough that one decode moves well under the margin.
-    let decode_ns = (interval_ns.saturating_mul(100)).clamp(500_000, 10_000_000);
     ImagePlan {
         samples_per_image: u32::try_from(capacity).unwrap_or(u32::MAX),
         seal_after_samples: u32::try_from(seal_after).unwrap_or(u32::MAX),
         seal_period,
-        decode_period: Duration::from_nanos(decode_ns)
+        decode_period: DECODE_PERIOD
             .min(margin / 4)
             .max(Duration::from_micros(200)),
         initial_images: 3,
@@ -87,19 +96,29 @@ mod tests {
     }
 
     #[test]
-    fn ten_microseconds_leaves_a_forty_ms_margin() {
-        let p = plan(10_000);
+    fn forty_microseconds_leaves_a_250_ms_margin() {
+        let p = plan(40_000);
+        assert_eq!(p.seal_after_samples, 500);
+        assert_eq!(p.samples_per_image, 500 + 6_250);
+        assert_eq!(p.decode_period, DECODE_PERIOD);
+        // 25 KB per sample: 169 MB of address space, under the cap.
+        assert_eq!(p.capped(25_000, MAX_IMAGE_BYTES), p);
+    }
+
+    #[test]
+    fn ten_microseconds_is_capped_in_bytes_but_keeps_a_margin() {
+        let p = plan(10_000).capped(25_000, MAX_IMAGE_BYTES);
         assert_eq!(p.seal_after_samples, 2_000);
-        assert_eq!(p.samples_per_image, 6_000);
-        assert!(p.decode_period <= Duration::from_millis(1));
+        let margin_ms = (p.samples_per_image - p.seal_after_samples) as f64 * 0.01;
+        assert!(margin_ms > 80.0, "{margin_ms} ms");
     }
 
     #[test]
     fn slow_rates_get_small_images_and_lazy_decodes() {
         let p = plan(1_000_000);
         assert_eq!(p.seal_after_samples, 20);
-        assert_eq!(p.samples_per_image, 60);
-        assert_eq!(p.decode_period, Duration::from_millis(10));
+        assert_eq!(p.samples_per_image, 20 + 250);
+        assert_eq!(p.decode_period, DECODE_PERIOD);
     }
 
     proptest::proptest! {

@@ -20,6 +20,7 @@
 // unsafe block carries a `// SAFETY:` comment; everything public is safe.
 #![allow(unsafe_code)]
 
+pub mod blank;
 pub mod error;
 pub mod host;
 pub mod loader;
@@ -27,6 +28,7 @@ pub mod metric;
 pub mod pm;
 pub mod result;
 
+pub use blank::{BlankImage, ImageLayout};
 pub use error::{CuptiError, Result, Status};
 pub use host::{HostKind, MetricKind, MetricProperties, ProfilerHost};
 pub use pm::{CounterData, CounterDataInfo, DecodeOutcome, DecodeStop, PmSampler};

@@ -9,6 +9,7 @@
 //! - When decoding falls behind, the hardware buffer overflows and decode fails with
 //!   `CUPTI_ERROR_OUT_OF_MEMORY` ([`CuptiError::HardwareBufferOverflow`]).
 
+use crate::blank::{BlankImage, ImageLayout};
 use crate::error::{CuptiError, Result};
 use crate::host::MetricList;
 use crate::result;
@@ -44,8 +45,8 @@ pub struct CounterDataInfo {
 /// A host-side counter data image with room for a fixed number of samples.
 ///
 /// An initialised image is plain bytes without pointers (CUPTI's images are designed to be
-/// written to files), so a blank image can be reset by copying a blank template over it, on any
-/// thread, without calling CUPTI.
+/// written to files), so a used image can be made blank again from a [`crate::BlankImage`], on
+/// any thread, without calling CUPTI.
 #[derive(Clone, Debug)]
 pub struct CounterData {
     bytes: Vec<u8>,
@@ -65,14 +66,16 @@ impl CounterData {
         self.bytes.len()
     }
 
-    /// Makes this image blank again by copying `template` (a blank image of the same layout).
-    pub fn reset_from(&mut self, template: &CounterData) {
-        if self.bytes.len() == template.bytes.len() {
-            self.bytes.copy_from_slice(&template.bytes);
-        } else {
-            self.bytes.clone_from(&template.bytes);
-        }
-        self.capacity = template.capacity;
+    pub(crate) fn from_bytes(bytes: Vec<u8>, capacity: u32) -> CounterData {
+        CounterData { bytes, capacity }
+    }
+
+    pub(crate) fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.bytes
     }
 
     /// [cuptiPmSamplingGetCounterDataInfo](https://docs.nvidia.com/cupti/api/group__CUPTI__PM__SAMPLING__API.html)
@@ -237,6 +240,23 @@ impl PmSampler {
             bytes,
             capacity: max_samples,
         })
+    }
+
+    /// The image layout that `cuptiPmSamplingGetCounterDataSize` implies for `metrics`: a
+    /// header plus a fixed number of bytes per sample, or `None` when sizes do not grow linearly.
+    pub fn image_layout(&self, metrics: &mut MetricList) -> Result<Option<ImageLayout>> {
+        let one = self.counter_data_size(metrics, 1)?;
+        let two = self.counter_data_size(metrics, 2)?;
+        let hundred_one = self.counter_data_size(metrics, 101)?;
+        Ok(ImageLayout::from_sizes(one, two, hundred_one))
+    }
+
+    /// A [`BlankImage`] for `max_samples` samples: initialised once through CUPTI, then kept as
+    /// its non-zero head, with the layout that lets used images be restored by prefix.
+    pub fn blank_image(&self, metrics: &mut MetricList, max_samples: u32) -> Result<BlankImage> {
+        let layout = self.image_layout(metrics)?;
+        let blank = self.counter_data(metrics, max_samples)?;
+        Ok(BlankImage::new(blank, layout))
     }
 
     /// Makes a used image blank again through CUPTI (same layout as when it was created).

@@ -90,9 +90,19 @@ fn pm_sampling_yields_tiling_samples_with_sane_values() {
         worst_seam < 5_000,
         "largest seam between samples {worst_seam} ns"
     );
-    // The template trick: a copy of a blank image is a blank image.
-    let blank = s.counter_data(&mut list, 100).unwrap();
-    let mut used = s.counter_data(&mut list, 100).unwrap();
-    used.reset_from(&blank);
+    // A new image from a BlankImage is blank; after a decode only the written prefix differs
+    // from blank, and restoring that prefix makes the image blank again.
+    let blank = s.blank_image(&mut list, 8_000).unwrap();
+    let layout = blank
+        .layout()
+        .expect("image size grows linearly per sample");
+    assert_eq!(blank.new_image().info().unwrap().populated, 0);
+    assert_eq!(
+        blank.first_difference_after(&img, layout.prefix_bytes(info.populated)),
+        None
+    );
+    let mut used = img;
+    blank.restore(&mut used, Some(info.populated));
     assert_eq!(used.info().unwrap().populated, 0);
+    assert_eq!(blank.first_difference_after(&used, 0), None);
 }

@@ -47,12 +47,16 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<i32> {
     let avail = cupti.pm_counter_availability(args.device)?;
     out.insert("availability_bytes".into(), json!(avail.len()));
     let host = ProfilerHost::new(&cupti, HostKind::PmSampling, &chip, Some(avail.clone()))?;
+    let ctx = Ctx {
+        cupti: &cupti,
+        device: args.device,
+        chip: &chip,
+        avail: &avail,
+        host: &host,
+    };
     if args.reuse_test {
         let names = vec![NAMES[0].to_string(), NAMES[6].to_string()];
-        out.insert(
-            "reuse_test".into(),
-            reuse_test(&cupti, args.device, &chip, &avail, &host, &names)?,
-        );
+        out.insert("reuse_test".into(), reuse_test(&ctx, &names)?);
         println!("{}", serde_json::to_string_pretty(&Value::Object(out))?);
         return Ok(0);
     }
@@ -196,10 +200,8 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<i32> {
         json!(
             [6000u32, 600]
                 .iter()
-                .map(
-                    |&cap| layout_and_eval(&cupti, args.device, &chip, &avail, &host, &one, cap)
-                        .unwrap_or_else(|e| json!({"capacity": cap, "error": e.to_string()}))
-                )
+                .map(|&cap| layout_and_eval(&ctx, &one, cap)
+                    .unwrap_or_else(|e| json!({"capacity": cap, "error": e.to_string()})))
                 .collect::<Vec<_>>()
         ),
     );
@@ -216,15 +218,8 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<i32> {
     for set in sets {
         let names: Vec<String> = set.iter().map(|s| s.to_string()).collect();
         exp.push(
-            decode_cost(
-                &cupti,
-                args.device,
-                &host,
-                &names,
-                Duration::from_millis(2),
-                512 << 20,
-            )
-            .unwrap_or_else(|e| json!({"metrics": names, "error": e.to_string()})),
+            decode_cost(&ctx, &names, Duration::from_millis(2), 512 << 20)
+                .unwrap_or_else(|e| json!({"metrics": names, "error": e.to_string()})),
         );
     }
     out.insert("decode_cost_at_40us".into(), json!(exp));
@@ -234,15 +229,8 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<i32> {
     let mut exp = Vec::new();
     for (ms, mib) in [(2u64, 512usize), (10, 512), (25, 512), (50, 512), (25, 64)] {
         exp.push(
-            decode_cost(
-                &cupti,
-                args.device,
-                &host,
-                &one,
-                Duration::from_millis(ms),
-                mib << 20,
-            )
-            .unwrap_or_else(|e| json!({"period_ms": ms, "error": e.to_string()})),
+            decode_cost(&ctx, &one, Duration::from_millis(ms), mib << 20)
+                .unwrap_or_else(|e| json!({"period_ms": ms, "error": e.to_string()})),
         );
     }
     out.insert("decode_cost_by_period_at_40us".into(), json!(exp));
@@ -250,21 +238,46 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// What every probe experiment needs: the library, the device and its profiler host.
+struct Ctx<'a> {
+    cupti: &'a Cupti,
+    device: usize,
+    chip: &'a str,
+    avail: &'a [u8],
+    host: &'a ProfilerHost,
+}
+
+impl Ctx<'_> {
+    /// PM sampling of `names` configured at `interval_ns`, with the metric list.
+    fn configured(
+        &self,
+        names: &[String],
+        hw_buffer_bytes: usize,
+        interval_ns: u64,
+    ) -> anyhow::Result<(PmSampler, MetricList)> {
+        let config = self.host.config_image(self.cupti, names)?;
+        let mut s = PmSampler::enable(self.cupti, self.device)?;
+        s.set_config(&config, hw_buffer_bytes, interval_ns)?;
+        Ok((s, MetricList::new(names)?))
+    }
+
+    /// A profiler host of its own (for evaluation) with `list` added.
+    fn evaluator(&self, list: &mut MetricList) -> anyhow::Result<ProfilerHost> {
+        let mut h = ProfilerHost::new(
+            self.cupti,
+            HostKind::PmSampling,
+            self.chip,
+            Some(self.avail.to_vec()),
+        )?;
+        h.add_metrics(list)?;
+        Ok(h)
+    }
+}
+
 /// Decodes ~120 ms at 40 us into an image of `cap` samples, reports where the image differs from
 /// blank (against the prefix cufall restores) and what evaluation costs per sample.
-fn layout_and_eval(
-    cupti: &Cupti,
-    device: usize,
-    chip: &str,
-    avail: &[u8],
-    host: &ProfilerHost,
-    names: &[String],
-    cap: u32,
-) -> anyhow::Result<Value> {
-    let config = host.config_image(cupti, names)?;
-    let mut s = PmSampler::enable(cupti, device)?;
-    s.set_config(&config, 512 << 20, 40_000)?;
-    let mut list = MetricList::new(names)?;
+fn layout_and_eval(ctx: &Ctx, names: &[String], cap: u32) -> anyhow::Result<Value> {
+    let (mut s, mut list) = ctx.configured(names, 512 << 20, 40_000)?;
     let blank = s.blank_image(&mut list, cap)?;
     let mut img = blank.new_image();
     s.start()?;
@@ -280,8 +293,7 @@ fn layout_and_eval(
     let beyond = prefix.and_then(|p| blank.first_difference_after(&img, p));
     let ranges = blank.differing_ranges(&img, 256, 12);
     let mut eval = serde_json::Map::new();
-    let mut h = ProfilerHost::new(cupti, HostKind::PmSampling, chip, Some(avail.to_vec()))?;
-    h.add_metrics(&mut list)?;
+    let h = ctx.evaluator(&mut list)?;
     let subsets: Vec<Vec<String>> = vec![
         names.to_vec(),
         names.iter().take(1).cloned().collect(),
@@ -317,17 +329,12 @@ fn layout_and_eval(
 
 /// Samples `names` at 40 us for 300 ms, decoding every 2 ms into one image; CPU per sample.
 fn decode_cost(
-    cupti: &Cupti,
-    device: usize,
-    host: &ProfilerHost,
+    ctx: &Ctx,
     names: &[String],
     period: Duration,
     hw_buffer_bytes: usize,
 ) -> anyhow::Result<Value> {
-    let config = host.config_image(cupti, names)?;
-    let mut s = PmSampler::enable(cupti, device)?;
-    s.set_config(&config, hw_buffer_bytes, 40_000)?;
-    let mut list = MetricList::new(names)?;
+    let (mut s, mut list) = ctx.configured(names, hw_buffer_bytes, 40_000)?;
     let blank = s.blank_image(&mut list, 9_000)?;
     let mut img = blank.new_image();
     s.start()?;
@@ -360,22 +367,11 @@ fn decode_cost(
 /// ~150 ms of a busy GPU into an image, restores only the image header, waits for the GPU to go
 /// idle, and decodes ~150 ms into the same (dirty) slots; then the same into a properly blank
 /// image. If decode only overwrote, the idle samples read the same from both.
-fn reuse_test(
-    cupti: &Cupti,
-    device: usize,
-    chip: &str,
-    avail: &[u8],
-    host: &ProfilerHost,
-    names: &[String],
-) -> anyhow::Result<Value> {
-    let config = host.config_image(cupti, names)?;
-    let mut s = PmSampler::enable(cupti, device)?;
-    s.set_config(&config, 512 << 20, 40_000)?;
-    let mut list = MetricList::new(names)?;
+fn reuse_test(ctx: &Ctx, names: &[String]) -> anyhow::Result<Value> {
+    let (mut s, mut list) = ctx.configured(names, 512 << 20, 40_000)?;
     let blank = s.blank_image(&mut list, 6_000)?;
     anyhow::ensure!(blank.layout().is_some(), "no linear image layout");
-    let mut h = ProfilerHost::new(cupti, HostKind::PmSampling, chip, Some(avail.to_vec()))?;
-    h.add_metrics(&mut list)?;
+    let h = ctx.evaluator(&mut list)?;
     let mut stats = |img: &cufall_cupti::CounterData| -> anyhow::Result<Value> {
         let info = img.info()?;
         let mut v = vec![0.0; names.len()];

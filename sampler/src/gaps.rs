@@ -50,10 +50,41 @@ impl GapDetector {
         self.started_ns = Some(t_ns);
     }
 
-    /// Sampling was (re)started: the next sample is a warm-up sample.
-    pub fn restart(&mut self) {
+    /// Sampling was restarted at `t_ns` (after a hardware-buffer overflow): the samples from the
+    /// last kept one to the restart are lost, and the record for that hole (attributed to the
+    /// suspect, else [`DropReason::Gap`]) is returned. The next sample is a warm-up sample again.
+    pub fn restarted_at(&mut self, t_ns: i64) -> Option<DropRecord> {
+        let reason = self.suspect.take().unwrap_or(DropReason::Gap);
+        let rec = self
+            .last_end
+            .filter(|&prev| t_ns > prev)
+            .map(|prev| DropRecord {
+                device: self.device,
+                start_ns: prev,
+                end_ns: t_ns,
+                reason,
+                lost_samples: Some(self.lost(t_ns - prev)),
+            });
         self.warmup_pending = true;
         self.last_end = None;
+        self.started_ns = Some(t_ns);
+        rec
+    }
+
+    /// Sampling stopped at `t_ns`. If something lost samples after the last kept one (an
+    /// overflow while draining), that tail is a hole: its record is returned.
+    pub fn finish_at(&mut self, t_ns: i64) -> Option<DropRecord> {
+        let reason = self.suspect.take()?;
+        let prev = self
+            .last_end
+            .filter(|&prev| t_ns - prev > self.tolerance_ns)?;
+        Some(DropRecord {
+            device: self.device,
+            start_ns: prev,
+            end_ns: t_ns,
+            reason,
+            lost_samples: Some(self.lost(t_ns - prev)),
+        })
     }
 
     /// The decoder saw something that loses samples; the next hole is attributed to it.
@@ -186,13 +217,40 @@ mod tests {
     }
 
     #[test]
-    fn restart_makes_the_next_sample_warmup_again() {
+    fn a_restart_after_an_overflow_records_the_hole_then_a_warmup() {
         let mut d = det();
         d.observe(1, 10_000);
-        d.restart();
-        let (v, r) = d.observe(5_000_000, 9_000_000);
+        d.observe(10_000, 20_000);
+        d.mark_suspect(DropReason::HardwareBufferOverflow);
+        let hole = d
+            .restarted_at(5_000_000)
+            .expect("the hole up to the restart");
+        assert_eq!(hole.reason, DropReason::HardwareBufferOverflow);
+        assert_eq!((hole.start_ns, hole.end_ns), (20_000, 5_000_000));
+        assert_eq!(hole.lost_samples, Some(498));
+        let (v, r) = d.observe(4_000_000, 5_010_000);
         assert_eq!(v, Verdict::Exclude);
-        assert_eq!(r.unwrap().reason, DropReason::Warmup);
+        let w = r.unwrap();
+        assert_eq!(w.reason, DropReason::Warmup);
+        assert_eq!(w.start_ns, 5_000_000, "the warm-up starts at the restart");
+        // Tiling samples after it are kept, no further record.
+        assert_eq!(d.observe(5_010_000, 5_020_000), (Verdict::Keep, None));
+        // A restart before any sample was kept records nothing.
+        let mut fresh = det();
+        assert_eq!(fresh.restarted_at(1_000), None);
+    }
+
+    #[test]
+    fn an_overflow_while_draining_records_the_lost_tail() {
+        let mut d = det();
+        d.observe(1, 10_000);
+        d.observe(10_000, 20_000);
+        assert_eq!(d.finish_at(25_000), None, "no suspect: a normal end");
+        d.mark_suspect(DropReason::HardwareBufferOverflow);
+        let tail = d.finish_at(1_020_000).expect("tail");
+        assert_eq!(tail.reason, DropReason::HardwareBufferOverflow);
+        assert_eq!((tail.start_ns, tail.end_ns), (20_000, 1_020_000));
+        assert_eq!(tail.lost_samples, Some(100));
     }
 
     #[test]

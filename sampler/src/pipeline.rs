@@ -353,6 +353,7 @@ fn decode_loop(
         .map_err(|e| format!("{device}: could not start PM sampling: {e}"))?;
 
     let mut sealed_for_stop = false;
+    let mut stopped_ns: Option<i64> = None;
     let mut populated_before = 0usize;
     let mut last_decode_start: Option<Instant> = None;
     loop {
@@ -366,6 +367,7 @@ fn decode_loop(
                 seal_before_stop = true;
             } else {
                 let _ = sampler.stop();
+                stopped_ns = Some(crate::now_unix_ns());
             }
             sealed_for_stop = true;
         }
@@ -538,8 +540,10 @@ fn decode_loop(
                 .map_err(|e| {
                     format!("{device}: could not restart PM sampling after an overflow: {e}")
                 })?;
-            gaps.restart();
-            gaps.started_at(crate::now_unix_ns());
+            // The samples between the last kept one and the restart are gone: say so.
+            if let Some(r) = gaps.restarted_at(crate::now_unix_ns()) {
+                let _ = out.send(SinkMsg::Drops(vec![r]));
+            }
             last_end = None;
             counters.restarts.fetch_add(1, Ordering::Relaxed);
         }
@@ -562,6 +566,10 @@ fn decode_loop(
             // call moves about one period of samples however busy the decoder is.
             std::thread::sleep(plan.decode_period.saturating_sub(t0.elapsed()));
         }
+    }
+    // An overflow while draining loses the tail: that is a hole too.
+    if let Some(r) = gaps.finish_at(stopped_ns.unwrap_or_else(crate::now_unix_ns)) {
+        let _ = out.send(SinkMsg::Drops(vec![r]));
     }
     Ok(())
 }

@@ -382,6 +382,9 @@ impl Prepared {
             metrics: self.metrics.clone(),
             heatmaps,
             interval_ns: self.interval_ns,
+            nvml_interval_ns: self
+                .nvml_interval
+                .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)),
             counters_unavailable: self.counters_unavailable.clone(),
         }
     }

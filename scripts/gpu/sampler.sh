@@ -227,6 +227,23 @@ busy_and_privileges() {
   "${AS[@]}" /tmp/cufall-nobody --print --print-after 1s 2>&1 | head -12; echo "live rc=$?"
 }
 
+# Recovery from a hardware-buffer overflow: a tiny hardware buffer at 10us under load overflows;
+# cufall must record each hole as a drop, re-arm the device and keep sampling.
+overflow_recovery() {
+  hdr "hardware-buffer overflow: 16 MiB hardware buffer at 10us under a matmul load, GPU 0"
+  python3 $W --load 14 & L=$!; sleep 4
+  rec ovf 10us --devices 0 --duration 6s --hw-buffer-mib 16 | tee "$TMP/last.txt"
+  python3 - "$TMP/ovf.stats.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+for d in s["devices"]:
+    print(f"  gpu{d['device']}: restarts={d['restarts']} hw_overflows={d['hw_overflows']} decode_errors={d['decode_errors']}")
+print("  messages:", s["messages"][:3])
+PY
+  "$BIN" info "$TMP/ovf.cufall" | head -14
+  kill $L 2>/dev/null; wait $L 2>/dev/null
+}
+
 metric_set() { # 1 | 2 | 4 -> M=(...)
   case $1 in
     1) M=(--metric sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed);;

@@ -4,7 +4,7 @@ use crate::draw;
 use crate::input::{self, Input};
 use crate::replay::Recording;
 use crate::state::{HeatmapState, Mode, ViewOptions};
-use crate::store::{self, HeatmapOverrides, Retention, Store};
+use crate::store::{self, Heatmap, HeatmapOverrides, NvmlField, Retention, Store};
 use anyhow::{Result, bail};
 use cufall_live::{FeedInfo, LiveReceiver};
 use std::sync::Arc;
@@ -51,8 +51,27 @@ pub fn store_for(
             );
         }
     };
+    if heatmaps.is_empty() && info.metrics.is_empty() {
+        // No GPU counters (NVML-only recording, or counters out of reach): show what NVML saw,
+        // binned no finer than NVML's interval so that every bin holds a reading.
+        let nvml_ns = if info.nvml_interval_ns > 0 {
+            info.nvml_interval_ns
+        } else {
+            NVML_DEFAULT_INTERVAL_NS
+        };
+        let heatmaps = NvmlField::ALL.map(Heatmap::of_nvml).to_vec();
+        return Ok(Store::new(
+            info,
+            heatmaps,
+            retention,
+            base_ns.max(store::base_bin_ns(nvml_ns)),
+        ));
+    }
     Ok(Store::new(info, heatmaps, retention, base_ns))
 }
+
+/// NVML's polling interval when a feed does not say (cufall's default).
+const NVML_DEFAULT_INTERVAL_NS: i64 = 10_000_000;
 
 /// A live or replay view over `receiver` (nothing ingested yet).
 pub fn live_state(receiver: &LiveReceiver, setup: &ViewSetup, mode: Mode) -> Result<HeatmapState> {

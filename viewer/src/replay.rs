@@ -32,6 +32,7 @@ impl Recording {
                 .unwrap_or_default(),
             heatmaps: m.heatmaps.clone(),
             interval_ns: m.sampling.as_ref().map_or(10_000, |s| s.interval_ns),
+            nvml_interval_ns: m.nvml_interval_ns.unwrap_or(0),
             counters_unavailable: m.counters_unavailable.clone(),
         };
         let mut drops = trace.drops()?;

@@ -126,6 +126,36 @@ pub struct Lane {
     pub column: usize,
 }
 
+/// An NVML reading shown as a heatmap when the GPU counters are out of reach, so that an
+/// NVML-only recording or live view still shows something per GPU over time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NvmlField {
+    /// NVML "GPU utilization", what nvidia-smi shows.
+    GpuUtil,
+    /// NVML memory utilization.
+    MemUtil,
+}
+
+impl NvmlField {
+    pub const ALL: [NvmlField; 2] = [NvmlField::GpuUtil, NvmlField::MemUtil];
+
+    /// The heatmap's title.
+    pub fn title(self) -> &'static str {
+        match self {
+            NvmlField::GpuUtil => "NVML GPU utilization (nvidia-smi: any kernel running)",
+            NvmlField::MemUtil => "NVML memory utilization (device memory busy)",
+        }
+    }
+
+    fn value(self, r: &NvmlRow) -> Option<f64> {
+        match self {
+            NvmlField::GpuUtil => r.gpu_util_pct,
+            NvmlField::MemUtil => r.mem_util_pct,
+        }
+        .map(f64::from)
+    }
+}
+
 /// A heatmap with its columns resolved against the feed's metrics.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Heatmap {
@@ -136,9 +166,30 @@ pub struct Heatmap {
     pub main: Lane,
     /// Max, avg and min across SMs when those columns were recorded (top to bottom).
     pub spread: Vec<Lane>,
+    /// Fed from NVML readings instead of sample columns.
+    pub nvml: Option<NvmlField>,
 }
 
 impl Heatmap {
+    /// A heatmap of an NVML reading (0–100 %).
+    pub fn of_nvml(field: NvmlField) -> Heatmap {
+        Heatmap {
+            spec: HeatmapSpec {
+                metric: field.title().to_string(),
+                denominator: None,
+                full_scale: Some(100.0),
+            },
+            unit: "%".to_string(),
+            denominator_column: None,
+            main: Lane {
+                label: String::new(),
+                column: usize::MAX,
+            },
+            spread: Vec::new(),
+            nvml: Some(field),
+        }
+    }
+
     /// The value that maps to the top of the colour scale, when known up front.
     pub fn full_scale(&self) -> Option<f64> {
         self.spec.full_scale.or_else(|| {
@@ -207,6 +258,7 @@ pub fn resolve(specs: &[HeatmapSpec], metrics: &[MetricInfo]) -> Result<Vec<Heat
                 column: main,
             },
             spread,
+            nvml: None,
         });
     }
     Ok(out)
@@ -343,6 +395,9 @@ impl Store {
                 let d = self.device_index(b.device, None);
                 let mut scratch = std::mem::take(&mut self.scratch);
                 for (h, hm) in self.heatmaps.iter().enumerate() {
+                    if hm.nvml.is_some() {
+                        continue;
+                    }
                     for (l, lane) in hm.all_lanes().enumerate() {
                         if hm.series_index(l) != l {
                             continue; // shares the main lane's pyramid
@@ -384,6 +439,19 @@ impl Store {
             LiveEvent::Nvml(rows) => {
                 for r in rows {
                     let d = self.device_index(r.device, None);
+                    for (h, hm) in self.heatmaps.iter().enumerate() {
+                        let Some(v) = hm.nvml.and_then(|f| f.value(&r)) else {
+                            continue;
+                        };
+                        if let Some(p) =
+                            self.devices[d].series.get_mut(h).and_then(|s| s.get_mut(0))
+                        {
+                            p.add_samples(&[r.t_ns], std::iter::once(v));
+                        }
+                    }
+                    if self.heatmaps.iter().any(|hm| hm.nvml.is_some()) {
+                        self.see_time(r.t_ns);
+                    }
                     push_capped(&mut self.devices[d].nvml, r, cap);
                 }
             }

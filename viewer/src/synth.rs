@@ -63,6 +63,7 @@ pub fn info(gpus: u32, interval_ns: i64) -> FeedInfo {
             },
         ],
         interval_ns,
+        nvml_interval_ns: 10_000_000,
         counters_unavailable: None,
     }
 }

@@ -390,3 +390,76 @@ fn small_terminals_degrade_gracefully() {
     st.update(Input::Resize(15, 3));
     assert!(frame(&st).contains("too small"));
 }
+
+/// A recording without GPU counters: NVML every 10 ms on 2 GPUs, GPU 0 busy for the middle
+/// half second (nvidia-smi 100 %, memory 40 %), GPU 1 idle.
+fn nvml_only() -> Recording {
+    let mut info = synth::info(2, IV);
+    info.metrics.clear();
+    info.heatmaps.clear();
+    info.counters_unavailable = Some(
+        "GPU counters were not recorded: NVML-only recording was asked for (--nvml-only)".into(),
+    );
+    let mut nvml = Vec::new();
+    for i in 0..100 {
+        let t = T0 + i * 10_000_000;
+        let busy = (25..75).contains(&i);
+        for g in 0..2 {
+            let mut r = synth::nvml(g, t, if busy && g == 0 { 100 } else { 0 }, 90.0, 1980);
+            r.mem_util_pct = Some(if busy && g == 0 { 40 } else { 0 });
+            nvml.push(r);
+        }
+    }
+    Recording {
+        info,
+        batches: Vec::new(),
+        drops: Vec::new(),
+        nvml,
+        nvtx: Vec::new(),
+        kernels: Vec::new(),
+        warnings: Vec::new(),
+    }
+}
+
+#[test]
+fn without_counters_the_view_shows_nvml_per_gpu() {
+    let s = setup(Palette::Mono, &[]);
+    let st = browse(nvml_only(), &s, 110, 14);
+    let text = frame(&st);
+    insta::assert_snapshot!(text);
+    assert!(text.contains("NVML GPU utilization"), "{text}");
+    assert!(text.contains("NVML memory utilization"), "{text}");
+    assert!(text.contains("counters unavailable"), "banner: {text}");
+    // GPU 0's busy half second is full blocks in the GPU-utilization band; GPU 1 has none.
+    let lines: Vec<&str> = text.lines().collect();
+    let gpu0 = lines
+        .iter()
+        .find(|l| l.starts_with("GPU0"))
+        .expect("GPU0 row");
+    let gpu1 = lines
+        .iter()
+        .find(|l| l.starts_with("GPU1"))
+        .expect("GPU1 row");
+    assert!(gpu0.contains("████"), "{gpu0}");
+    assert!(!gpu1.contains('█'), "{gpu1}");
+}
+
+#[test]
+fn a_live_view_without_counters_fills_from_nvml() {
+    let rec = nvml_only();
+    let (tx, rx) = feed(rec.info.clone(), 64);
+    tx.send(LiveEvent::Nvml(rec.nvml.clone()));
+    tx.send(LiveEvent::End);
+    let text = cufall_viewer::live::print_after(
+        &rx,
+        &setup(Palette::Mono, &[]),
+        Mode::Live,
+        std::time::Duration::from_secs(5),
+        100,
+        0,
+    )
+    .expect("frame");
+    assert!(text.contains("NVML GPU utilization"), "{text}");
+    assert!(text.contains("████"), "{text}");
+    assert!(text.contains("counters unavailable"), "{text}");
+}

@@ -26,6 +26,8 @@ pub struct FeedInfo {
     pub metrics: Vec<MetricInfo>,
     pub heatmaps: Vec<HeatmapSpec>,
     pub interval_ns: i64,
+    /// How often NVML is read (0 when unknown or not read).
+    pub nvml_interval_ns: i64,
     /// Why GPU counters are missing, if they are (the view shows this as a banner).
     pub counters_unavailable: Option<String>,
 }
@@ -151,6 +153,7 @@ mod tests {
             metrics: Vec::new(),
             heatmaps: Vec::new(),
             interval_ns: 10_000,
+            nvml_interval_ns: 10_000_000,
             counters_unavailable: None,
         }
     }

@@ -168,6 +168,8 @@ struct Armed {
     sampler: PmSampler,
     _ctx: Option<cufall_cupti::PrimaryContext>,
     template: BlankImage,
+    /// The blank image CUPTI initialised to learn the template: the first image of the pool.
+    first: CounterData,
     hosts: Vec<ProfilerHost>,
 }
 
@@ -185,7 +187,7 @@ fn arm(setup: &DeviceSetup, cupti: &Cupti) -> Result<Armed, CuptiError> {
     let plan = setup
         .plan
         .capped(bytes_per_sample, crate::sizing::MAX_IMAGE_BYTES);
-    let template = sampler.blank_image(&mut list, plan.samples_per_image)?;
+    let (template, first) = sampler.blank_image_and_first(&mut list, plan.samples_per_image)?;
     let mut hosts = Vec::new();
     for _ in 0..setup.eval_threads.max(1) {
         let mut h = ProfilerHost::new(
@@ -202,6 +204,7 @@ fn arm(setup: &DeviceSetup, cupti: &Cupti) -> Result<Armed, CuptiError> {
         sampler,
         _ctx: ctx,
         template,
+        first,
         hosts,
     })
 }
@@ -250,6 +253,7 @@ fn device_main(
         mut sampler,
         _ctx,
         template,
+        first,
         hosts,
     } = armed;
     counters
@@ -297,7 +301,7 @@ fn device_main(
         &setup,
         &cupti,
         &mut sampler,
-        &template,
+        (&template, first),
         &out,
         &stop,
         &counters,
@@ -318,7 +322,7 @@ fn decode_loop(
     setup: &DeviceSetup,
     cupti: &Cupti,
     sampler: &mut PmSampler,
-    template: &Arc<BlankImage>,
+    (template, first): (&Arc<BlankImage>, CounterData),
     out: &Sender<SinkMsg>,
     stop: &AtomicBool,
     counters: &DeviceCounters,
@@ -329,8 +333,9 @@ fn decode_loop(
     let device = setup.device;
     let mut gaps = GapDetector::new(device, i64::try_from(setup.interval_ns).unwrap_or(i64::MAX));
     let mut allocated = 0usize;
-    let mut pool: Vec<CounterData> = Vec::new();
-    for _ in 0..plan.initial_images {
+    let mut pool: Vec<CounterData> = vec![first];
+    allocated += 1;
+    while allocated < plan.initial_images {
         pool.push(template.new_image());
         allocated += 1;
     }

@@ -81,8 +81,14 @@ impl BlankImage {
     /// Keeps what is needed to recreate `blank` (an image just initialised by CUPTI) and to
     /// restore used images of the same configuration.
     pub fn new(blank: CounterData, layout: Option<ImageLayout>) -> BlankImage {
+        Self::from_blank(&blank, layout)
+    }
+
+    /// [`BlankImage::new`] without taking the image, which stays usable as a first blank image
+    /// (so the full-size image CUPTI initialised is not thrown away).
+    pub fn from_blank(blank: &CounterData, layout: Option<ImageLayout>) -> BlankImage {
         let capacity = blank.capacity();
-        let mut bytes = blank.into_bytes();
+        let bytes = blank.bytes();
         let size = bytes.len();
         // A layout that does not match this image's size is not trusted.
         let layout = layout.filter(|l| l.image_bytes(capacity as usize) == size);
@@ -100,9 +106,7 @@ impl BlankImage {
             },
             _ => {
                 let nonzero = bytes.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
-                bytes.truncate(nonzero);
-                bytes.shrink_to_fit();
-                Pattern::Head(bytes)
+                Pattern::Head(bytes[..nonzero].to_vec())
             }
         };
         BlankImage {

@@ -747,19 +747,16 @@ pub(crate) struct SinkResult {
 /// The one thread that writes the trace and feeds the live view, in per-device sequence order.
 pub(crate) fn sink_main(
     rx: Receiver<SinkMsg>,
-    mut writer: Option<TraceWriter>,
+    writer: Option<TraceWriter>,
     live: Option<LiveSender>,
     shared: Arc<SinkShared>,
 ) -> SinkResult {
     let mut pending: HashMap<DeviceId, (u64, BTreeMap<u64, SampleBatch>)> = HashMap::new();
-    let fail = |shared: &SinkShared, e: String| {
-        if let Ok(mut slot) = shared.error.lock()
-            && slot.is_none()
-        {
-            *slot = Some(e);
-        }
+    let mut trace = TraceSink {
+        writer,
+        failed: false,
+        shared: &shared,
     };
-    let mut write_failed = false;
     loop {
         let msg = match rx.recv_timeout(Duration::from_millis(50)) {
             Ok(m) => Some(m),
@@ -778,12 +775,7 @@ pub(crate) fn sink_main(
                     shared
                         .samples_written
                         .fetch_add(b.len() as u64, Ordering::Relaxed);
-                    if let Some(w) = writer.as_mut().filter(|_| !write_failed)
-                        && let Err(e) = w.append_samples(&b)
-                    {
-                        write_failed = true;
-                        fail(&shared, format!("writing the trace failed: {e}"));
-                    }
+                    trace.write(|w| w.append_samples(&b));
                     if let Some(l) = &live {
                         l.send(LiveEvent::Samples(b));
                     }
@@ -793,12 +785,7 @@ pub(crate) fn sink_main(
                 if let Ok(mut t) = shared.tally.lock() {
                     rows.iter().for_each(|r| t.add(r));
                 }
-                if let Some(w) = writer.as_mut().filter(|_| !write_failed)
-                    && let Err(e) = w.append_drops(&rows)
-                {
-                    write_failed = true;
-                    fail(&shared, format!("writing the trace failed: {e}"));
-                }
+                trace.write(|w| w.append_drops(&rows));
                 if let Some(l) = &live {
                     for r in rows {
                         l.send(LiveEvent::Drop(r));
@@ -809,12 +796,7 @@ pub(crate) fn sink_main(
                 shared
                     .nvml_rows
                     .fetch_add(rows.len() as u64, Ordering::Relaxed);
-                if let Some(w) = writer.as_mut().filter(|_| !write_failed)
-                    && let Err(e) = w.append_nvml(&rows)
-                {
-                    write_failed = true;
-                    fail(&shared, format!("writing the trace failed: {e}"));
-                }
+                trace.write(|w| w.append_nvml(&rows));
                 if let Some(l) = &live {
                     l.send(LiveEvent::Nvml(rows));
                 }
@@ -829,25 +811,42 @@ pub(crate) fn sink_main(
             }
             None => {}
         }
-        if let Some(w) = writer.as_mut().filter(|_| !write_failed)
-            && let Err(e) = w.flush_if_due()
-        {
-            write_failed = true;
-            fail(&shared, format!("writing the trace failed: {e}"));
-        }
+        trace.write(|w| w.flush_if_due());
     }
     // Anything still out of order (a lost sequence number) is written rather than kept back.
     for (_, (_, rest)) in pending {
         for (_, b) in rest {
-            if let Some(w) = writer.as_mut().filter(|_| !write_failed)
-                && w.append_samples(&b).is_err()
-            {
-                write_failed = true;
-            }
+            trace.write(|w| w.append_samples(&b));
         }
     }
     if let Some(l) = &live {
         l.send(LiveEvent::End);
     }
-    SinkResult { writer }
+    SinkResult {
+        writer: trace.writer,
+    }
+}
+
+/// The trace writer of the sink: after the first failed write it writes nothing more (the live
+/// view keeps going) and the failure is reported once, through [`SinkShared::error`].
+struct TraceSink<'a> {
+    writer: Option<TraceWriter>,
+    failed: bool,
+    shared: &'a SinkShared,
+}
+
+impl TraceSink<'_> {
+    fn write(&mut self, f: impl FnOnce(&mut TraceWriter) -> cufall_trace::Result<()>) {
+        let Some(w) = self.writer.as_mut().filter(|_| !self.failed) else {
+            return;
+        };
+        if let Err(e) = f(w) {
+            self.failed = true;
+            if let Ok(mut slot) = self.shared.error.lock()
+                && slot.is_none()
+            {
+                *slot = Some(format!("writing the trace failed: {e}"));
+            }
+        }
+    }
 }

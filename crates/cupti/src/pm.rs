@@ -407,18 +407,8 @@ impl PmSampler {
 
 impl Drop for PmSampler {
     fn drop(&mut self) {
-        if self.disabled {
-            return;
-        }
-        let _ = self.stop();
-        let mut p = sys::CUpti_PmSampling_Disable_Params {
-            structSize: sys::PmSampling_Disable_Params_STRUCT_SIZE as usize,
-            pPriv: std::ptr::null_mut(),
-            pPmSamplingObject: self.obj.as_ptr(),
-        };
-        // SAFETY: the object is live and disabled exactly once; errors are ignored because Drop
-        // cannot report them.
-        let _ = unsafe { result::pm_disable(&mut p) };
+        // Stops and disables once; errors are ignored because Drop cannot report them.
+        self.disable_now();
     }
 }
 

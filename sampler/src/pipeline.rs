@@ -816,6 +816,9 @@ pub(crate) fn sink_main(
     // Anything still out of order (a lost sequence number) is written rather than kept back.
     for (_, (_, rest)) in pending {
         for (_, b) in rest {
+            shared
+                .samples_written
+                .fetch_add(b.len() as u64, Ordering::Relaxed);
             trace.write(|w| w.append_samples(&b));
         }
     }
@@ -848,5 +851,199 @@ impl TraceSink<'_> {
                 *slot = Some(format!("writing the trace failed: {e}"));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cufall_live::FeedInfo;
+    use cufall_trace::model::{DeviceInfo, Manifest, MetricInfo, SamplingInfo};
+    use cufall_trace::{Trace, WriterOptions};
+
+    const T0: i64 = 1_764_460_800_000_000_000;
+
+    fn manifest() -> Manifest {
+        let mut m = Manifest::new("test", T0);
+        m.devices = (0..2)
+            .map(|i| DeviceInfo {
+                id: DeviceId(i),
+                name: "GPU".into(),
+                chip: "GH100".into(),
+                uuid: format!("GPU-{i}"),
+                pci_bus_id: String::new(),
+                sm_count: None,
+                memory_total_bytes: None,
+            })
+            .collect();
+        m.sampling = Some(SamplingInfo {
+            interval_ns: 10_000,
+            metrics: vec![MetricInfo {
+                name: "m.avg".into(),
+                unit: "%".into(),
+                description: String::new(),
+            }],
+            source: "test".into(),
+        });
+        m
+    }
+
+    fn batch(device: u32, t0: i64, n: usize, columns: usize) -> SampleBatch {
+        let mut b = SampleBatch::new(DeviceId(device), columns);
+        for i in 0..n {
+            let s = t0 + i as i64 * 10_000;
+            b.push(s, s + 10_000, &vec![i as f64; columns]);
+        }
+        b
+    }
+
+    fn live() -> (LiveSender, cufall_live::LiveReceiver) {
+        let m = manifest();
+        cufall_live::feed(
+            FeedInfo {
+                devices: m.devices.clone(),
+                metrics: m.sampling.map(|s| s.metrics).unwrap_or_default(),
+                heatmaps: Vec::new(),
+                interval_ns: 10_000,
+                nvml_interval_ns: 10_000_000,
+                counters_unavailable: None,
+            },
+            64,
+        )
+    }
+
+    fn sample_starts(events: &[LiveEvent]) -> Vec<(u32, i64)> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                LiveEvent::Samples(b) => Some((b.device.0, b.start_ns[0])),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_sink_writes_batches_in_sequence_order_and_tallies_drops() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sink.cufall");
+        let writer = TraceWriter::create(&path, manifest(), WriterOptions::default()).unwrap();
+        let (live_tx, live_rx) = live();
+        let (tx, rx) = mpsc::channel();
+        // Device 0's second image is evaluated first; device 1 is in order; seq 2 of device 1
+        // never comes (its batch is written at the end rather than kept back).
+        let send = |m| tx.send(m).unwrap();
+        send(SinkMsg::Samples {
+            device: DeviceId(0),
+            seq: 1,
+            batch: batch(0, T0 + 50_000, 5, 1),
+        });
+        send(SinkMsg::Samples {
+            device: DeviceId(1),
+            seq: 0,
+            batch: batch(1, T0, 5, 1),
+        });
+        send(SinkMsg::Samples {
+            device: DeviceId(0),
+            seq: 0,
+            batch: batch(0, T0, 5, 1),
+        });
+        send(SinkMsg::Samples {
+            device: DeviceId(1),
+            seq: 3,
+            batch: batch(1, T0 + 150_000, 5, 1),
+        });
+        send(SinkMsg::Drops(vec![
+            DropRecord {
+                device: DeviceId(1),
+                start_ns: T0 + 50_000,
+                end_ns: T0 + 150_000,
+                reason: DropReason::CounterDataFull,
+                lost_samples: Some(10),
+            },
+            DropRecord {
+                device: DeviceId(0),
+                start_ns: T0 - 10_000,
+                end_ns: T0,
+                reason: DropReason::Warmup,
+                lost_samples: Some(1),
+            },
+        ]));
+        send(SinkMsg::Nvml(vec![NvmlRow {
+            device: DeviceId(0),
+            t_ns: T0,
+            gpu_util_pct: Some(50),
+            ..NvmlRow::default()
+        }]));
+        send(SinkMsg::Message("hello".into()));
+        drop(tx);
+        let shared = Arc::new(SinkShared::default());
+        let out = sink_main(rx, Some(writer), Some(live_tx), Arc::clone(&shared));
+        out.writer.unwrap().finish(T0 + 1_000_000).unwrap();
+
+        assert_eq!(shared.samples_written.load(Ordering::Relaxed), 20);
+        assert_eq!(shared.nvml_rows.load(Ordering::Relaxed), 1);
+        assert_eq!(shared.tally.lock().unwrap().losses(), (1, 10));
+        assert_eq!(*shared.messages.lock().unwrap(), vec!["hello".to_string()]);
+        assert_eq!(*shared.error.lock().unwrap(), None);
+
+        let events = live_rx.drain(Duration::from_millis(50));
+        assert_eq!(
+            sample_starts(&events),
+            vec![(1, T0), (0, T0), (0, T0 + 50_000)],
+            "each device in sequence order; the orphan is not sent live"
+        );
+        assert!(matches!(events.last(), Some(LiveEvent::End)));
+
+        let t = Trace::open(&path).unwrap();
+        let mut starts: Vec<(u32, i64)> = t
+            .sample_batches()
+            .unwrap()
+            .iter()
+            .flat_map(|b| b.start_ns.iter().map(move |s| (b.device.0, *s)))
+            .collect();
+        assert_eq!(
+            starts.len(),
+            20,
+            "the batch after the missing sequence number is kept"
+        );
+        starts.sort();
+        assert_eq!(starts[0], (0, T0));
+        assert_eq!(t.drops().unwrap().len(), 2);
+        assert_eq!(t.nvml().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_failed_write_is_reported_once_and_the_live_view_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fail.cufall");
+        let writer = TraceWriter::create(&path, manifest(), WriterOptions::default()).unwrap();
+        let (live_tx, live_rx) = live();
+        let (tx, rx) = mpsc::channel();
+        // Two columns where the trace has one: the writer refuses the first batch.
+        for seq in 0..3 {
+            tx.send(SinkMsg::Samples {
+                device: DeviceId(0),
+                seq,
+                batch: batch(0, T0 + seq as i64 * 50_000, 5, 2),
+            })
+            .unwrap();
+        }
+        drop(tx);
+        let shared = Arc::new(SinkShared::default());
+        let out = sink_main(rx, Some(writer), Some(live_tx), Arc::clone(&shared));
+        assert!(out.writer.is_some());
+        let err = shared
+            .error
+            .lock()
+            .unwrap()
+            .clone()
+            .expect("the failure is reported");
+        assert!(err.starts_with("writing the trace failed"), "{err}");
+        let events = live_rx.drain(Duration::from_millis(50));
+        assert_eq!(
+            sample_starts(&events).len(),
+            3,
+            "the live view got every batch"
+        );
     }
 }

@@ -2,13 +2,25 @@
 # cufall sampler checks on a GPU machine (the lent H200). Run from the repository root:
 #
 #   scripts/gpu/sampler.sh first   # ~3 min: CUPTI facts, a short recording, bad-input checks
-#   scripts/gpu/sampler.sh full    # GPU tests, truth check vs ncu, benchmark, example traces
-#   scripts/gpu/sampler.sh bench|truth|examples|tests   # one part
+#   scripts/gpu/sampler.sh full    # everything below but bench60/reuse_test (~20 min with 60 s runs)
+#   scripts/gpu/sampler.sh PART... # parts, in order:
+#     probe               CUPTI facts, image layout, decode/evaluation costs (probe.json)
+#     tests               the #[ignore]d GPU tests, from a prebuilt test binary
+#     truth               per-phase means against ncu --clock-control none (truth.json)
+#     bench               finest lossless interval for 1/2/4 metrics (5 s screens, BENCH_SECONDS
+#                         confirmations), CPU, slowdown of a matmul loop (bench.txt)
+#     bench60             BENCH60="2:30us 4:30us ...": long runs of given metric sets/intervals
+#     exit_stall          programs that exit while every GPU is sampled (EXIT_IV, default interval)
+#     twogpu, twogpu_long both GPUs at once: burst alignment (twogpu.json); BENCH_SECONDS under load
+#     busy_and_privileges a second cufall while one records; cufall as user nobody
+#     overflow_recovery   forced hardware-buffer overflows must be recorded as drops
+#     reuse_test          does decode depend on a slot's old contents? (reuse.json)
+#     examples            the example recordings (examples.tgz)
 #
 # Binaries come prebuilt in .dev-bin/sampler/ (the GPU machine has no Rust toolchain):
-#   cargo build --release -p cufall && cp target/release/cufall .dev-bin/sampler/
-# Results go to $OUT (or /tmp/cufall-out): log.txt, probe.json, truth.json, bench.json,
-# examples.tgz. ncu and PM sampling both need the counters, so they never run at the same time.
+#   cargo build --release -p cufall && strip -o .dev-bin/sampler/cufall target/release/cufall
+# Results go to $OUT (or /tmp/cufall-out): log.txt, bench.txt and the JSON files above.
+# ncu and PM sampling both need the counters, so they never run at the same time.
 set -u
 BENCH_SECONDS=${BENCH_SECONDS:-60}
 BIN=${CUFALL_BIN:-.dev-bin/sampler/cufall}
@@ -310,7 +322,7 @@ machine
 for MODE in "$@"; do
   case $MODE in
     first) probe; bad_input; quick;;
-    full) tests; truth; bench; examples;;
+    full) tests; truth; bench; exit_stall; twogpu; twogpu_long; busy_and_privileges; overflow_recovery; examples;;
     *) $MODE;;
   esac
 done

@@ -126,14 +126,8 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<i32> {
             r.description,
             width = width
         );
-        if !r.sub_metrics.is_empty() {
-            let _ = writeln!(
-                out,
-                "{:width$}  sub-metrics: {}",
-                "",
-                r.sub_metrics.join(" "),
-                width = width
-            );
+        for line in sub_metric_lines(&r.sub_metrics, 100) {
+            let _ = writeln!(out, "{:width$}  {line}", "", width = width);
         }
     }
     if args.filter.is_none() {
@@ -143,12 +137,86 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<i32> {
         );
         for k in MetricKind::ALL {
             if let Some(s) = subs_by_kind.get(k.as_str()) {
-                let _ = writeln!(out, "  {}: {}", k.as_str(), s.join(" "));
+                let _ = writeln!(out, "  {}:", k.as_str());
+                for line in sub_metric_lines(s, 100) {
+                    let _ = writeln!(out, "    {line}");
+                }
             }
         }
     }
     emit(&out);
     Ok(0)
+}
+
+/// A metric's sub-metrics in a few lines. CUPTI's lists are mostly every rollup (`.avg`, `.max`,
+/// `.min`, `.sum`) times every suffix (`.per_second`, `.pct_of_peak_sustained_elapsed`, ...):
+/// shown as the rollups and the suffixes that follow each. Anything else is wrapped at `width`.
+pub fn sub_metric_lines(subs: &[String], width: usize) -> Vec<String> {
+    if subs.is_empty() {
+        return Vec::new();
+    }
+    let split = |s: &str| -> (String, String) {
+        let t = s.trim_start_matches('.');
+        match t.split_once('.') {
+            Some((r, rest)) => (format!(".{r}"), format!(".{rest}")),
+            None => (format!(".{t}"), String::new()),
+        }
+    };
+    let mut rollups: Vec<String> = Vec::new();
+    let mut suffixes: Vec<String> = Vec::new();
+    for s in subs {
+        let (r, x) = split(s);
+        if !rollups.contains(&r) {
+            rollups.push(r);
+        }
+        if !suffixes.contains(&x) {
+            suffixes.push(x);
+        }
+    }
+    let is_product = rollups.len() > 1
+        && suffixes.len() > 1
+        && rollups.len() * suffixes.len() == subs.len()
+        && subs.iter().all(|s| {
+            let (r, x) = split(s);
+            rollups.contains(&r) && suffixes.contains(&x)
+        });
+    if is_product {
+        let bare = suffixes.iter().any(|x| x.is_empty());
+        let shown: Vec<String> = suffixes.iter().filter(|x| !x.is_empty()).cloned().collect();
+        let mut lines = vec![format!(
+            "sub-metrics: a rollup ({}), {}followed by one of:",
+            rollups.join(" "),
+            if bare { "alone or " } else { "" }
+        )];
+        lines.extend(wrap(&shown, width, "  "));
+        return lines;
+    }
+    let mut lines = wrap(subs, width, "  ");
+    if let Some(first) = lines.first_mut() {
+        *first = format!("sub-metrics: {}", first.trim_start());
+    }
+    lines
+}
+
+/// Words joined by spaces into lines of at most `width` characters (a longer word stands alone).
+fn wrap(words: &[String], width: usize, indent: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for w in words {
+        if !line.is_empty() && line.len() + 1 + w.len() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if line.is_empty() {
+            line.push_str(indent);
+        } else {
+            line.push(' ');
+        }
+        line.push_str(w);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
 }
 
 /// Writes to stdout, quietly stopping when the reader goes away (`cufall metrics | head`).
@@ -161,6 +229,45 @@ fn emit(text: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn rollups_times_suffixes_are_shown_as_two_lists() {
+        let mut subs = Vec::new();
+        for r in [".avg", ".max", ".min", ".sum"] {
+            for x in ["", ".per_second", ".pct_of_peak_sustained_elapsed"] {
+                subs.push(format!("{r}{x}"));
+            }
+        }
+        let lines = sub_metric_lines(&subs, 100);
+        assert_eq!(
+            lines,
+            vec![
+                "sub-metrics: a rollup (.avg .max .min .sum), alone or followed by one of:"
+                    .to_string(),
+                "  .per_second .pct_of_peak_sustained_elapsed".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn other_lists_are_wrapped_and_nothing_is_lost() {
+        let subs = strings(&[".ratio", ".pct", ".max_rate", ".sum.per_second"]);
+        let lines = sub_metric_lines(&subs, 20);
+        assert!(lines.iter().all(|l| l.len() <= 25), "{lines:?}");
+        assert!(lines[0].starts_with("sub-metrics: "));
+        let joined = lines.join(" ");
+        for s in &subs {
+            assert!(joined.contains(s.as_str()), "{s} missing from {lines:?}");
+        }
+        assert!(sub_metric_lines(&[], 80).is_empty());
+        // A near-product with a pair missing is not compressed.
+        let gappy = strings(&[".avg", ".avg.per_second", ".max"]);
+        assert!(sub_metric_lines(&gappy, 100)[0].contains(".avg.per_second"));
+    }
 
     #[test]
     fn filter_needs_every_word() {

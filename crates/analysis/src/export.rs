@@ -153,28 +153,26 @@ fn write_samples(trace: &Trace, w: BufWriter<File>, format: Format, path: &Path)
         .collect_schema()
         .map_err(|e| write_err(path, e))?;
     let windows = crate::samples::time_windows(trace, crate::samples::SAMPLES_PER_WINDOW)?;
-    let window_frame = |lo: i64, hi: i64| -> Result<DataFrame> {
-        let lf = crate::samples::window_scan(trace, lo, hi)?;
-        Ok(trace.collect(lf)?)
+    // Each window's frame goes to `write` (the Parquet and CSV writers are different types).
+    let each_window = |write: &mut dyn FnMut(&DataFrame) -> PolarsResult<()>| -> Result<()> {
+        for &(lo, hi) in &windows {
+            let lf = crate::samples::window_scan(trace, lo, hi)?;
+            write(&trace.collect(lf)?).map_err(|e| write_err(path, e))?;
+        }
+        Ok(())
     };
     if format == Format::Parquet {
         let mut bw = ParquetWriter::new(w)
             .batched(&schema)
             .map_err(|e| write_err(path, e))?;
-        for (lo, hi) in windows {
-            bw.write_batch(&window_frame(lo, hi)?)
-                .map_err(|e| write_err(path, e))?;
-        }
+        each_window(&mut |df| bw.write_batch(df))?;
         bw.finish().map_err(|e| write_err(path, e))?;
     } else {
         let mut bw = CsvWriter::new(w)
             .include_header(true)
             .batched(&schema)
             .map_err(|e| write_err(path, e))?;
-        for (lo, hi) in windows {
-            bw.write_batch(&window_frame(lo, hi)?)
-                .map_err(|e| write_err(path, e))?;
-        }
+        each_window(&mut |df| bw.write_batch(df))?;
         bw.finish().map_err(|e| write_err(path, e))?;
     }
     Ok(())

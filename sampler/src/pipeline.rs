@@ -165,6 +165,7 @@ const LAYOUT_CHECK_EVERY: u64 = 64;
 
 struct Armed {
     plan: ImagePlan,
+    bytes_per_sample: u64,
     sampler: PmSampler,
     _ctx: Option<cufall_cupti::PrimaryContext>,
     template: BlankImage,
@@ -181,13 +182,21 @@ fn arm(setup: &DeviceSetup, cupti: &Cupti) -> Result<Armed, CuptiError> {
         setup.interval_ns,
     )?;
     let mut list = MetricList::new(&setup.metrics)?;
-    let one = sampler.counter_data_size(&mut list, 1)?;
-    let hundred_one = sampler.counter_data_size(&mut list, 101)?;
-    let bytes_per_sample = (hundred_one.saturating_sub(one) / 100).max(1) as u64;
+    let layout = sampler.image_layout(&mut list)?;
+    let bytes_per_sample = match layout {
+        Some(l) => l.bytes_per_sample as u64,
+        None => {
+            let one = sampler.counter_data_size(&mut list, 1)?;
+            let hundred_one = sampler.counter_data_size(&mut list, 101)?;
+            (hundred_one.saturating_sub(one) / 100).max(1) as u64
+        }
+    };
     let plan = setup
         .plan
         .capped(bytes_per_sample, crate::sizing::MAX_IMAGE_BYTES);
-    let (template, first) = sampler.blank_image_and_first(&mut list, plan.samples_per_image)?;
+    // The image CUPTI initialises to learn the blank pattern is the pool's first image.
+    let first = sampler.counter_data(&mut list, plan.samples_per_image)?;
+    let template = BlankImage::from_blank(&first, layout);
     let mut hosts = Vec::new();
     for _ in 0..setup.eval_threads.max(1) {
         let mut h = ProfilerHost::new(
@@ -201,17 +210,13 @@ fn arm(setup: &DeviceSetup, cupti: &Cupti) -> Result<Armed, CuptiError> {
     }
     Ok(Armed {
         plan,
+        bytes_per_sample,
         sampler,
         _ctx: ctx,
         template,
         first,
         hosts,
     })
-}
-
-fn template_bytes_per_sample(template: &BlankImage, plan: ImagePlan) -> Option<u64> {
-    (plan.samples_per_image > 0)
-        .then(|| template.size_bytes() as u64 / u64::from(plan.samples_per_image))
 }
 
 struct EvalJob {
@@ -250,6 +255,7 @@ fn device_main(
     }
     let Armed {
         plan,
+        bytes_per_sample,
         mut sampler,
         _ctx,
         template,
@@ -262,9 +268,9 @@ fn device_main(
     counters
         .samples_per_image
         .store(u64::from(plan.samples_per_image), Ordering::Relaxed);
-    if let Some(t) = template_bytes_per_sample(&template, plan) {
-        counters.bytes_per_sample.store(t, Ordering::Relaxed);
-    }
+    counters
+        .bytes_per_sample
+        .store(bytes_per_sample, Ordering::Relaxed);
     let template = Arc::new(template);
 
     // Evaluators.

@@ -250,19 +250,9 @@ impl PmSampler {
     /// A [`BlankImage`] for `max_samples` samples: initialised once through CUPTI, then kept as
     /// its non-zero head, with the layout that lets used images be restored by prefix.
     pub fn blank_image(&self, metrics: &mut MetricList, max_samples: u32) -> Result<BlankImage> {
-        Ok(self.blank_image_and_first(metrics, max_samples)?.0)
-    }
-
-    /// [`PmSampler::blank_image`], plus the full blank image CUPTI initialised to learn it, for
-    /// use as the first image (one image less to make and hold).
-    pub fn blank_image_and_first(
-        &self,
-        metrics: &mut MetricList,
-        max_samples: u32,
-    ) -> Result<(BlankImage, CounterData)> {
         let layout = self.image_layout(metrics)?;
-        let first = self.counter_data(metrics, max_samples)?;
-        Ok((BlankImage::from_blank(&first, layout), first))
+        let blank = self.counter_data(metrics, max_samples)?;
+        Ok(BlankImage::new(blank, layout))
     }
 
     /// Makes a used image blank again through CUPTI (same layout as when it was created).

@@ -6,6 +6,7 @@
 //! |---|---|
 //! | [`session`] | the reusable API: prepare (validate + arm GPUs), start (to a trace and/or a live feed), stop |
 //! | [`pipeline`] | per-device decode thread, evaluator threads, the single writer/sink thread |
+//! | [`capture`] | the program's NVTX ranges, kernels, copies and API calls, from the capture library |
 //! | [`gaps`] | timestamps → kept samples + explicit drop records (holes, warm-up) |
 //! | [`sizing`] | counter-data image sizes and when to swap them so no sample is silently lost |
 //! | [`spec`] | `--metric`/`--denominator`/`--full-scale`/`--sm-spread` → columns and heatmaps |
@@ -13,6 +14,7 @@
 //! | [`record`], [`metrics_cmd`], [`probe`] | the subcommands |
 #![deny(unsafe_code)]
 
+pub mod capture;
 pub mod gaps;
 pub mod metrics_cmd;
 pub mod nvml;

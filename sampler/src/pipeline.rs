@@ -22,7 +22,10 @@ use cufall_cupti::{
 };
 use cufall_live::{LiveEvent, LiveSender};
 use cufall_trace::TraceWriter;
-use cufall_trace::model::{DeviceId, DropReason, DropRecord, NvmlRow, SampleBatch};
+use cufall_trace::model::{
+    ApiCall, CaptureEvent, DeviceId, DropReason, DropRecord, KernelRecord, NvmlRow, NvtxRange,
+    SampleBatch,
+};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
@@ -40,6 +43,11 @@ pub(crate) enum SinkMsg {
     Drops(Vec<DropRecord>),
     Nvml(Vec<NvmlRow>),
     Message(String),
+    /// Captured from the profiled program (see [`crate::capture`]).
+    Nvtx(Vec<NvtxRange>),
+    Kernels(Vec<KernelRecord>),
+    Api(Vec<ApiCall>),
+    Capture(Vec<CaptureEvent>),
 }
 
 /// Live counters of one device's pipeline (read by status lines and benchmarks).
@@ -807,6 +815,20 @@ pub(crate) fn sink_main(
                     l.send(LiveEvent::Nvml(rows));
                 }
             }
+            Some(SinkMsg::Nvtx(rows)) => {
+                trace.write(|w| w.append_nvtx(&rows));
+                if let Some(l) = &live {
+                    l.send(LiveEvent::Nvtx(rows));
+                }
+            }
+            Some(SinkMsg::Kernels(rows)) => {
+                trace.write(|w| w.append_kernels(&rows));
+                if let Some(l) = &live {
+                    l.send(LiveEvent::Kernels(rows));
+                }
+            }
+            Some(SinkMsg::Api(rows)) => trace.write(|w| w.append_api(&rows)),
+            Some(SinkMsg::Capture(rows)) => trace.write(|w| w.append_capture(&rows)),
             Some(SinkMsg::Message(m)) => {
                 if let Ok(mut v) = shared.messages.lock() {
                     v.push(m.clone());

@@ -2,7 +2,9 @@
 //! CMD exits, `--duration` passes, or Ctrl-C; the trace is always closed properly.
 
 use crate::os;
+use crate::capture::{CaptureSummary, Recorder};
 use crate::session::{self, CounterPolicy, Prepared, SessionConfig, Summary};
+use cufall_capture::Kinds;
 use crate::spec::{self, MetricRequest, Selection};
 use crate::units::{parse_devices, parse_duration_ns};
 use anyhow::{Context, anyhow, bail};
@@ -120,6 +122,13 @@ pub struct RecordArgs {
     /// Write the run's figures (samples, drops, CPU time) as JSON here.
     #[arg(long, hide = true, value_name = "FILE")]
     pub stats_json: Option<PathBuf>,
+    /// What to capture from the program: nvtx, kernels, memcpy, api (CUDA calls that launch,
+    /// copy and synchronise), graphs (one record per CUDA graph launch), all, or none.
+    #[arg(long, value_name = "KINDS", default_value = "nvtx,kernels,memcpy")]
+    pub capture: String,
+    /// After the program exits, how long to wait for processes it started to finish sending.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub capture_wait: String,
     /// Program to run and record (after `--`); its exit code becomes cufall's.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -197,6 +206,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     {
         bail!("cannot run `{program}`: no such program (not a file, and not found on PATH)");
     }
+    let capture = CaptureRequest::from_flags(&args.capture, &args.capture_wait, &args.command)?;
     if args.output.exists() && !args.overwrite {
         bail!(
             "{} already exists; choose another -o path or add --overwrite to replace it",
@@ -276,15 +286,62 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
             return Err(anyhow!("{e}"));
         }
     };
-    record_with(args, prepared, writer, duration)
+    let recorder = match &capture.library {
+        Some(lib) => match prepared.start_capture(capture.kinds, lib.clone()) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                prepared.abort();
+                writer.abandon();
+                return Err(anyhow!("{e}"));
+            }
+        },
+        None => None,
+    };
+    record_with(args, prepared, writer, duration, recorder, capture.wait)
+}
+
+/// `--capture` and `--capture-wait`, checked before anything starts.
+pub struct CaptureRequest {
+    pub kinds: Kinds,
+    /// The capture library, when there is a program to capture from.
+    pub library: Option<PathBuf>,
+    pub wait: Duration,
+}
+
+impl CaptureRequest {
+    pub fn from_flags(kinds: &str, wait: &str, command: &[String]) -> anyhow::Result<Self> {
+        let kinds = Kinds::parse(kinds).map_err(|e| anyhow!("--capture: {e}"))?;
+        let wait = parse_duration_ns(wait)
+            .map(Duration::from_nanos)
+            .map_err(|e| anyhow!("--capture-wait: {e}"))?;
+        let library = if command.is_empty() || kinds.is_empty() {
+            None
+        } else {
+            Some(crate::capture::find_library()?)
+        };
+        Ok(CaptureRequest {
+            kinds,
+            library,
+            wait,
+        })
+    }
 }
 
 fn record_with(
     args: &RecordArgs,
     prepared: Prepared,
-    writer: TraceWriter,
+    mut writer: TraceWriter,
     duration: Option<Duration>,
+    recorder: Option<Recorder>,
+    capture_wait: Duration,
 ) -> anyhow::Result<i32> {
+    if let Some(r) = &recorder {
+        writer
+            .update_manifest(|m| {
+                m.extra.insert("capture".into(), r.kinds().to_env());
+            })
+            .map_err(|e| anyhow!("{e}"))?;
+    }
     let interval_ns = prepared.interval_ns;
     let n_devices = prepared.devices.len();
     let counters = prepared.has_counters();
@@ -293,7 +350,11 @@ fn record_with(
     // Let the warm-up sample end before the program starts, so its first kernels are sampled.
     std::thread::sleep(Duration::from_millis(20));
     let mut child = match args.command.split_first() {
-        Some((program, rest)) => match Command::new(program).args(rest).spawn() {
+        Some((program, rest)) => match Command::new(program)
+            .args(rest)
+            .envs(recorder.as_ref().map(Recorder::child_env).unwrap_or_default())
+            .spawn()
+        {
             Ok(c) => Some(c),
             Err(e) => {
                 let outcome = handle.stop();
@@ -358,6 +419,17 @@ fn record_with(
     if tty {
         eprintln!();
     }
+    let captured = recorder.map(|r| {
+        // The program's own children may still be sending; a Ctrl-C or --duration stop waits
+        // less, the user asked to stop.
+        let wait = if why_stopped == "the program exited" {
+            capture_wait
+        } else {
+            capture_wait.min(Duration::from_secs(2))
+        };
+        r.wait_for_processes(wait);
+        r.finish()
+    });
     let outcome = handle.stop();
     let summary = outcome.summary;
     let code = child_status.map(exit_code);
@@ -379,6 +451,9 @@ fn record_with(
         why_stopped,
         stats.bytes,
     );
+    if let Some(c) = &captured {
+        print_capture(c);
+    }
     if let Some(p) = &args.stats_json {
         let json = serde_json::to_string_pretty(&summary)?;
         std::fs::write(p, json).with_context(|| format!("writing {}", p.display()))?;
@@ -392,6 +467,28 @@ fn record_with(
         }
     }
     Ok(code.unwrap_or(if why_stopped == "Ctrl-C" { 130 } else { 0 }))
+}
+
+fn print_capture(c: &CaptureSummary) {
+    say(format!(
+        "captured {} NVTX range(s), {} kernel/copy record(s), {} API call(s) from {} process(es)",
+        c.nvtx_ranges,
+        c.activities,
+        c.api_calls,
+        c.processes.len()
+    ));
+    if c.cupti_dropped > 0 {
+        say(format!(
+            "WARNING: CUPTI dropped {} activity record(s) (recorded in the trace's capture table)",
+            c.cupti_dropped
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for p in c.problems.iter().chain(&c.protocol_errors) {
+        if seen.insert(p) {
+            say(format!("capture: {p}"));
+        }
+    }
 }
 
 fn print_summary(

@@ -421,6 +421,16 @@ impl Prepared {
         }
     }
 
+    /// Listens for the records of a program about to be started under capture; they go to the
+    /// same sink as the samples. Call before [`Prepared::start`].
+    pub fn start_capture(
+        &self,
+        kinds: cufall_capture::Kinds,
+        library: std::path::PathBuf,
+    ) -> Result<crate::capture::Recorder, crate::capture::CaptureError> {
+        crate::capture::Recorder::start(kinds, library, &self.devices, self.tx.clone())
+    }
+
     /// Starts sampling. Data goes to `writer` (a trace) and/or `live` (a view).
     pub fn start(
         self,

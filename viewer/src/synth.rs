@@ -123,6 +123,7 @@ pub fn range(name: &str, start_ns: i64, end_ns: i64, depth: u32) -> NvtxRange {
         depth,
         pid: 1,
         tid: 1,
+        ..Default::default()
     }
 }
 

@@ -149,6 +149,7 @@ fn generate(
                     depth,
                     pid: 42,
                     tid: 42,
+                    ..Default::default()
                 });
             }
             for d in 0..gpus {
@@ -166,6 +167,7 @@ fn generate(
                         correlation_id: 0,
                         bytes: None,
                         pid: 42,
+                        ..Default::default()
                     });
                 }
                 nvml.push(NvmlRow {

@@ -239,6 +239,7 @@ mod tests {
                     correlation_id: 0,
                     bytes: None,
                     pid: 0,
+                    ..Default::default()
                 })
                 .collect();
             let cov = KernelCoverage::build(&recs).expect("kernels");
@@ -274,6 +275,7 @@ mod tests {
             correlation_id: 0,
             bytes: None,
             pid: 1,
+            ..Default::default()
         };
         let cov = KernelCoverage::build(&[k(0, 100), k(50, 150), k(200, 300)]).expect("kernels");
         assert_eq!(cov.covered_ns(0, 100, 250), 50 + 50);

@@ -72,6 +72,8 @@ impl Phases {
             match r.kind {
                 RangeKind::PushPop => threads.entry((r.pid, r.tid)).or_default().push(r),
                 RangeKind::StartEnd => paths.push((r.start_ns, r.end_ns, r.name.clone(), 0)),
+                // A mark is an instant, not a phase.
+                RangeKind::Mark => {}
             }
         }
         for list in threads.values_mut() {
@@ -350,6 +352,7 @@ mod tests {
             depth,
             pid: 1,
             tid: 1,
+            ..Default::default()
         }
     }
 

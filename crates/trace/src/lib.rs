@@ -13,7 +13,14 @@
 //!   nvml/000000.parquet     NVML readings: device, t_ns, power_w, clocks, utilisation, memory, ...
 //!   nvtx/000000.parquet     NVTX ranges: start_ns, end_ns, name, domain, kind, depth, pid, tid
 //!   kernels/000000.parquet  GPU activity: device, start_ns, end_ns, kind, name, stream, ...
+//!   api/000000.parquet      CUDA API calls (--capture api): start_ns, end_ns, name, pid, tid, ...
+//!   capture/000000.parquet  what capture reported per process: t_ns, pid, event, count, detail
 //! ```
+//!
+//! Schema 1.1 added the `api` and `capture` tables, NVTX `category`, `color` and payloads, the
+//! `mark` range kind, kernel grid/block/context/graph columns and the `graph` activity kind;
+//! 1.0 traces read with those columns empty. Every table has at least one segment (empty ones
+//! carry the schema).
 //!
 //! Each table is a sequence of *segments*: complete Parquet files, each written to a hidden
 //! temporary name and renamed into place, then listed in `index.jsonl` with its CRC-32. The
@@ -42,7 +49,7 @@ pub const FORMAT_NAME: &str = "cufall-trace";
 /// Major version of the schema: a reader refuses traces with a larger major.
 pub const SCHEMA_MAJOR: u32 = 1;
 /// Minor version: additions that older readers can ignore (they warn).
-pub const SCHEMA_MINOR: u32 = 0;
+pub const SCHEMA_MINOR: u32 = 1;
 /// The clock domain of every timestamp column.
 pub const CLOCK_DOMAIN: &str = "unix_realtime_ns";
 /// Name of the metadata file inside a trace folder.

@@ -276,13 +276,16 @@ pub struct NvmlRow {
 }
 
 /// How an NVTX range was delimited.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RangeKind {
+    #[default]
     /// `nvtxRangePush`/`nvtxRangePop`: nested per thread, `depth` is meaningful.
     PushPop,
     /// `nvtxRangeStart`/`nvtxRangeEnd`: may cross threads, not nested.
     StartEnd,
+    /// `nvtxMark`: an instant (`start_ns == end_ns`). Since schema 1.1.
+    Mark,
 }
 
 impl RangeKind {
@@ -290,19 +293,21 @@ impl RangeKind {
         match self {
             RangeKind::PushPop => "push_pop",
             RangeKind::StartEnd => "start_end",
+            RangeKind::Mark => "mark",
         }
     }
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "push_pop" => Some(RangeKind::PushPop),
             "start_end" => Some(RangeKind::StartEnd),
+            "mark" => Some(RangeKind::Mark),
             _ => None,
         }
     }
 }
 
-/// One NVTX range of the profiled program.
-#[derive(Clone, Debug, PartialEq)]
+/// One NVTX range (or mark) of the profiled program.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct NvtxRange {
     pub start_ns: i64,
     pub end_ns: i64,
@@ -314,15 +319,26 @@ pub struct NvtxRange {
     pub depth: u32,
     pub pid: u32,
     pub tid: u32,
+    /// NVTX category (0 when none was given). Since schema 1.1.
+    pub category: u32,
+    /// ARGB colour the program gave the range. Since schema 1.1.
+    pub color: Option<u32>,
+    /// Integer payload (`int32`, `int64`, `uint32`, `uint64` up to `i64::MAX`). Since 1.1.
+    pub payload_int: Option<i64>,
+    /// Floating-point payload (`float`, `double`, or a `uint64` above `i64::MAX`). Since 1.1.
+    pub payload_float: Option<f64>,
 }
 
 /// What a GPU activity record describes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ActivityKind {
+    #[default]
     Kernel,
     Memcpy,
     Memset,
+    /// A whole CUDA graph launch (`--capture graphs`). Since schema 1.1.
+    Graph,
 }
 
 impl ActivityKind {
@@ -331,6 +347,7 @@ impl ActivityKind {
             ActivityKind::Kernel => "kernel",
             ActivityKind::Memcpy => "memcpy",
             ActivityKind::Memset => "memset",
+            ActivityKind::Graph => "graph",
         }
     }
     pub fn parse(s: &str) -> Option<Self> {
@@ -338,13 +355,14 @@ impl ActivityKind {
             "kernel" => Some(ActivityKind::Kernel),
             "memcpy" => Some(ActivityKind::Memcpy),
             "memset" => Some(ActivityKind::Memset),
+            "graph" => Some(ActivityKind::Graph),
             _ => None,
         }
     }
 }
 
-/// One kernel, memcpy or memset executed on a GPU by the profiled program.
-#[derive(Clone, Debug, PartialEq)]
+/// One kernel, memcpy, memset or graph launch executed on a GPU by the profiled program.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct KernelRecord {
     pub device: DeviceId,
     pub start_ns: i64,
@@ -357,4 +375,66 @@ pub struct KernelRecord {
     /// Bytes moved, for memcpy/memset.
     pub bytes: Option<u64>,
     pub pid: u32,
+    /// Grid and block dimensions of a kernel (`None` for copies). Since schema 1.1.
+    pub grid: Option<[u32; 3]>,
+    pub block: Option<[u32; 3]>,
+    /// CUDA context (CUPTI's context id). Since schema 1.1.
+    pub context_id: Option<u32>,
+    /// The CUDA graph the work belongs to, when it was launched from one. Since schema 1.1.
+    pub graph_id: Option<u32>,
+}
+
+/// Which CUDA API a host call belongs to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApiDomain {
+    #[default]
+    Runtime,
+    Driver,
+}
+
+impl ApiDomain {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApiDomain::Runtime => "runtime",
+            ApiDomain::Driver => "driver",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "runtime" => Some(ApiDomain::Runtime),
+            "driver" => Some(ApiDomain::Driver),
+            _ => None,
+        }
+    }
+}
+
+/// One CUDA runtime or driver call of the profiled program that launches, copies or
+/// synchronises (`--capture api`), with its host-side duration. Since schema 1.1.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ApiCall {
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub domain: ApiDomain,
+    /// Function name, e.g. `cudaLaunchKernel`, `cuStreamSynchronize`.
+    pub name: String,
+    pub pid: u32,
+    pub tid: u32,
+    /// Shared with the kernel or copy the call launched.
+    pub correlation_id: u32,
+}
+
+/// A fact about capture in one process of the profiled program: the library attached, CUPTI
+/// was unavailable and why, CUPTI dropped records, ranges were left open, the process ended
+/// without a goodbye. Since schema 1.1.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CaptureEvent {
+    pub t_ns: i64,
+    pub pid: u32,
+    /// A short code (`cuda_attached`, `cupti_unavailable`, `cupti_records_dropped`, ...).
+    pub event: String,
+    /// A count where the event has one (records dropped, ranges left open), else 0.
+    pub count: u64,
+    /// Human-readable detail.
+    pub detail: String,
 }

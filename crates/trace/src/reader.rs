@@ -3,7 +3,8 @@
 use crate::error::{Result, TraceError};
 use crate::index::{self, SegmentEntry};
 use crate::model::{
-    DropRecord, KernelRecord, Manifest, NvmlRow, NvtxRange, RecordingStatus, SampleBatch,
+    ApiCall, CaptureEvent, DropRecord, KernelRecord, Manifest, NvmlRow, NvtxRange,
+    RecordingStatus, SampleBatch,
 };
 use crate::tables;
 use crate::{FORMAT_NAME, INDEX_FILE, MANIFEST_FILE, SCHEMA_MAJOR, SCHEMA_MINOR};
@@ -20,15 +21,21 @@ pub enum Table {
     Nvml,
     Nvtx,
     Kernels,
+    /// CUDA API calls (`--capture api`). Since schema 1.1.
+    Api,
+    /// Facts about capture per process. Since schema 1.1.
+    Capture,
 }
 
 impl Table {
-    pub const ALL: [Table; 5] = [
+    pub const ALL: [Table; 7] = [
         Table::Samples,
         Table::Drops,
         Table::Nvml,
         Table::Nvtx,
         Table::Kernels,
+        Table::Api,
+        Table::Capture,
     ];
 
     /// Folder of the table's segments inside the trace.
@@ -39,6 +46,8 @@ impl Table {
             Table::Nvml => "nvml",
             Table::Nvtx => "nvtx",
             Table::Kernels => "kernels",
+            Table::Api => "api",
+            Table::Capture => "capture",
         }
     }
 }
@@ -433,6 +442,18 @@ impl Trace {
     pub fn kernels(&self) -> Result<Vec<KernelRecord>> {
         let df = self.frame(Table::Kernels)?;
         tables::kernels_from(&df).map_err(|e| corrupt(&self.dir, e.to_string()))
+    }
+
+    /// CUDA API calls (`--capture api`); empty for traces without them.
+    pub fn api_calls(&self) -> Result<Vec<ApiCall>> {
+        let df = self.frame(Table::Api)?;
+        tables::api_from(&df).map_err(|e| corrupt(&self.dir, e.to_string()))
+    }
+
+    /// What capture reported per process; empty for traces without capture.
+    pub fn capture_events(&self) -> Result<Vec<CaptureEvent>> {
+        let df = self.frame(Table::Capture)?;
+        tables::capture_from(&df).map_err(|e| corrupt(&self.dir, e.to_string()))
     }
 
     /// Counts and extents for `cufall info`. Sample counts come from the index where it has

@@ -2,8 +2,8 @@
 //! Parquet encoding of a segment.
 
 use crate::model::{
-    ActivityKind, DeviceId, DropReason, DropRecord, KernelRecord, NvmlRow, NvtxRange, RangeKind,
-    SampleBatch,
+    ActivityKind, ApiCall, ApiDomain, CaptureEvent, DeviceId, DropReason, DropRecord,
+    KernelRecord, NvmlRow, NvtxRange, RangeKind, SampleBatch,
 };
 use polars::prelude::*;
 use polars_parquet::write::{
@@ -68,6 +68,10 @@ pub(crate) fn empty_schema(table: crate::Table, metrics: &[&str]) -> Schema {
             ("depth", DataType::UInt32),
             ("pid", DataType::UInt32),
             ("tid", DataType::UInt32),
+            ("category", DataType::UInt32),
+            ("color", DataType::UInt32),
+            ("payload_int", DataType::Int64),
+            ("payload_float", DataType::Float64),
         ]),
         Table::Kernels => fields.extend([
             (col::DEVICE, DataType::UInt16),
@@ -79,6 +83,30 @@ pub(crate) fn empty_schema(table: crate::Table, metrics: &[&str]) -> Schema {
             ("correlation_id", DataType::UInt32),
             ("bytes", DataType::UInt64),
             ("pid", DataType::UInt32),
+            ("grid_x", DataType::UInt32),
+            ("grid_y", DataType::UInt32),
+            ("grid_z", DataType::UInt32),
+            ("block_x", DataType::UInt32),
+            ("block_y", DataType::UInt32),
+            ("block_z", DataType::UInt32),
+            ("context_id", DataType::UInt32),
+            ("graph_id", DataType::UInt32),
+        ]),
+        Table::Api => fields.extend([
+            (col::START_NS, DataType::Int64),
+            (col::END_NS, DataType::Int64),
+            ("domain", DataType::String),
+            ("name", DataType::String),
+            ("pid", DataType::UInt32),
+            ("tid", DataType::UInt32),
+            ("correlation_id", DataType::UInt32),
+        ]),
+        Table::Capture => fields.extend([
+            (col::T_NS, DataType::Int64),
+            ("pid", DataType::UInt32),
+            ("event", DataType::String),
+            ("count", DataType::UInt64),
+            ("detail", DataType::String),
         ]),
     }
     Schema::from_iter(fields.into_iter().map(|(n, t)| Field::new(n.into(), t)))
@@ -246,6 +274,22 @@ pub(crate) fn nvtx_frame(rows: &[NvtxRange]) -> PolarsResult<DataFrame> {
             ),
             Column::new("pid".into(), rows.iter().map(|r| r.pid).collect::<Vec<_>>()),
             Column::new("tid".into(), rows.iter().map(|r| r.tid).collect::<Vec<_>>()),
+            Column::new(
+                "category".into(),
+                rows.iter().map(|r| r.category).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "color".into(),
+                rows.iter().map(|r| r.color).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "payload_int".into(),
+                rows.iter().map(|r| r.payload_int).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "payload_float".into(),
+                rows.iter().map(|r| r.payload_float).collect::<Vec<_>>(),
+            ),
         ],
     )
 }
@@ -289,6 +333,73 @@ pub(crate) fn kernels_frame(rows: &[KernelRecord]) -> PolarsResult<DataFrame> {
                 rows.iter().map(|r| r.bytes).collect::<Vec<_>>(),
             ),
             Column::new("pid".into(), rows.iter().map(|r| r.pid).collect::<Vec<_>>()),
+            dim_column("grid_x", rows, |r| r.grid.map(|g| g[0])),
+            dim_column("grid_y", rows, |r| r.grid.map(|g| g[1])),
+            dim_column("grid_z", rows, |r| r.grid.map(|g| g[2])),
+            dim_column("block_x", rows, |r| r.block.map(|b| b[0])),
+            dim_column("block_y", rows, |r| r.block.map(|b| b[1])),
+            dim_column("block_z", rows, |r| r.block.map(|b| b[2])),
+            dim_column("context_id", rows, |r| r.context_id),
+            dim_column("graph_id", rows, |r| r.graph_id),
+        ],
+    )
+}
+
+fn dim_column(name: &str, rows: &[KernelRecord], f: impl Fn(&KernelRecord) -> Option<u32>) -> Column {
+    Column::new(name.into(), rows.iter().map(f).collect::<Vec<_>>())
+}
+
+pub(crate) fn api_frame(rows: &[ApiCall]) -> PolarsResult<DataFrame> {
+    DataFrame::new(
+        rows.len(),
+        vec![
+            Column::new(
+                col::START_NS.into(),
+                rows.iter().map(|r| r.start_ns).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                col::END_NS.into(),
+                rows.iter().map(|r| r.end_ns).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "domain".into(),
+                rows.iter().map(|r| r.domain.as_str()).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "name".into(),
+                rows.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
+            ),
+            Column::new("pid".into(), rows.iter().map(|r| r.pid).collect::<Vec<_>>()),
+            Column::new("tid".into(), rows.iter().map(|r| r.tid).collect::<Vec<_>>()),
+            Column::new(
+                "correlation_id".into(),
+                rows.iter().map(|r| r.correlation_id).collect::<Vec<_>>(),
+            ),
+        ],
+    )
+}
+
+pub(crate) fn capture_frame(rows: &[CaptureEvent]) -> PolarsResult<DataFrame> {
+    DataFrame::new(
+        rows.len(),
+        vec![
+            Column::new(
+                col::T_NS.into(),
+                rows.iter().map(|r| r.t_ns).collect::<Vec<_>>(),
+            ),
+            Column::new("pid".into(), rows.iter().map(|r| r.pid).collect::<Vec<_>>()),
+            Column::new(
+                "event".into(),
+                rows.iter().map(|r| r.event.as_str()).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "count".into(),
+                rows.iter().map(|r| r.count).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "detail".into(),
+                rows.iter().map(|r| r.detail.as_str()).collect::<Vec<_>>(),
+            ),
         ],
     )
 }
@@ -384,6 +495,18 @@ pub(crate) fn nvml_from(df: &DataFrame) -> PolarsResult<Vec<NvmlRow>> {
         .collect())
 }
 
+/// A column that traces of schema 1.0 lack: `None` when absent.
+fn optional<'a, T>(
+    df: &'a DataFrame,
+    name: &str,
+    get: impl FnOnce(&'a Column) -> PolarsResult<&'a T>,
+) -> PolarsResult<Option<&'a T>> {
+    match df.column(name) {
+        Ok(c) => get(c).map(Some),
+        Err(_) => Ok(None),
+    }
+}
+
 pub(crate) fn nvtx_from(df: &DataFrame) -> PolarsResult<Vec<NvtxRange>> {
     let start = df.column(col::START_NS)?.i64()?;
     let end = df.column(col::END_NS)?.i64()?;
@@ -393,10 +516,18 @@ pub(crate) fn nvtx_from(df: &DataFrame) -> PolarsResult<Vec<NvtxRange>> {
     let depth = df.column("depth")?.u32()?;
     let pid = df.column("pid")?.u32()?;
     let tid = df.column("tid")?.u32()?;
+    let category = optional(df, "category", |c| c.u32())?;
+    let color = optional(df, "color", |c| c.u32())?;
+    let payload_int = optional(df, "payload_int", |c| c.i64())?;
+    let payload_float = optional(df, "payload_float", |c| c.f64())?;
     let mut out = Vec::with_capacity(df.height());
     for i in 0..df.height() {
         let k = kind.get(i).unwrap_or("");
         out.push(NvtxRange {
+            category: category.and_then(|c| c.get(i)).unwrap_or(0),
+            color: color.and_then(|c| c.get(i)),
+            payload_int: payload_int.and_then(|c| c.get(i)),
+            payload_float: payload_float.and_then(|c| c.get(i)),
             start_ns: start.get(i).unwrap_or(0),
             end_ns: end.get(i).unwrap_or(0),
             name: name.get(i).unwrap_or("").to_string(),
@@ -421,10 +552,23 @@ pub(crate) fn kernels_from(df: &DataFrame) -> PolarsResult<Vec<KernelRecord>> {
     let corr = df.column("correlation_id")?.u32()?;
     let bytes = df.column("bytes")?.u64()?;
     let pid = df.column("pid")?.u32()?;
+    let dims = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
+        .map(|n| optional(df, n, |c| c.u32()));
+    let [gx, gy, gz, bx, by, bz] = dims;
+    let (gx, gy, gz, bx, by, bz) = (gx?, gy?, gz?, bx?, by?, bz?);
+    let context = optional(df, "context_id", |c| c.u32())?;
+    let graph = optional(df, "graph_id", |c| c.u32())?;
+    let triple = |a: Option<&UInt32Chunked>, b: Option<&UInt32Chunked>, c: Option<&UInt32Chunked>, i| {
+        Some([a?.get(i)?, b?.get(i)?, c?.get(i)?])
+    };
     let mut out = Vec::with_capacity(df.height());
     for i in 0..df.height() {
         let k = kind.get(i).unwrap_or("");
         out.push(KernelRecord {
+            grid: triple(gx, gy, gz, i),
+            block: triple(bx, by, bz, i),
+            context_id: context.and_then(|c| c.get(i)),
+            graph_id: graph.and_then(|c| c.get(i)),
             device: DeviceId(u32::from(device.get(i).unwrap_or(0))),
             start_ns: start.get(i).unwrap_or(0),
             end_ns: end.get(i).unwrap_or(0),
@@ -438,6 +582,48 @@ pub(crate) fn kernels_from(df: &DataFrame) -> PolarsResult<Vec<KernelRecord>> {
         });
     }
     Ok(out)
+}
+
+pub(crate) fn api_from(df: &DataFrame) -> PolarsResult<Vec<ApiCall>> {
+    let start = df.column(col::START_NS)?.i64()?;
+    let end = df.column(col::END_NS)?.i64()?;
+    let domain = df.column("domain")?.str()?;
+    let name = df.column("name")?.str()?;
+    let pid = df.column("pid")?.u32()?;
+    let tid = df.column("tid")?.u32()?;
+    let corr = df.column("correlation_id")?.u32()?;
+    let mut out = Vec::with_capacity(df.height());
+    for i in 0..df.height() {
+        let d = domain.get(i).unwrap_or("");
+        out.push(ApiCall {
+            start_ns: start.get(i).unwrap_or(0),
+            end_ns: end.get(i).unwrap_or(0),
+            domain: ApiDomain::parse(d)
+                .ok_or_else(|| polars_err!(ComputeError: "unknown API domain `{d}`"))?,
+            name: name.get(i).unwrap_or("").to_string(),
+            pid: pid.get(i).unwrap_or(0),
+            tid: tid.get(i).unwrap_or(0),
+            correlation_id: corr.get(i).unwrap_or(0),
+        });
+    }
+    Ok(out)
+}
+
+pub(crate) fn capture_from(df: &DataFrame) -> PolarsResult<Vec<CaptureEvent>> {
+    let t = df.column(col::T_NS)?.i64()?;
+    let pid = df.column("pid")?.u32()?;
+    let event = df.column("event")?.str()?;
+    let count = df.column("count")?.u64()?;
+    let detail = df.column("detail")?.str()?;
+    Ok((0..df.height())
+        .map(|i| CaptureEvent {
+            t_ns: t.get(i).unwrap_or(0),
+            pid: pid.get(i).unwrap_or(0),
+            event: event.get(i).unwrap_or("").to_string(),
+            count: count.get(i).unwrap_or(0),
+            detail: detail.get(i).unwrap_or("").to_string(),
+        })
+        .collect())
 }
 
 /// Per-device samples back from a frame of the samples table.

@@ -3,7 +3,8 @@
 use crate::error::{Result, TraceError};
 use crate::index::SegmentEntry;
 use crate::model::{
-    DropRecord, KernelRecord, Manifest, NvmlRow, NvtxRange, RecordingStatus, SampleBatch,
+    ApiCall, CaptureEvent, DropRecord, KernelRecord, Manifest, NvmlRow, NvtxRange,
+    RecordingStatus, SampleBatch,
 };
 use crate::tables::{self, SampleColumns};
 use crate::{INDEX_FILE, MANIFEST_FILE, Table};
@@ -44,6 +45,8 @@ pub struct WriteStats {
     pub nvml_rows: u64,
     pub nvtx_ranges: u64,
     pub kernels: u64,
+    pub api_calls: u64,
+    pub capture_events: u64,
     pub segments: u64,
     pub bytes: u64,
 }
@@ -64,6 +67,8 @@ pub struct TraceWriter {
     nvml: Vec<NvmlRow>,
     nvtx: Vec<NvtxRange>,
     kernels: Vec<KernelRecord>,
+    api: Vec<ApiCall>,
+    capture: Vec<CaptureEvent>,
     last_flush: Instant,
     stats: WriteStats,
 }
@@ -134,6 +139,8 @@ impl TraceWriter {
             nvml: Vec::new(),
             nvtx: Vec::new(),
             kernels: Vec::new(),
+            api: Vec::new(),
+            capture: Vec::new(),
             last_flush: Instant::now(),
             stats: WriteStats::default(),
         };
@@ -224,6 +231,16 @@ impl TraceWriter {
         Ok(())
     }
 
+    pub fn append_api(&mut self, rows: &[ApiCall]) -> Result<()> {
+        self.api.extend_from_slice(rows);
+        Ok(())
+    }
+
+    pub fn append_capture(&mut self, rows: &[CaptureEvent]) -> Result<()> {
+        self.capture.extend_from_slice(rows);
+        Ok(())
+    }
+
     /// Writes buffered rows if the flush interval has passed since the last write.
     pub fn flush_if_due(&mut self) -> Result<()> {
         if self.last_flush.elapsed() >= self.options.flush_interval {
@@ -272,6 +289,18 @@ impl TraceWriter {
                 self.kernels.clear();
                 Some(f)
             }
+            Table::Api if !self.api.is_empty() => {
+                self.stats.api_calls += self.api.len() as u64;
+                let f = tables::api_frame(&self.api);
+                self.api.clear();
+                Some(f)
+            }
+            Table::Capture if !self.capture.is_empty() => {
+                self.stats.capture_events += self.capture.len() as u64;
+                let f = tables::capture_frame(&self.capture);
+                self.capture.clear();
+                Some(f)
+            }
             _ => None,
         };
         let Some(frame) = built else {
@@ -308,9 +337,21 @@ impl TraceWriter {
         Ok(())
     }
 
-    /// Writes what is buffered, marks the trace complete and closes it.
+    /// Writes what is buffered, marks the trace complete and closes it. A table that never had
+    /// a row gets one empty segment carrying its schema, so every table of every trace can be
+    /// scanned by name (`pl.scan_parquet("T.cufall/nvtx/*.parquet")`).
     pub fn finish(mut self, end_unix_ns: i64) -> Result<WriteStats> {
         self.flush()?;
+        let metrics: Vec<&str> = self.metrics.iter().map(String::as_str).collect();
+        let empty: Vec<(Table, Schema)> = Table::ALL
+            .into_iter()
+            .filter(|t| !self.next_segment.contains_key(t))
+            .map(|t| (t, tables::empty_schema(t, &metrics)))
+            .collect();
+        for (table, schema) in empty {
+            let mut frame = DataFrame::empty_with_schema(&schema);
+            self.write_segment(table, &mut frame)?;
+        }
         self.manifest.status = RecordingStatus::Complete;
         self.manifest.end_unix_ns = Some(end_unix_ns);
         self.write_manifest()?;

@@ -178,6 +178,7 @@ impl Fixture {
                         depth,
                         pid: 1234,
                         tid: 1234,
+                        ..Default::default()
                     });
                 }
             }
@@ -202,6 +203,7 @@ impl Fixture {
                             correlation_id: (k * 2) as u32,
                             bytes: None,
                             pid: 1234,
+                            ..Default::default()
                         });
                     }
                 }

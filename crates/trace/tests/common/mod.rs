@@ -118,6 +118,7 @@ pub fn nvtx() -> Vec<NvtxRange> {
             depth: 0,
             pid: 42,
             tid: 43,
+            ..Default::default()
         },
         NvtxRange {
             start_ns: T0 + 2_000_000,
@@ -128,6 +129,7 @@ pub fn nvtx() -> Vec<NvtxRange> {
             depth: 1,
             pid: 42,
             tid: 44,
+            ..Default::default()
         },
     ]
 }
@@ -144,6 +146,7 @@ pub fn kernels() -> Vec<KernelRecord> {
             correlation_id: 1001,
             bytes: None,
             pid: 42,
+            ..Default::default()
         },
         KernelRecord {
             device: DeviceId(1),
@@ -155,6 +158,7 @@ pub fn kernels() -> Vec<KernelRecord> {
             correlation_id: 1002,
             bytes: Some(1 << 30),
             pid: 42,
+            ..Default::default()
         },
     ]
 }

@@ -1,0 +1,858 @@
+//! The wire format between the capture library inside a profiled program
+//! (`libcufall_inject.so`, the `inject/` crate) and the recording `cufall`.
+//!
+//! `cufall record -- CMD` starts CMD with:
+//!
+//! | variable | value |
+//! |---|---|
+//! | `CUDA_INJECTION64_PATH`, `NVTX_INJECTION64_PATH` | the capture library |
+//! | [`ENV_SOCKET`] | the Unix socket the recorder listens on |
+//! | [`ENV_KINDS`] | what to capture, as [`Kinds::to_env`] writes it |
+//!
+//! Every process of the program that loads the library (children inherit the environment)
+//! opens one connection and sends [`Frame`]s, each encoded as
+//!
+//! ```text
+//! u32 body length (little endian) | u8 tag | body
+//! ```
+//!
+//! Integers are little endian, strings are a `u32` byte length and UTF-8 bytes. The first frame
+//! of a connection is [`Frame::Hello`], the last (when the process exits normally)
+//! [`Frame::Bye`]. Names that repeat (kernel names, NVTX domains, registered strings, API
+//! names) are sent once as [`Frame::String`] and referred to by id; an id may be used before
+//! its definition arrives (definitions and uses can travel in different per-thread buffers), so
+//! the receiver resolves late ones when they come.
+//!
+//! Timestamps are nanoseconds since the Unix epoch (CLOCK_REALTIME), the clock of CUPTI's
+//! activity records and of PM samples on Linux, so records and counter samples line up without
+//! conversion.
+#![forbid(unsafe_code)]
+
+use std::borrow::Cow;
+
+/// Version of this wire format; the recorder refuses a connection that speaks another.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Path of the recorder's Unix socket.
+pub const ENV_SOCKET: &str = "CUFALL_CAPTURE_SOCKET";
+/// What to capture (see [`Kinds::parse`]).
+pub const ENV_KINDS: &str = "CUFALL_CAPTURE";
+/// File name of the capture library, installed next to the `cufall` binary.
+pub const LIBRARY_FILE: &str = "libcufall_inject.so";
+/// Largest frame body accepted; anything larger is a broken stream.
+pub const MAX_FRAME_BYTES: usize = 16 << 20;
+
+/// What a recording captures from the program, a set of flags.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Kinds(u32);
+
+impl Kinds {
+    /// NVTX ranges and marks of every domain.
+    pub const NVTX: Kinds = Kinds(1);
+    /// Kernels executed on the GPU.
+    pub const KERNELS: Kinds = Kinds(2);
+    /// Memory copies and memsets.
+    pub const MEMCPY: Kinds = Kinds(4);
+    /// The CUDA runtime and driver calls that launch, copy and synchronise, with host times.
+    pub const API: Kinds = Kinds(8);
+    /// CUDA graph launches as one record per graph instead of one per kernel node.
+    pub const GRAPHS: Kinds = Kinds(16);
+    /// Nothing.
+    pub const NONE: Kinds = Kinds(0);
+    /// What `record` captures when `--capture` is not given.
+    pub const DEFAULT: Kinds = Kinds(1 | 2 | 4);
+
+    const NAMES: [(&'static str, Kinds); 5] = [
+        ("nvtx", Kinds::NVTX),
+        ("kernels", Kinds::KERNELS),
+        ("memcpy", Kinds::MEMCPY),
+        ("api", Kinds::API),
+        ("graphs", Kinds::GRAPHS),
+    ];
+
+    pub fn contains(self, other: Kinds) -> bool {
+        self.0 & other.0 == other.0 && other.0 != 0
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// Whether anything needs CUPTI (everything but NVTX does).
+    pub fn needs_cupti(self) -> bool {
+        self.0 & !Kinds::NVTX.0 != 0
+    }
+
+    pub fn union(self, other: Kinds) -> Kinds {
+        Kinds(self.0 | other.0)
+    }
+
+    /// Parses `nvtx,kernels,memcpy`, `all` or `none` (names in any order, case-insensitive).
+    pub fn parse(text: &str) -> Result<Kinds, UnknownKind> {
+        let mut out = Kinds::NONE;
+        for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+            let lower = word.to_ascii_lowercase();
+            match lower.as_str() {
+                "none" => {}
+                "all" => out = Kinds::NAMES.iter().fold(out, |acc, (_, k)| acc.union(*k)),
+                _ => match Kinds::NAMES.iter().find(|(n, _)| *n == lower) {
+                    Some((_, k)) => out = out.union(*k),
+                    None => return Err(UnknownKind(word.to_string())),
+                },
+            }
+        }
+        Ok(out)
+    }
+
+    /// The names of the set flags, comma-separated (`none` for the empty set).
+    pub fn to_env(self) -> String {
+        let names: Vec<&str> = Kinds::NAMES
+            .iter()
+            .filter(|(_, k)| self.contains(*k))
+            .map(|(n, _)| *n)
+            .collect();
+        if names.is_empty() {
+            "none".into()
+        } else {
+            names.join(",")
+        }
+    }
+}
+
+/// A `--capture` word that names no capture kind.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown capture kind `{0}` (known: nvtx, kernels, memcpy, api, graphs, all, none)")]
+pub struct UnknownKind(pub String);
+
+/// How an NVTX range was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RangeKind {
+    PushPop,
+    StartEnd,
+    /// An instantaneous marker (`nvtxMark`): start equals end.
+    Mark,
+}
+
+/// The payload attached to an NVTX event, if any.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Payload {
+    None,
+    Int(i64),
+    UInt(u64),
+    Float(f64),
+}
+
+/// The message of an NVTX event: inline text or a registered string's id.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Name<'a> {
+    Text(Cow<'a, str>),
+    Registered(u32),
+}
+
+/// One finished NVTX range (or mark) of one thread.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Range<'a> {
+    pub start_ns: i64,
+    pub end_ns: i64,
+    /// Thread that pushed or started the range (system thread id).
+    pub tid: u32,
+    /// Push/pop nesting depth within the domain on that thread (0 = outermost).
+    pub depth: u32,
+    pub kind: RangeKind,
+    /// String id of the domain's name; 0 is the default domain.
+    pub domain: u32,
+    pub category: u32,
+    /// ARGB colour, when one was given.
+    pub color: Option<u32>,
+    pub payload: Payload,
+    pub name: Name<'a>,
+}
+
+/// What a GPU activity record describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActivityKind {
+    Kernel,
+    Memcpy,
+    Memset,
+    /// A whole CUDA graph launch (`--capture graphs`).
+    Graph,
+}
+
+/// One kernel, copy, memset or graph launch on a GPU.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Activity {
+    pub kind: ActivityKind,
+    /// CUDA device ordinal.
+    pub device: u32,
+    pub context: u32,
+    pub stream: u32,
+    /// CUPTI's correlation id, shared with the API call that launched it.
+    pub correlation: u32,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub grid: [i32; 3],
+    pub block: [i32; 3],
+    /// The CUDA graph it belongs to; 0 when it was not launched from a graph.
+    pub graph_id: u32,
+    /// Bytes moved or set (copies and memsets).
+    pub bytes: u64,
+    /// CUPTI's memcpy kind (`CUpti_ActivityMemcpyKind`): 1 HtoD, 2 DtoH, 8 DtoD, 10 PtoP, ...
+    pub copy_kind: u8,
+    /// String id of the (mangled) kernel name; 0 for copies, memsets and graphs.
+    pub name: u32,
+}
+
+/// Which CUDA API an [`ApiCall`] belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApiDomain {
+    Runtime,
+    Driver,
+}
+
+/// One CUDA runtime or driver call, with its host-side duration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiCall {
+    pub domain: ApiDomain,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub tid: u32,
+    pub correlation: u32,
+    /// String id of the function's name (e.g. `cudaLaunchKernel`).
+    pub name: u32,
+}
+
+/// A frame of the wire format.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Frame<'a> {
+    /// First frame of every connection.
+    Hello {
+        version: u32,
+        pid: u32,
+        ppid: u32,
+        /// What this process will capture (after its own checks).
+        kinds: Kinds,
+        /// The program's executable, for the user.
+        exe: Cow<'a, str>,
+    },
+    /// Defines string `id` (ids start at 1 and are unique within a connection).
+    String { id: u32, text: Cow<'a, str> },
+    Range(Range<'a>),
+    Activity(Activity),
+    Api(ApiCall),
+    /// Something the user must hear about capture in this process: CUPTI missing, records
+    /// dropped by CUPTI, ranges left open at exit, ...
+    Status {
+        t_ns: i64,
+        event: Cow<'a, str>,
+        count: u64,
+        detail: Cow<'a, str>,
+    },
+    /// A GPU as this process numbers it (`CUDA_VISIBLE_DEVICES` may renumber them), with its
+    /// UUID so the recorder maps it to its own device numbering.
+    Device { id: u32, uuid: [u8; 16] },
+    /// The process is exiting normally; nothing follows.
+    Bye { t_ns: i64 },
+}
+
+/// NVML's spelling of a GPU UUID (`GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`).
+pub fn uuid_string(uuid: &[u8; 16]) -> String {
+    let hex: String = uuid.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// Names of the status events the library sends (the `capture` table's `event` column).
+pub mod event {
+    /// CUDA called the library's `InitializeInjection`.
+    pub const CUDA_ATTACHED: &str = "cuda_attached";
+    /// An NVTX copy in the process handed its calls to the library.
+    pub const NVTX_ATTACHED: &str = "nvtx_attached";
+    /// Kernel, copy or API capture was asked for but CUPTI could not be used.
+    pub const CUPTI_UNAVAILABLE: &str = "cupti_unavailable";
+    /// CUPTI reported activity records it had to drop (count = records).
+    pub const CUPTI_DROPPED: &str = "cupti_records_dropped";
+    /// Push/pop or start/end ranges never closed when the process exited (count = ranges).
+    pub const OPEN_RANGES: &str = "open_ranges_at_exit";
+    /// Pops without a matching push (count = pops).
+    pub const UNMATCHED_POPS: &str = "unmatched_pops";
+    /// The process forked; the child reports on its own connection.
+    pub const FORKED: &str = "forked";
+    /// The recorder wrote this: the process ended without a [`super::Frame::Bye`].
+    pub const NO_GOODBYE: &str = "ended_without_goodbye";
+    /// The recorder wrote this: the program was started without capture, and why.
+    pub const NOT_INJECTED: &str = "not_injected";
+    /// The recorder wrote this: no process of the program loaded the capture library.
+    pub const NO_CUDA: &str = "no_cuda_seen";
+}
+
+mod tag {
+    pub const HELLO: u8 = 1;
+    pub const STRING: u8 = 2;
+    pub const RANGE: u8 = 3;
+    pub const ACTIVITY: u8 = 4;
+    pub const API: u8 = 5;
+    pub const STATUS: u8 = 6;
+    pub const BYE: u8 = 7;
+    pub const DEVICE: u8 = 8;
+}
+
+/// Appends the encoding of `frame` to `out`.
+pub fn encode(frame: &Frame<'_>, out: &mut Vec<u8>) {
+    let at = out.len();
+    out.extend_from_slice(&[0; 4]);
+    let mut w = Writer(out);
+    match frame {
+        Frame::Hello {
+            version,
+            pid,
+            ppid,
+            kinds,
+            exe,
+        } => {
+            w.u8(tag::HELLO);
+            w.u32(*version);
+            w.u32(*pid);
+            w.u32(*ppid);
+            w.u32(kinds.0);
+            w.str(exe);
+        }
+        Frame::String { id, text } => {
+            w.u8(tag::STRING);
+            w.u32(*id);
+            w.str(text);
+        }
+        Frame::Range(r) => {
+            w.u8(tag::RANGE);
+            w.i64(r.start_ns);
+            w.i64(r.end_ns);
+            w.u32(r.tid);
+            w.u32(r.depth);
+            w.u8(match r.kind {
+                RangeKind::PushPop => 0,
+                RangeKind::StartEnd => 1,
+                RangeKind::Mark => 2,
+            });
+            w.u32(r.domain);
+            w.u32(r.category);
+            match r.color {
+                Some(c) => {
+                    w.u8(1);
+                    w.u32(c);
+                }
+                None => w.u8(0),
+            }
+            match r.payload {
+                Payload::None => w.u8(0),
+                Payload::Int(v) => {
+                    w.u8(1);
+                    w.i64(v);
+                }
+                Payload::UInt(v) => {
+                    w.u8(2);
+                    w.u64(v);
+                }
+                Payload::Float(v) => {
+                    w.u8(3);
+                    w.u64(v.to_bits());
+                }
+            }
+            match &r.name {
+                Name::Text(t) => {
+                    w.u8(0);
+                    w.str(t);
+                }
+                Name::Registered(id) => {
+                    w.u8(1);
+                    w.u32(*id);
+                }
+            }
+        }
+        Frame::Activity(a) => {
+            w.u8(tag::ACTIVITY);
+            w.u8(match a.kind {
+                ActivityKind::Kernel => 0,
+                ActivityKind::Memcpy => 1,
+                ActivityKind::Memset => 2,
+                ActivityKind::Graph => 3,
+            });
+            w.u32(a.device);
+            w.u32(a.context);
+            w.u32(a.stream);
+            w.u32(a.correlation);
+            w.i64(a.start_ns);
+            w.i64(a.end_ns);
+            for v in a.grid.iter().chain(&a.block) {
+                w.i32(*v);
+            }
+            w.u32(a.graph_id);
+            w.u64(a.bytes);
+            w.u8(a.copy_kind);
+            w.u32(a.name);
+        }
+        Frame::Api(c) => {
+            w.u8(tag::API);
+            w.u8(match c.domain {
+                ApiDomain::Runtime => 0,
+                ApiDomain::Driver => 1,
+            });
+            w.i64(c.start_ns);
+            w.i64(c.end_ns);
+            w.u32(c.tid);
+            w.u32(c.correlation);
+            w.u32(c.name);
+        }
+        Frame::Status {
+            t_ns,
+            event,
+            count,
+            detail,
+        } => {
+            w.u8(tag::STATUS);
+            w.i64(*t_ns);
+            w.str(event);
+            w.u64(*count);
+            w.str(detail);
+        }
+        Frame::Device { id, uuid } => {
+            w.u8(tag::DEVICE);
+            w.u32(*id);
+            w.0.extend_from_slice(uuid);
+        }
+        Frame::Bye { t_ns } => {
+            w.u8(tag::BYE);
+            w.i64(*t_ns);
+        }
+    }
+    let body = out.len() - at - 4;
+    let len = u32::try_from(body).unwrap_or(u32::MAX).to_le_bytes();
+    out[at..at + 4].copy_from_slice(&len);
+}
+
+struct Writer<'a>(&'a mut Vec<u8>);
+
+impl Writer<'_> {
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn i32(&mut self, v: i32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn i64(&mut self, v: i64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn str(&mut self, s: &str) {
+        // A name longer than 64 KiB is cut (at a character boundary): no real name is, and a
+        // bounded frame keeps a runaway string from stalling the stream.
+        let mut end = s.len().min(65_536);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.u32(end as u32);
+        self.0.extend_from_slice(&s.as_bytes()[..end]);
+    }
+}
+
+/// Why a byte stream is not a valid sequence of frames.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("a frame of {0} bytes is larger than the {MAX_FRAME_BYTES}-byte limit")]
+    TooLarge(usize),
+    #[error("unknown frame tag {0}")]
+    UnknownTag(u8),
+    #[error("a frame with tag {tag} ends early (needs {needed} more bytes)")]
+    Short { tag: u8, needed: usize },
+    #[error("a frame with tag {tag} has {extra} bytes left over")]
+    Trailing { tag: u8, extra: usize },
+    #[error("invalid value {value} for {what}")]
+    BadValue { what: &'static str, value: u8 },
+}
+
+/// Splits a byte stream into frames; feed it bytes as they arrive.
+#[derive(Default)]
+pub struct Decoder {
+    buf: Vec<u8>,
+    at: usize,
+}
+
+impl Decoder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds bytes read from the stream.
+    pub fn push(&mut self, bytes: &[u8]) {
+        if self.at > 0 && self.at == self.buf.len() {
+            self.buf.clear();
+            self.at = 0;
+        } else if self.at > (1 << 20) {
+            self.buf.drain(..self.at);
+            self.at = 0;
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Bytes received that do not yet form a whole frame.
+    pub fn pending_bytes(&self) -> usize {
+        self.buf.len() - self.at
+    }
+
+    /// The next whole frame, `Ok(None)` when more bytes are needed.
+    pub fn next_frame(&mut self) -> Result<Option<Frame<'static>>, ProtocolError> {
+        let rest = &self.buf[self.at..];
+        if rest.len() < 4 {
+            return Ok(None);
+        }
+        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        if len > MAX_FRAME_BYTES {
+            return Err(ProtocolError::TooLarge(len));
+        }
+        if rest.len() < 4 + len {
+            return Ok(None);
+        }
+        let frame = decode_body(&rest[4..4 + len])?;
+        self.at += 4 + len;
+        Ok(Some(frame))
+    }
+}
+
+/// Decodes one frame body (the bytes after the length).
+pub fn decode_body(body: &[u8]) -> Result<Frame<'static>, ProtocolError> {
+    let mut r = Reader { b: body, tag: 0 };
+    let t = r.u8()?;
+    r.tag = t;
+    let frame = match t {
+        tag::HELLO => Frame::Hello {
+            version: r.u32()?,
+            pid: r.u32()?,
+            ppid: r.u32()?,
+            kinds: Kinds(r.u32()?),
+            exe: r.str()?,
+        },
+        tag::STRING => Frame::String {
+            id: r.u32()?,
+            text: r.str()?,
+        },
+        tag::RANGE => {
+            let start_ns = r.i64()?;
+            let end_ns = r.i64()?;
+            let tid = r.u32()?;
+            let depth = r.u32()?;
+            let kind = match r.u8()? {
+                0 => RangeKind::PushPop,
+                1 => RangeKind::StartEnd,
+                2 => RangeKind::Mark,
+                v => return Err(ProtocolError::BadValue { what: "range kind", value: v }),
+            };
+            let domain = r.u32()?;
+            let category = r.u32()?;
+            let color = match r.u8()? {
+                0 => None,
+                _ => Some(r.u32()?),
+            };
+            let payload = match r.u8()? {
+                0 => Payload::None,
+                1 => Payload::Int(r.i64()?),
+                2 => Payload::UInt(r.u64()?),
+                3 => Payload::Float(f64::from_bits(r.u64()?)),
+                v => return Err(ProtocolError::BadValue { what: "payload type", value: v }),
+            };
+            let name = match r.u8()? {
+                0 => Name::Text(r.str()?),
+                _ => Name::Registered(r.u32()?),
+            };
+            Frame::Range(Range {
+                start_ns,
+                end_ns,
+                tid,
+                depth,
+                kind,
+                domain,
+                category,
+                color,
+                payload,
+                name,
+            })
+        }
+        tag::ACTIVITY => {
+            let kind = match r.u8()? {
+                0 => ActivityKind::Kernel,
+                1 => ActivityKind::Memcpy,
+                2 => ActivityKind::Memset,
+                3 => ActivityKind::Graph,
+                v => return Err(ProtocolError::BadValue { what: "activity kind", value: v }),
+            };
+            let device = r.u32()?;
+            let context = r.u32()?;
+            let stream = r.u32()?;
+            let correlation = r.u32()?;
+            let start_ns = r.i64()?;
+            let end_ns = r.i64()?;
+            let mut dims = [0i32; 6];
+            for d in &mut dims {
+                *d = r.i32()?;
+            }
+            Frame::Activity(Activity {
+                kind,
+                device,
+                context,
+                stream,
+                correlation,
+                start_ns,
+                end_ns,
+                grid: [dims[0], dims[1], dims[2]],
+                block: [dims[3], dims[4], dims[5]],
+                graph_id: r.u32()?,
+                bytes: r.u64()?,
+                copy_kind: r.u8()?,
+                name: r.u32()?,
+            })
+        }
+        tag::API => Frame::Api(ApiCall {
+            domain: match r.u8()? {
+                0 => ApiDomain::Runtime,
+                1 => ApiDomain::Driver,
+                v => return Err(ProtocolError::BadValue { what: "API domain", value: v }),
+            },
+            start_ns: r.i64()?,
+            end_ns: r.i64()?,
+            tid: r.u32()?,
+            correlation: r.u32()?,
+            name: r.u32()?,
+        }),
+        tag::STATUS => Frame::Status {
+            t_ns: r.i64()?,
+            event: r.str()?,
+            count: r.u64()?,
+            detail: r.str()?,
+        },
+        tag::BYE => Frame::Bye { t_ns: r.i64()? },
+        tag::DEVICE => Frame::Device {
+            id: r.u32()?,
+            uuid: r.array()?,
+        },
+        other => return Err(ProtocolError::UnknownTag(other)),
+    };
+    if !r.b.is_empty() {
+        return Err(ProtocolError::Trailing {
+            tag: t,
+            extra: r.b.len(),
+        });
+    }
+    Ok(frame)
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    tag: u8,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], ProtocolError> {
+        if self.b.len() < n {
+            return Err(ProtocolError::Short {
+                tag: self.tag,
+                needed: n - self.b.len(),
+            });
+        }
+        let (head, tail) = self.b.split_at(n);
+        self.b = tail;
+        Ok(head)
+    }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], ProtocolError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N)?);
+        Ok(a)
+    }
+    fn u8(&mut self) -> Result<u8, ProtocolError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32, ProtocolError> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+    fn i32(&mut self) -> Result<i32, ProtocolError> {
+        Ok(i32::from_le_bytes(self.array()?))
+    }
+    fn u64(&mut self) -> Result<u64, ProtocolError> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+    fn i64(&mut self) -> Result<i64, ProtocolError> {
+        Ok(i64::from_le_bytes(self.array()?))
+    }
+    fn str(&mut self) -> Result<Cow<'static, str>, ProtocolError> {
+        let n = self.u32()? as usize;
+        let bytes = self.take(n)?;
+        Ok(Cow::Owned(String::from_utf8_lossy(bytes).into_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn frames() -> Vec<Frame<'static>> {
+        vec![
+            Frame::Hello {
+                version: PROTOCOL_VERSION,
+                pid: 42,
+                ppid: 1,
+                kinds: Kinds::DEFAULT,
+                exe: "/usr/bin/python3".into(),
+            },
+            Frame::String {
+                id: 7,
+                text: "_Z6kernelPf".into(),
+            },
+            Frame::Range(Range {
+                start_ns: 1_764_000_000_000_000_000,
+                end_ns: 1_764_000_000_000_123_456,
+                tid: 4242,
+                depth: 2,
+                kind: RangeKind::PushPop,
+                domain: 0,
+                category: 3,
+                color: Some(0xff00_ff00),
+                payload: Payload::Float(1.5),
+                name: Name::Text("verify".into()),
+            }),
+            Frame::Range(Range {
+                start_ns: 5,
+                end_ns: 5,
+                tid: 1,
+                depth: 0,
+                kind: RangeKind::Mark,
+                domain: 9,
+                category: 0,
+                color: None,
+                payload: Payload::UInt(u64::MAX),
+                name: Name::Registered(11),
+            }),
+            Frame::Activity(Activity {
+                kind: ActivityKind::Kernel,
+                device: 1,
+                context: 2,
+                stream: 7,
+                correlation: 99,
+                start_ns: 10,
+                end_ns: 20,
+                grid: [132, 1, 1],
+                block: [256, 1, 1],
+                graph_id: 0,
+                bytes: 0,
+                copy_kind: 0,
+                name: 7,
+            }),
+            Frame::Api(ApiCall {
+                domain: ApiDomain::Driver,
+                start_ns: 1,
+                end_ns: 2,
+                tid: 3,
+                correlation: 99,
+                name: 8,
+            }),
+            Frame::Status {
+                t_ns: 3,
+                event: event::CUPTI_DROPPED.into(),
+                count: 12,
+                detail: "context 1".into(),
+            },
+            Frame::Device {
+                id: 0,
+                uuid: [7; 16],
+            },
+            Frame::Bye { t_ns: 4 },
+        ]
+    }
+
+    #[test]
+    fn every_frame_round_trips_through_a_byte_stream_cut_anywhere() {
+        let mut bytes = Vec::new();
+        for f in frames() {
+            encode(&f, &mut bytes);
+        }
+        for cut in 0..bytes.len() {
+            let mut d = Decoder::new();
+            let mut got = Vec::new();
+            for part in [&bytes[..cut], &bytes[cut..]] {
+                d.push(part);
+                while let Some(f) = d.next_frame().expect("valid stream") {
+                    got.push(f);
+                }
+            }
+            assert_eq!(got, frames(), "cut at {cut}");
+            assert_eq!(d.pending_bytes(), 0);
+        }
+    }
+
+    #[test]
+    fn broken_streams_are_errors_not_panics() {
+        let mut d = Decoder::new();
+        d.push(&(MAX_FRAME_BYTES as u32 + 1).to_le_bytes());
+        assert!(matches!(d.next_frame(), Err(ProtocolError::TooLarge(_))));
+        assert_eq!(decode_body(&[99]), Err(ProtocolError::UnknownTag(99)));
+        assert!(matches!(
+            decode_body(&[tag::BYE, 1, 2]),
+            Err(ProtocolError::Short { .. })
+        ));
+        let mut bytes = Vec::new();
+        encode(&Frame::Bye { t_ns: 1 }, &mut bytes);
+        let mut body = bytes[4..].to_vec();
+        body.push(0);
+        assert!(matches!(
+            decode_body(&body),
+            Err(ProtocolError::Trailing { .. })
+        ));
+    }
+
+    #[test]
+    fn uuids_are_spelled_like_nvml() {
+        let mut u = [0u8; 16];
+        u[0] = 0xab;
+        u[15] = 0x01;
+        assert_eq!(uuid_string(&u), "GPU-ab000000-0000-0000-0000-000000000001");
+    }
+
+    #[test]
+    fn kinds_parse_and_print() {
+        assert_eq!(Kinds::parse("nvtx,kernels,memcpy"), Ok(Kinds::DEFAULT));
+        assert_eq!(Kinds::parse("none"), Ok(Kinds::NONE));
+        assert_eq!(Kinds::parse(" NVTX , api "), Ok(Kinds::NVTX.union(Kinds::API)));
+        assert_eq!(Kinds::parse("all").map(Kinds::to_env).as_deref(), Ok("nvtx,kernels,memcpy,api,graphs"));
+        assert_eq!(Kinds::NONE.to_env(), "none");
+        assert!(Kinds::parse("kernel").is_err());
+        assert!(!Kinds::NVTX.needs_cupti());
+        assert!(Kinds::DEFAULT.needs_cupti());
+        assert!(!Kinds::NONE.contains(Kinds::NONE));
+    }
+
+    proptest! {
+        #[test]
+        fn ranges_round_trip(start in any::<i64>(), len in 0i64..1_000_000, tid in any::<u32>(),
+                             depth in 0u32..64, cat in any::<u32>(), color in any::<Option<u32>>(),
+                             name in ".{0,40}", payload in any::<i64>()) {
+            let f = Frame::Range(Range {
+                start_ns: start,
+                end_ns: start.saturating_add(len),
+                tid, depth, kind: RangeKind::StartEnd, domain: 3, category: cat, color,
+                payload: Payload::Int(payload),
+                name: Name::Text(name.into()),
+            });
+            let mut bytes = Vec::new();
+            encode(&f, &mut bytes);
+            let mut d = Decoder::new();
+            d.push(&bytes);
+            prop_assert_eq!(d.next_frame().unwrap(), Some(f));
+        }
+    }
+}

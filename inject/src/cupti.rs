@@ -1,0 +1,465 @@
+//! GPU activity through CUPTI's Activity API: kernels, copies, memsets, whole-graph launches and
+//! (on request) CUDA runtime/driver calls.
+//!
+//! CUPTI is bound by soname, never by path: a process that already has a CUPTI (PyTorch links
+//! its own wheel's copy) must be traced through that copy; a second copy captures nothing
+//! (measured on an H200). The record layouts are CUPTI 13.0's (cudarc's bindings); only fields
+//! of the stable prefix every 13.x version shares are read. CUPTI's timestamps are CLOCK_REALTIME
+//! nanoseconds on Linux, the clock of the counter samples, so they are sent unchanged.
+//!
+//! <https://docs.nvidia.com/cupti/api/group__CUPTI__ACTIVITY__API.html>
+#![allow(unsafe_code)]
+
+use crate::delivery::{Hub, hub};
+use cudarc::cupti::sys::{
+    CUpti_Activity, CUpti_ActivityAPI, CUpti_ActivityDevice5, CUpti_ActivityGraphTrace2,
+    CUpti_ActivityKernel10,
+    CUpti_ActivityKind, CUpti_ActivityMemcpy6, CUpti_ActivityMemset4,
+};
+use cufall_capture::{Activity, ActivityKind, ApiCall, ApiDomain, Frame, Kinds, event};
+use libloading::os::unix::{Library, RTLD_LAZY, RTLD_LOCAL};
+use std::collections::HashMap;
+use std::ffi::{CStr, c_char, c_void};
+use std::ptr::addr_of;
+use std::sync::{Mutex, OnceLock};
+
+type Res = u32;
+const SUCCESS: Res = 0;
+
+type RequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
+type CompleteFn = unsafe extern "C" fn(*mut c_void, u32, *mut u8, usize, usize);
+
+/// The CUPTI entry points capture uses, from the process's own CUPTI.
+struct Api {
+    _lib: Library,
+    soname: &'static str,
+    get_version: unsafe extern "C" fn(*mut u32) -> Res,
+    register_callbacks: unsafe extern "C" fn(Option<RequestFn>, Option<CompleteFn>) -> Res,
+    enable: unsafe extern "C" fn(u32) -> Res,
+    next_record: unsafe extern "C" fn(*mut u8, usize, *mut *mut CUpti_Activity) -> Res,
+    dropped: unsafe extern "C" fn(*mut c_void, u32, *mut usize) -> Res,
+    flush_all: unsafe extern "C" fn(u32) -> Res,
+    flush_period: Option<unsafe extern "C" fn(u32) -> Res>,
+    set_thread_id_type: Option<unsafe extern "C" fn(u32) -> Res>,
+    result_string: unsafe extern "C" fn(Res, *mut *const c_char) -> Res,
+    callback_name: Option<unsafe extern "C" fn(u32, u32, *mut *const c_char) -> Res>,
+}
+
+static API: OnceLock<Api> = OnceLock::new();
+/// Serialises flushes: concurrent `cuptiActivityFlushAll` calls can deadlock.
+static FLUSH: Mutex<()> = Mutex::new(());
+/// Names already sent: kernel-name pointers (CUPTI owns them for the process's life) and API
+/// callback ids, each to its string id (`None`: an API call capture leaves out).
+static NAMES: Mutex<Option<Names>> = Mutex::new(None);
+
+#[derive(Default)]
+struct Names {
+    kernels: HashMap<usize, u32>,
+    api: HashMap<(u8, u32), Option<u32>>,
+}
+
+const SONAMES: [&str; 1] = ["libcupti.so.13"];
+const BUFFER_BYTES: usize = 8 << 20;
+const FLUSH_PERIOD_MS: u32 = 100;
+const THREAD_ID_SYSTEM: u32 = 1;
+const FLUSH_FORCED: u32 = 1;
+const DOMAIN_DRIVER: u32 = 1;
+const DOMAIN_RUNTIME: u32 = 2;
+
+fn kind(k: CUpti_ActivityKind) -> u32 {
+    k as u32
+}
+
+fn load() -> Result<Api, String> {
+    let mut tried = Vec::new();
+    for soname in SONAMES {
+        // SAFETY: dlopen of CUPTI; RTLD_NOLOAD only finds a copy the process already has, the
+        // second call loads the one the dynamic linker finds for the soname. CUPTI's
+        // initialisers are written to run inside a CUDA process.
+        let lib = unsafe { Library::open(Some(soname), RTLD_LAZY | libc::RTLD_NOLOAD) }
+            .or_else(|_| unsafe { Library::open(Some(soname), RTLD_LAZY | RTLD_LOCAL) });
+        match lib {
+            Ok(lib) => return bind(lib, soname),
+            Err(e) => tried.push(format!("{soname}: {e}")),
+        }
+    }
+    Err(format!(
+        "CUPTI 13 could not be loaded ({}); kernel capture needs the CUDA 13 toolkit's libcupti on the library path (e.g. LD_LIBRARY_PATH=/usr/local/cuda/lib64)",
+        tried.join("; ")
+    ))
+}
+
+fn bind(lib: Library, soname: &'static str) -> Result<Api, String> {
+    macro_rules! sym {
+        ($name:literal) => {
+            // SAFETY: the symbol's type is its documented C signature in cupti_activity.h /
+            // cupti_result.h / cupti_callbacks.h, written out in `Api`.
+            match unsafe { lib.get(concat!($name, "\0").as_bytes()) } {
+                Ok(s) => *s,
+                Err(e) => return Err(format!("{soname} lacks {}: {e}", $name)),
+            }
+        };
+    }
+    macro_rules! opt {
+        ($name:literal) => {
+            // SAFETY: as above; optional entry points absent from older CUPTIs.
+            unsafe { lib.get(concat!($name, "\0").as_bytes()) }.ok().map(|s| *s)
+        };
+    }
+    let api = Api {
+        get_version: sym!("cuptiGetVersion"),
+        register_callbacks: sym!("cuptiActivityRegisterCallbacks"),
+        enable: sym!("cuptiActivityEnable"),
+        next_record: sym!("cuptiActivityGetNextRecord"),
+        dropped: sym!("cuptiActivityGetNumDroppedRecords"),
+        flush_all: sym!("cuptiActivityFlushAll"),
+        flush_period: opt!("cuptiActivityFlushPeriod"),
+        set_thread_id_type: opt!("cuptiSetThreadIdType"),
+        result_string: sym!("cuptiGetResultString"),
+        callback_name: opt!("cuptiGetCallbackName"),
+        soname,
+        _lib: lib,
+    };
+    Ok(api)
+}
+
+impl Api {
+    fn describe(&self, r: Res) -> String {
+        let mut s: *const c_char = std::ptr::null();
+        // SAFETY: cuptiGetResultString writes a pointer to a static string.
+        if unsafe { (self.result_string)(r, &mut s) } == SUCCESS && !s.is_null() {
+            // SAFETY: CUPTI's result strings are static NUL-terminated strings.
+            return unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned();
+        }
+        format!("CUPTI error {r}")
+    }
+
+    fn enable_kind(&self, k: CUpti_ActivityKind) -> Result<(), String> {
+        // SAFETY: plain call with an activity kind of this CUPTI's enum.
+        match unsafe { (self.enable)(kind(k)) } {
+            SUCCESS => Ok(()),
+            r => Err(format!("enabling {k:?} failed: {}", self.describe(r))),
+        }
+    }
+}
+
+/// Sets up activity tracing for `kinds`; returns what is captured, for the status line.
+pub fn attach(kinds: Kinds) -> Result<String, String> {
+    let api = match API.get() {
+        Some(a) => a,
+        None => {
+            let a = load()?;
+            API.get_or_init(|| a)
+        }
+    };
+    let mut version = 0u32;
+    // SAFETY: writes the CUPTI API version into `version`.
+    unsafe { (api.get_version)(&mut version) };
+    if let Some(f) = api.set_thread_id_type {
+        // SAFETY: plain call; SYSTEM thread ids match the gettid() NVTX ranges carry.
+        unsafe { f(THREAD_ID_SYSTEM) };
+    }
+    // SAFETY: registers our two callbacks, which follow CUPTI's documented signatures.
+    let r = unsafe { (api.register_callbacks)(Some(buffer_requested), Some(buffer_completed)) };
+    if r != SUCCESS {
+        return Err(format!("cuptiActivityRegisterCallbacks failed: {}", api.describe(r)));
+    }
+    use CUpti_ActivityKind as K;
+    let mut on = Vec::new();
+    let mut problems = Vec::new();
+    let mut want = |k: K, label: &'static str| match api.enable_kind(k) {
+        Ok(()) => on.push(label),
+        Err(e) => problems.push(e),
+    };
+    if kinds.needs_cupti() {
+        // One record per GPU, with its UUID: the recorder maps this process's device numbers
+        // (which CUDA_VISIBLE_DEVICES may change) to its own by UUID.
+        let _ = api.enable_kind(K::CUPTI_ACTIVITY_KIND_DEVICE);
+    }
+    if kinds.contains(Kinds::GRAPHS) {
+        want(K::CUPTI_ACTIVITY_KIND_GRAPH_TRACE, "graphs");
+    }
+    if kinds.contains(Kinds::KERNELS) {
+        want(K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernels");
+    }
+    if kinds.contains(Kinds::MEMCPY) {
+        want(K::CUPTI_ACTIVITY_KIND_MEMCPY, "memcpy");
+        want(K::CUPTI_ACTIVITY_KIND_MEMSET, "memset");
+    }
+    if kinds.contains(Kinds::API) {
+        want(K::CUPTI_ACTIVITY_KIND_RUNTIME, "runtime API");
+        want(K::CUPTI_ACTIVITY_KIND_DRIVER, "driver API");
+    }
+    if on.is_empty() {
+        return Err(problems.join("; "));
+    }
+    if let Some(f) = api.flush_period {
+        // SAFETY: plain call; CUPTI's worker then hands over buffers at least this often.
+        unsafe { f(FLUSH_PERIOD_MS) };
+    }
+    let mut text = format!(
+        "{} (CUPTI API {version}): {}",
+        api.soname,
+        on.join(", ")
+    );
+    if !problems.is_empty() {
+        text.push_str(&format!("; not captured: {}", problems.join("; ")));
+    }
+    Ok(text)
+}
+
+/// Hands every buffered record to the hub (at exit).
+pub fn flush() {
+    let Some(api) = API.get() else { return };
+    let _one = FLUSH.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: plain call; serialised by FLUSH.
+    unsafe { (api.flush_all)(FLUSH_FORCED) };
+}
+
+fn buffer_layout() -> std::alloc::Layout {
+    // 8 bytes is the alignment CUPTI requires of activity buffers.
+    std::alloc::Layout::from_size_align(BUFFER_BYTES, 8).unwrap_or(std::alloc::Layout::new::<u64>())
+}
+
+unsafe extern "C" fn buffer_requested(buf: *mut *mut u8, size: *mut usize, max: *mut usize) {
+    let _ = std::panic::catch_unwind(|| {
+        let layout = buffer_layout();
+        // SAFETY: a non-zero-sized layout.
+        let p = unsafe { std::alloc::alloc(layout) };
+        // SAFETY: CUPTI passes valid out-pointers; a null buffer tells it none is available.
+        unsafe {
+            *buf = p;
+            *size = if p.is_null() { 0 } else { layout.size() };
+            *max = 0;
+        }
+    });
+}
+
+unsafe extern "C" fn buffer_completed(
+    ctx: *mut c_void,
+    stream: u32,
+    buf: *mut u8,
+    _size: usize,
+    valid: usize,
+) {
+    let _ = std::panic::catch_unwind(|| {
+        let Some(api) = API.get() else { return };
+        let h = hub();
+        if h.live() && !buf.is_null() {
+            let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+            let names = names.get_or_insert_with(Names::default);
+            let mut rec: *mut CUpti_Activity = std::ptr::null_mut();
+            // SAFETY: `buf` holds `valid` bytes of records CUPTI wrote; it walks them.
+            while unsafe { (api.next_record)(buf, valid, &mut rec) } == SUCCESS {
+                if rec.is_null() {
+                    break;
+                }
+                // SAFETY: `rec` points at one record inside `buf`, of the layout its kind says.
+                unsafe { forward(api, h, names, rec) };
+            }
+            let mut lost = 0usize;
+            // SAFETY: writes the count of records CUPTI dropped for this context and stream.
+            if unsafe { (api.dropped)(ctx, stream, &mut lost) } == SUCCESS && lost > 0 {
+                h.status(
+                    event::CUPTI_DROPPED,
+                    lost as u64,
+                    &format!("stream {stream}: CUPTI ran out of buffer space"),
+                );
+            }
+        }
+        if !buf.is_null() {
+            // SAFETY: every buffer CUPTI returns is one `buffer_requested` allocated.
+            unsafe { std::alloc::dealloc(buf, buffer_layout()) };
+        }
+    });
+}
+
+fn ns(t: u64) -> i64 {
+    i64::try_from(t).unwrap_or(i64::MAX)
+}
+
+/// Reads field `$f` of the record at `$p` as type `$t` (records are packed: never reference).
+macro_rules! field {
+    ($p:expr, $t:ty, $f:ident) => {
+        addr_of!((*$p.cast::<$t>()).$f).read_unaligned()
+    };
+}
+
+/// Whether an API call is one of those that launch, copy or synchronise (the rest, such as
+/// `cudaGetDevice`, are frequent and say nothing about gaps).
+fn api_kept(name: &str) -> bool {
+    ["Launch", "Memcpy", "Memset", "Synchronize", "StreamWait", "EventRecord", "Graph"]
+        .iter()
+        .any(|k| name.contains(k))
+}
+
+/// # Safety
+/// `rec` must point at a CUPTI 13 activity record.
+unsafe fn forward(api: &Api, h: &'static Hub, names: &mut Names, rec: *const CUpti_Activity) {
+    use CUpti_ActivityKind as K;
+    // SAFETY (whole body): `rec`'s first field is its kind, and the layout read for each kind
+    // is CUPTI 13.0's record of that kind.
+    unsafe {
+        let k = rec.cast::<u32>().read_unaligned();
+        if k == kind(K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) || k == kind(K::CUPTI_ACTIVITY_KIND_KERNEL) {
+            type R = CUpti_ActivityKernel10;
+            let name_ptr = field!(rec, R, name) as usize;
+            let name = match names.kernels.get(&name_ptr) {
+                Some(id) => *id,
+                None => {
+                    let text = if name_ptr == 0 {
+                        String::new()
+                    } else {
+                        CStr::from_ptr(name_ptr as *const c_char).to_string_lossy().into_owned()
+                    };
+                    let id = h.define(&text);
+                    names.kernels.insert(name_ptr, id);
+                    id
+                }
+            };
+            h.send(&Frame::Activity(Activity {
+                kind: ActivityKind::Kernel,
+                device: field!(rec, R, deviceId),
+                context: field!(rec, R, contextId),
+                stream: field!(rec, R, streamId),
+                correlation: field!(rec, R, correlationId),
+                start_ns: ns(field!(rec, R, start)),
+                end_ns: ns(field!(rec, R, end)),
+                grid: [field!(rec, R, gridX), field!(rec, R, gridY), field!(rec, R, gridZ)],
+                block: [field!(rec, R, blockX), field!(rec, R, blockY), field!(rec, R, blockZ)],
+                graph_id: field!(rec, R, graphId),
+                bytes: 0,
+                copy_kind: 0,
+                name,
+            }));
+        } else if k == kind(K::CUPTI_ACTIVITY_KIND_MEMCPY) {
+            type R = CUpti_ActivityMemcpy6;
+            h.send(&Frame::Activity(Activity {
+                kind: ActivityKind::Memcpy,
+                device: field!(rec, R, deviceId),
+                context: field!(rec, R, contextId),
+                stream: field!(rec, R, streamId),
+                correlation: field!(rec, R, correlationId),
+                start_ns: ns(field!(rec, R, start)),
+                end_ns: ns(field!(rec, R, end)),
+                grid: [0; 3],
+                block: [0; 3],
+                graph_id: field!(rec, R, graphId),
+                bytes: field!(rec, R, bytes),
+                copy_kind: field!(rec, R, copyKind),
+                name: 0,
+            }));
+        } else if k == kind(K::CUPTI_ACTIVITY_KIND_MEMSET) {
+            type R = CUpti_ActivityMemset4;
+            h.send(&Frame::Activity(Activity {
+                kind: ActivityKind::Memset,
+                device: field!(rec, R, deviceId),
+                context: field!(rec, R, contextId),
+                stream: field!(rec, R, streamId),
+                correlation: field!(rec, R, correlationId),
+                start_ns: ns(field!(rec, R, start)),
+                end_ns: ns(field!(rec, R, end)),
+                grid: [0; 3],
+                block: [0; 3],
+                graph_id: field!(rec, R, graphId),
+                bytes: field!(rec, R, bytes),
+                copy_kind: 0,
+                name: 0,
+            }));
+        } else if k == kind(K::CUPTI_ACTIVITY_KIND_GRAPH_TRACE) {
+            type R = CUpti_ActivityGraphTrace2;
+            h.send(&Frame::Activity(Activity {
+                kind: ActivityKind::Graph,
+                device: field!(rec, R, deviceId),
+                context: field!(rec, R, contextId),
+                stream: field!(rec, R, streamId),
+                correlation: field!(rec, R, correlationId),
+                start_ns: ns(field!(rec, R, start)),
+                end_ns: ns(field!(rec, R, end)),
+                grid: [0; 3],
+                block: [0; 3],
+                graph_id: field!(rec, R, graphId),
+                bytes: 0,
+                copy_kind: 0,
+                name: 0,
+            }));
+        } else if k == kind(K::CUPTI_ACTIVITY_KIND_DEVICE) {
+            type R = CUpti_ActivityDevice5;
+            let uuid = field!(rec, R, uuid);
+            let bytes: [u8; 16] = uuid.bytes.map(|b| b as u8);
+            h.send(&Frame::Device {
+                id: field!(rec, R, id),
+                uuid: bytes,
+            });
+        } else if k == kind(K::CUPTI_ACTIVITY_KIND_RUNTIME) || k == kind(K::CUPTI_ACTIVITY_KIND_DRIVER) {
+            type R = CUpti_ActivityAPI;
+            let runtime = k == kind(K::CUPTI_ACTIVITY_KIND_RUNTIME);
+            let cbid: u32 = field!(rec, R, cbid);
+            let key = (u8::from(runtime), cbid);
+            let name = match names.api.get(&key) {
+                Some(n) => *n,
+                None => {
+                    let text = api_name(api, runtime, cbid);
+                    let id = api_kept(&text).then(|| h.define(&text));
+                    names.api.insert(key, id);
+                    id
+                }
+            };
+            if let Some(name) = name {
+                h.send(&Frame::Api(ApiCall {
+                    domain: if runtime { ApiDomain::Runtime } else { ApiDomain::Driver },
+                    start_ns: ns(field!(rec, R, start)),
+                    end_ns: ns(field!(rec, R, end)),
+                    tid: field!(rec, R, threadId),
+                    correlation: field!(rec, R, correlationId),
+                    name,
+                }));
+            }
+        }
+    }
+}
+
+fn api_name(api: &Api, runtime: bool, cbid: u32) -> String {
+    let domain = if runtime { DOMAIN_RUNTIME } else { DOMAIN_DRIVER };
+    let mut s: *const c_char = std::ptr::null();
+    if let Some(f) = api.callback_name
+        // SAFETY: writes a pointer to CUPTI's static name of this callback id.
+        && unsafe { f(domain, cbid, &mut s) } == SUCCESS
+        && !s.is_null()
+    {
+        // SAFETY: CUPTI's callback names are static NUL-terminated strings.
+        let name = unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned();
+        // CUPTI names versions with a suffix (`cudaLaunchKernel_v7000`): keep the function name.
+        return match name.split_once("_v") {
+            Some((base, v)) if v.chars().all(|c| c.is_ascii_digit()) => base.to_string(),
+            _ => name,
+        };
+    }
+    format!("{}#{cbid}", if runtime { "runtime" } else { "driver" })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_filter_keeps_launches_copies_and_syncs() {
+        for n in ["cudaLaunchKernel", "cuLaunchKernel", "cudaMemcpyAsync", "cudaStreamSynchronize",
+                  "cudaGraphLaunch", "cudaStreamWaitEvent", "cuMemsetD8Async"] {
+            assert!(api_kept(n), "{n}");
+        }
+        for n in ["cudaGetDevice", "cudaGetLastError", "cuCtxGetCurrent"] {
+            assert!(!api_kept(n), "{n}");
+        }
+    }
+
+    #[test]
+    fn kernel_record_prefix_is_where_cupti_13_puts_it() {
+        // The fields read from kernel records must sit where every CUPTI 13 kernel record has
+        // them (Kernel10 in 13.0, Kernel11 in 13.1 extend the same prefix).
+        assert_eq!(std::mem::offset_of!(CUpti_ActivityKernel10, start), 16);
+        assert_eq!(std::mem::offset_of!(CUpti_ActivityKernel10, deviceId), 40);
+        assert_eq!(std::mem::offset_of!(CUpti_ActivityKernel10, correlationId), 92);
+        assert_eq!(std::mem::offset_of!(CUpti_ActivityKernel10, name), 104);
+    }
+}

@@ -1,0 +1,86 @@
+//! `libcufall_inject.so`: what `cufall record -- CMD` loads into the profiled program.
+//!
+//! Two entry points, both called by NVIDIA's own loaders:
+//!
+//! - `InitializeInjection`, which CUDA calls when it initialises in a process whose environment
+//!   names this library in `CUDA_INJECTION64_PATH`: it sets up CUPTI activity tracing of
+//!   kernels, copies, memsets, graph launches and API calls ([`cupti`]).
+//! - `InitializeInjectionNvtx2`, which each NVTX copy calls on its first NVTX call when
+//!   `NVTX_INJECTION64_PATH` names this library: it installs our NVTX handlers ([`nvtx`]).
+//!
+//! Records go to the recording cufall through [`delivery`], one Unix-socket connection per
+//! process. Nothing here may panic into the program, block it on a missing recorder, or allocate
+//! through anything but the system allocator.
+
+pub mod cupti;
+pub mod delivery;
+pub mod ffi;
+pub mod nvtx;
+
+use cufall_capture::event;
+use std::sync::Once;
+use std::time::Duration;
+
+/// How long the exit hook waits for the last records to reach the recorder.
+const EXIT_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+
+static EXIT_HOOKS: Once = Once::new();
+
+/// Registers the exit flush and the fork handler once per process.
+pub fn ensure_exit_hooks() {
+    EXIT_HOOKS.call_once(|| ffi::register_process_hooks(at_exit, after_fork_child));
+}
+
+extern "C" fn at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        let h = delivery::hub();
+        if !h.live() {
+            return;
+        }
+        cupti::flush();
+        nvtx::report_open_ranges();
+        h.close(EXIT_FLUSH_TIMEOUT);
+    });
+}
+
+extern "C" fn after_fork_child() {
+    let _ = std::panic::catch_unwind(|| {
+        delivery::after_fork_in_child();
+        let h = delivery::hub();
+        h.status(
+            event::FORKED,
+            1,
+            &format!("forked from process {}", std::os::unix::process::parent_id()),
+        );
+    });
+}
+
+/// Called by CUDA (driver) when it initialises with `CUDA_INJECTION64_PATH` naming this library.
+/// Returns 1 (CUDA ignores failures; the program must run on either way).
+#[allow(unsafe_code, reason = "the entry point CUDA looks up by name")]
+#[unsafe(no_mangle)]
+pub extern "C" fn InitializeInjection() -> i32 {
+    let _ = std::panic::catch_unwind(|| {
+        let h = delivery::hub();
+        if !h.live() {
+            return;
+        }
+        ensure_exit_hooks();
+        if h.kinds.needs_cupti() {
+            match cupti::attach(h.kinds) {
+                Ok(what) => h.status(event::CUDA_ATTACHED, 1, &what),
+                Err(why) => h.status(event::CUPTI_UNAVAILABLE, 0, &why),
+            }
+        } else {
+            h.status(event::CUDA_ATTACHED, 1, "NVTX only: CUPTI not used");
+        }
+    });
+    1
+}
+
+/// Called by an NVTX copy on its first call when `NVTX_INJECTION64_PATH` names this library.
+#[allow(unsafe_code, reason = "the entry point NVTX looks up by name")]
+#[unsafe(no_mangle)]
+pub extern "C" fn InitializeInjectionNvtx2(get_export_table: Option<nvtx::GetExportTable>) -> i32 {
+    std::panic::catch_unwind(|| nvtx::install(get_export_table)).unwrap_or(0)
+}

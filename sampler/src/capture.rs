@@ -1,0 +1,1034 @@
+//! The recorder side of capture: finds the capture library, prepares the profiled program's
+//! environment, listens on a Unix socket for the program's processes (one connection each,
+//! `cufall-capture`'s wire format), turns their frames into trace rows and hands them to the
+//! sink, on the same clock as the counter samples.
+//!
+//! A process's frames are decoded on a thread of its own. Names sent once by id (kernel names,
+//! NVTX domains, registered strings, API names) are resolved per connection; a record whose
+//! name has not arrived yet waits (its definition travels in another buffer of the same process
+//! and follows within one flush period), and is written with a placeholder if the connection
+//! ends first. Kernel names are demangled here, not in the program.
+
+use crate::pipeline::SinkMsg;
+use cufall_capture::{Decoder, Frame, Kinds, Name, Payload, RangeKind as WireKind, event};
+use cufall_trace::model::{
+    ActivityKind, ApiCall, ApiDomain, CaptureEvent, DeviceId, DeviceInfo, KernelRecord,
+    NvtxRange, RangeKind,
+};
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Environment variable that points cufall at another capture library (tests, packaging).
+pub const ENV_LIBRARY: &str = "CUFALL_INJECT_LIBRARY";
+/// Rows a connection batches before handing them to the sink.
+const BATCH_ROWS: usize = 8192;
+/// Longest a decoded row waits for its batch.
+const BATCH_AGE: Duration = Duration::from_millis(50);
+
+/// Why capture cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    #[error(
+        "the capture library {} was not found (looked {looked}). Build it with `cargo build --release -p cufall-inject` (the `./cufall` launcher does), put it next to the cufall binary or name it in {ENV_LIBRARY}; or record without capture: --capture none",
+        cufall_capture::LIBRARY_FILE
+    )]
+    LibraryMissing { looked: String },
+    #[error(
+        "{} is not a loadable capture library ({why}). Rebuild it with `cargo build --release -p cufall-inject`, or record without capture: --capture none",
+        path.display()
+    )]
+    LibraryUnusable { path: PathBuf, why: String },
+    #[error("cannot listen for the program's capture data at {}: {source}", path.display())]
+    Socket {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Finds `libcufall_inject.so`: `$CUFALL_INJECT_LIBRARY`, else next to the running binary
+/// (`target/release/` for a build, the install folder), else one folder up (test binaries live
+/// in `target/debug/deps/`).
+pub fn find_library() -> Result<PathBuf, CaptureError> {
+    let mut looked = Vec::new();
+    let mut candidates = Vec::new();
+    if let Some(p) = std::env::var_os(ENV_LIBRARY) {
+        candidates.push(PathBuf::from(p));
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        let exe = exe.canonicalize().unwrap_or(exe);
+        if let Some(dir) = exe.parent() {
+            candidates.push(dir.join(cufall_capture::LIBRARY_FILE));
+            if let Some(up) = dir.parent() {
+                candidates.push(up.join(cufall_capture::LIBRARY_FILE));
+            }
+        }
+    }
+    for c in candidates {
+        if c.is_file() {
+            check_library(&c)?;
+            return Ok(c.canonicalize().unwrap_or(c));
+        }
+        looked.push(c.display().to_string());
+    }
+    Err(CaptureError::LibraryMissing {
+        looked: if looked.is_empty() {
+            "nowhere: the binary's own path is unknown".into()
+        } else {
+            looked.join(", ")
+        },
+    })
+}
+
+/// Checks, without loading it into cufall, that `path` is a 64-bit ELF shared library that
+/// exports both entry points CUDA and NVTX look for.
+pub fn check_library(path: &Path) -> Result<(), CaptureError> {
+    let unusable = |why: String| CaptureError::LibraryUnusable {
+        path: path.to_path_buf(),
+        why,
+    };
+    let bytes = std::fs::read(path).map_err(|e| unusable(format!("cannot read it: {e}")))?;
+    if bytes.len() < 64 || &bytes[..4] != b"\x7fELF" {
+        return Err(unusable("not an ELF file".into()));
+    }
+    if bytes[4] != 2 {
+        return Err(unusable("not a 64-bit library".into()));
+    }
+    if u16::from_le_bytes([bytes[16], bytes[17]]) != 3 {
+        return Err(unusable("not a shared library".into()));
+    }
+    for symbol in ["InitializeInjection\0", "InitializeInjectionNvtx2\0"] {
+        if !bytes.windows(symbol.len()).any(|w| w == symbol.as_bytes()) {
+            return Err(unusable(format!(
+                "it does not export {}",
+                symbol.trim_end_matches('\0')
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// One process of the program, as the recorder saw it.
+#[derive(Clone, Debug, Default)]
+pub struct ProcessSummary {
+    pub pid: u32,
+    pub exe: String,
+    pub said_goodbye: bool,
+    pub nvtx_ranges: u64,
+    pub activities: u64,
+    pub api_calls: u64,
+}
+
+/// What capture delivered, for the summary.
+#[derive(Clone, Debug, Default)]
+pub struct CaptureSummary {
+    pub processes: Vec<ProcessSummary>,
+    pub nvtx_ranges: u64,
+    pub activities: u64,
+    pub api_calls: u64,
+    pub cupti_dropped: u64,
+    /// Every event from the capture table worth telling the user, in arrival order.
+    pub problems: Vec<String>,
+    /// Connections still open when the recorder stopped.
+    pub stragglers: usize,
+    pub protocol_errors: Vec<String>,
+}
+
+#[derive(Default)]
+struct State {
+    open: usize,
+    last_change: Option<Instant>,
+    summary: CaptureSummary,
+}
+
+/// A listening recorder.
+pub struct Recorder {
+    tx: Sender<SinkMsg>,
+    kinds: Kinds,
+    library: PathBuf,
+    dir: PathBuf,
+    socket: PathBuf,
+    stop: Arc<AtomicBool>,
+    state: Arc<Mutex<State>>,
+    rows: Arc<AtomicU64>,
+    listener: Option<JoinHandle<()>>,
+    readers: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl Recorder {
+    /// Listens on a fresh socket in a private temporary folder.
+    pub(crate) fn start(
+        kinds: Kinds,
+        library: PathBuf,
+        devices: &[DeviceInfo],
+        tx: Sender<SinkMsg>,
+    ) -> Result<Recorder, CaptureError> {
+        let dir = std::env::temp_dir().join(format!(
+            "cufall-{}-{}",
+            std::process::id(),
+            crate::now_unix_ns()
+        ));
+        let socket = dir.join("capture.sock");
+        let socket_err = |source| CaptureError::Socket {
+            path: socket.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&dir).map_err(socket_err)?;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(socket_err)?;
+        }
+        let listener = UnixListener::bind(&socket).map_err(socket_err)?;
+        listener.set_nonblocking(true).map_err(socket_err)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let state = Arc::new(Mutex::new(State::default()));
+        let rows = Arc::new(AtomicU64::new(0));
+        let readers = Arc::new(Mutex::new(Vec::new()));
+        let uuids: HashMap<String, DeviceId> =
+            devices.iter().map(|d| (d.uuid.clone(), d.id)).collect();
+        let handle = {
+            let (stop, state, readers, rows) = (
+                Arc::clone(&stop),
+                Arc::clone(&state),
+                Arc::clone(&readers),
+                Arc::clone(&rows),
+            );
+            let tx = tx.clone();
+            std::thread::Builder::new()
+                .name("cufall-capture".into())
+                .spawn(move || accept_loop(listener, tx, stop, state, readers, rows, uuids))
+                .map_err(socket_err)?
+        };
+        Ok(Recorder {
+            tx,
+            kinds,
+            library,
+            dir,
+            socket,
+            stop,
+            state,
+            rows,
+            listener: Some(handle),
+            readers,
+        })
+    }
+
+    /// The environment the program runs with. A variable another tool already set is left
+    /// alone, and the part of capture that needed it is reported as missing (in the trace's
+    /// capture table and the summary).
+    pub fn child_env(&self) -> Vec<(OsString, OsString)> {
+        self.child_env_given(|v| std::env::var_os(v))
+    }
+
+    /// [`Recorder::child_env`] for a parent environment read through `existing`.
+    fn child_env_given(&self, existing: impl Fn(&str) -> Option<OsString>) -> Vec<(OsString, OsString)> {
+        let mut vars = vec![
+            (
+                OsString::from(cufall_capture::ENV_SOCKET),
+                OsString::from(&self.socket),
+            ),
+            (
+                OsString::from(cufall_capture::ENV_KINDS),
+                OsString::from(self.kinds.to_env()),
+            ),
+        ];
+        let mut notes = Vec::new();
+        let now = crate::now_unix_ns();
+        let mut take = |var: &str, what: &str| match existing(var) {
+            Some(v) if Path::new(&v) != self.library => notes.push(CaptureEvent {
+                t_ns: now,
+                pid: 0,
+                event: event::NOT_INJECTED.into(),
+                count: 0,
+                detail: format!(
+                    "{var} is already set to {} (another tool's injection): {what} not captured. Unset it to capture them.",
+                    Path::new(&v).display()
+                ),
+            }),
+            _ => vars.push((OsString::from(var), OsString::from(&self.library))),
+        };
+        if self.kinds.needs_cupti() {
+            take("CUDA_INJECTION64_PATH", "kernels, copies and API calls are");
+        }
+        if self.kinds.contains(Kinds::NVTX) {
+            take("NVTX_INJECTION64_PATH", "NVTX ranges are");
+        }
+        self.report(notes);
+        vars
+    }
+
+    /// Writes events to the capture table and keeps them for the summary.
+    fn report(&self, events: Vec<CaptureEvent>) {
+        if events.is_empty() {
+            return;
+        }
+        if let Ok(mut s) = self.state.lock() {
+            s.summary.problems.extend(events.iter().filter_map(problem_text));
+        }
+        let _ = self.tx.send(SinkMsg::Capture(events));
+    }
+
+    /// What this recorder captures.
+    pub fn kinds(&self) -> Kinds {
+        self.kinds
+    }
+
+    /// Rows delivered so far (NVTX ranges, activity records, API calls).
+    pub fn rows(&self) -> u64 {
+        self.rows.load(Ordering::Relaxed)
+    }
+
+    /// After the program exited: waits until every process that connected has closed its
+    /// connection and none connected for a moment, at most `timeout`.
+    pub fn wait_for_processes(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let quiet = Duration::from_millis(300);
+        while Instant::now() < deadline {
+            let done = self.state.lock().map_or(true, |s| {
+                s.open == 0 && s.last_change.is_none_or(|t| t.elapsed() >= quiet)
+            });
+            if done {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops listening, lets every reader hand over what it has, and removes the socket.
+    pub fn finish(mut self) -> CaptureSummary {
+        let stragglers = self.state.lock().map_or(0, |s| s.open);
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.listener.take() {
+            let _ = h.join();
+        }
+        let readers = std::mem::take(&mut *self.readers.lock().unwrap_or_else(|e| e.into_inner()));
+        for h in readers {
+            let _ = h.join();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+        let seen = self.state.lock().map_or(0, |s| s.summary.processes.len());
+        let now = crate::now_unix_ns();
+        if seen == 0 {
+            self.report(vec![CaptureEvent {
+                t_ns: now,
+                pid: 0,
+                event: event::NO_CUDA.into(),
+                count: 0,
+                detail: "no process of the program initialised CUDA or called NVTX, so no CUDA activity was seen (or the capture library failed to load in it)".into(),
+            }]);
+        }
+        if stragglers > 0 {
+            self.report(vec![CaptureEvent {
+                t_ns: now,
+                pid: 0,
+                event: event::NO_GOODBYE.into(),
+                count: stragglers as u64,
+                detail: format!("{stragglers} process(es) of the program were still running when the recording closed; their later records are not in the trace"),
+            }]);
+        }
+        let mut summary = self
+            .state
+            .lock()
+            .map(|s| s.summary.clone())
+            .unwrap_or_default();
+        summary.stragglers = stragglers;
+        summary
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn accept_loop(
+    listener: UnixListener,
+    tx: Sender<SinkMsg>,
+    stop: Arc<AtomicBool>,
+    state: Arc<Mutex<State>>,
+    readers: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    rows: Arc<AtomicU64>,
+    uuids: HashMap<String, DeviceId>,
+) {
+    let uuids = Arc::new(uuids);
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                if let Ok(mut s) = state.lock() {
+                    s.open += 1;
+                    s.last_change = Some(Instant::now());
+                }
+                let (tx, stop, state, rows, uuids) = (
+                    tx.clone(),
+                    Arc::clone(&stop),
+                    Arc::clone(&state),
+                    Arc::clone(&rows),
+                    Arc::clone(&uuids),
+                );
+                let spawned = std::thread::Builder::new()
+                    .name("cufall-capture-conn".into())
+                    .spawn(move || {
+                        let mut conn = Connection::new(tx, Arc::clone(&state), rows, uuids);
+                        conn.serve(stream, &stop);
+                        if let Ok(mut s) = state.lock() {
+                            s.open = s.open.saturating_sub(1);
+                            s.last_change = Some(Instant::now());
+                        }
+                    });
+                if let Ok(h) = spawned
+                    && let Ok(mut r) = readers.lock()
+                {
+                    r.push(h);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
+/// A frame whose names are not all known yet.
+enum Held {
+    Range(cufall_capture::Range<'static>),
+    Activity(cufall_capture::Activity),
+    Api(cufall_capture::ApiCall),
+}
+
+struct Connection {
+    tx: Sender<SinkMsg>,
+    state: Arc<Mutex<State>>,
+    rows: Arc<AtomicU64>,
+    uuids: Arc<HashMap<String, DeviceId>>,
+    pid: u32,
+    strings: HashMap<u32, String>,
+    demangled: HashMap<u32, String>,
+    devices: HashMap<u32, DeviceId>,
+    held: Vec<Held>,
+    nvtx: Vec<NvtxRange>,
+    kernels: Vec<KernelRecord>,
+    api: Vec<ApiCall>,
+    events: Vec<CaptureEvent>,
+    last_send: Instant,
+    me: ProcessSummary,
+}
+
+impl Connection {
+    fn new(
+        tx: Sender<SinkMsg>,
+        state: Arc<Mutex<State>>,
+        rows: Arc<AtomicU64>,
+        uuids: Arc<HashMap<String, DeviceId>>,
+    ) -> Self {
+        Connection {
+            tx,
+            state,
+            rows,
+            uuids,
+            pid: 0,
+            strings: HashMap::new(),
+            demangled: HashMap::new(),
+            devices: HashMap::new(),
+            held: Vec::new(),
+            nvtx: Vec::new(),
+            kernels: Vec::new(),
+            api: Vec::new(),
+            events: Vec::new(),
+            last_send: Instant::now(),
+            me: ProcessSummary::default(),
+        }
+    }
+
+    fn serve(&mut self, mut stream: UnixStream, stop: &AtomicBool) {
+        let _ = stream.set_read_timeout(Some(Duration::from_millis(50)));
+        let mut decoder = Decoder::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut stopping_since: Option<Instant> = None;
+        loop {
+            match stream.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    decoder.push(&buf[..n]);
+                    loop {
+                        match decoder.next_frame() {
+                            Ok(Some(f)) => self.on_frame(f),
+                            Ok(None) => break,
+                            Err(e) => {
+                                self.protocol_error(e.to_string());
+                                self.finish_connection();
+                                return;
+                            }
+                        }
+                    }
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+            if self.last_send.elapsed() >= BATCH_AGE {
+                self.send_batches();
+            }
+            if stop.load(Ordering::Relaxed) {
+                // The recording is closing: read what is already queued, then stop.
+                let since = *stopping_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > Duration::from_millis(200) {
+                    break;
+                }
+            }
+        }
+        self.finish_connection();
+    }
+
+    fn protocol_error(&mut self, why: String) {
+        let msg = format!("process {}: broken capture stream ({why})", self.pid);
+        if let Ok(mut s) = self.state.lock() {
+            s.summary.protocol_errors.push(msg.clone());
+        }
+        self.event(event::NO_GOODBYE, 0, msg);
+    }
+
+    fn event(&mut self, name: &str, count: u64, detail: String) {
+        self.events.push(CaptureEvent {
+            t_ns: crate::now_unix_ns(),
+            pid: self.pid,
+            event: name.into(),
+            count,
+            detail,
+        });
+    }
+
+    fn on_frame(&mut self, f: Frame<'static>) {
+        match f {
+            Frame::Hello { version, pid, exe, .. } => {
+                self.pid = pid;
+                self.me.pid = pid;
+                self.me.exe = exe.into_owned();
+                if version != cufall_capture::PROTOCOL_VERSION {
+                    self.protocol_error(format!(
+                        "protocol {version}, this cufall speaks {}",
+                        cufall_capture::PROTOCOL_VERSION
+                    ));
+                }
+            }
+            Frame::String { id, text } => {
+                self.strings.insert(id, text.into_owned());
+                if !self.held.is_empty() {
+                    let held = std::mem::take(&mut self.held);
+                    for h in held {
+                        self.admit(h, false);
+                    }
+                }
+            }
+            Frame::Range(r) => self.admit(Held::Range(r), false),
+            Frame::Activity(a) => self.admit(Held::Activity(a), false),
+            Frame::Api(c) => self.admit(Held::Api(c), false),
+            Frame::Device { id, uuid } => {
+                let key = cufall_capture::uuid_string(&uuid);
+                if let Some(d) = self.uuids.get(&key) {
+                    self.devices.insert(id, *d);
+                }
+            }
+            Frame::Status {
+                t_ns,
+                event: name,
+                count,
+                detail,
+            } => {
+                if name == event::CUPTI_DROPPED
+                    && let Ok(mut s) = self.state.lock()
+                {
+                    s.summary.cupti_dropped += count;
+                }
+                self.events.push(CaptureEvent {
+                    t_ns,
+                    pid: self.pid,
+                    event: name.into_owned(),
+                    count,
+                    detail: detail.into_owned(),
+                });
+            }
+            Frame::Bye { .. } => self.me.said_goodbye = true,
+        }
+        if self.rows_buffered() >= BATCH_ROWS {
+            self.send_batches();
+        }
+    }
+
+    fn rows_buffered(&self) -> usize {
+        self.nvtx.len() + self.kernels.len() + self.api.len()
+    }
+
+    fn name(&self, id: u32, last_chance: bool) -> Option<String> {
+        match self.strings.get(&id) {
+            Some(s) => Some(s.clone()),
+            None if last_chance => Some(format!("<unnamed #{id}>")),
+            None => None,
+        }
+    }
+
+    /// Turns a frame into a row, or holds it until its names arrive.
+    fn admit(&mut self, h: Held, last_chance: bool) {
+        match h {
+            Held::Range(r) => {
+                let name = match &r.name {
+                    Name::Text(t) => Some(t.to_string()),
+                    Name::Registered(id) => self.name(*id, last_chance),
+                };
+                let domain = if r.domain == 0 {
+                    Some(String::new())
+                } else {
+                    self.name(r.domain, last_chance)
+                };
+                let (Some(name), Some(domain)) = (name, domain) else {
+                    self.held.push(Held::Range(r));
+                    return;
+                };
+                let (payload_int, payload_float) = match r.payload {
+                    Payload::None => (None, None),
+                    Payload::Int(v) => (Some(v), None),
+                    Payload::UInt(v) => match i64::try_from(v) {
+                        Ok(v) => (Some(v), None),
+                        Err(_) => (None, Some(v as f64)),
+                    },
+                    Payload::Float(v) => (None, Some(v)),
+                };
+                self.me.nvtx_ranges += 1;
+                self.nvtx.push(NvtxRange {
+                    start_ns: r.start_ns,
+                    end_ns: r.end_ns,
+                    name,
+                    domain,
+                    kind: match r.kind {
+                        WireKind::PushPop => RangeKind::PushPop,
+                        WireKind::StartEnd => RangeKind::StartEnd,
+                        WireKind::Mark => RangeKind::Mark,
+                    },
+                    depth: r.depth,
+                    pid: self.pid,
+                    tid: r.tid,
+                    category: r.category,
+                    color: r.color,
+                    payload_int,
+                    payload_float,
+                });
+            }
+            Held::Activity(a) => {
+                let name = match a.kind {
+                    cufall_capture::ActivityKind::Kernel => {
+                        if let Some(n) = self.demangled.get(&a.name) {
+                            n.clone()
+                        } else if let Some(raw) = self.name(a.name, last_chance) {
+                            let n = demangle(&raw);
+                            self.demangled.insert(a.name, n.clone());
+                            n
+                        } else {
+                            self.held.push(Held::Activity(a));
+                            return;
+                        }
+                    }
+                    cufall_capture::ActivityKind::Memcpy => {
+                        format!("memcpy {}", copy_kind_name(a.copy_kind))
+                    }
+                    cufall_capture::ActivityKind::Memset => "memset".into(),
+                    cufall_capture::ActivityKind::Graph => format!("graph {}", a.graph_id),
+                };
+                let kind = match a.kind {
+                    cufall_capture::ActivityKind::Kernel => ActivityKind::Kernel,
+                    cufall_capture::ActivityKind::Memcpy => ActivityKind::Memcpy,
+                    cufall_capture::ActivityKind::Memset => ActivityKind::Memset,
+                    cufall_capture::ActivityKind::Graph => ActivityKind::Graph,
+                };
+                let dims = |d: [i32; 3]| d.map(|v| u32::try_from(v).unwrap_or(0));
+                let is_kernel = kind == ActivityKind::Kernel;
+                self.me.activities += 1;
+                self.kernels.push(KernelRecord {
+                    device: self.devices.get(&a.device).copied().unwrap_or(DeviceId(a.device)),
+                    start_ns: a.start_ns,
+                    end_ns: a.end_ns,
+                    kind,
+                    name,
+                    stream: a.stream,
+                    correlation_id: a.correlation,
+                    bytes: matches!(kind, ActivityKind::Memcpy | ActivityKind::Memset)
+                        .then_some(a.bytes),
+                    pid: self.pid,
+                    grid: is_kernel.then(|| dims(a.grid)),
+                    block: is_kernel.then(|| dims(a.block)),
+                    context_id: Some(a.context),
+                    graph_id: (a.graph_id != 0).then_some(a.graph_id),
+                });
+            }
+            Held::Api(c) => {
+                let Some(name) = self.name(c.name, last_chance) else {
+                    self.held.push(Held::Api(c));
+                    return;
+                };
+                self.me.api_calls += 1;
+                self.api.push(ApiCall {
+                    start_ns: c.start_ns,
+                    end_ns: c.end_ns,
+                    domain: match c.domain {
+                        cufall_capture::ApiDomain::Runtime => ApiDomain::Runtime,
+                        cufall_capture::ApiDomain::Driver => ApiDomain::Driver,
+                    },
+                    name,
+                    pid: self.pid,
+                    tid: c.tid,
+                    correlation_id: c.correlation,
+                });
+            }
+        }
+    }
+
+    fn send_batches(&mut self) {
+        self.last_send = Instant::now();
+        let n = self.rows_buffered() as u64;
+        if n > 0 {
+            self.rows.fetch_add(n, Ordering::Relaxed);
+        }
+        if !self.nvtx.is_empty() {
+            let _ = self.tx.send(SinkMsg::Nvtx(std::mem::take(&mut self.nvtx)));
+        }
+        if !self.kernels.is_empty() {
+            let _ = self
+                .tx
+                .send(SinkMsg::Kernels(std::mem::take(&mut self.kernels)));
+        }
+        if !self.api.is_empty() {
+            let _ = self.tx.send(SinkMsg::Api(std::mem::take(&mut self.api)));
+        }
+        if !self.events.is_empty() {
+            let events = std::mem::take(&mut self.events);
+            if let Ok(mut s) = self.state.lock() {
+                for e in &events {
+                    if let Some(p) = problem_text(e) {
+                        s.summary.problems.push(p);
+                    }
+                }
+            }
+            let _ = self.tx.send(SinkMsg::Capture(events));
+        }
+    }
+
+    fn finish_connection(&mut self) {
+        let held = std::mem::take(&mut self.held);
+        for h in held {
+            self.admit(h, true);
+        }
+        if self.pid != 0 && !self.me.said_goodbye {
+            self.event(
+                event::NO_GOODBYE,
+                0,
+                format!(
+                    "process {} ended without flushing capture (killed, crashed or _exit): its last ~100 ms of records may be missing",
+                    self.pid
+                ),
+            );
+        }
+        self.send_batches();
+        if let Ok(mut s) = self.state.lock() {
+            s.summary.nvtx_ranges += self.me.nvtx_ranges;
+            s.summary.activities += self.me.activities;
+            s.summary.api_calls += self.me.api_calls;
+            if self.pid != 0 {
+                s.summary.processes.push(self.me.clone());
+            }
+        }
+    }
+}
+
+/// What the user should read about a capture event, or `None` for routine ones.
+fn problem_text(e: &CaptureEvent) -> Option<String> {
+    match e.event.as_str() {
+        event::CUDA_ATTACHED | event::NVTX_ATTACHED | event::FORKED => None,
+        _ => Some(format!("process {}: {} ({})", e.pid, e.detail, e.event)),
+    }
+}
+
+fn copy_kind_name(k: u8) -> &'static str {
+    match k {
+        1 => "HtoD",
+        2 => "DtoH",
+        3 => "HtoA",
+        4 => "AtoH",
+        5 => "AtoA",
+        6 => "AtoD",
+        7 => "DtoA",
+        8 => "DtoD",
+        9 => "HtoH",
+        10 => "PtoP",
+        _ => "unknown",
+    }
+}
+
+/// A kernel's readable name: demangled, without parameter lists (as timelines show them);
+/// names that are not Itanium-mangled (`extern "C"` kernels) stay as they are.
+pub fn demangle(raw: &str) -> String {
+    let options = cpp_demangle::DemangleOptions::new().no_params().no_return_type();
+    cpp_demangle::Symbol::new(raw)
+        .ok()
+        .and_then(|s| s.demangle_with_options(&options).ok())
+        .unwrap_or_else(|| raw.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cufall_capture::encode;
+    use std::io::Write;
+    use std::sync::mpsc::{Receiver, channel};
+
+    /// A binary of this workspace's build (`scripts/check.sh` builds them before the tests).
+    fn built(name: &str) -> PathBuf {
+        let exe = std::env::current_exe().unwrap();
+        let profile_dir = exe.parent().and_then(Path::parent).unwrap();
+        let p = profile_dir.join(name);
+        assert!(
+            p.is_file(),
+            "{} is missing: run `cargo build --workspace` before the tests (scripts/check.sh does)",
+            p.display()
+        );
+        p
+    }
+
+    fn drain(rx: &Receiver<SinkMsg>) -> (Vec<NvtxRange>, Vec<KernelRecord>, Vec<CaptureEvent>) {
+        let (mut n, mut k, mut c) = (Vec::new(), Vec::new(), Vec::new());
+        while let Ok(m) = rx.try_recv() {
+            match m {
+                SinkMsg::Nvtx(r) => n.extend(r),
+                SinkMsg::Kernels(r) => k.extend(r),
+                SinkMsg::Capture(r) => c.extend(r),
+                _ => {}
+            }
+        }
+        (n, k, c)
+    }
+
+    fn run_under_capture(kinds: Kinds, program: &Path, args: &[&str]) -> (Vec<NvtxRange>, Vec<KernelRecord>, Vec<CaptureEvent>, CaptureSummary) {
+        let (tx, rx) = channel();
+        let lib = built(cufall_capture::LIBRARY_FILE);
+        check_library(&lib).unwrap();
+        let rec = Recorder::start(kinds, lib, &[], tx).unwrap();
+        let status = std::process::Command::new(program)
+            .args(args)
+            .envs(rec.child_env_given(|_| None))
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        rec.wait_for_processes(Duration::from_secs(10));
+        let summary = rec.finish();
+        let (n, k, c) = drain(&rx);
+        (n, k, c, summary)
+    }
+
+    /// The real capture library inside a real program: the engine's CPU backend emits NVTX
+    /// phases (prefill, then draft / verify / accept per step, each with the step as payload).
+    #[test]
+    fn the_engine_nvtx_phases_arrive_whole() {
+        let specdec = built("specdec");
+        let args = ["--preset", "tiny", "--backend", "cpu", "--context", "32", "--new-tokens", "8"];
+        let (ranges, kernels, events, summary) = run_under_capture(Kinds::NVTX, &specdec, &args);
+        assert!(kernels.is_empty());
+        let count = |n: &str| ranges.iter().filter(|r| r.name == n).count();
+        assert_eq!(count("prefill"), 1, "{ranges:#?}");
+        assert!(count("draft") >= 1 && count("verify") >= 1 && count("accept") >= 1);
+        assert_eq!(count("draft"), count("accept"));
+        for r in &ranges {
+            assert_eq!(r.kind, RangeKind::PushPop);
+            assert!(r.end_ns >= r.start_ns);
+            assert!(r.start_ns > 1_600_000_000_000_000_000, "Unix-epoch nanoseconds");
+            assert!(r.pid > 0 && r.tid > 0);
+        }
+        let steps: Vec<i64> = ranges
+            .iter()
+            .filter(|r| r.name == "draft")
+            .filter_map(|r| r.payload_int)
+            .collect();
+        assert_eq!(steps.len(), count("draft"), "every draft carries its step");
+        assert!(events.iter().any(|e| e.event == event::NVTX_ATTACHED));
+        assert_eq!(summary.processes.len(), 1);
+        assert!(summary.processes[0].said_goodbye);
+        assert_eq!(summary.nvtx_ranges as usize, ranges.len());
+    }
+
+    /// Several processes (a shell starting two engines): one connection each, all captured,
+    /// and the recorder waits for both.
+    #[test]
+    fn every_process_of_the_program_is_captured() {
+        let specdec = built("specdec");
+        let cmd = format!(
+            "{s} --preset tiny --backend cpu --context 16 --new-tokens 4 & {s} --preset tiny --backend cpu --context 16 --new-tokens 4 --seed 2; wait",
+            s = specdec.display()
+        );
+        let (ranges, _, _, summary) =
+            run_under_capture(Kinds::DEFAULT, Path::new("/bin/sh"), &["-c", &cmd]);
+        let pids: std::collections::BTreeSet<u32> = ranges.iter().map(|r| r.pid).collect();
+        assert_eq!(pids.len(), 2, "{pids:?}");
+        assert_eq!(summary.processes.len(), 2);
+        assert!(ranges.iter().filter(|r| r.name == "prefill").count() == 2);
+    }
+
+    /// A program that never touches CUDA or NVTX: the trace says so instead of staying silent.
+    #[test]
+    fn a_program_without_cuda_is_reported() {
+        let (ranges, _, events, summary) =
+            run_under_capture(Kinds::DEFAULT, Path::new("/bin/true"), &[]);
+        assert!(ranges.is_empty());
+        assert!(summary.processes.is_empty());
+        assert!(events.iter().any(|e| e.event == event::NO_CUDA), "{events:?}");
+    }
+
+    fn frame(f: Frame<'_>) -> Vec<u8> {
+        let mut b = Vec::new();
+        encode(&f, &mut b);
+        b
+    }
+
+    /// Names defined after their first use, a kernel name to demangle, a device mapped by UUID,
+    /// and a process that ends without a goodbye (killed): every record arrives, the end is
+    /// reported.
+    #[test]
+    fn late_names_devices_and_a_missing_goodbye() {
+        let (tx, rx) = channel();
+        let uuid = [0x11u8; 16];
+        let devices = vec![DeviceInfo {
+            id: DeviceId(3),
+            name: "GPU".into(),
+            chip: String::new(),
+            uuid: cufall_capture::uuid_string(&uuid),
+            pci_bus_id: String::new(),
+            sm_count: None,
+            memory_total_bytes: None,
+        }];
+        let rec = Recorder::start(Kinds::DEFAULT, PathBuf::from("/nonexistent"), &devices, tx).unwrap();
+        let socket = rec
+            .child_env()
+            .into_iter()
+            .find(|(k, _)| k == cufall_capture::ENV_SOCKET)
+            .map(|(_, v)| PathBuf::from(v))
+            .unwrap();
+        let mut c = UnixStream::connect(socket).unwrap();
+        let mut bytes = frame(Frame::Hello {
+            version: cufall_capture::PROTOCOL_VERSION,
+            pid: 77,
+            ppid: 1,
+            kinds: Kinds::DEFAULT,
+            exe: "fake".into(),
+        });
+        bytes.extend(frame(Frame::Device { id: 0, uuid }));
+        bytes.extend(frame(Frame::Range(cufall_capture::Range {
+            start_ns: 10,
+            end_ns: 20,
+            tid: 5,
+            depth: 0,
+            kind: WireKind::PushPop,
+            domain: 2,
+            category: 4,
+            color: Some(0xff00ff00),
+            payload: Payload::UInt(u64::MAX),
+            name: Name::Registered(1),
+        })));
+        bytes.extend(frame(Frame::Activity(cufall_capture::Activity {
+            kind: cufall_capture::ActivityKind::Kernel,
+            device: 0,
+            context: 1,
+            stream: 7,
+            correlation: 9,
+            start_ns: 12,
+            end_ns: 18,
+            grid: [4, 1, 1],
+            block: [128, 1, 1],
+            graph_id: 0,
+            bytes: 0,
+            copy_kind: 0,
+            name: 3,
+        })));
+        bytes.extend(frame(Frame::String { id: 1, text: "verify".into() }));
+        bytes.extend(frame(Frame::String { id: 2, text: "engine".into() }));
+        bytes.extend(frame(Frame::String { id: 3, text: "_Z12empty_kernelv".into() }));
+        // Split the stream mid-frame, as a socket may.
+        let cut = bytes.len() / 2;
+        c.write_all(&bytes[..cut]).unwrap();
+        std::thread::sleep(Duration::from_millis(30));
+        c.write_all(&bytes[cut..]).unwrap();
+        drop(c);
+        rec.wait_for_processes(Duration::from_secs(5));
+        let summary = rec.finish();
+        let (ranges, kernels, events) = drain(&rx);
+        assert_eq!(ranges.len(), 1);
+        let r = &ranges[0];
+        assert_eq!((r.name.as_str(), r.domain.as_str(), r.pid), ("verify", "engine", 77));
+        assert_eq!((r.category, r.color), (4, Some(0xff00ff00)));
+        assert_eq!((r.payload_int, r.payload_float), (None, Some(u64::MAX as f64)));
+        assert_eq!(kernels.len(), 1);
+        let k = &kernels[0];
+        assert_eq!((k.name.as_str(), k.device), ("empty_kernel", DeviceId(3)));
+        assert_eq!((k.grid, k.block), (Some([4, 1, 1]), Some([128, 1, 1])));
+        assert!(events.iter().any(|e| e.event == event::NO_GOODBYE && e.pid == 77));
+        assert!(!summary.processes[0].said_goodbye);
+        assert!(summary.problems.iter().any(|p| p.contains("ended without flushing")));
+    }
+
+    #[test]
+    fn another_tools_injection_is_left_alone_and_reported() {
+        let (tx, rx) = channel();
+        let rec = Recorder::start(Kinds::DEFAULT, PathBuf::from("/lib/ours.so"), &[], tx).unwrap();
+        let env = rec.child_env_given(|v| {
+            (v == "CUDA_INJECTION64_PATH").then(|| OsString::from("/opt/other/libtool.so"))
+        });
+        assert!(!env.iter().any(|(k, _)| k == "CUDA_INJECTION64_PATH"));
+        assert!(env.iter().any(|(k, v)| k == "NVTX_INJECTION64_PATH" && v == "/lib/ours.so"));
+        let _ = rec.finish();
+        let (_, _, events) = drain(&rx);
+        assert!(events.iter().any(|e| e.event == event::NOT_INJECTED
+            && e.detail.contains("/opt/other/libtool.so")));
+    }
+
+    #[test]
+    fn kernel_names_are_demangled_without_parameters() {
+        assert_eq!(demangle("_Z12empty_kernelv"), "empty_kernel");
+        assert_eq!(
+            demangle("_ZN2at6native18elementwise_kernelILi128ELi2EEEviT1_"),
+            "void at::native::elementwise_kernel<128, 2>"
+        );
+        assert_eq!(demangle("plain_c_kernel"), "plain_c_kernel");
+    }
+
+    #[test]
+    fn a_library_without_the_entry_points_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("lib.so");
+        std::fs::write(&p, b"not an elf").unwrap();
+        assert!(matches!(
+            check_library(&p),
+            Err(CaptureError::LibraryUnusable { .. })
+        ));
+        let mut elf = vec![0u8; 64];
+        elf[..4].copy_from_slice(b"\x7fELF");
+        elf[4] = 2;
+        elf[16] = 3;
+        std::fs::write(&p, &elf).unwrap();
+        let e = check_library(&p).unwrap_err().to_string();
+        assert!(e.contains("does not export InitializeInjection"), "{e}");
+        elf.extend_from_slice(b"InitializeInjection\0InitializeInjectionNvtx2\0");
+        std::fs::write(&p, &elf).unwrap();
+        assert!(check_library(&p).is_ok());
+    }
+}

@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The capture tests run the built capture library inside the built engine: build them first.
+cargo build --workspace --locked
 cargo test --workspace --locked
 if [ -x .venv-interop/bin/python ]; then py=.venv-interop/bin/python; else py=python3; fi
 "$py" scripts/interop_test.py

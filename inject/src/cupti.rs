@@ -13,8 +13,7 @@
 use crate::delivery::{Hub, hub};
 use cudarc::cupti::sys::{
     CUpti_Activity, CUpti_ActivityAPI, CUpti_ActivityDevice5, CUpti_ActivityGraphTrace2,
-    CUpti_ActivityKernel10,
-    CUpti_ActivityKind, CUpti_ActivityMemcpy6, CUpti_ActivityMemset4,
+    CUpti_ActivityKernel10, CUpti_ActivityKind, CUpti_ActivityMemcpy6, CUpti_ActivityMemset4,
 };
 use cufall_capture::{Activity, ActivityKind, ApiCall, ApiDomain, Frame, Kinds, event};
 use libloading::os::unix::{Library, RTLD_LAZY, RTLD_LOCAL};
@@ -103,7 +102,9 @@ fn bind(lib: Library, soname: &'static str) -> Result<Api, String> {
     macro_rules! opt {
         ($name:literal) => {
             // SAFETY: as above; optional entry points absent from older CUPTIs.
-            unsafe { lib.get(concat!($name, "\0").as_bytes()) }.ok().map(|s| *s)
+            unsafe { lib.get(concat!($name, "\0").as_bytes()) }
+                .ok()
+                .map(|s| *s)
         };
     }
     let api = Api {
@@ -162,7 +163,10 @@ pub fn attach(kinds: Kinds) -> Result<String, String> {
     // SAFETY: registers our two callbacks, which follow CUPTI's documented signatures.
     let r = unsafe { (api.register_callbacks)(Some(buffer_requested), Some(buffer_completed)) };
     if r != SUCCESS {
-        return Err(format!("cuptiActivityRegisterCallbacks failed: {}", api.describe(r)));
+        return Err(format!(
+            "cuptiActivityRegisterCallbacks failed: {}",
+            api.describe(r)
+        ));
     }
     use CUpti_ActivityKind as K;
     let mut on = Vec::new();
@@ -197,11 +201,7 @@ pub fn attach(kinds: Kinds) -> Result<String, String> {
         // SAFETY: plain call; CUPTI's worker then hands over buffers at least this often.
         unsafe { f(FLUSH_PERIOD_MS) };
     }
-    let mut text = format!(
-        "{} (CUPTI API {version}): {}",
-        api.soname,
-        on.join(", ")
-    );
+    let mut text = format!("{} (CUPTI API {version}): {}", api.soname, on.join(", "));
     if !problems.is_empty() {
         text.push_str(&format!("; not captured: {}", problems.join("; ")));
     }
@@ -288,9 +288,17 @@ macro_rules! field {
 /// Whether an API call is one of those that launch, copy or synchronise (the rest, such as
 /// `cudaGetDevice`, are frequent and say nothing about gaps).
 fn api_kept(name: &str) -> bool {
-    ["Launch", "Memcpy", "Memset", "Synchronize", "StreamWait", "EventRecord", "Graph"]
-        .iter()
-        .any(|k| name.contains(k))
+    [
+        "Launch",
+        "Memcpy",
+        "Memset",
+        "Synchronize",
+        "StreamWait",
+        "EventRecord",
+        "Graph",
+    ]
+    .iter()
+    .any(|k| name.contains(k))
 }
 
 /// # Safety
@@ -301,7 +309,9 @@ unsafe fn forward(api: &Api, h: &'static Hub, names: &mut Names, rec: *const CUp
     // is CUPTI 13.0's record of that kind.
     unsafe {
         let k = rec.cast::<u32>().read_unaligned();
-        if k == kind(K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) || k == kind(K::CUPTI_ACTIVITY_KIND_KERNEL) {
+        if k == kind(K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+            || k == kind(K::CUPTI_ACTIVITY_KIND_KERNEL)
+        {
             type R = CUpti_ActivityKernel10;
             let name_ptr = field!(rec, R, name) as usize;
             let name = match names.kernels.get(&name_ptr) {
@@ -310,7 +320,9 @@ unsafe fn forward(api: &Api, h: &'static Hub, names: &mut Names, rec: *const CUp
                     let text = if name_ptr == 0 {
                         String::new()
                     } else {
-                        CStr::from_ptr(name_ptr as *const c_char).to_string_lossy().into_owned()
+                        CStr::from_ptr(name_ptr as *const c_char)
+                            .to_string_lossy()
+                            .into_owned()
                     };
                     let id = h.define(&text);
                     names.kernels.insert(name_ptr, id);
@@ -325,8 +337,16 @@ unsafe fn forward(api: &Api, h: &'static Hub, names: &mut Names, rec: *const CUp
                 correlation: field!(rec, R, correlationId),
                 start_ns: ns(field!(rec, R, start)),
                 end_ns: ns(field!(rec, R, end)),
-                grid: [field!(rec, R, gridX), field!(rec, R, gridY), field!(rec, R, gridZ)],
-                block: [field!(rec, R, blockX), field!(rec, R, blockY), field!(rec, R, blockZ)],
+                grid: [
+                    field!(rec, R, gridX),
+                    field!(rec, R, gridY),
+                    field!(rec, R, gridZ),
+                ],
+                block: [
+                    field!(rec, R, blockX),
+                    field!(rec, R, blockY),
+                    field!(rec, R, blockZ),
+                ],
                 graph_id: field!(rec, R, graphId),
                 bytes: 0,
                 copy_kind: 0,
@@ -391,7 +411,9 @@ unsafe fn forward(api: &Api, h: &'static Hub, names: &mut Names, rec: *const CUp
                 id: field!(rec, R, id),
                 uuid: bytes,
             });
-        } else if k == kind(K::CUPTI_ACTIVITY_KIND_RUNTIME) || k == kind(K::CUPTI_ACTIVITY_KIND_DRIVER) {
+        } else if k == kind(K::CUPTI_ACTIVITY_KIND_RUNTIME)
+            || k == kind(K::CUPTI_ACTIVITY_KIND_DRIVER)
+        {
             type R = CUpti_ActivityAPI;
             let runtime = k == kind(K::CUPTI_ACTIVITY_KIND_RUNTIME);
             let cbid: u32 = field!(rec, R, cbid);
@@ -407,7 +429,11 @@ unsafe fn forward(api: &Api, h: &'static Hub, names: &mut Names, rec: *const CUp
             };
             if let Some(name) = name {
                 h.send(&Frame::Api(ApiCall {
-                    domain: if runtime { ApiDomain::Runtime } else { ApiDomain::Driver },
+                    domain: if runtime {
+                        ApiDomain::Runtime
+                    } else {
+                        ApiDomain::Driver
+                    },
                     start_ns: ns(field!(rec, R, start)),
                     end_ns: ns(field!(rec, R, end)),
                     tid: field!(rec, R, threadId),
@@ -420,7 +446,11 @@ unsafe fn forward(api: &Api, h: &'static Hub, names: &mut Names, rec: *const CUp
 }
 
 fn api_name(api: &Api, runtime: bool, cbid: u32) -> String {
-    let domain = if runtime { DOMAIN_RUNTIME } else { DOMAIN_DRIVER };
+    let domain = if runtime {
+        DOMAIN_RUNTIME
+    } else {
+        DOMAIN_DRIVER
+    };
     let mut s: *const c_char = std::ptr::null();
     if let Some(f) = api.callback_name
         // SAFETY: writes a pointer to CUPTI's static name of this callback id.
@@ -444,8 +474,15 @@ mod tests {
 
     #[test]
     fn api_filter_keeps_launches_copies_and_syncs() {
-        for n in ["cudaLaunchKernel", "cuLaunchKernel", "cudaMemcpyAsync", "cudaStreamSynchronize",
-                  "cudaGraphLaunch", "cudaStreamWaitEvent", "cuMemsetD8Async"] {
+        for n in [
+            "cudaLaunchKernel",
+            "cuLaunchKernel",
+            "cudaMemcpyAsync",
+            "cudaStreamSynchronize",
+            "cudaGraphLaunch",
+            "cudaStreamWaitEvent",
+            "cuMemsetD8Async",
+        ] {
             assert!(api_kept(n), "{n}");
         }
         for n in ["cudaGetDevice", "cudaGetLastError", "cuCtxGetCurrent"] {
@@ -459,7 +496,10 @@ mod tests {
         // them (Kernel10 in 13.0, Kernel11 in 13.1 extend the same prefix).
         assert_eq!(std::mem::offset_of!(CUpti_ActivityKernel10, start), 16);
         assert_eq!(std::mem::offset_of!(CUpti_ActivityKernel10, deviceId), 40);
-        assert_eq!(std::mem::offset_of!(CUpti_ActivityKernel10, correlationId), 92);
+        assert_eq!(
+            std::mem::offset_of!(CUpti_ActivityKernel10, correlationId),
+            92
+        );
         assert_eq!(std::mem::offset_of!(CUpti_ActivityKernel10, name), 104);
     }
 }

@@ -50,7 +50,10 @@ extern "C" fn after_fork_child() {
         h.status(
             event::FORKED,
             1,
-            &format!("forked from process {}", std::os::unix::process::parent_id()),
+            &format!(
+                "forked from process {}",
+                std::os::unix::process::parent_id()
+            ),
         );
     });
 }

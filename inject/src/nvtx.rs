@@ -211,7 +211,13 @@ fn cstr<'a>(p: *const c_char) -> Message<'a> {
     }
 }
 
-fn range_frame<'a>(open: &'a Open, end_ns: i64, tid: u32, depth: u32, kind: RangeKind) -> Frame<'a> {
+fn range_frame<'a>(
+    open: &'a Open,
+    end_ns: i64,
+    tid: u32,
+    depth: u32,
+    kind: RangeKind,
+) -> Frame<'a> {
     Frame::Range(Range {
         start_ns: open.start_ns,
         end_ns,
@@ -230,7 +236,10 @@ fn push(domain: u32, attrs: Attrs, message: Message<'_>) -> i32 {
     let start_ns = now_ns();
     let depth = STACK.try_with(|s| {
         let mut s = s.borrow_mut();
-        let depth = s.entries[..s.len].iter().filter(|o| o.domain == domain).count();
+        let depth = s.entries[..s.len]
+            .iter()
+            .filter(|o| o.domain == domain)
+            .count();
         let len = s.len;
         if len < s.entries.len() {
             let e = &mut s.entries[len];
@@ -260,10 +269,19 @@ fn pop(domain: u32) -> i32 {
         let mut s = s.borrow_mut();
         let len = s.len;
         let at = s.entries[..len].iter().rposition(|o| o.domain == domain)?;
-        let depth = s.entries[..at].iter().filter(|o| o.domain == domain).count() as u32;
+        let depth = s.entries[..at]
+            .iter()
+            .filter(|o| o.domain == domain)
+            .count() as u32;
         let tid = thread_id(&mut s);
         if h.live() {
-            h.send(&range_frame(&s.entries[at], end_ns, tid, depth, RangeKind::PushPop));
+            h.send(&range_frame(
+                &s.entries[at],
+                end_ns,
+                tid,
+                depth,
+                RangeKind::PushPop,
+            ));
         }
         // Keep the popped entry's buffers for reuse: move it past the live part.
         s.entries[at..len].rotate_left(1);
@@ -350,7 +368,11 @@ pub fn report_open_ranges() {
     }
     let unmatched = UNMATCHED_POPS.load(Ordering::Relaxed);
     if unmatched > 0 {
-        h.status(event::UNMATCHED_POPS, unmatched, "pops without a matching push");
+        h.status(
+            event::UNMATCHED_POPS,
+            unmatched,
+            "pops without a matching push",
+        );
     }
 }
 
@@ -460,7 +482,8 @@ extern "C" fn initialize(_reserved: *const c_void) {}
 // ---- Filling NVTX's function tables ----
 
 type FnPtr = Option<unsafe extern "C" fn()>;
-type GetModuleTable = unsafe extern "C" fn(module: i32, table: *mut *mut *mut FnPtr, size: *mut u32) -> i32;
+type GetModuleTable =
+    unsafe extern "C" fn(module: i32, table: *mut *mut *mut FnPtr, size: *mut u32) -> i32;
 
 #[repr(C)]
 struct ExportTableCallbacks {
@@ -488,12 +511,24 @@ fn core_handlers() -> [(usize, FnPtr); 11] {
         (1, slot!(mark_ex as extern "C" fn(*const EventAttributes))),
         (2, slot!(mark_a as extern "C" fn(*const c_char))),
         (3, slot!(mark_w as extern "C" fn(*const i32))),
-        (4, slot!(range_start_ex as extern "C" fn(*const EventAttributes) -> u64)),
-        (5, slot!(range_start_a as extern "C" fn(*const c_char) -> u64)),
+        (
+            4,
+            slot!(range_start_ex as extern "C" fn(*const EventAttributes) -> u64),
+        ),
+        (
+            5,
+            slot!(range_start_a as extern "C" fn(*const c_char) -> u64),
+        ),
         (6, slot!(range_start_w as extern "C" fn(*const i32) -> u64)),
         (7, slot!(range_end as extern "C" fn(u64))),
-        (8, slot!(range_push_ex as extern "C" fn(*const EventAttributes) -> i32)),
-        (9, slot!(range_push_a as extern "C" fn(*const c_char) -> i32)),
+        (
+            8,
+            slot!(range_push_ex as extern "C" fn(*const EventAttributes) -> i32),
+        ),
+        (
+            9,
+            slot!(range_push_a as extern "C" fn(*const c_char) -> i32),
+        ),
         (10, slot!(range_push_w as extern "C" fn(*const i32) -> i32)),
         (11, slot!(range_pop as extern "C" fn() -> i32)),
     ]
@@ -502,15 +537,36 @@ fn core_handlers() -> [(usize, FnPtr); 11] {
 fn core2_handlers() -> [(usize, FnPtr); 12] {
     type Dom = *mut c_void;
     [
-        (1, slot!(domain_mark_ex as extern "C" fn(Dom, *const EventAttributes))),
-        (2, slot!(domain_range_start_ex as extern "C" fn(Dom, *const EventAttributes) -> u64)),
+        (
+            1,
+            slot!(domain_mark_ex as extern "C" fn(Dom, *const EventAttributes)),
+        ),
+        (
+            2,
+            slot!(domain_range_start_ex as extern "C" fn(Dom, *const EventAttributes) -> u64),
+        ),
         (3, slot!(domain_range_end as extern "C" fn(Dom, u64))),
-        (4, slot!(domain_range_push_ex as extern "C" fn(Dom, *const EventAttributes) -> i32)),
+        (
+            4,
+            slot!(domain_range_push_ex as extern "C" fn(Dom, *const EventAttributes) -> i32),
+        ),
         (5, slot!(domain_range_pop as extern "C" fn(Dom) -> i32)),
-        (10, slot!(domain_register_string_a as extern "C" fn(Dom, *const c_char) -> Dom)),
-        (11, slot!(domain_register_string_w as extern "C" fn(Dom, *const i32) -> Dom)),
-        (12, slot!(domain_create_a as extern "C" fn(*const c_char) -> Dom)),
-        (13, slot!(domain_create_w as extern "C" fn(*const i32) -> Dom)),
+        (
+            10,
+            slot!(domain_register_string_a as extern "C" fn(Dom, *const c_char) -> Dom),
+        ),
+        (
+            11,
+            slot!(domain_register_string_w as extern "C" fn(Dom, *const i32) -> Dom),
+        ),
+        (
+            12,
+            slot!(domain_create_a as extern "C" fn(*const c_char) -> Dom),
+        ),
+        (
+            13,
+            slot!(domain_create_w as extern "C" fn(*const i32) -> Dom),
+        ),
         (14, slot!(domain_destroy as extern "C" fn(Dom))),
         (15, slot!(initialize as extern "C" fn(*const c_void))),
         // Category names (8, 9) and resources (6, 7) stay NVTX's no-ops.
@@ -525,7 +581,9 @@ pub fn install(get_export_table: Option<GetExportTable>) -> i32 {
     if !h.live() || !h.kinds.contains(Kinds::NVTX) {
         return 0;
     }
-    let Some(get) = get_export_table else { return 0 };
+    let Some(get) = get_export_table else {
+        return 0;
+    };
     // SAFETY: NVTX hands us its own export-table getter; ETID_CALLBACKS selects the callbacks
     // table, whose first field is its size.
     let table = unsafe { get(ETID_CALLBACKS) }.cast::<ExportTableCallbacks>();
@@ -566,7 +624,11 @@ pub fn install(get_export_table: Option<GetExportTable>) -> i32 {
     if filled == 0 {
         return 0;
     }
-    h.status(event::NVTX_ATTACHED, 1, &format!("{filled} NVTX entry points"));
+    h.status(
+        event::NVTX_ATTACHED,
+        1,
+        &format!("{filled} NVTX entry points"),
+    );
     crate::ensure_exit_hooks();
     1
 }

@@ -12,8 +12,8 @@
 use crate::pipeline::SinkMsg;
 use cufall_capture::{Decoder, Frame, Kinds, Name, Payload, RangeKind as WireKind, event};
 use cufall_trace::model::{
-    ActivityKind, ApiCall, ApiDomain, CaptureEvent, DeviceId, DeviceInfo, KernelRecord,
-    NvtxRange, RangeKind,
+    ActivityKind, ApiCall, ApiDomain, CaptureEvent, DeviceId, DeviceInfo, KernelRecord, NvtxRange,
+    RangeKind,
 };
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -61,7 +61,15 @@ pub fn find_library() -> Result<PathBuf, CaptureError> {
     let mut looked = Vec::new();
     let mut candidates = Vec::new();
     if let Some(p) = std::env::var_os(ENV_LIBRARY) {
-        candidates.push(PathBuf::from(p));
+        // Named explicitly: that library or none.
+        let p = PathBuf::from(p);
+        if !p.is_file() {
+            return Err(CaptureError::LibraryMissing {
+                looked: format!("at {} (from {ENV_LIBRARY})", p.display()),
+            });
+        }
+        check_library(&p)?;
+        return Ok(p);
     }
     if let Ok(exe) = std::env::current_exe() {
         let exe = exe.canonicalize().unwrap_or(exe);
@@ -230,7 +238,10 @@ impl Recorder {
     }
 
     /// [`Recorder::child_env`] for a parent environment read through `existing`.
-    fn child_env_given(&self, existing: impl Fn(&str) -> Option<OsString>) -> Vec<(OsString, OsString)> {
+    fn child_env_given(
+        &self,
+        existing: impl Fn(&str) -> Option<OsString>,
+    ) -> Vec<(OsString, OsString)> {
         let mut vars = vec![
             (
                 OsString::from(cufall_capture::ENV_SOCKET),
@@ -243,7 +254,8 @@ impl Recorder {
         ];
         let mut notes = Vec::new();
         let now = crate::now_unix_ns();
-        let mut take = |var: &str, what: &str| match existing(var) {
+        let mut take = |var: &str, what: &str| {
+            match existing(var) {
             Some(v) if Path::new(&v) != self.library => notes.push(CaptureEvent {
                 t_ns: now,
                 pid: 0,
@@ -255,6 +267,7 @@ impl Recorder {
                 ),
             }),
             _ => vars.push((OsString::from(var), OsString::from(&self.library))),
+        }
         };
         if self.kinds.needs_cupti() {
             take("CUDA_INJECTION64_PATH", "kernels, copies and API calls are");
@@ -272,7 +285,9 @@ impl Recorder {
             return;
         }
         if let Ok(mut s) = self.state.lock() {
-            s.summary.problems.extend(events.iter().filter_map(problem_text));
+            s.summary
+                .problems
+                .extend(events.iter().filter_map(problem_text));
         }
         let _ = self.tx.send(SinkMsg::Capture(events));
     }
@@ -423,6 +438,8 @@ struct Connection {
     events: Vec<CaptureEvent>,
     last_send: Instant,
     me: ProcessSummary,
+    /// The process set up CUPTI activity tracing.
+    cupti_attached: bool,
 }
 
 impl Connection {
@@ -448,6 +465,7 @@ impl Connection {
             events: Vec::new(),
             last_send: Instant::now(),
             me: ProcessSummary::default(),
+            cupti_attached: false,
         }
     }
 
@@ -515,7 +533,9 @@ impl Connection {
 
     fn on_frame(&mut self, f: Frame<'static>) {
         match f {
-            Frame::Hello { version, pid, exe, .. } => {
+            Frame::Hello {
+                version, pid, exe, ..
+            } => {
                 self.pid = pid;
                 self.me.pid = pid;
                 self.me.exe = exe.into_owned();
@@ -554,6 +574,9 @@ impl Connection {
                     && let Ok(mut s) = self.state.lock()
                 {
                     s.summary.cupti_dropped += count;
+                }
+                if name == event::CUDA_ATTACHED && detail.contains("CUPTI API") {
+                    self.cupti_attached = true;
                 }
                 self.events.push(CaptureEvent {
                     t_ns,
@@ -658,7 +681,11 @@ impl Connection {
                 let is_kernel = kind == ActivityKind::Kernel;
                 self.me.activities += 1;
                 self.kernels.push(KernelRecord {
-                    device: self.devices.get(&a.device).copied().unwrap_or(DeviceId(a.device)),
+                    device: self
+                        .devices
+                        .get(&a.device)
+                        .copied()
+                        .unwrap_or(DeviceId(a.device)),
                     start_ns: a.start_ns,
                     end_ns: a.end_ns,
                     kind,
@@ -731,6 +758,16 @@ impl Connection {
         for h in held {
             self.admit(h, true);
         }
+        if self.cupti_attached && self.me.activities == 0 {
+            self.event(
+                event::NO_ACTIVITY,
+                0,
+                format!(
+                    "process {} had kernel capture set up but delivered no kernel or copy records: it launched no GPU work, or another CUPTI client in it (torch.profiler, Nsight, another tracer) took over CUPTI's activity buffers, which CUPTI gives to one client only",
+                    self.pid
+                ),
+            );
+        }
         if self.pid != 0 && !self.me.said_goodbye {
             self.event(
                 event::NO_GOODBYE,
@@ -780,7 +817,9 @@ fn copy_kind_name(k: u8) -> &'static str {
 /// A kernel's readable name: demangled, without parameter lists (as timelines show them);
 /// names that are not Itanium-mangled (`extern "C"` kernels) stay as they are.
 pub fn demangle(raw: &str) -> String {
-    let options = cpp_demangle::DemangleOptions::new().no_params().no_return_type();
+    let options = cpp_demangle::DemangleOptions::new()
+        .no_params()
+        .no_return_type();
     cpp_demangle::Symbol::new(raw)
         .ok()
         .and_then(|s| s.demangle_with_options(&options).ok())
@@ -820,7 +859,16 @@ mod tests {
         (n, k, c)
     }
 
-    fn run_under_capture(kinds: Kinds, program: &Path, args: &[&str]) -> (Vec<NvtxRange>, Vec<KernelRecord>, Vec<CaptureEvent>, CaptureSummary) {
+    fn run_under_capture(
+        kinds: Kinds,
+        program: &Path,
+        args: &[&str],
+    ) -> (
+        Vec<NvtxRange>,
+        Vec<KernelRecord>,
+        Vec<CaptureEvent>,
+        CaptureSummary,
+    ) {
         let (tx, rx) = channel();
         let lib = built(cufall_capture::LIBRARY_FILE);
         check_library(&lib).unwrap();
@@ -843,7 +891,16 @@ mod tests {
     #[test]
     fn the_engine_nvtx_phases_arrive_whole() {
         let specdec = built("specdec");
-        let args = ["--preset", "tiny", "--backend", "cpu", "--context", "32", "--new-tokens", "8"];
+        let args = [
+            "--preset",
+            "tiny",
+            "--backend",
+            "cpu",
+            "--context",
+            "32",
+            "--new-tokens",
+            "8",
+        ];
         let (ranges, kernels, events, summary) = run_under_capture(Kinds::NVTX, &specdec, &args);
         assert!(kernels.is_empty());
         let count = |n: &str| ranges.iter().filter(|r| r.name == n).count();
@@ -853,7 +910,10 @@ mod tests {
         for r in &ranges {
             assert_eq!(r.kind, RangeKind::PushPop);
             assert!(r.end_ns >= r.start_ns);
-            assert!(r.start_ns > 1_600_000_000_000_000_000, "Unix-epoch nanoseconds");
+            assert!(
+                r.start_ns > 1_600_000_000_000_000_000,
+                "Unix-epoch nanoseconds"
+            );
             assert!(r.pid > 0 && r.tid > 0);
         }
         let steps: Vec<i64> = ranges
@@ -892,7 +952,10 @@ mod tests {
             run_under_capture(Kinds::DEFAULT, Path::new("/bin/true"), &[]);
         assert!(ranges.is_empty());
         assert!(summary.processes.is_empty());
-        assert!(events.iter().any(|e| e.event == event::NO_CUDA), "{events:?}");
+        assert!(
+            events.iter().any(|e| e.event == event::NO_CUDA),
+            "{events:?}"
+        );
     }
 
     fn frame(f: Frame<'_>) -> Vec<u8> {
@@ -917,7 +980,8 @@ mod tests {
             sm_count: None,
             memory_total_bytes: None,
         }];
-        let rec = Recorder::start(Kinds::DEFAULT, PathBuf::from("/nonexistent"), &devices, tx).unwrap();
+        let rec =
+            Recorder::start(Kinds::DEFAULT, PathBuf::from("/nonexistent"), &devices, tx).unwrap();
         let socket = rec
             .child_env()
             .into_iter()
@@ -960,9 +1024,18 @@ mod tests {
             copy_kind: 0,
             name: 3,
         })));
-        bytes.extend(frame(Frame::String { id: 1, text: "verify".into() }));
-        bytes.extend(frame(Frame::String { id: 2, text: "engine".into() }));
-        bytes.extend(frame(Frame::String { id: 3, text: "_Z12empty_kernelv".into() }));
+        bytes.extend(frame(Frame::String {
+            id: 1,
+            text: "verify".into(),
+        }));
+        bytes.extend(frame(Frame::String {
+            id: 2,
+            text: "engine".into(),
+        }));
+        bytes.extend(frame(Frame::String {
+            id: 3,
+            text: "_Z12empty_kernelv".into(),
+        }));
         // Split the stream mid-frame, as a socket may.
         let cut = bytes.len() / 2;
         c.write_all(&bytes[..cut]).unwrap();
@@ -974,16 +1047,31 @@ mod tests {
         let (ranges, kernels, events) = drain(&rx);
         assert_eq!(ranges.len(), 1);
         let r = &ranges[0];
-        assert_eq!((r.name.as_str(), r.domain.as_str(), r.pid), ("verify", "engine", 77));
+        assert_eq!(
+            (r.name.as_str(), r.domain.as_str(), r.pid),
+            ("verify", "engine", 77)
+        );
         assert_eq!((r.category, r.color), (4, Some(0xff00ff00)));
-        assert_eq!((r.payload_int, r.payload_float), (None, Some(u64::MAX as f64)));
+        assert_eq!(
+            (r.payload_int, r.payload_float),
+            (None, Some(u64::MAX as f64))
+        );
         assert_eq!(kernels.len(), 1);
         let k = &kernels[0];
         assert_eq!((k.name.as_str(), k.device), ("empty_kernel", DeviceId(3)));
         assert_eq!((k.grid, k.block), (Some([4, 1, 1]), Some([128, 1, 1])));
-        assert!(events.iter().any(|e| e.event == event::NO_GOODBYE && e.pid == 77));
+        assert!(
+            events
+                .iter()
+                .any(|e| e.event == event::NO_GOODBYE && e.pid == 77)
+        );
         assert!(!summary.processes[0].said_goodbye);
-        assert!(summary.problems.iter().any(|p| p.contains("ended without flushing")));
+        assert!(
+            summary
+                .problems
+                .iter()
+                .any(|p| p.contains("ended without flushing"))
+        );
     }
 
     #[test]
@@ -994,11 +1082,18 @@ mod tests {
             (v == "CUDA_INJECTION64_PATH").then(|| OsString::from("/opt/other/libtool.so"))
         });
         assert!(!env.iter().any(|(k, _)| k == "CUDA_INJECTION64_PATH"));
-        assert!(env.iter().any(|(k, v)| k == "NVTX_INJECTION64_PATH" && v == "/lib/ours.so"));
+        assert!(
+            env.iter()
+                .any(|(k, v)| k == "NVTX_INJECTION64_PATH" && v == "/lib/ours.so")
+        );
         let _ = rec.finish();
         let (_, _, events) = drain(&rx);
-        assert!(events.iter().any(|e| e.event == event::NOT_INJECTED
-            && e.detail.contains("/opt/other/libtool.so")));
+        assert!(
+            events
+                .iter()
+                .any(|e| e.event == event::NOT_INJECTED
+                    && e.detail.contains("/opt/other/libtool.so"))
+        );
     }
 
     #[test]

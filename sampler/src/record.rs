@@ -1,13 +1,13 @@
 //! `cufall record -o TRACE [flags] [-- CMD ARGS]`: sample every selected GPU into a trace until
 //! CMD exits, `--duration` passes, or Ctrl-C; the trace is always closed properly.
 
-use crate::os;
 use crate::capture::{CaptureSummary, Recorder};
+use crate::os;
 use crate::session::{self, CounterPolicy, Prepared, SessionConfig, Summary};
-use cufall_capture::Kinds;
 use crate::spec::{self, MetricRequest, Selection};
 use crate::units::{parse_devices, parse_duration_ns};
 use anyhow::{Context, anyhow, bail};
+use cufall_capture::Kinds;
 use cufall_trace::model::Manifest;
 use cufall_trace::{TraceWriter, WriterOptions};
 use std::io::{IsTerminal, Write};
@@ -352,7 +352,12 @@ fn record_with(
     let mut child = match args.command.split_first() {
         Some((program, rest)) => match Command::new(program)
             .args(rest)
-            .envs(recorder.as_ref().map(Recorder::child_env).unwrap_or_default())
+            .envs(
+                recorder
+                    .as_ref()
+                    .map(Recorder::child_env)
+                    .unwrap_or_default(),
+            )
             .spawn()
         {
             Ok(c) => Some(c),

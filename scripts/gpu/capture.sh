@@ -28,12 +28,7 @@ build_workloads() {
   gcc -O2 -shared -fPIC -o "$T/libcupti_floor.so" $WL/cupti_floor.c -I/usr/local/cuda/include \
     -L/usr/local/cuda/lib64 -lcupti
 }
-# Median of the us_per_launch of 5 runs of CMD...
-median_us() {
-  for i in 1 2 3 4 5; do "$@" 2>/dev/null | grep -o '"us_per_launch":[0-9.]*' | cut -d: -f2; done |
-    sort -g | sed -n 3p
-}
-rec() { "$C" record --overwrite --stats-json "$T/stats.json" "$@"; }
+REC=("$C" record --overwrite --stats-json "$T/stats.json")
 
 hdr "machine"
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
@@ -41,23 +36,46 @@ nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 build_workloads
 
 if want overhead; then
-  hdr "overhead: launch-heavy loop, 300k empty kernels, median of 5 runs (us per launch)"
+  # Interleaved runs (one of each case per round) so drifts of this shared machine hit every case
+  # alike; the recordings are --nvml-only so the counter sampler's CPU use stays out of the way.
+  hdr "overhead: launch-heavy loop, 300k empty kernels, 7 interleaved rounds (us per launch)"
   L="$T/launch_loop --launches 300000"
-  {
-    echo "case us_per_launch"
+  R=("$C" record --overwrite --nvml-only -o "$T/o.cufall")
+  one() { "$@" 2>/dev/null | grep -o '"us_per_launch":[0-9.]*' | cut -d: -f2; }
+  for round in 1 2 3 4 5 6 7; do
     for nv in per-batch per-launch; do
-      echo "plain/$nv $(median_us $L --nvtx $nv)"
-      echo "cupti_floor/$nv $(CUDA_INJECTION64_PATH=$T/libcupti_floor.so median_us $L --nvtx $nv)"
+      echo "plain/$nv $(one $L --nvtx $nv)"
+      echo "cupti_floor/$nv $(CUDA_INJECTION64_PATH=$T/libcupti_floor.so one $L --nvtx $nv)"
       for cap in none nvtx nvtx,kernels nvtx,kernels,memcpy; do
-        echo "record_capture_$cap/$nv $(median_us rec -o $T/o.cufall --capture $cap -- $L --nvtx $nv)"
+        echo "cufall_capture_$cap/$nv $(one "${R[@]}" --capture $cap -- $L --nvtx $nv)"
       done
     done
-  } | tee "$OUT/overhead.txt" | column -t
+  done > "$T/overhead-raw.txt"
+  python3 - "$T/overhead-raw.txt" <<'PY' | tee "$OUT/overhead.txt"
+import collections, statistics, sys
+runs = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    parts = line.split()
+    if len(parts) == 2:
+        runs[parts[0]].append(float(parts[1]))
+med = {k: statistics.median(v) for k, v in runs.items()}
+print(f"{'case':<40} {'median us':>9} {'min':>7} {'max':>7} runs")
+for k in sorted(med):
+    print(f"{k:<40} {med[k]:>9.3f} {min(runs[k]):>7.3f} {max(runs[k]):>7.3f} {len(runs[k])}")
+for nv in ("per-batch", "per-launch"):
+    base = med[f"plain/{nv}"]
+    none = med[f"cufall_capture_none/{nv}"]
+    floor = med[f"cupti_floor/{nv}"] - base
+    print(f"{nv}: NVTX capture {100 * (med[f'cufall_capture_nvtx/{nv}'] / none - 1):+.1f} %, "
+          f"kernel capture {100 * (med[f'cufall_capture_nvtx,kernels/{nv}'] / none - 1):+.1f} % "
+          f"(+{med[f'cufall_capture_nvtx,kernels/{nv}'] - none:.3f} us per launch); "
+          f"CUPTI alone +{floor:.3f} us per launch ({100 * floor / base:+.1f} %)")
+PY
 fi
 
 if want stress; then
   hdr "a million NVTX ranges and a million kernels: everything recorded, memory bounded"
-  timeout 300 rec -o "$T/stress.cufall" -- "$T/nvtx_stress" --ranges 1000000 > "$T/stress.json"; echo "rc=$?"
+  timeout 300 "${REC[@]}" -o "$T/stress.cufall" -- "$T/nvtx_stress" --ranges 1000000 > "$T/stress.json"; echo "rc=$?"
   cat "$T/stress.json"
   python3 scripts/gpu/analyze_capture.py counts "$T/stress.cufall" "$T/stress.json" | tee "$OUT/stress.txt"
   python3 -c "import json; s=json.load(open('$T/stats.json')); print('cufall peak RSS MiB', round(s['peak_rss_mb']), 'cpu_s', round(s['cpu_s'],1), 'wall_s', round(s['wall_s'],1))" | tee -a "$OUT/stress.txt"
@@ -65,34 +83,34 @@ fi
 
 if want align; then
   hdr "alignment: kernel edges against counter edges (matmul and copy phases, 30 us)"
-  timeout 120 rec -o "$T/align.cufall" -- python3 $WL/matmul_copy.py --seconds 1 --idle 0.3; echo "rc=$?"
+  timeout 120 "${REC[@]}" -o "$T/align.cufall" -- python3 $WL/matmul_copy.py --seconds 1 --idle 0.3; echo "rc=$?"
   python3 scripts/gpu/analyze_capture.py align "$T/align.cufall" | tee "$OUT/align.txt"
   "$C" report "$T/align.cufall" | head -30
 fi
 
 if want torch; then
   hdr "PyTorch with torch.cuda.nvtx phases"
-  timeout 120 rec -o "$T/torch-phases.cufall" -- python3 $WL/torch_phases.py; echo "rc=$?"
+  timeout 120 "${REC[@]}" -o "$T/torch-phases.cufall" -- python3 $WL/torch_phases.py; echo "rc=$?"
   "$C" report "$T/torch-phases.cufall" | head -40
   hdr "worker processes (spawn) and a grandchild"
-  timeout 120 rec -o "$T/torch-workers.cufall" -- python3 $WL/torch_workers.py; echo "rc=$?"
+  timeout 120 "${REC[@]}" -o "$T/torch-workers.cufall" -- python3 $WL/torch_workers.py; echo "rc=$?"
   "$C" info "$T/torch-workers.cufall" | sed -n '/^nvtx/,$p' | head -20
   python3 scripts/gpu/analyze_capture.py procs "$T/torch-workers.cufall" | tee "$OUT/workers.txt"
   hdr "CUDA graphs: per-kernel records, then whole-graph records"
-  timeout 120 rec -o "$T/torch-graphs.cufall" -- python3 $WL/torch_graphs.py; echo "rc=$?"
+  timeout 120 "${REC[@]}" -o "$T/torch-graphs.cufall" -- python3 $WL/torch_graphs.py; echo "rc=$?"
   python3 scripts/gpu/analyze_capture.py kinds "$T/torch-graphs.cufall"
-  timeout 120 rec -o "$T/torch-graphs2.cufall" --capture nvtx,graphs,api -- python3 $WL/torch_graphs.py; echo "rc=$?"
+  timeout 120 "${REC[@]}" -o "$T/torch-graphs2.cufall" --capture nvtx,graphs,api -- python3 $WL/torch_graphs.py; echo "rc=$?"
   python3 scripts/gpu/analyze_capture.py kinds "$T/torch-graphs2.cufall"
 fi
 
 if want engine; then
   hdr "specdec 64k, page size 1, scattered verify attention (latency-bound verify)"
-  timeout 200 rec -o "$T/spec-scattered.cufall" --devices 0 -- "$S" --context 65536 \
+  timeout 200 "${REC[@]}" -o "$T/spec-scattered.cufall" --devices 0 -- "$S" --context 65536 \
     --page-size 1 --verify-attn scattered --new-tokens 24; echo "rc=$?"
   "$C" report "$T/spec-scattered.cufall" | head -60
   for g in off on; do
     hdr "specdec 0.5b --graphs $g"
-    timeout 200 rec -o "$T/spec-graphs-$g.cufall" --devices 0 -- "$S" --preset 0.5b --graphs $g \
+    timeout 200 "${REC[@]}" -o "$T/spec-graphs-$g.cufall" --devices 0 -- "$S" --preset 0.5b --graphs $g \
       --new-tokens 64; echo "rc=$?"
     "$C" report "$T/spec-graphs-$g.cufall" | head -45
   done
@@ -102,9 +120,9 @@ fi
 
 if want bad; then
   hdr "bad input: another tool's CUDA injection already set"
-  CUDA_INJECTION64_PATH=$T/libcupti_floor.so timeout 60 rec -o "$T/bad1.cufall" -- "$T/launch_loop" --launches 1000 --nvtx per-launch; echo "rc=$?"
+  CUDA_INJECTION64_PATH=$T/libcupti_floor.so timeout 60 "${REC[@]}" -o "$T/bad1.cufall" -- "$T/launch_loop" --launches 1000 --nvtx per-launch; echo "rc=$?"
   hdr "bad input: the program runs torch.profiler (CUPTI taken)"
-  timeout 120 rec -o "$T/bad2.cufall" -- python3 -c "
+  timeout 120 "${REC[@]}" -o "$T/bad2.cufall" -- python3 -c "
 import torch
 x = torch.randn(1024, 1024, device='cuda')
 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as p:
@@ -116,7 +134,7 @@ torch.cuda.synchronize()
 "; echo "rc=$?"
   python3 scripts/gpu/analyze_capture.py kinds "$T/bad2.cufall"
   hdr "bad input: a program that never initialises CUDA"
-  timeout 60 rec -o "$T/bad3.cufall" -- python3 -c "print('no cuda here')"; echo "rc=$?"
+  timeout 60 "${REC[@]}" -o "$T/bad3.cufall" -- python3 -c "print('no cuda here')"; echo "rc=$?"
   hdr "bad input: the capture library missing"
   CUFALL_INJECT_LIBRARY=/nonexistent.so timeout 60 "$C" record -o "$T/bad4.cufall" -- true; echo "rc=$?"
 fi

@@ -121,12 +121,21 @@ pub fn report_text(r: &Report) -> String {
     ));
     match &r.activity {
         Some(a) => o.push_str(&format!(
-            "  idle = {} below {} ({:.0}% of full scale {}, from {}); gaps: idle for at least {}\n",
+            "  idle = {} below {} ({:.0}% of full scale {}, from {}){}; gaps: idle for at least {}\n",
             a.label(),
             fmt_num(r.idle_threshold),
             a.idle_below * 100.0,
             fmt_num(Some(a.full_scale)),
             a.full_scale_source,
+            if a.also_low.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " and {} below {:.0}%",
+                    a.also_low.join(", "),
+                    a.idle_below * 100.0
+                )
+            },
             fmt_ns(r.min_gap_ns)
         )),
         None => o.push_str("  idle: not measured (no GPU counters in this recording)\n"),

@@ -253,6 +253,7 @@ pub fn resolve_activity(trace: &Trace, opts: &ReportOptions) -> Result<Option<Ac
         full_scale: 1.0,
         full_scale_source: String::new(),
         idle_below: opts.idle_below,
+        also_low: Vec::new(),
     };
     let (full_scale, source) = if let Some(f) = opts.full_scale {
         (f, "--full-scale".to_string())
@@ -266,6 +267,19 @@ pub fn resolve_activity(trace: &Trace, opts: &ReportOptions) -> Result<Option<Ac
         let peak = samples::metric_peak(trace, activity.expr())?;
         (peak, "peak in this trace".to_string())
     };
+    if opts.metric.is_none() {
+        // Without a chosen metric, idle means the GPU did nothing: every recorded percentage
+        // counter low, not only the heatmap's (a memory-bound step has idle tensor pipes).
+        let chosen = [Some(&activity.metric), activity.denominator.as_ref()];
+        activity.also_low = m
+            .sampling
+            .iter()
+            .flat_map(|s| s.metrics.iter())
+            .filter(|x| x.unit == "%" || x.name.contains("pct_of_peak"))
+            .map(|x| x.name.clone())
+            .filter(|n| !chosen.contains(&Some(n)))
+            .collect();
+    }
     if !(full_scale.is_finite() && full_scale > 0.0) {
         activity.full_scale = 1.0;
         activity.full_scale_source = "default (the metric is never above 0)".into();

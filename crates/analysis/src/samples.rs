@@ -33,6 +33,9 @@ pub struct Activity {
     pub full_scale_source: String,
     /// Idle means below `idle_below * full_scale`.
     pub idle_below: f64,
+    /// Other recorded percentage metrics that must also be below `idle_below` × 100 for a
+    /// sample to be idle: a GPU busy moving memory with its tensor pipes still is not idle.
+    pub also_low: Vec<String>,
 }
 
 impl Activity {
@@ -54,6 +57,17 @@ impl Activity {
             }
             None => num,
         }
+    }
+
+    /// Whether a sample is idle: the activity value (column `act`) below the threshold and every
+    /// [`Activity::also_low`] metric below its own.
+    pub fn idle_expr(&self, act: &str) -> Expr {
+        let pct = (self.idle_below * 100.0) as f32;
+        self.also_low
+            .iter()
+            .fold(col(act).lt(lit(self.threshold() as f32)), |acc, m| {
+                acc.and(col(m.as_str()).cast(DataType::Float32).lt(lit(pct)))
+            })
     }
 
     /// Display name: `a / b` or `a`.
@@ -108,6 +122,7 @@ const SEG: &str = "__segment";
 const DUR: &str = "__dur_ns";
 const ACT: &str = "__activity";
 const IDLE_DUR: &str = "__idle_ns";
+const IDLE: &str = "__idle";
 
 fn segment_expr(phases: &Phases) -> Expr {
     if phases.boundaries.is_empty() {
@@ -196,8 +211,9 @@ pub fn scan_samples(trace: &Trace, spec: &ScanSpec) -> Result<(SegmentTotals, Ve
         let lf = window_scan(trace, lo, hi)?;
         // The activity value is computed once, in the shared part of the two plans.
         let lf = lf.with_columns([activity.expr().alias(ACT)]);
+        let lf = lf.with_columns([activity.idle_expr(ACT).alias(IDLE)]);
         let q1 = segment_query(lf.clone(), phases, activity, metrics);
-        let q2 = fragment_query(lf, activity.threshold(), min_gap_ns, hole_ns);
+        let q2 = fragment_query(lf, min_gap_ns, hole_ns);
         let opt = q1.get_current_optimizations();
         let plans = vec![q1.logical_plan, q2.logical_plan];
         // The two queries share their scan (common subplan elimination): one decode per window.
@@ -233,7 +249,6 @@ fn segment_query(
     activity: &Activity,
     metrics: &[String],
 ) -> LazyFrame {
-    let thr = activity.threshold();
     let value_cols: Vec<String> = metrics
         .iter()
         .cloned()
@@ -284,7 +299,7 @@ fn segment_query(
     ])
     .with_columns([
         changed.cast(DataType::UInt32).cum_sum(false).alias("__run"),
-        when(col(ACT).lt(lit(thr as f32)))
+        when(col(IDLE))
             .then(col(DUR))
             .otherwise(lit(0i64))
             .alias(IDLE_DUR),
@@ -356,8 +371,8 @@ pub struct Fragment {
 
 /// Idle runs at least `min_gap_ns` long, plus the shorter ones at discontinuities. Consecutive
 /// samples further apart than `hole_ns` (or overlapping by more) are not contiguous.
-/// `lf` carries the activity value in its `ACT` column; idle is below `thr`.
-fn fragment_query(lf: LazyFrame, thr: f64, min_gap_ns: i64, hole_ns: i64) -> LazyFrame {
+/// `lf` carries each sample's idle flag in its `IDLE` column.
+fn fragment_query(lf: LazyFrame, min_gap_ns: i64, hole_ns: i64) -> LazyFrame {
     // A discontinuity before a row: another device, or a hole (or overlap) in time. The one
     // after a row is the next row's.
     let step = col("start_ns") - col("end_ns").shift(lit(1));
@@ -370,7 +385,7 @@ fn fragment_query(lf: LazyFrame, thr: f64, min_gap_ns: i64, hole_ns: i64) -> Laz
         col("device"),
         col("start_ns"),
         col("end_ns"),
-        col(ACT).lt(lit(thr as f32)).alias("idle"),
+        col(IDLE).alias("idle"),
     ])
     .with_columns([disc_prev.alias("dp")])
     .with_columns([col("dp").shift(lit(-1)).fill_null(lit(true)).alias("dn")])

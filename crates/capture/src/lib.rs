@@ -234,7 +234,10 @@ pub enum Frame<'a> {
         exe: Cow<'a, str>,
     },
     /// Defines string `id` (ids start at 1 and are unique within a connection).
-    String { id: u32, text: Cow<'a, str> },
+    String {
+        id: u32,
+        text: Cow<'a, str>,
+    },
     Range(Range<'a>),
     Activity(Activity),
     Api(ApiCall),
@@ -248,9 +251,14 @@ pub enum Frame<'a> {
     },
     /// A GPU as this process numbers it (`CUDA_VISIBLE_DEVICES` may renumber them), with its
     /// UUID so the recorder maps it to its own device numbering.
-    Device { id: u32, uuid: [u8; 16] },
+    Device {
+        id: u32,
+        uuid: [u8; 16],
+    },
     /// The process is exiting normally; nothing follows.
-    Bye { t_ns: i64 },
+    Bye {
+        t_ns: i64,
+    },
 }
 
 /// NVML's spelling of a GPU UUID (`GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`).
@@ -284,6 +292,9 @@ pub mod event {
     pub const FORKED: &str = "forked";
     /// The recorder wrote this: the process ended without a [`super::Frame::Bye`].
     pub const NO_GOODBYE: &str = "ended_without_goodbye";
+    /// The recorder wrote this: kernel capture was set up in a process that then delivered no
+    /// activity (no GPU work, or another CUPTI client took CUPTI's buffers).
+    pub const NO_ACTIVITY: &str = "no_activity_records";
     /// The recorder wrote this: the program was started without capture, and why.
     pub const NOT_INJECTED: &str = "not_injected";
     /// The recorder wrote this: no process of the program loaded the capture library.
@@ -552,7 +563,12 @@ pub fn decode_body(body: &[u8]) -> Result<Frame<'static>, ProtocolError> {
                 0 => RangeKind::PushPop,
                 1 => RangeKind::StartEnd,
                 2 => RangeKind::Mark,
-                v => return Err(ProtocolError::BadValue { what: "range kind", value: v }),
+                v => {
+                    return Err(ProtocolError::BadValue {
+                        what: "range kind",
+                        value: v,
+                    });
+                }
             };
             let domain = r.u32()?;
             let category = r.u32()?;
@@ -565,7 +581,12 @@ pub fn decode_body(body: &[u8]) -> Result<Frame<'static>, ProtocolError> {
                 1 => Payload::Int(r.i64()?),
                 2 => Payload::UInt(r.u64()?),
                 3 => Payload::Float(f64::from_bits(r.u64()?)),
-                v => return Err(ProtocolError::BadValue { what: "payload type", value: v }),
+                v => {
+                    return Err(ProtocolError::BadValue {
+                        what: "payload type",
+                        value: v,
+                    });
+                }
             };
             let name = match r.u8()? {
                 0 => Name::Text(r.str()?),
@@ -590,7 +611,12 @@ pub fn decode_body(body: &[u8]) -> Result<Frame<'static>, ProtocolError> {
                 1 => ActivityKind::Memcpy,
                 2 => ActivityKind::Memset,
                 3 => ActivityKind::Graph,
-                v => return Err(ProtocolError::BadValue { what: "activity kind", value: v }),
+                v => {
+                    return Err(ProtocolError::BadValue {
+                        what: "activity kind",
+                        value: v,
+                    });
+                }
             };
             let device = r.u32()?;
             let context = r.u32()?;
@@ -622,7 +648,12 @@ pub fn decode_body(body: &[u8]) -> Result<Frame<'static>, ProtocolError> {
             domain: match r.u8()? {
                 0 => ApiDomain::Runtime,
                 1 => ApiDomain::Driver,
-                v => return Err(ProtocolError::BadValue { what: "API domain", value: v }),
+                v => {
+                    return Err(ProtocolError::BadValue {
+                        what: "API domain",
+                        value: v,
+                    });
+                }
             },
             start_ns: r.i64()?,
             end_ns: r.i64()?,
@@ -827,8 +858,14 @@ mod tests {
     fn kinds_parse_and_print() {
         assert_eq!(Kinds::parse("nvtx,kernels,memcpy"), Ok(Kinds::DEFAULT));
         assert_eq!(Kinds::parse("none"), Ok(Kinds::NONE));
-        assert_eq!(Kinds::parse(" NVTX , api "), Ok(Kinds::NVTX.union(Kinds::API)));
-        assert_eq!(Kinds::parse("all").map(Kinds::to_env).as_deref(), Ok("nvtx,kernels,memcpy,api,graphs"));
+        assert_eq!(
+            Kinds::parse(" NVTX , api "),
+            Ok(Kinds::NVTX.union(Kinds::API))
+        );
+        assert_eq!(
+            Kinds::parse("all").map(Kinds::to_env).as_deref(),
+            Ok("nvtx,kernels,memcpy,api,graphs")
+        );
         assert_eq!(Kinds::NONE.to_env(), "none");
         assert!(Kinds::parse("kernel").is_err());
         assert!(!Kinds::NVTX.needs_cupti());

@@ -3,8 +3,8 @@
 use crate::error::{Result, TraceError};
 use crate::index::{self, SegmentEntry};
 use crate::model::{
-    ApiCall, CaptureEvent, DropRecord, KernelRecord, Manifest, NvmlRow, NvtxRange,
-    RecordingStatus, SampleBatch,
+    ApiCall, CaptureEvent, DropRecord, KernelRecord, Manifest, NvmlRow, NvtxRange, RecordingStatus,
+    SampleBatch,
 };
 use crate::tables;
 use crate::{FORMAT_NAME, INDEX_FILE, MANIFEST_FILE, SCHEMA_MAJOR, SCHEMA_MINOR};

@@ -2,8 +2,8 @@
 //! Parquet encoding of a segment.
 
 use crate::model::{
-    ActivityKind, ApiCall, ApiDomain, CaptureEvent, DeviceId, DropReason, DropRecord,
-    KernelRecord, NvmlRow, NvtxRange, RangeKind, SampleBatch,
+    ActivityKind, ApiCall, ApiDomain, CaptureEvent, DeviceId, DropReason, DropRecord, KernelRecord,
+    NvmlRow, NvtxRange, RangeKind, SampleBatch,
 };
 use polars::prelude::*;
 use polars_parquet::write::{
@@ -345,7 +345,11 @@ pub(crate) fn kernels_frame(rows: &[KernelRecord]) -> PolarsResult<DataFrame> {
     )
 }
 
-fn dim_column(name: &str, rows: &[KernelRecord], f: impl Fn(&KernelRecord) -> Option<u32>) -> Column {
+fn dim_column(
+    name: &str,
+    rows: &[KernelRecord],
+    f: impl Fn(&KernelRecord) -> Option<u32>,
+) -> Column {
     Column::new(name.into(), rows.iter().map(f).collect::<Vec<_>>())
 }
 
@@ -552,15 +556,18 @@ pub(crate) fn kernels_from(df: &DataFrame) -> PolarsResult<Vec<KernelRecord>> {
     let corr = df.column("correlation_id")?.u32()?;
     let bytes = df.column("bytes")?.u64()?;
     let pid = df.column("pid")?.u32()?;
-    let dims = ["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"]
-        .map(|n| optional(df, n, |c| c.u32()));
+    let dims = [
+        "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
+    ]
+    .map(|n| optional(df, n, |c| c.u32()));
     let [gx, gy, gz, bx, by, bz] = dims;
     let (gx, gy, gz, bx, by, bz) = (gx?, gy?, gz?, bx?, by?, bz?);
     let context = optional(df, "context_id", |c| c.u32())?;
     let graph = optional(df, "graph_id", |c| c.u32())?;
-    let triple = |a: Option<&UInt32Chunked>, b: Option<&UInt32Chunked>, c: Option<&UInt32Chunked>, i| {
-        Some([a?.get(i)?, b?.get(i)?, c?.get(i)?])
-    };
+    let triple = |a: Option<&UInt32Chunked>,
+                  b: Option<&UInt32Chunked>,
+                  c: Option<&UInt32Chunked>,
+                  i| { Some([a?.get(i)?, b?.get(i)?, c?.get(i)?]) };
     let mut out = Vec::with_capacity(df.height());
     for i in 0..df.height() {
         let k = kind.get(i).unwrap_or("");

@@ -3,8 +3,8 @@
 use crate::error::{Result, TraceError};
 use crate::index::SegmentEntry;
 use crate::model::{
-    ApiCall, CaptureEvent, DropRecord, KernelRecord, Manifest, NvmlRow, NvtxRange,
-    RecordingStatus, SampleBatch,
+    ApiCall, CaptureEvent, DropRecord, KernelRecord, Manifest, NvmlRow, NvtxRange, RecordingStatus,
+    SampleBatch,
 };
 use crate::tables::{self, SampleColumns};
 use crate::{INDEX_FILE, MANIFEST_FILE, Table};

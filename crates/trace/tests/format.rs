@@ -227,12 +227,12 @@ fn newer_major_is_refused_newer_minor_warns() {
     write_full(&dir, 1);
     let path = dir.join("manifest.json");
     let text = fs::read_to_string(&path).unwrap();
-    fs::write(&path, text.replace("\"1.0\"", "\"2.0\"")).unwrap();
+    fs::write(&path, text.replace("\"1.1\"", "\"2.0\"")).unwrap();
     let err = Trace::open(&dir).err().unwrap();
     assert!(matches!(err, TraceError::NewerVersion { .. }));
     assert!(err.to_string().contains("Upgrade cufall"), "{err}");
 
-    fs::write(&path, text.replace("\"1.0\"", "\"1.7\"")).unwrap();
+    fs::write(&path, text.replace("\"1.1\"", "\"1.7\"")).unwrap();
     let trace = Trace::open(&dir).unwrap();
     assert!(trace.warnings().iter().any(|w| w.contains("1.7")));
 }

@@ -1101,7 +1101,7 @@ mod tests {
         assert_eq!(demangle("_Z12empty_kernelv"), "empty_kernel");
         assert_eq!(
             demangle("_ZN2at6native18elementwise_kernelILi128ELi2EEEviT1_"),
-            "void at::native::elementwise_kernel<128, 2>"
+            "at::native::elementwise_kernel<128, 2>"
         );
         assert_eq!(demangle("plain_c_kernel"), "plain_c_kernel");
     }

@@ -11,6 +11,7 @@
 //! | [`sizing`] | counter-data image sizes and when to swap them so no sample is silently lost |
 //! | [`spec`] | `--metric`/`--denominator`/`--full-scale`/`--sm-spread` → columns and heatmaps |
 //! | [`nvml`] | the NVML side channel |
+//! | [`program`] | the program run under cufall: found, started, stopped, its exit code |
 //! | [`record`], [`metrics_cmd`], [`probe`] | the subcommands |
 #![deny(unsafe_code)]
 
@@ -21,6 +22,7 @@ pub mod nvml;
 mod os;
 pub mod pipeline;
 pub mod probe;
+pub mod program;
 pub mod record;
 pub mod session;
 pub mod sizing;

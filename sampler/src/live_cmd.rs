@@ -3,11 +3,15 @@
 //! `cufall_live` feed; nothing is written to disk.
 
 use anyhow::{Result, anyhow};
+use cufall_live::{LiveEvent, LiveReceiver, LiveSender};
+use cufall_sampler::program::{exit_code, stop_child};
+use cufall_sampler::record::CaptureRequest;
 use cufall_sampler::record::SelectionArgs;
+use cufall_sampler::session::Prepared;
 use cufall_sampler::session::{self, CounterPolicy};
 use cufall_viewer::cli::{LookArgs, live_options, parse_duration_ns};
 use cufall_viewer::state::Mode;
-use std::process::ExitCode;
+use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 /// Flags of the live view (used when no subcommand is given).
@@ -17,9 +21,18 @@ pub struct LiveArgs {
     pub selection: SelectionArgs,
     #[command(flatten)]
     pub look: LookArgs,
-    /// With --print: how long to sample before printing the frame.
+    /// With --print: how long to sample before printing the frame (with a program: at most
+    /// this long; the frame is printed when the program exits).
     #[arg(long, value_name = "TIME", default_value = "2s", value_parser = parse_duration_ns, requires = "print")]
     pub print_after: i64,
+    /// What to capture from the program (nvtx, kernels, memcpy, api, graphs, all, none): its
+    /// NVTX ranges become the view's phase lane.
+    #[arg(long, value_name = "KINDS", default_value = "nvtx,kernels,memcpy")]
+    pub capture: String,
+    /// A program to run and watch (after `--`): the view shows its phases and ends when it
+    /// exits; its exit code becomes cufall's.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }
 
 /// Events the feed holds for a view that falls behind: a few seconds of 8 GPUs.
@@ -27,6 +40,14 @@ const FEED_CAPACITY: usize = 8192;
 
 pub fn run(args: &LiveArgs) -> Result<ExitCode> {
     let (cfg, selection) = args.selection.to_config(CounterPolicy::BestEffort)?;
+    if let Some(program) = args.command.first()
+        && cufall_sampler::program::which(program).is_none()
+    {
+        anyhow::bail!(
+            "cannot run `{program}`: no such program (not a file, and not found on PATH)"
+        );
+    }
+    let capture = CaptureRequest::from_flags(&args.capture, "10s", &args.command)?;
     let prepared = session::prepare(&cfg).map_err(|e| anyhow!("{e}"))?;
     let heatmaps = if prepared.has_counters() {
         selection.heatmaps.clone()
@@ -34,6 +55,9 @@ pub fn run(args: &LiveArgs) -> Result<ExitCode> {
         Vec::new()
     };
     let (tx, rx) = cufall_live::feed(prepared.feed_info(heatmaps), FEED_CAPACITY);
+    if !args.command.is_empty() {
+        return run_program(args, prepared, capture, tx, rx);
+    }
     let handle = prepared.start(Some(tx), None).map_err(|e| anyhow!("{e}"))?;
     let options = live_options(&args.look);
     let shown = if args.look.print {
@@ -57,4 +81,92 @@ pub fn run(args: &LiveArgs) -> Result<ExitCode> {
         return Err(anyhow!("sampling stopped with an error: {e}"));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `cufall [flags] -- CMD`: the live view of a program under capture. A watcher thread owns the
+/// program and the session: when the program exits it waits for the program's processes to
+/// finish sending, then stops the session, whose end ends the view; when the user quits the
+/// view first, it stops the program.
+fn run_program(
+    args: &LiveArgs,
+    prepared: Prepared,
+    capture: CaptureRequest,
+    tx: LiveSender,
+    rx: LiveReceiver,
+) -> Result<ExitCode> {
+    let recorder = match &capture.library {
+        Some(lib) => Some(
+            prepared
+                .start_capture(capture.kinds, lib.clone())
+                .map_err(|e| anyhow!("{e}"))?,
+        ),
+        None => None,
+    };
+    let watch = tx.clone();
+    let handle = prepared.start(Some(tx), None).map_err(|e| anyhow!("{e}"))?;
+    let (program, rest) = args
+        .command
+        .split_first()
+        .ok_or_else(|| anyhow!("no program to run"))?;
+    let mut child = match Command::new(program)
+        .args(rest)
+        .envs(recorder.as_ref().map(|r| r.child_env()).unwrap_or_default())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            drop(handle.stop());
+            anyhow::bail!("cannot run `{program}`: {e}");
+        }
+    };
+    let name = program.clone();
+    let wait = capture.wait;
+    let watcher = std::thread::spawn(move || {
+        let mut status = None;
+        while status.is_none() {
+            if watch.is_closed() {
+                status = stop_child(&mut child);
+                break;
+            }
+            status = child.try_wait().ok().flatten();
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        let code = status.map(exit_code);
+        watch.send(LiveEvent::Message(match code {
+            Some(c) => format!("{name} exited with code {c}"),
+            None => format!("{name} ended"),
+        }));
+        if let Some(r) = recorder {
+            r.wait_for_processes(wait);
+            drop(r.finish());
+        }
+        let failed = handle.error();
+        drop(handle.stop());
+        (code, failed)
+    });
+    let options = live_options(&args.look);
+    let shown = if args.look.print {
+        let after = Duration::from_nanos(u64::try_from(args.print_after).unwrap_or(0));
+        cufall_viewer::live::print_after(
+            &rx,
+            &options.setup,
+            Mode::Live,
+            after,
+            args.look.width,
+            args.look.height.unwrap_or(0),
+        )
+        .map(|frame| print!("{frame}"))
+    } else {
+        cufall_viewer::live::run_until_end(rx, options)
+    };
+    let (code, failed) = watcher
+        .join()
+        .map_err(|_| anyhow!("the thread watching the program failed"))?;
+    shown?;
+    if let Some(e) = failed {
+        return Err(anyhow!("sampling stopped with an error: {e}"));
+    }
+    Ok(ExitCode::from(
+        u8::try_from(code.unwrap_or(1).clamp(0, 255)).unwrap_or(1),
+    ))
 }

@@ -25,7 +25,7 @@ enum Command {
     /// Summarise a recorded trace: devices, metrics, duration, samples, drops, NVTX ranges.
     Info(info::InfoArgs),
     /// Record GPU counters (PM sampling) and NVML into a trace, optionally while running a program.
-    Record(cufall_sampler::record::RecordArgs),
+    Record(Box<cufall_sampler::record::RecordArgs>),
     /// List the metrics PM sampling offers on a GPU, with units and sub-metrics.
     Metrics(cufall_sampler::metrics_cmd::MetricsArgs),
     /// Measure PM-sampling facts of this GPU (for the docs); prints JSON.

@@ -3,6 +3,7 @@
 
 use crate::capture::{CaptureSummary, Recorder};
 use crate::os;
+use crate::program::{exit_code, stop_child, which};
 use crate::session::{self, CounterPolicy, Prepared, SessionConfig, Summary};
 use crate::spec::{self, MetricRequest, Selection};
 use crate::units::{parse_devices, parse_duration_ns};
@@ -11,8 +12,8 @@ use cufall_capture::Kinds;
 use cufall_trace::model::Manifest;
 use cufall_trace::{TraceWriter, WriterOptions};
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus};
+use std::path::PathBuf;
+use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 /// The metric and device flags shared by `record` and the live view.
@@ -134,50 +135,10 @@ pub struct RecordArgs {
     pub command: Vec<String>,
 }
 
-fn which(program: &str) -> Option<PathBuf> {
-    let p = Path::new(program);
-    if program.contains('/') {
-        return p.is_file().then(|| p.to_path_buf());
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(program))
-            .find(|c| c.is_file())
-    })
-}
-
-fn exit_code(status: ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    status
-        .code()
-        .or_else(|| status.signal().map(|s| 128 + s))
-        .unwrap_or(1)
-}
-
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
-}
-
-/// Stops the child politely, then firmly: SIGINT, SIGTERM after 5 s, SIGKILL after 10 s.
-fn stop_child(child: &mut Child) -> Option<ExitStatus> {
-    let pid = child.id();
-    for (sig, wait) in [(os::SIGINT, 5), (os::SIGTERM, 5)] {
-        if let Ok(Some(s)) = child.try_wait() {
-            return Some(s);
-        }
-        os::send_signal(pid, sig);
-        let until = Instant::now() + Duration::from_secs(wait);
-        while Instant::now() < until {
-            if let Ok(Some(s)) = child.try_wait() {
-                return Some(s);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-    let _ = child.kill();
-    child.wait().ok()
 }
 
 fn say(msg: impl AsRef<str>) {

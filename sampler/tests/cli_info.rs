@@ -110,9 +110,14 @@ fn info_bad_inputs_give_one_clear_message() {
     let dir = tmp.path().join("new.cufall");
     common::write_full(&dir, 1);
     let m = dir.join("manifest.json");
-    let text = fs::read_to_string(&m)
-        .unwrap()
-        .replace("\"1.0\"", "\"9.0\"");
+    let text = fs::read_to_string(&m).unwrap().replace(
+        &format!(
+            "\"{}.{}\"",
+            cufall_trace::SCHEMA_MAJOR,
+            cufall_trace::SCHEMA_MINOR
+        ),
+        "\"9.0\"",
+    );
     fs::write(&m, text).unwrap();
     fails_with(&[info, dir.as_os_str()], "Upgrade cufall");
 }

@@ -125,10 +125,16 @@ impl Drop for TerminalGuard {
 
 /// Runs the interactive view until the user quits. `receiver` (if any) is drained every frame;
 /// `fps` frames per second are drawn.
-pub fn interactive(
+pub fn interactive(state: HeatmapState, receiver: Option<&LiveReceiver>, fps: u32) -> Result<()> {
+    interactive_until(state, receiver, fps, false)
+}
+
+/// [`interactive`]; with `end_with_feed`, the view also ends when the feed ends.
+pub fn interactive_until(
     mut state: HeatmapState,
     receiver: Option<&LiveReceiver>,
     fps: u32,
+    end_with_feed: bool,
 ) -> Result<()> {
     // ratatui installs a panic hook that restores the terminal before the message is printed;
     // raw mode turns Ctrl-C into a key that quits.
@@ -172,7 +178,8 @@ pub fn interactive(
                 break;
             }
         }
-        if state.quit || terminated.load(Ordering::Relaxed) {
+        if state.quit || terminated.load(Ordering::Relaxed) || (end_with_feed && state.store.ended)
+        {
             break;
         }
     }

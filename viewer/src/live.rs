@@ -38,6 +38,13 @@ pub fn run(receiver: LiveReceiver, options: LiveOptions) -> Result<()> {
     app::interactive(state, Some(&receiver), options.fps)
 }
 
+/// Like [`run`], but the view also ends when the producer does (a program run under cufall
+/// exited and the session stopped).
+pub fn run_until_end(receiver: LiveReceiver, options: LiveOptions) -> Result<()> {
+    let state = app::live_state(&receiver, &options.setup, Mode::Live)?;
+    app::interactive_until(state, Some(&receiver), options.fps, true)
+}
+
 /// Collects the feed for `duration` (or until the producer ends), then returns one frame as
 /// text (`width` × `height`; `height` 0 picks the height that shows every GPU band).
 pub fn print_after(

@@ -212,7 +212,7 @@ pub fn scan_samples(trace: &Trace, spec: &ScanSpec) -> Result<(SegmentTotals, Ve
         // The activity value is computed once, in the shared part of the two plans.
         let lf = lf.with_columns([activity.expr().alias(ACT)]);
         let lf = lf.with_columns([activity.idle_expr(ACT).alias(IDLE)]);
-        let q1 = segment_query(lf.clone(), phases, activity, metrics);
+        let q1 = segment_query(lf.clone(), phases, metrics);
         let q2 = fragment_query(lf, min_gap_ns, hole_ns);
         let opt = q1.get_current_optimizations();
         let plans = vec![q1.logical_plan, q2.logical_plan];
@@ -243,12 +243,7 @@ pub fn scan_samples(trace: &Trace, spec: &ScanSpec) -> Result<(SegmentTotals, Ve
     Ok((totals, fragments))
 }
 
-fn segment_query(
-    lf: LazyFrame,
-    phases: &Phases,
-    activity: &Activity,
-    metrics: &[String],
-) -> LazyFrame {
+fn segment_query(lf: LazyFrame, phases: &Phases, metrics: &[String]) -> LazyFrame {
     let value_cols: Vec<String> = metrics
         .iter()
         .cloned()

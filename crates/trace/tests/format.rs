@@ -6,7 +6,9 @@ mod common;
 
 use common::*;
 use cufall_trace::model::RecordingStatus;
-use cufall_trace::{Table, Trace, TraceError, TraceWriter, WriterOptions};
+use cufall_trace::{
+    SCHEMA_MAJOR, SCHEMA_MINOR, Table, Trace, TraceError, TraceWriter, WriterOptions,
+};
 use std::fs;
 
 #[test]
@@ -227,12 +229,13 @@ fn newer_major_is_refused_newer_minor_warns() {
     write_full(&dir, 1);
     let path = dir.join("manifest.json");
     let text = fs::read_to_string(&path).unwrap();
-    fs::write(&path, text.replace("\"1.1\"", "\"2.0\"")).unwrap();
+    let current = format!("\"{}.{}\"", SCHEMA_MAJOR, SCHEMA_MINOR);
+    fs::write(&path, text.replace(&current, "\"2.0\"")).unwrap();
     let err = Trace::open(&dir).err().unwrap();
     assert!(matches!(err, TraceError::NewerVersion { .. }));
     assert!(err.to_string().contains("Upgrade cufall"), "{err}");
 
-    fs::write(&path, text.replace("\"1.1\"", "\"1.7\"")).unwrap();
+    fs::write(&path, text.replace(&current, "\"1.7\"")).unwrap();
     let trace = Trace::open(&dir).unwrap();
     assert!(trace.warnings().iter().any(|w| w.contains("1.7")));
 }
@@ -256,7 +259,15 @@ fn existing_output_is_not_replaced_without_overwrite() {
     )
     .unwrap();
     w.finish(T0).unwrap();
-    assert_eq!(Trace::open(&dir).unwrap().summary().unwrap().segments, 0);
+    // Nothing of the old trace is left: one empty, schema-only segment per table.
+    let replaced = Trace::open(&dir).unwrap();
+    assert_eq!(
+        replaced.summary().unwrap().segments,
+        Table::ALL.len() as u64
+    );
+    for t in Table::ALL {
+        assert_eq!(replaced.frame(t).unwrap().height(), 0, "{t:?}");
+    }
 
     // A non-trace is never replaced, even with overwrite.
     let other = tmp.path().join("precious");

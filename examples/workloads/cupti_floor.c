@@ -2,9 +2,12 @@
  * library that enables kernel activity records and only counts them, so the cost of CUPTI's
  * own tracing can be told apart from what cufall adds on top.
  *
- *   gcc -O2 -shared -fPIC -o libcupti_floor.so cupti_floor.c -I/usr/local/cuda/include -L/usr/local/cuda/lib64 -lcupti
+ *   gcc -O2 -shared -fPIC -o libcupti_floor.so cupti_floor.c -I/usr/local/cuda/include -L/usr/local/cuda/lib64 -lcupti -ldl -lpthread
  *   CUDA_INJECTION64_PATH=$PWD/libcupti_floor.so ./launch_loop
  *   CUDA_INJECTION64_PATH=$PWD/libcupti_floor.so CUPTI_FLOOR_MEMCPY=1 python3 torch_phases.py
+ *
+ *   CUPTI_FLOOR_NVTX=1 NVTX_INJECTION64_PATH=$PWD/libcupti_floor.so ./nvtx_loop
+ *     (NVTX through CUPTI's own NVTX handling, with marker records enabled: the NVTX floor)
  *
  * Prints "cupti_floor: N records" to stderr at exit. If libcupti.so is not found at run time,
  * add /usr/local/cuda/lib64 (or its extras/CUPTI/lib64) to LD_LIBRARY_PATH.
@@ -16,6 +19,8 @@
 #include <string.h>
 
 #include <cupti.h>
+#include <dlfcn.h>
+#include <pthread.h>
 
 #define BUF_SIZE (8u << 20)
 #define BUF_ALIGN 8 /* CUPTI's requirement for activity buffers */
@@ -51,10 +56,32 @@ static int check(CUptiResult r, const char *what) {
   return 0;
 }
 
+static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
+static int setup_ok;
+static void setup(void) {
+  setup_ok = check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed),
+                   "cuptiActivityRegisterCallbacks");
+  if (setup_ok) atexit(at_exit);
+}
+
+/* Called by each NVTX copy on its first call (NVTX_INJECTION64_PATH): with CUPTI_FLOOR_NVTX=1,
+ * enables CUPTI's marker records and hands NVTX to CUPTI's own handler. */
+__attribute__((visibility("default"))) int InitializeInjectionNvtx2(const void *(*get)(uint32_t)) {
+  const char *n = getenv("CUPTI_FLOOR_NVTX");
+  if (!n || strcmp(n, "1")) return 0;
+  pthread_once(&setup_once, setup);
+  if (!setup_ok || !check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MARKER), "enable MARKER"))
+    return 0;
+  void *cupti = dlopen("libcupti.so.13", RTLD_NOLOAD | RTLD_LAZY);
+  int (*forward)(const void *(*)(uint32_t)) =
+      cupti ? (int (*)(const void *(*)(uint32_t)))dlsym(cupti, "InitializeInjectionNvtx2") : NULL;
+  return forward ? forward(get) : 0;
+}
+
 /* Called by the CUDA driver when it loads this library (CUDA_INJECTION64_PATH); 1 = success. */
 __attribute__((visibility("default"))) int InitializeInjection(void) {
-  if (!check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed),
-             "cuptiActivityRegisterCallbacks") ||
+  pthread_once(&setup_once, setup);
+  if (!setup_ok ||
       !check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enable CONCURRENT_KERNEL"))
     return 0;
   const char *m = getenv("CUPTI_FLOOR_MEMCPY");
@@ -62,6 +89,5 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
       (!check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "enable MEMCPY") ||
        !check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), "enable MEMSET")))
     return 0;
-  atexit(at_exit);
   return 1;
 }

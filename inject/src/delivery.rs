@@ -344,7 +344,9 @@ fn with_buffer(hub: &'static Hub, f: impl FnOnce(&mut Vec<u8>)) {
         let local = slot.as_ref()?;
         let mut b = local.buf.lock().ok()?;
         (f.take()?)(&mut b);
-        Some((b.len(), Arc::clone(&local.buf)))
+        let len = b.len();
+        // The buffer itself is needed only to wait on it (rare): no reference count otherwise.
+        Some((len, (len >= STALL_BYTES).then(|| Arc::clone(&local.buf))))
     });
     let (len, buf) = match (done, f.take()) {
         (Ok(Some(r)), _) => r,
@@ -363,7 +365,7 @@ fn with_buffer(hub: &'static Hub, f: impl FnOnce(&mut Vec<u8>)) {
     if len >= WAKE_BYTES {
         hub.poke();
     }
-    if len >= STALL_BYTES {
+    if let Some(buf) = buf {
         // Wait for the flusher rather than grow without bound or drop records.
         while hub.live() && buf.lock().map(|b| b.len() >= WAKE_BYTES).unwrap_or(false) {
             hub.poke();
@@ -375,8 +377,5 @@ fn with_buffer(hub: &'static Hub, f: impl FnOnce(&mut Vec<u8>)) {
 /// Nanoseconds since the Unix epoch (CLOCK_REALTIME): the clock of CUPTI's records and of the
 /// counter samples.
 pub fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
+    crate::ffi::realtime_ns()
 }

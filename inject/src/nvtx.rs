@@ -11,12 +11,11 @@
 
 use crate::delivery::{hub, now_ns};
 use cufall_capture::{Frame, Kinds, Name, Payload, Range, RangeKind, event};
-use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_void};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// `nvtxEventAttributes_v2` (NVTX v3 headers, `nvToolsExt.h`).
 #[repr(C)]
@@ -54,10 +53,11 @@ struct Attrs {
     payload: Option<Payload>,
 }
 
-/// A range's name: its own copy of the text, or a registered string's id.
+/// A range's name: its own copy of the bytes the program gave (checked as UTF-8 by the
+/// recorder, not here), or a registered string's id.
 #[derive(Debug, Default)]
 struct Text {
-    text: String,
+    text: Vec<u8>,
     registered: Option<u32>,
 }
 
@@ -73,7 +73,7 @@ impl Open {
     fn name(&self) -> Name<'_> {
         match self.name.registered {
             Some(id) => Name::Registered(id),
-            None => Name::Text(Cow::Borrowed(&self.name.text)),
+            None => Name::Bytes(&self.name.text),
         }
     }
 }
@@ -92,8 +92,8 @@ impl Message<'_> {
         out.text.clear();
         out.registered = None;
         match self {
-            Message::Ascii(s) => out.text.push_str(&s.to_string_lossy()),
-            Message::Wide(p) => out.text.push_str(&wide_to_string(*p)),
+            Message::Ascii(s) => out.text.extend_from_slice(s.to_bytes()),
+            Message::Wide(p) => out.text.extend_from_slice(wide_to_string(*p).as_bytes()),
             Message::Registered(id) => out.registered = Some(*id),
             Message::None => {}
         }
@@ -129,14 +129,33 @@ struct Stack {
     len: usize,
     tid: u32,
     generation: u64,
+    /// `len`, published for the exit report with a plain store (no shared read-modify-write on
+    /// the hot path); registered in [`OPEN`] on first use.
+    open: Option<Arc<AtomicUsize>>,
 }
+
+impl Stack {
+    fn publish(&mut self) {
+        let len = self.len;
+        self.open
+            .get_or_insert_with(|| {
+                let a = Arc::new(AtomicUsize::new(0));
+                if let Ok(mut all) = OPEN.lock() {
+                    all.push(Arc::clone(&a));
+                }
+                a
+            })
+            .store(len, Ordering::Relaxed);
+    }
+}
+
+/// Every thread's count of open push/pop ranges.
+static OPEN: Mutex<Vec<Arc<AtomicUsize>>> = Mutex::new(Vec::new());
 
 thread_local! {
     static STACK: RefCell<Stack> = RefCell::new(Stack::default());
 }
 
-/// Push/pop balance of the whole process (pushes minus pops), for the exit report.
-static OPEN_PUSHES: AtomicI64 = AtomicI64::new(0);
 static UNMATCHED_POPS: AtomicU64 = AtomicU64::new(0);
 static NEXT_RANGE_ID: AtomicU64 = AtomicU64::new(1);
 static STARTED: Mutex<Option<HashMap<u64, (Open, u32)>>> = Mutex::new(None);
@@ -256,9 +275,9 @@ fn push(domain: u32, attrs: Attrs, message: Message<'_>) -> i32 {
             });
         }
         s.len += 1;
+        s.publish();
         depth
     });
-    OPEN_PUSHES.fetch_add(1, Ordering::Relaxed);
     depth.map_or(NO_TRACKING, |d| i32::try_from(d).unwrap_or(i32::MAX))
 }
 
@@ -286,13 +305,11 @@ fn pop(domain: u32) -> i32 {
         // Keep the popped entry's buffers for reuse: move it past the live part.
         s.entries[at..len].rotate_left(1);
         s.len -= 1;
+        s.publish();
         Some(depth)
     });
     match level {
-        Ok(Some(d)) => {
-            OPEN_PUSHES.fetch_sub(1, Ordering::Relaxed);
-            i32::try_from(d).unwrap_or(i32::MAX)
-        }
+        Ok(Some(d)) => i32::try_from(d).unwrap_or(i32::MAX),
         _ => {
             UNMATCHED_POPS.fetch_add(1, Ordering::Relaxed);
             -1
@@ -354,7 +371,11 @@ fn mark(domain: u32, attrs: Attrs, message: Message<'_>) {
 /// closed from here, so they are counted, not invented).
 pub fn report_open_ranges() {
     let h = hub();
-    let pushes = OPEN_PUSHES.load(Ordering::Relaxed).max(0) as u64;
+    let pushes = OPEN.lock().map_or(0, |all| {
+        all.iter()
+            .map(|a| a.load(Ordering::Relaxed) as u64)
+            .sum::<u64>()
+    });
     let started = STARTED
         .lock()
         .ok()

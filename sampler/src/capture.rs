@@ -611,6 +611,7 @@ impl Connection {
             Held::Range(r) => {
                 let name = match &r.name {
                     Name::Text(t) => Some(t.to_string()),
+                    Name::Bytes(b) => Some(String::from_utf8_lossy(b).into_owned()),
                     Name::Registered(id) => self.name(*id, last_chance),
                 };
                 let domain = if r.domain == 0 {

@@ -6,7 +6,7 @@
 #   scripts/gpu/pack.sh                      # strips and compresses them into .dev-bin/
 #   scripts/gpu/capture.sh PART...           # results under $OUT (default /tmp/cufall-capture)
 #
-# Parts (default: all): overhead stress align torch engine bad examples
+# Parts (default: all): nvtxcost overhead stress align torch engine bad examples
 set -u
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-.dev-bin/all}
@@ -18,7 +18,7 @@ T=$(mktemp -d /tmp/cufall-cap.XXXX)
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 hdr() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
-parts="${*:-overhead stress align torch engine bad examples}"
+parts="${*:-nvtxcost overhead stress align torch engine bad examples}"
 want() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 
 build_workloads() {
@@ -26,7 +26,8 @@ build_workloads() {
   nvcc -O2 -arch=sm_90 -o "$T/launch_loop" $WL/launch_loop.cu -ldl
   nvcc -O2 -arch=sm_90 -o "$T/nvtx_stress" $WL/nvtx_stress.cu -ldl
   gcc -O2 -shared -fPIC -o "$T/libcupti_floor.so" $WL/cupti_floor.c -I/usr/local/cuda/include \
-    -L/usr/local/cuda/lib64 -lcupti
+    -L/usr/local/cuda/lib64 -lcupti -ldl -lpthread
+  gcc -O2 -o "$T/nvtx_loop" $WL/nvtx_loop.c -I/usr/local/cuda/include -ldl
 }
 REC=("$C" record --overwrite --stats-json "$T/stats.json")
 
@@ -34,6 +35,16 @@ hdr "machine"
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 "$C" --version
 build_workloads
+
+if want nvtxcost; then
+  hdr "NVTX: ns per push/pop pair, 2M pairs, 7 interleaved rounds (bare, cufall, CUPTI's NVTX)"
+  for round in 1 2 3 4 5 6 7; do
+    echo "bare $("$T/nvtx_loop" 2000000 | grep -o '"ns_per_pair":[0-9.]*' | cut -d: -f2)"
+    echo "cufall $("$C" record --overwrite --nvml-only -o "$T/n.cufall" --capture nvtx -- "$T/nvtx_loop" 2000000 2>/dev/null | grep -o '"ns_per_pair":[0-9.]*' | cut -d: -f2)"
+    echo "cupti $(CUPTI_FLOOR_NVTX=1 NVTX_INJECTION64_PATH=$T/libcupti_floor.so "$T/nvtx_loop" 2000000 2>/dev/null | grep -o '"ns_per_pair":[0-9.]*' | cut -d: -f2)"
+  done | sort | awk '{a[$1]=a[$1]" "$2} END {for (k in a) print k":"a[k]}' | tee "$OUT/nvtxcost.txt"
+  "$C" info "$T/n.cufall" | grep -A2 "^nvtx"
+fi
 
 if want overhead; then
   # Interleaved runs (one of each case per round) so drifts of this shared machine hit every case
@@ -105,9 +116,13 @@ fi
 
 if want engine; then
   hdr "specdec 64k, page size 1, scattered verify attention (latency-bound verify)"
-  timeout 200 "${REC[@]}" -o "$T/spec-scattered.cufall" --devices 0 -- "$S" --context 65536 \
-    --page-size 1 --verify-attn scattered --new-tokens 24; echo "rc=$?"
+  timeout 200 "${REC[@]}" -o "$T/spec-scattered.cufall" --devices 0 --interval 100us -- "$S" \
+    --context 65536 --page-size 1 --verify-attn scattered --new-tokens 8; echo "rc=$?"
   "$C" report "$T/spec-scattered.cufall" | head -60
+  hdr "specdec 64k, page size 16, split-KV verify attention"
+  timeout 200 "${REC[@]}" -o "$T/spec-splitkv.cufall" --devices 0 --interval 100us -- "$S" \
+    --context 65536 --page-size 16 --verify-attn split-kv --new-tokens 48; echo "rc=$?"
+  "$C" report "$T/spec-splitkv.cufall" | sed -n '/^VERDICT/,$p' 
   for g in off on; do
     hdr "specdec 0.5b --graphs $g"
     timeout 200 "${REC[@]}" -o "$T/spec-graphs-$g.cufall" --devices 0 -- "$S" --preset 0.5b --graphs $g \
@@ -142,7 +157,7 @@ fi
 if want examples; then
   hdr "example recordings (captured), sizes"
   mkdir -p "$T/ex"
-  for f in spec-scattered spec-graphs-off spec-graphs-on torch-phases; do
+  for f in spec-scattered spec-splitkv spec-graphs-off spec-graphs-on torch-phases; do
     [ -d "$T/$f.cufall" ] && cp -r "$T/$f.cufall" "$T/ex/" && du -sh "$T/ex/$f.cufall"
   done
   tar -C "$T/ex" -cJf "$OUT/examples.tar.xz" . && ls -la "$OUT/examples.tar.xz"

@@ -38,6 +38,7 @@ impl AnalysisArgs {
             full_scale: self.full_scale,
             idle_below: self.idle_below,
             min_gap_ns: self.min_gap,
+            also_low: None,
         }
     }
 }

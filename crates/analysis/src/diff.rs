@@ -139,6 +139,12 @@ pub fn build_diff(a: &Trace, b: &Trace, opts: &ReportOptions) -> Result<DiffRepo
         full_scale: ra.activity.as_ref().map(|a| a.full_scale),
         idle_below: opts.idle_below,
         min_gap_ns: Some(ra.min_gap_ns),
+        also_low: Some(
+            ra.activity
+                .as_ref()
+                .map(|a| a.also_low.clone())
+                .unwrap_or_default(),
+        ),
     };
     let rb = build_report(b, &opts_b).map_err(|e| match e {
         AnalysisError::Trace(TraceError::UnknownMetric { .. }) => AnalysisError::Invalid(format!(
@@ -275,9 +281,18 @@ pub fn diff_text(d: &DiffReport) -> String {
     }
     match &d.a.activity {
         Some(a) => o.push_str(&format!(
-            "  idle = {} below {}; gaps of at least {}\n",
+            "  idle = {} below {}{}; gaps of at least {}\n",
             a.label(),
             fmt_num(d.a.idle_threshold),
+            if a.also_low.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " and {} below {:.0}%",
+                    a.also_low.join(", "),
+                    a.idle_below * 100.0
+                )
+            },
             fmt_ns(d.a.min_gap_ns)
         )),
         None => o.push_str("  idle: not measured (no GPU counters in A)\n"),

@@ -24,6 +24,9 @@ pub struct ReportOptions {
     /// Shortest idle interval reported as a gap; default: [`DEFAULT_GAP_INTERVALS`] sampling
     /// intervals.
     pub min_gap_ns: Option<i64>,
+    /// Other metrics that must also be low for a sample to be idle. `None`: every other
+    /// recorded percentage metric when `metric` is not given, none when it is.
+    pub also_low: Option<Vec<String>>,
 }
 
 /// Default idle threshold: below 5 % of full scale.
@@ -38,6 +41,7 @@ impl Default for ReportOptions {
             full_scale: None,
             idle_below: DEFAULT_IDLE_BELOW,
             min_gap_ns: None,
+            also_low: None,
         }
     }
 }
@@ -267,7 +271,11 @@ pub fn resolve_activity(trace: &Trace, opts: &ReportOptions) -> Result<Option<Ac
         let peak = samples::metric_peak(trace, activity.expr())?;
         (peak, "peak in this trace".to_string())
     };
-    if opts.metric.is_none() {
+    if let Some(list) = &opts.also_low {
+        let names: Vec<&str> = list.iter().map(String::as_str).collect();
+        trace.check_metrics(&names)?;
+        activity.also_low = list.clone();
+    } else if opts.metric.is_none() {
         // Without a chosen metric, idle means the GPU did nothing: every recorded percentage
         // counter low, not only the heatmap's (a memory-bound step has idle tensor pipes).
         let chosen = [Some(&activity.metric), activity.denominator.as_ref()];

@@ -38,6 +38,8 @@ pub const ENV_SOCKET: &str = "CUFALL_CAPTURE_SOCKET";
 pub const ENV_KINDS: &str = "CUFALL_CAPTURE";
 /// File name of the capture library, installed next to the `cufall` binary.
 pub const LIBRARY_FILE: &str = "libcufall_inject.so";
+/// Longest name sent; longer ones are cut.
+const MAX_NAME_BYTES: usize = 65_536;
 /// Largest frame body accepted; anything larger is a broken stream.
 pub const MAX_FRAME_BYTES: usize = 16 << 20;
 
@@ -145,6 +147,9 @@ pub enum Payload {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Name<'a> {
     Text(Cow<'a, str>),
+    /// Text as the program gave it, sent unchecked (it decodes as [`Name::Text`], invalid
+    /// UTF-8 replaced): the hot path skips validating every name.
+    Bytes(&'a [u8]),
     Registered(u32),
 }
 
@@ -314,6 +319,9 @@ mod tag {
 
 /// Appends the encoding of `frame` to `out`.
 pub fn encode(frame: &Frame<'_>, out: &mut Vec<u8>) {
+    // One reservation up front: the field writes below then never reallocate for the fixed
+    // part of a frame (the hot path encodes an NVTX range per pop).
+    out.reserve(96);
     let at = out.len();
     out.extend_from_slice(&[0; 4]);
     let mut w = Writer(out);
@@ -376,6 +384,10 @@ pub fn encode(frame: &Frame<'_>, out: &mut Vec<u8>) {
                 Name::Text(t) => {
                     w.u8(0);
                     w.str(t);
+                }
+                Name::Bytes(b) => {
+                    w.u8(0);
+                    w.bytes(b);
                 }
                 Name::Registered(id) => {
                     w.u8(1);
@@ -465,12 +477,16 @@ impl Writer<'_> {
     fn str(&mut self, s: &str) {
         // A name longer than 64 KiB is cut (at a character boundary): no real name is, and a
         // bounded frame keeps a runaway string from stalling the stream.
-        let mut end = s.len().min(65_536);
+        let mut end = s.len().min(MAX_NAME_BYTES);
         while !s.is_char_boundary(end) {
             end -= 1;
         }
-        self.u32(end as u32);
-        self.0.extend_from_slice(&s.as_bytes()[..end]);
+        self.bytes(&s.as_bytes()[..end]);
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        let b = &b[..b.len().min(MAX_NAME_BYTES)];
+        self.u32(b.len() as u32);
+        self.0.extend_from_slice(b);
     }
 }
 
@@ -824,6 +840,32 @@ mod tests {
             assert_eq!(got, frames(), "cut at {cut}");
             assert_eq!(d.pending_bytes(), 0);
         }
+    }
+
+    #[test]
+    fn unchecked_bytes_decode_as_text_with_bad_utf8_replaced() {
+        let mut bytes = Vec::new();
+        let range = |name| {
+            Frame::Range(Range {
+                start_ns: 1,
+                end_ns: 2,
+                tid: 3,
+                depth: 0,
+                kind: RangeKind::PushPop,
+                domain: 0,
+                category: 0,
+                color: None,
+                payload: Payload::None,
+                name,
+            })
+        };
+        encode(&range(Name::Bytes(b"draft\xff")), &mut bytes);
+        let mut d = Decoder::new();
+        d.push(&bytes);
+        assert_eq!(
+            d.next_frame().unwrap(),
+            Some(range(Name::Text("draft\u{fffd}".into())))
+        );
     }
 
     #[test]

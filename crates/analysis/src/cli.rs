@@ -74,8 +74,8 @@ pub struct DiffArgs {
 pub struct ExportArgs {
     /// The trace folder.
     pub trace: PathBuf,
-    /// parquet and csv: one file per table (samples, drops, nvml, nvtx, kernels, phases, gaps)
-    /// in a folder; perfetto: one JSON file that opens in ui.perfetto.dev.
+    /// parquet and csv: one file per table (samples, drops, nvml, nvtx, kernels, api, capture,
+    /// phases, gaps) in a folder; perfetto: one JSON file that opens in ui.perfetto.dev.
     #[arg(long, value_enum)]
     pub format: Format,
     /// Output folder (parquet, csv) or file (perfetto). Default: next to the trace,

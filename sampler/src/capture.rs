@@ -305,11 +305,14 @@ impl Recorder {
     /// After the program exited: waits until every process that connected has closed its
     /// connection and none connected for a moment, at most `timeout`.
     pub fn wait_for_processes(&self, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
+        let start = Instant::now();
+        let deadline = start + timeout;
+        // A connection made just before the program exited may not be accepted yet: quiet
+        // means no connection open and none seen for this long, counted from the wait too.
         let quiet = Duration::from_millis(300);
         while Instant::now() < deadline {
             let done = self.state.lock().map_or(true, |s| {
-                s.open == 0 && s.last_change.is_none_or(|t| t.elapsed() >= quiet)
+                s.open == 0 && s.last_change.unwrap_or(start).max(start).elapsed() >= quiet
             });
             if done {
                 return;
@@ -377,7 +380,10 @@ fn accept_loop(
     uuids: HashMap<String, DeviceId>,
 ) {
     let uuids = Arc::new(uuids);
-    while !stop.load(Ordering::Relaxed) {
+    loop {
+        // After a stop, connections already waiting are still taken (a process that connected
+        // and exited in the same instant), then the loop ends at the first empty accept.
+        let stopping = stop.load(Ordering::Relaxed);
         match listener.accept() {
             Ok((stream, _)) => {
                 if let Ok(mut s) = state.lock() {
@@ -407,9 +413,7 @@ fn accept_loop(
                     r.push(h);
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            Err(_) if stopping => break,
             Err(_) => std::thread::sleep(Duration::from_millis(10)),
         }
     }
@@ -946,6 +950,26 @@ mod tests {
         assert!(ranges.iter().filter(|r| r.name == "prefill").count() == 2);
     }
 
+    /// A process that forks: the child's ranges come on a connection of its own, the parent's
+    /// exactly once (the child never re-sends what the parent had buffered).
+    #[test]
+    fn a_forked_child_reports_on_its_own_connection() {
+        let program = built("examples/nvtx_fork");
+        let (ranges, _, events, summary) = run_under_capture(Kinds::NVTX, &program, &[]);
+        let by_name = |n: &str| ranges.iter().filter(|r| r.name == n).collect::<Vec<_>>();
+        let (parent, child) = (by_name("parent"), by_name("child"));
+        assert_eq!((parent.len(), child.len()), (1, 1), "{ranges:#?}");
+        assert_ne!(parent[0].pid, child[0].pid);
+        assert_eq!(by_name("parent-run").len(), 1);
+        assert_eq!(by_name("parent-run")[0].kind, RangeKind::StartEnd);
+        let mark = by_name("before-fork");
+        assert_eq!(mark.len(), 1);
+        assert_eq!((mark[0].kind, mark[0].start_ns), (RangeKind::Mark, mark[0].end_ns));
+        assert!(events.iter().any(|e| e.event == event::FORKED && e.pid == child[0].pid));
+        assert_eq!(summary.processes.len(), 2);
+        assert!(summary.processes.iter().all(|p| p.said_goodbye));
+    }
+
     /// A program that never touches CUDA or NVTX: the trace says so instead of staying silent.
     #[test]
     fn a_program_without_cuda_is_reported() {
@@ -997,6 +1021,12 @@ mod tests {
             kinds: Kinds::DEFAULT,
             exe: "fake".into(),
         });
+        bytes.extend(frame(Frame::Status {
+            t_ns: 1,
+            event: event::CUDA_ATTACHED.into(),
+            count: 1,
+            detail: "libcupti.so.13 (CUPTI API 130001): kernels".into(),
+        }));
         bytes.extend(frame(Frame::Device { id: 0, uuid }));
         bytes.extend(frame(Frame::Range(cufall_capture::Range {
             start_ns: 10,
@@ -1073,6 +1103,42 @@ mod tests {
                 .iter()
                 .any(|p| p.contains("ended without flushing"))
         );
+    }
+
+    /// CUPTI set up, then nothing: another CUPTI client (torch.profiler) took the buffers, or
+    /// the process did no GPU work. The user is told which.
+    #[test]
+    fn kernel_capture_that_delivers_nothing_is_reported() {
+        let (tx, rx) = channel();
+        let rec = Recorder::start(Kinds::DEFAULT, PathBuf::from("/nonexistent"), &[], tx).unwrap();
+        let socket = rec
+            .child_env()
+            .into_iter()
+            .find(|(k, _)| k == cufall_capture::ENV_SOCKET)
+            .map(|(_, v)| PathBuf::from(v))
+            .unwrap();
+        let mut c = UnixStream::connect(socket).unwrap();
+        let mut bytes = frame(Frame::Hello {
+            version: cufall_capture::PROTOCOL_VERSION,
+            pid: 88,
+            ppid: 1,
+            kinds: Kinds::DEFAULT,
+            exe: "python3".into(),
+        });
+        bytes.extend(frame(Frame::Status {
+            t_ns: 1,
+            event: event::CUDA_ATTACHED.into(),
+            count: 1,
+            detail: "libcupti.so.13 (CUPTI API 130001): kernels, memcpy, memset".into(),
+        }));
+        bytes.extend(frame(Frame::Bye { t_ns: 2 }));
+        c.write_all(&bytes).unwrap();
+        drop(c);
+        rec.wait_for_processes(Duration::from_secs(5));
+        let summary = rec.finish();
+        let (_, _, events) = drain(&rx);
+        assert!(events.iter().any(|e| e.event == event::NO_ACTIVITY && e.pid == 88));
+        assert!(summary.problems.iter().any(|p| p.contains("torch.profiler")));
     }
 
     #[test]

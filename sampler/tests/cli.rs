@@ -113,3 +113,50 @@ fn no_driver_gives_one_clear_paragraph() {
     }
     assert!(!out.exists(), "nothing may be left behind");
 }
+
+#[test]
+fn capture_problems_are_explained_before_the_program_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t.cufall");
+    let marker = dir.path().join("ran");
+    let program = ["--", "touch"];
+    cufall()
+        .env("CUFALL_INJECT_LIBRARY", dir.path().join("missing.so"))
+        .args(["record", "-o"])
+        .arg(&out)
+        .args(program)
+        .arg(&marker)
+        .assert()
+        .failure()
+        .stderr(
+            predicate::str::contains("capture library libcufall_inject.so was not found")
+                .and(predicate::str::contains("--capture none"))
+                .and(no_panic()),
+        );
+    let not_a_library = dir.path().join("fake.so");
+    std::fs::write(&not_a_library, b"#!/bin/sh\n").unwrap();
+    cufall()
+        .env("CUFALL_INJECT_LIBRARY", &not_a_library)
+        .args(["record", "-o"])
+        .arg(&out)
+        .args(program)
+        .arg(&marker)
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("not a loadable capture library").and(no_panic()));
+    cufall()
+        .args(["record", "-o"])
+        .arg(&out)
+        .args(["--capture", "kernel"])
+        .args(program)
+        .arg(&marker)
+        .assert()
+        .failure()
+        .stderr(
+            predicate::str::contains("unknown capture kind `kernel`")
+                .and(predicate::str::contains("kernels"))
+                .and(no_panic()),
+        );
+    assert!(!out.exists(), "nothing is written");
+    assert!(!marker.exists(), "the program never started");
+}

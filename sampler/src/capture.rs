@@ -964,8 +964,15 @@ mod tests {
         assert_eq!(by_name("parent-run")[0].kind, RangeKind::StartEnd);
         let mark = by_name("before-fork");
         assert_eq!(mark.len(), 1);
-        assert_eq!((mark[0].kind, mark[0].start_ns), (RangeKind::Mark, mark[0].end_ns));
-        assert!(events.iter().any(|e| e.event == event::FORKED && e.pid == child[0].pid));
+        assert_eq!(
+            (mark[0].kind, mark[0].start_ns),
+            (RangeKind::Mark, mark[0].end_ns)
+        );
+        assert!(
+            events
+                .iter()
+                .any(|e| e.event == event::FORKED && e.pid == child[0].pid)
+        );
         assert_eq!(summary.processes.len(), 2);
         assert!(summary.processes.iter().all(|p| p.said_goodbye));
     }
@@ -1137,8 +1144,17 @@ mod tests {
         rec.wait_for_processes(Duration::from_secs(5));
         let summary = rec.finish();
         let (_, _, events) = drain(&rx);
-        assert!(events.iter().any(|e| e.event == event::NO_ACTIVITY && e.pid == 88));
-        assert!(summary.problems.iter().any(|p| p.contains("torch.profiler")));
+        assert!(
+            events
+                .iter()
+                .any(|e| e.event == event::NO_ACTIVITY && e.pid == 88)
+        );
+        assert!(
+            summary
+                .problems
+                .iter()
+                .any(|p| p.contains("torch.profiler"))
+        );
     }
 
     #[test]

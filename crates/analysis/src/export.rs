@@ -299,6 +299,18 @@ pub fn gaps_frame(report: &Report) -> PolarsResult<DataFrame> {
                 "kernel_resident_ns".into(),
                 g.iter().map(|x| x.kernel_resident_ns).collect::<Vec<_>>(),
             ),
+            Column::new(
+                "host_in_sync_ns".into(),
+                g.iter()
+                    .map(|x| x.host.map(|h| h.in_sync_ns))
+                    .collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "host_in_launch_ns".into(),
+                g.iter()
+                    .map(|x| x.host.map(|h| h.in_launch_ns))
+                    .collect::<Vec<_>>(),
+            ),
         ],
     )
 }

@@ -4,7 +4,7 @@
 
 use crate::phases::{Phases, Place};
 use crate::samples::Fragment;
-use cufall_trace::model::{ActivityKind, DropRecord, KernelRecord};
+use cufall_trace::model::{ActivityKind, ApiCall, DropRecord, KernelRecord};
 use std::collections::BTreeMap;
 
 /// One idle interval of one device.
@@ -17,6 +17,61 @@ pub struct Gap {
     /// Time of the gap with at least one kernel running on the device (`None`: kernels were
     /// not captured).
     pub kernel_resident_ns: Option<i64>,
+    /// What the host was doing during the gap, from the captured CUDA calls (`None`:
+    /// `--capture api` was off).
+    pub host: Option<HostTime>,
+}
+
+/// Time of a gap the profiled program's host threads spent in CUDA calls: waiting on the GPU
+/// (synchronise, wait, query) or launching and copying. The rest of the gap the host was busy
+/// elsewhere (CPU work, Python, I/O) or idle. Overlapping calls of several threads count once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct HostTime {
+    pub in_sync_ns: i64,
+    pub in_launch_ns: i64,
+}
+
+impl HostTime {
+    pub fn add(&mut self, o: &HostTime) {
+        self.in_sync_ns += o.in_sync_ns;
+        self.in_launch_ns += o.in_launch_ns;
+    }
+}
+
+/// The captured CUDA calls as two coverages: synchronising calls, and all calls.
+pub struct HostCoverage {
+    sync: KernelCoverage,
+    any: KernelCoverage,
+}
+
+impl HostCoverage {
+    /// `None` when the trace has no API calls (`--capture api` was off).
+    pub fn build(calls: &[ApiCall]) -> Option<HostCoverage> {
+        if calls.is_empty() {
+            return None;
+        }
+        let waits = |c: &&ApiCall| {
+            ["Synchronize", "Wait", "Query"]
+                .iter()
+                .any(|w| c.name.contains(w))
+        };
+        let union = |calls: &mut dyn Iterator<Item = &ApiCall>| {
+            KernelCoverage::from_intervals(calls.map(|c| (0, c.start_ns, c.end_ns)))
+        };
+        Some(HostCoverage {
+            sync: union(&mut calls.iter().filter(waits)),
+            any: union(&mut calls.iter()),
+        })
+    }
+
+    /// Time of `[start, end)` in synchronising calls, and in other calls outside those.
+    pub fn split(&self, start: i64, end: i64) -> HostTime {
+        let in_sync_ns = self.sync.covered_ns(0, start, end);
+        HostTime {
+            in_sync_ns,
+            in_launch_ns: self.any.covered_ns(0, start, end) - in_sync_ns,
+        }
+    }
 }
 
 impl Gap {
@@ -103,13 +158,25 @@ impl KernelCoverage {
         if kernels.is_empty() {
             return None;
         }
+        Some(KernelCoverage::from_intervals(
+            kernels
+                .iter()
+                .filter(|k| k.kind == ActivityKind::Kernel)
+                .map(|k| {
+                    (
+                        u16::try_from(k.device.0).unwrap_or(u16::MAX),
+                        k.start_ns,
+                        k.end_ns,
+                    )
+                }),
+        ))
+    }
+
+    /// The union of `(key, start, end)` intervals, per key.
+    pub fn from_intervals(intervals: impl Iterator<Item = (u16, i64, i64)>) -> KernelCoverage {
         let mut lists: BTreeMap<u16, Vec<(i64, i64)>> = BTreeMap::new();
-        for k in kernels.iter().filter(|k| k.kind == ActivityKind::Kernel) {
-            let dev = u16::try_from(k.device.0).unwrap_or(u16::MAX);
-            lists
-                .entry(dev)
-                .or_default()
-                .push((k.start_ns, k.end_ns.max(k.start_ns)));
+        for (dev, s, e) in intervals {
+            lists.entry(dev).or_default().push((s, e.max(s)));
         }
         let mut by_device = BTreeMap::new();
         for (dev, mut list) in lists {
@@ -136,7 +203,7 @@ impl KernelCoverage {
                 },
             );
         }
-        Some(KernelCoverage { by_device })
+        KernelCoverage { by_device }
     }
 
     /// Time within `[start, end)` during which a kernel ran on `device`.
@@ -172,6 +239,7 @@ pub fn build_gaps(
     merged: Vec<(u16, i64, i64)>,
     phases: &Phases,
     kernels: Option<&KernelCoverage>,
+    host: Option<&HostCoverage>,
 ) -> Vec<Gap> {
     merged
         .into_iter()
@@ -181,6 +249,7 @@ pub fn build_gaps(
             end_ns,
             place: phases.place(start_ns, end_ns),
             kernel_resident_ns: kernels.map(|k| k.covered_ns(device, start_ns, end_ns)),
+            host: host.map(|h| h.split(start_ns, end_ns)),
         })
         .collect()
 }
@@ -261,6 +330,32 @@ mod tests {
                 .collect();
             proptest::prop_assert_eq!(merge_fragments(frags, &[], 500, 5), vec![(3, 1000, 2000)]);
         }
+    }
+
+    #[test]
+    fn host_time_splits_a_gap_into_sync_launch_and_elsewhere() {
+        let call = |name: &str, s, e| ApiCall {
+            start_ns: s,
+            end_ns: e,
+            name: name.into(),
+            ..Default::default()
+        };
+        let calls = [
+            call("cudaLaunchKernel", 0, 10),
+            call("cudaStreamSynchronize", 20, 60),
+            // A second thread's launch inside the sync counts once, as sync.
+            call("cuLaunchKernel", 30, 40),
+            call("cudaMemcpyAsync", 70, 80),
+        ];
+        let h = HostCoverage::build(&calls).expect("calls");
+        assert_eq!(
+            h.split(5, 100),
+            HostTime {
+                in_sync_ns: 40,
+                in_launch_ns: 15,
+            }
+        );
+        assert!(HostCoverage::build(&[]).is_none());
     }
 
     #[test]

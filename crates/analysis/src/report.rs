@@ -3,7 +3,7 @@
 //! `--json` and for `diff`); [`crate::render`] prints it as text.
 
 use crate::error::{AnalysisError, Result};
-use crate::gaps::{self, Gap, KernelCoverage};
+use crate::gaps::{self, Gap, HostCoverage, HostTime, KernelCoverage};
 use crate::phases::{self, Phases, Place};
 use crate::samples::{self, Activity, SegAgg};
 use cufall_trace::Trace;
@@ -70,6 +70,8 @@ pub struct GapTotals {
     /// `None` where kernels were not captured.
     pub no_kernel_ns: Option<i64>,
     pub kernel_resident_ns: Option<i64>,
+    /// Gap time the host spent in CUDA calls; `None` where they were not captured.
+    pub host: Option<HostTime>,
 }
 
 impl GapTotals {
@@ -80,11 +82,17 @@ impl GapTotals {
             *self.kernel_resident_ns.get_or_insert(0) += k;
             *self.no_kernel_ns.get_or_insert(0) += g.duration_ns() - k;
         }
+        if let Some(h) = &g.host {
+            self.host.get_or_insert_with(HostTime::default).add(h);
+        }
     }
 
     fn merge(&mut self, o: &GapTotals) {
         self.count += o.count;
         self.total_ns += o.total_ns;
+        if let Some(h) = &o.host {
+            self.host.get_or_insert_with(HostTime::default).add(h);
+        }
         if let Some(k) = o.kernel_resident_ns {
             *self.kernel_resident_ns.get_or_insert(0) += k;
         }
@@ -166,6 +174,8 @@ pub struct GapRow {
     pub place: String,
     pub no_kernel_ns: Option<i64>,
     pub kernel_resident_ns: Option<i64>,
+    /// Gap time the host spent in CUDA calls (`--capture api`).
+    pub host: Option<HostTime>,
 }
 
 /// Drops of one device.
@@ -397,8 +407,9 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
     let nvml = trace.nvml()?;
     let kernels = trace.kernels()?;
     let coverage = KernelCoverage::build(&kernels);
+    let host = HostCoverage::build(&trace.api_calls()?);
     let merged = gaps::merge_fragments(fragments, &drops, min_gap_ns, hole_ns);
-    let gap_list = gaps::build_gaps(merged, &phases, coverage.as_ref());
+    let gap_list = gaps::build_gaps(merged, &phases, coverage.as_ref(), host.as_ref());
 
     let mut devices: Vec<u16> = m.devices.iter().map(|d| device_u16(d.id.0)).collect();
     devices.extend(totals.keys().map(|(d, _)| *d));
@@ -525,6 +536,7 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
             place: phases.label(&g.place),
             no_kernel_ns: g.kernel_resident_ns.map(|k| g.duration_ns() - k),
             kernel_resident_ns: g.kernel_resident_ns,
+            host: g.host,
         })
         .collect();
     gap_rows.sort_by(|a, b| {
@@ -738,8 +750,22 @@ fn verdict(idle: Option<f64>, gaps: &GapTotals, kernels: bool, min_gap_ns: i64) 
     }
     let host = gaps.no_kernel_ns.unwrap_or(0) as f64 / gaps.total_ns as f64;
     if host >= 0.6 {
+        let detail = match gaps.host {
+            // With the CUDA calls captured, say where the host was during the gaps.
+            Some(h) => {
+                let pct = |ns: i64| 100.0 * ns as f64 / gaps.total_ns as f64;
+                let elsewhere = gaps.total_ns - h.in_sync_ns - h.in_launch_ns;
+                format!(
+                    "the host was in CUDA synchronisation {:.0}%, in launches and copies {:.0}%, outside CUDA (CPU work) {:.0}% of it",
+                    pct(h.in_sync_ns),
+                    pct(h.in_launch_ns),
+                    pct(elsewhere.max(0))
+                )
+            }
+            None => "launch gaps, host work, synchronisation".to_string(),
+        };
         format!(
-            "{head}; host-bound: no kernel resident during {:.0}% of its gap time (launch gaps, host work, synchronisation)",
+            "{head}; host-bound: no kernel resident during {:.0}% of its gap time ({detail})",
             host * 100.0
         )
     } else if host <= 0.4 {

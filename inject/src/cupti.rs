@@ -285,6 +285,28 @@ macro_rules! field {
     };
 }
 
+/// The fields every GPU-work record shares (device, context, stream, correlation, times, graph),
+/// read from the record at `$p` of layout `$t`; the kind-specific ones are zero.
+macro_rules! work {
+    ($p:expr, $t:ty, $kind:expr) => {
+        Activity {
+            kind: $kind,
+            device: field!($p, $t, deviceId),
+            context: field!($p, $t, contextId),
+            stream: field!($p, $t, streamId),
+            correlation: field!($p, $t, correlationId),
+            start_ns: ns(field!($p, $t, start)),
+            end_ns: ns(field!($p, $t, end)),
+            grid: [0; 3],
+            block: [0; 3],
+            graph_id: field!($p, $t, graphId),
+            bytes: 0,
+            copy_kind: 0,
+            name: 0,
+        }
+    };
+}
+
 /// Whether an API call is one of those that launch, copy or synchronise (the rest, such as
 /// `cudaGetDevice`, are frequent and say nothing about gaps).
 fn api_kept(name: &str) -> bool {
@@ -330,13 +352,6 @@ unsafe fn forward(api: &Api, h: &'static Hub, names: &mut Names, rec: *const CUp
                 }
             };
             h.send(&Frame::Activity(Activity {
-                kind: ActivityKind::Kernel,
-                device: field!(rec, R, deviceId),
-                context: field!(rec, R, contextId),
-                stream: field!(rec, R, streamId),
-                correlation: field!(rec, R, correlationId),
-                start_ns: ns(field!(rec, R, start)),
-                end_ns: ns(field!(rec, R, end)),
                 grid: [
                     field!(rec, R, gridX),
                     field!(rec, R, gridY),
@@ -347,62 +362,25 @@ unsafe fn forward(api: &Api, h: &'static Hub, names: &mut Names, rec: *const CUp
                     field!(rec, R, blockY),
                     field!(rec, R, blockZ),
                 ],
-                graph_id: field!(rec, R, graphId),
-                bytes: 0,
-                copy_kind: 0,
                 name,
+                ..work!(rec, R, ActivityKind::Kernel)
             }));
         } else if k == kind(K::CUPTI_ACTIVITY_KIND_MEMCPY) {
             type R = CUpti_ActivityMemcpy6;
             h.send(&Frame::Activity(Activity {
-                kind: ActivityKind::Memcpy,
-                device: field!(rec, R, deviceId),
-                context: field!(rec, R, contextId),
-                stream: field!(rec, R, streamId),
-                correlation: field!(rec, R, correlationId),
-                start_ns: ns(field!(rec, R, start)),
-                end_ns: ns(field!(rec, R, end)),
-                grid: [0; 3],
-                block: [0; 3],
-                graph_id: field!(rec, R, graphId),
                 bytes: field!(rec, R, bytes),
                 copy_kind: field!(rec, R, copyKind),
-                name: 0,
+                ..work!(rec, R, ActivityKind::Memcpy)
             }));
         } else if k == kind(K::CUPTI_ACTIVITY_KIND_MEMSET) {
             type R = CUpti_ActivityMemset4;
             h.send(&Frame::Activity(Activity {
-                kind: ActivityKind::Memset,
-                device: field!(rec, R, deviceId),
-                context: field!(rec, R, contextId),
-                stream: field!(rec, R, streamId),
-                correlation: field!(rec, R, correlationId),
-                start_ns: ns(field!(rec, R, start)),
-                end_ns: ns(field!(rec, R, end)),
-                grid: [0; 3],
-                block: [0; 3],
-                graph_id: field!(rec, R, graphId),
                 bytes: field!(rec, R, bytes),
-                copy_kind: 0,
-                name: 0,
+                ..work!(rec, R, ActivityKind::Memset)
             }));
         } else if k == kind(K::CUPTI_ACTIVITY_KIND_GRAPH_TRACE) {
             type R = CUpti_ActivityGraphTrace2;
-            h.send(&Frame::Activity(Activity {
-                kind: ActivityKind::Graph,
-                device: field!(rec, R, deviceId),
-                context: field!(rec, R, contextId),
-                stream: field!(rec, R, streamId),
-                correlation: field!(rec, R, correlationId),
-                start_ns: ns(field!(rec, R, start)),
-                end_ns: ns(field!(rec, R, end)),
-                grid: [0; 3],
-                block: [0; 3],
-                graph_id: field!(rec, R, graphId),
-                bytes: 0,
-                copy_kind: 0,
-                name: 0,
-            }));
+            h.send(&Frame::Activity(work!(rec, R, ActivityKind::Graph)));
         } else if k == kind(K::CUPTI_ACTIVITY_KIND_DEVICE) {
             type R = CUpti_ActivityDevice5;
             let uuid = field!(rec, R, uuid);

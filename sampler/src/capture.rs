@@ -990,6 +990,17 @@ mod tests {
         );
     }
 
+    /// A connection to the recorder's socket, as a process of the program would open.
+    fn connect_like_a_process(rec: &Recorder) -> UnixStream {
+        let socket = rec
+            .child_env()
+            .into_iter()
+            .find(|(k, _)| k == cufall_capture::ENV_SOCKET)
+            .map(|(_, v)| PathBuf::from(v))
+            .unwrap();
+        UnixStream::connect(socket).unwrap()
+    }
+
     fn frame(f: Frame<'_>) -> Vec<u8> {
         let mut b = Vec::new();
         encode(&f, &mut b);
@@ -1014,13 +1025,7 @@ mod tests {
         }];
         let rec =
             Recorder::start(Kinds::DEFAULT, PathBuf::from("/nonexistent"), &devices, tx).unwrap();
-        let socket = rec
-            .child_env()
-            .into_iter()
-            .find(|(k, _)| k == cufall_capture::ENV_SOCKET)
-            .map(|(_, v)| PathBuf::from(v))
-            .unwrap();
-        let mut c = UnixStream::connect(socket).unwrap();
+        let mut c = connect_like_a_process(&rec);
         let mut bytes = frame(Frame::Hello {
             version: cufall_capture::PROTOCOL_VERSION,
             pid: 77,
@@ -1118,13 +1123,7 @@ mod tests {
     fn kernel_capture_that_delivers_nothing_is_reported() {
         let (tx, rx) = channel();
         let rec = Recorder::start(Kinds::DEFAULT, PathBuf::from("/nonexistent"), &[], tx).unwrap();
-        let socket = rec
-            .child_env()
-            .into_iter()
-            .find(|(k, _)| k == cufall_capture::ENV_SOCKET)
-            .map(|(_, v)| PathBuf::from(v))
-            .unwrap();
-        let mut c = UnixStream::connect(socket).unwrap();
+        let mut c = connect_like_a_process(&rec);
         let mut bytes = frame(Frame::Hello {
             version: cufall_capture::PROTOCOL_VERSION,
             pid: 88,

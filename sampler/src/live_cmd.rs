@@ -59,21 +59,7 @@ pub fn run(args: &LiveArgs) -> Result<ExitCode> {
         return run_program(args, prepared, capture, tx, rx);
     }
     let handle = prepared.start(Some(tx), None).map_err(|e| anyhow!("{e}"))?;
-    let options = live_options(&args.look);
-    let shown = if args.look.print {
-        let after = Duration::from_nanos(u64::try_from(args.print_after).unwrap_or(0));
-        cufall_viewer::live::print_after(
-            &rx,
-            &options.setup,
-            Mode::Live,
-            after,
-            args.look.width,
-            args.look.height.unwrap_or(0),
-        )
-        .map(|frame| print!("{frame}"))
-    } else {
-        cufall_viewer::live::run(rx, options)
-    };
+    let shown = show(args, rx, false);
     let failed = handle.error();
     drop(handle.stop());
     shown?;
@@ -144,21 +130,7 @@ fn run_program(
         drop(handle.stop());
         (code, failed)
     });
-    let options = live_options(&args.look);
-    let shown = if args.look.print {
-        let after = Duration::from_nanos(u64::try_from(args.print_after).unwrap_or(0));
-        cufall_viewer::live::print_after(
-            &rx,
-            &options.setup,
-            Mode::Live,
-            after,
-            args.look.width,
-            args.look.height.unwrap_or(0),
-        )
-        .map(|frame| print!("{frame}"))
-    } else {
-        cufall_viewer::live::run_until_end(rx, options)
-    };
+    let shown = show(args, rx, true);
     let (code, failed) = watcher
         .join()
         .map_err(|_| anyhow!("the thread watching the program failed"))?;
@@ -169,4 +141,27 @@ fn run_program(
     Ok(ExitCode::from(
         u8::try_from(code.unwrap_or(1).clamp(0, 255)).unwrap_or(1),
     ))
+}
+
+/// Runs the view on the feed: one printed frame with `--print`, else the interactive view
+/// (which, with `end_with_feed`, also ends when the session does).
+fn show(args: &LiveArgs, rx: LiveReceiver, end_with_feed: bool) -> Result<()> {
+    let options = live_options(&args.look);
+    if args.look.print {
+        let after = Duration::from_nanos(u64::try_from(args.print_after).unwrap_or(0));
+        let frame = cufall_viewer::live::print_after(
+            &rx,
+            &options.setup,
+            Mode::Live,
+            after,
+            args.look.width,
+            args.look.height.unwrap_or(0),
+        )?;
+        print!("{frame}");
+        Ok(())
+    } else if end_with_feed {
+        cufall_viewer::live::run_until_end(rx, options)
+    } else {
+        cufall_viewer::live::run(rx, options)
+    }
 }

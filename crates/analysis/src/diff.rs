@@ -284,15 +284,7 @@ pub fn diff_text(d: &DiffReport) -> String {
             "  idle = {} below {}{}; gaps of at least {}\n",
             a.label(),
             fmt_num(d.a.idle_threshold),
-            if a.also_low.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    " and {} below {:.0}%",
-                    a.also_low.join(", "),
-                    a.idle_below * 100.0
-                )
-            },
+            a.also_low_clause(),
             fmt_ns(d.a.min_gap_ns)
         )),
         None => o.push_str("  idle: not measured (no GPU counters in A)\n"),

@@ -127,15 +127,7 @@ pub fn report_text(r: &Report) -> String {
             a.idle_below * 100.0,
             fmt_num(Some(a.full_scale)),
             a.full_scale_source,
-            if a.also_low.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    " and {} below {:.0}%",
-                    a.also_low.join(", "),
-                    a.idle_below * 100.0
-                )
-            },
+            a.also_low_clause(),
             fmt_ns(r.min_gap_ns)
         )),
         None => o.push_str("  idle: not measured (no GPU counters in this recording)\n"),

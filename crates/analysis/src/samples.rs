@@ -70,6 +70,18 @@ impl Activity {
             })
     }
 
+    /// ` and M1, M2 below 5%` for the [`Activity::also_low`] metrics; empty without them.
+    pub fn also_low_clause(&self) -> String {
+        if self.also_low.is_empty() {
+            return String::new();
+        }
+        format!(
+            " and {} below {:.0}%",
+            self.also_low.join(", "),
+            self.idle_below * 100.0
+        )
+    }
+
     /// Display name: `a / b` or `a`.
     pub fn label(&self) -> String {
         match &self.denominator {

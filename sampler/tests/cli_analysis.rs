@@ -131,3 +131,22 @@ fn report_on_example_recordings() {
         }
     }
 }
+
+/// The report shown in `docs/analysis.md` is what `cufall report` prints on the bundled recording
+/// today (the docs say what the code does).
+#[test]
+fn the_report_in_the_docs_is_the_real_output() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let docs = std::fs::read_to_string(root.join("docs/analysis.md")).unwrap();
+    let cmd = "$ cufall report examples/h200-torch-phases-api.cufall\n";
+    let start = docs.find(cmd).expect("the example is in docs/analysis.md") + cmd.len();
+    let shown = &docs[start..start + docs[start..].find("```").unwrap()];
+    let out = Command::cargo_bin("cufall")
+        .unwrap()
+        .current_dir(&root)
+        .args(["report", "examples/h200-torch-phases-api.cufall"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), shown);
+}

@@ -160,3 +160,37 @@ fn capture_problems_are_explained_before_the_program_starts() {
     assert!(!out.exists(), "nothing is written");
     assert!(!marker.exists(), "the program never started");
 }
+
+#[test]
+fn view_and_report_flags_are_checked() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let trace = root.join("examples/h200-torch-phases.cufall");
+    let run = |args: &[&str], needle: &str| {
+        cufall()
+            .args(args)
+            .arg(&trace)
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains(needle).and(no_panic()));
+    };
+    run(
+        &["view", "--print", "--from", "5s", "--to", "3s"],
+        "--to (3s) must be later than --from (5s)",
+    );
+    run(
+        &["view", "--print", "--from", "50s"],
+        "is past the end: the recording lasts",
+    );
+    run(
+        &["view", "--print", "--width", "5"],
+        "--width 5 is too narrow",
+    );
+    run(
+        &["report", "--idle-below", "5"],
+        "not a fraction between 0 and 1",
+    );
+    // Without a terminal the interactive views say so instead of a raw OS error.
+    for cmd in ["view", "replay"] {
+        run(&[cmd], "needs a terminal");
+    }
+}

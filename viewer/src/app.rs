@@ -136,6 +136,12 @@ pub fn interactive_until(
     fps: u32,
     end_with_feed: bool,
 ) -> Result<()> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        bail!(
+            "the interactive view needs a terminal, and standard input or output is not one (a pipe, a file, or no terminal at all); add --print to write one frame as text instead"
+        );
+    }
     // ratatui installs a panic hook that restores the terminal before the message is printed;
     // raw mode turns Ctrl-C into a key that quits.
     let mut terminal = ratatui::try_init()?;

@@ -103,7 +103,49 @@ impl DisplayArgs {
     }
 }
 
+/// The smallest frame the view draws (below it, the screen says "too small").
+pub const MIN_WIDTH: u16 = 20;
+pub const MIN_HEIGHT: u16 = 4;
+
 impl LookArgs {
+    /// Checks the flags that need no data: a window that ends after it starts, a printable size.
+    pub fn check(&self) -> Result<()> {
+        if let (Some(a), Some(b)) = (self.from, self.to)
+            && b <= a
+        {
+            bail!(
+                "--to ({}) must be later than --from ({})",
+                crate::draw::fmt_dur(b),
+                crate::draw::fmt_dur(a)
+            );
+        }
+        if self.print && self.width < MIN_WIDTH {
+            bail!(
+                "--width {} is too narrow: a frame needs at least {MIN_WIDTH} columns",
+                self.width
+            );
+        }
+        if let Some(h) = self.height.filter(|h| *h < MIN_HEIGHT) {
+            bail!("--height {h} is too low: a frame needs at least {MIN_HEIGHT} rows");
+        }
+        Ok(())
+    }
+
+    /// Checks `--from` against the data: a window that starts after the end shows nothing.
+    pub fn check_window(&self, state: &HeatmapState) -> Result<()> {
+        if let (Some(from), Some(first), Some(last)) =
+            (self.from, state.store.first_ns, state.store.last_ns)
+            && from >= last - first
+        {
+            bail!(
+                "--from {} is past the end: the recording lasts {}",
+                crate::draw::fmt_dur(from),
+                crate::draw::fmt_dur(last - first)
+            );
+        }
+        Ok(())
+    }
+
     /// Applies `--from/--to` to a view whose origin is the start of the data.
     pub fn apply_window(&self, state: &mut HeatmapState) {
         if self.from.is_none() && self.to.is_none() {
@@ -200,17 +242,18 @@ pub fn frame_text(state: &HeatmapState, display: &LookArgs) -> String {
 
 /// What `cufall view TRACE --print` writes.
 pub fn view_text(args: &ViewArgs) -> Result<String> {
+    args.display.look.check()?;
     let rec = open(&args.trace, &args.display)?;
     let setup = args.display.setup(args.trace.display().to_string());
-    Ok(frame_text(
-        &app::browse_state(rec, &setup)?,
-        &args.display.look,
-    ))
+    let state = app::browse_state(rec, &setup)?;
+    args.display.look.check_window(&state)?;
+    Ok(frame_text(&state, &args.display.look))
 }
 
 /// What `cufall replay TRACE --print` writes: the last frame after the whole recording went
 /// through the live feed (as fast as it goes).
 pub fn replay_text(args: &ReplayArgs) -> Result<String> {
+    args.display.look.check()?;
     let rec = open(&args.trace, &args.display)?;
     let setup = args.display.setup(args.trace.display().to_string());
     let (tx, rx) = feed(rec.info.clone(), usize::MAX / 2);
@@ -227,9 +270,11 @@ pub fn run_view(args: &ViewArgs) -> Result<ExitCode> {
         print!("{}", view_text(args)?);
         return Ok(ExitCode::SUCCESS);
     }
+    args.display.look.check()?;
     let rec = open(&args.trace, &args.display)?;
     let setup = args.display.setup(args.trace.display().to_string());
     let mut state = app::browse_state(rec, &setup)?;
+    args.display.look.check_window(&state)?;
     if let Ok((w, h)) = crossterm::terminal::size() {
         state.update(Input::Resize(w, h));
     }
@@ -254,6 +299,7 @@ pub fn run_replay(args: &ReplayArgs) -> Result<ExitCode> {
         print!("{}", replay_text(args)?);
         return Ok(ExitCode::SUCCESS);
     }
+    args.display.look.check()?;
     let rec = open(&args.trace, &args.display)?;
     let setup = args.display.setup(args.trace.display().to_string());
     let info = rec.info.clone();

@@ -18,8 +18,8 @@ pub struct AnalysisArgs {
     /// heatmap (with its denominator and full scale), else its first metric.
     #[arg(long)]
     pub metric: Option<String>,
-    /// Idle means below this fraction of the metric's full scale.
-    #[arg(long, default_value_t = DEFAULT_IDLE_BELOW, value_name = "FRACTION")]
+    /// Idle means below this fraction of the metric's full scale (0.05 = 5 %).
+    #[arg(long, default_value_t = DEFAULT_IDLE_BELOW, value_name = "FRACTION", value_parser = parse_fraction)]
     pub idle_below: f64,
     /// The activity value that means fully busy. Default: the heatmap's; 1 for a ratio; 100
     /// for a percentage; else the peak in the trace.
@@ -29,6 +29,20 @@ pub struct AnalysisArgs {
     /// intervals.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub min_gap: Option<i64>,
+}
+
+/// A fraction strictly between 0 and 1: `--idle-below 5` is a mistake for 0.05, not 500 %.
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    let v: f64 = s.trim().parse().map_err(|_| {
+        format!("`{s}` is not a number: give a fraction of full scale, e.g. 0.05 for 5 %")
+    })?;
+    if v > 0.0 && v < 1.0 {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{v} is not a fraction between 0 and 1: give e.g. 0.05 for 5 % of full scale"
+        ))
+    }
 }
 
 impl AnalysisArgs {

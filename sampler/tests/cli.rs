@@ -119,44 +119,34 @@ fn capture_problems_are_explained_before_the_program_starts() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("t.cufall");
     let marker = dir.path().join("ran");
-    let program = ["--", "touch"];
-    cufall()
-        .env("CUFALL_INJECT_LIBRARY", dir.path().join("missing.so"))
-        .args(["record", "-o"])
-        .arg(&out)
-        .args(program)
-        .arg(&marker)
-        .assert()
-        .failure()
-        .stderr(
-            predicate::str::contains("capture library libcufall_inject.so was not found")
-                .and(predicate::str::contains("--capture none"))
-                .and(no_panic()),
-        );
+    // `record [flags] -o t.cufall -- touch ran`, with the capture library named by `library`.
+    let record = |library: Option<&std::path::Path>, flags: &[&str]| {
+        let mut c = cufall();
+        if let Some(l) = library {
+            c.env("CUFALL_INJECT_LIBRARY", l);
+        }
+        c.args(["record", "-o"])
+            .arg(&out)
+            .args(flags)
+            .args(["--", "touch"])
+            .arg(&marker)
+            .assert()
+            .failure()
+    };
+    record(Some(&dir.path().join("missing.so")), &[]).stderr(
+        predicate::str::contains("capture library libcufall_inject.so was not found")
+            .and(predicate::str::contains("--capture none"))
+            .and(no_panic()),
+    );
     let not_a_library = dir.path().join("fake.so");
     std::fs::write(&not_a_library, b"#!/bin/sh\n").unwrap();
-    cufall()
-        .env("CUFALL_INJECT_LIBRARY", &not_a_library)
-        .args(["record", "-o"])
-        .arg(&out)
-        .args(program)
-        .arg(&marker)
-        .assert()
-        .failure()
+    record(Some(&not_a_library), &[])
         .stderr(predicate::str::contains("not a loadable capture library").and(no_panic()));
-    cufall()
-        .args(["record", "-o"])
-        .arg(&out)
-        .args(["--capture", "kernel"])
-        .args(program)
-        .arg(&marker)
-        .assert()
-        .failure()
-        .stderr(
-            predicate::str::contains("unknown capture kind `kernel`")
-                .and(predicate::str::contains("kernels"))
-                .and(no_panic()),
-        );
+    record(None, &["--capture", "kernel"]).stderr(
+        predicate::str::contains("unknown capture kind `kernel`")
+            .and(predicate::str::contains("kernels"))
+            .and(no_panic()),
+    );
     assert!(!out.exists(), "nothing is written");
     assert!(!marker.exists(), "the program never started");
 }

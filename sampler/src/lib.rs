@@ -13,9 +13,11 @@
 //! | [`nvml`] | the NVML side channel |
 //! | [`program`] | the program run under cufall: found, started, stopped, its exit code |
 //! | [`record`], [`metrics_cmd`], [`probe`] | the subcommands |
+//! | [`cli`] | the other subcommands' flags, the one duration syntax, hints added to errors |
 #![deny(unsafe_code)]
 
 pub mod capture;
+pub mod cli;
 pub mod gaps;
 pub mod metrics_cmd;
 pub mod nvml;

@@ -4,12 +4,13 @@
 
 use anyhow::{Result, anyhow};
 use cufall_live::{LiveEvent, LiveReceiver, LiveSender};
+use cufall_sampler::cli::duration::parse_positive_duration;
+use cufall_sampler::cli::view::{LookArgs, live_options};
 use cufall_sampler::program::{exit_code, stop_child};
 use cufall_sampler::record::CaptureRequest;
 use cufall_sampler::record::SelectionArgs;
 use cufall_sampler::session::Prepared;
 use cufall_sampler::session::{self, CounterPolicy};
-use cufall_viewer::cli::{LookArgs, live_options, parse_duration_ns};
 use cufall_viewer::state::Mode;
 use std::process::{Command, ExitCode};
 use std::time::Duration;
@@ -23,8 +24,8 @@ pub struct LiveArgs {
     pub look: LookArgs,
     /// With --print: how long to sample before printing the frame (with a program: at most
     /// this long; the frame is printed when the program exits).
-    #[arg(long, value_name = "TIME", default_value = "2s", value_parser = parse_duration_ns, requires = "print")]
-    pub print_after: i64,
+    #[arg(long, value_name = "TIME", default_value = "2s", value_parser = parse_positive_duration, requires = "print")]
+    pub print_after: Duration,
     /// What to capture from the program (nvtx, kernels, memcpy, api, graphs, all, none): its
     /// NVTX ranges become the view's phase lane.
     #[arg(long, value_name = "KINDS", default_value = "nvtx,kernels,memcpy")]
@@ -34,6 +35,10 @@ pub struct LiveArgs {
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
+
+/// How long the live view waits for the program's processes after it exits (`record` has
+/// `--capture-wait`).
+const DEFAULT_CAPTURE_WAIT: Duration = Duration::from_secs(10);
 
 /// Events the feed holds for a view that falls behind: a few seconds of 8 GPUs.
 const FEED_CAPACITY: usize = 8192;
@@ -47,8 +52,8 @@ pub fn run(args: &LiveArgs) -> Result<ExitCode> {
             "cannot run `{program}`: no such program (not a file, and not found on PATH)"
         );
     }
-    let capture = CaptureRequest::from_flags(&args.capture, "10s", &args.command)?;
-    let prepared = session::prepare(&cfg).map_err(|e| anyhow!("{e}"))?;
+    let capture = CaptureRequest::from_flags(&args.capture, DEFAULT_CAPTURE_WAIT, &args.command)?;
+    let prepared = session::prepare(&cfg)?;
     let heatmaps = if prepared.has_counters() {
         selection.heatmaps.clone()
     } else {
@@ -58,7 +63,7 @@ pub fn run(args: &LiveArgs) -> Result<ExitCode> {
     if !args.command.is_empty() {
         return run_program(args, prepared, capture, tx, rx);
     }
-    let handle = prepared.start(Some(tx), None).map_err(|e| anyhow!("{e}"))?;
+    let handle = prepared.start(Some(tx), None)?;
     let shown = show(args, rx, false);
     let failed = handle.error();
     drop(handle.stop());
@@ -81,15 +86,11 @@ fn run_program(
     rx: LiveReceiver,
 ) -> Result<ExitCode> {
     let recorder = match &capture.library {
-        Some(lib) => Some(
-            prepared
-                .start_capture(capture.kinds, lib.clone())
-                .map_err(|e| anyhow!("{e}"))?,
-        ),
+        Some(lib) => Some(prepared.start_capture(capture.kinds, lib.clone())?),
         None => None,
     };
     let watch = tx.clone();
-    let handle = prepared.start(Some(tx), None).map_err(|e| anyhow!("{e}"))?;
+    let handle = prepared.start(Some(tx), None)?;
     let (program, rest) = args
         .command
         .split_first()
@@ -148,7 +149,7 @@ fn run_program(
 fn show(args: &LiveArgs, rx: LiveReceiver, end_with_feed: bool) -> Result<()> {
     let options = live_options(&args.look);
     if args.look.print {
-        let after = Duration::from_nanos(u64::try_from(args.print_after).unwrap_or(0));
+        let after = args.print_after;
         let frame = cufall_viewer::live::print_after(
             &rx,
             &options.setup,

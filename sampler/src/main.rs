@@ -6,12 +6,21 @@ mod info;
 mod live_cmd;
 
 use clap::{Parser, Subcommand};
+use cufall_sampler::cli::{analysis, hint, view};
 use std::process::ExitCode;
 
 /// High-frequency GPU counter sampler and timeline viewer for NVIDIA GPUs.
 #[derive(Parser, Debug)]
 #[command(name = "cufall", version, about, long_about = None)]
 #[command(args_conflicts_with_subcommands = true)]
+#[command(after_help = "Examples:
+  cufall --color                                   live heatmap of every GPU
+  cufall --color -- python train.py                the same, with the program's NVTX phases
+  cufall record -o run.cufall -- ./my_app          record counters, NVTX ranges and kernels
+  cufall report run.cufall                         idle gaps and counters per phase
+  cufall replay examples/h200-matmul-copy.cufall   a real recording, no GPU needed
+
+Durations: a number with a unit (10us, 2.5ms, 30s, 5m, 1m30s) or a bare number of seconds.")]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -23,24 +32,44 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Summarise a recorded trace: devices, metrics, duration, samples, drops, NVTX ranges.
+    #[command(after_help = "Example:\n  cufall info examples/h200-matmul-copy.cufall")]
     Info(info::InfoArgs),
     /// Record GPU counters (PM sampling) and NVML into a trace, optionally while running a program.
+    #[command(after_help = "Examples:
+  cufall record -o decode.cufall -- ./target/release/specdec --context 65536
+  cufall record -o idle.cufall --duration 10s --interval 50us
+  cufall record -o calls.cufall --capture all -- python serve.py")]
     Record(Box<cufall_sampler::record::RecordArgs>),
     /// List the metrics PM sampling offers on a GPU, with units and sub-metrics.
+    #[command(after_help = "Examples:\n  cufall metrics\n  cufall metrics --filter tensor")]
     Metrics(cufall_sampler::metrics_cmd::MetricsArgs),
     /// Measure PM-sampling facts of this GPU (for the docs); prints JSON.
     #[command(hide = true)]
     ProbeSampler(cufall_sampler::probe::ProbeArgs),
     /// Browse a recording in the terminal heatmap (zoom, pan, jump between phases and drops).
-    View(cufall_viewer::cli::ViewArgs),
+    #[command(after_help = "Examples:
+  cufall view examples/h200-matmul-copy.cufall --color
+  cufall view run.cufall --print --from 1s --to 1.5s --width 160")]
+    View(view::ViewArgs),
     /// Play a recording through the live terminal heatmap, in real time or faster.
-    Replay(cufall_viewer::cli::ReplayArgs),
+    #[command(after_help = "Examples:
+  cufall replay examples/h200-matmul-copy.cufall --color
+  cufall replay run.cufall --speed 10")]
+    Replay(view::ReplayArgs),
     /// Per-phase counters, idle gaps and their causes in a recorded trace.
-    Report(cufall_analysis::cli::ReportArgs),
+    #[command(after_help = "Examples:
+  cufall report examples/h200-specdec-0.5b-graphs-off.cufall
+  cufall report run.cufall --metric sm__pipe_tensor_cycles_active.avg --min-gap 100us --json")]
+    Report(analysis::ReportArgs),
     /// Compare two recordings phase by phase, biggest changes first.
-    Diff(cufall_analysis::cli::DiffArgs),
+    #[command(after_help = "Example:
+  cufall diff examples/h200-specdec-0.5b-graphs-off.cufall examples/h200-specdec-0.5b-graphs-on.cufall")]
+    Diff(analysis::DiffArgs),
     /// Export a recording as Parquet or CSV tables, or as a Perfetto trace.
-    Export(cufall_analysis::cli::ExportArgs),
+    #[command(after_help = "Examples:
+  cufall export run.cufall --format perfetto        then open run.perfetto.json in ui.perfetto.dev
+  cufall export run.cufall --format csv -o run-csv --force")]
+    Export(analysis::ExportArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,13 +77,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let Some(command) = cli.command else {
         // The bare command: the live view.
-        return match live_cmd::run(&cli.live) {
-            Ok(code) => code,
-            Err(e) => {
-                eprintln!("cufall: {e:#}");
-                ExitCode::FAILURE
-            }
-        };
+        return finish(live_cmd::run(&cli.live));
     };
     let result = match command {
         Command::Info(args) => info::run(&args),
@@ -63,16 +86,21 @@ fn main() -> ExitCode {
             cufall_sampler::exit_code(cufall_sampler::metrics_cmd::run(&args))
         }
         Command::ProbeSampler(args) => cufall_sampler::exit_code(cufall_sampler::probe::run(&args)),
-        Command::View(args) => cufall_viewer::cli::run_view(&args),
-        Command::Replay(args) => cufall_viewer::cli::run_replay(&args),
-        Command::Report(args) => cufall_analysis::cli::run_report(&args).map_err(Into::into),
-        Command::Diff(args) => cufall_analysis::cli::run_diff(&args).map_err(Into::into),
-        Command::Export(args) => cufall_analysis::cli::run_export(&args).map_err(Into::into),
+        Command::View(args) => view::run_view(&args),
+        Command::Replay(args) => view::run_replay(&args),
+        Command::Report(args) => analysis::run_report(&args).map_err(Into::into),
+        Command::Diff(args) => analysis::run_diff(&args).map_err(Into::into),
+        Command::Export(args) => analysis::run_export(&args).map_err(Into::into),
     };
+    finish(result)
+}
+
+/// The exit code, or one line on stderr saying what went wrong and what to do.
+fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("cufall: {e:#}");
+            eprintln!("cufall: {}", hint::message(&e, &hint::command_name()));
             ExitCode::FAILURE
         }
     }

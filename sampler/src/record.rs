@@ -2,11 +2,12 @@
 //! CMD exits, `--duration` passes, or Ctrl-C; the trace is always closed properly.
 
 use crate::capture::{CaptureSummary, Recorder};
+use crate::cli::duration::{parse_duration, parse_positive_duration};
 use crate::os;
 use crate::program::{exit_code, stop_child, which};
 use crate::session::{self, CounterPolicy, Prepared, SessionConfig, Summary};
 use crate::spec::{self, MetricRequest, Selection};
-use crate::units::{parse_devices, parse_duration_ns};
+use crate::units::parse_devices;
 use anyhow::{Context, anyhow, bail};
 use cufall_capture::Kinds;
 use cufall_trace::model::Manifest;
@@ -35,8 +36,8 @@ pub struct SelectionArgs {
     pub full_scale: Option<f64>,
     /// GPU-time sampling interval, e.g. 20us, 50us, 1ms (default: 30us for up to 4 metrics, the
     /// finest held without loss on an H200; 100us beyond; see docs/benchmarks-sampler.md).
-    #[arg(long, value_name = "DURATION")]
-    pub interval: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
+    pub interval: Option<Duration>,
     /// GPUs to sample: all, 0, 0,2 or 0-3 (CUDA numbering).
     #[arg(long, value_name = "LIST", default_value = "all")]
     pub devices: String,
@@ -45,8 +46,8 @@ pub struct SelectionArgs {
     #[arg(long)]
     pub sm_spread: bool,
     /// NVML polling interval (power, clocks, utilisation, memory, temperature, throttling).
-    #[arg(long, value_name = "DURATION", default_value = "10ms")]
-    pub nvml_interval: String,
+    #[arg(long, value_name = "DURATION", default_value = "10ms", value_parser = parse_positive_duration)]
+    pub nvml_interval: Duration,
     /// Evaluation threads per GPU.
     #[arg(long, hide = true)]
     pub eval_threads: Option<usize>,
@@ -71,18 +72,16 @@ impl SelectionArgs {
             full_scale: self.full_scale,
             sm_spread: self.sm_spread,
         })?;
-        let interval_ns = match &self.interval {
-            Some(s) => parse_duration_ns(s).map_err(|e| anyhow!("--interval: {e}"))?,
+        let interval_ns = match self.interval {
+            Some(d) => u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
             None => crate::default_interval_ns(selection.columns.len()),
         };
-        let nvml =
-            parse_duration_ns(&self.nvml_interval).map_err(|e| anyhow!("--nvml-interval: {e}"))?;
         let devices = parse_devices(&self.devices).map_err(|e| anyhow!("--devices: {e}"))?;
         let cfg = SessionConfig {
             devices,
             metrics: selection.columns.clone(),
             interval_ns,
-            nvml_interval: Some(Duration::from_nanos(nvml)),
+            nvml_interval: Some(self.nvml_interval),
             counters: policy,
             hw_buffer_bytes: self
                 .hw_buffer_mib
@@ -111,15 +110,16 @@ pub struct RecordArgs {
     pub output: PathBuf,
     #[command(flatten)]
     pub selection: SelectionArgs,
-    /// Stop after this long (e.g. 30s, 5m); a running CMD is then stopped too.
-    #[arg(long, value_name = "DURATION")]
-    pub duration: Option<String>,
+    /// Stop after this long (e.g. 30s, 5m; a bare number is seconds); a running CMD is then
+    /// stopped too.
+    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
+    pub duration: Option<Duration>,
     /// Record NVML only (power, clocks, utilisation) when GPU counters are out of reach.
     #[arg(long)]
     pub nvml_only: bool,
     /// Replace TRACE if it exists.
-    #[arg(long)]
-    pub overwrite: bool,
+    #[arg(long, alias = "overwrite")]
+    pub force: bool,
     /// Write the run's figures (samples, drops, CPU time) as JSON here.
     #[arg(long, hide = true, value_name = "FILE")]
     pub stats_json: Option<PathBuf>,
@@ -128,8 +128,8 @@ pub struct RecordArgs {
     #[arg(long, value_name = "KINDS", default_value = "nvtx,kernels,memcpy")]
     pub capture: String,
     /// After the program exits, how long to wait for processes it started to finish sending.
-    #[arg(long, value_name = "DURATION", default_value = "10s")]
-    pub capture_wait: String,
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub capture_wait: Duration,
     /// Program to run and record (after `--`); its exit code becomes cufall's.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -155,22 +155,16 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         CounterPolicy::Required
     };
     let (cfg, selection) = args.selection.to_config(policy)?;
-    let duration = args
-        .duration
-        .as_deref()
-        .map(parse_duration_ns)
-        .transpose()
-        .map_err(|e| anyhow!("--duration: {e}"))?
-        .map(Duration::from_nanos);
+    let duration = args.duration;
     if let Some(program) = args.command.first()
         && which(program).is_none()
     {
         bail!("cannot run `{program}`: no such program (not a file, and not found on PATH)");
     }
-    let capture = CaptureRequest::from_flags(&args.capture, &args.capture_wait, &args.command)?;
-    if args.output.exists() && !args.overwrite {
+    let capture = CaptureRequest::from_flags(&args.capture, args.capture_wait, &args.command)?;
+    if args.output.exists() && !args.force {
         bail!(
-            "{} already exists; choose another -o path or add --overwrite to replace it",
+            "{} already exists; choose another -o path or add --force to replace it",
             args.output.display()
         );
     }
@@ -193,7 +187,9 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
                 }
                 _ => "",
             };
-            return Err(anyhow!("{e}{hint}"));
+            let e = anyhow::Error::from(e);
+            let text = crate::cli::hint::message(&e, &crate::cli::hint::command_name());
+            return Err(anyhow!("{text}{hint}"));
         }
     };
     if os::interrupted() {
@@ -237,14 +233,14 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         &args.output,
         manifest,
         WriterOptions {
-            overwrite: args.overwrite,
+            overwrite: args.force,
             ..WriterOptions::default()
         },
     ) {
         Ok(w) => w,
         Err(e) => {
             prepared.abort();
-            return Err(anyhow!("{e}"));
+            return Err(e.into());
         }
     };
     let recorder = match &capture.library {
@@ -253,7 +249,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
             Err(e) => {
                 prepared.abort();
                 writer.abandon();
-                return Err(anyhow!("{e}"));
+                return Err(e.into());
             }
         },
         None => None,
@@ -270,11 +266,8 @@ pub struct CaptureRequest {
 }
 
 impl CaptureRequest {
-    pub fn from_flags(kinds: &str, wait: &str, command: &[String]) -> anyhow::Result<Self> {
+    pub fn from_flags(kinds: &str, wait: Duration, command: &[String]) -> anyhow::Result<Self> {
         let kinds = Kinds::parse(kinds).map_err(|e| anyhow!("--capture: {e}"))?;
-        let wait = parse_duration_ns(wait)
-            .map(Duration::from_nanos)
-            .map_err(|e| anyhow!("--capture-wait: {e}"))?;
         let library = if command.is_empty() || kinds.is_empty() {
             None
         } else {
@@ -297,11 +290,9 @@ fn record_with(
     capture_wait: Duration,
 ) -> anyhow::Result<i32> {
     if let Some(r) = &recorder {
-        writer
-            .update_manifest(|m| {
-                m.extra.insert("capture".into(), r.kinds().to_env());
-            })
-            .map_err(|e| anyhow!("{e}"))?;
+        writer.update_manifest(|m| {
+            m.extra.insert("capture".into(), r.kinds().to_env());
+        })?;
     }
     let interval_ns = prepared.interval_ns;
     let n_devices = prepared.devices.len();
@@ -402,12 +393,8 @@ fn record_with(
     let mut writer = outcome
         .writer
         .context("the trace writer was lost; the trace may be incomplete")?;
-    writer
-        .update_manifest(|m| m.target_exit_code = code)
-        .map_err(|e| anyhow!("{e}"))?;
-    let stats = writer
-        .finish(crate::now_unix_ns())
-        .map_err(|e| anyhow!("{e}"))?;
+    writer.update_manifest(|m| m.target_exit_code = code)?;
+    let stats = writer.finish(crate::now_unix_ns())?;
     print_summary(
         args,
         &summary,

@@ -1,39 +1,4 @@
-//! Parsing the durations and device lists users type.
-
-/// Parses `10us`, `10µs`, `2.5ms`, `500ns`, `3s`, `1m`, `1h` into nanoseconds.
-pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: f64 = num.parse().map_err(|_| {
-        format!("`{s}` is not a duration: use a number and a unit, e.g. 10us, 5ms, 30s")
-    })?;
-    let scale = match unit.trim() {
-        "ns" => 1.0,
-        "us" | "µs" | "μs" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        "m" | "min" => 60e9,
-        "h" => 3600e9,
-        "" => {
-            return Err(format!(
-                "`{s}` has no unit: write e.g. {s}us, {s}ms or {s}s"
-            ));
-        }
-        u => {
-            return Err(format!(
-                "unknown time unit `{u}` in `{s}`: use ns, us, ms, s, m or h"
-            ));
-        }
-    };
-    let ns = value * scale;
-    if !ns.is_finite() || ns < 1.0 {
-        return Err(format!("`{s}` is too short: the shortest duration is 1ns"));
-    }
-    Ok(ns.round() as u64)
-}
+//! Parsing the device lists users type (durations: [`crate::cli::duration`]).
 
 /// Parses `all`, `0`, `0,2`, `0-3` into a sorted list of device indices.
 pub fn parse_devices(s: &str) -> Result<Option<Vec<usize>>, String> {
@@ -64,18 +29,6 @@ pub fn parse_devices(s: &str) -> Result<Option<Vec<usize>>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration_ns("10us"), Ok(10_000));
-        assert_eq!(parse_duration_ns("10µs"), Ok(10_000));
-        assert_eq!(parse_duration_ns("2.5ms"), Ok(2_500_000));
-        assert_eq!(parse_duration_ns("3s"), Ok(3_000_000_000));
-        assert_eq!(parse_duration_ns("1m"), Ok(60_000_000_000));
-        assert!(parse_duration_ns("10").unwrap_err().contains("no unit"));
-        assert!(parse_duration_ns("10 parsecs").is_err());
-        assert!(parse_duration_ns("0us").is_err());
-    }
 
     #[test]
     fn devices() {

@@ -33,7 +33,8 @@ fn bad_interval_duration_and_devices_are_explained() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("t.cufall");
     for (flag, value, needle) in [
-        ("--interval", "10", "no unit"),
+        ("--interval", "10 parsecs", "not a duration"),
+        ("--interval", "0us", "is zero"),
         ("--duration", "soon", "not a duration"),
         ("--devices", "one", "not a device list"),
         ("--full-scale", "0", "positive"),
@@ -65,7 +66,7 @@ fn sm_spread_needs_a_per_sm_metric() {
 }
 
 #[test]
-fn existing_output_needs_overwrite() {
+fn existing_output_needs_force() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("t.cufall");
     std::fs::create_dir(&out).unwrap();
@@ -74,7 +75,7 @@ fn existing_output_needs_overwrite() {
         .arg(&out)
         .assert()
         .failure()
-        .stderr(predicate::str::contains("--overwrite"));
+        .stderr(predicate::str::contains("--force"));
 }
 
 #[test]

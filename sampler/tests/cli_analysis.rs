@@ -6,8 +6,7 @@
 use assert_cmd::Command;
 use predicates::prelude::*;
 
-#[path = "../../crates/analysis/tests/common/mod.rs"]
-mod common;
+use cufall_testkit::fixture as common;
 
 fn cufall() -> Command {
     Command::cargo_bin("cufall").expect("binary")

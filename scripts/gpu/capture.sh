@@ -29,7 +29,7 @@ build_workloads() {
     -L/usr/local/cuda/lib64 -lcupti -ldl -lpthread
   gcc -O2 -o "$T/nvtx_loop" $WL/nvtx_loop.c -I/usr/local/cuda/include -ldl
 }
-REC=("$C" record --overwrite --stats-json "$T/stats.json")
+REC=("$C" record --force --stats-json "$T/stats.json")
 
 hdr "machine"
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
@@ -40,7 +40,7 @@ if want nvtxcost; then
   hdr "NVTX: ns per push/pop pair, 2M pairs, 7 interleaved rounds (bare, cufall, CUPTI's NVTX)"
   for round in 1 2 3 4 5 6 7; do
     echo "bare $("$T/nvtx_loop" 2000000 | grep -o '"ns_per_pair":[0-9.]*' | cut -d: -f2)"
-    echo "cufall $("$C" record --overwrite --nvml-only -o "$T/n.cufall" --capture nvtx -- "$T/nvtx_loop" 2000000 2>/dev/null | grep -o '"ns_per_pair":[0-9.]*' | cut -d: -f2)"
+    echo "cufall $("$C" record --force --nvml-only -o "$T/n.cufall" --capture nvtx -- "$T/nvtx_loop" 2000000 2>/dev/null | grep -o '"ns_per_pair":[0-9.]*' | cut -d: -f2)"
     echo "cupti $(CUPTI_FLOOR_NVTX=1 NVTX_INJECTION64_PATH=$T/libcupti_floor.so "$T/nvtx_loop" 2000000 2>/dev/null | grep -o '"ns_per_pair":[0-9.]*' | cut -d: -f2)"
   done | sort | awk '{a[$1]=a[$1]" "$2} END {for (k in a) print k":"a[k]}' | tee "$OUT/nvtxcost.txt"
   "$C" info "$T/n.cufall" | grep -A2 "^nvtx"
@@ -51,7 +51,7 @@ if want overhead; then
   # alike; the recordings are --nvml-only so the counter sampler's CPU use stays out of the way.
   hdr "overhead: launch-heavy loop, 300k empty kernels, 7 interleaved rounds (us per launch)"
   L="$T/launch_loop --launches 300000"
-  R=("$C" record --overwrite --nvml-only -o "$T/o.cufall")
+  R=("$C" record --force --nvml-only -o "$T/o.cufall")
   one() { "$@" 2>/dev/null | grep -o '"us_per_launch":[0-9.]*' | cut -d: -f2; }
   for round in 1 2 3 4 5 6 7; do
     for nv in per-batch per-launch; do

@@ -6,15 +6,15 @@
 //!    memory, discarded batches.
 //!
 //! `cargo run --release -p cufall-viewer --example bench_viewer [-- SECONDS]`
-//! The data is synthetic (`cufall_viewer::synth`); no GPU is involved.
+//! The data is synthetic (`cufall_testkit::synth`); no GPU is involved.
 
 use cufall_live::{LiveEvent, feed};
+use cufall_testkit::synth;
 use cufall_viewer::app::{self, ViewSetup};
 use cufall_viewer::color::Palette;
 use cufall_viewer::input::Input;
 use cufall_viewer::state::{HeatmapState, Mode, ViewOptions, layout};
 use cufall_viewer::store::HeatmapOverrides;
-use cufall_viewer::synth;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;

@@ -7,7 +7,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|| "demo.cufall".into());
     let gpus: u32 = std::env::args().nth(2).map_or(Ok(8), |s| s.parse())?;
     let t0 = 1_764_460_800_000_000_000; // 2025-11-30T00:00:00Z
-    cufall_viewer::synth::write_demo_trace(
+    cufall_testkit::synth::write_demo_trace(
         std::path::Path::new(&path),
         gpus,
         t0,

@@ -125,6 +125,11 @@ impl Drop for TerminalGuard {
 
 /// Runs the interactive view until the user quits. `receiver` (if any) is drained every frame;
 /// `fps` frames per second are drawn.
+/// The terminal's size in cells, if standard output is a terminal.
+pub fn terminal_size() -> Option<(u16, u16)> {
+    crossterm::terminal::size().ok()
+}
+
 pub fn interactive(state: HeatmapState, receiver: Option<&LiveReceiver>, fps: u32) -> Result<()> {
     interactive_until(state, receiver, fps, false)
 }

@@ -15,7 +15,8 @@
 use std::collections::VecDeque;
 
 /// How the samples of one bucket become one value.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Agg {
     /// The mean of the samples in the bucket.
     #[default]

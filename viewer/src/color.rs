@@ -8,15 +8,16 @@
 use ratatui::style::Color;
 
 /// What the heatmap may use to show a value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Palette {
     /// 24-bit colour.
     Truecolor,
     /// The xterm 256-colour palette.
-    #[value(name = "256")]
+    #[cfg_attr(feature = "clap", value(name = "256"))]
     Ansi256,
     /// The 16 basic colours.
-    #[value(name = "16")]
+    #[cfg_attr(feature = "clap", value(name = "16"))]
     Ansi16,
     /// No colour: shade glyphs ` ░▒▓█`.
     Mono,

@@ -8,12 +8,11 @@
 //! - [`state`]: the view (window, zoom, options), changed only by [`input::Input`]s;
 //! - [`draw`]: state → ratatui buffer, read-only; [`color`]: palettes and the colour map;
 //! - [`replay`]: a recording as a live feed; [`live`], [`app`]: the terminal loops;
-//!   [`print`]: one frame as text; [`cli`]: the `view` and `replay` subcommands.
+//!   [`print`]: one frame as text. The `view` and `replay` flags live in the `cufall` binary.
 #![forbid(unsafe_code)]
 
 pub mod app;
 pub mod bucket;
-pub mod cli;
 pub mod color;
 pub mod draw;
 pub mod input;
@@ -22,4 +21,3 @@ pub mod print;
 pub mod replay;
 pub mod state;
 pub mod store;
-pub mod synth;

@@ -1,7 +1,8 @@
 //! Snapshots of typical frames (rendered into a ratatui buffer, compared as text) and the
-//! behaviour of the view around them. All data is synthetic (`cufall_viewer::synth`).
+//! behaviour of the view around them. All data is synthetic (`cufall_testkit::synth`).
 
 use cufall_live::{LiveEvent, feed};
+use cufall_testkit::synth;
 use cufall_viewer::app::{self, ViewSetup};
 use cufall_viewer::color::Palette;
 use cufall_viewer::input::Input;
@@ -9,7 +10,6 @@ use cufall_viewer::print::{render, to_ansi, to_text};
 use cufall_viewer::replay::Recording;
 use cufall_viewer::state::{HeatmapState, Mode, ViewOptions};
 use cufall_viewer::store::HeatmapOverrides;
-use cufall_viewer::synth;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::style::Color;

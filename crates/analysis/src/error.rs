@@ -1,4 +1,4 @@
-//! Errors of the analysis, worded for the person at the terminal.
+//! Errors of the analysis: what failed and on which trace; the command line adds what to type.
 
 use cufall_trace::TraceError;
 use std::path::PathBuf;
@@ -19,7 +19,7 @@ pub enum AnalysisError {
     #[error("{0}")]
     Invalid(String),
 
-    #[error("{path} already exists. Choose another output with -o, or pass --force to replace it.", path = .0.display())]
+    #[error("{path} already exists", path = .0.display())]
     OutputExists(PathBuf),
 
     #[error("cannot write {path}: {why}. Check that the folder exists and that you may write there.", path = .path.display())]

@@ -14,7 +14,8 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// Output formats of `cufall export`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Format {
     Parquet,
     Csv,

@@ -11,12 +11,10 @@
 //! - [`report`]: `cufall report`, the per-phase statistics per device with a verdict.
 //! - [`diff`]: `cufall diff`, two reports matched by phase.
 //! - [`export`]: `cufall export`, Parquet/CSV tables and a Perfetto trace.
-//! - [`cli`]: the clap arguments and entry points the `cufall` binary calls.
 //!
 //! The user guide with example output is `docs/analysis.md`.
 #![forbid(unsafe_code)]
 
-pub mod cli;
 pub mod diff;
 mod error;
 pub mod export;

@@ -1,4 +1,5 @@
-//! Typed errors of the CUPTI layer, each with the sentence a user needs to fix the problem.
+//! Typed errors of the CUPTI layer: what failed and why, with the remedy where it needs no
+//! command line (privileges, another profiler); flags to change are the command line's to name.
 
 use cudarc::cupti::sys::CUptiResult;
 
@@ -43,8 +44,7 @@ pub enum CuptiError {
     #[error(
         "the NVIDIA GPU driver library (libcuda.so.1) was not found: this machine has no NVIDIA \
 driver installed, or it is not on the library path. Looked in: {searched}. Install the NVIDIA \
-driver, or run on a machine with an NVIDIA GPU; to look at a real recording without a GPU, run \
-`cufall replay examples/h200-matmul-copy.cufall`."
+driver, or run on a machine with an NVIDIA GPU."
     )]
     DriverNotFound { searched: String },
 
@@ -61,8 +61,7 @@ LD_LIBRARY_PATH."
 
     #[error(
         "no CUDA device is visible (the driver reports 0 GPUs; check nvidia-smi and \
-CUDA_VISIBLE_DEVICES). To look at a real recording without a GPU, run `cufall replay \
-examples/h200-matmul-copy.cufall`."
+CUDA_VISIBLE_DEVICES)."
     )]
     NoDevice,
 
@@ -92,10 +91,7 @@ Turing or newer GPU (Hopper, Ampere, Ada, ...), not a MIG slice, vGPU without pr
         status: Status,
     },
 
-    #[error(
-        "unknown metric `{name}`{}. Run `cufall metrics` to list the metrics of this GPU",
-        suggestion_text(suggestions)
-    )]
+    #[error("unknown metric `{name}`{} on this GPU", suggestion_text(suggestions))]
     UnknownMetric {
         name: String,
         suggestions: Vec<String>,
@@ -103,20 +99,19 @@ Turing or newer GPU (Hopper, Ampere, Ada, ...), not a MIG slice, vGPU without pr
 
     #[error(
         "metric `{name}` exists on this GPU but cannot be collected by PM sampling (only by \
-kernel replay, e.g. Nsight Compute). Run `cufall metrics` to list the metrics PM sampling offers"
+kernel replay, e.g. Nsight Compute)"
     )]
     NotSupportedByPmSampling { name: String },
 
     #[error(
         "these metrics do not fit in one pass of the GPU's counters ({detail}): {metrics}. PM \
-sampling collects everything in a single pass; ask for fewer --metric flags (or fewer \
---sm-spread rollups) per recording"
+sampling collects everything in a single pass"
     )]
     TooManyMetrics { metrics: String, detail: String },
 
     #[error(
         "sampling interval {interval_ns} ns is below what the hardware accepts on this GPU \
-(CUPTI refused it: {status}); use --interval {min_hint} or more"
+(CUPTI refused it: {status}); {min_hint} or more is accepted"
     )]
     IntervalTooSmall {
         interval_ns: u64,
@@ -124,10 +119,7 @@ sampling collects everything in a single pass; ask for fewer --metric flags (or 
         status: Status,
     },
 
-    #[error(
-        "the PM sampling hardware buffer overflowed: decoding fell behind the GPU ({status}). \
-Use a longer --interval or fewer metrics"
-    )]
+    #[error("the PM sampling hardware buffer overflowed: decoding fell behind the GPU ({status})")]
     HardwareBufferOverflow { status: Status },
 
     #[error("CUPTI call {call} failed: {status}")]

@@ -1,15 +1,16 @@
-//! Errors of reading and writing traces, each worded for the person at the terminal.
+//! Errors of reading and writing traces. Each names the file and what is wrong with it; what to
+//! type next (a flag, a command) is the command line's to add.
 
 use std::path::PathBuf;
 
-/// Everything that can go wrong with a trace. The `Display` text is the message shown to the
-/// user: it names the file and says what to do.
+/// Everything that can go wrong with a trace. The `Display` text names the file and the problem
+/// (and, where it needs no command line, the remedy).
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
-    #[error("no trace at {path}: the path does not exist. Check the name, or record one with `cufall record -o {path_display} -- YOUR_PROGRAM`.", path = .0.display(), path_display = .0.display())]
+    #[error("no trace at {path}: the path does not exist", path = .0.display())]
     NotFound(PathBuf),
 
-    #[error("{path} is not a cufall trace: {why}. A trace is the folder `cufall record -o NAME.cufall` creates, holding manifest.json.", path = .path.display())]
+    #[error("{path} is not a cufall trace: {why}. A trace is a folder holding manifest.json and one folder of Parquet segments per table", path = .path.display())]
     NotATrace { path: PathBuf, why: String },
 
     #[error("{path} was written with trace format {found}, newer than this cufall understands (up to {supported}.x). Upgrade cufall to read it.", path = .path.display())]
@@ -22,7 +23,7 @@ pub enum TraceError {
     #[error("{path} is corrupted: {why}. The file was damaged after it was written; restore it from a copy or record again.", path = .path.display())]
     Corrupt { path: PathBuf, why: String },
 
-    #[error("{path} already exists. Choose another name, or pass --force to replace it.", path = .0.display())]
+    #[error("{path} already exists", path = .0.display())]
     AlreadyExists(PathBuf),
 
     #[error("cannot write {path}: {source}. Check that the folder exists and that you may write there.", path = .path.display())]

@@ -1,6 +1,6 @@
 //! `view` and `replay` on a trace written to disk (synthetic data, real trace format).
 
-use cufall_viewer::cli::{
+use cufall_sampler::cli::view::{
     DisplayArgs, HeatmapArgs, LookArgs, ReplayArgs, ViewArgs, replay_text, view_text,
 };
 use std::path::PathBuf;
@@ -23,7 +23,7 @@ fn display(metric: &str) -> DisplayArgs {
 
 fn demo_trace(dir: &tempfile::TempDir) -> PathBuf {
     let p = dir.path().join("demo.cufall");
-    cufall_viewer::synth::write_demo_trace(&p, 3, T0, 500_000_000, 10_000).expect("write trace");
+    cufall_testkit::synth::write_demo_trace(&p, 3, T0, 500_000_000, 10_000).expect("write trace");
     p
 }
 
@@ -31,7 +31,7 @@ fn demo_trace(dir: &tempfile::TempDir) -> PathBuf {
 fn view_print_of_a_trace() {
     let dir = tempfile::tempdir().expect("tempdir");
     let trace = demo_trace(&dir);
-    let mut d = display(cufall_viewer::synth::TENSOR_AVG);
+    let mut d = display(cufall_testkit::synth::TENSOR_AVG);
     d.look.from = Some(100_000_000);
     d.look.to = Some(300_000_000);
     let text = view_text(&ViewArgs { trace, display: d }).expect("view");
@@ -46,7 +46,7 @@ fn replay_print_goes_through_the_feed() {
     let args = ReplayArgs {
         trace,
         speed: 1.0,
-        display: display(cufall_viewer::synth::DRAM),
+        display: display(cufall_testkit::synth::DRAM),
     };
     let text = replay_text(&args).expect("replay");
     assert!(text.contains("■ END"), "{text}");
@@ -61,7 +61,7 @@ fn bad_input_names_the_problem() {
     let dir = tempfile::tempdir().expect("tempdir");
     let missing = ViewArgs {
         trace: dir.path().join("nope.cufall"),
-        display: display(cufall_viewer::synth::TENSOR_AVG),
+        display: display(cufall_testkit::synth::TENSOR_AVG),
     };
     let e = view_text(&missing).expect_err("missing trace");
     assert!(e.to_string().contains("nope.cufall"), "{e}");

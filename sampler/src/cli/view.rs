@@ -1,18 +1,20 @@
-//! The `cufall view` and `cufall replay` subcommands: their arguments and what they run. The
-//! `cufall` binary only dispatches here.
+//! The `cufall view` and `cufall replay` subcommands: their arguments and what they run over
+//! the terminal viewer (`cufall_viewer`); the live view shares the look flags.
 
-use crate::app::{self, ViewSetup};
-use crate::bucket::Agg;
-use crate::color::Palette;
-use crate::input::Input;
-use crate::live;
-use crate::print;
-use crate::replay::{self, Recording};
-use crate::state::{HeatmapState, Mode, ViewOptions};
-use crate::store::HeatmapOverrides;
+use super::duration::parse_offset_ns;
 use anyhow::{Context, Result, bail};
 use cufall_live::feed;
 use cufall_trace::Trace;
+use cufall_viewer::app::{self, ViewSetup};
+use cufall_viewer::bucket::Agg;
+use cufall_viewer::color::Palette;
+use cufall_viewer::draw::fmt_dur;
+use cufall_viewer::input::Input;
+use cufall_viewer::live;
+use cufall_viewer::print;
+use cufall_viewer::replay::{self, Recording};
+use cufall_viewer::state::{HeatmapState, Mode, ViewOptions};
+use cufall_viewer::store::HeatmapOverrides;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -59,12 +61,12 @@ pub struct LookArgs {
     /// Height of the printed frame (default: enough for every GPU band).
     #[arg(long, requires = "print")]
     pub height: Option<u16>,
-    /// Start of the window, from the start of the data (`1.5s`, `200ms`, `50us`; seconds
-    /// without a unit).
-    #[arg(long, value_name = "TIME", value_parser = parse_duration_ns)]
+    /// Start of the window, from the start of the data (`1.5s`, `200ms`, `50us`; a bare number
+    /// is seconds).
+    #[arg(long, value_name = "TIME", value_parser = parse_offset_ns)]
     pub from: Option<i64>,
     /// End of the window, from the start of the data.
-    #[arg(long, value_name = "TIME", value_parser = parse_duration_ns)]
+    #[arg(long, value_name = "TIME", value_parser = parse_offset_ns)]
     pub to: Option<i64>,
 }
 
@@ -115,8 +117,8 @@ impl LookArgs {
         {
             bail!(
                 "--to ({}) must be later than --from ({})",
-                crate::draw::fmt_dur(b),
-                crate::draw::fmt_dur(a)
+                fmt_dur(b),
+                fmt_dur(a)
             );
         }
         if self.print && self.width < MIN_WIDTH {
@@ -139,8 +141,8 @@ impl LookArgs {
         {
             bail!(
                 "--from {} is past the end: the recording lasts {}",
-                crate::draw::fmt_dur(from),
-                crate::draw::fmt_dur(last - first)
+                fmt_dur(from),
+                fmt_dur(last - first)
             );
         }
         Ok(())
@@ -158,31 +160,6 @@ impl LookArgs {
         let b = self.to.map_or(last, |t| first + t);
         state.set_window(a, b.max(a + 1));
     }
-}
-
-/// Parses `1.5s`, `200ms`, `50us`/`50µs`, `100ns`, `2m` or plain seconds into nanoseconds.
-pub fn parse_duration_ns(s: &str) -> Result<i64, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a time: write e.g. 1.5s, 200ms, 50us"))?;
-    let scale = match unit.trim() {
-        "" | "s" => 1e9,
-        "ms" => 1e6,
-        "us" | "µs" => 1e3,
-        "ns" => 1.0,
-        "m" | "min" => 60e9,
-        u => {
-            return Err(format!(
-                "unknown time unit `{u}` in `{s}`: use s, ms, us or ns"
-            ));
-        }
-    };
-    Ok((v * scale).round() as i64)
 }
 
 /// `cufall view TRACE`: browse a recording.
@@ -275,7 +252,7 @@ pub fn run_view(args: &ViewArgs) -> Result<ExitCode> {
     let setup = args.display.setup(args.trace.display().to_string());
     let mut state = app::browse_state(rec, &setup)?;
     args.display.look.check_window(&state)?;
-    if let Ok((w, h)) = crossterm::terminal::size() {
+    if let Some((w, h)) = app::terminal_size() {
         state.update(Input::Resize(w, h));
     }
     state.fit_all();
@@ -326,20 +303,5 @@ pub fn live_options(look: &LookArgs) -> live::LiveOptions {
             source: "live".into(),
         },
         fps: 30,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration_ns("1.5s"), Ok(1_500_000_000));
-        assert_eq!(parse_duration_ns("200ms"), Ok(200_000_000));
-        assert_eq!(parse_duration_ns("50us"), Ok(50_000));
-        assert_eq!(parse_duration_ns("2"), Ok(2_000_000_000));
-        assert!(parse_duration_ns("fast").is_err());
-        assert!(parse_duration_ns("3h").is_err());
     }
 }

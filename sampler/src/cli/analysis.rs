@@ -1,11 +1,12 @@
-//! Arguments and entry points of `cufall report`, `cufall diff` and `cufall export`. The `cufall`
-//! binary holds one enum variant per subcommand and calls these.
+//! Arguments and entry points of `cufall report`, `cufall diff` and `cufall export`, over the
+//! analysis crate (`cufall_analysis`).
 
-use crate::diff::{build_diff, diff_text};
-use crate::error::{AnalysisError, Result};
-use crate::export::{self, DEFAULT_MAX_COUNTER_POINTS, ExportOptions, Format};
-use crate::render::{fmt_ns, report_text};
-use crate::report::{DEFAULT_IDLE_BELOW, ReportOptions, build_report};
+use super::duration::parse_positive_ns;
+use cufall_analysis::diff::{build_diff, diff_text};
+use cufall_analysis::export::{self, DEFAULT_MAX_COUNTER_POINTS, ExportOptions, Format};
+use cufall_analysis::render::{fmt_ns, report_text};
+use cufall_analysis::report::{DEFAULT_IDLE_BELOW, ReportOptions, build_report};
+use cufall_analysis::{AnalysisError, Result};
 use cufall_trace::Trace;
 use std::io::Write;
 use std::path::PathBuf;
@@ -27,7 +28,7 @@ pub struct AnalysisArgs {
     pub full_scale: Option<f64>,
     /// Shortest idle interval reported as a gap, e.g. `50us`, `1ms`. Default: 5 sampling
     /// intervals.
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    #[arg(long, value_parser = parse_positive_ns, value_name = "DURATION")]
     pub min_gap: Option<i64>,
 }
 
@@ -106,35 +107,6 @@ pub struct ExportArgs {
     pub analysis: AnalysisArgs,
 }
 
-/// Parses `250ns`, `50us`, `50µs`, `1.5ms`, `2s` into nanoseconds.
-pub fn parse_duration(s: &str) -> std::result::Result<i64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let scale = match unit.trim() {
-        "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        "" => return Err(format!("`{s}` has no unit: write e.g. 50us, 1ms or 250ns")),
-        other => {
-            return Err(format!(
-                "unknown unit `{other}` in `{s}`: use ns, us, ms or s"
-            ));
-        }
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration: write e.g. 50us, 1ms or 250ns"))?;
-    let ns = (v * scale).round();
-    if !(1.0..9e18).contains(&ns) {
-        return Err(format!("`{s}` must be a positive duration"));
-    }
-    Ok(ns as i64)
-}
-
 fn json_err(e: serde_json::Error) -> AnalysisError {
     AnalysisError::Invalid(format!("cannot encode JSON: {e}"))
 }
@@ -210,21 +182,4 @@ pub fn run_diff(args: &DiffArgs) -> Result<ExitCode> {
 /// `cufall export`, its summary on stdout.
 pub fn run_export(args: &ExportArgs) -> Result<ExitCode> {
     export_to(args, &mut std::io::stdout().lock())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("250ns"), Ok(250));
-        assert_eq!(parse_duration("50us"), Ok(50_000));
-        assert_eq!(parse_duration("50µs"), Ok(50_000));
-        assert_eq!(parse_duration("1.5ms"), Ok(1_500_000));
-        assert_eq!(parse_duration("2s"), Ok(2_000_000_000));
-        assert!(parse_duration("50").is_err());
-        assert!(parse_duration("0us").is_err());
-        assert!(parse_duration("5 parsecs").is_err());
-    }
 }

@@ -17,8 +17,6 @@
 //! and 50 µs. Device 1 has no drops. Busy samples have tensor = 0.8 × elapsed, idle ones 0.
 //! Samples are written in batches of 450 µs, devices interleaved, so file blocks split gaps.
 
-#![allow(dead_code)]
-
 use cufall_trace::model::{
     ActivityKind, DeviceId, DeviceInfo, DropReason, DropRecord, HeatmapSpec, KernelRecord,
     Manifest, MetricInfo, NvmlRow, NvtxRange, RangeKind, SampleBatch, SamplingInfo,

@@ -1,0 +1,93 @@
+//! The one duration syntax of every flag that takes a time (`--interval`, `--duration`,
+//! `--nvml-interval`, `--capture-wait`, `--print-after`, `--from`, `--to`, `--min-gap`).
+//!
+//! A number with a unit in humantime's syntax (`10us`, `10µs`, `2.5ms`, `30s`, `5m`, `1h`,
+//! `1m30s`), or a bare number, read as seconds as `nsys --duration` and `timeout` read it.
+
+use std::time::Duration;
+
+/// Parses a duration flag; zero is allowed (`--from 0`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Err("an empty duration: write e.g. 30s, 10us or 2.5ms".into());
+    }
+    if let Ok(secs) = t.parse::<f64>() {
+        return Duration::try_from_secs_f64(secs).map_err(|_| {
+            format!("`{s}` is not a duration: give a positive number of seconds, or a number with a unit (10us, 2.5ms, 30s)")
+        });
+    }
+    // The Greek small letter mu looks like the micro sign that humantime reads.
+    let t = t.replace('\u{3bc}', "\u{b5}");
+    humantime::parse_duration(&t).map_err(|e| {
+        format!("`{s}` is not a duration ({e}): write a number with a unit (ns, us, ms, s, m, h), e.g. 10us, 2.5ms, 30s, or a bare number of seconds")
+    })
+}
+
+/// Parses a duration that must be longer than zero (`--interval`, `--duration`, `--min-gap`).
+pub fn parse_positive_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
+        return Err(format!(
+            "`{s}` is zero: give a duration longer than 0, e.g. 10us or 30s"
+        ));
+    }
+    Ok(d)
+}
+
+/// An offset into a recording (`--from`, `--to`), in the trace's nanoseconds.
+pub fn parse_offset_ns(s: &str) -> Result<i64, String> {
+    parse_duration(s).map(as_ns)
+}
+
+/// A duration that must be longer than zero, in the trace's nanoseconds (`--min-gap`).
+pub fn parse_positive_ns(s: &str) -> Result<i64, String> {
+    parse_positive_duration(s).map(as_ns)
+}
+
+/// Nanoseconds as the trace counts them (`i64`), saturating at about 292 years.
+pub fn as_ns(d: Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ns(s: &str) -> Result<u128, String> {
+        parse_duration(s).map(|d| d.as_nanos())
+    }
+
+    #[test]
+    fn units_and_fractions() {
+        assert_eq!(ns("250ns"), Ok(250));
+        assert_eq!(ns("10us"), Ok(10_000));
+        assert_eq!(ns("10µs"), Ok(10_000));
+        assert_eq!(ns("10μs"), Ok(10_000));
+        assert_eq!(ns("2.5ms"), Ok(2_500_000));
+        assert_eq!(ns("1.5s"), Ok(1_500_000_000));
+        assert_eq!(ns("3s"), Ok(3_000_000_000));
+        assert_eq!(ns("1m"), Ok(60_000_000_000));
+        assert_eq!(ns("1m30s"), Ok(90_000_000_000));
+        assert_eq!(ns("1h"), Ok(3_600_000_000_000));
+    }
+
+    #[test]
+    fn a_bare_number_is_seconds() {
+        assert_eq!(ns("10"), Ok(10_000_000_000));
+        assert_eq!(ns("2"), Ok(2_000_000_000));
+        assert_eq!(ns("0.5"), Ok(500_000_000));
+        assert_eq!(ns("0"), Ok(0));
+    }
+
+    #[test]
+    fn nonsense_is_refused_with_the_syntax() {
+        for bad in ["", "fast", "10 parsecs", "-3", "-3s", "1e999"] {
+            let e = parse_duration(bad).expect_err(bad);
+            assert!(e.contains("duration"), "{bad}: {e}");
+        }
+        assert!(parse_positive_duration("0us").is_err());
+        assert!(parse_positive_duration("0").is_err());
+        assert_eq!(parse_positive_duration("1ns"), Ok(Duration::from_nanos(1)));
+    }
+}

@@ -1,0 +1,149 @@
+//! What to do next, added to an error's message by the command line. The libraries' errors say
+//! what went wrong; only here are flags and commands named, and the command is named the way the
+//! user ran it (`./cufall` from a clone, `cufall` from PATH).
+
+use crate::session::SessionError;
+use cufall_analysis::AnalysisError;
+use cufall_cupti::CuptiError;
+use cufall_trace::TraceError;
+
+/// The bundled recording that the no-GPU hints point to.
+pub const EXAMPLE_RECORDING: &str = "examples/h200-matmul-copy.cufall";
+
+/// The command as the user typed it: the `./cufall` wrapper of a clone passes its own name in
+/// `CUFALL_ARGV0`; a path typed to reach the binary is kept; from PATH it is `cufall`.
+pub fn command_name() -> String {
+    if let Some(v) = std::env::var_os("CUFALL_ARGV0").filter(|v| !v.is_empty()) {
+        return v.to_string_lossy().into_owned();
+    }
+    match std::env::args_os().next() {
+        Some(a) if a.to_string_lossy().contains('/') => a.to_string_lossy().into_owned(),
+        _ => "cufall".into(),
+    }
+}
+
+/// The one-line message for `err`: its causes (each said once) and the fix, if one is known.
+pub fn message(err: &anyhow::Error, cmd: &str) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        // Many errors already print their source; do not say it twice.
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    if let Some(fix) = advice(err, cmd) {
+        out.push_str(if out.ends_with('.') { " " } else { ". " });
+        out.push_str(&fix);
+    }
+    out
+}
+
+/// The fix for the first cause in `err`'s chain that has one.
+pub fn advice(err: &anyhow::Error, cmd: &str) -> Option<String> {
+    err.chain().find_map(|cause| {
+        if let Some(e) = cause.downcast_ref::<TraceError>() {
+            trace_advice(e, cmd)
+        } else if let Some(e) = cause.downcast_ref::<AnalysisError>() {
+            analysis_advice(e, cmd)
+        } else if let Some(e) = cause.downcast_ref::<CuptiError>() {
+            cupti_advice(e, cmd)
+        } else if let Some(SessionError::Cupti(e)) = cause.downcast_ref::<SessionError>() {
+            // Transparent: the chain goes on past the CUPTI error, not through it.
+            cupti_advice(e, cmd)
+        } else {
+            None
+        }
+    })
+}
+
+fn trace_advice(e: &TraceError, cmd: &str) -> Option<String> {
+    match e {
+        TraceError::NotFound(path) => Some(format!(
+            "Check the name, or record one with `{cmd} record -o {} -- YOUR_PROGRAM`.",
+            path.display()
+        )),
+        TraceError::NotATrace { .. } => Some(format!(
+            "A trace is the folder `{cmd} record -o NAME.cufall` creates."
+        )),
+        TraceError::AlreadyExists(_) => {
+            Some("Choose another name, or pass --force to replace it.".into())
+        }
+        TraceError::UnknownMetric { .. } => Some(
+            "Choose one of those with --metric (and --denominator), or leave it out for the recording's own."
+                .into(),
+        ),
+        _ => None,
+    }
+}
+
+fn analysis_advice(e: &AnalysisError, cmd: &str) -> Option<String> {
+    match e {
+        AnalysisError::Trace(t) => trace_advice(t, cmd),
+        AnalysisError::OutputExists(_) => {
+            Some("Choose another output with -o, or pass --force to replace it.".into())
+        }
+        _ => None,
+    }
+}
+
+fn cupti_advice(e: &CuptiError, cmd: &str) -> Option<String> {
+    match e {
+        CuptiError::DriverNotFound { .. } | CuptiError::NoDevice => Some(format!(
+            "To look at a real recording without a GPU, run `{cmd} replay {EXAMPLE_RECORDING}`."
+        )),
+        CuptiError::UnknownMetric { .. } | CuptiError::NotSupportedByPmSampling { .. } => Some(
+            format!("Run `{cmd} metrics` to list the metrics PM sampling offers on this GPU."),
+        ),
+        CuptiError::TooManyMetrics { .. } => {
+            Some("Ask for fewer --metric flags (or leave out --sm-spread) per recording.".into())
+        }
+        CuptiError::IntervalTooSmall { min_hint, .. } => {
+            Some(format!("Use --interval {min_hint} or more."))
+        }
+        CuptiError::HardwareBufferOverflow { .. } => {
+            Some("Use a longer --interval or fewer metrics.".into())
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn the_fix_names_the_command_as_it_was_run() {
+        let e = anyhow::Error::from(TraceError::NotFound(PathBuf::from("x.cufall")));
+        let m = message(&e, "./cufall");
+        assert!(m.starts_with("no trace at x.cufall"), "{m}");
+        assert!(
+            m.contains("`./cufall record -o x.cufall -- YOUR_PROGRAM`"),
+            "{m}"
+        );
+        let e = anyhow::Error::from(CuptiError::NoDevice);
+        assert!(message(&e, "cufall").contains("`cufall replay examples/"));
+        let e = anyhow::Error::from(SessionError::Cupti(CuptiError::NoDevice));
+        assert!(message(&e, "cufall").contains("`cufall replay examples/"));
+    }
+
+    #[test]
+    fn a_wrapped_error_still_gets_its_fix_and_each_cause_once() {
+        let io = std::io::Error::other("disk full");
+        let e = anyhow::Error::from(TraceError::Write {
+            path: PathBuf::from("t.cufall"),
+            source: io,
+        })
+        .context("recording stopped");
+        let m = message(&e, "cufall");
+        assert_eq!(m.matches("disk full").count(), 1, "{m}");
+        let e = anyhow::Error::from(AnalysisError::OutputExists(PathBuf::from("o")))
+            .context("export failed");
+        assert!(message(&e, "cufall").ends_with("pass --force to replace it."));
+    }
+}

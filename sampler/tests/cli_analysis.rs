@@ -149,3 +149,91 @@ fn the_report_in_the_docs_is_the_real_output() {
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stdout), shown);
 }
+
+/// A samples segment cut short (a truncated copy): every command warns about it, and its span is
+/// missing data (a drop), never idle time or a gap.
+#[test]
+fn a_cut_segment_is_warned_about_and_never_idle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = common::Fixture::default().write(tmp.path(), "good.cufall");
+    let cut = common::Fixture::default().write(tmp.path(), "cut.cufall");
+    let seg = cut.join("samples/000002.parquet");
+    let bytes = std::fs::read(&seg).unwrap();
+    std::fs::write(&seg, &bytes[..bytes.len() / 3]).unwrap();
+    let warning = "samples/000002.parquet is truncated";
+
+    let json = |trace: &std::path::Path| -> serde_json::Value {
+        let out = cufall()
+            .arg("report")
+            .arg(trace)
+            .args(["--min-gap", "50us", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let (g, c) = (json(&good), json(&cut));
+    assert!(
+        c["warnings"].to_string().contains(warning),
+        "{}",
+        c["warnings"]
+    );
+    let dev0 = |v: &serde_json::Value, k: &str| v["whole_run"]["devices"][0][k].as_i64().unwrap();
+    assert!(
+        dev0(&c, "idle_ns") <= dev0(&g, "idle_ns"),
+        "the hole is not idle"
+    );
+    assert!(
+        dev0(&c, "dropped_ns") > dev0(&g, "dropped_ns"),
+        "the hole is missing data"
+    );
+    assert!(
+        c["drops"].to_string().contains("segment_unreadable"),
+        "{}",
+        c["drops"]
+    );
+    // No gap starts inside the unreadable span.
+    let span = c["drops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["by_reason"]["segment_unreadable"].is_array())
+        .map(|d| d["dropped_ns"].as_i64().unwrap())
+        .unwrap();
+    assert!(span > 0);
+    assert!(c["gaps"].as_array().unwrap().len() <= g["gaps"].as_array().unwrap().len());
+
+    cufall()
+        .arg("report")
+        .arg(&cut)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(warning));
+    cufall()
+        .arg("diff")
+        .arg(&good)
+        .arg(&cut)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(format!("B: {warning}")));
+    for format in ["parquet", "csv", "perfetto"] {
+        let out = tmp.path().join(format!("out-{format}"));
+        cufall()
+            .arg("export")
+            .arg(&cut)
+            .args(["--format", format, "-o"])
+            .arg(&out)
+            .assert()
+            .success()
+            .stderr(predicate::str::contains(warning));
+    }
+    let drops = std::fs::read_to_string(tmp.path().join("out-csv/drops.csv")).unwrap();
+    assert!(drops.contains("segment_unreadable"), "{drops}");
+    cufall()
+        .arg("view")
+        .arg(&cut)
+        .args(["--print", "--width", "100"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(warning));
+}

@@ -147,14 +147,18 @@ pub fn build_diff(a: &Trace, b: &Trace, opts: &ReportOptions) -> Result<DiffRepo
         ),
     };
     let rb = build_report(b, &opts_b).map_err(|e| match e {
-        AnalysisError::Trace(TraceError::UnknownMetric { .. }) => AnalysisError::Invalid(format!(
-            "{}: {e} `cufall diff` measures both traces with A's activity metric; pass --metric \
-             with a metric both traces record.",
-            b.path().display()
-        )),
+        AnalysisError::Trace(source @ TraceError::UnknownMetric { .. }) => {
+            AnalysisError::MetricNotInB {
+                path: b.path().to_path_buf(),
+                source,
+            }
+        }
         other => other,
     })?;
-    let mut warnings = Vec::new();
+    // What each trace's reader found (a cut segment, an unfinished recording) comes first.
+    let mut warnings: Vec<String> = (ra.warnings.iter().map(|w| format!("A: {w}")))
+        .chain(rb.warnings.iter().map(|w| format!("B: {w}")))
+        .collect();
     let ga = gpu_summary(&ra);
     let gb = gpu_summary(&rb);
     let chips = |r: &Report| {

@@ -15,6 +15,14 @@ pub enum AnalysisError {
     #[error("analysing {path} failed: {why}", path = .path.display())]
     Query { path: PathBuf, why: String },
 
+    /// `diff` measures both traces with A's activity metric, and B does not record it.
+    #[error("{path} cannot be compared with A's activity metric: {source}", path = .path.display())]
+    MetricNotInB {
+        path: PathBuf,
+        #[source]
+        source: TraceError,
+    },
+
     /// The options cannot be used with this trace.
     #[error("{0}")]
     Invalid(String),

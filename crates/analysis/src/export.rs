@@ -53,6 +53,8 @@ pub struct ExportSummary {
     /// Perfetto: counter points were averaged into buckets of this width.
     pub counter_bucket_ns: Option<i64>,
     pub events: u64,
+    /// What the reader found wrong with the trace (cut segments are exported as drops).
+    pub warnings: Vec<String>,
 }
 
 /// The default output path for `trace` in `format`.
@@ -123,6 +125,8 @@ fn export_tables(
             let mut df = match name.as_str() {
                 "phases" => phases_frame(report).map_err(&qe)?,
                 "gaps" => gaps_frame(report).map_err(&qe)?,
+                // With the spans of skipped segments, so missing data stays marked missing.
+                "drops" => trace.drops_frame()?,
                 _ => {
                     let table = Table::ALL
                         .into_iter()
@@ -144,6 +148,7 @@ fn export_tables(
         files,
         counter_bucket_ns: None,
         events: 0,
+        warnings: trace.warnings(),
     })
 }
 
@@ -501,6 +506,7 @@ fn export_perfetto(
         files: vec![path.to_path_buf()],
         counter_bucket_ns: bucket_ns,
         events: w.events,
+        warnings: trace.warnings(),
     })
 }
 

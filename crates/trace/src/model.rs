@@ -219,6 +219,9 @@ pub enum DropReason {
     DecodeError,
     /// The live view could not keep up (only in live feeds, never in traces).
     ViewBackpressure,
+    /// A segment of the samples table was cut short or damaged and is skipped on reading: the
+    /// reader reports its span as missing data (never written by a recorder).
+    SegmentUnreadable,
 }
 
 impl DropReason {
@@ -230,6 +233,7 @@ impl DropReason {
             DropReason::Warmup => "warmup",
             DropReason::DecodeError => "decode_error",
             DropReason::ViewBackpressure => "view_backpressure",
+            DropReason::SegmentUnreadable => "segment_unreadable",
         }
     }
 
@@ -241,6 +245,7 @@ impl DropReason {
             "warmup" => DropReason::Warmup,
             "decode_error" => DropReason::DecodeError,
             "view_backpressure" => DropReason::ViewBackpressure,
+            "segment_unreadable" => DropReason::SegmentUnreadable,
             _ => return None,
         })
     }

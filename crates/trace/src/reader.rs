@@ -3,8 +3,8 @@
 use crate::error::{Result, TraceError};
 use crate::index::{self, SegmentEntry};
 use crate::model::{
-    ApiCall, CaptureEvent, DropRecord, KernelRecord, Manifest, NvmlRow, NvtxRange, RecordingStatus,
-    SampleBatch,
+    ApiCall, CaptureEvent, DeviceId, DropReason, DropRecord, KernelRecord, Manifest, NvmlRow,
+    NvtxRange, RecordingStatus, SampleBatch,
 };
 use crate::tables;
 use crate::{FORMAT_NAME, INDEX_FILE, MANIFEST_FILE, SCHEMA_MAJOR, SCHEMA_MINOR};
@@ -424,9 +424,48 @@ impl Trace {
         tables::samples_from(&df, &metrics).map_err(|e| corrupt(&self.dir, e.to_string()))
     }
 
+    /// Every hole in the samples: the drops the recorder wrote, and the span of every samples
+    /// segment skipped on reading (cut short), as [`DropReason::SegmentUnreadable`], so that no
+    /// reader takes missing data for idle time.
     pub fn drops(&self) -> Result<Vec<DropRecord>> {
         let df = self.frame(Table::Drops)?;
-        tables::drops_from(&df).map_err(|e| corrupt(&self.dir, e.to_string()))
+        let mut rows = tables::drops_from(&df).map_err(|e| corrupt(&self.dir, e.to_string()))?;
+        rows.extend(self.unreadable_spans());
+        Ok(rows)
+    }
+
+    /// The drops table as [`Trace::drops`] gives it, as a frame (for export).
+    pub fn drops_frame(&self) -> Result<DataFrame> {
+        tables::drops_frame(&self.drops()?).map_err(|e| corrupt(&self.dir, e.to_string()))
+    }
+
+    /// One drop per device of every truncated samples segment, over the segment's time span as
+    /// its index entry recorded it, with its rows as the lost samples.
+    fn unreadable_spans(&self) -> Vec<DropRecord> {
+        let mut out = Vec::new();
+        for seg in &self.segments[&Table::Samples] {
+            let Some(e) = &seg.entry else { continue };
+            let len = std::fs::metadata(&seg.path).map_or(0, |m| m.len());
+            let (Some(start_ns), Some(end_ns)) = (e.t_min_ns, e.t_max_ns) else {
+                continue;
+            };
+            if len >= e.bytes {
+                continue;
+            }
+            for (device, rows) in &e.rows_per_device {
+                let Ok(device) = device.parse::<u32>() else {
+                    continue;
+                };
+                out.push(DropRecord {
+                    device: DeviceId(device),
+                    start_ns,
+                    end_ns: end_ns.max(start_ns + 1),
+                    reason: DropReason::SegmentUnreadable,
+                    lost_samples: Some(*rows),
+                });
+            }
+        }
+        out
     }
 
     pub fn nvml(&self) -> Result<Vec<NvmlRow>> {

@@ -154,6 +154,9 @@ pub fn export_to(args: &ExportArgs, out: &mut dyn Write) -> Result<ExitCode> {
         report: args.analysis.options(),
     };
     let summary = export::export(&trace, &opts)?;
+    for w in &summary.warnings {
+        eprintln!("cufall: warning: {w}");
+    }
     for f in &summary.files {
         writeln!(out, "wrote {}", f.display()).map_err(io_err)?;
     }

@@ -84,6 +84,9 @@ fn trace_advice(e: &TraceError, cmd: &str) -> Option<String> {
 fn analysis_advice(e: &AnalysisError, cmd: &str) -> Option<String> {
     match e {
         AnalysisError::Trace(t) => trace_advice(t, cmd),
+        AnalysisError::MetricNotInB { .. } => Some(format!(
+            "`{cmd} diff` measures both traces with A's activity metric; pass --metric with a metric both traces record."
+        )),
         AnalysisError::OutputExists(_) => {
             Some("Choose another output with -o, or pass --force to replace it.".into())
         }

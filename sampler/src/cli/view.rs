@@ -217,10 +217,19 @@ pub fn frame_text(state: &HeatmapState, display: &LookArgs) -> String {
     }
 }
 
+/// Says on stderr what the reader found wrong with the trace (the interactive view shows it in
+/// its status line; a printed frame has none).
+fn warn_stderr(rec: &Recording) {
+    for w in &rec.warnings {
+        eprintln!("cufall: warning: {w}");
+    }
+}
+
 /// What `cufall view TRACE --print` writes.
 pub fn view_text(args: &ViewArgs) -> Result<String> {
     args.display.look.check()?;
     let rec = open(&args.trace, &args.display)?;
+    warn_stderr(&rec);
     let setup = args.display.setup(args.trace.display().to_string());
     let state = app::browse_state(rec, &setup)?;
     args.display.look.check_window(&state)?;
@@ -232,6 +241,7 @@ pub fn view_text(args: &ViewArgs) -> Result<String> {
 pub fn replay_text(args: &ReplayArgs) -> Result<String> {
     args.display.look.check()?;
     let rec = open(&args.trace, &args.display)?;
+    warn_stderr(&rec);
     let setup = args.display.setup(args.trace.display().to_string());
     let (tx, rx) = feed(rec.info.clone(), usize::MAX / 2);
     replay::play(rec, f64::INFINITY, REPLAY_CHUNK_NS, &tx);

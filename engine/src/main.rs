@@ -562,7 +562,7 @@ fn header(r: &Report, mode: Mode) -> String {
         String::new()
     };
     format!(
-        "specdec on {} (mode {}): {} layers, d_model {}, {} heads / {} kv, head_dim {}, ffn {}, \
+        "specdec on {}, mode {}: {} layers, d_model {}, {} heads / {} kv, head_dim {}, ffn {}, \
          vocab {}{experts}\n  batch {}, context {}, prompt {}, new tokens {}, page size {}, \
          draft {} ({} layers), tree {}x{}, verify attention {}, graphs {}",
         r.device,
@@ -787,7 +787,7 @@ mod tests {
             gpu_mem_sized_gib: None,
         };
         let text = header(&report, Mode::Spec);
-        assert!(text.contains("(mode spec)"), "{text}");
+        assert!(text.contains(", mode spec:"), "{text}");
         assert!(text.contains("draft small (1 layers)"), "{text}");
         assert!(text.contains("verify attention split-kv"), "{text}");
         assert!(text.contains("graphs on"), "{text}");

@@ -265,3 +265,65 @@ impl GpuError {
         move |source| GpuError::Driver { what, source }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The messages the H200 printed before the errors became typed read the same now.
+    #[test]
+    fn messages_kept_their_wording() {
+        let oom = GpuError::OutOfMemory {
+            needed_gib: 4196.5,
+            free_gib: 139.2,
+            weights_gib: 12.6,
+            kv_gib: 4151.5,
+            positions: 1_000_256,
+            batch: 8,
+            activations_gib: 32.5,
+        };
+        assert_eq!(
+            oom.to_string(),
+            "the run needs 4196.5 GiB of GPU memory (weights 12.6 GiB, KV cache 4151.5 GiB for \
+             1000256 positions x batch 8, activations 32.5 GiB), the GPU has 139.2 GiB free: \
+             lower --context, --batch, --prompt-len or the model size"
+        );
+        let long = ConfigError::ContextTooLong {
+            needed: 70256,
+            max: 65536,
+        };
+        assert_eq!(
+            long.to_string(),
+            "the run needs 70256 KV positions per sequence (context + prompt + new tokens + 64 \
+             scratch), more than --max-context 65536: raise --max-context or lower \
+             --context/--prompt-len/--new-tokens"
+        );
+        let tree = ConfigError::TreeTooBig {
+            width: 8,
+            depth: 8,
+            nodes: 65,
+            max: 64,
+        };
+        assert_eq!(
+            tree.to_string(),
+            "a tree of width 8 and depth 8 has 65 nodes; at most 64 fit the 64-bit tree mask: \
+             lower --width or --depth"
+        );
+    }
+
+    /// An error that wraps another keeps it as its source and does not repeat it.
+    #[test]
+    fn sources_are_chained_not_repeated() {
+        use std::error::Error as _;
+        let e = EngineError::from(GpuError::DeviceQuery {
+            source: DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_NO_DEVICE),
+        });
+        assert_eq!(
+            e.to_string(),
+            "the NVIDIA driver is there but reports no usable GPU"
+        );
+        assert!(e.source().is_some());
+        assert_eq!(e.hint().as_deref(), Some("check nvidia-smi"));
+        assert!(EngineError::NoDraft.hint().is_none());
+    }
+}

@@ -7,22 +7,22 @@
 //! sequence) can be captured once per shape into a CUDA graph and replayed (`--graphs on`).
 //!
 //! How the pieces fit:
-//! - [`device`]: finding the driver, the context and stream, NVRTC, cuBLAS, allocations and the
+//! - `device`: finding the driver, the context and stream, NVRTC, cuBLAS, allocations and the
 //!   one matrix-product call; everything else builds on [`Dev`].
-//! - [`weights`]: the model's tensors on the device (seeded in place or uploaded).
-//! - [`model`]: one model's paged KV cache, input and activation buffers, and their sizing
+//! - `weights`: the model's tensors on the device (seeded in place or uploaded).
+//! - `model`: one model's paged KV cache, input and activation buffers, and their sizing
 //!   (including the split-KV chunk rule, from the device's SM count).
-//! - [`forward`]: the kernels of one forward pass, in order (embedding, layers, attention, head).
-//! - [`moe`]: the sparse mixture-of-experts dispatch (router choice read on the host).
-//! - [`backend`]: [`GpuBackend`], the target and draft models behind the [`crate::Backend`]
+//! - `forward`: the kernels of one forward pass, in order (embedding, layers, attention, head).
+//! - `moe`: the sparse mixture-of-experts dispatch (router choice read on the host).
+//! - `backend`: [`GpuBackend`], the target and draft models behind the [`crate::Backend`]
 //!   trait, with the memory check and CUDA graph capture and replay.
-//! - [`bench`]: the event-timed microbenchmarks of `--bench`.
+//! - `bench`: the event-timed microbenchmarks of `--bench`.
 //!
-//! All `unsafe` of the engine is in this module: kernel launches (through [`launch!`]), raw
+//! All `unsafe` of the engine is in this module: kernel launches (through `launch!`), raw
 //! cuBLAS calls, and the driver calls cudarc's safe layer does not cover.
 #![allow(unsafe_code)] // reason: kernel launches, raw cuBLAS calls and graph capture are FFI.
 
-/// Launch kernel `$name` of `$dev` (a [`device::Dev`]) on its stream. Kernel arguments are
+/// Launch kernel `$name` of `$dev` (a `Dev`) on its stream. Kernel arguments are
 /// pushed by value; pointers travel as u64 device addresses.
 ///
 /// Each call site must pass the arguments in the order and with the types of the kernel's

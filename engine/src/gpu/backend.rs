@@ -1,5 +1,6 @@
 //! [`GpuBackend`]: the target and the draft model on one device behind [`Backend`], with the
 //! memory check made before any allocation, and the capture and replay of CUDA graphs.
+#![allow(unsafe_code)] // reason: the commit and background kernel launches are FFI.
 
 use std::collections::HashMap;
 use std::rc::Rc;

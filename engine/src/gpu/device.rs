@@ -1,5 +1,6 @@
 //! The device: driver probe, context and stream, the NVRTC-compiled kernels, the cuBLAS handle
 //! with its fixed workspace, allocations, and the one matrix-product call every pass uses.
+#![allow(unsafe_code)] // reason: the driver probe, event tracking and raw cuBLAS calls are FFI.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! The kernels of one forward pass, in the order they run: embedding; per layer RMSNorm, QKV
 //! product, RoPE into the paged cache, attention, output product into the residual, RMSNorm,
 //! MLP (dense here, sparse MoE in [`super::moe`]); final RMSNorm, LM head and top-k.
+#![allow(unsafe_code)] // reason: kernel launches are FFI.
 
 use super::device::{Dev, SPLIT_QUERIES};
 use super::model::GpuModel;

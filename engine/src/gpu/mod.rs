@@ -19,8 +19,8 @@
 //! - `bench`: the event-timed microbenchmarks of `--bench`.
 //!
 //! All `unsafe` of the engine is in this module: kernel launches (through `launch!`), raw
-//! cuBLAS calls, and the driver calls cudarc's safe layer does not cover.
-#![allow(unsafe_code)] // reason: kernel launches, raw cuBLAS calls and graph capture are FFI.
+//! cuBLAS calls, and the driver calls cudarc's safe layer does not cover. Each file that needs it
+//! allows `unsafe_code` itself; `model` and `bench` hold none.
 
 /// Launch kernel `$name` of `$dev` (a `Dev`) on its stream. Kernel arguments are
 /// pushed by value; pointers travel as u64 device addresses.

@@ -1,5 +1,6 @@
 //! The model's tensors on the device: generated in place from the seed (the same values as
 //! [`HostWeights::seeded`]) or uploaded from host weights, and looked up by name per layer.
+#![allow(unsafe_code)] // reason: the in-place initialisation kernel launch is FFI.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -226,7 +226,8 @@ pub(crate) struct Args {
     /// How the draft model is made.
     #[arg(long, value_enum, default_value = "self-spec")]
     pub(crate) draft: DraftArg,
-    /// Layers of the draft model [default: 2, but always fewer than the target's].
+    /// Layers of the draft model [default: 2, but always fewer than the target's; with
+    /// --draft-weights, the file's].
     #[arg(long)]
     pub(crate) draft_layers: Option<usize>,
     /// Attention kernel of the decode passes, draft and verify (GPU only).
@@ -258,11 +259,18 @@ pub(crate) struct Args {
 }
 
 /// The run's configuration from the options, validated against the target.
-pub(crate) fn run_config(a: &Args, cfg: &ModelConfig) -> Result<RunConfig, ConfigError> {
+/// `draft_file_layers`: the layers of the `--draft-weights` model, when given (the draft then
+/// has those, whatever the default).
+pub(crate) fn run_config(
+    a: &Args,
+    cfg: &ModelConfig,
+    draft_file_layers: Option<usize>,
+) -> Result<RunConfig, ConfigError> {
     let draft = DraftKind::from(a.draft);
-    let draft_layers = match a.draft_layers {
-        Some(n) => n,
-        None => default_draft_layers(cfg, draft)?,
+    let draft_layers = match (a.draft_layers, draft_file_layers) {
+        (Some(n), _) => n,
+        (None, Some(n)) => n,
+        (None, None) => default_draft_layers(cfg, draft)?,
     };
     let mut run = RunConfig {
         batch: a.batch,
@@ -337,7 +345,7 @@ mod tests {
         for preset in ["tiny", "small", "0.5b", "7b-8l", "7b", "8b-gqa-8l"] {
             let cli = Cli::parse_from(["specdec", "--preset", preset]);
             let cfg = cli.args.model.resolve().unwrap();
-            let run = run_config(&cli.args, &cfg).unwrap();
+            let run = run_config(&cli.args, &cfg, None).unwrap();
             assert!(run.draft_layers < cfg.layers, "{preset}");
             let want = if cfg.layers > DEFAULT_DRAFT_LAYERS {
                 DEFAULT_DRAFT_LAYERS
@@ -348,6 +356,15 @@ mod tests {
         }
         let cli = Cli::parse_from(["specdec", "--preset", "tiny", "--draft-layers", "2"]);
         let cfg = cli.args.model.resolve().unwrap();
-        assert_eq!(run_config(&cli.args, &cfg).unwrap().draft_layers, 2);
+        assert_eq!(run_config(&cli.args, &cfg, None).unwrap().draft_layers, 2);
+        // A 1-layer target: refused for self-speculation, unless draft weights bring their own.
+        let cli = Cli::parse_from(["specdec", "--preset", "tiny", "--layers", "1"]);
+        let cfg = cli.args.model.resolve().unwrap();
+        let e = run_config(&cli.args, &cfg, None).unwrap_err();
+        assert!(matches!(e, ConfigError::DraftIsTarget), "{e}");
+        assert_eq!(
+            run_config(&cli.args, &cfg, Some(1)).unwrap().draft_layers,
+            1
+        );
     }
 }

@@ -117,7 +117,8 @@ fn run(a: Args) -> anyhow::Result<()> {
         );
     }
     let (cfg, target_w, draft_w) = load(&a)?;
-    let run = run_config(&a, &cfg).map_err(EngineError::from)?;
+    let draft_file_layers = draft_w.as_ref().map(|w| w.cfg.layers);
+    let run = run_config(&a, &cfg, draft_file_layers).map_err(EngineError::from)?;
     let ran = match a.backend {
         BackendKind::Cpu => {
             let tw = target_w.unwrap_or_else(|| HostWeights::seeded(&cfg, run.seed));

@@ -196,7 +196,7 @@ mod tests {
         }
         let cli = Cli::parse_from(["specdec", "--preset", "tiny", "--draft", "small"]);
         let cfg = cli.args.model.resolve().unwrap();
-        let run = run_config(&cli.args, &cfg).unwrap();
+        let run = run_config(&cli.args, &cfg, None).unwrap();
         let report = Report {
             device: "test".into(),
             backend: cli_name(BackendKind::Cpu),

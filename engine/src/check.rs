@@ -1,6 +1,7 @@
 //! GPU correctness checks against the CPU reference (run by `specdec check`, which prints them,
-//! and the ignored GPU tests): logits of a prefill pass and of a tree-verify pass within bf16 tolerance, and
-//! speculative output equal to plain greedy output on the GPU, for several knob settings.
+//! and the ignored GPU tests): logits of a prefill pass and of a tree-verify pass within bf16
+//! tolerance, and speculative output equal to plain greedy output on the GPU, for several knob
+//! settings.
 
 use std::rc::Rc;
 

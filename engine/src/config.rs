@@ -64,7 +64,8 @@ impl ModelConfig {
             // A Llama-2-7B layer layout (MHA, head_dim 128) with 8 layers: real layer shapes,
             // less weight memory and setup time than 32 layers.
             "7b-8l" => base(8, 4096, 32, 32, 128, 11008, 32000),
-            // Many small layers: kernels shorter than their launch cost (the CUDA-graphs diagnosis).
+            // Many small layers: kernels shorter than their launch cost (the CUDA-graphs
+            // diagnosis).
             "0.5b" => base(24, 1024, 16, 16, 64, 2816, 32000),
             // Full Llama-2-7B layout.
             "7b" => base(32, 4096, 32, 32, 128, 11008, 32000),

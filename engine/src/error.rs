@@ -32,7 +32,8 @@ impl EngineError {
     pub fn hint(&self) -> Option<String> {
         match self {
             EngineError::Weights(WeightsError::Read { path, .. }) => Some(format!(
-                "write one with `specdec save-weights --out {}` or drop --weights for seeded weights",
+                "write one with `specdec save-weights --out {}` or drop --weights for seeded \
+                 weights",
                 path.display()
             )),
             EngineError::Weights(WeightsError::NotSafetensors { .. }) => {

@@ -3,7 +3,8 @@
 //! - [`config`]: sizes and knobs, validated before any GPU work.
 //! - [`weights`]: tensor list, seeded values, safetensors files.
 //! - [`cpu`]: the f32 CPU reference of the model (tests, and the GPU logits check).
-//! - [`gpu`]: the bf16 CUDA implementation (cuBLAS, NVRTC kernels, CUDA graphs), loaded at run time.
+//! - [`gpu`]: the bf16 CUDA implementation (cuBLAS, NVRTC kernels, CUDA graphs), loaded at run
+//!   time.
 //! - [`spec`]: the backend-independent decoding loops (plain greedy, speculative chain/tree).
 //! - [`check`]: the GPU-vs-CPU correctness cases (`specdec check`).
 //! - [`error`]: typed errors, gathered in [`EngineError`].

@@ -1,6 +1,7 @@
-//! GPU correctness checks against the CPU reference (run by `specdec check` and the ignored GPU
-//! tests): logits of a prefill pass and of a tree-verify pass within bf16 tolerance, and
-//! speculative output equal to plain greedy output on the GPU, for several knob settings.
+//! GPU correctness checks against the CPU reference (run by `specdec check`, which prints them,
+//! and the ignored GPU tests): logits of a prefill pass and of a tree-verify pass within bf16
+//! tolerance, and speculative output equal to plain greedy output on the GPU, for several knob
+//! settings.
 
 use std::rc::Rc;
 
@@ -228,46 +229,4 @@ fn run_case(dev: &Rc<Dev>, case: &Case) -> Result<CaseResult, EngineError> {
 pub fn run_cases() -> Result<Vec<CaseResult>, EngineError> {
     let dev = Rc::new(Dev::new()?);
     cases()?.iter().map(|c| run_case(&dev, c)).collect()
-}
-
-/// `specdec check`: print the results; an error when any case fails.
-pub fn run(json: bool) -> Result<(), EngineError> {
-    let results = run_cases()?;
-    if json {
-        let text = serde_json::to_string_pretty(&results)
-            .map_err(|e| EngineError::Config(format!("cannot encode the results: {e}")))?;
-        println!("{text}");
-    } else {
-        println!(
-            "{:<44} {:>12} {:>12} {:>12} {:>14} {:>10} {:>5}",
-            "case",
-            "prefill err",
-            "verify err",
-            "spec==greedy",
-            "gpu=cpu lead",
-            "committed",
-            "pass"
-        );
-        for r in &results {
-            println!(
-                "{:<44} {:>12.2e} {:>12.2e} {:>12} {:>10}/{:<3} {:>10.2} {:>5}",
-                r.name,
-                r.prefill_rel_err,
-                r.verify_rel_err,
-                r.spec_equals_greedy,
-                r.gpu_cpu_greedy_agree,
-                r.new_tokens,
-                r.mean_committed,
-                if r.pass { "ok" } else { "FAIL" }
-            );
-        }
-    }
-    let failed = results.iter().filter(|r| !r.pass).count();
-    if failed > 0 {
-        return Err(EngineError::Check(format!(
-            "{failed} of {} GPU checks failed (tolerance {TOLERANCE:e} on logits, exact token equality)",
-            results.len()
-        )));
-    }
-    Ok(())
 }

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::EngineError;
+use crate::ConfigError;
 
 /// Sizes of a decoder-only transformer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -42,7 +42,7 @@ fn default_eps() -> f32 {
 
 impl ModelConfig {
     /// Named size presets.
-    pub fn preset(name: &str) -> Result<Self, EngineError> {
+    pub fn preset(name: &str) -> Result<Self, ConfigError> {
         let base = |layers, d_model, heads, kv_heads, head_dim, ffn, vocab| ModelConfig {
             layers,
             d_model,
@@ -64,16 +64,15 @@ impl ModelConfig {
             // A Llama-2-7B layer layout (MHA, head_dim 128) with 8 layers: real layer shapes,
             // less weight memory and setup time than 32 layers.
             "7b-8l" => base(8, 4096, 32, 32, 128, 11008, 32000),
-            // Many small layers: kernels shorter than their launch cost (the CUDA-graphs diagnosis).
+            // Many small layers: kernels shorter than their launch cost (the CUDA-graphs
+            // diagnosis).
             "0.5b" => base(24, 1024, 16, 16, 64, 2816, 32000),
             // Full Llama-2-7B layout.
             "7b" => base(32, 4096, 32, 32, 128, 11008, 32000),
             // Grouped-query layout (Llama-3-8B-like) with 8 layers.
             "8b-gqa-8l" => base(8, 4096, 32, 8, 128, 14336, 32000),
             other => {
-                return Err(EngineError::Config(format!(
-                    "unknown preset `{other}`: use tiny, small, 0.5b, 7b-8l, 7b or 8b-gqa-8l"
-                )));
+                return Err(ConfigError::UnknownPreset { name: other.into() });
             }
         })
     }
@@ -82,28 +81,29 @@ impl ModelConfig {
         (self.heads + 2 * self.kv_heads) * self.head_dim
     }
 
-    pub fn validate(&self) -> Result<(), EngineError> {
-        let bad = |msg: String| Err(EngineError::Config(msg));
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if self.layers == 0 || self.d_model == 0 || self.heads == 0 || self.ffn == 0 {
-            return bad("layers, d-model, heads and ffn must be at least 1".into());
+            return Err(ConfigError::ZeroSize);
         }
         if self.vocab < 2 {
-            return bad("vocab must be at least 2".into());
+            return Err(ConfigError::VocabTooSmall);
         }
         if self.kv_heads == 0 || !self.heads.is_multiple_of(self.kv_heads) {
-            return bad(format!(
-                "heads ({}) must be a multiple of kv-heads ({})",
-                self.heads, self.kv_heads
-            ));
+            return Err(ConfigError::KvHeads {
+                heads: self.heads,
+                kv_heads: self.kv_heads,
+            });
         }
         if self.head_dim < 2 || !self.head_dim.is_multiple_of(2) {
-            return bad(format!("head-dim ({}) must be even", self.head_dim));
+            return Err(ConfigError::OddHeadDim {
+                head_dim: self.head_dim,
+            });
         }
         if self.experts > 0 && (self.top_k == 0 || self.top_k > self.experts) {
-            return bad(format!(
-                "top-k ({}) must be between 1 and the number of experts ({})",
-                self.top_k, self.experts
-            ));
+            return Err(ConfigError::TopK {
+                top_k: self.top_k,
+                experts: self.experts,
+            });
         }
         Ok(())
     }
@@ -172,59 +172,80 @@ impl RunConfig {
         self.context + self.prompt_len + self.new_tokens + MAX_SCRATCH
     }
 
-    pub fn validate(&self, model: &ModelConfig) -> Result<(), EngineError> {
-        let bad = |msg: String| Err(EngineError::Config(msg));
+    pub fn validate(&self, model: &ModelConfig) -> Result<(), ConfigError> {
         if self.batch == 0 {
-            return bad("--batch must be at least 1".into());
+            return Err(ConfigError::Zero { flag: "--batch" });
         }
         if self.prompt_len == 0 {
-            return bad("--prompt-len must be at least 1".into());
+            return Err(ConfigError::Zero {
+                flag: "--prompt-len",
+            });
         }
         if !PAGE_SIZES.contains(&self.page_size) {
-            return bad(format!(
-                "--page-size {} is not one of 1, 16, 64",
-                self.page_size
-            ));
+            return Err(ConfigError::PageSize {
+                page_size: self.page_size,
+            });
         }
-        if self.depth == 0 || self.width == 0 || self.width > 8 {
-            return bad("--depth must be at least 1 and --width between 1 and 8".into());
-        }
-        // Draft scratch: up to depth+1 catch-up tokens, then width*(depth-1) tree nodes.
-        let draft_scratch = self.depth + 1 + self.width * (self.depth - 1);
-        if self.verify_tokens() > MAX_SCRATCH || draft_scratch > MAX_SCRATCH {
-            return bad(format!(
-                "a tree of width {} and depth {} has {} nodes; at most {} fit the 64-bit tree mask: \
-                 lower --width or --depth",
-                self.width,
-                self.depth,
-                self.verify_tokens().max(draft_scratch),
-                MAX_SCRATCH
-            ));
-        }
-        if self.prompt_len < self.depth {
-            return bad(format!(
-                "--prompt-len ({}) must be at least --depth ({}): the draft re-reads up to depth tokens",
-                self.prompt_len, self.depth
-            ));
-        }
+        self.validate_tree()?;
         if self.draft_layers == 0 {
-            return bad("--draft-layers must be at least 1".into());
+            return Err(ConfigError::Zero {
+                flag: "--draft-layers",
+            });
         }
         if self.draft == DraftKind::SelfSpec && self.draft_layers > model.layers {
-            return bad(format!(
-                "--draft-layers {} is more than the target's {} layers",
-                self.draft_layers, model.layers
-            ));
+            return Err(ConfigError::DraftLayers {
+                draft_layers: self.draft_layers,
+                layers: model.layers,
+            });
         }
         if self.needed_context() > self.max_context {
-            return Err(EngineError::ContextTooLong {
+            return Err(ConfigError::ContextTooLong {
                 needed: self.needed_context(),
                 max: self.max_context,
             });
         }
         Ok(())
     }
+
+    fn validate_tree(&self) -> Result<(), ConfigError> {
+        if self.depth == 0 || self.width == 0 || self.width > 8 {
+            return Err(ConfigError::TreeShape);
+        }
+        // Draft scratch: up to depth+1 catch-up tokens, then width*(depth-1) tree nodes.
+        let draft_scratch = self.depth + 1 + self.width * (self.depth - 1);
+        if self.verify_tokens() > MAX_SCRATCH || draft_scratch > MAX_SCRATCH {
+            return Err(ConfigError::TreeTooBig {
+                width: self.width,
+                depth: self.depth,
+                nodes: self.verify_tokens().max(draft_scratch),
+                max: MAX_SCRATCH,
+            });
+        }
+        if self.prompt_len < self.depth {
+            return Err(ConfigError::PromptShorterThanDepth {
+                prompt_len: self.prompt_len,
+                depth: self.depth,
+            });
+        }
+        Ok(())
+    }
 }
+
+/// Draft layers when `--draft-layers` is not given: [`DEFAULT_DRAFT_LAYERS`], but always fewer
+/// than the target's layers, so that the draft is smaller than the target for every model
+/// (`tiny` and `small` have 2 layers: their draft gets 1). A self-speculative draft of a
+/// 1-layer target would be the target itself, which is refused.
+pub fn default_draft_layers(target: &ModelConfig, draft: DraftKind) -> Result<usize, ConfigError> {
+    let below_target = target.layers.saturating_sub(1);
+    match draft {
+        DraftKind::SelfSpec if below_target == 0 => Err(ConfigError::DraftIsTarget),
+        // A small draft is a quarter of the width already; fewer layers keep it smaller still.
+        _ => Ok(DEFAULT_DRAFT_LAYERS.min(below_target).max(1)),
+    }
+}
+
+/// The draft depth of the measured runs (docs/engine.md) for models with more than 2 layers.
+pub const DEFAULT_DRAFT_LAYERS: usize = 2;
 
 /// The draft model's sizes for a run.
 pub fn draft_config(target: &ModelConfig, run: &RunConfig) -> ModelConfig {

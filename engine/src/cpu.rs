@@ -203,115 +203,114 @@ impl CpuModel {
     }
 
     /// Logits of every row (`batch * t * vocab`).
-    // Rows index several per-row arrays (residuals, queries, positions) at once.
-    #[allow(clippy::needless_range_loop)]
     pub fn logits(&mut self, f: &Forward) -> Vec<f32> {
         let c = self.cfg.clone();
         let w = Arc::clone(&self.w);
-        let (hd, g) = (c.head_dim, c.heads / c.kv_heads);
         let rows = self.batch * f.t;
         let mut xs: Vec<Vec<f32>> = f
             .tokens
             .iter()
             .map(|&tok| w.embed[tok as usize * c.d_model..(tok as usize + 1) * c.d_model].to_vec())
             .collect();
-        let scale = 1.0 / (hd as f32).sqrt();
         for (l, lw) in w.layers.iter().take(c.layers).enumerate() {
             // Q/K/V of every row first: rows of one call attend to each other's K/V.
-            let mut qs = Vec::with_capacity(rows);
-            for r in 0..rows {
-                let (b, i) = (r / f.t, r % f.t);
-                let h = rmsnorm(&xs[r], &lw.attn_norm, c.norm_eps);
-                let mut qkv = vec![0.0; c.qkv_dim()];
-                matvec(&lw.wqkv, &h, &mut qkv);
-                let pos = f.pos[r];
-                for head in qkv.chunks_exact_mut(hd).take(c.heads + c.kv_heads) {
-                    rope(head, pos, c.rope_theta);
-                }
-                let slot = self.slot(b, f.base[b] as usize + f.off + i);
-                for kh in 0..c.kv_heads {
-                    let at = self.kv_index(l, slot, kh);
-                    let ko = (c.heads + kh) * hd;
-                    let vo = (c.heads + c.kv_heads + kh) * hd;
-                    self.k[at..at + hd].copy_from_slice(&qkv[ko..ko + hd]);
-                    self.v[at..at + hd].copy_from_slice(&qkv[vo..vo + hd]);
-                }
-                qkv.truncate(c.heads * hd);
-                qs.push(qkv);
-            }
-            for r in 0..rows {
-                let (b, i) = (r / f.t, r % f.t);
-                let base = f.base[b] as usize;
-                let allowed = |s: usize| {
-                    if f.causal {
-                        s <= f.off + i
-                    } else {
-                        (f.masks[i] >> s) & 1 == 1
-                    }
-                };
-                let keys: Vec<usize> = (0..base)
-                    .chain((0..f.off + f.t).filter(|&s| allowed(s)).map(|s| base + s))
-                    .map(|j| self.slot(b, j))
-                    .collect();
-                let mut attn = vec![0.0f32; c.heads * hd];
-                for h in 0..c.heads {
-                    let q = &qs[r][h * hd..(h + 1) * hd];
-                    let kh = h / g;
-                    let scores: Vec<f32> = keys
-                        .iter()
-                        .map(|&s| {
-                            let k = &self.k[self.kv_index(l, s, kh)..][..hd];
-                            q.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() * scale
-                        })
-                        .collect();
-                    let m = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                    let p: Vec<f32> = scores.iter().map(|s| (s - m).exp()).collect();
-                    let sum: f32 = p.iter().sum();
-                    let out = &mut attn[h * hd..(h + 1) * hd];
-                    for (&s, &pj) in keys.iter().zip(&p) {
-                        let v = &self.v[self.kv_index(l, s, kh)..][..hd];
-                        for d in 0..hd {
-                            out[d] += pj * v[d];
-                        }
-                    }
-                    for o in out.iter_mut() {
-                        *o /= sum;
-                    }
-                }
+            let qs = self.qkv_rows(l, lw, f, &xs);
+            for (r, (x, q)) in xs.iter_mut().zip(&qs).enumerate() {
+                let attn = self.attend(l, f, r, q);
                 let mut o = vec![0.0; c.d_model];
                 matvec(&lw.wo, &attn, &mut o);
-                for (x, y) in xs[r].iter_mut().zip(&o) {
+                for (x, y) in x.iter_mut().zip(&o) {
                     *x += y;
                 }
-                let h = rmsnorm(&xs[r], &lw.mlp_norm, c.norm_eps);
-                let mlp = match &lw.mlp {
-                    Mlp::Dense { gate_up, down } => swiglu(gate_up, down, &h, c.ffn, c.d_model),
-                    Mlp::Moe { router, experts } => {
-                        let mut logits = vec![0.0; c.experts];
-                        matvec(router, &h, &mut logits);
-                        let (chosen, gates) = moe_gates(&logits, c.top_k);
-                        let mut acc = vec![0.0; c.d_model];
-                        for (e, gate) in chosen.iter().zip(gates) {
-                            let (gu, dn) = &experts[*e as usize];
-                            let y = swiglu(gu, dn, &h, c.ffn, c.d_model);
-                            for (a, v) in acc.iter_mut().zip(y) {
-                                *a += gate * v;
-                            }
-                        }
-                        acc
-                    }
-                };
-                for (x, y) in xs[r].iter_mut().zip(&mlp) {
+                let h = rmsnorm(x, &lw.mlp_norm, c.norm_eps);
+                let mlp = mlp(&lw.mlp, &h, &c);
+                for (x, y) in x.iter_mut().zip(&mlp) {
                     *x += y;
                 }
             }
         }
         let mut out = vec![0.0; rows * c.vocab];
-        for r in 0..rows {
-            let h = rmsnorm(&xs[r], &w.final_norm, c.norm_eps);
-            matvec(&w.lm_head, &h, &mut out[r * c.vocab..(r + 1) * c.vocab]);
+        for (x, logits) in xs.iter().zip(out.chunks_exact_mut(c.vocab)) {
+            let h = rmsnorm(x, &w.final_norm, c.norm_eps);
+            matvec(&w.lm_head, &h, logits);
         }
         out
+    }
+
+    /// Layer `l`'s projections of every row: RoPE'd K and V go into the cache, the RoPE'd
+    /// queries (`heads * head_dim` per row) are returned.
+    fn qkv_rows(&mut self, l: usize, lw: &Layer, f: &Forward, xs: &[Vec<f32>]) -> Vec<Vec<f32>> {
+        let c = &self.cfg;
+        let hd = c.head_dim;
+        let mut qs = Vec::with_capacity(xs.len());
+        for (r, x) in xs.iter().enumerate() {
+            let (b, i) = (r / f.t, r % f.t);
+            let h = rmsnorm(x, &lw.attn_norm, c.norm_eps);
+            let mut qkv = vec![0.0; c.qkv_dim()];
+            matvec(&lw.wqkv, &h, &mut qkv);
+            let pos = f.pos[r];
+            for head in qkv.chunks_exact_mut(hd).take(c.heads + c.kv_heads) {
+                rope(head, pos, c.rope_theta);
+            }
+            let slot = self.slot(b, f.base[b] as usize + f.off + i);
+            for kh in 0..c.kv_heads {
+                let at = self.kv_index(l, slot, kh);
+                let ko = (c.heads + kh) * hd;
+                let vo = (c.heads + c.kv_heads + kh) * hd;
+                self.k[at..at + hd].copy_from_slice(&qkv[ko..ko + hd]);
+                self.v[at..at + hd].copy_from_slice(&qkv[vo..vo + hd]);
+            }
+            qkv.truncate(c.heads * hd);
+            qs.push(qkv);
+        }
+        qs
+    }
+
+    /// Attention output of row `r` (`heads * head_dim`) over the committed context and the
+    /// scratch slots its mask allows, from the cache of layer `l`.
+    fn attend(&self, l: usize, f: &Forward, r: usize, q_row: &[f32]) -> Vec<f32> {
+        let c = &self.cfg;
+        let (hd, g) = (c.head_dim, c.heads / c.kv_heads);
+        let scale = 1.0 / (hd as f32).sqrt();
+        let (b, i) = (r / f.t, r % f.t);
+        let base = f.base[b] as usize;
+        let allowed = |s: usize| {
+            if f.causal {
+                s <= f.off + i
+            } else {
+                (f.masks[i] >> s) & 1 == 1
+            }
+        };
+        let keys: Vec<usize> = (0..base)
+            .chain((0..f.off + f.t).filter(|&s| allowed(s)).map(|s| base + s))
+            .map(|j| self.slot(b, j))
+            .collect();
+        let mut attn = vec![0.0f32; c.heads * hd];
+        for h in 0..c.heads {
+            let q = &q_row[h * hd..(h + 1) * hd];
+            let kh = h / g;
+            let scores: Vec<f32> = keys
+                .iter()
+                .map(|&s| {
+                    let k = &self.k[self.kv_index(l, s, kh)..][..hd];
+                    q.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() * scale
+                })
+                .collect();
+            let m = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let p: Vec<f32> = scores.iter().map(|s| (s - m).exp()).collect();
+            let sum: f32 = p.iter().sum();
+            let out = &mut attn[h * hd..(h + 1) * hd];
+            for (&s, &pj) in keys.iter().zip(&p) {
+                let v = &self.v[self.kv_index(l, s, kh)..][..hd];
+                for (o, vd) in out.iter_mut().zip(v) {
+                    *o += pj * vd;
+                }
+            }
+            for o in out.iter_mut() {
+                *o /= sum;
+            }
+        }
+        attn
     }
 
     pub fn commit(&mut self, base: &[u32], paths: &[Vec<u32>]) {
@@ -352,6 +351,27 @@ impl CpuModel {
                     }
                 }
             }
+        }
+    }
+}
+
+/// The MLP of one row: dense SwiGLU, or the row's top-k experts weighted by their gates.
+fn mlp(w: &Mlp, h: &[f32], c: &ModelConfig) -> Vec<f32> {
+    match w {
+        Mlp::Dense { gate_up, down } => swiglu(gate_up, down, h, c.ffn, c.d_model),
+        Mlp::Moe { router, experts } => {
+            let mut logits = vec![0.0; c.experts];
+            matvec(router, h, &mut logits);
+            let (chosen, gates) = moe_gates(&logits, c.top_k);
+            let mut acc = vec![0.0; c.d_model];
+            for (e, gate) in chosen.iter().zip(gates) {
+                let (gu, dn) = &experts[*e as usize];
+                let y = swiglu(gu, dn, h, c.ffn, c.d_model);
+                for (a, v) in acc.iter_mut().zip(y) {
+                    *a += gate * v;
+                }
+            }
+            acc
         }
     }
 }
@@ -426,10 +446,7 @@ impl CpuBackend {
     fn model(&mut self, which: Which) -> Result<&mut CpuModel, EngineError> {
         match which {
             Which::Target => Ok(&mut self.target),
-            Which::Draft => self
-                .draft
-                .as_mut()
-                .ok_or_else(|| EngineError::Config("no draft model".into())),
+            Which::Draft => self.draft.as_mut().ok_or(EngineError::NoDraft),
         }
     }
 }

@@ -3,44 +3,22 @@
 //! - [`config`]: sizes and knobs, validated before any GPU work.
 //! - [`weights`]: tensor list, seeded values, safetensors files.
 //! - [`cpu`]: the f32 CPU reference of the model (tests, and the GPU logits check).
-//! - [`gpu`]: the bf16 CUDA implementation (cuBLAS, NVRTC kernels, CUDA graphs), loaded at run time.
+//! - [`gpu`]: the bf16 CUDA implementation (cuBLAS, NVRTC kernels, CUDA graphs), loaded at run
+//!   time.
 //! - [`spec`]: the backend-independent decoding loops (plain greedy, speculative chain/tree).
+//! - [`check`]: the GPU-vs-CPU correctness cases (`specdec check`).
+//! - [`error`]: typed errors, gathered in [`EngineError`].
+#![warn(clippy::too_many_lines, clippy::undocumented_unsafe_blocks)]
 
 pub mod check;
 pub mod config;
 pub mod cpu;
+pub mod error;
 pub mod gpu;
 pub mod spec;
 pub mod weights;
 
-/// Errors a user can act on; each message says what to do.
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    #[error("{0}")]
-    Config(String),
-    #[error(
-        "the run needs {needed} KV positions per sequence (context + prompt + new tokens + 64 scratch), \
-         more than --max-context {max}: raise --max-context or lower --context/--prompt-len/--new-tokens"
-    )]
-    ContextTooLong { needed: usize, max: usize },
-    #[error("{0}")]
-    Weights(String),
-    #[error("{0}")]
-    NoGpu(String),
-    #[error(
-        "the run needs {needed_gib:.1} GiB of GPU memory ({detail}), the GPU has {free_gib:.1} GiB free: \
-         lower --context, --batch, --prompt-len or the model size"
-    )]
-    OutOfMemory {
-        needed_gib: f64,
-        free_gib: f64,
-        detail: String,
-    },
-    #[error("{0}")]
-    Check(String),
-    #[error("CUDA error: {0}")]
-    Cuda(String),
-}
+pub use error::{ConfigError, EngineError, GpuError, WeightsError};
 
 /// Which of the two models a call is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

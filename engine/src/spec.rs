@@ -204,143 +204,24 @@ pub fn speculative<B: Backend>(
 ) -> Result<Output, EngineError> {
     let mut stats = Stats::default();
     let (prompts, first) = prefill(be, run, vocab, true, &mut stats)?;
-    let (bsz, w, depth) = (run.batch, run.width, run.depth);
-    let c = run.context;
-    // Committed tokens of each sequence after the prompt (the last one is pending in both caches).
-    let mut out: Vec<Vec<u32>> = first.iter().map(|&t| vec![t]).collect();
-    let p = prompts[0].len();
-    let mut tlen = vec![(c + p) as u32; bsz];
-    let mut dlen = vec![(c + p) as u32; bsz];
+    let committed = (run.context + prompts[0].len()) as u32;
+    let mut st = SpecState {
+        run,
+        // Committed tokens of each sequence after the prompt (the last one is pending in both
+        // caches).
+        out: first.iter().map(|&t| vec![t]).collect(),
+        prompts,
+        tlen: vec![committed; run.batch],
+        dlen: vec![committed; run.batch],
+    };
     let mut step = 0u64;
-    while out.iter().any(|s| s.len() < run.new_tokens) {
+    while st.out.iter().any(|s| s.len() < run.new_tokens) {
         let t0 = Instant::now();
-        // ---- draft: catch up on committed tokens, then grow `w` greedy chains.
-        let tree = {
-            let _r = phase(c"draft", step);
-            let total: Vec<u32> = out.iter().map(|s| (c + p + s.len()) as u32).collect();
-            let pend = (0..bsz)
-                .map(|b| (total[b] - dlen[b]) as usize)
-                .max()
-                .unwrap_or(1);
-            let base: Vec<u32> = total.iter().map(|&t| t - pend as u32).collect();
-            let mut tokens = Vec::with_capacity(bsz * pend);
-            let mut pos = Vec::with_capacity(bsz * pend);
-            for b in 0..bsz {
-                for i in 0..pend {
-                    // Absolute position `abs`; re-processed tokens may reach into the prompt.
-                    let idx = base[b] as usize + i - c;
-                    tokens.push(if idx < p {
-                        prompts[b][idx]
-                    } else {
-                        out[b][idx - p]
-                    });
-                    let abs = base[b] as usize + i;
-                    pos.push(abs as u32);
-                }
-            }
-            let top = be.forward(Which::Draft, &causal(pend, 0, base.clone(), tokens, pos), w)?;
-            dlen.clone_from(&total);
-            // tree[b][d-1][j]: token of node (depth d, branch j).
-            let mut tree: Vec<Vec<Vec<u32>>> = (0..bsz)
-                .map(|b| vec![top[(b * pend + pend - 1) * w..(b * pend + pend) * w].to_vec()])
-                .collect();
-            for d in 1..depth {
-                // Feed the depth-d nodes; each gets its greedy successor.
-                let off = pend + (d - 1) * w;
-                let masks: Vec<u64> = (0..w)
-                    .map(|j| {
-                        let mut m = (1u64 << pend) - 1;
-                        for dd in 1..=d {
-                            m |= 1u64 << (pend + (dd - 1) * w + j);
-                        }
-                        m
-                    })
-                    .collect();
-                let f = Forward {
-                    t: w,
-                    off,
-                    causal: false,
-                    base: base.clone(),
-                    tokens: tree.iter().flat_map(|t| t[d - 1].clone()).collect(),
-                    pos: base
-                        .iter()
-                        .flat_map(|&bb| (0..w).map(move |_| bb + (pend - 1 + d) as u32))
-                        .collect(),
-                    masks,
-                };
-                let next = be.forward(Which::Draft, &f, 1)?;
-                for b in 0..bsz {
-                    tree[b].push(next[b * w..(b + 1) * w].to_vec());
-                }
-            }
-            be.sync()?;
-            tree
-        };
+        let tree = st.draft(be, step)?;
         let t1 = Instant::now();
-        // ---- verify: root (pending token) + all nodes, one target pass.
-        let n = run.verify_tokens();
-        let top = {
-            let _r = phase(c"verify", step);
-            let masks = verify_masks(w, depth);
-            let mut tokens = Vec::with_capacity(bsz * n);
-            let mut pos = Vec::with_capacity(bsz * n);
-            for b in 0..bsz {
-                tokens.push(out[b][out[b].len() - 1]);
-                pos.push(tlen[b]);
-                for d in 1..=depth {
-                    for &tok in &tree[b][d - 1] {
-                        tokens.push(tok);
-                        pos.push(tlen[b] + d as u32);
-                    }
-                }
-            }
-            let f = Forward {
-                t: n,
-                off: 0,
-                causal: false,
-                base: tlen.clone(),
-                tokens,
-                pos,
-                masks,
-            };
-            let top = be.forward(Which::Target, &f, 1)?;
-            be.sync()?;
-            top
-        };
+        let top = st.verify(be, &tree, step)?;
         let t2 = Instant::now();
-        // ---- accept: longest path agreeing with the target's greedy choices, plus its token.
-        {
-            let _r = phase(c"accept", step);
-            let mut paths = Vec::with_capacity(bsz);
-            for b in 0..bsz {
-                let g = |slot: usize| top[b * n + slot];
-                let mut path = vec![0u32];
-                let mut branch: Option<usize> = None;
-                let mut d = 0;
-                let mut next = g(0);
-                while d < depth {
-                    let hit = match branch {
-                        None => (0..w).find(|&j| tree[b][0][j] == next),
-                        Some(j) => (tree[b][d][j] == next).then_some(j),
-                    };
-                    let Some(j) = hit else { break };
-                    out[b].push(next);
-                    d += 1;
-                    branch = Some(j);
-                    let slot = verify_slot(w, d, j);
-                    path.push(slot as u32);
-                    next = g(slot);
-                }
-                out[b].push(next);
-                stats.committed.push(path.len());
-                paths.push(path);
-            }
-            be.commit(Which::Target, &tlen, &paths)?;
-            for b in 0..bsz {
-                tlen[b] += paths[b].len() as u32;
-            }
-            be.sync()?;
-        }
+        st.accept(be, &tree, &top, &mut stats.committed, step)?;
         let t3 = Instant::now();
         stats.draft_s += (t1 - t0).as_secs_f64();
         stats.verify_s += (t2 - t1).as_secs_f64();
@@ -349,9 +230,177 @@ pub fn speculative<B: Backend>(
         stats.steps += 1;
         step += 1;
     }
+    let mut out = st.out;
     for s in &mut out {
         s.truncate(run.new_tokens);
     }
     stats.new_tokens = run.new_tokens;
     Ok(Output { tokens: out, stats })
+}
+
+/// The state of a speculative run between steps.
+struct SpecState<'a> {
+    run: &'a RunConfig,
+    prompts: Vec<Vec<u32>>,
+    out: Vec<Vec<u32>>,
+    /// Tokens in the target's cache, per sequence.
+    tlen: Vec<u32>,
+    /// Tokens in the draft's cache, per sequence.
+    dlen: Vec<u32>,
+}
+
+/// `tree[b][d-1][j]`: the token of node (depth `d`, branch `j`) of sequence `b`.
+type Tree = Vec<Vec<Vec<u32>>>;
+
+impl SpecState<'_> {
+    /// The `draft` phase: catch up on committed tokens, then grow `width` greedy chains.
+    fn draft<B: Backend>(&mut self, be: &mut B, step: u64) -> Result<Tree, EngineError> {
+        let _r = phase(c"draft", step);
+        let (bsz, w, c) = (self.run.batch, self.run.width, self.run.context);
+        let p = self.prompts[0].len();
+        let total: Vec<u32> = self.out.iter().map(|s| (c + p + s.len()) as u32).collect();
+        let pend = (0..bsz)
+            .map(|b| (total[b] - self.dlen[b]) as usize)
+            .max()
+            .unwrap_or(1);
+        let base: Vec<u32> = total.iter().map(|&t| t - pend as u32).collect();
+        let mut tokens = Vec::with_capacity(bsz * pend);
+        let mut pos = Vec::with_capacity(bsz * pend);
+        for (b, &start) in base.iter().enumerate() {
+            for i in 0..pend {
+                // Absolute position `abs`; re-processed tokens may reach into the prompt.
+                let abs = start as usize + i;
+                let idx = abs - c;
+                tokens.push(if idx < p {
+                    self.prompts[b][idx]
+                } else {
+                    self.out[b][idx - p]
+                });
+                pos.push(abs as u32);
+            }
+        }
+        let top = be.forward(Which::Draft, &causal(pend, 0, base.clone(), tokens, pos), w)?;
+        self.dlen.clone_from(&total);
+        let mut tree: Tree = (0..bsz)
+            .map(|b| vec![top[(b * pend + pend - 1) * w..(b * pend + pend) * w].to_vec()])
+            .collect();
+        for d in 1..self.run.depth {
+            // Feed the depth-d nodes; each gets its greedy successor.
+            let f = draft_level(&tree, &base, pend, w, d);
+            let next = be.forward(Which::Draft, &f, 1)?;
+            for (b, nodes) in tree.iter_mut().enumerate() {
+                nodes.push(next[b * w..(b + 1) * w].to_vec());
+            }
+        }
+        be.sync()?;
+        Ok(tree)
+    }
+
+    /// The `verify` phase: the root (pending token) and every node in one target pass.
+    fn verify<B: Backend>(
+        &self,
+        be: &mut B,
+        tree: &Tree,
+        step: u64,
+    ) -> Result<Vec<u32>, EngineError> {
+        let _r = phase(c"verify", step);
+        let (bsz, w, depth) = (self.run.batch, self.run.width, self.run.depth);
+        let n = self.run.verify_tokens();
+        let masks = verify_masks(w, depth);
+        let mut tokens = Vec::with_capacity(bsz * n);
+        let mut pos = Vec::with_capacity(bsz * n);
+        for ((out, &len), nodes) in self.out.iter().zip(&self.tlen).zip(tree) {
+            tokens.push(out[out.len() - 1]);
+            pos.push(len);
+            for (d, level) in (1..=depth).zip(nodes) {
+                for &tok in level {
+                    tokens.push(tok);
+                    pos.push(len + d as u32);
+                }
+            }
+        }
+        let f = Forward {
+            t: n,
+            off: 0,
+            causal: false,
+            base: self.tlen.clone(),
+            tokens,
+            pos,
+            masks,
+        };
+        let top = be.forward(Which::Target, &f, 1)?;
+        be.sync()?;
+        Ok(top)
+    }
+
+    /// The `accept` phase: the longest path agreeing with the target's greedy choices, plus
+    /// the target's own token; the accepted K/V move into place.
+    fn accept<B: Backend>(
+        &mut self,
+        be: &mut B,
+        tree: &Tree,
+        top: &[u32],
+        committed: &mut Vec<usize>,
+        step: u64,
+    ) -> Result<(), EngineError> {
+        let _r = phase(c"accept", step);
+        let (w, depth) = (self.run.width, self.run.depth);
+        let n = self.run.verify_tokens();
+        let mut paths = Vec::with_capacity(self.run.batch);
+        for (b, out) in self.out.iter_mut().enumerate() {
+            let g = |slot: usize| top[b * n + slot];
+            let mut path = vec![0u32];
+            let mut branch: Option<usize> = None;
+            let mut d = 0;
+            let mut next = g(0);
+            while d < depth {
+                let hit = match branch {
+                    None => (0..w).find(|&j| tree[b][0][j] == next),
+                    Some(j) => (tree[b][d][j] == next).then_some(j),
+                };
+                let Some(j) = hit else { break };
+                out.push(next);
+                d += 1;
+                branch = Some(j);
+                let slot = verify_slot(w, d, j);
+                path.push(slot as u32);
+                next = g(slot);
+            }
+            out.push(next);
+            committed.push(path.len());
+            paths.push(path);
+        }
+        be.commit(Which::Target, &self.tlen, &paths)?;
+        for (len, path) in self.tlen.iter_mut().zip(&paths) {
+            *len += path.len() as u32;
+        }
+        be.sync()
+    }
+}
+
+/// The draft pass that feeds the depth-`d` nodes of every chain (after `pend` catch-up tokens),
+/// each attending to the catch-up tokens and its own chain.
+fn draft_level(tree: &Tree, base: &[u32], pend: usize, w: usize, d: usize) -> Forward {
+    let off = pend + (d - 1) * w;
+    let masks: Vec<u64> = (0..w)
+        .map(|j| {
+            let mut m = (1u64 << pend) - 1;
+            for dd in 1..=d {
+                m |= 1u64 << (pend + (dd - 1) * w + j);
+            }
+            m
+        })
+        .collect();
+    Forward {
+        t: w,
+        off,
+        causal: false,
+        base: base.to_vec(),
+        tokens: tree.iter().flat_map(|t| t[d - 1].clone()).collect(),
+        pos: base
+            .iter()
+            .flat_map(|&bb| (0..w).map(move |_| bb + (pend - 1 + d) as u32))
+            .collect(),
+        masks,
+    }
 }

@@ -11,8 +11,8 @@ use std::path::Path;
 
 use safetensors::{Dtype, SafeTensors};
 
-use crate::EngineError;
 use crate::config::ModelConfig;
+use crate::{EngineError, WeightsError};
 
 /// 64-bit finaliser of MurmurHash3; the GPU kernels carry the same function.
 pub fn mix64(mut x: u64) -> u64 {
@@ -175,105 +175,56 @@ impl HostWeights {
         }
     }
 
-    pub fn get(&self, name: &str) -> Result<&[f32], EngineError> {
+    pub fn get(&self, name: &str) -> Result<&[f32], WeightsError> {
         self.tensors
             .get(name)
             .map(Vec::as_slice)
-            .ok_or_else(|| EngineError::Weights(format!("no tensor `{name}` in the weights")))
+            .ok_or_else(|| WeightsError::Missing { name: name.into() })
     }
 
     /// Read a safetensors file. The model configuration comes from the file's `specdec_config`
     /// metadata when present, else `cfg`; every tensor of that configuration must be there with
     /// its exact shape, in bf16, f16 or f32.
     pub fn load(path: &Path, cfg: Option<&ModelConfig>) -> Result<Self, EngineError> {
-        let shown = path.display();
-        let bytes = std::fs::read(path).map_err(|e| {
-            EngineError::Weights(format!(
-                "cannot read weights file {shown}: {e}; write one with `specdec save-weights --out {shown}` or drop --weights for seeded weights"
-            ))
+        let bytes = std::fs::read(path).map_err(|source| WeightsError::Read {
+            path: path.into(),
+            source,
         })?;
-        let (_, meta) = SafeTensors::read_metadata(&bytes).map_err(|e| {
-            EngineError::Weights(format!(
-                "{shown} is not a valid safetensors file ({e}); write one with `specdec save-weights`"
-            ))
-        })?;
-        let st = SafeTensors::deserialize(&bytes).map_err(|e| {
-            EngineError::Weights(format!(
-                "{shown} is not a valid safetensors file ({e}); write one with `specdec save-weights`"
-            ))
-        })?;
+        let not_safetensors = |source| WeightsError::NotSafetensors {
+            path: path.into(),
+            source,
+        };
+        let (_, meta) = SafeTensors::read_metadata(&bytes).map_err(not_safetensors)?;
+        let st = SafeTensors::deserialize(&bytes).map_err(not_safetensors)?;
         let from_meta = match meta
             .metadata()
             .as_ref()
             .and_then(|m| m.get("specdec_config"))
         {
-            Some(json) => Some(serde_json::from_str::<ModelConfig>(json).map_err(|e| {
-                EngineError::Weights(format!(
-                    "{shown}: its specdec_config metadata is not a valid model configuration ({e})"
-                ))
+            Some(json) => Some(serde_json::from_str::<ModelConfig>(json).map_err(|source| {
+                WeightsError::BadMetadata {
+                    path: path.into(),
+                    source,
+                }
             })?),
             None => None,
         };
         let cfg = match (from_meta, cfg) {
             (Some(c), _) => c,
             (None, Some(c)) => c.clone(),
-            (None, None) => {
-                return Err(EngineError::Weights(format!(
-                    "{shown} has no specdec_config metadata: pass the sizes with --config FILE or --preset"
-                )));
-            }
+            (None, None) => return Err(WeightsError::NoMetadata { path: path.into() }.into()),
         };
         cfg.validate()?;
         let mut tensors = HashMap::new();
         for spec in tensor_specs(&cfg) {
-            let t = st.tensor(&spec.name).map_err(|_| {
-                EngineError::Weights(format!(
-                    "{shown} has no tensor `{}` (expected shape {:?})",
-                    spec.name, spec.shape
-                ))
-            })?;
-            if t.shape() != spec.shape.as_slice() {
-                return Err(EngineError::Weights(format!(
-                    "{shown}: tensor `{}` has shape {:?}, expected {:?}",
-                    spec.name,
-                    t.shape(),
-                    spec.shape
-                )));
-            }
-            let data = t.data();
-            let vals: Vec<f32> = match t.dtype() {
-                Dtype::BF16 => data
-                    .chunks_exact(2)
-                    .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
-                    .collect(),
-                Dtype::F16 => data
-                    .chunks_exact(2)
-                    .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
-                    .collect(),
-                Dtype::F32 => data
-                    .chunks_exact(4)
-                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                    .collect(),
-                other => {
-                    return Err(EngineError::Weights(format!(
-                        "{shown}: tensor `{}` is {other:?}; specdec reads bf16, f16 or f32",
-                        spec.name
-                    )));
-                }
-            };
-            if vals.iter().any(|v| !v.is_finite()) {
-                return Err(EngineError::Weights(format!(
-                    "{shown}: tensor `{}` holds NaN or infinite values",
-                    spec.name
-                )));
-            }
+            let vals = read_tensor(path, &st, &spec)?;
             tensors.insert(spec.name, vals);
         }
         Ok(HostWeights { cfg, tensors })
     }
 
     /// Write all tensors as bf16 with the configuration in the metadata.
-    pub fn save(&self, path: &Path) -> Result<(), EngineError> {
+    pub fn save(&self, path: &Path) -> Result<(), WeightsError> {
         let specs = tensor_specs(&self.cfg);
         let mut buffers: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::with_capacity(specs.len());
         for spec in specs {
@@ -289,13 +240,68 @@ impl HostWeights {
             .map(|(n, s, b)| {
                 safetensors::tensor::TensorView::new(Dtype::BF16, s.clone(), b)
                     .map(|v| (n.clone(), v))
-                    .map_err(|e| EngineError::Weights(format!("cannot build tensor `{n}`: {e}")))
+                    .map_err(|source| WeightsError::Build {
+                        name: n.clone(),
+                        source,
+                    })
             })
             .collect::<Result<Vec<_>, _>>()?;
         let cfg_json = serde_json::to_string(&self.cfg)
-            .map_err(|e| EngineError::Weights(format!("cannot encode the configuration: {e}")))?;
+            .map_err(|source| WeightsError::EncodeConfig { source })?;
         let meta = HashMap::from([("specdec_config".to_string(), cfg_json)]);
-        safetensors::serialize_to_file(views, Some(meta), path)
-            .map_err(|e| EngineError::Weights(format!("cannot write {}: {e}", path.display())))
+        safetensors::serialize_to_file(views, Some(meta), path).map_err(|source| {
+            WeightsError::Write {
+                path: path.into(),
+                source,
+            }
+        })
     }
+}
+
+/// One tensor of `spec` from the file at `path`, checked (shape, dtype, finite values), as f32.
+fn read_tensor(path: &Path, st: &SafeTensors, spec: &TensorSpec) -> Result<Vec<f32>, WeightsError> {
+    let t = st
+        .tensor(&spec.name)
+        .map_err(|_| WeightsError::MissingInFile {
+            path: path.into(),
+            name: spec.name.clone(),
+            shape: spec.shape.clone(),
+        })?;
+    if t.shape() != spec.shape.as_slice() {
+        return Err(WeightsError::Shape {
+            path: path.into(),
+            name: spec.name.clone(),
+            shape: t.shape().to_vec(),
+            expected: spec.shape.clone(),
+        });
+    }
+    let data = t.data();
+    let vals: Vec<f32> = match t.dtype() {
+        Dtype::BF16 => data
+            .chunks_exact(2)
+            .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        Dtype::F16 => data
+            .chunks_exact(2)
+            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        Dtype::F32 => data
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        dtype => {
+            return Err(WeightsError::Dtype {
+                path: path.into(),
+                name: spec.name.clone(),
+                dtype,
+            });
+        }
+    };
+    if vals.iter().any(|v| !v.is_finite()) {
+        return Err(WeightsError::NonFinite {
+            path: path.into(),
+            name: spec.name.clone(),
+        });
+    }
+    Ok(vals)
 }

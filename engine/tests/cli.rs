@@ -97,3 +97,136 @@ fn cpu_backend_json_report() {
     let c = v["mean_committed_per_step"].as_f64().unwrap();
     assert!((1.0..=4.0).contains(&c), "{c}");
 }
+
+/// `--bench` times GPU kernels; on the CPU backend it is refused with the fix, not ignored.
+#[test]
+fn bench_on_the_cpu_backend_is_refused() {
+    let out = specdec(&["--backend", "cpu", "--preset", "tiny", "--bench"]);
+    assert_clean_error(&out, "--bench");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--backend cpu") && err.contains("drop --bench"),
+        "{err}"
+    );
+}
+
+/// The default draft of a 2-layer model has 1 layer; a 1-layer target cannot have a smaller
+/// self-speculative draft and is refused with the ways out.
+#[test]
+fn default_draft_is_smaller_than_the_target() {
+    let base = [
+        "--backend",
+        "cpu",
+        "--preset",
+        "tiny",
+        "--context",
+        "16",
+        "--prompt-len",
+        "8",
+        "--new-tokens",
+        "6",
+    ];
+    let out = specdec(&[&base[..], &["--json"]].concat());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["run"]["draft_layers"], 1);
+    assert_eq!(v["model"]["layers"], 2);
+    let out = specdec(&[&base[..], &["--layers", "1"]].concat());
+    assert_clean_error(&out, "self-speculative draft would be the whole model");
+    // A small draft of a 1-layer target is a quarter of its width: allowed.
+    let out = specdec(&[&base[..], &["--layers", "1", "--draft", "small"]].concat());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The text report spells choices as the options do.
+#[test]
+fn text_report_uses_option_spellings() {
+    let out = specdec(&[
+        "--backend",
+        "cpu",
+        "--preset",
+        "tiny",
+        "--context",
+        "16",
+        "--prompt-len",
+        "8",
+        "--new-tokens",
+        "6",
+        "--verify-attn",
+        "scattered",
+        "--graphs",
+        "off",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("draft self-spec (1 layers)"), "{text}");
+    assert!(
+        text.contains("verify attention scattered, graphs off"),
+        "{text}"
+    );
+    assert!(text.contains(", mode spec:"), "{text}");
+    assert!(
+        !text.contains("SelfSpec") && !text.contains("Scattered"),
+        "{text}"
+    );
+}
+
+/// `--help` shows an example of each kind of run; `--mode speculative` (the JSON spelling)
+/// is accepted as well as `spec`.
+#[test]
+fn help_has_examples_and_modes_parse() {
+    let out = specdec(&["--help"]);
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains("Examples:") && help.contains("specdec check"),
+        "{help}"
+    );
+    assert!(help.contains("--draft-layers <DRAFT_LAYERS>"), "{help}");
+    let out = specdec(&[
+        "--backend",
+        "cpu",
+        "--preset",
+        "tiny",
+        "--context",
+        "8",
+        "--prompt-len",
+        "4",
+        "--new-tokens",
+        "3",
+        "--mode",
+        "speculative",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["mode"], "speculative");
+}
+
+/// A malformed --config file names the file and the JSON error on one line.
+#[test]
+fn malformed_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("model.json");
+    std::fs::write(&cfg, b"{\"layers\": 2,").unwrap();
+    let out = specdec(&["--backend", "cpu", "--config", cfg.to_str().unwrap()]);
+    assert_clean_error(&out, "is not a valid model configuration: ");
+    let out = specdec(&["--backend", "cpu", "--config", "/nonexistent/model.json"]);
+    assert_clean_error(&out, "cannot read --config /nonexistent/model.json: ");
+}

@@ -28,3 +28,15 @@ fn no_gpu_is_an_error_not_a_panic() {
         ),
     }
 }
+
+/// The split-KV chunk rule reads the SM count from the device (132 on an H200).
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn device_reports_its_sm_count() {
+    let dev = specdec::gpu::Dev::new().unwrap();
+    println!("{}: {} SMs", dev.name, dev.sm_count);
+    assert!(dev.sm_count >= 1);
+    if dev.name.contains("H200") {
+        assert_eq!(dev.sm_count, 132);
+    }
+}

@@ -16,7 +16,7 @@ pub enum AnalysisError {
     Query { path: PathBuf, why: String },
 
     /// `diff` measures both traces with A's activity metric, and B does not record it.
-    #[error("{path} cannot be compared with A's activity metric: {source}", path = .path.display())]
+    #[error("{path}: {source} A diff measures both traces with A's activity metric.", path = .path.display())]
     MetricNotInB {
         path: PathBuf,
         #[source]

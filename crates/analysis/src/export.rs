@@ -5,6 +5,7 @@
 
 use crate::error::{AnalysisError, Result, query_err, write_err};
 use crate::report::{Report, ReportOptions, build_report};
+use cufall_trace::model::DeviceId;
 use cufall_trace::{Table, Trace};
 use polars::prelude::*;
 use serde_json::json;
@@ -237,7 +238,7 @@ pub fn phases_frame(report: &Report) -> PolarsResult<DataFrame> {
     let n = path.len();
     let mut cols = vec![
         Column::new("phase".into(), path),
-        Column::new("device".into(), device),
+        Column::new("device".into(), device_column(&device)),
         Column::new("count".into(), count),
         Column::new("total_ns".into(), total),
         Column::new("p50_ns".into(), p50),
@@ -279,7 +280,7 @@ pub fn gaps_frame(report: &Report) -> PolarsResult<DataFrame> {
         vec![
             Column::new(
                 "device".into(),
-                g.iter().map(|x| x.device).collect::<Vec<_>>(),
+                device_column(&g.iter().map(|x| x.device).collect::<Vec<_>>()),
             ),
             Column::new(
                 "start_ns".into(),
@@ -368,8 +369,15 @@ impl EventWriter {
     }
 }
 
-fn gpu_pid(device: u16) -> i64 {
-    GPU_PID_BASE + i64::from(device)
+/// Device ids as the trace's `device` column holds them (UInt16).
+fn device_column(ids: &[DeviceId]) -> Vec<u16> {
+    ids.iter()
+        .map(|d| u16::try_from(d.0).unwrap_or(u16::MAX))
+        .collect()
+}
+
+fn gpu_pid(device: DeviceId) -> i64 {
+    GPU_PID_BASE + i64::from(device.0)
 }
 
 fn export_perfetto(
@@ -412,9 +420,9 @@ fn export_perfetto(
     for g in &report.gpus {
         let pid = gpu_pid(g.device);
         let label = if g.name.is_empty() {
-            format!("GPU {}", g.device)
+            format!("GPU {}", g.device.0)
         } else {
-            format!("GPU {} ({})", g.device, g.name)
+            format!("GPU {} ({})", g.device.0, g.name)
         };
         w.meta("process_name", pid, 0, &label)?;
         w.event(&json!({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "ts": 0, "args": {"sort_index": g.device}}))?;
@@ -426,7 +434,7 @@ fn export_perfetto(
     // Counters: the samples, then NVML's slower readings on the same GPU tracks.
     let bucket_ns = write_counters(trace, report, &mut w, opts.max_counter_points)?;
     for r in trace.nvml()? {
-        let pid = gpu_pid(u16::try_from(r.device.0).unwrap_or(u16::MAX));
+        let pid = gpu_pid(r.device);
         let ts = w.ts(r.t_ns);
         let readings = [
             ("NVML power W", r.power_w.map(f64::from)),
@@ -466,7 +474,7 @@ fn export_perfetto(
     // Kernel slices, one thread per stream.
     let mut streams = BTreeSet::new();
     for k in &kernels {
-        let dev = u16::try_from(k.device.0).unwrap_or(u16::MAX);
+        let dev = k.device;
         let pid = gpu_pid(dev);
         let tid = STREAM_TID_BASE + i64::from(k.stream);
         if streams.insert((pid, tid)) {
@@ -491,7 +499,7 @@ fn export_perfetto(
         )?;
     }
     for d in &drops {
-        let dev = u16::try_from(d.device.0).unwrap_or(u16::MAX);
+        let dev = d.device;
         w.slice(
             &format!("drop: {}", d.reason.as_str()),
             "drop",
@@ -541,7 +549,7 @@ fn write_counters(
     }
     let qe = query_err(trace.path());
     // (device, time) -> values, in order.
-    let mut points: BTreeMap<(u16, i64), (i64, Vec<f64>)> = BTreeMap::new();
+    let mut points: BTreeMap<(DeviceId, i64), (i64, Vec<f64>)> = BTreeMap::new();
     let bucket = if max_per_device as usize <= max_points.max(1) {
         let mut sel = vec![col("device"), col("start_ns")];
         sel.extend(
@@ -562,7 +570,7 @@ fn write_counters(
                     .iter()
                     .map(|c| c.get(row).unwrap_or(f64::NAN))
                     .collect();
-                points.insert((d, t), (t, v));
+                points.insert((DeviceId(u32::from(d)), t), (t, v));
             }
         }
         None
@@ -571,7 +579,7 @@ fn write_counters(
         // with the same device and bucket are summed as slices, then merged.
         let span = (report.end_ns - report.start_ns).max(1);
         let width = (span + max_points as i64 - 1) / max_points.max(1) as i64;
-        let mut sums: BTreeMap<(u16, i64), (i64, u64, Vec<f64>)> = BTreeMap::new();
+        let mut sums: BTreeMap<(DeviceId, i64), (i64, u64, Vec<f64>)> = BTreeMap::new();
         for (lo, hi) in crate::samples::time_windows(trace, crate::samples::SAMPLES_PER_WINDOW)? {
             let mut lf = trace.lazy(Table::Samples)?;
             if lo != i64::MIN || hi != i64::MAX {
@@ -630,7 +638,7 @@ fn write_counters(
                     continue;
                 };
                 let e = sums
-                    .entry((d, b))
+                    .entry((DeviceId(u32::from(d)), b))
                     .or_insert_with(|| (t, 0, vec![0.0; names.len()]));
                 e.0 = e.0.min(t);
                 e.1 += n.get(row).unwrap_or(0).max(0) as u64;

@@ -4,13 +4,13 @@
 
 use crate::phases::{Phases, Place};
 use crate::samples::Fragment;
-use cufall_trace::model::{ActivityKind, ApiCall, DropRecord, KernelRecord};
+use cufall_trace::model::{ActivityKind, ApiCall, DeviceId, DropRecord, KernelRecord};
 use std::collections::BTreeMap;
 
 /// One idle interval of one device.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Gap {
-    pub device: u16,
+    pub device: DeviceId,
     pub start_ns: i64,
     pub end_ns: i64,
     pub place: Place,
@@ -44,6 +44,9 @@ pub struct HostCoverage {
     any: KernelCoverage,
 }
 
+/// Host calls are one lane, not a GPU's: the interval union is keyed on this one key.
+const HOST_LANE: DeviceId = DeviceId(0);
+
 impl HostCoverage {
     /// `None` when the trace has no API calls (`--capture api` was off).
     pub fn build(calls: &[ApiCall]) -> Option<HostCoverage> {
@@ -56,7 +59,7 @@ impl HostCoverage {
                 .any(|w| c.name.contains(w))
         };
         let union = |calls: &mut dyn Iterator<Item = &ApiCall>| {
-            KernelCoverage::from_intervals(calls.map(|c| (0, c.start_ns, c.end_ns)))
+            KernelCoverage::from_intervals(calls.map(|c| (HOST_LANE, c.start_ns, c.end_ns)))
         };
         Some(HostCoverage {
             sync: union(&mut calls.iter().filter(waits)),
@@ -66,10 +69,10 @@ impl HostCoverage {
 
     /// Time of `[start, end)` in synchronising calls, and in other calls outside those.
     pub fn split(&self, start: i64, end: i64) -> HostTime {
-        let in_sync_ns = self.sync.covered_ns(0, start, end);
+        let in_sync_ns = self.sync.covered_ns(HOST_LANE, start, end);
         HostTime {
             in_sync_ns,
-            in_launch_ns: self.any.covered_ns(0, start, end) - in_sync_ns,
+            in_launch_ns: self.any.covered_ns(HOST_LANE, start, end) - in_sync_ns,
         }
     }
 }
@@ -88,9 +91,9 @@ pub fn merge_fragments(
     drops: &[DropRecord],
     min_gap_ns: i64,
     hole_ns: i64,
-) -> Vec<(u16, i64, i64)> {
+) -> Vec<(DeviceId, i64, i64)> {
     fragments.sort_by_key(|f| (f.device, f.start_ns));
-    let mut merged: Vec<(u16, i64, i64)> = Vec::new();
+    let mut merged: Vec<(DeviceId, i64, i64)> = Vec::new();
     for f in fragments {
         match merged.last_mut() {
             Some((d, _, end)) if *d == f.device && f.start_ns - *end <= hole_ns => {
@@ -99,9 +102,9 @@ pub fn merge_fragments(
             _ => merged.push((f.device, f.start_ns, f.end_ns)),
         }
     }
-    let mut drops_by_device: BTreeMap<u16, Vec<(i64, i64)>> = BTreeMap::new();
+    let mut drops_by_device: BTreeMap<DeviceId, Vec<(i64, i64)>> = BTreeMap::new();
     for d in drops {
-        let dev = u16::try_from(d.device.0).unwrap_or(u16::MAX);
+        let dev = d.device;
         drops_by_device
             .entry(dev)
             .or_default()
@@ -143,7 +146,7 @@ pub fn merge_fragments(
 
 /// Busy time of each device's kernels, as sorted disjoint intervals with prefix sums.
 pub struct KernelCoverage {
-    by_device: BTreeMap<u16, DeviceCoverage>,
+    by_device: BTreeMap<DeviceId, DeviceCoverage>,
 }
 
 /// Disjoint sorted busy intervals and the prefix sums of their lengths.
@@ -162,19 +165,13 @@ impl KernelCoverage {
             kernels
                 .iter()
                 .filter(|k| k.kind == ActivityKind::Kernel)
-                .map(|k| {
-                    (
-                        u16::try_from(k.device.0).unwrap_or(u16::MAX),
-                        k.start_ns,
-                        k.end_ns,
-                    )
-                }),
+                .map(|k| (k.device, k.start_ns, k.end_ns)),
         ))
     }
 
     /// The union of `(key, start, end)` intervals, per key.
-    pub fn from_intervals(intervals: impl Iterator<Item = (u16, i64, i64)>) -> KernelCoverage {
-        let mut lists: BTreeMap<u16, Vec<(i64, i64)>> = BTreeMap::new();
+    pub fn from_intervals(intervals: impl Iterator<Item = (DeviceId, i64, i64)>) -> KernelCoverage {
+        let mut lists: BTreeMap<DeviceId, Vec<(i64, i64)>> = BTreeMap::new();
         for (dev, s, e) in intervals {
             lists.entry(dev).or_default().push((s, e.max(s)));
         }
@@ -207,7 +204,7 @@ impl KernelCoverage {
     }
 
     /// Time within `[start, end)` during which a kernel ran on `device`.
-    pub fn covered_ns(&self, device: u16, start: i64, end: i64) -> i64 {
+    pub fn covered_ns(&self, device: DeviceId, start: i64, end: i64) -> i64 {
         let Some(DeviceCoverage {
             intervals: iv,
             prefix,
@@ -236,7 +233,7 @@ impl KernelCoverage {
 
 /// Attributes and splits the merged gaps.
 pub fn build_gaps(
-    merged: Vec<(u16, i64, i64)>,
+    merged: Vec<(DeviceId, i64, i64)>,
     phases: &Phases,
     kernels: Option<&KernelCoverage>,
     host: Option<&HostCoverage>,
@@ -257,11 +254,11 @@ pub fn build_gaps(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cufall_trace::model::{DeviceId, DropReason};
+    use cufall_trace::model::DropReason;
 
-    fn frag(device: u16, start_ns: i64, end_ns: i64, edge: bool) -> Fragment {
+    fn frag(device: u32, start_ns: i64, end_ns: i64, edge: bool) -> Fragment {
         Fragment {
-            device,
+            device: DeviceId(device),
             start_ns,
             end_ns,
             samples: 1,
@@ -285,7 +282,14 @@ mod tests {
             frag(1, 400, 700, false),
         ];
         let got = merge_fragments(frags, &drops, 50, 5);
-        assert_eq!(got, vec![(0, 100, 210), (1, 400, 500), (1, 600, 700)]);
+        assert_eq!(
+            got,
+            vec![
+                (DeviceId(0), 100, 210),
+                (DeviceId(1), 400, 500),
+                (DeviceId(1), 600, 700)
+            ]
+        );
     }
 
     proptest::proptest! {
@@ -315,7 +319,7 @@ mod tests {
             let brute = (a..a + len)
                 .filter(|t| ks.iter().any(|(s, l)| *t >= *s && *t < s + l))
                 .count() as i64;
-            proptest::prop_assert_eq!(cov.covered_ns(0, a, a + len), brute);
+            proptest::prop_assert_eq!(cov.covered_ns(DeviceId(0), a, a + len), brute);
         }
 
         /// An idle run cut into fragments anywhere (at file-block edges) merges back whole.
@@ -328,7 +332,7 @@ mod tests {
                 .windows(2)
                 .map(|w| frag(3, 1000 + w[0], 1000 + w[1], true))
                 .collect();
-            proptest::prop_assert_eq!(merge_fragments(frags, &[], 500, 5), vec![(3, 1000, 2000)]);
+            proptest::prop_assert_eq!(merge_fragments(frags, &[], 500, 5), vec![(DeviceId(3), 1000, 2000)]);
         }
     }
 
@@ -373,9 +377,9 @@ mod tests {
             ..Default::default()
         };
         let cov = KernelCoverage::build(&[k(0, 100), k(50, 150), k(200, 300)]).expect("kernels");
-        assert_eq!(cov.covered_ns(0, 100, 250), 50 + 50);
-        assert_eq!(cov.covered_ns(0, 150, 200), 0);
-        assert_eq!(cov.covered_ns(0, -10, 400), 250);
-        assert_eq!(cov.covered_ns(1, 0, 400), 0);
+        assert_eq!(cov.covered_ns(DeviceId(0), 100, 250), 50 + 50);
+        assert_eq!(cov.covered_ns(DeviceId(0), 150, 200), 0);
+        assert_eq!(cov.covered_ns(DeviceId(0), -10, 400), 250);
+        assert_eq!(cov.covered_ns(DeviceId(1), 0, 400), 0);
     }
 }

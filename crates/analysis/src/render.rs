@@ -111,7 +111,7 @@ pub fn report_text(r: &Report) -> String {
         } else {
             format!(" ({})", g.chip)
         };
-        o.push_str(&format!("  GPU {}: {}{}\n", g.device, g.name, chip));
+        o.push_str(&format!("  GPU {}: {}{}\n", g.device.0, g.name, chip));
     }
     o.push_str(&format!(
         "  duration {}, sampling interval {}, metrics: {}\n",
@@ -175,7 +175,7 @@ pub fn report_text(r: &Report) -> String {
         for d in &p.devices {
             let mut row = vec![
                 phase_label(p),
-                d.device.to_string(),
+                d.device.0.to_string(),
                 fmt_pct(d.idle_fraction),
                 fmt_ns(d.dropped_ns),
                 mean_peak(&d.activity),
@@ -227,7 +227,7 @@ pub fn report_text(r: &Report) -> String {
                 g.totals.kernel_resident_ns.map_or("-".into(), fmt_ns),
                 g.devices
                     .iter()
-                    .map(|d| d.to_string())
+                    .map(|d| d.0.to_string())
                     .collect::<Vec<_>>()
                     .join(","),
             ]);
@@ -247,7 +247,7 @@ pub fn report_text(r: &Report) -> String {
         ]);
         for g in r.gaps.iter().take(LONGEST_GAPS_SHOWN) {
             t.row(vec![
-                g.device.to_string(),
+                g.device.0.to_string(),
                 fmt_ns(g.offset_ns),
                 fmt_ns(g.duration_ns),
                 g.place.clone(),
@@ -265,7 +265,7 @@ pub fn report_text(r: &Report) -> String {
         let mut t = TextTable::new(&["gpu", "drops", "time", "lost samples", "reasons"]);
         for d in &r.drops {
             t.row(vec![
-                d.device.to_string(),
+                d.device.0.to_string(),
                 d.count.to_string(),
                 fmt_ns(d.dropped_ns),
                 d.lost_samples.to_string(),

@@ -7,7 +7,7 @@ use crate::gaps::{self, Gap, HostCoverage, HostTime, KernelCoverage};
 use crate::phases::{self, Phases, Place};
 use crate::samples::{self, Activity, SegAgg};
 use cufall_trace::Trace;
-use cufall_trace::model::{DropRecord, NvmlRow};
+use cufall_trace::model::{DeviceId, DropRecord, NvmlRow};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -49,7 +49,7 @@ impl Default for ReportOptions {
 /// A GPU of the recording.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct GpuInfo {
-    pub device: u16,
+    pub device: DeviceId,
     pub name: String,
     pub chip: String,
 }
@@ -105,7 +105,7 @@ impl GapTotals {
 /// One phase on one device.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PhaseDevice {
-    pub device: u16,
+    pub device: DeviceId,
     pub samples: u64,
     /// Time covered by samples (drops excluded).
     pub sampled_ns: i64,
@@ -159,13 +159,13 @@ pub struct GapGroup {
     pub totals: GapTotals,
     pub mean_ns: i64,
     pub max_ns: i64,
-    pub devices: Vec<u16>,
+    pub devices: Vec<DeviceId>,
 }
 
 /// One gap.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct GapRow {
-    pub device: u16,
+    pub device: DeviceId,
     pub start_ns: i64,
     pub end_ns: i64,
     /// Start relative to the first sample of the trace.
@@ -181,7 +181,7 @@ pub struct GapRow {
 /// Drops of one device.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct DeviceDrops {
-    pub device: u16,
+    pub device: DeviceId,
     pub count: u64,
     pub dropped_ns: i64,
     pub lost_samples: u64,
@@ -355,13 +355,9 @@ fn mean(slot: (f64, u64)) -> Option<f64> {
 
 /// Per-device, per-segment inputs of the phase statistics.
 struct Cells {
-    samples: BTreeMap<u16, Vec<Option<SegAgg>>>,
-    nvml: BTreeMap<u16, Vec<Option<NvmlAgg>>>,
-    dropped: BTreeMap<u16, Vec<i64>>,
-}
-
-fn device_u16(d: u32) -> u16 {
-    u16::try_from(d).unwrap_or(u16::MAX)
+    samples: BTreeMap<DeviceId, Vec<Option<SegAgg>>>,
+    nvml: BTreeMap<DeviceId, Vec<Option<NvmlAgg>>>,
+    dropped: BTreeMap<DeviceId, Vec<i64>>,
 }
 
 /// Computes the report of the trace at `trace`.
@@ -411,7 +407,7 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
     let merged = gaps::merge_fragments(fragments, &drops, min_gap_ns, hole_ns);
     let gap_list = gaps::build_gaps(merged, &phases, coverage.as_ref(), host.as_ref());
 
-    let mut devices: Vec<u16> = m.devices.iter().map(|d| device_u16(d.id.0)).collect();
+    let mut devices: Vec<DeviceId> = m.devices.iter().map(|d| d.id).collect();
     devices.extend(totals.keys().map(|(d, _)| *d));
     devices.sort_unstable();
     devices.dedup();
@@ -461,16 +457,12 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
         .unwrap_or(start_ns);
     for r in &nvml {
         let s = phases.segment_of(r.t_ns);
-        if let Some(slot) = cells
-            .nvml
-            .get_mut(&device_u16(r.device.0))
-            .and_then(|v| v.get_mut(s))
-        {
+        if let Some(slot) = cells.nvml.get_mut(&r.device).and_then(|v| v.get_mut(s)) {
             slot.get_or_insert_with(NvmlAgg::new).push(r);
         }
     }
     for dr in &drops {
-        if let Some(v) = cells.dropped.get_mut(&device_u16(dr.device.0)) {
+        if let Some(v) = cells.dropped.get_mut(&dr.device) {
             let lo = phases.segment_of(dr.start_ns);
             let hi = phases.segment_of((dr.end_ns - 1).max(dr.start_ns));
             for (s, slot) in v.iter_mut().enumerate().take(hi + 1).skip(lo) {
@@ -587,7 +579,7 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
         gpus: devices
             .iter()
             .map(|d| {
-                let info = m.devices.iter().find(|x| device_u16(x.id.0) == *d);
+                let info = m.devices.iter().find(|x| x.id == *d);
                 GpuInfo {
                     device: *d,
                     name: info.map(|i| i.name.clone()).unwrap_or_default(),
@@ -616,7 +608,7 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
 }
 
 struct Ctx<'a> {
-    devices: &'a [u16],
+    devices: &'a [DeviceId],
     cells: &'a Cells,
     metrics: &'a [String],
     activity: Option<&'a Activity>,
@@ -782,7 +774,7 @@ fn verdict(idle: Option<f64>, gaps: &GapTotals, kernels: bool, min_gap_ns: i64) 
 }
 
 fn group_gaps(gaps: &[Gap], phases: &Phases) -> Vec<GapGroup> {
-    let mut groups: BTreeMap<&Place, (GapTotals, i64, Vec<u16>)> = BTreeMap::new();
+    let mut groups: BTreeMap<&Place, (GapTotals, i64, Vec<DeviceId>)> = BTreeMap::new();
     for g in gaps {
         let e = groups
             .entry(&g.place)
@@ -825,9 +817,9 @@ fn group_gaps(gaps: &[Gap], phases: &Phases) -> Vec<GapGroup> {
 }
 
 fn drop_summary(drops: &[DropRecord]) -> Vec<DeviceDrops> {
-    let mut by: BTreeMap<u16, DeviceDrops> = BTreeMap::new();
+    let mut by: BTreeMap<DeviceId, DeviceDrops> = BTreeMap::new();
     for d in drops {
-        let dev = device_u16(d.device.0);
+        let dev = d.device;
         let e = by.entry(dev).or_insert_with(|| DeviceDrops {
             device: dev,
             ..Default::default()

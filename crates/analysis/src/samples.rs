@@ -17,6 +17,7 @@
 
 use crate::error::{AnalysisError, Result, query_err};
 use crate::phases::Phases;
+use cufall_trace::model::DeviceId;
 use cufall_trace::{Table, Trace};
 use polars::prelude::*;
 use std::collections::HashMap;
@@ -128,7 +129,7 @@ impl SegAgg {
 }
 
 /// Aggregates keyed by `(device, segment)`.
-pub type SegmentTotals = HashMap<(u16, u32), SegAgg>;
+pub type SegmentTotals = HashMap<(DeviceId, u32), SegAgg>;
 
 const SEG: &str = "__segment";
 const DUR: &str = "__dur_ns";
@@ -321,7 +322,7 @@ fn read_segments(
     trace: &Trace,
     df: &DataFrame,
     values: usize,
-) -> Result<Vec<((u16, u32), SegAgg)>> {
+) -> Result<Vec<((DeviceId, u32), SegAgg)>> {
     let qe = query_err(trace.path());
     let device = crate::error::column_u16(df, "device", &qe)?;
     let seg = crate::error::column_u32(df, SEG, &qe)?;
@@ -347,7 +348,10 @@ fn read_segments(
     let mut out = Vec::with_capacity(df.height());
     for row in 0..df.height() {
         out.push((
-            (device.get(row).unwrap_or(0), seg.get(row).unwrap_or(0)),
+            (
+                DeviceId(u32::from(device.get(row).unwrap_or(0))),
+                seg.get(row).unwrap_or(0),
+            ),
             SegAgg {
                 samples: n.get(row).unwrap_or(0).max(0) as u64,
                 sampled_ns: dur.get(row).unwrap_or(0),
@@ -368,7 +372,7 @@ fn read_segments(
 /// A run of idle samples of one device, consecutive in the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fragment {
-    pub device: u16,
+    pub device: DeviceId,
     pub start_ns: i64,
     pub end_ns: i64,
     pub samples: u64,
@@ -429,7 +433,7 @@ fn read_fragments(trace: &Trace, df: &DataFrame) -> Result<Vec<Fragment>> {
     let mut out = Vec::with_capacity(df.height());
     for row in 0..df.height() {
         out.push(Fragment {
-            device: device.get(row).unwrap_or(0),
+            device: DeviceId(u32::from(device.get(row).unwrap_or(0))),
             start_ns: start.get(row).unwrap_or(0),
             end_ns: end.get(row).unwrap_or(0),
             samples: n.get(row).unwrap_or(0).max(0) as u64,

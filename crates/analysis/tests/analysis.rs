@@ -6,6 +6,7 @@ use cufall_analysis::report::{GapGroup, Report};
 use cufall_analysis::{ReportOptions, build_report};
 use cufall_testkit::fixture::{DRAM, ELAPSED, Fixture, INTERVAL, T0, TENSOR, US};
 use cufall_trace::Trace;
+use cufall_trace::model::DeviceId;
 
 fn opts() -> ReportOptions {
     ReportOptions {
@@ -54,7 +55,7 @@ fn gaps_have_exact_counts_durations_places_and_causes() {
     assert_eq!(dv.after.as_deref(), Some("step/verify"));
     assert_eq!(dv.totals.no_kernel_ns, Some(500 * US));
     assert_eq!(dv.totals.kernel_resident_ns, Some(0));
-    assert_eq!(dv.devices, [0, 1]);
+    assert_eq!(dv.devices, [DeviceId(0), DeviceId(1)]);
     // The idle stretch inside verify has the verify kernel resident: latency-bound.
     let v = group(&r, "step/verify");
     assert_eq!(v.kind, "in");
@@ -65,7 +66,7 @@ fn gaps_have_exact_counts_durations_places_and_causes() {
     let mut dev0: Vec<(i64, i64)> = r
         .gaps
         .iter()
-        .filter(|g| g.device == 0)
+        .filter(|g| g.device == DeviceId(0))
         .map(|g| ((g.start_ns - T0) / US, g.duration_ns / US))
         .collect();
     dev0.sort_unstable();
@@ -87,11 +88,11 @@ fn gaps_have_exact_counts_durations_places_and_causes() {
 #[test]
 fn drops_are_reported_and_never_counted_as_idle() {
     let (_dir, r) = report_of(&Fixture::default());
-    let whole = |d: u16| {
+    let whole = |d: u32| {
         r.whole_run
             .devices
             .iter()
-            .find(|x| x.device == d)
+            .find(|x| x.device == DeviceId(d))
             .expect("device")
             .clone()
     };
@@ -103,7 +104,7 @@ fn drops_are_reported_and_never_counted_as_idle() {
     assert_eq!(whole(1).sampled_ns, 3000 * US);
     assert_eq!(whole(1).idle_ns, 800 * US);
     assert_eq!(whole(1).dropped_ns, 0);
-    for g in r.gaps.iter().filter(|g| g.device == 0) {
+    for g in r.gaps.iter().filter(|g| g.device == DeviceId(0)) {
         for (s, e) in [(2400, 2500), (1930, 1950)] {
             assert!(
                 g.end_ns <= T0 + s * US || g.start_ns >= T0 + e * US,
@@ -112,7 +113,7 @@ fn drops_are_reported_and_never_counted_as_idle() {
         }
     }
     assert_eq!(r.drops.len(), 1);
-    assert_eq!(r.drops[0].device, 0);
+    assert_eq!(r.drops[0].device, DeviceId(0));
     assert_eq!(r.drops[0].count, 2);
     assert_eq!(r.drops[0].dropped_ns, 120 * US);
     assert_eq!(r.drops[0].lost_samples, 12);
@@ -138,7 +139,7 @@ fn phase_statistics() {
         assert_eq!(d.metrics[2].mean, Some(60.0));
         let act = d.activity.mean.expect("activity");
         assert!((act - 0.8).abs() < 1e-9, "{act}");
-        assert_eq!(d.power_w, Some(300.0 + f64::from(d.device)));
+        assert_eq!(d.power_w, Some(300.0 + f64::from(d.device.0)));
         assert_eq!(d.sm_clock_mhz, Some(1980.0));
     }
     assert!(draft.verdict.starts_with("busy"), "{}", draft.verdict);
@@ -423,5 +424,6 @@ fn empty_and_counterless_traces() {
         err.contains("nvml.cufall: the trace has no metric named"),
         "{err}"
     );
-    assert!(err.contains("pass --metric"), "{err}");
+    // What to pass instead is the command line's to say (sampler/tests/cli_analysis.rs).
+    assert!(err.contains("A's activity metric"), "{err}");
 }

@@ -85,7 +85,7 @@ fn analysis_advice(e: &AnalysisError, cmd: &str) -> Option<String> {
     match e {
         AnalysisError::Trace(t) => trace_advice(t, cmd),
         AnalysisError::MetricNotInB { .. } => Some(format!(
-            "`{cmd} diff` measures both traces with A's activity metric; pass --metric with a metric both traces record."
+            "Pass --metric with a metric both traces record (`{cmd} info` lists a trace's metrics)."
         )),
         AnalysisError::OutputExists(_) => {
             Some("Choose another output with -o, or pass --force to replace it.".into())
@@ -145,6 +145,19 @@ mod tests {
         .context("recording stopped");
         let m = message(&e, "cufall");
         assert_eq!(m.matches("disk full").count(), 1, "{m}");
+        let e = anyhow::Error::from(AnalysisError::MetricNotInB {
+            path: PathBuf::from("nvml.cufall"),
+            source: TraceError::UnknownMetric {
+                name: "m".into(),
+                available: "none".into(),
+            },
+        });
+        let m = message(&e, "cufall");
+        assert!(
+            m.contains("nvml.cufall: the trace has no metric named"),
+            "{m}"
+        );
+        assert!(m.contains("pass --metric"), "{m}");
         let e = anyhow::Error::from(AnalysisError::OutputExists(PathBuf::from("o")))
             .context("export failed");
         assert!(message(&e, "cufall").ends_with("pass --force to replace it."));

@@ -3,7 +3,7 @@
 //! that idle time means the same on both sides.
 
 use crate::error::{AnalysisError, Result};
-use crate::render::{TextTable, fmt_ns, fmt_num, fmt_pct};
+use crate::render::{TextTable, fmt_ns, fmt_num, fmt_pct, note_text};
 use crate::report::{PhaseReport, Report, ReportOptions, build_report};
 use cufall_trace::{Trace, TraceError};
 use serde::Serialize;
@@ -270,6 +270,11 @@ fn signed_ns(ns: i64) -> String {
 
 /// The text form of a diff.
 pub fn diff_text(d: &DiffReport) -> String {
+    diff_text_for(d, "cufall")
+}
+
+/// The text form of a diff; `cmd` is the command as the user runs it (for the notes).
+pub fn diff_text_for(d: &DiffReport, cmd: &str) -> String {
     let mut o = String::new();
     o.push_str(&format!(
         "cufall diff: A = {}, B = {}\n",
@@ -302,7 +307,7 @@ pub fn diff_text(d: &DiffReport) -> String {
             .map(|n| ("A", n))
             .chain(d.b.notes.iter().map(|n| ("B", n)))
     {
-        o.push_str(&format!("  note ({}): {}\n", n.0, n.1));
+        o.push_str(&format!("  note ({}): {}\n", n.0, note_text(n.1, cmd)));
     }
     o.push_str("\nPHASES (biggest change in total time first)\n");
     let mut t = TextTable::new(&[

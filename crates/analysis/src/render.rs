@@ -1,6 +1,6 @@
 //! Plain-text tables for reports and diffs.
 
-use crate::report::{PhaseReport, Report};
+use crate::report::{Note, PhaseReport, Report, Verdict};
 
 /// A duration for people: `850 ns`, `12.3 µs`, `4.56 ms`, `1.234 s`.
 pub fn fmt_ns(ns: i64) -> String {
@@ -101,8 +101,120 @@ fn phase_label(p: &PhaseReport) -> String {
 /// How many individual gaps the text report lists.
 pub const LONGEST_GAPS_SHOWN: usize = 10;
 
-/// The text form of a report.
+/// The text form of a report, naming the command `cufall`.
 pub fn report_text(r: &Report) -> String {
+    report_text_for(r, "cufall")
+}
+
+/// A verdict in plain words.
+pub fn verdict_text(v: &Verdict) -> String {
+    let head = |idle: f64| {
+        let pct = idle * 100.0;
+        if idle >= 0.5 {
+            format!("mostly idle ({pct:.0}% of the time)")
+        } else {
+            format!("idle {pct:.0}% of the time")
+        }
+    };
+    match v {
+        Verdict::NotMeasured => {
+            "GPU counters were not recorded: idle time cannot be measured".into()
+        }
+        Verdict::NoSamples => "no samples fall in this phase".into(),
+        Verdict::Busy { idle_fraction } => {
+            format!("busy: idle only {:.0}% of the time", idle_fraction * 100.0)
+        }
+        Verdict::ShortStalls {
+            idle_fraction,
+            min_gap_ns,
+        } => format!(
+            "{}, in stretches shorter than {}: short stalls between or inside kernels",
+            head(*idle_fraction),
+            fmt_ns(*min_gap_ns)
+        ),
+        Verdict::CauseUnknown { idle_fraction } => format!(
+            "{}; kernels were not captured, so launch gaps and latency-bound kernels cannot be told apart",
+            head(*idle_fraction)
+        ),
+        Verdict::HostBound {
+            idle_fraction,
+            no_kernel_fraction,
+            host,
+        } => {
+            let detail = match host {
+                Some(h) => format!(
+                    "the host was in CUDA synchronisation {:.0}%, in launches and copies {:.0}%, outside CUDA (CPU work) {:.0}% of it",
+                    h.in_sync * 100.0,
+                    h.in_launch * 100.0,
+                    h.outside_cuda * 100.0
+                ),
+                None => "launch gaps, host work, synchronisation".to_string(),
+            };
+            format!(
+                "{}; host-bound: no kernel resident during {:.0}% of its gap time ({detail})",
+                head(*idle_fraction),
+                no_kernel_fraction * 100.0
+            )
+        }
+        Verdict::LatencyBound {
+            idle_fraction,
+            kernel_resident_fraction,
+        } => format!(
+            "{}; latency-bound: kernels resident but counters idle during {:.0}% of its gap time",
+            head(*idle_fraction),
+            kernel_resident_fraction * 100.0
+        ),
+        Verdict::Mixed {
+            idle_fraction,
+            no_kernel_fraction,
+        } => format!(
+            "{}; mixed: {:.0}% of its gap time with no kernel resident, the rest with kernels resident but idle",
+            head(*idle_fraction),
+            no_kernel_fraction * 100.0
+        ),
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&verdict_text(self))
+    }
+}
+
+/// A note in plain words, naming the command `cufall`.
+impl std::fmt::Display for Note {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&note_text(self, "cufall"))
+    }
+}
+
+/// A note in plain words; `cmd` is the command as the user runs it.
+pub fn note_text(n: &Note, cmd: &str) -> String {
+    match n {
+        Note::NoNvtx => format!(
+            "NVTX ranges were not captured in this trace: the whole run is reported as one phase. \
+             Record a program that emits NVTX ranges with `{cmd} record -o NAME.cufall -- PROGRAM` \
+             to see its phases."
+        ),
+        Note::NoCounters { why } => format!(
+            "GPU counters were not recorded{}: idle time and gaps cannot be measured; phases show \
+             NVTX durations and NVML readings only.",
+            why.as_ref().map(|w| format!(" ({w})")).unwrap_or_default()
+        ),
+        Note::NoKernels => format!(
+            "kernel activity was not captured: gaps are not split into host-bound (no kernel \
+             resident) and latency-bound (kernel resident, counters idle). Record with \
+             `{cmd} record -- PROGRAM` to capture kernels."
+        ),
+        Note::Drops { count, dropped_ns } => format!(
+            "{count} drop(s), {} without samples in all: excluded from idle time and gaps, never counted as idle.",
+            fmt_ns(*dropped_ns)
+        ),
+    }
+}
+
+/// The text form of a report; `cmd` is the command as the user runs it (for the notes).
+pub fn report_text_for(r: &Report, cmd: &str) -> String {
     let mut o = String::new();
     o.push_str(&format!("cufall report: {}\n", r.trace));
     for g in &r.gpus {
@@ -133,7 +245,7 @@ pub fn report_text(r: &Report) -> String {
         None => o.push_str("  idle: not measured (no GPU counters in this recording)\n"),
     }
     for n in &r.notes {
-        o.push_str(&format!("  note: {n}\n"));
+        o.push_str(&format!("  note: {}\n", note_text(n, cmd)));
     }
     for w in &r.warnings {
         o.push_str(&format!("  warning: {w}\n"));
@@ -281,7 +393,7 @@ pub fn report_text(r: &Report) -> String {
 
     o.push_str("\nVERDICT\n");
     for p in &all {
-        o.push_str(&format!("  {}: {}\n", p.path, p.verdict));
+        o.push_str(&format!("  {}: {}\n", p.path, verdict_text(&p.verdict)));
     }
     o
 }

@@ -143,7 +143,69 @@ pub struct PhaseReport {
     pub devices: Vec<PhaseDevice>,
     /// Idle time over sampled time, all devices together.
     pub idle_fraction: Option<f64>,
-    pub verdict: String,
+    pub verdict: Verdict,
+}
+
+/// What a phase's numbers say, as data (`--json` gives these fields; `render` words them).
+/// Fractions are of 1: `idle_fraction` of the sampled time, the others of the phase's gap time.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Verdict {
+    /// The recording has no GPU counters: idle time cannot be measured.
+    NotMeasured,
+    /// No sample falls in the phase.
+    NoSamples,
+    /// Idle less than [`BUSY_BELOW`] of the time.
+    Busy { idle_fraction: f64 },
+    /// Idle, but only in stretches shorter than the minimum gap: stalls between or in kernels.
+    ShortStalls { idle_fraction: f64, min_gap_ns: i64 },
+    /// Idle in gaps, but kernels were not captured, so their cause cannot be told.
+    CauseUnknown { idle_fraction: f64 },
+    /// No kernel resident during at least [`HOST_BOUND_FROM`] of the gap time; with the CUDA
+    /// calls captured, where the host was meanwhile.
+    HostBound {
+        idle_fraction: f64,
+        no_kernel_fraction: f64,
+        host: Option<HostShares>,
+    },
+    /// Kernels resident but counters idle during most of the gap time.
+    LatencyBound {
+        idle_fraction: f64,
+        kernel_resident_fraction: f64,
+    },
+    /// Neither cause dominates.
+    Mixed {
+        idle_fraction: f64,
+        no_kernel_fraction: f64,
+    },
+}
+
+/// Where the host was during a phase's gap time (`--capture api`), as fractions of it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct HostShares {
+    pub in_sync: f64,
+    pub in_launch: f64,
+    pub outside_cuda: f64,
+}
+
+/// Below this idle fraction a phase is busy.
+pub const BUSY_BELOW: f64 = 0.10;
+/// From this share of gap time without a kernel resident, a phase is host-bound; up to one
+/// minus it, latency-bound.
+pub const HOST_BOUND_FROM: f64 = 0.6;
+
+/// A remark about the whole report, as data.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Note {
+    /// No NVTX ranges: the whole run is one phase.
+    NoNvtx,
+    /// No GPU counters, with the reason the recorder wrote, if any.
+    NoCounters { why: Option<String> },
+    /// No kernel activity: gaps are not split by cause.
+    NoKernels,
+    /// Drops: excluded from idle time and gaps.
+    Drops { count: u64, dropped_ns: i64 },
 }
 
 /// Gaps grouped by where they fall.
@@ -215,7 +277,7 @@ pub struct Report {
     /// Every gap, longest first.
     pub gaps: Vec<GapRow>,
     pub drops: Vec<DeviceDrops>,
-    pub notes: Vec<String>,
+    pub notes: Vec<Note>,
     pub warnings: Vec<String>,
 }
 
@@ -360,6 +422,55 @@ struct Cells {
     dropped: BTreeMap<DeviceId, Vec<i64>>,
 }
 
+impl Cells {
+    /// Places the sample totals, NVML readings and dropped time in their segments.
+    fn build(
+        devices: &[DeviceId],
+        phases: &Phases,
+        totals: &samples::SegmentTotals,
+        nvml: &[NvmlRow],
+        drops: &[DropRecord],
+    ) -> Cells {
+        let nseg = phases.segment_count();
+        let mut cells = Cells {
+            samples: BTreeMap::new(),
+            nvml: BTreeMap::new(),
+            dropped: BTreeMap::new(),
+        };
+        for d in devices {
+            cells.samples.insert(*d, (0..nseg).map(|_| None).collect());
+            cells.nvml.insert(*d, (0..nseg).map(|_| None).collect());
+            cells.dropped.insert(*d, vec![0; nseg]);
+        }
+        for ((d, s), agg) in totals {
+            if let Some(slot) = cells
+                .samples
+                .get_mut(d)
+                .and_then(|v| v.get_mut(*s as usize))
+            {
+                *slot = Some(agg.clone());
+            }
+        }
+        for r in nvml {
+            let s = phases.segment_of(r.t_ns);
+            if let Some(slot) = cells.nvml.get_mut(&r.device).and_then(|v| v.get_mut(s)) {
+                slot.get_or_insert_with(NvmlAgg::new).push(r);
+            }
+        }
+        for dr in drops {
+            if let Some(v) = cells.dropped.get_mut(&dr.device) {
+                let lo = phases.segment_of(dr.start_ns);
+                let hi = phases.segment_of((dr.end_ns - 1).max(dr.start_ns));
+                for (s, slot) in v.iter_mut().enumerate().take(hi + 1).skip(lo) {
+                    let (a, b) = phases.segment_bounds(s, dr.start_ns, dr.end_ns);
+                    *slot += (b.min(dr.end_ns) - a.max(dr.start_ns)).max(0);
+                }
+            }
+        }
+        cells
+    }
+}
+
 /// Computes the report of the trace at `trace`.
 pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
     let m = trace.manifest();
@@ -413,25 +524,7 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
     devices.dedup();
 
     let nseg = phases.segment_count();
-    let mut cells = Cells {
-        samples: BTreeMap::new(),
-        nvml: BTreeMap::new(),
-        dropped: BTreeMap::new(),
-    };
-    for d in &devices {
-        cells.samples.insert(*d, (0..nseg).map(|_| None).collect());
-        cells.nvml.insert(*d, (0..nseg).map(|_| None).collect());
-        cells.dropped.insert(*d, vec![0; nseg]);
-    }
-    for ((d, s), agg) in &totals {
-        if let Some(slot) = cells
-            .samples
-            .get_mut(d)
-            .and_then(|v| v.get_mut(*s as usize))
-        {
-            *slot = Some(agg.clone());
-        }
-    }
+    let cells = Cells::build(&devices, &phases, &totals, &nvml, &drops);
     // The sampled extent; without samples, that of the NVML readings and NVTX ranges.
     let start_ns = totals
         .values()
@@ -455,22 +548,6 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
                 .max()
         })
         .unwrap_or(start_ns);
-    for r in &nvml {
-        let s = phases.segment_of(r.t_ns);
-        if let Some(slot) = cells.nvml.get_mut(&r.device).and_then(|v| v.get_mut(s)) {
-            slot.get_or_insert_with(NvmlAgg::new).push(r);
-        }
-    }
-    for dr in &drops {
-        if let Some(v) = cells.dropped.get_mut(&dr.device) {
-            let lo = phases.segment_of(dr.start_ns);
-            let hi = phases.segment_of((dr.end_ns - 1).max(dr.start_ns));
-            for (s, slot) in v.iter_mut().enumerate().take(hi + 1).skip(lo) {
-                let (a, b) = phases.segment_bounds(s, dr.start_ns, dr.end_ns);
-                *slot += (b.min(dr.end_ns) - a.max(dr.start_ns)).max(0);
-            }
-        }
-    }
 
     let kernels_captured = coverage.is_some();
     let all_segments: Vec<u32> = (0..nseg as u32).collect();
@@ -492,88 +569,17 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
         &all_segments,
         &whole_gaps,
     );
-    let gap_segments: Vec<u32> = gap_list
-        .iter()
-        .map(|g| phases.segment_of(g.start_ns + g.duration_ns() / 2) as u32)
-        .collect();
-    let mut phase_reports = Vec::with_capacity(phases.phases.len());
-    for p in phases.phases.iter() {
-        // Gaps whose midpoint lies in one of the phase's ranges: for a parent phase this
-        // includes the gaps between its children.
-        let in_phase: Vec<&Gap> = gap_list
-            .iter()
-            .zip(&gap_segments)
-            .filter(|(_, s)| p.segments.binary_search(s).is_ok())
-            .map(|(g, _)| g)
-            .collect();
-        phase_reports.push(ctx.phase_report(
-            &p.path,
-            &p.name,
-            p.depth,
-            &p.durations_ns,
-            &p.segments,
-            &in_phase,
-        ));
-    }
-
+    let phase_reports = ctx.phase_reports(&phases, &gap_list);
     let gap_groups = group_gaps(&gap_list, &phases);
-    let mut gap_rows: Vec<GapRow> = gap_list
-        .iter()
-        .map(|g| GapRow {
-            device: g.device,
-            start_ns: g.start_ns,
-            end_ns: g.end_ns,
-            offset_ns: g.start_ns - start_ns,
-            duration_ns: g.duration_ns(),
-            place: phases.label(&g.place),
-            no_kernel_ns: g.kernel_resident_ns.map(|k| g.duration_ns() - k),
-            kernel_resident_ns: g.kernel_resident_ns,
-            host: g.host,
-        })
-        .collect();
-    gap_rows.sort_by(|a, b| {
-        b.duration_ns
-            .cmp(&a.duration_ns)
-            .then(a.start_ns.cmp(&b.start_ns))
-            .then(a.device.cmp(&b.device))
-    });
+    let gap_rows = gap_rows(&gap_list, &phases, start_ns);
 
     let drop_reports = drop_summary(&drops);
-    let mut notes = Vec::new();
-    if phases.is_empty() {
-        notes.push(
-            "NVTX ranges were not captured in this trace: the whole run is reported as one phase. \
-             Record a program that emits NVTX ranges with `cufall record -o NAME.cufall -- PROGRAM` \
-             to see its phases."
-                .to_string(),
-        );
-    }
-    if activity.is_none() {
-        notes.push(format!(
-            "GPU counters were not recorded{}: idle time and gaps cannot be measured; phases show \
-             NVTX durations and NVML readings only.",
-            m.counters_unavailable
-                .as_ref()
-                .map(|w| format!(" ({w})"))
-                .unwrap_or_default()
-        ));
-    }
-    if !kernels_captured {
-        notes.push(
-            "kernel activity was not captured: gaps are not split into host-bound (no kernel \
-             resident) and latency-bound (kernel resident, counters idle). Record with \
-             `cufall record -- PROGRAM` to capture kernels."
-                .to_string(),
-        );
-    }
-    if !drops.is_empty() {
-        let total: i64 = drops.iter().map(|d| (d.end_ns - d.start_ns).max(0)).sum();
-        notes.push(format!(
-            "{} drop(s), {} without samples in all: excluded from idle time and gaps, never counted as idle.",
-            drops.len(),
-            crate::render::fmt_ns(total)
-        ));
-    }
+    let notes = notes(
+        &phases,
+        activity.is_none().then(|| m.counters_unavailable.clone()),
+        kernels_captured,
+        &drops,
+    );
     Ok(Report {
         trace: trace.path().display().to_string(),
         gpus: devices
@@ -617,6 +623,35 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// One report per phase, in tree order, each with the gaps whose midpoint lies in one of
+    /// its ranges (for a parent phase, that includes the gaps between its children).
+    fn phase_reports(&self, phases: &Phases, gaps: &[Gap]) -> Vec<PhaseReport> {
+        let gap_segments: Vec<u32> = gaps
+            .iter()
+            .map(|g| phases.segment_of(g.start_ns + g.duration_ns() / 2) as u32)
+            .collect();
+        phases
+            .phases
+            .iter()
+            .map(|p| {
+                let in_phase: Vec<&Gap> = gaps
+                    .iter()
+                    .zip(&gap_segments)
+                    .filter(|(_, s)| p.segments.binary_search(s).is_ok())
+                    .map(|(g, _)| g)
+                    .collect();
+                self.phase_report(
+                    &p.path,
+                    &p.name,
+                    p.depth,
+                    &p.durations_ns,
+                    &p.segments,
+                    &in_phase,
+                )
+            })
+            .collect()
+    }
+
     fn phase_report(
         &self,
         path: &str,
@@ -702,7 +737,7 @@ impl Ctx<'_> {
             devices: devs,
             idle_fraction,
             verdict: if self.activity.is_none() {
-                "GPU counters were not recorded: idle time cannot be measured".to_string()
+                Verdict::NotMeasured
             } else {
                 verdict(
                     idle_fraction,
@@ -715,62 +750,99 @@ impl Ctx<'_> {
     }
 }
 
-/// A short verdict in plain words.
-fn verdict(idle: Option<f64>, gaps: &GapTotals, kernels: bool, min_gap_ns: i64) -> String {
-    let Some(idle) = idle else {
-        return "no samples fall in this phase".into();
+/// The verdict of a phase from its idle fraction and gap totals.
+fn verdict(idle: Option<f64>, gaps: &GapTotals, kernels: bool, min_gap_ns: i64) -> Verdict {
+    let Some(idle_fraction) = idle else {
+        return Verdict::NoSamples;
     };
-    let pct = idle * 100.0;
-    if idle < 0.10 {
-        return format!("busy: idle only {pct:.0}% of the time");
+    if idle_fraction < BUSY_BELOW {
+        return Verdict::Busy { idle_fraction };
     }
-    let head = if idle >= 0.5 {
-        format!("mostly idle ({pct:.0}% of the time)")
-    } else {
-        format!("idle {pct:.0}% of the time")
-    };
     if gaps.total_ns == 0 {
-        return format!(
-            "{head}, in stretches shorter than {}: short stalls between or inside kernels",
-            crate::render::fmt_ns(min_gap_ns)
-        );
+        return Verdict::ShortStalls {
+            idle_fraction,
+            min_gap_ns,
+        };
     }
     if !kernels {
-        return format!(
-            "{head}; kernels were not captured, so launch gaps and latency-bound kernels cannot be told apart"
-        );
+        return Verdict::CauseUnknown { idle_fraction };
     }
-    let host = gaps.no_kernel_ns.unwrap_or(0) as f64 / gaps.total_ns as f64;
-    if host >= 0.6 {
-        let detail = match gaps.host {
-            // With the CUDA calls captured, say where the host was during the gaps.
-            Some(h) => {
-                let pct = |ns: i64| 100.0 * ns as f64 / gaps.total_ns as f64;
-                let elsewhere = gaps.total_ns - h.in_sync_ns - h.in_launch_ns;
-                format!(
-                    "the host was in CUDA synchronisation {:.0}%, in launches and copies {:.0}%, outside CUDA (CPU work) {:.0}% of it",
-                    pct(h.in_sync_ns),
-                    pct(h.in_launch_ns),
-                    pct(elsewhere.max(0))
-                )
-            }
-            None => "launch gaps, host work, synchronisation".to_string(),
-        };
-        format!(
-            "{head}; host-bound: no kernel resident during {:.0}% of its gap time ({detail})",
-            host * 100.0
-        )
-    } else if host <= 0.4 {
-        format!(
-            "{head}; latency-bound: kernels resident but counters idle during {:.0}% of its gap time",
-            (1.0 - host) * 100.0
-        )
+    let total = gaps.total_ns as f64;
+    let no_kernel_fraction = gaps.no_kernel_ns.unwrap_or(0) as f64 / total;
+    if no_kernel_fraction >= HOST_BOUND_FROM {
+        let host = gaps.host.map(|h| HostShares {
+            in_sync: h.in_sync_ns as f64 / total,
+            in_launch: h.in_launch_ns as f64 / total,
+            outside_cuda: (gaps.total_ns - h.in_sync_ns - h.in_launch_ns).max(0) as f64 / total,
+        });
+        Verdict::HostBound {
+            idle_fraction,
+            no_kernel_fraction,
+            host,
+        }
+    } else if no_kernel_fraction <= 1.0 - HOST_BOUND_FROM {
+        Verdict::LatencyBound {
+            idle_fraction,
+            kernel_resident_fraction: 1.0 - no_kernel_fraction,
+        }
     } else {
-        format!(
-            "{head}; mixed: {:.0}% of its gap time with no kernel resident, the rest with kernels resident but idle",
-            host * 100.0
-        )
+        Verdict::Mixed {
+            idle_fraction,
+            no_kernel_fraction,
+        }
     }
+}
+
+/// The remarks about the whole report; `no_counters` holds the recorder's reason when the
+/// recording has no GPU counters.
+fn notes(
+    phases: &Phases,
+    no_counters: Option<Option<String>>,
+    kernels_captured: bool,
+    drops: &[DropRecord],
+) -> Vec<Note> {
+    let mut notes = Vec::new();
+    if phases.is_empty() {
+        notes.push(Note::NoNvtx);
+    }
+    if let Some(why) = no_counters {
+        notes.push(Note::NoCounters { why });
+    }
+    if !kernels_captured {
+        notes.push(Note::NoKernels);
+    }
+    if !drops.is_empty() {
+        notes.push(Note::Drops {
+            count: drops.len() as u64,
+            dropped_ns: drops.iter().map(|d| (d.end_ns - d.start_ns).max(0)).sum(),
+        });
+    }
+    notes
+}
+
+/// Every gap as a row, longest first; offsets from `start_ns`.
+fn gap_rows(gaps: &[Gap], phases: &Phases, start_ns: i64) -> Vec<GapRow> {
+    let mut rows: Vec<GapRow> = gaps
+        .iter()
+        .map(|g| GapRow {
+            device: g.device,
+            start_ns: g.start_ns,
+            end_ns: g.end_ns,
+            offset_ns: g.start_ns - start_ns,
+            duration_ns: g.duration_ns(),
+            place: phases.label(&g.place),
+            no_kernel_ns: g.kernel_resident_ns.map(|k| g.duration_ns() - k),
+            kernel_resident_ns: g.kernel_resident_ns,
+            host: g.host,
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.duration_ns
+            .cmp(&a.duration_ns)
+            .then(a.start_ns.cmp(&b.start_ns))
+            .then(a.device.cmp(&b.device))
+    });
+    rows
 }
 
 fn group_gaps(gaps: &[Gap], phases: &Phases) -> Vec<GapGroup> {

@@ -142,12 +142,16 @@ fn phase_statistics() {
         assert_eq!(d.power_w, Some(300.0 + f64::from(d.device.0)));
         assert_eq!(d.sm_clock_mhz, Some(1980.0));
     }
-    assert!(draft.verdict.starts_with("busy"), "{}", draft.verdict);
+    assert!(
+        draft.verdict.to_string().starts_with("busy"),
+        "{}",
+        draft.verdict
+    );
     let verify = &r.phases[2];
     let idle = verify.idle_fraction.expect("idle");
     assert!((idle - 200.0 / 1200.0).abs() < 1e-9, "{idle}");
     assert!(
-        verify.verdict.contains("latency-bound"),
+        verify.verdict.to_string().contains("latency-bound"),
         "{}",
         verify.verdict
     );
@@ -204,14 +208,14 @@ fn trace_without_nvtx_reports_the_whole_run() {
     assert!(
         r.notes
             .iter()
-            .any(|n| n.contains("NVTX ranges were not captured")),
+            .any(|n| n.to_string().contains("NVTX ranges were not captured")),
         "{:?}",
         r.notes
     );
     assert!(
         r.notes
             .iter()
-            .any(|n| n.contains("kernel activity was not captured"))
+            .any(|n| n.to_string().contains("kernel activity was not captured"))
     );
     assert_eq!(r.gap_groups.len(), 1);
     assert_eq!(r.gap_groups[0].place, "(whole run)");
@@ -386,7 +390,10 @@ fn empty_and_counterless_traces() {
     assert!(r.gaps.is_empty());
     assert_eq!(r.whole_run.devices.len(), 2);
     assert_eq!(r.whole_run.devices[0].samples, 0);
-    assert_eq!(r.whole_run.verdict, "no samples fall in this phase");
+    assert_eq!(
+        r.whole_run.verdict.to_string(),
+        "no samples fall in this phase"
+    );
     assert!(report_text(&r).contains("IDLE GAPS"));
 
     let mut m = Manifest::new("test", T0);
@@ -408,9 +415,9 @@ fn empty_and_counterless_traces() {
     let r = build_report(&Trace::open(&nvml_only).expect("open"), &opts()).expect("report");
     assert_eq!(r.activity, None);
     assert!(
-        r.notes
-            .iter()
-            .any(|n| n.contains("GPU counters were not recorded (profiling is restricted")),
+        r.notes.iter().any(|n| n
+            .to_string()
+            .contains("GPU counters were not recorded (profiling is restricted")),
         "{:?}",
         r.notes
     );

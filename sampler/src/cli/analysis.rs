@@ -2,9 +2,10 @@
 //! analysis crate (`cufall_analysis`).
 
 use super::duration::parse_positive_ns;
-use cufall_analysis::diff::{build_diff, diff_text};
+use super::hint::command_name;
+use cufall_analysis::diff::{build_diff, diff_text_for};
 use cufall_analysis::export::{self, DEFAULT_MAX_COUNTER_POINTS, ExportOptions, Format};
-use cufall_analysis::render::{fmt_ns, report_text};
+use cufall_analysis::render::{fmt_ns, report_text_for};
 use cufall_analysis::report::{DEFAULT_IDLE_BELOW, ReportOptions, build_report};
 use cufall_analysis::{AnalysisError, Result};
 use cufall_trace::Trace;
@@ -123,7 +124,7 @@ pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<ExitCode> {
         serde_json::to_writer_pretty(&mut *out, &report).map_err(json_err)?;
         writeln!(out).map_err(io_err)?;
     } else {
-        out.write_all(report_text(&report).as_bytes())
+        out.write_all(report_text_for(&report, &command_name()).as_bytes())
             .map_err(io_err)?;
     }
     Ok(ExitCode::SUCCESS)
@@ -138,7 +139,8 @@ pub fn diff_to(args: &DiffArgs, out: &mut dyn Write) -> Result<ExitCode> {
         serde_json::to_writer_pretty(&mut *out, &d).map_err(json_err)?;
         writeln!(out).map_err(io_err)?;
     } else {
-        out.write_all(diff_text(&d).as_bytes()).map_err(io_err)?;
+        out.write_all(diff_text_for(&d, &command_name()).as_bytes())
+            .map_err(io_err)?;
     }
     Ok(ExitCode::SUCCESS)
 }

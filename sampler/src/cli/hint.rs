@@ -157,7 +157,10 @@ mod tests {
             m.contains("nvml.cufall: the trace has no metric named"),
             "{m}"
         );
-        assert!(m.contains("pass --metric"), "{m}");
+        assert!(
+            m.contains("Pass --metric with a metric both traces record"),
+            "{m}"
+        );
         let e = anyhow::Error::from(AnalysisError::OutputExists(PathBuf::from("o")))
             .context("export failed");
         assert!(message(&e, "cufall").ends_with("pass --force to replace it."));

@@ -112,8 +112,11 @@ pub fn select(req: &MetricRequest) -> Result<Selection, SpecError> {
         check_name(d)?;
         push_unique(&mut columns, d);
     }
+    // One heatmap per requested metric: the `.min`/`.max` rollups of `--sm-spread` are its
+    // spread rows, not heatmaps of their own.
     let heatmaps = shown
         .iter()
+        .filter(|m| metrics.iter().any(|r| r.as_str() == m.as_str()))
         .map(|m| HeatmapSpec {
             metric: m.clone(),
             denominator: denominator.clone(),
@@ -198,7 +201,9 @@ mod tests {
                 DEFAULT_DRAM.to_string(),
             ]
         );
-        assert_eq!(s.heatmaps.len(), 4);
+        // The rollups are the tensor heatmap's spread rows, not heatmaps of their own.
+        let shown: Vec<&str> = s.heatmaps.iter().map(|h| h.metric.as_str()).collect();
+        assert_eq!(shown, [DEFAULT_TENSOR, DEFAULT_DRAM]);
     }
 
     #[test]

@@ -310,7 +310,12 @@ fn draw_section(
         // Right panel: current value, then NVML.
         let panel_w = layout::panel_w(area.width);
         if panel_w > 0 {
-            let main = bins[d].len() / 2; // the avg lane with spread, the only lane without
+            // The heatmap's own metric: with spread rows, the lane over its column (the avg lane
+            // of an `.avg` heatmap, the min lane of a `.min` one).
+            let main = lane_ix
+                .iter()
+                .position(|&l| hm.series_index(l) == 0)
+                .unwrap_or(bins[d].len() / 2);
             let now = current(state, &bins[d][main]);
             let text = format!("{:>7}", now.map_or("-".to_string(), |v| fmt_value(v, hm)));
             buf.set_stringn(panel_x, y, &text, 8, BOLD);

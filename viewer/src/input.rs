@@ -8,6 +8,8 @@ use cufall_live::LiveEvent;
 #[derive(Clone, Debug, PartialEq)]
 pub enum Input {
     Quit,
+    /// Esc: closes the help if it is open, else quits.
+    Back,
     ToggleHelp,
     TogglePause,
     ZoomIn,
@@ -35,6 +37,7 @@ pub enum Input {
 /// The keys, as the footer and the help show them.
 pub const KEYS: &[(&str, &str)] = &[
     ("q", "quit"),
+    ("Esc", "close help, else quit"),
     ("?", "help"),
     ("space", "pause"),
     ("+/-", "zoom"),
@@ -61,7 +64,8 @@ pub fn from_key(k: &KeyEvent) -> Option<Input> {
     let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
     Some(match k.code {
         KeyCode::Char('c') | KeyCode::Char('d') if ctrl => Input::Quit,
-        KeyCode::Char('q') | KeyCode::Esc => Input::Quit,
+        KeyCode::Char('q') => Input::Quit,
+        KeyCode::Esc => Input::Back,
         KeyCode::Char('?') | KeyCode::Char('h') | KeyCode::F(1) => Input::ToggleHelp,
         KeyCode::Char(' ') | KeyCode::Char('p') => Input::TogglePause,
         KeyCode::Char('+') | KeyCode::Char('=') | KeyCode::Char('i') | KeyCode::Up => Input::ZoomIn,

@@ -273,6 +273,8 @@ impl HeatmapState {
         let span = self.col_ns() * self.cols() as i64;
         match input {
             Input::Quit => self.quit = true,
+            Input::Back if self.show_help => self.show_help = false,
+            Input::Back => self.quit = true,
             Input::ToggleHelp => self.show_help = !self.show_help,
             Input::TogglePause => {
                 self.paused = !self.paused;

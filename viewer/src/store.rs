@@ -53,7 +53,13 @@ impl HeatmapOverrides {
                 })
                 .collect()
         } else if !specs.is_empty() {
-            specs.to_vec()
+            // Recordings made before the spread rollups stopped being heatmaps of their own list
+            // `.min`/`.max` beside `.avg`: they are the `.avg` heatmap's spread rows.
+            specs
+                .iter()
+                .filter(|s| !is_spread_sibling(&s.metric, specs))
+                .cloned()
+                .collect()
         } else {
             // Without specs, show every metric that is not only a denominator or a spread sibling.
             let mut v: Vec<HeatmapSpec> = Vec::new();
@@ -105,6 +111,13 @@ fn split_rollup(name: &str) -> (String, bool) {
         }
         _ => (name.to_string(), false),
     }
+}
+
+/// Whether `metric` is the `.min` or `.max` rollup of a `.avg` metric that `specs` also shows.
+fn is_spread_sibling(metric: &str, specs: &[HeatmapSpec]) -> bool {
+    let rollup = metric.split('.').nth(1);
+    matches!(rollup, Some("min" | "max"))
+        && with_rollup(metric, "avg").is_some_and(|avg| specs.iter().any(|s| s.metric == avg))
 }
 
 fn with_rollup(name: &str, rollup: &str) -> Option<String> {
@@ -563,6 +576,41 @@ mod tests {
             ),
             Err("nope".into())
         );
+    }
+
+    /// A recording that lists the spread rollups as heatmaps of their own shows one heatmap
+    /// with spread rows, not three identical ones.
+    #[test]
+    fn spread_rollups_listed_as_heatmaps_are_one_heatmap() {
+        let metrics = [
+            m("sm__x.avg"),
+            m("sm__x.min"),
+            m("sm__x.max"),
+            m("dram__y.avg"),
+        ];
+        let spec = |name: &str| HeatmapSpec {
+            metric: name.into(),
+            denominator: None,
+            full_scale: None,
+        };
+        let specs = [
+            spec("sm__x.avg"),
+            spec("sm__x.min"),
+            spec("sm__x.max"),
+            spec("dram__y.avg"),
+        ];
+        let shown = HeatmapOverrides::default().apply(&specs, &metrics);
+        let names: Vec<_> = shown.iter().map(|s| s.metric.as_str()).collect();
+        assert_eq!(names, ["sm__x.avg", "dram__y.avg"]);
+        let h = resolve(&shown, &metrics).unwrap();
+        let labels: Vec<_> = h[0].spread.iter().map(|l| l.label.as_str()).collect();
+        assert_eq!(labels, ["max", "avg", "min"]);
+        // Asked for by name, a rollup is still shown.
+        let o = HeatmapOverrides {
+            metrics: vec!["sm__x.min".into()],
+            ..Default::default()
+        };
+        assert_eq!(o.apply(&specs, &metrics)[0].metric, "sm__x.min");
     }
 
     #[test]

@@ -213,6 +213,18 @@ fn help_overlay() {
     assert!(text.contains("keys") && text.contains("pause"));
 }
 
+/// Esc closes the help overlay; only a second Esc quits.
+#[test]
+fn esc_closes_the_help_before_it_quits() {
+    let s = setup(Palette::Mono, TENSOR);
+    let mut st = browse(constant(1, 0.3, 100_000_000), &s, 80, 20);
+    st.update(Input::ToggleHelp);
+    st.update(Input::Back);
+    assert!(!st.show_help && !st.quit);
+    st.update(Input::Back);
+    assert!(st.quit);
+}
+
 #[test]
 fn max_aggregation_keeps_short_bursts_visible() {
     let s = setup(Palette::Mono, TENSOR);

@@ -327,8 +327,8 @@ fn api_kept(name: &str) -> bool {
 /// `rec` must point at a CUPTI 13 activity record.
 unsafe fn forward(api: &Api, h: &'static Hub, names: &mut Names, rec: *const CUpti_Activity) {
     use CUpti_ActivityKind as K;
-    // SAFETY (whole body): `rec`'s first field is its kind, and the layout read for each kind
-    // is CUPTI 13.0's record of that kind.
+    // SAFETY: for the whole body: `rec`'s first field is its kind, and the layout read for
+    // each kind is CUPTI 13.0's record of that kind.
     unsafe {
         let k = rec.cast::<u32>().read_unaligned();
         if k == kind(K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)

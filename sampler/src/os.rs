@@ -1,31 +1,18 @@
-//! The few POSIX calls the recorder needs and std does not offer: catching Ctrl-C, signalling
-//! the child, and reading this process's CPU time.
+//! The few POSIX calls the recorder needs and std does not offer: catching Ctrl-C (through
+//! signal-hook), signalling the child, and reading this process's CPU time.
 // Signals and getrusage are libc calls; each unsafe block states why it is sound.
 #![allow(unsafe_code)]
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock};
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-static LAST_SIGNAL: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    // Only async-signal-safe work: two atomic stores.
-    LAST_SIGNAL.store(sig, Ordering::SeqCst);
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
+static INTERRUPTED: LazyLock<Arc<AtomicBool>> = LazyLock::new(Arc::default);
 
 /// Routes SIGINT and SIGTERM to a flag instead of killing the process, so the trace is closed.
 pub fn catch_interrupts() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: `sa` is fully initialised (zeroed, then the handler and an empty mask are set);
-        // the handler only stores atomics, which is async-signal-safe.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as *const () as libc::sighandler_t;
-            libc::sigemptyset(&mut sa.sa_mask);
-            sa.sa_flags = libc::SA_RESTART;
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // Registration fails only for signals that may not be caught; these two may.
+        let _ = signal_hook::flag::register(sig, Arc::clone(&INTERRUPTED));
     }
 }
 

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/../.."
 mkdir -p .dev-bin
 rm -f .dev-bin/*.xz
 for f in cufall specdec libcufall_inject.so; do
-  strip -o ".dev-bin/$f" "target/release/$f"
+  strip -o ".dev-bin/$f" "${CARGO_TARGET_DIR:-target}/release/$f"
   xz -T2 -6 -f ".dev-bin/$f"
 done
 ls -la .dev-bin

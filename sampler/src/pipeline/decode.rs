@@ -81,26 +81,7 @@ where
         images: Arc::clone(&images),
         last_failure: Arc::clone(&last_failure),
     });
-    let mut handles = Vec::new();
-    for (i, eval) in evaluators.into_iter().enumerate() {
-        let (shared, c) = (Arc::clone(&shared), Arc::clone(counters));
-        counters.evaluators_alive.fetch_add(1, Ordering::Relaxed);
-        counters.evaluators.fetch_add(1, Ordering::Relaxed);
-        let spawned = std::thread::Builder::new()
-            .name(format!("cufall-eval{}-{i}", cfg.index))
-            .spawn(move || evaluator_main(eval, shared, c));
-        match spawned {
-            Ok(h) => handles.push(h),
-            Err(source) => {
-                counters.evaluators_alive.fetch_sub(1, Ordering::Relaxed);
-                return Err(PipelineError::Spawn {
-                    device: cfg.device,
-                    what: "evaluation",
-                    source,
-                });
-            }
-        }
-    }
+    let handles = spawn_evaluators(evaluators, &shared, cfg, counters)?;
     let n_eval = handles.len();
     // Only the evaluators hold the job queue: when the last one ends, sending a chunk fails.
     drop(shared);
@@ -135,6 +116,41 @@ where
     }
     drop(source);
     result
+}
+
+/// One thread per evaluator, sharing the job queue.
+fn spawn_evaluators<I, M, E>(
+    evaluators: Vec<E>,
+    shared: &Arc<EvalShared<I, M>>,
+    cfg: &DecodeConfig,
+    counters: &Arc<DeviceCounters>,
+) -> Result<Vec<std::thread::JoinHandle<()>>, PipelineError>
+where
+    I: Send + Sync + 'static,
+    M: ImageStore<I>,
+    E: SampleEvaluator<I>,
+{
+    let mut handles = Vec::new();
+    for (i, eval) in evaluators.into_iter().enumerate() {
+        let (shared, c) = (Arc::clone(shared), Arc::clone(counters));
+        counters.evaluators_alive.fetch_add(1, Ordering::Relaxed);
+        counters.evaluators.fetch_add(1, Ordering::Relaxed);
+        let spawned = std::thread::Builder::new()
+            .name(format!("cufall-eval{}-{i}", cfg.index))
+            .spawn(move || evaluator_main(eval, shared, c));
+        match spawned {
+            Ok(h) => handles.push(h),
+            Err(source) => {
+                counters.evaluators_alive.fetch_sub(1, Ordering::Relaxed);
+                return Err(PipelineError::Spawn {
+                    device: cfg.device,
+                    what: "evaluation",
+                    source,
+                });
+            }
+        }
+    }
+    Ok(handles)
 }
 
 /// The channels and shared state the loop works with.

@@ -55,8 +55,10 @@ impl GapDetector {
     /// suspect, else [`DropReason::Gap`]) is returned. The next sample is a warm-up sample again.
     pub fn restarted_at(&mut self, t_ns: i64) -> Option<DropRecord> {
         let reason = self.suspect.take().unwrap_or(DropReason::Gap);
+        // Before any sample was seen, the hole starts where sampling started.
         let rec = self
             .last_end
+            .or(self.started_ns)
             .filter(|&prev| t_ns > prev)
             .map(|prev| DropRecord {
                 device: self.device,
@@ -119,7 +121,8 @@ impl GapDetector {
         if self.warmup_pending {
             self.warmup_pending = false;
             self.last_end = Some(end_ns);
-            self.suspect = None;
+            // A suspect stays: an image that filled with the warm-up sample in it still lost
+            // the samples after it.
             let from = self
                 .started_ns
                 .map_or(start_ns, |s| s.clamp(start_ns, end_ns));

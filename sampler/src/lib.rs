@@ -5,10 +5,10 @@
 //! | module | what it does |
 //! |---|---|
 //! | [`session`] | the reusable API: prepare (validate + arm GPUs), start (to a trace and/or a live feed), stop |
-//! | [`pipeline`] | per-device decode thread, evaluator threads, the single writer/sink thread |
+//! | [`pipeline`] | per-device decode thread, evaluator threads, the single writer/sink thread (`decode`, `evaluate`, `sink`, behind small traits over CUPTI) |
 //! | [`capture`] | the program's NVTX ranges, kernels, copies and API calls, from the capture library |
 //! | [`gaps`] | timestamps → kept samples + explicit drop records (holes, warm-up) |
-//! | [`sizing`] | counter-data image sizes and when to swap them so no sample is silently lost |
+//! | [`sizing`] | counter-data image sizes and when to swap them so no sample is silently lost; evaluator threads, memory and CPU a rate needs |
 //! | [`spec`] | `--metric`/`--denominator`/`--full-scale`/`--sm-spread` → columns and heatmaps |
 //! | [`nvml`] | the NVML side channel |
 //! | [`program`] | the program run under cufall: found, started, stopped, its exit code |
@@ -30,12 +30,6 @@ pub mod session;
 pub mod sizing;
 pub mod spec;
 pub mod units;
-
-/// The interval cufall was designed around (100,000 samples/s per GPU). On an H200 with
-/// CUPTI 13.0 it is *not* reachable: CUPTI's decoder costs 11–26 µs of one core per sample
-/// (depending on the metrics), and a device's samples come out of one hardware stream that only
-/// one thread can decode. See `docs/benchmarks-sampler.md`.
-pub const TARGET_INTERVAL_NS: u64 = 10_000;
 
 /// Default interval for `metric_count` metrics: 30 µs for one to four, the finest interval this
 /// pipeline held without loss for 60 s on an H200 with two and four metrics, also with two GPUs
@@ -79,7 +73,7 @@ mod tests {
     fn defaults_are_never_finer_than_what_was_measured_lossless() {
         for n in 0..12 {
             let d = default_interval_ns(n);
-            assert!(d >= TARGET_INTERVAL_NS);
+            assert!(d >= sizing::MIN_INTERVAL_NS);
             if let Some(floor) = lossless_floor_ns(n) {
                 assert!(d >= floor, "{n} metrics: default {d} ns < floor {floor} ns");
             }

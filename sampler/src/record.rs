@@ -86,17 +86,8 @@ impl SelectionArgs {
             hw_buffer_bytes: self
                 .hw_buffer_mib
                 .map_or(session::DEFAULT_HW_BUFFER_BYTES, |m| m << 20),
-            eval_threads: self
-                .eval_threads
-                .unwrap_or(session::DEFAULT_EVAL_THREADS)
-                .max(1),
-            image_timing: match (self.seal_ms, self.margin_ms) {
-                (None, None) => None,
-                (seal, margin) => Some((
-                    Duration::from_secs_f64(seal.unwrap_or(20.0).max(0.01) / 1e3),
-                    Duration::from_secs_f64(margin.unwrap_or(40.0).max(0.01) / 1e3),
-                )),
-            },
+            eval_threads: self.eval_threads.map(|n| n.max(1)),
+            image_timing: crate::sizing::ImageTiming::from_ms(self.seal_ms, self.margin_ms),
         };
         Ok((cfg, selection))
     }
@@ -195,6 +186,9 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     if os::interrupted() {
         prepared.abort();
         bail!("interrupted before recording started; nothing was written");
+    }
+    if let Some(cost) = &prepared.cost {
+        say(cost.describe());
     }
     if prepared.has_counters() {
         let n = prepared.metrics.len();

@@ -17,7 +17,8 @@
 
 use crate::nvml::NvmlSource;
 use crate::pipeline::{
-    self, DeviceCounters, DeviceSetup, DeviceThread, DropTally, Ready, SinkMsg, SinkShared,
+    self, ArmError, DeviceCounters, DeviceSetup, DeviceThread, DropTally, PipelineError, Ready,
+    SinkMsg, SinkShared, error_chain,
 };
 use crate::sizing;
 use cufall_cupti::metric::{Catalogue, MetricName};
@@ -56,16 +57,16 @@ pub struct SessionConfig {
     pub counters: CounterPolicy,
     /// PM sampling hardware buffer per device.
     pub hw_buffer_bytes: usize,
-    /// Evaluation threads per device.
-    pub eval_threads: usize,
+    /// Evaluation threads per device; `None`: as many as the interval and metrics need
+    /// ([`sizing::eval_threads`]).
+    pub eval_threads: Option<usize>,
     /// Override of the image plan's seal period and margin (benchmarks).
-    pub image_timing: Option<(Duration, Duration)>,
+    pub image_timing: Option<sizing::ImageTiming>,
 }
 
 /// The hardware buffer cufall asks CUPTI for on each device.
 pub const DEFAULT_HW_BUFFER_BYTES: usize = 512 << 20;
 pub const DEFAULT_NVML_INTERVAL: Duration = Duration::from_millis(10);
-pub const DEFAULT_EVAL_THREADS: usize = 2;
 
 impl Default for SessionConfig {
     fn default() -> Self {
@@ -79,7 +80,7 @@ impl Default for SessionConfig {
             nvml_interval: Some(DEFAULT_NVML_INTERVAL),
             counters: CounterPolicy::BestEffort,
             hw_buffer_bytes: DEFAULT_HW_BUFFER_BYTES,
-            eval_threads: DEFAULT_EVAL_THREADS,
+            eval_threads: None,
             image_timing: None,
         }
     }
@@ -89,11 +90,28 @@ impl Default for SessionConfig {
 pub enum SessionError {
     #[error(transparent)]
     Cupti(#[from] CuptiError),
+    /// Not enough memory for the images the interval needs (see [`ArmError::NotEnoughMemory`]).
+    #[error(transparent)]
+    Memory(ArmError),
     #[error("{0}")]
     Other(String),
 }
 
+impl From<ArmError> for SessionError {
+    fn from(e: ArmError) -> Self {
+        match e {
+            ArmError::Cupti(c) => SessionError::Cupti(c),
+            m @ ArmError::NotEnoughMemory { .. } => SessionError::Memory(m),
+        }
+    }
+}
+
 impl SessionError {
+    /// GPU counters are out of reach for reasons outside cufall ([`CuptiError::counters_out_of_reach`]).
+    pub fn counters_out_of_reach(&self) -> bool {
+        matches!(self, SessionError::Cupti(c) if c.counters_out_of_reach())
+    }
+
     /// Whether the user can fix it by changing the command line (exit code 2).
     pub fn is_usage(&self) -> bool {
         matches!(
@@ -105,7 +123,7 @@ impl SessionError {
                     | CuptiError::IntervalTooSmall { .. }
                     | CuptiError::DeviceOutOfRange { .. }
                     | CuptiError::InvalidArgument(_)
-            )
+            ) | SessionError::Memory(_)
         )
     }
 }
@@ -137,6 +155,8 @@ pub struct Prepared {
     pub nvml_interval: Option<Duration>,
     /// Facts for the manifest's `extra` (CUPTI library, driver, image sizes).
     pub extra: BTreeMap<String, String>,
+    /// What sampling the counters will cost, when they are sampled.
+    pub cost: Option<Cost>,
     threads: Vec<(DeviceId, DeviceThread, Arc<DeviceCounters>)>,
     nvml: Option<NvmlSource>,
     tx: Sender<SinkMsg>,
@@ -200,6 +220,7 @@ docs/metrics.md); use --interval 1us or more, or leave --interval out for the me
     let mut counters_unavailable = None;
     let mut metrics = Vec::new();
     let mut threads = Vec::new();
+    let mut cost = None;
     match cfg.counters {
         CounterPolicy::Off => {
             counters_unavailable = Some(
@@ -211,14 +232,15 @@ docs/metrics.md); use --interval 1us or more, or leave --interval out for the me
             counters_unavailable = Some("no metric was asked for".to_string());
         }
         policy => match arm_counters(cfg, &selected, &mut devices, &tx, &stop, &mut extra) {
-            Ok((m, t)) => {
+            Ok((m, t, c)) => {
                 metrics = m;
                 threads = t;
+                cost = Some(c);
             }
             Err(e) if policy == CounterPolicy::BestEffort && e.counters_out_of_reach() => {
                 counters_unavailable = Some(e.to_string());
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         },
     }
     let (nvml, nvml_unavailable) = match cfg.nvml_interval {
@@ -252,6 +274,7 @@ docs/metrics.md); use --interval 1us or more, or leave --interval out for the me
         nvml_unavailable,
         nvml_interval: cfg.nvml_interval.filter(|_| nvml.is_some()),
         extra,
+        cost,
         threads,
         nvml,
         tx,
@@ -263,7 +286,48 @@ docs/metrics.md); use --interval 1us or more, or leave --interval out for the me
 type Armed = (
     Vec<MetricInfo>,
     Vec<(DeviceId, DeviceThread, Arc<DeviceCounters>)>,
+    Cost,
 );
+
+/// What sampling will cost, stated before it starts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cost {
+    pub devices: usize,
+    pub interval_ns: u64,
+    pub metrics: usize,
+    /// One counter-data image.
+    pub image_bytes: u64,
+    pub samples_per_image: u32,
+    /// Images made up front per device, and the most a device may make.
+    pub initial_images: usize,
+    pub max_images: usize,
+    pub hw_buffer_bytes: u64,
+    pub eval_threads: usize,
+    /// Expected CPU per device (decode + evaluation), cores.
+    pub cores_per_device: f64,
+}
+
+impl Cost {
+    /// One line for the user.
+    pub fn describe(&self) -> String {
+        let per = self.image_bytes * self.initial_images as u64;
+        format!(
+            "sampling {} GPU(s) at {} with {} metric(s): about {:.1} CPU cores and {} of \
+counter-data images per GPU ({} images of {} up front, up to {} on demand; plus a {} hardware \
+buffer), {} evaluation threads per GPU",
+            self.devices,
+            cufall_cupti::pm::format_ns(self.interval_ns),
+            self.metrics,
+            self.cores_per_device,
+            sizing::format_bytes(per),
+            self.initial_images,
+            sizing::format_bytes(self.image_bytes),
+            self.max_images,
+            sizing::format_bytes(self.hw_buffer_bytes),
+            self.eval_threads
+        )
+    }
+}
 
 fn arm_counters(
     cfg: &SessionConfig,
@@ -272,13 +336,15 @@ fn arm_counters(
     tx: &Sender<SinkMsg>,
     stop: &Arc<AtomicBool>,
     extra: &mut BTreeMap<String, String>,
-) -> Result<Armed, CuptiError> {
+) -> Result<Armed, SessionError> {
     let cupti = Cupti::init()?;
     extra.insert("cupti_library".into(), cupti.cupti_source.clone());
-    let plan = match cfg.image_timing {
-        Some((seal, margin)) => sizing::plan_with(cfg.interval_ns, seal, margin),
-        None => sizing::plan(cfg.interval_ns),
-    };
+    let plan = sizing::plan_with(cfg.interval_ns, cfg.image_timing.unwrap_or_default());
+    let eval_threads = cfg
+        .eval_threads
+        .unwrap_or_else(|| sizing::eval_threads(cfg.interval_ns, cfg.metrics.len()))
+        .max(1);
+    extra.insert("eval_threads".into(), eval_threads.to_string());
     extra.insert(
         "samples_per_image".into(),
         plan.samples_per_image.to_string(),
@@ -330,8 +396,9 @@ fn arm_counters(
             config_image,
             interval_ns: cfg.interval_ns,
             hw_buffer_bytes: cfg.hw_buffer_bytes,
-            eval_threads: cfg.eval_threads,
+            eval_threads,
             plan,
+            devices_sharing_memory: selected.len(),
         };
         let counters = Arc::new(DeviceCounters::default());
         let t = pipeline::spawn_device(
@@ -348,16 +415,27 @@ fn arm_counters(
     drop(ready_tx);
     let mut first_err = None;
     let mut image_bytes = 0usize;
+    let mut spi = plan.samples_per_image;
     for _ in 0..threads.len() {
         match ready_rx.recv_timeout(Duration::from_secs(120)) {
-            Ok((_, Ok(Ready { image_bytes: b }))) => image_bytes = image_bytes.max(b),
+            Ok((
+                _,
+                Ok(Ready {
+                    image_bytes: b,
+                    samples_per_image,
+                }),
+            )) => {
+                image_bytes = image_bytes.max(b);
+                spi = samples_per_image;
+                extra.insert("samples_per_image".into(), samples_per_image.to_string());
+            }
             Ok((_, Err(e))) => {
                 first_err.get_or_insert(e);
             }
             Err(_) => {
-                first_err.get_or_insert(CuptiError::InvalidArgument(
+                first_err.get_or_insert(ArmError::Cupti(CuptiError::InvalidArgument(
                     "a device thread did not get ready within 120 s".into(),
-                ));
+                )));
                 break;
             }
         }
@@ -368,10 +446,22 @@ fn arm_counters(
             drop(t.go);
             let _ = t.handle.join();
         }
-        return Err(e);
+        return Err(e.into());
     }
     extra.insert("counter_data_image_bytes".into(), image_bytes.to_string());
-    Ok((infos, threads))
+    let cost = Cost {
+        devices: selected.len(),
+        interval_ns: cfg.interval_ns,
+        metrics: cfg.metrics.len(),
+        image_bytes: image_bytes as u64,
+        samples_per_image: spi,
+        initial_images: plan.initial_images,
+        max_images: plan.max_images,
+        hw_buffer_bytes: cfg.hw_buffer_bytes as u64,
+        eval_threads,
+        cores_per_device: sizing::expected_cores(cfg.interval_ns, cfg.metrics.len()),
+    };
+    Ok((infos, threads, cost))
 }
 
 impl Prepared {
@@ -495,7 +585,7 @@ impl Prepared {
 pub struct SessionHandle {
     stop: Arc<AtomicBool>,
     nvml_stop: Arc<AtomicBool>,
-    threads: Vec<(DeviceId, JoinHandle<Result<(), String>>)>,
+    threads: Vec<(DeviceId, JoinHandle<Result<(), PipelineError>>)>,
     counters: Vec<(DeviceId, Arc<DeviceCounters>)>,
     nvml_thread: Option<JoinHandle<()>>,
     sink: Option<JoinHandle<pipeline::SinkResult>>,
@@ -535,6 +625,90 @@ pub struct DeviceReport {
     pub late_decodes: u64,
     pub bytes_per_sample: u64,
     pub samples_per_image: u64,
+    /// Evaluator threads started.
+    pub evaluators: u64,
+    /// Chunks whose evaluation panicked, and the samples recorded as `evaluation_failed`.
+    pub eval_panics: u64,
+    pub eval_failed_samples: u64,
+    /// Decode-thread CPU spent reading timestamps and finding holes.
+    pub seal_cpu_s: f64,
+    /// Decode cost by how many samples a call moved.
+    pub decode_by_call_size: Vec<CallSizeReport>,
+}
+
+/// Decode calls that moved up to `up_to_samples` samples (and more than the bin before).
+#[derive(Clone, Debug, Serialize)]
+pub struct CallSizeReport {
+    pub up_to_samples: u64,
+    pub calls: u64,
+    pub samples: u64,
+    pub us_per_sample: f64,
+    pub ms_per_call: f64,
+}
+
+impl DeviceReport {
+    /// The figures of one device's pipeline counters.
+    pub fn from_counters(id: DeviceId, c: &DeviceCounters) -> DeviceReport {
+        let g = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        let evaluated = g(&c.samples_evaluated);
+        let eval_ns = g(&c.eval_ns);
+        let decode_by_call_size = pipeline::CALL_SIZE_BINS
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| g(&c.calls_by_size[*i]) > 0)
+            .map(|(i, &up_to)| {
+                let (calls, samples, ns) = (
+                    g(&c.calls_by_size[i]),
+                    g(&c.samples_by_size[i]),
+                    g(&c.decode_ns_by_size[i]),
+                );
+                CallSizeReport {
+                    up_to_samples: up_to,
+                    calls,
+                    samples,
+                    us_per_sample: ns as f64 / samples.max(1) as f64 / 1e3,
+                    ms_per_call: ns as f64 / calls.max(1) as f64 / 1e6,
+                }
+            })
+            .collect();
+        DeviceReport {
+            device: id.0,
+            samples_decoded: g(&c.samples_decoded),
+            samples_evaluated: evaluated,
+            images_sealed: g(&c.images_sealed),
+            images_allocated: g(&c.images_allocated),
+            image_bytes: g(&c.image_bytes),
+            counter_data_full: g(&c.counter_data_full),
+            hw_overflows: g(&c.hw_overflows),
+            restarts: g(&c.restarts),
+            decode_errors: g(&c.decode_errors),
+            eval_errors: g(&c.eval_errors),
+            partial_at_seal: g(&c.partial_at_seal),
+            max_seam_ns: g(&c.max_seam_ns),
+            decode_calls: g(&c.decode_calls),
+            decode_cpu_s: g(&c.decode_ns) as f64 * 1e-9,
+            eval_cpu_s: eval_ns as f64 * 1e-9,
+            reset_cpu_s: g(&c.reset_ns) as f64 * 1e-9,
+            reset_bytes_per_image: g(&c.reset_bytes) / g(&c.images_restored).max(1),
+            reset_by_prefix: g(&c.reset_by_prefix) == 1,
+            max_decode_call_ms: g(&c.max_decode_call_ns) as f64 * 1e-6,
+            max_decode_gap_ms: g(&c.max_decode_gap_ns) as f64 * 1e-6,
+            max_samples_per_decode: g(&c.max_samples_per_decode),
+            late_decodes: g(&c.late_decodes),
+            bytes_per_sample: g(&c.bytes_per_sample),
+            samples_per_image: g(&c.samples_per_image),
+            eval_us_per_sample: if evaluated > 0 {
+                eval_ns as f64 / evaluated as f64 / 1e3
+            } else {
+                0.0
+            },
+            evaluators: g(&c.evaluators),
+            eval_panics: g(&c.eval_panics),
+            eval_failed_samples: g(&c.eval_failed_samples),
+            seal_cpu_s: g(&c.seal_ns) as f64 * 1e-9,
+            decode_by_call_size,
+        }
+    }
 }
 
 /// What a run did, for the user and for benchmarks.
@@ -542,8 +716,8 @@ pub struct DeviceReport {
 pub struct Summary {
     pub wall_s: f64,
     pub cpu_s: f64,
-    /// Peak resident memory of the process.
-    pub peak_rss_mb: f64,
+    /// Peak resident memory of the process, MiB.
+    pub peak_rss_mib: f64,
     pub samples_written: u64,
     pub nvml_rows: u64,
     /// reason → (records, estimated lost samples)
@@ -613,8 +787,11 @@ impl SessionHandle {
         for (id, h) in self.threads.drain(..) {
             match h.join() {
                 Ok(Ok(())) => {}
-                Ok(Err(e)) => errors.push(e),
-                Err(_) => errors.push(format!("{id}: the sampling thread panicked")),
+                Ok(Err(e)) => errors.push(error_chain(&e)),
+                Err(p) => errors.push(format!(
+                    "{id}: the sampling thread panicked: {}",
+                    pipeline::panic_message(p.as_ref())
+                )),
             }
         }
         self.nvml_stop.store(true, Ordering::Relaxed);
@@ -644,48 +821,12 @@ impl SessionHandle {
         let devices = self
             .counters
             .iter()
-            .map(|(id, c)| {
-                let g = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-                let evaluated = g(&c.samples_evaluated);
-                let eval_ns = g(&c.eval_ns);
-                DeviceReport {
-                    device: id.0,
-                    samples_decoded: g(&c.samples_decoded),
-                    samples_evaluated: evaluated,
-                    images_sealed: g(&c.images_sealed),
-                    images_allocated: g(&c.images_allocated),
-                    image_bytes: g(&c.image_bytes),
-                    counter_data_full: g(&c.counter_data_full),
-                    hw_overflows: g(&c.hw_overflows),
-                    restarts: g(&c.restarts),
-                    decode_errors: g(&c.decode_errors),
-                    eval_errors: g(&c.eval_errors),
-                    partial_at_seal: g(&c.partial_at_seal),
-                    max_seam_ns: g(&c.max_seam_ns),
-                    decode_calls: g(&c.decode_calls),
-                    decode_cpu_s: g(&c.decode_ns) as f64 * 1e-9,
-                    eval_cpu_s: eval_ns as f64 * 1e-9,
-                    reset_cpu_s: g(&c.reset_ns) as f64 * 1e-9,
-                    reset_bytes_per_image: g(&c.reset_bytes) / g(&c.images_restored).max(1),
-                    reset_by_prefix: g(&c.reset_by_prefix) == 1,
-                    max_decode_call_ms: g(&c.max_decode_call_ns) as f64 * 1e-6,
-                    max_decode_gap_ms: g(&c.max_decode_gap_ns) as f64 * 1e-6,
-                    max_samples_per_decode: g(&c.max_samples_per_decode),
-                    late_decodes: g(&c.late_decodes),
-                    bytes_per_sample: g(&c.bytes_per_sample),
-                    samples_per_image: g(&c.samples_per_image),
-                    eval_us_per_sample: if evaluated > 0 {
-                        eval_ns as f64 / evaluated as f64 / 1e3
-                    } else {
-                        0.0
-                    },
-                }
-            })
+            .map(|(id, c)| DeviceReport::from_counters(*id, c))
             .collect();
         let summary = Summary {
             wall_s: self.started.elapsed().as_secs_f64(),
             cpu_s: crate::os::cpu_seconds() - self.cpu0,
-            peak_rss_mb: crate::os::peak_rss_bytes() as f64 / (1 << 20) as f64,
+            peak_rss_mib: crate::os::peak_rss_bytes() as f64 / (1 << 20) as f64,
             samples_written: self.shared.samples_written.load(Ordering::Relaxed),
             nvml_rows: self.shared.nvml_rows.load(Ordering::Relaxed),
             drops: tally

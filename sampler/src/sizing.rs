@@ -1,16 +1,24 @@
-//! How big the counter-data images are and when the decoder swaps them.
+//! How big the counter-data images are, when the decoder swaps them, how many evaluator threads
+//! a rate needs, and what all that costs in memory and CPU.
 //!
 //! The trap (H200-FACTS, and `docs/metrics.md`): when `cuptiPmSamplingDecodeData` stops because
-//! the image is full, the samples that did not fit are lost without any overflow flag. So the
-//! decoder never lets an image approach full: it *seals* an image (hands it to the evaluators)
-//! after `seal_after_samples` samples or `seal_period`, whichever comes first, and the image has
-//! room for `margin` more on top, enough for the decoder to be late by `margin` of GPU time.
+//! the image is full, the samples that did not fit are lost without any overflow flag. So an
+//! image must hold everything one decode call can return. The decoder *seals* an image (hands it
+//! to the evaluators) after `seal_after_samples` samples or `seal_period`, whichever comes first,
+//! and the image has room for `margin` more on top, enough for the decoder to be late by `margin`
+//! of GPU time.
 //!
 //! The margin is large (250 ms) because the decoder *is* sometimes that late: on a two-GPU H200,
 //! while a profiled program tore down its CUDA contexts, decode calls were held up long enough
-//! to overflow a 40 ms margin. The margin costs address space, not memory or CPU: images are
-//! lazily zeroed memory and only the part decode wrote is restored after use
-//! ([`cufall_cupti::BlankImage`]).
+//! to overflow a 40 ms margin. The margin costs resident memory: a blank image's sample slots are
+//! not zeros, so every page of an image is written when it is made (about 25 KB per sample with
+//! the default metrics; 690 MB per image at 10 µs). It costs no CPU after that: only the part
+//! decode wrote is restored after use ([`cufall_cupti::BlankImage`]).
+//!
+//! CUPTI takes an image's capacity as a `uint32_t` sample count and its size as a `size_t`
+//! (`CUpti_PmSampling_GetCounterDataSize_Params`); it documents no other limit, so cufall's own
+//! limit is [`MAX_IMAGE_BYTES`] per image and the machine's available memory, checked before
+//! sampling starts ([`MemoryNeed`]).
 
 use std::time::Duration;
 
@@ -31,10 +39,43 @@ pub struct ImagePlan {
     pub max_images: usize,
 }
 
+/// When to seal an image and how much room it has beyond that (`--seal-ms`, `--margin-ms`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImageTiming {
+    /// Seal an image once it holds this much GPU time of samples.
+    pub seal_period: Duration,
+    /// Room beyond the seal point: how late a decode call may be without loss.
+    pub margin: Duration,
+}
+
+impl Default for ImageTiming {
+    fn default() -> Self {
+        ImageTiming {
+            seal_period: SEAL_PERIOD,
+            margin: MARGIN,
+        }
+    }
+}
+
+impl ImageTiming {
+    /// From milliseconds given on the command line; what is not given keeps its default.
+    pub fn from_ms(seal_ms: Option<f64>, margin_ms: Option<f64>) -> Option<Self> {
+        let d = ImageTiming::default();
+        let ms = |v: f64| Duration::from_secs_f64(v.max(0.01) / 1e3);
+        match (seal_ms, margin_ms) {
+            (None, None) => None,
+            (s, m) => Some(ImageTiming {
+                seal_period: s.map_or(d.seal_period, ms),
+                margin: m.map_or(d.margin, ms),
+            }),
+        }
+    }
+}
+
 /// Time an image is allowed to fill before it is sealed.
 pub const SEAL_PERIOD: Duration = Duration::from_millis(20);
 /// How long the decoder sleeps between decode calls. Each `cuptiPmSamplingDecodeData` call costs
-/// about 2 ms of CPU on top of its ~16 µs per sample (H200, `docs/benchmarks-sampler.md`), so
+/// about 2 ms of CPU on top of its per-sample work (H200, `docs/benchmarks-sampler.md`), so
 /// decoding every 25 ms instead of every few ms saves a tenth of a core; the live view gets
 /// samples ~25 ms later.
 pub const DECODE_PERIOD: Duration = Duration::from_millis(25);
@@ -45,27 +86,29 @@ pub const MARGIN: Duration = Duration::from_millis(250);
 /// passed), but below this the images and the decode cost explode without a measured benefit.
 pub const MIN_INTERVAL_NS: u64 = 1_000;
 /// Largest counter-data image cufall allocates (each device has up to `max_images`).
-pub const MAX_IMAGE_BYTES: u64 = 256 << 20;
+pub const MAX_IMAGE_BYTES: u64 = 4 << 30;
 
 pub fn plan(interval_ns: u64) -> ImagePlan {
-    plan_with(interval_ns, SEAL_PERIOD, MARGIN)
+    plan_with(interval_ns, ImageTiming::default())
 }
 
 /// [`plan`] with another seal period and margin (benchmarks compare them).
-pub fn plan_with(interval_ns: u64, seal_period: Duration, margin: Duration) -> ImagePlan {
+pub fn plan_with(interval_ns: u64, timing: ImageTiming) -> ImagePlan {
     let interval_ns = interval_ns.max(1);
     let per = |d: Duration| -> u64 { (d.as_nanos() as u64).div_ceil(interval_ns) };
-    let seal_after = per(seal_period).clamp(1, 1 << 20);
-    let capacity = (seal_after + per(margin).max(1)).clamp(16, 1 << 20);
+    let seal_after = per(timing.seal_period).clamp(1, 1 << 24);
+    let capacity = (seal_after + per(timing.margin).max(1)).clamp(16, 1 << 24);
     ImagePlan {
         samples_per_image: u32::try_from(capacity).unwrap_or(u32::MAX),
         seal_after_samples: u32::try_from(seal_after).unwrap_or(u32::MAX),
-        seal_period,
+        seal_period: timing.seal_period,
         decode_period: DECODE_PERIOD
-            .min(margin / 4)
+            .min(timing.margin / 4)
             .max(Duration::from_micros(200)),
-        initial_images: 3,
-        max_images: 8,
+        // Evaluation is split between threads and ends long before the next seal: one image
+        // fills while the other is evaluated; more are made (off the decode thread) on demand.
+        initial_images: 2,
+        max_images: 6,
     }
 }
 
@@ -82,14 +125,77 @@ impl ImagePlan {
     }
 }
 
+/// CPU one sample costs in evaluation and restoring its image slot, per metric and fixed
+/// (µs; H200, default metrics: 11.5–13.3 µs to evaluate two metrics, 25 µs four, 2–3 µs to
+/// restore; `docs/benchmarks-sampler.md`).
+pub const EVAL_US_PER_METRIC: f64 = 6.0;
+pub const EVAL_US_FIXED: f64 = 3.0;
+/// CPU one sample costs in CUPTI's decoder when calls move thousands of samples (µs; H200,
+/// default metrics, ~10 µs; `docs/benchmarks-sampler.md`).
+pub const DECODE_US_PER_SAMPLE: f64 = 10.0;
+/// Evaluator threads are sized to be busy at most this share of the time.
+const EVAL_BUSY: f64 = 0.6;
+
+/// Evaluator threads a device needs at `interval_ns` with `metrics` metrics (at least 2, so one
+/// slow image never holds back the next).
+pub fn eval_threads(interval_ns: u64, metrics: usize) -> usize {
+    let per_sample_us = EVAL_US_FIXED + EVAL_US_PER_METRIC * metrics.max(1) as f64;
+    let cores = per_sample_us * 1e3 / interval_ns.max(1) as f64;
+    ((cores / EVAL_BUSY).ceil() as usize).clamp(2, 16)
+}
+
+/// Expected CPU use of one device (cores): decoding plus evaluation.
+pub fn expected_cores(interval_ns: u64, metrics: usize) -> f64 {
+    let per_sample_us =
+        DECODE_US_PER_SAMPLE + EVAL_US_FIXED + EVAL_US_PER_METRIC * metrics.max(1) as f64;
+    per_sample_us * 1e3 / interval_ns.max(1) as f64
+}
+
+/// The memory a recording's counter-data images will hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryNeed {
+    pub devices: usize,
+    pub image_bytes: u64,
+    pub images_per_device: usize,
+    pub hw_buffer_bytes: u64,
+}
+
+impl MemoryNeed {
+    /// Bytes made resident up front: every device's initial images.
+    pub fn up_front_bytes(&self) -> u64 {
+        self.devices as u64 * self.images_per_device as u64 * self.image_bytes
+    }
+}
+
+/// The memory the system can still give (`MemAvailable` of `/proc/meminfo`), if known.
+pub fn mem_available_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    parse_mem_available(&text)
+}
+
+fn parse_mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// `1.2 GB`, `350 MB`: decimal units, as memory is usually quoted.
+pub fn format_bytes(b: u64) -> String {
+    if b >= 1_000_000_000 {
+        format!("{:.1} GB", b as f64 / 1e9)
+    } else {
+        format!("{} MB", b.div_ceil(1_000_000))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn images_are_capped_in_bytes() {
-        let p = plan(1_000).capped(25_000, MAX_IMAGE_BYTES);
-        assert!(u64::from(p.samples_per_image) * 25_000 <= MAX_IMAGE_BYTES);
+        let p = plan(1_000).capped(25_000, 1 << 30);
+        assert!(u64::from(p.samples_per_image) * 25_000 <= 1 << 30);
         assert!(p.seal_after_samples * 3 <= p.samples_per_image);
         let small = plan(100_000);
         assert_eq!(small.capped(25_000, MAX_IMAGE_BYTES), small);
@@ -101,16 +207,16 @@ mod tests {
         assert_eq!(p.seal_after_samples, 500);
         assert_eq!(p.samples_per_image, 500 + 6_250);
         assert_eq!(p.decode_period, DECODE_PERIOD);
-        // 25 KB per sample: 169 MB of address space, under the cap.
         assert_eq!(p.capped(25_000, MAX_IMAGE_BYTES), p);
     }
 
     #[test]
-    fn ten_microseconds_is_capped_in_bytes_but_keeps_a_margin() {
-        let p = plan(10_000).capped(25_000, MAX_IMAGE_BYTES);
+    fn ten_microseconds_keeps_the_whole_margin() {
+        // 27,000 samples of 25.5 KB: 690 MB, under the cap, so a late call of 250 ms fits.
+        let p = plan(10_000);
+        assert_eq!(p.capped(25_529, MAX_IMAGE_BYTES), p);
         assert_eq!(p.seal_after_samples, 2_000);
-        let margin_ms = (p.samples_per_image - p.seal_after_samples) as f64 * 0.01;
-        assert!(margin_ms > 80.0, "{margin_ms} ms");
+        assert_eq!(p.samples_per_image, 27_000);
     }
 
     #[test]
@@ -119,6 +225,44 @@ mod tests {
         assert_eq!(p.seal_after_samples, 20);
         assert_eq!(p.samples_per_image, 20 + 250);
         assert_eq!(p.decode_period, DECODE_PERIOD);
+    }
+
+    #[test]
+    fn timing_flags_keep_the_default_of_what_is_not_given() {
+        assert_eq!(ImageTiming::from_ms(None, None), None);
+        let t = ImageTiming::from_ms(Some(10.0), None).unwrap();
+        assert_eq!(t.seal_period, Duration::from_millis(10));
+        assert_eq!(t.margin, MARGIN, "no silent 40 ms margin");
+        let t = ImageTiming::from_ms(None, Some(100.0)).unwrap();
+        assert_eq!(t.seal_period, SEAL_PERIOD);
+        assert_eq!(t.margin, Duration::from_millis(100));
+    }
+
+    #[test]
+    fn evaluator_threads_follow_the_rate() {
+        assert_eq!(eval_threads(100_000, 2), 2);
+        assert_eq!(eval_threads(30_000, 2), 2);
+        // 15 µs per sample at 100,000 samples/s is 1.5 cores: 3 threads at 60 % or less.
+        assert_eq!(eval_threads(10_000, 2), 3);
+        assert_eq!(eval_threads(10_000, 4), 5);
+        assert_eq!(eval_threads(1_000, 4), 16);
+        assert!(expected_cores(10_000, 2) > expected_cores(30_000, 2));
+    }
+
+    #[test]
+    fn meminfo_is_read_and_bytes_print_in_decimal_units() {
+        let text = "MemTotal:       131072000 kB\nMemAvailable:    1000000 kB\n";
+        assert_eq!(parse_mem_available(text), Some(1_024_000_000));
+        assert_eq!(parse_mem_available("MemTotal: 5 kB\n"), None);
+        assert_eq!(format_bytes(1_380_000_000), "1.4 GB");
+        assert_eq!(format_bytes(219_000_000), "219 MB");
+        let need = MemoryNeed {
+            devices: 2,
+            image_bytes: 100,
+            images_per_device: 2,
+            hw_buffer_bytes: 0,
+        };
+        assert_eq!(need.up_front_bytes(), 400);
     }
 
     proptest::proptest! {

@@ -89,7 +89,7 @@ if want stress; then
   timeout 300 "${REC[@]}" -o "$T/stress.cufall" -- "$T/nvtx_stress" --ranges 1000000 > "$T/stress.json"; echo "rc=$?"
   cat "$T/stress.json"
   python3 scripts/gpu/analyze_capture.py counts "$T/stress.cufall" "$T/stress.json" | tee "$OUT/stress.txt"
-  python3 -c "import json; s=json.load(open('$T/stats.json')); print('cufall peak RSS MiB', round(s['peak_rss_mb']), 'cpu_s', round(s['cpu_s'],1), 'wall_s', round(s['wall_s'],1))" | tee -a "$OUT/stress.txt"
+  python3 -c "import json; s=json.load(open('$T/stats.json')); print('cufall peak RSS MiB', round(s['peak_rss_mib']), 'cpu_s', round(s['cpu_s'],1), 'wall_s', round(s['wall_s'],1))" | tee -a "$OUT/stress.txt"
 fi
 
 if want align; then

@@ -16,6 +16,11 @@
 #     overflow_recovery   forced hardware-buffer overflows must be recorded as drops
 #     reuse_test          does decode depend on a slot's old contents? (reuse.json)
 #     examples            the example recordings (examples.tgz)
+#     call_size           decode/evaluate/restore cost per sample by decode-call size at
+#                         CALL_IV (default 10us), 1/2/4 metrics, under load (call_size.json)
+#     rate                RATE="2:10us,20us 1:10us 4:10us,20us": RATE_SECONDS-long runs under a
+#                         matmul load; per metric set, the first lossless interval ends the search
+#     slowdown            a bf16 matmul loop alone, sampled at SLOW_IV (default metrics), alone
 #
 # Binaries come prebuilt in .dev-bin/sampler/ (the GPU machine has no Rust toolchain):
 #   cargo build --release -p cufall && strip -o .dev-bin/sampler/cufall target/release/cufall
@@ -71,9 +76,11 @@ rec() {
   python3 - "$TMP/$name.stats.json" <<'PY'
 import json,sys
 s=json.load(open(sys.argv[1]))
-print(f"  samples={s['samples_written']} loss_records={s['loss_records']} lost={s['lost_samples']} cores={s['cpu_s']/max(s['wall_s'],1e-9):.2f} wall={s['wall_s']:.1f} peak_rss_mb={s.get('peak_rss_mb',0):.0f} drops={s['drops']}")
+print(f"  samples={s['samples_written']} loss_records={s['loss_records']} lost={s['lost_samples']} cores={s['cpu_s']/max(s['wall_s'],1e-9):.2f} wall={s['wall_s']:.1f} peak_rss_mib={s.get('peak_rss_mib',0):.0f} drops={s['drops']}")
 for d in s["devices"]:
-    print(f"  gpu{d['device']}: decoded={d['samples_decoded']} evaluated={d['samples_evaluated']} calls={d['decode_calls']} bps={d['bytes_per_sample']} spi={d['samples_per_image']} imgs={d['images_allocated']} img_mb={d['image_bytes']/2**20:.0f} full={d['counter_data_full']} ovf={d['hw_overflows']} max_seam_ns={d['max_seam_ns']} decode_cpu_s={d['decode_cpu_s']:.2f} eval_cpu_s={d['eval_cpu_s']:.2f} eval_us={d['eval_us_per_sample']:.2f} reset_cpu_s={d['reset_cpu_s']:.2f} reset_kb_per_img={d['reset_bytes_per_image']/1024:.0f} prefix={d['reset_by_prefix']} max_decode_call_ms={d['max_decode_call_ms']:.2f} max_decode_gap_ms={d['max_decode_gap_ms']:.2f} max_per_decode={d['max_samples_per_decode']} late={d['late_decodes']}")
+    print(f"  gpu{d['device']}: decoded={d['samples_decoded']} evaluated={d['samples_evaluated']} calls={d['decode_calls']} bps={d['bytes_per_sample']} spi={d['samples_per_image']} imgs={d['images_allocated']} img_mb={d['image_bytes']/2**20:.0f} full={d['counter_data_full']} ovf={d['hw_overflows']} max_seam_ns={d['max_seam_ns']} decode_cpu_s={d['decode_cpu_s']:.2f} eval_cpu_s={d['eval_cpu_s']:.2f} eval_us={d['eval_us_per_sample']:.2f} reset_cpu_s={d['reset_cpu_s']:.2f} reset_kb_per_img={d['reset_bytes_per_image']/1024:.0f} prefix={d['reset_by_prefix']} max_decode_call_ms={d['max_decode_call_ms']:.2f} max_decode_gap_ms={d['max_decode_gap_ms']:.2f} max_per_decode={d['max_samples_per_decode']} late={d['late_decodes']} evaluators={d.get('evaluators')} seal_cpu_s={d.get('seal_cpu_s',0):.2f} eval_panics={d.get('eval_panics',0)}")
+    for b in d.get("decode_by_call_size", []):
+        print(f"    calls<={b['up_to_samples']}: {b['calls']} calls, {b['samples']} samples, {b['us_per_sample']:.2f} us/sample, {b['ms_per_call']:.2f} ms/call")
 PY
 }
 
@@ -316,6 +323,57 @@ default_long() {
   python3 $W --load $(( ${LONG_SECONDS:-40} + 15 )) & L=$!; sleep 4
   rec long_default "" --devices 0 --duration "${LONG_SECONDS:-40}s" | tee -a "$OUT/bench.txt"
   kill $L 2>/dev/null; wait $L 2>/dev/null
+}
+
+call_size() {
+  hdr "decode cost by call size at ${CALL_IV:-10us} under a bf16 matmul load (probe-sampler --call-size)"
+  python3 $W --load 120 & L=$!; sleep 4
+  local ns; ns=$(python3 -c "import sys; s=sys.argv[1]; print(int(float(s[:-2])*1000) if s.endswith('us') else int(s))" "${CALL_IV:-10us}")
+  "$BIN" probe-sampler --call-size --interval-ns "$ns" > "$OUT/call_size.json"; echo "rc=$?"
+  kill $L 2>/dev/null; wait $L 2>/dev/null
+  python3 - "$OUT/call_size.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))["call_size"]
+for m in d["by_metric_set"]:
+    if "error" in m: print("  ", m); continue
+    print(f"  {len(m['metrics'])} metric(s): {m['bytes_per_sample']} B/sample, image {m['image_bytes']/1e6:.0f} MB for {m['capacity']} samples, CUPTI init {m['initialize_ms']:.0f} ms, new image {m['new_image_ms']:.0f} ms")
+    for r in m["calls"]:
+        print(f"    backlog {r['backlog_ms']:>4} ms: {r['samples']:>6} samples, decode {r['decode_ms']:8.1f} ms = {r['decode_us_per_sample']:6.2f} us/sample; timestamps {r['timestamps_us_per_sample']:.2f}, evaluate {r['evaluate_us_per_sample']:.2f}, restore {r['restore_us_per_sample']:.2f} us/sample; {r['stop']}")
+print("  hardware buffer:", json.dumps(d["hardware_buffer"]))
+PY
+}
+
+rate() {
+  hdr "finest lossless interval, ${RATE_SECONDS:-20}s runs under a bf16 matmul load, GPU 0: ${RATE:-2:10us,20us}"
+  python3 $W --load 3000 & L=$!; sleep 4
+  for spec in ${RATE:-2:10us,20us}; do
+    local set=${spec%%:*} ivs=${spec#*:}
+    metric_set "$set"
+    for iv in ${ivs//,/ }; do
+      echo "--- $set metric(s) at $iv (${RATE_SECONDS:-20}s)"
+      rec "r${set}_$iv" "$iv" --devices 0 --duration "${RATE_SECONDS:-20}s" "${M[@]}" ${RATE_FLAGS-} | tee "$TMP/last.txt"
+      echo "RATE metrics=$set interval=$iv seconds=${RATE_SECONDS:-20} $(grep -h 'loss_records=' "$TMP/last.txt" | head -1) $(grep -h 'decoded=' "$TMP/last.txt" | head -1)" >> "$OUT/bench.txt"
+      grep -q "loss_records=0 " "$TMP/last.txt" && break
+    done
+  done
+  kill $L 2>/dev/null; wait $L 2>/dev/null
+  grep RATE "$OUT/bench.txt"
+}
+
+slowdown() {
+  hdr "slowdown of a bf16 matmul loop sampled at ${SLOW_IV:-10us} (default metrics)"
+  python3 $W --bench 8 > "$TMP/base1.json"; cat "$TMP/base1.json"
+  "$BIN" record -o "$TMP/slow.cufall" --overwrite --devices 0 --interval "${SLOW_IV:-10us}" --stats-json "$TMP/slow.stats.json" "${DEFAULTS[@]}" -- python3 $W --bench 8 > "$TMP/sampled.json"; cat "$TMP/sampled.json"
+  python3 $W --bench 8 > "$TMP/base2.json"; cat "$TMP/base2.json"
+  python3 - "$TMP" "${SLOW_IV:-10us}" >> "$OUT/bench.txt" <<'PY'
+import json, sys
+d = sys.argv[1]
+b1, s, b2 = (json.load(open(f"{d}/{n}.json"))["tflops"] for n in ("base1", "sampled", "base2"))
+st = json.load(open(f"{d}/slow.stats.json"))
+base = (b1 + b2) / 2
+print(f"SLOWDOWN base1={b1:.1f} base2={b2:.1f} sampled@{sys.argv[2]}={s:.1f} ({(1 - s / base) * 100:.2f}%) TFLOP/s; baseline spread {abs(b1 - b2) / base * 100:.2f}%; loss_records={st['loss_records']} lost={st['lost_samples']}")
+PY
+  grep SLOWDOWN "$OUT/bench.txt"
 }
 
 machine

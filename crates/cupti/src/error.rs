@@ -21,6 +21,13 @@ impl Status {
     }
 }
 
+impl Status {
+    /// Whether this is the status `r`, compared by CUPTI's code (names are for people).
+    pub fn is(&self, r: CUptiResult) -> bool {
+        self.code == r as i64
+    }
+}
+
 impl std::fmt::Display for Status {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.message.is_empty() {
@@ -221,6 +228,18 @@ mod tests {
         );
         assert!(msg.contains("/etc/modprobe.d"), "{msg}");
         assert!(e.counters_out_of_reach());
+    }
+
+    #[test]
+    fn statuses_compare_by_code() {
+        let s = Status::from_result(CUptiResult::CUPTI_ERROR_OUT_OF_MEMORY);
+        assert!(s.is(CUptiResult::CUPTI_ERROR_OUT_OF_MEMORY));
+        assert!(!s.is(CUptiResult::CUPTI_ERROR_UNKNOWN));
+        let renamed = Status {
+            name: "something else".into(),
+            ..s
+        };
+        assert!(renamed.is(CUptiResult::CUPTI_ERROR_OUT_OF_MEMORY));
     }
 
     #[test]

@@ -255,21 +255,6 @@ impl PmSampler {
         Ok(BlankImage::new(blank, layout))
     }
 
-    /// Makes a used image blank again through CUPTI (same layout as when it was created).
-    ///
-    /// [cuptiPmSamplingCounterDataImageInitialize](https://docs.nvidia.com/cupti/api/group__CUPTI__PM__SAMPLING__API.html)
-    pub fn reinitialize(&self, data: &mut CounterData) -> Result<()> {
-        let mut p = sys::CUpti_PmSampling_CounterDataImage_Initialize_Params {
-            structSize: sys::PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE as usize,
-            pPriv: std::ptr::null_mut(),
-            pPmSamplingObject: self.obj.as_ptr(),
-            counterDataSize: data.bytes.len(),
-            pCounterData: data.bytes.as_mut_ptr(),
-        };
-        // SAFETY: `data` is writable for `counterDataSize` bytes and was sized by this sampler.
-        unsafe { result::pm_counter_data_image_initialize(&mut p) }
-    }
-
     /// [cuptiPmSamplingStart](https://docs.nvidia.com/cupti/api/group__CUPTI__PM__SAMPLING__API.html)
     pub fn start(&mut self) -> Result<()> {
         let mut p = sys::CUpti_PmSampling_Start_Params {
@@ -320,7 +305,9 @@ impl PmSampler {
         // borrow mutably for the call.
         match unsafe { result::pm_decode_data(&mut p) } {
             Ok(()) => {}
-            Err(CuptiError::Api { status, .. }) if status.name == "CUPTI_ERROR_OUT_OF_MEMORY" => {
+            Err(CuptiError::Api { status, .. })
+                if status.is(sys::CUptiResult::CUPTI_ERROR_OUT_OF_MEMORY) =>
+            {
                 return Err(CuptiError::HardwareBufferOverflow { status });
             }
             Err(e) => return Err(e),

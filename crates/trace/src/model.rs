@@ -217,6 +217,9 @@ pub enum DropReason {
     Warmup,
     /// Decoding or evaluation failed for these samples.
     DecodeError,
+    /// The evaluation thread holding these samples failed (panicked or was gone) before it
+    /// turned them into values.
+    EvaluationFailed,
     /// The live view could not keep up (only in live feeds, never in traces).
     ViewBackpressure,
     /// A segment of the samples table was cut short or damaged and is skipped on reading: the
@@ -232,6 +235,7 @@ impl DropReason {
             DropReason::Gap => "gap",
             DropReason::Warmup => "warmup",
             DropReason::DecodeError => "decode_error",
+            DropReason::EvaluationFailed => "evaluation_failed",
             DropReason::ViewBackpressure => "view_backpressure",
             DropReason::SegmentUnreadable => "segment_unreadable",
         }
@@ -244,6 +248,7 @@ impl DropReason {
             "gap" => DropReason::Gap,
             "warmup" => DropReason::Warmup,
             "decode_error" => DropReason::DecodeError,
+            "evaluation_failed" => DropReason::EvaluationFailed,
             "view_backpressure" => DropReason::ViewBackpressure,
             "segment_unreadable" => DropReason::SegmentUnreadable,
             _ => return None,

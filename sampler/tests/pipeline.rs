@@ -1,0 +1,691 @@
+//! The decode state machine and the evaluators, driven by a scripted fake GPU (no CUDA needed).
+//!
+//! The fake behaves as CUPTI did on an H200: samples wait in a hardware buffer until decoded;
+//! samples that do not fit the image are gone when decode stops with `COUNTER_DATA_FULL`; an
+//! overflow makes decode fail and loses what the hardware buffer held until re-armed; the first
+//! sample after every start is a warm-up sample. Every test checks the pipeline's accounting:
+//! each sample the fake GPU produced is either kept or counted in exactly one drop record, and
+//! every chunk's sequence number reaches the sink exactly once.
+
+use cufall_cupti::{CounterDataInfo, CuptiError, DecodeOutcome, DecodeStop, Status};
+use cufall_sampler::pipeline::{
+    DecodeConfig, DeviceCounters, DeviceParts, ImageStore, PipelineError, PmSource, Restored,
+    SampleEvaluator, SinkMsg, SinkShared, run_device, sink_main,
+};
+use cufall_sampler::session::DeviceReport;
+use cufall_sampler::sizing::ImagePlan;
+use cufall_trace::model::{DeviceId, DropRecord};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::time::Duration;
+
+const IV: u64 = 10_000;
+const T0: u64 = 1_764_460_800_000_000_000;
+
+/// One decode call of the script (samples arrive on the fake GPU before the call).
+#[derive(Clone, Debug)]
+enum Step {
+    /// `n` samples arrive; decode moves what fits.
+    Samples(usize),
+    /// The same, and the call takes this long.
+    Slow(usize, Duration),
+    /// `n` samples arrive; decode moves only `moved` of the backlog (the decoder lags).
+    Lag(usize, usize),
+    /// `n` samples are lost to a full hardware buffer; decode fails with OUT_OF_MEMORY.
+    Overflow(usize),
+    /// `n` samples arrive; decode fails with another error (the samples stay in the buffer).
+    Error(usize),
+    /// `n` samples arrive and the user asks to stop during this call.
+    StopDuring(usize),
+    /// `n` samples arrive, the user asks to stop, and decode moves only `moved` of the backlog.
+    StopLagging(usize, usize),
+}
+
+fn status(code: i64) -> Status {
+    Status {
+        name: "fake".into(),
+        code,
+        message: String::new(),
+    }
+}
+
+struct FakeImage {
+    capacity: usize,
+    samples: Vec<(u64, u64)>,
+}
+
+struct FakeSource {
+    clock: u64,
+    hw: VecDeque<(u64, u64)>,
+    script: VecDeque<Step>,
+    running: bool,
+    stop: Arc<AtomicBool>,
+    generated: Arc<AtomicU64>,
+    /// Most samples one call moves once sampling has stopped.
+    drain_per_call: usize,
+}
+
+impl FakeSource {
+    fn arrive(&mut self, n: usize) {
+        if !self.running {
+            return;
+        }
+        for _ in 0..n {
+            self.hw.push_back((self.clock, self.clock + IV));
+            self.clock += IV;
+        }
+        self.generated.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Moves up to `limit` samples; when the image fills with samples left, those are gone
+    /// (COUNTER_DATA_FULL, as on an H200).
+    fn move_into(&mut self, image: &mut FakeImage, limit: usize) -> DecodeStop {
+        let room = image.capacity - image.samples.len();
+        let want = self.hw.len().min(limit);
+        let take = want.min(room);
+        image.samples.extend(self.hw.drain(..take));
+        if take < want {
+            self.hw.clear();
+            return DecodeStop::CounterDataFull;
+        }
+        if self.hw.is_empty() {
+            DecodeStop::EndOfRecords
+        } else {
+            DecodeStop::Other
+        }
+    }
+}
+
+impl PmSource for FakeSource {
+    type Image = FakeImage;
+
+    fn start(&mut self) -> Result<(), CuptiError> {
+        self.running = true;
+        Ok(())
+    }
+
+    fn stop(&mut self) -> Result<(), CuptiError> {
+        self.running = false;
+        Ok(())
+    }
+
+    fn is_running(&self) -> bool {
+        self.running
+    }
+
+    fn decode(&mut self, image: &mut FakeImage) -> Result<DecodeOutcome, CuptiError> {
+        let ok = |stop| {
+            Ok(DecodeOutcome {
+                stop,
+                overflow: false,
+            })
+        };
+        let step = if self.running {
+            self.script.pop_front()
+        } else {
+            None
+        };
+        match step {
+            None => {
+                if self.running {
+                    // The script is over: the user stops.
+                    self.stop.store(true, Ordering::Relaxed);
+                }
+                let limit = self.drain_per_call;
+                ok(self.move_into(image, limit))
+            }
+            Some(Step::Samples(n)) => {
+                self.arrive(n);
+                ok(self.move_into(image, usize::MAX))
+            }
+            Some(Step::Slow(n, d)) => {
+                self.arrive(n);
+                std::thread::sleep(d);
+                ok(self.move_into(image, usize::MAX))
+            }
+            Some(Step::Lag(n, moved)) => {
+                self.arrive(n);
+                ok(self.move_into(image, moved))
+            }
+            Some(Step::Overflow(n)) => {
+                // The samples never land, and the buffer's content is lost with the re-arm.
+                self.clock += n as u64 * IV;
+                self.generated.fetch_add(n as u64, Ordering::Relaxed);
+                Err(CuptiError::HardwareBufferOverflow { status: status(2) })
+            }
+            Some(Step::Error(n)) => {
+                self.arrive(n);
+                Err(CuptiError::Api {
+                    call: "cuptiPmSamplingDecodeData",
+                    status: status(999),
+                })
+            }
+            Some(Step::StopDuring(n)) => {
+                self.arrive(n);
+                self.stop.store(true, Ordering::Relaxed);
+                ok(self.move_into(image, usize::MAX))
+            }
+            Some(Step::StopLagging(n, moved)) => {
+                self.arrive(n);
+                self.stop.store(true, Ordering::Relaxed);
+                ok(self.move_into(image, moved))
+            }
+        }
+    }
+
+    fn fill(&self, image: &FakeImage) -> Result<CounterDataInfo, CuptiError> {
+        Ok(CounterDataInfo {
+            total: image.capacity,
+            populated: image.samples.len(),
+            completed: image.samples.len(),
+        })
+    }
+
+    fn sample_times(&self, image: &FakeImage, index: usize) -> Result<(u64, u64), CuptiError> {
+        image
+            .samples
+            .get(index)
+            .copied()
+            .ok_or(CuptiError::InvalidArgument("no such sample".into()))
+    }
+
+    fn rearm(&mut self) -> Result<(), CuptiError> {
+        // What the hardware buffer held is lost: it counts as produced (and lost).
+        self.hw.clear();
+        self.running = false;
+        Ok(())
+    }
+
+    fn now_ns(&self) -> i64 {
+        self.clock as i64
+    }
+}
+
+struct FakeImages {
+    capacity: usize,
+    restored: AtomicU64,
+}
+
+impl ImageStore<FakeImage> for FakeImages {
+    fn new_image(&self) -> FakeImage {
+        FakeImage {
+            capacity: self.capacity,
+            samples: Vec::new(),
+        }
+    }
+
+    fn restore(&self, image: &mut FakeImage, touched: usize) -> Restored {
+        assert!(touched >= image.samples.len().min(touched));
+        image.samples.clear();
+        self.restored.fetch_add(1, Ordering::Relaxed);
+        Restored {
+            bytes: touched,
+            by_prefix: true,
+            stray_write: None,
+        }
+    }
+
+    fn image_bytes(&self) -> usize {
+        self.capacity
+    }
+}
+
+/// How the fake evaluator behaves.
+#[derive(Clone, Copy, Debug)]
+enum Eval {
+    Good,
+    /// CUPTI refuses samples whose number is 3 mod 10.
+    RefusesSome,
+    /// Panics on the chunk that holds sample number `at`.
+    PanicsAt(u64),
+    /// Panics on every sample.
+    AlwaysPanics,
+}
+
+struct FakeEval(Eval);
+
+impl SampleEvaluator<FakeImage> for FakeEval {
+    fn metric_count(&self) -> usize {
+        1
+    }
+
+    fn evaluate(
+        &mut self,
+        image: &FakeImage,
+        index: usize,
+        out: &mut [f64],
+    ) -> Result<(), CuptiError> {
+        let (s, _) = image.samples[index];
+        let k = (s - T0) / IV;
+        match self.0 {
+            Eval::RefusesSome if k % 10 == 3 => {
+                return Err(CuptiError::InvalidArgument("refused".into()));
+            }
+            Eval::PanicsAt(at) if k == at => panic!("fake evaluator broke on sample {k}"),
+            Eval::AlwaysPanics => panic!("fake evaluator always breaks"),
+            _ => {}
+        }
+        out[0] = k as f64;
+        Ok(())
+    }
+}
+
+fn plan(capacity: u32) -> ImagePlan {
+    ImagePlan {
+        samples_per_image: capacity,
+        seal_after_samples: 100,
+        seal_period: Duration::from_secs(5),
+        decode_period: Duration::from_millis(1),
+        initial_images: 2,
+        max_images: 4,
+    }
+}
+
+struct Outcome {
+    result: Result<(), PipelineError>,
+    generated: u64,
+    /// (sample number, value) of every kept sample.
+    kept: Vec<(u64, f64)>,
+    drops: Vec<DropRecord>,
+    messages: Vec<String>,
+    seqs: Vec<u64>,
+    counters: Arc<DeviceCounters>,
+}
+
+impl Outcome {
+    fn lost(&self, reason: &str) -> u64 {
+        self.drops
+            .iter()
+            .filter(|d| d.reason.as_str() == reason)
+            .map(|d| d.lost_samples.unwrap_or(0))
+            .sum()
+    }
+
+    fn records(&self, reason: &str) -> usize {
+        self.drops
+            .iter()
+            .filter(|d| d.reason.as_str() == reason)
+            .count()
+    }
+
+    fn report(&self) -> DeviceReport {
+        DeviceReport::from_counters(DeviceId(0), &self.counters)
+    }
+
+    /// Every produced sample is kept or in exactly one drop record; every value belongs to its
+    /// sample; every sequence number came once.
+    fn assert_accounted(&self) {
+        let in_drops: u64 = self.drops.iter().map(|d| d.lost_samples.unwrap_or(0)).sum();
+        assert_eq!(
+            self.kept.len() as u64 + in_drops,
+            self.generated,
+            "kept {} + dropped {in_drops} != produced {}; drops: {:?}",
+            self.kept.len(),
+            self.generated,
+            self.drops
+        );
+        for (k, v) in &self.kept {
+            assert_eq!(*k as f64, *v, "a value landed on the wrong sample");
+        }
+        let mut seen = self.kept.iter().map(|k| k.0).collect::<Vec<_>>();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), self.kept.len(), "a sample was kept twice");
+        let mut seqs = self.seqs.clone();
+        seqs.sort_unstable();
+        assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>());
+    }
+}
+
+fn drive(script: Vec<Step>, capacity: u32, eval: Eval, evaluators: usize) -> Outcome {
+    drive_draining(script, capacity, eval, evaluators, usize::MAX)
+}
+
+fn drive_draining(
+    script: Vec<Step>,
+    capacity: u32,
+    eval: Eval,
+    evaluators: usize,
+    drain_per_call: usize,
+) -> Outcome {
+    let (tx, rx) = mpsc::channel();
+    let stop = Arc::new(AtomicBool::new(false));
+    let counters = Arc::new(DeviceCounters::default());
+    let generated = Arc::new(AtomicU64::new(0));
+    let result = run_fake(
+        Fake {
+            script,
+            capacity,
+            eval,
+            evaluators,
+            drain_per_call,
+        },
+        DeviceId(0),
+        &tx,
+        &stop,
+        &counters,
+        &generated,
+    );
+    drop(tx);
+    let mut o = Outcome {
+        result,
+        generated: generated.load(Ordering::Relaxed),
+        kept: Vec::new(),
+        drops: Vec::new(),
+        messages: Vec::new(),
+        seqs: Vec::new(),
+        counters,
+    };
+    for m in rx.try_iter() {
+        match m {
+            SinkMsg::Samples { seq, batch, .. } => {
+                o.seqs.push(seq);
+                for (i, s) in batch.start_ns.iter().enumerate() {
+                    o.kept.push((((*s as u64) - T0) / IV, batch.values[0][i]));
+                }
+            }
+            SinkMsg::Drops(d) => o.drops.extend(d),
+            SinkMsg::Message(m) => o.messages.push(m),
+            _ => {}
+        }
+    }
+    o
+}
+
+/// What the fake GPU and evaluators do.
+struct Fake {
+    script: Vec<Step>,
+    capacity: u32,
+    eval: Eval,
+    evaluators: usize,
+    drain_per_call: usize,
+}
+
+fn run_fake(
+    fake: Fake,
+    device: DeviceId,
+    tx: &Sender<SinkMsg>,
+    stop: &Arc<AtomicBool>,
+    counters: &Arc<DeviceCounters>,
+    generated: &Arc<AtomicU64>,
+) -> Result<(), PipelineError> {
+    let Fake {
+        script,
+        capacity,
+        eval,
+        evaluators,
+        drain_per_call,
+    } = fake;
+    let source = FakeSource {
+        clock: T0,
+        hw: VecDeque::new(),
+        script: script.into(),
+        running: false,
+        stop: Arc::clone(stop),
+        generated: Arc::clone(generated),
+        drain_per_call,
+    };
+    let parts = DeviceParts {
+        source,
+        images: Arc::new(FakeImages {
+            capacity: capacity as usize,
+            restored: AtomicU64::new(0),
+        }),
+        evaluators: (0..evaluators).map(|_| FakeEval(eval)).collect(),
+        first_image: None,
+    };
+    let cfg = DecodeConfig {
+        device,
+        index: device.0 as usize,
+        interval_ns: IV,
+        plan: plan(capacity),
+    };
+    run_device(parts, &cfg, tx, stop, counters)
+}
+
+fn samples(n: usize, each: usize) -> Vec<Step> {
+    vec![Step::Samples(each); n]
+}
+
+#[test]
+fn a_steady_stream_is_kept_whole() {
+    let o = drive(samples(10, 150), 1_000, Eval::Good, 2);
+    o.result.as_ref().unwrap();
+    o.assert_accounted();
+    assert_eq!(o.generated, 1_500);
+    assert_eq!(o.kept.len(), 1_499);
+    assert_eq!(o.records("warmup"), 1);
+    assert_eq!(o.drops.len(), 1, "{:?}", o.drops);
+    let r = o.report();
+    assert_eq!(r.samples_decoded, 1_500);
+    assert_eq!(r.samples_evaluated, 1_499);
+    assert_eq!(r.images_sealed, 10);
+    assert_eq!((r.counter_data_full, r.hw_overflows, r.restarts), (0, 0, 0));
+    assert_eq!(r.max_samples_per_decode, 150);
+    assert!(r.decode_by_call_size.iter().map(|b| b.samples).sum::<u64>() >= 1_500);
+}
+
+#[test]
+fn slow_decode_calls_lose_nothing_and_are_measured() {
+    let script = vec![Step::Slow(300, Duration::from_millis(60)); 4];
+    let o = drive(script, 1_000, Eval::Good, 2);
+    o.result.as_ref().unwrap();
+    o.assert_accounted();
+    assert_eq!(o.kept.len(), 1_199);
+    let r = o.report();
+    assert!(r.max_decode_call_ms >= 60.0, "{}", r.max_decode_call_ms);
+    assert!(r.late_decodes >= 1);
+}
+
+#[test]
+fn a_full_image_loses_what_did_not_fit_and_says_so() {
+    // 100-sample steps seal every call; then 700 samples reach a 500-sample image.
+    let mut script = samples(3, 100);
+    script.push(Step::Samples(700));
+    script.extend(samples(3, 100));
+    let o = drive(script, 500, Eval::Good, 2);
+    o.result.as_ref().unwrap();
+    o.assert_accounted();
+    assert_eq!(o.records("counter_data_full"), 1, "{:?}", o.drops);
+    assert_eq!(o.lost("counter_data_full"), 200);
+    assert_eq!(o.kept.len(), 1_300 - 200 - 1);
+    assert_eq!(o.report().counter_data_full, 1);
+}
+
+#[test]
+fn an_overflow_rearms_and_records_the_hole() {
+    let mut script = samples(3, 150);
+    script.push(Step::Overflow(80));
+    script.extend(samples(3, 150));
+    let o = drive(script, 1_000, Eval::Good, 2);
+    o.result.as_ref().unwrap();
+    o.assert_accounted();
+    let r = o.report();
+    assert_eq!((r.hw_overflows, r.restarts), (1, 1));
+    assert_eq!(o.records("hardware_buffer_overflow"), 1);
+    assert_eq!(o.lost("hardware_buffer_overflow"), 80);
+    assert_eq!(o.records("warmup"), 2, "one warm-up per start");
+    assert_eq!(o.kept.len(), 900 - 2);
+    assert!(o.messages.iter().any(|m| m.contains("overflowed")));
+}
+
+#[test]
+fn decode_errors_are_counted_and_lose_nothing() {
+    let mut script = samples(2, 150);
+    script.extend(vec![Step::Error(50); 3]);
+    script.extend(samples(2, 150));
+    let o = drive(script, 1_000, Eval::Good, 2);
+    o.result.as_ref().unwrap();
+    o.assert_accounted();
+    assert_eq!(o.report().decode_errors, 3);
+    assert_eq!(o.kept.len(), 750 - 1);
+}
+
+#[test]
+fn decode_that_keeps_failing_ends_the_device_with_its_cause() {
+    let mut script = samples(2, 150);
+    script.extend(vec![Step::Error(10); 25]);
+    let o = drive(script, 1_000, Eval::Good, 2);
+    let e = o.result.as_ref().unwrap_err();
+    assert!(
+        matches!(e, PipelineError::DecodeKeepsFailing { count: 20, .. }),
+        "{e}"
+    );
+    let text = cufall_sampler::pipeline::error_chain(e);
+    assert!(
+        text.contains("GPU 0: PM sampling decode failed 20 times in a row"),
+        "{text}"
+    );
+    // What was decoded before is all there; what the hardware still held is a drop record.
+    assert_eq!(o.kept.len(), 299);
+    o.assert_accounted();
+    assert_eq!(o.lost("decode_error"), 200);
+}
+
+#[test]
+fn a_stop_in_the_middle_of_an_image_keeps_its_samples() {
+    // 30-sample steps never reach the 100-sample seal point before the stop.
+    let mut script = samples(2, 30);
+    script.push(Step::StopDuring(30));
+    let o = drive(script, 1_000, Eval::Good, 2);
+    o.result.as_ref().unwrap();
+    o.assert_accounted();
+    assert_eq!(o.kept.len(), 89);
+    assert_eq!(o.report().images_sealed, 1);
+}
+
+#[test]
+fn a_program_exiting_while_decode_lags_is_drained() {
+    // The decoder moves only part of each call's samples; the backlog (1,560 samples) is
+    // drained after Stop, 500 samples a call.
+    let mut script = vec![Step::Lag(400, 10); 3];
+    script.push(Step::StopLagging(400, 10));
+    let o = drive_draining(script, 5_000, Eval::Good, 2, 500);
+    o.result.as_ref().unwrap();
+    o.assert_accounted();
+    assert_eq!(o.generated, 1_600);
+    assert_eq!(o.kept.len(), 1_599);
+    assert!(
+        o.report().decode_calls >= 4 + 4,
+        "drained over several calls"
+    );
+}
+
+#[test]
+fn a_backlog_larger_than_the_image_at_stop_is_recorded() {
+    let mut script = vec![Step::Lag(400, 10); 3];
+    script.push(Step::StopLagging(400, 10));
+    let o = drive(script, 500, Eval::Good, 2);
+    o.result.as_ref().unwrap();
+    o.assert_accounted();
+    assert!(o.lost("counter_data_full") > 0, "{:?}", o.drops);
+}
+
+#[test]
+fn a_fault_at_every_step_loses_nothing_silently() {
+    let base = samples(6, 120);
+    let faults = [
+        Step::Error(30),
+        Step::Overflow(40),
+        Step::Samples(900),
+        Step::Lag(300, 5),
+        Step::Slow(50, Duration::from_millis(3)),
+        Step::StopDuring(10),
+    ];
+    for at in 0..=base.len() {
+        for f in &faults {
+            let mut script = base.clone();
+            script.insert(at, f.clone());
+            let o = drive(script, 600, Eval::Good, 2);
+            o.result.as_ref().unwrap();
+            o.assert_accounted();
+        }
+    }
+}
+
+#[test]
+fn samples_cupti_refuses_to_evaluate_are_decode_error_drops() {
+    let o = drive(samples(10, 150), 1_000, Eval::RefusesSome, 3);
+    o.result.as_ref().unwrap();
+    o.assert_accounted();
+    // Sample numbers 3, 13, ..., 1493: 150 of them.
+    assert_eq!(o.records("decode_error"), 150);
+    assert_eq!(o.report().eval_errors, 150);
+    assert_eq!(o.kept.len(), 1_499 - 150);
+}
+
+#[test]
+fn a_panicking_evaluator_turns_its_chunk_into_drops_and_the_device_goes_on() {
+    let o = drive(samples(10, 150), 1_000, Eval::PanicsAt(400), 2);
+    o.result.as_ref().unwrap();
+    o.assert_accounted();
+    let r = o.report();
+    assert_eq!(r.eval_panics, 1);
+    assert_eq!(o.records("evaluation_failed"), 1);
+    let lost = o.lost("evaluation_failed");
+    assert_eq!(lost, r.eval_failed_samples);
+    assert!((1..=150).contains(&lost), "{lost}");
+    assert!(
+        o.messages
+            .iter()
+            .any(|m| m.contains("fake evaluator broke on sample 400")),
+        "the cause reaches the user: {:?}",
+        o.messages
+    );
+    // Later images were still evaluated.
+    assert!(o.kept.iter().any(|k| k.0 > 1_400));
+}
+
+#[test]
+fn evaluators_that_all_fail_end_their_device_and_the_other_gpu_goes_on() {
+    let (tx, rx) = mpsc::channel();
+    let shared = Arc::new(SinkShared::default());
+    let sink = {
+        let shared = Arc::clone(&shared);
+        std::thread::spawn(move || sink_main(rx, None, None, shared))
+    };
+    let run = |device: u32, eval: Eval, tx: Sender<SinkMsg>| {
+        std::thread::spawn(move || {
+            let stop = Arc::new(AtomicBool::new(false));
+            let counters = Arc::new(DeviceCounters::default());
+            let generated = Arc::new(AtomicU64::new(0));
+            let fake = Fake {
+                script: samples(30, 150),
+                capacity: 1_000,
+                eval,
+                evaluators: 2,
+                drain_per_call: usize::MAX,
+            };
+            let r = run_fake(fake, DeviceId(device), &tx, &stop, &counters, &generated);
+            (r, counters, generated.load(Ordering::Relaxed))
+        })
+    };
+    let bad = run(0, Eval::AlwaysPanics, tx.clone());
+    let good = run(1, Eval::Good, tx);
+    let (bad_r, bad_c, bad_gen) = bad.join().unwrap();
+    let (good_r, _, good_gen) = good.join().unwrap();
+    sink.join().unwrap();
+    good_r.unwrap();
+    let e = bad_r.unwrap_err();
+    assert!(matches!(e, PipelineError::EvaluatorsGone { .. }), "{e}");
+    assert!(
+        e.to_string().contains("fake evaluator always breaks"),
+        "{e}"
+    );
+    assert_eq!(bad_c.evaluators_alive.load(Ordering::Relaxed), 0);
+    // GPU 1 is whole; GPU 0 kept nothing but lost nothing silently.
+    assert_eq!(shared.samples_written.load(Ordering::Relaxed), good_gen - 1);
+    let tally = shared.tally.lock().unwrap().clone();
+    let by: BTreeMap<_, _> = tally.by_reason.into_iter().collect();
+    let failed = by.get("evaluation_failed").map_or(0, |v| v.1);
+    let warmups = by.get("warmup").map_or(0, |v| v.1);
+    assert_eq!(failed + warmups, bad_gen + 1, "{by:?}");
+    let msgs = shared.messages.lock().unwrap().clone();
+    assert!(
+        msgs.iter().any(|m| m.contains("evaluation panicked")),
+        "{msgs:?}"
+    );
+    assert!(msgs.iter().any(|m| m.contains("stopped")), "{msgs:?}");
+}

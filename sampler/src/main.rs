@@ -70,6 +70,12 @@ enum Command {
   cufall export run.cufall --format perfetto        then open run.perfetto.json in ui.perfetto.dev
   cufall export run.cufall --format csv -o run-csv --force")]
     Export(analysis::ExportArgs),
+    /// Open recordings in a desktop timeline window (two: compared, aligned at a phase).
+    #[cfg(feature = "gui")]
+    #[command(after_help = "Examples:
+  cufall gui examples/h200-specdec-0.5b-graphs-off.cufall
+  cufall gui before.cufall after.cufall --align verify")]
+    Gui(GuiArgs),
 }
 
 fn main() -> ExitCode {
@@ -91,6 +97,8 @@ fn main() -> ExitCode {
         Command::Report(args) => analysis::run_report(&args).map_err(Into::into),
         Command::Diff(args) => analysis::run_diff(&args).map_err(Into::into),
         Command::Export(args) => analysis::run_export(&args).map_err(Into::into),
+        #[cfg(feature = "gui")]
+        Command::Gui(args) => run_gui(args),
     };
     finish(result)
 }
@@ -128,4 +136,30 @@ fn install_panic_hook() {
             );
         }
     }));
+}
+
+/// `cufall gui [TRACE [TRACE]] [--align PHASE]`.
+#[cfg(feature = "gui")]
+#[derive(clap::Args, Debug)]
+struct GuiArgs {
+    /// Recordings to open: one, or two to compare (A and B). Without any, the window opens
+    /// empty: drop a recording on it or type its path.
+    #[arg(value_name = "TRACE")]
+    traces: Vec<std::path::PathBuf>,
+    /// Align the second recording at this phase (an NVTX range path such as `verify` or
+    /// `step/verify`): its first range starts where the first recording's does. Default: their
+    /// first samples line up.
+    #[arg(long, value_name = "PHASE")]
+    align: Option<String>,
+}
+
+/// Problems with the recordings are shown in the window (and on stderr); the error is for a
+/// window that cannot open.
+#[cfg(feature = "gui")]
+fn run_gui(args: GuiArgs) -> anyhow::Result<ExitCode> {
+    cufall_gui::run(cufall_gui::GuiOptions {
+        traces: args.traces,
+        align: args.align,
+    })?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,392 @@
+//! Benchmark of `cufall gui` on large synthetic traces: first frame, frame times while zooming
+//! and panning, memory.
+//!
+//! ```text
+//! cargo build --release -p cufall-gui --example bench_gui
+//! target/release/examples/bench_gui generate /tmp/big.cufall --seconds 60 --gpus 8 --metrics 4 --interval-us 10
+//! target/release/examples/bench_gui open /tmp/big.cufall
+//! ```
+//!
+//! `generate` writes a synthetic trace with `TraceWriter` (10 ms steps: draft 4 ms, idle
+//! 0.5 ms, verify 4.5 ms, idle 1 ms, with NVTX ranges and one kernel per phase; NVML every
+//! 10 ms). The values are made up; nothing here is a measurement of a GPU.
+//!
+//! `open` runs the whole window (`GuiApp::ui_root`) headless at 1600×1000 points in a fresh
+//! process and prints: the time to the first frame (the manifest read, the tracks laid out,
+//! the samples still loading), the time until the pyramid and the report are complete, the CPU
+//! time of each frame (egui layout and tessellation; the GPU's rasterising is not included)
+//! while zooming from the whole run down to 50 µs at the cursor and out again and while
+//! panning, during loading and after, and the peak resident memory (VmHWM).
+
+use cufall_gui::app::GuiApp;
+use cufall_gui::view::Settings;
+use cufall_trace::model::{
+    ActivityKind, DeviceId, DeviceInfo, HeatmapSpec, KernelRecord, Manifest, MetricInfo, NvmlRow,
+    NvtxRange, RangeKind, SampleBatch, SamplingInfo,
+};
+use cufall_trace::{TraceWriter, WriterOptions};
+use eframe::egui;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+const T0: i64 = 1_764_000_000_000_000_000;
+const STEP_NS: i64 = 10_000_000;
+
+fn arg(args: &[String], name: &str, default: i64) -> i64 {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn status_kb(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn busy(t: i64) -> bool {
+    t < 4_000_000 || (4_500_000..9_000_000).contains(&t)
+}
+
+fn generate(path: &str, args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
+    let seconds = arg(args, "--seconds", 60);
+    let gpus = arg(args, "--gpus", 8) as u32;
+    let metrics = arg(args, "--metrics", 4).clamp(1, 4) as usize;
+    let interval = arg(args, "--interval-us", 10) * 1000;
+    let started = Instant::now();
+    let names = [
+        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+        "sm__cycles_active.avg",
+        "gr__cycles_elapsed.max",
+    ];
+    let mut m = Manifest::new("bench", T0);
+    m.devices = (0..gpus)
+        .map(|i| DeviceInfo {
+            id: DeviceId(i),
+            name: "NVIDIA H200".into(),
+            chip: "GH100".into(),
+            uuid: String::new(),
+            pci_bus_id: String::new(),
+            sm_count: Some(132),
+            memory_total_bytes: None,
+        })
+        .collect();
+    m.sampling = Some(SamplingInfo {
+        interval_ns: interval,
+        metrics: names[..metrics]
+            .iter()
+            .map(|n| MetricInfo {
+                name: (*n).into(),
+                unit: if n.contains("pct") {
+                    "%".into()
+                } else {
+                    "cycle".into()
+                },
+                description: String::new(),
+            })
+            .collect(),
+        source: "synthetic".into(),
+    });
+    m.heatmaps = vec![HeatmapSpec {
+        metric: names[0].into(),
+        denominator: None,
+        full_scale: Some(100.0),
+    }];
+    m.nvml_interval_ns = Some(10_000_000);
+    let mut w = TraceWriter::create(path, m, WriterOptions::default())?;
+    let per_second = 1_000_000_000 / interval;
+    for sec in 0..seconds {
+        for d in 0..gpus {
+            let mut b = SampleBatch::new(DeviceId(d), metrics);
+            let mut row = vec![0f64; metrics];
+            for i in 0..per_second {
+                let start = T0 + sec * 1_000_000_000 + i * interval;
+                let in_step = (start - T0) % STEP_NS;
+                let r = mix((start as u64) ^ u64::from(d)) % 1000;
+                let on = busy(in_step);
+                row[0] = if on {
+                    60.0 + (r % 300) as f64 / 10.0
+                } else {
+                    (r % 10) as f64 / 10.0
+                };
+                if metrics > 1 {
+                    row[1] = if on {
+                        20.0 + (r % 500) as f64 / 10.0
+                    } else {
+                        0.5
+                    };
+                }
+                if metrics > 2 {
+                    row[2] = if on { 18_000.0 } else { 200.0 };
+                }
+                if metrics > 3 {
+                    row[3] = 19_800.0;
+                }
+                b.push(start, start + interval, &row);
+            }
+            w.append_samples(&b)?;
+        }
+        let mut nvtx = Vec::new();
+        let mut kernels = Vec::new();
+        let mut nvml = Vec::new();
+        for s in 0..(1_000_000_000 / STEP_NS) {
+            let t = T0 + sec * 1_000_000_000 + s * STEP_NS;
+            for (name, a, b) in [("draft", 0, 4_000_000), ("verify", 4_500_000, 9_000_000)] {
+                nvtx.push(NvtxRange {
+                    start_ns: t + a,
+                    end_ns: t + b,
+                    name: name.into(),
+                    kind: RangeKind::PushPop,
+                    depth: 0,
+                    pid: 1,
+                    tid: 1,
+                    ..Default::default()
+                });
+                for d in 0..gpus {
+                    kernels.push(KernelRecord {
+                        device: DeviceId(d),
+                        start_ns: t + a + 10_000,
+                        end_ns: t + b - 10_000,
+                        kind: ActivityKind::Kernel,
+                        name: format!("{name}_kernel"),
+                        ..Default::default()
+                    });
+                }
+            }
+            for d in 0..gpus {
+                nvml.push(NvmlRow {
+                    device: DeviceId(d),
+                    t_ns: t,
+                    power_w: Some(400.0 + (mix(t as u64) % 100) as f32),
+                    sm_clock_mhz: Some(1980),
+                    gpu_util_pct: Some(100),
+                    ..Default::default()
+                });
+            }
+        }
+        w.append_nvtx(&nvtx)?;
+        w.append_kernels(&kernels)?;
+        w.append_nvml(&nvml)?;
+        w.flush_if_due()?;
+    }
+    w.finish(T0 + seconds * 1_000_000_000)?;
+    let bytes: u64 = walk_size(&PathBuf::from(path));
+    println!(
+        "generated {path}: {seconds} s × {gpus} GPUs × {metrics} metrics at {} µs = {} values, {:.0} MB, in {:.1} s",
+        interval / 1000,
+        seconds as u64 * per_second as u64 * u64::from(gpus) * metrics as u64,
+        bytes as f64 / 1e6,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn walk_size(p: &PathBuf) -> u64 {
+    let mut n = 0;
+    if let Ok(rd) = std::fs::read_dir(p) {
+        for e in rd.flatten() {
+            let path = e.path();
+            n += if path.is_dir() {
+                walk_size(&path)
+            } else {
+                e.metadata().map(|m| m.len()).unwrap_or(0)
+            };
+        }
+    }
+    n
+}
+
+struct Frames {
+    ctx: egui::Context,
+    app: GuiApp,
+    size: egui::Vec2,
+}
+
+impl Frames {
+    /// One frame with `events`; returns its CPU time (layout and tessellation).
+    fn frame(&mut self, events: Vec<egui::Event>) -> Duration {
+        let input = egui::RawInput {
+            screen_rect: Some(egui::Rect::from_min_size(egui::Pos2::ZERO, self.size)),
+            events,
+            ..Default::default()
+        };
+        let t = Instant::now();
+        let app = &mut self.app;
+        let out = self.ctx.run_ui(input, |ui| app.ui_root(ui));
+        let prims = self.ctx.tessellate(out.shapes, out.pixels_per_point);
+        std::hint::black_box(prims);
+        t.elapsed()
+    }
+}
+
+fn pct(v: &mut [Duration], q: f64) -> f64 {
+    v.sort_unstable();
+    let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i].as_secs_f64() * 1e3
+}
+
+/// Zooms in 10 % per frame at a point a third across until the window is 50 µs, pans, and
+/// zooms out again; returns every frame's time.
+fn navigate(f: &mut Frames, frames: usize) -> Vec<Duration> {
+    let mut times = Vec::new();
+    let Some(area) = f.app.st.last_data_rect else {
+        return times;
+    };
+    let p = egui::Pos2::new(area.left() + area.width() / 3.0, area.top() + 30.0);
+    let mut zoom_in = true;
+    for i in 0..frames {
+        let mut ev = vec![egui::Event::PointerMoved(p)];
+        let span = f.app.st.view.span();
+        if i % 40 >= 30 {
+            // Pan with the horizontal wheel for 10 frames out of 40.
+            ev.push(egui::Event::MouseWheel {
+                unit: egui::MouseWheelUnit::Point,
+                delta: egui::Vec2::new(-40.0, 0.0),
+                modifiers: egui::Modifiers::NONE,
+                phase: egui::TouchPhase::Move,
+                source: egui::MouseWheelSource::Wheel,
+            });
+        } else {
+            if span < 50_000.0 {
+                zoom_in = false;
+            } else if span > 1.5e12 || f.app.st.view.span() >= 0.99 * full_span(f) {
+                zoom_in = true;
+            }
+            ev.push(egui::Event::Zoom(if zoom_in { 1.1 } else { 1.0 / 1.1 }));
+        }
+        times.push(f.frame(ev));
+    }
+    times
+}
+
+fn full_span(f: &Frames) -> f64 {
+    let s = f.app.slots.first().map(|s| s.data.lock().extent);
+    s.map_or(1e9, |(a, b)| (b - a) as f64)
+}
+
+fn open(path: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let started = Instant::now();
+    let ctx = egui::Context::default();
+    let app = GuiApp::new(&ctx, &[PathBuf::from(path)], None, Settings::default());
+    let mut f = Frames {
+        ctx,
+        app,
+        size: egui::Vec2::new(1600.0, 1000.0),
+    };
+    let first = f.frame(Vec::new());
+    let first_frame = started.elapsed();
+    println!(
+        "first frame {:.0} ms after start (that frame {:.1} ms; the tracks laid out, samples loading)",
+        first_frame.as_secs_f64() * 1e3,
+        first.as_secs_f64() * 1e3
+    );
+    // Frames while loading.
+    let mut loading = Vec::new();
+    let mut pyramid_at = None;
+    let mut report_at = None;
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    while Instant::now() < deadline {
+        let (done, report) = {
+            let s = f.app.slots[0].data.lock();
+            (s.samples_done, s.report.is_some())
+        };
+        if done && pyramid_at.is_none() {
+            pyramid_at = Some(started.elapsed());
+        }
+        if report && report_at.is_none() {
+            report_at = Some(started.elapsed());
+        }
+        if done && report {
+            break;
+        }
+        if loading.len() < 400 {
+            loading.extend(navigate(&mut f, 10));
+        } else {
+            std::thread::sleep(Duration::from_millis(50));
+            f.frame(Vec::new());
+        }
+    }
+    let samples: u64 = f.app.slots[0]
+        .data
+        .lock()
+        .pyramids
+        .values()
+        .map(|p| p.samples())
+        .sum();
+    let pyramid_bytes: usize = f.app.slots[0]
+        .data
+        .lock()
+        .pyramids
+        .values()
+        .map(|p| p.bytes())
+        .sum();
+    println!(
+        "samples in the pyramid: {samples} ({:.0} MB of summaries); pyramid complete after {:.1} s, report after {:.1} s",
+        pyramid_bytes as f64 / 1e6,
+        pyramid_at.map_or(f64::NAN, |d| d.as_secs_f64()),
+        report_at.map_or(f64::NAN, |d| d.as_secs_f64()),
+    );
+    if !loading.is_empty() {
+        let n = loading.len();
+        println!(
+            "while loading: {n} frames zooming/panning, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            pct(&mut loading, 0.5),
+            pct(&mut loading, 0.99),
+            pct(&mut loading, 1.0)
+        );
+    }
+    // Fit, then navigate the loaded trace; raw tiles load on demand as the view zooms in.
+    f.frame(vec![egui::Event::Key {
+        key: egui::Key::F,
+        physical_key: None,
+        pressed: true,
+        repeat: false,
+        modifiers: egui::Modifiers::NONE,
+    }]);
+    let mut times = navigate(&mut f, 600);
+    let n = times.len();
+    println!(
+        "loaded: {n} frames zooming (whole run ↔ 50 µs) and panning, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        pct(&mut times, 0.5),
+        pct(&mut times, 0.99),
+        pct(&mut times, 1.0)
+    );
+    let tiles = f.app.slots[0].data.lock().tiles.bytes();
+    println!(
+        "memory: peak RSS {} MB, now {} MB (raw-sample tiles held {:.0} MB)",
+        status_kb("VmHWM:") / 1024,
+        status_kb("VmRSS:") / 1024,
+        tiles as f64 / 1e6
+    );
+    Ok(())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    match (args.get(1).map(String::as_str), args.get(2)) {
+        (Some("generate"), Some(p)) => generate(p, &args),
+        (Some("open"), Some(p)) => open(p),
+        _ => {
+            eprintln!(
+                "usage: bench_gui generate PATH [--seconds N --gpus N --metrics N --interval-us N] | open PATH"
+            );
+            std::process::exit(2)
+        }
+    }
+}

@@ -1,0 +1,512 @@
+//! The window: a top bar (open, view options, help), the message bar, the side panel and the
+//! timeline, over one or two recordings.
+
+use crate::data::LoadedTrace;
+use crate::panel::{common_phases, side_panel_ui};
+use crate::stats::{SelectionStats, selection_stats};
+use crate::timeline::{Locked, shared_extent, timeline_ui};
+use crate::view::{Settings, SideTab, TimeView, TrackStyle, ViewState};
+use cufall_analysis::diff::{DiffReport, build_diff};
+use cufall_analysis::report::ReportOptions;
+use eframe::egui::{self, Ui};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+
+/// Key of the settings in eframe's storage.
+pub const SETTINGS_KEY: &str = "cufall-gui-settings";
+
+/// An open recording and where it sits on the shared axis.
+#[derive(Debug)]
+pub struct TraceSlot {
+    pub data: LoadedTrace,
+    /// Added to the recording's times to place them on the shared axis (0 for the first).
+    pub offset_ns: i64,
+}
+
+impl TraceSlot {
+    /// A time of this recording on the shared axis.
+    pub fn disp(&self, t_ns: i64) -> f64 {
+        t_ns.saturating_add(self.offset_ns) as f64
+    }
+
+    /// A time of the shared axis on this recording's clock.
+    pub fn local(&self, d: f64) -> i64 {
+        (d.round() as i64).saturating_sub(self.offset_ns)
+    }
+}
+
+/// The comparison of two recordings, computed off the UI thread.
+#[derive(Debug, Default)]
+pub enum DiffState {
+    #[default]
+    None,
+    Computing(mpsc::Receiver<Result<DiffReport, String>>),
+    Done(Box<Result<DiffReport, String>>),
+}
+
+/// The application: the open recordings, the settings and the view state.
+pub struct GuiApp {
+    pub slots: Vec<TraceSlot>,
+    pub settings: Settings,
+    pub st: ViewState,
+    ctx: egui::Context,
+    sel: Option<SelectionStats>,
+    diff: DiffState,
+    /// The alignment the offsets were computed for, and whether both sides had their tables.
+    aligned: Option<(Option<String>, bool)>,
+}
+
+impl GuiApp {
+    /// Opens `traces` (at most two: A and B) with `align` as the phase to align them at.
+    pub fn new(
+        ctx: &egui::Context,
+        traces: &[PathBuf],
+        align: Option<String>,
+        settings: Settings,
+    ) -> GuiApp {
+        let mut app = GuiApp {
+            slots: Vec::new(),
+            settings,
+            st: ViewState::default(),
+            ctx: ctx.clone(),
+            sel: None,
+            diff: DiffState::None,
+            aligned: None,
+        };
+        app.st.align_phase = align;
+        // Names come from the profiled program: a character no font has is drawn as a box,
+        // never a failure.
+        ctx.set_missing_glyph_policy(egui::MissingGlyphPolicy::Tofu);
+        if traces.len() > 2 {
+            app.st.say(
+                true,
+                format!(
+                    "{} recordings given: the window shows two at a time (A and B); opening the first two",
+                    traces.len()
+                ),
+            );
+        }
+        for p in traces.iter().take(2) {
+            app.open(p);
+        }
+        app
+    }
+
+    /// Opens a recording as A, or as B when A is open (replacing B).
+    pub fn open(&mut self, path: &Path) {
+        let path = trace_root(path);
+        let ctx = self.ctx.clone();
+        let budget = self.settings.raw_budget_mib.max(16) << 20;
+        match LoadedTrace::open(&path, budget, move || ctx.request_repaint()) {
+            Ok(data) => {
+                self.settings.remember(&path.display().to_string());
+                if self.slots.len() >= 2 {
+                    self.slots.truncate(1);
+                }
+                // Times on the shared axis count from A's creation: small numbers keep f64
+                // exact to far below a nanosecond.
+                let offset_ns = match self.slots.first() {
+                    Some(a) => a.offset_ns,
+                    None => -data.manifest.created_unix_ns,
+                };
+                self.slots.push(TraceSlot { data, offset_ns });
+                self.aligned = None;
+                self.diff = DiffState::None;
+                self.sel = None;
+                if self.slots.len() == 1 {
+                    self.st.fitted = None;
+                }
+            }
+            Err(e) => self.st.say(true, e.to_string()),
+        }
+    }
+
+    /// Whether every recording is loaded and nothing is being computed (tests and benchmarks
+    /// wait for this).
+    pub fn is_idle(&self) -> bool {
+        self.slots.iter().all(|s| s.data.lock().idle)
+            && !matches!(self.diff, DiffState::Computing(_))
+    }
+
+    /// The whole window inside `ui`.
+    pub fn ui_root(&mut self, ui: &mut Ui) {
+        self.take_dropped_files(ui);
+        self.poll_diff();
+        if self.slots.len() == 2 && matches!(self.diff, DiffState::None) {
+            self.start_diff();
+        }
+        if let Some(offset) = align_offset(&self.slots, &mut self.st, &mut self.aligned)
+            && let Some(b) = self.slots.get_mut(1)
+        {
+            b.offset_ns = offset;
+        }
+        let mut locked: Vec<Locked<'_>> = self
+            .slots
+            .iter()
+            .map(|slot| Locked {
+                slot,
+                s: slot.data.lock(),
+            })
+            .collect();
+        for t in &locked {
+            for p in t.s.problems.iter() {
+                self.st.say(true, p.clone());
+            }
+            for w in t.s.warnings.iter() {
+                self.st.say(false, format!("{}: {w}", t.slot.data.name));
+            }
+        }
+        // Fit the whole run once the extents are known, and again when every recording is
+        // read (extents final, B aligned) unless the view was moved in between.
+        let known = !locked.is_empty() && locked.iter().all(|t| t.s.tiles.count > 0);
+        let done = known
+            && locked
+                .iter()
+                .all(|t| t.s.samples_done && t.s.tables.is_some());
+        let untouched = self.st.fitted.is_none_or(|(v, _)| v == self.st.view);
+        let final_fit = self.st.fitted.is_some_and(|(_, f)| f);
+        if known && untouched && !final_fit {
+            let (a, b) = shared_extent(&locked);
+            self.st.view.fit(a, b, 0.01);
+            self.st.fitted = Some((self.st.view, done));
+        }
+        let mut open_request = None;
+        top_bar_ui(
+            ui,
+            &mut self.st,
+            &mut self.settings,
+            &locked,
+            &mut open_request,
+        );
+        messages_ui(ui, &mut self.st);
+        // Selection statistics, recomputed while they are not exact (edge tiles loading).
+        let selection = self.st.selection();
+        let stale = match (&self.sel, selection) {
+            (Some(s), Some((a, b))) => s.a != a || s.b != b || !s.exact,
+            (None, Some(_)) => true,
+            (_, None) => false,
+        };
+        if selection.is_none() {
+            self.sel = None;
+        }
+        if stale && let Some((a, b)) = selection {
+            let (stats, wanted) = selection_stats(&locked, a, b);
+            for (t, want) in locked.iter_mut().zip(wanted) {
+                for (x, y) in want {
+                    t.slot.data.request_tiles(&mut t.s, x, y);
+                }
+            }
+            if self.sel.as_ref().is_none_or(|s| s.a != a || s.b != b) {
+                self.st.side_tab = SideTab::Selection;
+            }
+            self.sel = Some(stats);
+        }
+        if self.settings.side_panel && !locked.is_empty() {
+            egui::Panel::right("side")
+                .resizable(true)
+                .default_size(440.0)
+                .max_size(640.0)
+                .show(ui, |ui| {
+                    side_panel_ui(ui, &locked, &mut self.st, self.sel.as_ref(), &self.diff);
+                });
+        }
+        egui::CentralPanel::default().show(ui, |ui| {
+            if locked.is_empty() {
+                empty_ui(ui);
+            } else {
+                timeline_ui(ui, &mut locked, &mut self.st, &self.settings);
+                request_visible_tiles(&mut locked, &self.st.view);
+            }
+        });
+        drop(locked);
+        if self.st.show_help {
+            help_ui(ui.ctx(), &mut self.st.show_help);
+        }
+        if let Some(p) = open_request {
+            self.open(&p);
+        }
+    }
+
+    fn start_diff(&mut self) {
+        let (Some(a), Some(b)) = (self.slots.first(), self.slots.get(1)) else {
+            return;
+        };
+        let (ta, tb) = (a.data.trace.clone(), b.data.trace.clone());
+        let (tx, rx) = mpsc::channel();
+        let ctx = self.ctx.clone();
+        let spawned = std::thread::Builder::new()
+            .name("cufall-gui-diff".into())
+            .spawn(move || {
+                let r = build_diff(&ta, &tb, &ReportOptions::default()).map_err(|e| e.to_string());
+                let _ = tx.send(r);
+                ctx.request_repaint();
+            });
+        self.diff = match spawned {
+            Ok(_) => DiffState::Computing(rx),
+            Err(e) => DiffState::Done(Box::new(Err(format!("cannot start the comparison: {e}")))),
+        };
+    }
+
+    fn poll_diff(&mut self) {
+        if let DiffState::Computing(rx) = &self.diff {
+            match rx.try_recv() {
+                Ok(r) => self.diff = DiffState::Done(Box::new(r)),
+                Err(mpsc::TryRecvError::Empty) => {}
+                Err(mpsc::TryRecvError::Disconnected) => {
+                    self.diff =
+                        DiffState::Done(Box::new(Err("the comparison stopped unexpectedly".into())))
+                }
+            }
+        }
+    }
+
+    fn take_dropped_files(&mut self, ui: &Ui) {
+        let dropped: Vec<PathBuf> = ui.input(|i| {
+            i.raw
+                .dropped_files
+                .iter()
+                .map(|f| f.path().to_path_buf())
+                .collect()
+        });
+        for p in dropped {
+            self.open(&p);
+        }
+    }
+}
+
+impl eframe::App for GuiApp {
+    fn ui(&mut self, ui: &mut Ui, _frame: &mut eframe::Frame) {
+        self.ui_root(ui);
+    }
+
+    fn save(&mut self, storage: &mut dyn eframe::Storage) {
+        eframe::set_value(storage, SETTINGS_KEY, &self.settings);
+    }
+}
+
+/// The folder of a trace from a path inside it (a dropped `manifest.json` or segment).
+pub fn trace_root(path: &Path) -> PathBuf {
+    let mut p = path;
+    loop {
+        if p.join(cufall_trace::MANIFEST_FILE).is_file() {
+            return p.to_path_buf();
+        }
+        match p.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => p = parent,
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+/// Places B on the shared axis: the first range of the chosen phase in B starts where the first
+/// in A does; without a chosen phase, their first samples line up. Returns B's offset, or `None`
+/// when nothing changed since `aligned`.
+fn align_offset(
+    slots: &[TraceSlot],
+    st: &mut ViewState,
+    aligned: &mut Option<(Option<String>, bool)>,
+) -> Option<i64> {
+    if slots.len() < 2 {
+        return None;
+    }
+    let locked: Vec<Locked<'_>> = slots
+        .iter()
+        .map(|slot| Locked {
+            slot,
+            s: slot.data.lock(),
+        })
+        .collect();
+    let ready = locked
+        .iter()
+        .all(|t| t.s.tables.is_some() && t.s.samples_done);
+    if aligned
+        .as_ref()
+        .is_some_and(|(p, r)| *p == st.align_phase && *r == ready)
+    {
+        return None;
+    }
+    let base = locked[0].slot.offset_ns;
+    let mut offset = base + locked[0].s.extent.0 - locked[1].s.extent.0;
+    if let Some(phase) = st.align_phase.clone() {
+        let first_of = |t: &Locked<'_>| -> Option<i64> {
+            let tb = t.s.tables.as_ref()?;
+            let idx = tb.phases.phases.iter().position(|p| p.path == phase)?;
+            tb.phases
+                .ranges
+                .iter()
+                .filter(|r| r.phase == idx)
+                .map(|r| r.start_ns)
+                .min()
+        };
+        match (first_of(&locked[0]), first_of(&locked[1])) {
+            (Some(a), Some(b)) => offset = base + a - b,
+            _ if ready => {
+                let common = common_phases(&locked);
+                st.say(
+                    true,
+                    if common.is_empty() {
+                        format!(
+                            "cannot align at phase {phase:?}: the recordings have no NVTX phase in common; aligned at their first samples"
+                        )
+                    } else {
+                        format!(
+                            "cannot align at phase {phase:?}: it is not in both recordings (common phases: {}); aligned at their first samples",
+                            common.join(", ")
+                        )
+                    },
+                );
+                st.align_phase = None;
+            }
+            _ => {}
+        }
+    }
+    *aligned = Some((st.align_phase.clone(), ready));
+    Some(offset)
+}
+
+fn request_visible_tiles(locked: &mut [Locked<'_>], view: &TimeView) {
+    for t in locked.iter_mut() {
+        let px = view.span() / 1500.0;
+        let need = t.s.pyramids.values().any(|p| p.level_for(px).is_none());
+        if need {
+            let (a, b) = (t.slot.local(view.t0), t.slot.local(view.t1));
+            t.slot.data.request_tiles(&mut t.s, a, b);
+        }
+    }
+}
+
+fn top_bar_ui(
+    ui: &mut Ui,
+    st: &mut ViewState,
+    settings: &mut Settings,
+    locked: &[Locked<'_>],
+    open: &mut Option<PathBuf>,
+) {
+    egui::Panel::top("top").show(ui, |ui| {
+        ui.horizontal_wrapped(|ui| {
+            ui.strong("cufall");
+            for (i, t) in locked.iter().enumerate() {
+                let tag = if locked.len() > 1 {
+                    if i == 0 { "A: " } else { "B: " }
+                } else {
+                    ""
+                };
+                ui.label(format!("{tag}{}", t.slot.data.name))
+                    .on_hover_text(t.slot.data.path.display().to_string());
+                if !t.s.idle {
+                    ui.spinner();
+                }
+            }
+            ui.separator();
+            let resp = ui.add(
+                egui::TextEdit::singleline(&mut st.open_path)
+                    .hint_text("path to a .cufall recording")
+                    .desired_width(220.0),
+            );
+            let enter = resp.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
+            if (ui.button("Open").clicked() || enter) && !st.open_path.trim().is_empty() {
+                *open = Some(PathBuf::from(st.open_path.trim()));
+                st.open_path.clear();
+            }
+            if !settings.recent.is_empty() {
+                ui.menu_button("Recent", |ui| {
+                    for p in settings.recent.clone() {
+                        if ui.button(&p).clicked() {
+                            *open = Some(PathBuf::from(&p));
+                            ui.close();
+                        }
+                    }
+                });
+            }
+            ui.separator();
+            ui.selectable_value(&mut settings.style, TrackStyle::Heat, "heat");
+            ui.selectable_value(&mut settings.style, TrackStyle::Line, "line");
+            ui.checkbox(&mut settings.show_nvtx, "NVTX");
+            ui.checkbox(&mut settings.show_kernels, "kernels");
+            ui.checkbox(&mut settings.show_nvml, "NVML");
+            ui.checkbox(&mut settings.show_gaps, "gaps");
+            ui.checkbox(&mut settings.side_panel, "panel");
+            if ui.button("Fit").on_hover_text("F").clicked() {
+                let (a, b) = shared_extent(locked);
+                st.view.fit(a, b, 0.01);
+            }
+            if ui.button("?").on_hover_text("controls").clicked() {
+                st.show_help = !st.show_help;
+            }
+        });
+    });
+}
+
+fn messages_ui(ui: &mut Ui, st: &mut ViewState) {
+    if st.messages.is_empty() {
+        return;
+    }
+    egui::Panel::top("messages").show(ui, |ui| {
+        let mut dismiss = None;
+        for (i, m) in st.messages.iter().enumerate().take(6) {
+            ui.horizontal(|ui| {
+                if ui.small_button("x").clicked() {
+                    dismiss = Some(i);
+                }
+                let color = if m.error {
+                    ui.visuals().error_fg_color
+                } else {
+                    ui.visuals().warn_fg_color
+                };
+                ui.colored_label(color, &m.text);
+            });
+        }
+        if st.messages.len() > 6 {
+            ui.label(format!("… {} more (also on stderr)", st.messages.len() - 6));
+        }
+        if let Some(i) = dismiss {
+            st.messages.remove(i);
+        }
+    });
+}
+
+fn empty_ui(ui: &mut Ui) {
+    ui.vertical_centered(|ui| {
+        ui.add_space(80.0);
+        ui.heading("No recording open");
+        ui.label("Drop a .cufall folder here, or type its path above and press Open.");
+        ui.label("Record one with: cufall record -o run.cufall -- ./my_program");
+    });
+}
+
+/// The controls, as a window.
+pub fn help_ui(ctx: &egui::Context, open: &mut bool) {
+    egui::Window::new("Controls")
+        .open(open)
+        .resizable(false)
+        .show(ctx, |ui| {
+            egui::Grid::new("help").num_columns(2).show(ui, |ui| {
+                for (k, what) in HELP {
+                    ui.strong(*k);
+                    ui.label(*what);
+                    ui.end_row();
+                }
+            });
+        });
+}
+
+/// Every control of the timeline.
+pub const HELP: &[(&str, &str)] = &[
+    ("Ctrl + wheel", "zoom at the cursor"),
+    ("drag", "pan"),
+    ("horizontal wheel", "pan"),
+    ("W / S", "zoom in / out (at the cursor)"),
+    ("A / D", "pan left / right"),
+    ("Shift + drag", "select a time range"),
+    ("right drag, Ctrl + drag", "box zoom"),
+    ("click", "select the range, kernel or gap under the cursor"),
+    (
+        "double-click",
+        "fit the range, kernel or gap under the cursor",
+    ),
+    ("F", "fit the selection (or the whole run)"),
+    ("Esc", "clear the selection"),
+    ("overview strip", "click or drag to move the window"),
+    ("side panel", "click a phase or gap to zoom there"),
+    ("?", "this help"),
+];

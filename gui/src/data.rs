@@ -1,0 +1,878 @@
+//! One open recording: what the window shows of it, loaded off the UI thread.
+//!
+//! [`LoadedTrace::open`] reads the manifest at once (so errors show immediately and the tracks
+//! can be laid out) and starts one worker thread that, in order:
+//!
+//! 1. reads the small tables (NVTX ranges, kernels, drops, NVML) and builds the NVTX lanes and
+//!    phases; a table that fails its checks is reported and left empty, the others still load;
+//! 2. streams the samples table in time *tiles* (a query per tile, which Parquet row-group
+//!    statistics narrow to the files and row groups holding it), pushing each sample into the
+//!    device's [`DevicePyramid`]; the pyramid is usable while it grows and the view draws a
+//!    placeholder past [`Shared::loaded_until_ns`]; tiles are kept while they fit the raw-sample
+//!    budget;
+//! 3. computes the analysis report (per-phase statistics and gaps) for the side panel;
+//! 4. then loads tiles of raw samples the view asks for ([`LoadedTrace::request_tiles`]),
+//!    evicting the least recently used ones beyond the budget.
+//!
+//! The UI locks [`Shared`] once per frame; the worker holds the lock only for short steps.
+
+use crate::lod::{DevicePyramid, RawSeries, RawSlice};
+use cufall_analysis::phases::Phases;
+use cufall_analysis::report::{Report, ReportOptions, build_report, resolve_activity};
+use cufall_analysis::samples::Activity;
+use cufall_trace::model::{
+    DropRecord, KernelRecord, Manifest, MetricInfo, NvmlRow, NvtxRange, RangeKind,
+};
+use cufall_trace::{Table, Trace};
+use polars::prelude::*;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, mpsc};
+
+/// Samples (all devices) per tile the worker reads at a time.
+pub const TILE_SAMPLES: u64 = 1 << 20;
+/// Samples pushed into the pyramids per lock of [`Shared`].
+const PUSH_CHUNK: usize = 1 << 16;
+/// Default memory for raw samples kept in tiles.
+pub const DEFAULT_RAW_BUDGET_BYTES: usize = 256 << 20;
+
+/// Something a worker can be asked for.
+enum Request {
+    Tile(i64),
+}
+
+/// A tile of raw samples: every device's samples starting in its time span.
+#[derive(Debug, Default)]
+pub struct Tile {
+    pub devices: BTreeMap<u32, RawSeries>,
+    bytes: usize,
+}
+
+/// Tiles held in memory, least recently used first out.
+#[derive(Debug)]
+pub struct TileCache {
+    /// Start of tile 0 and the span of each tile.
+    pub origin_ns: i64,
+    pub tile_ns: i64,
+    /// Number of tiles covering the samples.
+    pub count: i64,
+    tiles: HashMap<i64, Tile>,
+    lru: VecDeque<i64>,
+    pending: HashSet<i64>,
+    /// Tiles that could not be read: not asked for again.
+    failed: HashSet<i64>,
+    budget: usize,
+    bytes: usize,
+}
+
+impl TileCache {
+    fn new(budget: usize) -> TileCache {
+        TileCache {
+            origin_ns: 0,
+            tile_ns: 1,
+            count: 0,
+            tiles: HashMap::new(),
+            lru: VecDeque::new(),
+            pending: HashSet::new(),
+            failed: HashSet::new(),
+            budget,
+            bytes: 0,
+        }
+    }
+
+    /// Tiles whose samples may overlap `[t0, t1)` (a sample may start in the tile before).
+    pub fn tiles_for(&self, t0: i64, t1: i64) -> std::ops::RangeInclusive<i64> {
+        if self.count == 0 {
+            #[allow(clippy::reversed_empty_ranges)]
+            return 1..=0;
+        }
+        let k = |t: i64| ((t - self.origin_ns).div_euclid(self.tile_ns)).clamp(0, self.count - 1);
+        (k(t0) - 1).max(0)..=k(t1.max(t0))
+    }
+
+    pub fn get(&self, k: i64) -> Option<&Tile> {
+        self.tiles.get(&k)
+    }
+
+    /// The raw series of `device` for `[t0, t1)`, one per tile; `None` if a tile is missing.
+    pub fn series(&self, device: u32, t0: i64, t1: i64) -> Option<Vec<&RawSeries>> {
+        let mut out = Vec::new();
+        for k in self.tiles_for(t0, t1) {
+            let tile = self.tiles.get(&k)?;
+            if let Some(s) = tile.devices.get(&device) {
+                out.push(s);
+            }
+        }
+        Some(out)
+    }
+
+    /// Samples of metric `m` of `device` overlapping `[t0, t1)`, if their tiles are held.
+    pub fn slice(&self, device: u32, m: usize, t0: i64, t1: i64) -> Option<RawSlice> {
+        let mut out = RawSlice::default();
+        for s in self.series(device, t0, t1)? {
+            let part = RawSlice::from_series(s, m, t0, t1);
+            out.start_ns.extend(part.start_ns);
+            out.end_ns.extend(part.end_ns);
+            out.values.extend(part.values);
+        }
+        Some(out)
+    }
+
+    /// Missing tiles of `[t0, t1)` not yet asked for.
+    fn missing(&self, t0: i64, t1: i64) -> Vec<i64> {
+        self.tiles_for(t0, t1)
+            .filter(|k| {
+                !self.tiles.contains_key(k) && !self.pending.contains(k) && !self.failed.contains(k)
+            })
+            .collect()
+    }
+
+    fn touch(&mut self, k: i64) {
+        if let Some(i) = self.lru.iter().position(|x| *x == k) {
+            self.lru.remove(i);
+        }
+        self.lru.push_back(k);
+    }
+
+    /// Keeps `tile` if `force` or it fits the budget; evicts least recently used tiles.
+    fn insert(&mut self, k: i64, tile: Tile, force: bool) -> bool {
+        self.pending.remove(&k);
+        if !force && self.bytes + tile.bytes > self.budget {
+            return false;
+        }
+        self.bytes += tile.bytes;
+        self.tiles.insert(k, tile);
+        self.touch(k);
+        while self.bytes > self.budget && self.lru.len() > 1 {
+            if let Some(old) = self.lru.pop_front()
+                && let Some(t) = self.tiles.remove(&old)
+            {
+                self.bytes -= t.bytes;
+            }
+        }
+        true
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+/// NVTX ranges arranged in lanes: a thread's push/pop ranges one lane per depth, start/end
+/// ranges packed into lanes where they do not overlap, marks in a lane of their own.
+#[derive(Debug, Default)]
+pub struct NvtxLanes {
+    pub lanes: Vec<NvtxLane>,
+}
+
+#[derive(Debug, Default)]
+pub struct NvtxLane {
+    pub title: String,
+    /// Indices into [`Tables::nvtx`], by start; ranges of one lane never overlap.
+    pub ranges: Vec<usize>,
+}
+
+impl NvtxLanes {
+    pub fn build(nvtx: &[NvtxRange]) -> NvtxLanes {
+        let mut order: Vec<usize> = (0..nvtx.len()).collect();
+        order.sort_by_key(|i| (nvtx[*i].start_ns, std::cmp::Reverse(nvtx[*i].end_ns)));
+        let threads: std::collections::BTreeSet<(u32, u32)> = nvtx
+            .iter()
+            .filter(|r| r.kind == RangeKind::PushPop)
+            .map(|r| (r.pid, r.tid))
+            .collect();
+        let many = threads.len() > 1;
+        let mut lanes: BTreeMap<(u8, u32, u32, u32), NvtxLane> = BTreeMap::new();
+        let mut packed_ends: Vec<i64> = Vec::new();
+        for i in order {
+            let r = &nvtx[i];
+            let key = match r.kind {
+                RangeKind::PushPop => (0, r.pid, r.tid, r.depth),
+                RangeKind::StartEnd => {
+                    let slot = packed_ends.iter().position(|e| *e <= r.start_ns);
+                    let slot = match slot {
+                        Some(s) => s,
+                        None => {
+                            packed_ends.push(i64::MIN);
+                            packed_ends.len() - 1
+                        }
+                    };
+                    packed_ends[slot] = r.end_ns;
+                    (1, 0, 0, slot as u32)
+                }
+                RangeKind::Mark => (2, r.pid, 0, 0),
+            };
+            let lane = lanes.entry(key).or_insert_with(|| NvtxLane {
+                title: match key.0 {
+                    0 if many => format!("NVTX {}:{} d{}", key.1, key.2, key.3),
+                    0 => format!("NVTX depth {}", key.3),
+                    1 => format!("NVTX start/end {}", key.3),
+                    _ => "NVTX marks".to_string(),
+                },
+                ranges: Vec::new(),
+            });
+            lane.ranges.push(i);
+        }
+        NvtxLanes {
+            lanes: lanes.into_values().collect(),
+        }
+    }
+}
+
+/// Kernels of one device sorted by start, with the running maximum of their ends so that the
+/// kernels overlapping a time are found by binary search although streams overlap.
+#[derive(Debug, Default)]
+pub struct DeviceKernels {
+    pub list: Vec<KernelRecord>,
+    pub max_end_ns: Vec<i64>,
+}
+
+impl DeviceKernels {
+    fn build(mut list: Vec<KernelRecord>) -> DeviceKernels {
+        list.sort_by_key(|k| (k.start_ns, k.end_ns));
+        let mut acc = i64::MIN;
+        let max_end_ns = list
+            .iter()
+            .map(|k| {
+                acc = acc.max(k.end_ns);
+                acc
+            })
+            .collect();
+        DeviceKernels { list, max_end_ns }
+    }
+
+    /// Indices of the kernels overlapping `[t0, t1)` (a superset bounded by the sort).
+    pub fn overlapping(&self, t0: i64, t1: i64) -> std::ops::Range<usize> {
+        let lo = self.max_end_ns.partition_point(|e| *e <= t0);
+        let hi = self.list.partition_point(|k| k.start_ns < t1);
+        lo..hi.max(lo)
+    }
+}
+
+/// The small tables, read whole.
+#[derive(Debug, Default)]
+pub struct Tables {
+    pub nvtx: Vec<NvtxRange>,
+    pub lanes: NvtxLanes,
+    pub phases: Phases,
+    pub kernels: BTreeMap<u32, DeviceKernels>,
+    pub drops: BTreeMap<u32, Vec<DropRecord>>,
+    pub nvml: BTreeMap<u32, Vec<NvmlRow>>,
+    /// Per device the largest power (W) and SM clock (MHz) read: the NVML tracks' scales.
+    pub nvml_peak: BTreeMap<u32, (f64, f64)>,
+}
+
+/// What the worker shares with the UI.
+#[derive(Debug)]
+pub struct Shared {
+    pub tables: Option<Tables>,
+    /// Per device, one series per metric and, when the trace has counters, a last series that is
+    /// 1 while the GPU is idle and 0 otherwise (its mean over a range is the idle fraction).
+    pub pyramids: BTreeMap<u32, DevicePyramid>,
+    pub activity: Option<Activity>,
+    /// First sample start and last sample end (the manifest's times until samples are read).
+    pub extent: (i64, i64),
+    /// Samples are in the pyramids up to here.
+    pub loaded_until_ns: i64,
+    pub samples_done: bool,
+    pub tiles: TileCache,
+    pub report: Option<Result<Report, String>>,
+    /// Per device, the report's gaps (indices into `report.gaps`) by start time: a device's
+    /// gaps never overlap, so the visible ones are found by binary search.
+    pub gaps_by_device: BTreeMap<u32, Vec<usize>>,
+    /// Errors met while loading (a damaged table, a failed query), for the window and stderr.
+    pub problems: Vec<String>,
+    /// The trace's own warnings (unfinished recording, skipped truncated segment, ...).
+    pub warnings: Vec<String>,
+    /// The worker has nothing left to do.
+    pub idle: bool,
+}
+
+/// An open recording.
+pub struct LoadedTrace {
+    pub path: PathBuf,
+    /// Short name for titles: the folder name.
+    pub name: String,
+    pub manifest: Manifest,
+    pub metrics: Vec<MetricInfo>,
+    pub devices: Vec<u32>,
+    pub interval_ns: i64,
+    pub trace: Arc<Trace>,
+    shared: Arc<Mutex<Shared>>,
+    requests: mpsc::Sender<Request>,
+}
+
+impl std::fmt::Debug for LoadedTrace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedTrace")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Opening a recording failed before anything could be shown.
+#[derive(Debug, thiserror::Error)]
+#[error("{source}")]
+pub struct OpenError {
+    pub path: PathBuf,
+    #[source]
+    pub source: cufall_trace::TraceError,
+}
+
+impl LoadedTrace {
+    /// Opens the trace at `path` and starts loading it; `repaint` is called whenever more is
+    /// ready. `raw_budget` bounds the memory of raw samples kept.
+    pub fn open(
+        path: &Path,
+        raw_budget: usize,
+        repaint: impl Fn() + Send + 'static,
+    ) -> Result<LoadedTrace, OpenError> {
+        let trace = Trace::open(path).map_err(|source| OpenError {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let manifest = trace.manifest().clone();
+        let metrics: Vec<MetricInfo> = manifest
+            .sampling
+            .as_ref()
+            .map(|s| s.metrics.clone())
+            .unwrap_or_default();
+        let devices: Vec<u32> = manifest.devices.iter().map(|d| d.id.0).collect();
+        let interval_ns = manifest
+            .sampling
+            .as_ref()
+            .map(|s| s.interval_ns)
+            .unwrap_or(0)
+            .max(1);
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| path.display().to_string());
+        let start = manifest.created_unix_ns;
+        let end = manifest.end_unix_ns.unwrap_or(start + 1).max(start + 1);
+        let shared = Arc::new(Mutex::new(Shared {
+            tables: None,
+            pyramids: BTreeMap::new(),
+            activity: None,
+            extent: (start, end),
+            loaded_until_ns: start,
+            samples_done: false,
+            tiles: TileCache::new(raw_budget),
+            report: None,
+            gaps_by_device: BTreeMap::new(),
+            problems: Vec::new(),
+            warnings: trace.warnings(),
+            idle: false,
+        }));
+        let trace = Arc::new(trace);
+        let (tx, rx) = mpsc::channel();
+        let worker = Worker {
+            trace: trace.clone(),
+            shared: shared.clone(),
+            rx,
+            repaint: Box::new(repaint),
+            metrics: metrics.iter().map(|m| m.name.clone()).collect(),
+            interval_ns,
+            rule: None,
+        };
+        let spawned = std::thread::Builder::new()
+            .name("cufall-gui-load".into())
+            .spawn(move || worker.run());
+        if let Err(e) = spawned {
+            lock(&shared)
+                .problems
+                .push(format!("cannot start the loading thread: {e}"));
+        }
+        Ok(LoadedTrace {
+            path: path.to_path_buf(),
+            name,
+            manifest,
+            metrics,
+            devices,
+            interval_ns,
+            trace,
+            shared,
+            requests: tx,
+        })
+    }
+
+    /// The shared state, locked for this frame.
+    pub fn lock(&self) -> MutexGuard<'_, Shared> {
+        lock(&self.shared)
+    }
+
+    /// Asks for the raw-sample tiles of `[t0, t1)` that are neither held nor asked for.
+    pub fn request_tiles(&self, shared: &mut Shared, t0: i64, t1: i64) {
+        if !shared.samples_done {
+            return;
+        }
+        for k in shared.tiles.missing(t0, t1) {
+            shared.tiles.pending.insert(k);
+            shared.idle = false;
+            // A closed channel means the worker is gone; the view keeps its summaries.
+            let _ = self.requests.send(Request::Tile(k));
+        }
+    }
+}
+
+fn lock(m: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+    // A panic while holding the lock leaves consistent-enough data for viewing.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+struct Worker {
+    trace: Arc<Trace>,
+    shared: Arc<Mutex<Shared>>,
+    rx: mpsc::Receiver<Request>,
+    repaint: Box<dyn Fn() + Send>,
+    metrics: Vec<String>,
+    interval_ns: i64,
+    /// Set once the activity is resolved: computes the idle series of tiles.
+    rule: Option<IdleRule>,
+}
+
+/// How each sample's idle flag is computed: column indices of the activity value's parts.
+struct IdleRule {
+    metric: usize,
+    denominator: Option<usize>,
+    threshold: f32,
+    also_low: Vec<usize>,
+    pct: f32,
+}
+
+impl IdleRule {
+    fn of(a: &Activity, metrics: &[String]) -> Option<IdleRule> {
+        let idx = |n: &str| metrics.iter().position(|m| m == n);
+        Some(IdleRule {
+            metric: idx(&a.metric)?,
+            denominator: match &a.denominator {
+                Some(d) => Some(idx(d)?),
+                None => None,
+            },
+            threshold: a.threshold() as f32,
+            also_low: a.also_low.iter().filter_map(|n| idx(n)).collect(),
+            pct: (a.idle_below * 100.0) as f32,
+        })
+    }
+
+    fn idle(&self, v: &[f32]) -> f32 {
+        let num = v[self.metric];
+        let act = match self.denominator {
+            Some(d) if v[d] > 0.0 => num / v[d],
+            Some(_) => 0.0,
+            None => num,
+        };
+        let idle = act < self.threshold && self.also_low.iter().all(|i| v[*i] < self.pct);
+        if idle { 1.0 } else { 0.0 }
+    }
+}
+
+impl Worker {
+    fn run(mut self) {
+        self.load_tables();
+        self.load_samples();
+        self.load_report();
+        self.set(|s| s.idle = true);
+        while let Ok(Request::Tile(k)) = self.rx.recv() {
+            self.serve_tile(k);
+            let done = {
+                let s = lock(&self.shared);
+                s.tiles.pending.is_empty()
+            };
+            if done {
+                self.set(|s| s.idle = true);
+            }
+        }
+    }
+
+    fn set(&self, f: impl FnOnce(&mut Shared)) {
+        f(&mut lock(&self.shared));
+        (self.repaint)();
+    }
+
+    fn problem(&self, what: &str, e: impl std::fmt::Display) {
+        let msg = format!("{}: {what}: {e}", self.trace.path().display());
+        self.set(|s| s.problems.push(msg));
+    }
+
+    fn load_tables(&self) {
+        let t = &self.trace;
+        let nvtx = t.nvtx().unwrap_or_else(|e| {
+            self.problem("NVTX ranges not shown", e);
+            Vec::new()
+        });
+        let kernels = t.kernels().unwrap_or_else(|e| {
+            self.problem("kernels not shown", e);
+            Vec::new()
+        });
+        let drops = t.drops().unwrap_or_else(|e| {
+            self.problem("drops not shown", e);
+            Vec::new()
+        });
+        let nvml = t.nvml().unwrap_or_else(|e| {
+            self.problem("NVML readings not shown", e);
+            Vec::new()
+        });
+        let mut by_dev: BTreeMap<u32, Vec<KernelRecord>> = BTreeMap::new();
+        for k in kernels {
+            by_dev.entry(k.device.0).or_default().push(k);
+        }
+        let mut drops_by: BTreeMap<u32, Vec<DropRecord>> = BTreeMap::new();
+        for d in drops {
+            drops_by.entry(d.device.0).or_default().push(d);
+        }
+        for v in drops_by.values_mut() {
+            v.sort_by_key(|d| d.start_ns);
+        }
+        let mut nvml_by: BTreeMap<u32, Vec<NvmlRow>> = BTreeMap::new();
+        for r in nvml {
+            nvml_by.entry(r.device.0).or_default().push(r);
+        }
+        for v in nvml_by.values_mut() {
+            v.sort_by_key(|r| r.t_ns);
+        }
+        let nvml_peak = nvml_by
+            .iter()
+            .map(|(d, rows)| {
+                let peak = |f: &dyn Fn(&NvmlRow) -> Option<f64>| {
+                    rows.iter().filter_map(f).fold(0f64, f64::max)
+                };
+                let power = peak(&|r| r.power_w.map(f64::from));
+                let clock = peak(&|r| r.sm_clock_mhz.map(f64::from));
+                (*d, (power, clock))
+            })
+            .collect();
+        let tables = Tables {
+            nvml_peak,
+            lanes: NvtxLanes::build(&nvtx),
+            phases: Phases::build(&nvtx),
+            nvtx,
+            kernels: by_dev
+                .into_iter()
+                .map(|(d, l)| (d, DeviceKernels::build(l)))
+                .collect(),
+            drops: drops_by,
+            nvml: nvml_by,
+        };
+        self.set(|s| s.tables = Some(tables));
+    }
+
+    fn load_samples(&mut self) {
+        let activity = match resolve_activity(&self.trace, &ReportOptions::default()) {
+            Ok(a) => a,
+            Err(e) => {
+                self.problem("idle time not shown", e);
+                None
+            }
+        };
+        self.rule = activity
+            .as_ref()
+            .and_then(|a| IdleRule::of(a, &self.metrics));
+        let series = self.metrics.len() + usize::from(self.rule.is_some());
+        let summary = match self.trace.summary() {
+            Ok(s) => s,
+            Err(e) => {
+                self.problem("counters not shown", e);
+                self.set(|s| s.samples_done = true);
+                return;
+            }
+        };
+        let total: u64 = summary.devices.values().map(|d| d.samples).sum();
+        let (first, last) = match (summary.first_ns, summary.last_ns) {
+            (Some(a), Some(b)) if b > a => (a, b),
+            _ => {
+                let e = lock(&self.shared).extent;
+                (e.0, e.1)
+            }
+        };
+        let tiles = total.div_ceil(TILE_SAMPLES).max(1) as i64;
+        let tile_ns = ((last - first) / tiles + 1).max(1);
+        let hole_ns = (self.interval_ns / 2).max(1);
+        self.set(|s| {
+            s.activity = activity.clone();
+            s.extent = (first, last);
+            s.loaded_until_ns = first;
+            s.tiles.origin_ns = first;
+            s.tiles.tile_ns = tile_ns;
+            s.tiles.count = tiles;
+        });
+        if self.metrics.is_empty() {
+            self.set(|s| {
+                s.samples_done = true;
+                s.loaded_until_ns = last;
+            });
+            return;
+        }
+        let mut min_start = i64::MAX;
+        let mut max_end = i64::MIN;
+        for k in 0..tiles {
+            while let Ok(Request::Tile(r)) = self.rx.try_recv() {
+                // Asked before the build finished: it will be loaded in order anyway.
+                lock(&self.shared).tiles.pending.remove(&r);
+            }
+            let tile = match self.read_tile(first, tile_ns, k, tiles) {
+                Ok(t) => t,
+                Err(e) => {
+                    self.problem("counter samples of a part of the trace not shown", e);
+                    continue;
+                }
+            };
+            for (dev, raw) in &tile.devices {
+                min_start = min_start.min(raw.start_ns.first().copied().unwrap_or(i64::MAX));
+                max_end = max_end.max(raw.end_ns.iter().copied().max().unwrap_or(i64::MIN));
+                let mut row = vec![0f32; series];
+                let mut at = 0;
+                debug_assert_eq!(raw.values.len(), series);
+                while at < raw.len() {
+                    let to = (at + PUSH_CHUNK).min(raw.len());
+                    let mut s = lock(&self.shared);
+                    let p = s
+                        .pyramids
+                        .entry(*dev)
+                        .or_insert_with(|| DevicePyramid::new(series, hole_ns));
+                    for i in at..to {
+                        for (m, col) in raw.values.iter().enumerate() {
+                            row[m] = col[i];
+                        }
+                        p.push(raw.start_ns[i], raw.end_ns[i], &row);
+                    }
+                    drop(s);
+                    at = to;
+                }
+            }
+            let until = if k + 1 == tiles {
+                last
+            } else {
+                first + (k + 1) * tile_ns
+            };
+            self.set(|s| {
+                s.loaded_until_ns = until;
+                s.tiles.insert(k, tile, false);
+            });
+        }
+        self.set(|s| {
+            for p in s.pyramids.values_mut() {
+                p.flush();
+            }
+            if min_start < max_end {
+                s.extent = (min_start.min(s.extent.0), max_end.max(s.extent.1));
+            }
+            s.loaded_until_ns = s.extent.1;
+            s.samples_done = true;
+        });
+    }
+
+    /// Reads tile `k`: samples starting in `[first + k·span, first + (k+1)·span)`, the first
+    /// and last tile open-ended.
+    fn read_tile(&self, first: i64, span: i64, k: i64, count: i64) -> Result<Tile, String> {
+        let lo = if k == 0 { i64::MIN } else { first + k * span };
+        let hi = if k + 1 >= count {
+            i64::MAX
+        } else {
+            first + (k + 1) * span
+        };
+        let mut cols = vec![col("device"), col("start_ns"), col("end_ns")];
+        cols.extend(
+            self.metrics
+                .iter()
+                .map(|m| col(m.as_str()).cast(DataType::Float32)),
+        );
+        let lf = self
+            .trace
+            .lazy(Table::Samples)
+            .map_err(|e| e.to_string())?
+            .filter(
+                col("start_ns")
+                    .gt_eq(lit(lo))
+                    .and(col("start_ns").lt(lit(hi))),
+            )
+            .select(cols)
+            .sort(["device", "start_ns"], SortMultipleOptions::default());
+        let df = self.trace.collect(lf).map_err(|e| e.to_string())?;
+        let mut tile = tile_from(&df, &self.metrics).map_err(|e| e.to_string())?;
+        if let Some(rule) = &self.rule {
+            // The idle flag as one more series, so raw samples answer idle-fraction queries too.
+            let mut row = vec![0f32; self.metrics.len()];
+            for series in tile.devices.values_mut() {
+                let flags: Vec<f32> = (0..series.len())
+                    .map(|i| {
+                        for (m, col) in series.values.iter().enumerate() {
+                            row[m] = col[i];
+                        }
+                        rule.idle(&row)
+                    })
+                    .collect();
+                series.values.push(flags);
+            }
+            tile.bytes = tile.devices.values().map(RawSeries::bytes).sum();
+        }
+        Ok(tile)
+    }
+
+    fn serve_tile(&self, k: i64) {
+        let (first, span, count) = {
+            let s = lock(&self.shared);
+            (s.tiles.origin_ns, s.tiles.tile_ns, s.tiles.count)
+        };
+        match self.read_tile(first, span, k, count) {
+            Ok(tile) => self.set(|s| {
+                s.tiles.insert(k, tile, true);
+            }),
+            Err(e) => {
+                self.problem("raw samples not loaded", e);
+                self.set(|s| {
+                    s.tiles.pending.remove(&k);
+                    s.tiles.failed.insert(k);
+                });
+            }
+        }
+    }
+
+    fn load_report(&self) {
+        if self.metrics.is_empty() {
+            self.set(|s| {
+                s.report = Some(Err(
+                    "this recording has no GPU counters (NVML only): no per-phase statistics"
+                        .into(),
+                ))
+            });
+            return;
+        }
+        let r = build_report(&self.trace, &ReportOptions::default()).map_err(|e| e.to_string());
+        let mut by_device: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        if let Ok(report) = &r {
+            for (i, g) in report.gaps.iter().enumerate() {
+                by_device.entry(g.device.0).or_default().push(i);
+            }
+            for list in by_device.values_mut() {
+                list.sort_by_key(|i| report.gaps[*i].start_ns);
+            }
+        }
+        self.set(|s| {
+            s.report = Some(r);
+            s.gaps_by_device = by_device;
+        });
+    }
+}
+
+fn tile_from(df: &DataFrame, metrics: &[String]) -> PolarsResult<Tile> {
+    let dev = df.column("device")?.u16()?;
+    let start = df.column("start_ns")?.i64()?;
+    let end = df.column("end_ns")?.i64()?;
+    let vals: Vec<&Float32Chunked> = metrics
+        .iter()
+        .map(|m| df.column(m.as_str()).and_then(|c| c.f32()))
+        .collect::<PolarsResult<_>>()?;
+    let mut tile = Tile::default();
+    let mut cur: Option<(u32, RawSeries)> = None;
+    let mut iters: Vec<_> = vals.iter().map(|c| c.iter()).collect();
+    for ((d, s), e) in dev.iter().zip(start.iter()).zip(end.iter()) {
+        let (Some(d), Some(s), Some(e)) = (d, s, e) else {
+            for it in iters.iter_mut() {
+                it.next();
+            }
+            continue;
+        };
+        let d = u32::from(d);
+        if cur.as_ref().is_none_or(|(cd, _)| *cd != d) {
+            if let Some((cd, series)) = cur.take() {
+                tile.devices.insert(cd, series);
+            }
+            cur = Some((d, RawSeries::new(metrics.len())));
+        }
+        if let Some((_, series)) = cur.as_mut() {
+            series.start_ns.push(s);
+            series.end_ns.push(e.max(s));
+            for (m, it) in iters.iter_mut().enumerate() {
+                series.values[m].push(it.next().flatten().unwrap_or(f32::NAN));
+            }
+        }
+    }
+    if let Some((cd, series)) = cur.take() {
+        tile.devices.insert(cd, series);
+    }
+    tile.bytes = tile.devices.values().map(RawSeries::bytes).sum();
+    Ok(tile)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cufall_trace::model::DeviceId;
+
+    fn range(s: i64, e: i64, depth: u32, kind: RangeKind) -> NvtxRange {
+        NvtxRange {
+            start_ns: s,
+            end_ns: e,
+            name: format!("r{depth}"),
+            kind,
+            depth,
+            pid: 1,
+            tid: 1,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn lanes_by_depth_packed_start_end_and_marks() {
+        let nvtx = vec![
+            range(0, 100, 0, RangeKind::PushPop),
+            range(10, 20, 1, RangeKind::PushPop),
+            range(30, 40, 1, RangeKind::PushPop),
+            range(0, 50, 0, RangeKind::StartEnd),
+            range(20, 60, 0, RangeKind::StartEnd),
+            range(60, 70, 0, RangeKind::StartEnd),
+            range(5, 5, 0, RangeKind::Mark),
+        ];
+        let lanes = NvtxLanes::build(&nvtx);
+        let sizes: Vec<(String, usize)> = lanes
+            .lanes
+            .iter()
+            .map(|l| (l.title.clone(), l.ranges.len()))
+            .collect();
+        assert_eq!(
+            sizes,
+            vec![
+                ("NVTX depth 0".to_string(), 1),
+                ("NVTX depth 1".to_string(), 2),
+                ("NVTX start/end 0".to_string(), 2),
+                ("NVTX start/end 1".to_string(), 1),
+                ("NVTX marks".to_string(), 1),
+            ]
+        );
+    }
+
+    #[test]
+    fn overlapping_kernels_are_found_across_streams() {
+        let k = |s, e| KernelRecord {
+            device: DeviceId(0),
+            start_ns: s,
+            end_ns: e,
+            ..Default::default()
+        };
+        // A long kernel on one stream under short ones on another.
+        let dk = DeviceKernels::build(vec![k(0, 1000), k(10, 20), k(30, 40), k(2000, 2100)]);
+        let hits: Vec<(i64, i64)> = dk
+            .overlapping(500, 600)
+            .map(|i| (dk.list[i].start_ns, dk.list[i].end_ns))
+            .filter(|(s, e)| *e > 500 && *s < 600)
+            .collect();
+        assert_eq!(hits, vec![(0, 1000)]);
+        assert!(
+            dk.overlapping(1500, 1600)
+                .all(|i| dk.list[i].end_ns <= 1500 || dk.list[i].start_ns >= 1600)
+        );
+    }
+
+    #[test]
+    fn tiles_cover_the_previous_one_and_stay_in_range() {
+        let mut c = TileCache::new(1 << 20);
+        c.origin_ns = 1000;
+        c.tile_ns = 100;
+        c.count = 5;
+        assert_eq!(c.tiles_for(1250, 1420), 1..=4);
+        assert_eq!(c.tiles_for(0, 50), 0..=0);
+        assert_eq!(c.tiles_for(5000, 6000), 3..=4);
+        assert!(c.series(0, 1250, 1420).is_none(), "nothing held yet");
+    }
+}

@@ -1,0 +1,70 @@
+//! Number and time formatting for labels and tooltips.
+
+/// A duration in ns as `12.3 µs`, `4.56 ms`, `1.234 s`.
+pub fn fmt_dur(ns: f64) -> String {
+    let a = ns.abs();
+    if a < 1e3 {
+        format!("{ns:.0} ns")
+    } else if a < 1e6 {
+        format!("{:.1} µs", ns / 1e3)
+    } else if a < 1e9 {
+        format!("{:.2} ms", ns / 1e6)
+    } else {
+        format!("{:.3} s", ns / 1e9)
+    }
+}
+
+/// A time since the start of the run, with enough digits to tell ticks `step` ns apart.
+pub fn fmt_offset(ns: f64, step: f64) -> String {
+    let s = ns / 1e9;
+    let digits = if step >= 1e9 {
+        0
+    } else {
+        ((1e9 / step.max(1.0)).log10().ceil() as usize).min(9)
+    };
+    format!("{s:.digits$} s")
+}
+
+/// A metric value with about four significant digits.
+pub fn fmt_value(v: f64) -> String {
+    let a = v.abs();
+    if v == 0.0 {
+        "0".into()
+    } else if a >= 1e6 {
+        format!("{v:.3e}")
+    } else if a >= 100.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else if a >= 1e-3 {
+        format!("{v:.4}")
+    } else {
+        format!("{v:.3e}")
+    }
+}
+
+/// A fraction as a percentage.
+pub fn fmt_pct(f: f64) -> String {
+    format!("{:.1} %", f * 100.0)
+}
+
+/// The analysis' place labels with arrows the default fonts lack spelled in ASCII.
+pub fn plain(s: &str) -> String {
+    s.replace('→', "->")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_offsets() {
+        assert_eq!(fmt_dur(950.0), "950 ns");
+        assert_eq!(fmt_dur(12_345.0), "12.3 µs");
+        assert_eq!(fmt_dur(4_560_000.0), "4.56 ms");
+        assert_eq!(fmt_dur(1_234_000_000.0), "1.234 s");
+        assert_eq!(fmt_offset(1_500_000_000.0, 1e8), "1.5 s");
+        assert_eq!(fmt_offset(1_250_000.0, 1e5), "0.0013 s");
+        assert_eq!(fmt_value(93.456), "93.46");
+    }
+}

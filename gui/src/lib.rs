@@ -1,0 +1,132 @@
+//! `cufall gui`: recordings in a desktop window (egui/eframe, OpenGL through glow).
+//!
+//! One shared time axis; per GPU a track per metric (heat strip or line over a min/max band),
+//! NVML tracks, NVTX lanes, a kernel lane, drops drawn as missing data and idle gaps shaded;
+//! a side panel with per-phase statistics and the largest gaps from `cufall_analysis`, the
+//! statistics of a selected range, and two recordings compared, aligned at a phase.
+//!
+//! How the pieces fit:
+//!
+//! - [`lod`]: the level-of-detail pyramid (min, max, time-weighted sum and count per block of
+//!   samples, blocks of blocks above), the only thing held for the whole samples table;
+//! - [`data`]: one open recording, loaded by a worker thread: small tables, then the samples in
+//!   time tiles feeding the pyramid, then the analysis report; raw tiles on demand;
+//! - [`view`]: the state apart from drawing (time window, navigation, selection, settings);
+//! - [`timeline`], [`panel`], [`app`]: drawing (`*_ui` functions) and input;
+//! - [`stats`]: the statistics of a selection.
+//!
+//! The `cufall gui` subcommand (flags in the binary) calls [`run`]; tests drive
+//! [`app::GuiApp::ui_root`] through egui_kittest without a window.
+#![forbid(unsafe_code)]
+
+pub mod app;
+pub mod data;
+pub mod fmt;
+pub mod lod;
+pub mod panel;
+pub mod stats;
+pub mod timeline;
+pub mod view;
+
+use std::path::PathBuf;
+
+/// What to open.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GuiOptions {
+    /// Recordings: the first is A, the second B.
+    pub traces: Vec<PathBuf>,
+    /// Phase path to align B at (its first range starts where A's first does).
+    pub align: Option<String>,
+}
+
+/// Why the window could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum GuiError {
+    #[error(
+        "cufall gui needs a graphical display, and neither DISPLAY nor WAYLAND_DISPLAY is set. \
+         In a terminal, browse the recording with `cufall view TRACE`; from another machine, \
+         use `ssh -X`, or start a virtual display (`xvfb-run cufall gui TRACE`)."
+    )]
+    NoDisplay,
+    #[error(
+        "cannot open a window (cufall gui needs OpenGL 2 or later; without a GPU, Mesa's \
+         software renderer works: `LIBGL_ALWAYS_SOFTWARE=1 cufall gui TRACE`; in a terminal, \
+         `cufall view TRACE` shows the recording without a window)"
+    )]
+    Window {
+        #[source]
+        source: BackendError,
+    },
+}
+
+/// What eframe reported when the window failed, as text: eframe's error holds window handles
+/// that cannot cross threads, and the binary's error chain must.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BackendError(pub String);
+
+/// Whether a display server is reachable by name (X11 or Wayland). Windows and macOS always
+/// have one.
+pub fn display_available(env: impl Fn(&str) -> Option<String>) -> bool {
+    if cfg!(any(target_os = "windows", target_os = "macos")) {
+        return true;
+    }
+    let set = |k: &str| env(k).is_some_and(|v| !v.is_empty());
+    set("DISPLAY") || set("WAYLAND_DISPLAY")
+}
+
+/// Opens the window and returns when it is closed.
+pub fn run(opts: GuiOptions) -> Result<(), GuiError> {
+    if !display_available(|k| std::env::var(k).ok()) {
+        return Err(GuiError::NoDisplay);
+    }
+    let native = eframe::NativeOptions {
+        renderer: eframe::Renderer::Glow,
+        // Software GL (Mesa llvmpipe, X forwarding) has no multisampling or depth to spare.
+        multisampling: 0,
+        depth_buffer: 0,
+        viewport: eframe::egui::ViewportBuilder::default()
+            .with_title("cufall")
+            .with_inner_size([1400.0, 900.0])
+            .with_drag_and_drop(true),
+        ..Default::default()
+    };
+    eframe::run_native(
+        "cufall",
+        native,
+        Box::new(move |cc| {
+            let settings: view::Settings = cc
+                .storage
+                .and_then(|s| eframe::get_value(s, app::SETTINGS_KEY))
+                .unwrap_or_default();
+            Ok(Box::new(app::GuiApp::new(
+                &cc.egui_ctx,
+                &opts.traces,
+                opts.align.clone(),
+                settings,
+            )))
+        }),
+    )
+    .map_err(|e| GuiError::Window {
+        source: BackendError(e.to_string()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_display_is_detected_and_explained() {
+        let none = |_: &str| None;
+        if cfg!(target_os = "linux") {
+            assert!(!display_available(none));
+            assert!(!display_available(|_| Some(String::new())));
+        }
+        assert!(display_available(
+            |k| (k == "WAYLAND_DISPLAY").then(|| "wayland-0".into())
+        ));
+        let msg = GuiError::NoDisplay.to_string();
+        assert!(msg.contains("cufall view"), "{msg}");
+    }
+}

@@ -1,0 +1,422 @@
+//! The side panel: per-phase statistics and the largest gaps from the analysis report (a click
+//! zooms there), the statistics of the selection, and the comparison of two recordings.
+
+use crate::app::DiffState;
+use crate::fmt::{fmt_dur, fmt_pct, fmt_value};
+use crate::stats::SelectionStats;
+use crate::timeline::{Locked, shared_extent, short_metric};
+use crate::view::{SideTab, ViewState};
+use cufall_analysis::report::{PhaseReport, Report};
+use eframe::egui::{self, RichText, Ui};
+
+/// Gaps listed, longest first.
+const GAPS_LISTED: usize = 60;
+
+pub fn side_panel_ui(
+    ui: &mut Ui,
+    traces: &[Locked<'_>],
+    st: &mut ViewState,
+    sel: Option<&SelectionStats>,
+    diff: &DiffState,
+) {
+    ui.horizontal(|ui| {
+        ui.selectable_value(&mut st.side_tab, SideTab::Phases, "Phases");
+        ui.selectable_value(&mut st.side_tab, SideTab::Gaps, "Gaps");
+        ui.selectable_value(&mut st.side_tab, SideTab::Selection, "Selection");
+        if traces.len() > 1 {
+            ui.selectable_value(&mut st.side_tab, SideTab::Compare, "Compare");
+        }
+    });
+    ui.separator();
+    egui::ScrollArea::vertical()
+        .auto_shrink([false, false])
+        .show(ui, |ui| match st.side_tab {
+            SideTab::Phases => {
+                for (ti, t) in traces.iter().enumerate() {
+                    phases_ui(ui, ti, t, st);
+                }
+            }
+            SideTab::Gaps => {
+                for (ti, t) in traces.iter().enumerate() {
+                    gaps_ui(ui, ti, t, traces, st);
+                }
+            }
+            SideTab::Selection => selection_ui(ui, sel),
+            SideTab::Compare => compare_ui(ui, traces, st, diff),
+        });
+}
+
+fn report_or_placeholder<'a>(ui: &mut Ui, t: &'a Locked<'_>) -> Option<&'a Report> {
+    match &t.s.report {
+        None => {
+            ui.horizontal(|ui| {
+                ui.spinner();
+                ui.label("computing the report…");
+            });
+            None
+        }
+        Some(Err(e)) => {
+            ui.colored_label(ui.visuals().warn_fg_color, e);
+            None
+        }
+        Some(Ok(r)) => Some(r),
+    }
+}
+
+fn title(ti: usize, t: &Locked<'_>, n: usize) -> String {
+    if n > 1 {
+        format!("{} {}", if ti == 0 { "A" } else { "B" }, t.slot.data.name)
+    } else {
+        t.slot.data.name.clone()
+    }
+}
+
+fn phases_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, st: &mut ViewState) {
+    ui.heading(title(ti, t, if ti > 0 { 2 } else { 1 }));
+    let Some(report) = report_or_placeholder(ui, t) else {
+        return;
+    };
+    if report.phases.is_empty() {
+        ui.label("No NVTX phases in this recording: the whole run is one phase.");
+    }
+    let metrics: Vec<&str> = report.metrics.iter().map(String::as_str).collect();
+    egui::Grid::new(("phases", ti))
+        .striped(true)
+        .num_columns(4 + metrics.len())
+        .show(ui, |ui| {
+            ui.strong("phase");
+            ui.strong("count");
+            ui.strong("time");
+            ui.strong("idle");
+            for m in &metrics {
+                ui.strong(short_metric(m)).on_hover_text(*m);
+            }
+            ui.end_row();
+            let all = std::iter::once(&report.whole_run).chain(report.phases.iter());
+            for p in all {
+                let label = format!("{}{}", "  ".repeat(p.depth), p.name);
+                let resp = ui.selectable_label(false, label).on_hover_text(format!(
+                    "{}\n{}\nclick: zoom to its next range",
+                    p.path, p.verdict
+                ));
+                if resp.clicked() {
+                    zoom_to_phase(t, p, st);
+                }
+                ui.label(p.count.to_string());
+                ui.label(fmt_dur(p.total_ns as f64));
+                ui.label(p.idle_fraction.map_or("–".into(), fmt_pct));
+                for (m, _) in metrics.iter().enumerate() {
+                    let (mean, peak) = phase_metric(p, m);
+                    ui.label(format!(
+                        "{} / {}",
+                        mean.map_or("–".into(), fmt_value),
+                        peak.map_or("–".into(), fmt_value)
+                    ))
+                    .on_hover_text("mean / peak over the phase, all GPUs");
+                }
+                ui.end_row();
+            }
+        });
+    ui.add_space(8.0);
+}
+
+/// Sample-weighted mean and the peak of metric `m` over all GPUs of a phase.
+fn phase_metric(p: &PhaseReport, m: usize) -> (Option<f64>, Option<f64>) {
+    let mut acc = 0.0;
+    let mut w = 0u64;
+    let mut peak: Option<f64> = None;
+    for d in &p.devices {
+        if let Some(s) = d.metrics.get(m) {
+            if let Some(v) = s.mean {
+                acc += v * d.samples as f64;
+                w += d.samples;
+            }
+            if let Some(v) = s.peak {
+                peak = Some(peak.map_or(v, |x: f64| x.max(v)));
+            }
+        }
+    }
+    ((w > 0).then(|| acc / w as f64), peak)
+}
+
+fn zoom_to_phase(t: &Locked<'_>, p: &PhaseReport, st: &mut ViewState) {
+    if p.path == "(whole run)" {
+        st.view
+            .fit(t.slot.disp(t.s.extent.0), t.slot.disp(t.s.extent.1), 0.01);
+        return;
+    }
+    let Some(tables) = &t.s.tables else {
+        return;
+    };
+    let Some(idx) = tables.phases.phases.iter().position(|x| x.path == p.path) else {
+        return;
+    };
+    let mut insts: Vec<(i64, i64)> = tables
+        .phases
+        .ranges
+        .iter()
+        .filter(|r| r.phase == idx)
+        .map(|r| (r.start_ns, r.end_ns))
+        .collect();
+    insts.sort_unstable();
+    if insts.is_empty() {
+        return;
+    }
+    let cursor = st.phase_cursor.entry(p.path.clone()).or_insert(0);
+    let (a, b) = insts[*cursor % insts.len()];
+    *cursor += 1;
+    st.view.fit(t.slot.disp(a), t.slot.disp(b), 0.1);
+    st.selection = Some((t.slot.disp(a), t.slot.disp(b)));
+}
+
+fn gaps_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], st: &mut ViewState) {
+    ui.heading(title(ti, t, traces.len()));
+    let Some(report) = report_or_placeholder(ui, t) else {
+        return;
+    };
+    ui.label(format!(
+        "{} gaps of at least {} (idle: {})",
+        report.gaps.len(),
+        fmt_dur(report.min_gap_ns as f64),
+        report
+            .activity
+            .as_ref()
+            .map_or("no counters".into(), |a| format!(
+                "{} below {}",
+                a.label(),
+                fmt_value(a.threshold())
+            ))
+    ));
+    let origin = shared_extent(traces).0;
+    egui::Grid::new(("gaps", ti))
+        .striped(true)
+        .num_columns(4)
+        .show(ui, |ui| {
+            ui.strong("length");
+            ui.strong("GPU");
+            ui.strong("at");
+            ui.strong("where");
+            ui.end_row();
+            for g in report.gaps.iter().take(GAPS_LISTED) {
+                let resp = ui.selectable_label(false, fmt_dur(g.duration_ns as f64));
+                ui.label(g.device.0.to_string());
+                ui.label(crate::fmt::fmt_offset(
+                    t.slot.disp(g.start_ns) - origin,
+                    1e5,
+                ));
+                ui.label(crate::fmt::plain(&g.place));
+                ui.end_row();
+                if resp.clicked() {
+                    let (a, b) = (t.slot.disp(g.start_ns), t.slot.disp(g.end_ns));
+                    st.view.fit(a, b, 1.0);
+                    st.selection = Some((a, b));
+                }
+            }
+        });
+    if report.gaps.len() > GAPS_LISTED {
+        ui.label(format!(
+            "… and {} shorter ones",
+            report.gaps.len() - GAPS_LISTED
+        ));
+    }
+    ui.add_space(8.0);
+}
+
+fn selection_ui(ui: &mut Ui, sel: Option<&SelectionStats>) {
+    let Some(sel) = sel else {
+        ui.label("No selection. Shift+drag on the timeline, or click a range, kernel or gap.");
+        return;
+    };
+    ui.label(RichText::new(format!("selection {}", fmt_dur(sel.b - sel.a))).strong());
+    if !sel.exact {
+        ui.horizontal(|ui| {
+            ui.spinner();
+            ui.label("edge samples loading: values at the edges estimated");
+        });
+    }
+    for t in &sel.traces {
+        ui.separator();
+        ui.strong(&t.name);
+        for d in &t.devices {
+            ui.label(format!(
+                "GPU {}: sampled {}{}",
+                d.device,
+                fmt_dur(d.sampled_ns as f64),
+                d.idle_fraction
+                    .map_or(String::new(), |f| format!(", idle {}", fmt_pct(f)))
+            ));
+            egui::Grid::new(("sel", &t.name, d.device))
+                .striped(true)
+                .num_columns(4)
+                .show(ui, |ui| {
+                    ui.strong("metric");
+                    ui.strong("mean");
+                    ui.strong("min");
+                    ui.strong("max");
+                    ui.end_row();
+                    for m in &d.metrics {
+                        ui.label(short_metric(&m.name)).on_hover_text(&m.name);
+                        let s = &m.summary;
+                        if s.is_empty() {
+                            ui.label("–");
+                            ui.label("–");
+                            ui.label("–");
+                        } else {
+                            ui.label(s.mean().map_or("–".into(), fmt_value));
+                            ui.label(fmt_value(f64::from(s.min)));
+                            ui.label(fmt_value(f64::from(s.max)));
+                        }
+                        ui.end_row();
+                    }
+                });
+        }
+        ui.label(format!(
+            "{} kernels, {} NVTX ranges inside",
+            t.kernel_count, t.range_count
+        ));
+        for (what, list) in [("kernels", &t.kernels), ("ranges", &t.ranges)] {
+            if list.is_empty() {
+                continue;
+            }
+            egui::CollapsingHeader::new(format!("{what} by time inside"))
+                .id_salt((&t.name, what))
+                .default_open(true)
+                .show(ui, |ui| {
+                    for n in list.iter().take(12) {
+                        ui.label(format!(
+                            "{:>5}×  {}  {}",
+                            n.count,
+                            fmt_dur(n.inside_ns as f64),
+                            n.name
+                        ));
+                    }
+                    if list.len() > 12 {
+                        ui.label(format!("… {} more names", list.len() - 12));
+                    }
+                });
+        }
+    }
+}
+
+fn compare_ui(ui: &mut Ui, traces: &[Locked<'_>], st: &mut ViewState, diff: &DiffState) {
+    let common = common_phases(traces);
+    ui.horizontal(|ui| {
+        let current = st
+            .align_phase
+            .clone()
+            .unwrap_or_else(|| "(start of run)".into());
+        egui::ComboBox::from_label("B aligned at the first range of this phase")
+            .selected_text(current)
+            .show_ui(ui, |ui| {
+                ui.selectable_value(&mut st.align_phase, None, "(start of run)");
+                for p in &common {
+                    ui.selectable_value(&mut st.align_phase, Some(p.clone()), p);
+                }
+            });
+    });
+    if common.is_empty() {
+        ui.colored_label(
+            ui.visuals().warn_fg_color,
+            "The recordings have no phase in common: they are aligned at their starts.",
+        );
+    }
+    match diff {
+        DiffState::None => {}
+        DiffState::Computing(_) => {
+            ui.horizontal(|ui| {
+                ui.spinner();
+                ui.label("comparing…");
+            });
+        }
+        DiffState::Done(r) => {
+            let d = match r.as_ref() {
+                Ok(d) => d,
+                Err(e) => {
+                    ui.colored_label(ui.visuals().error_fg_color, e);
+                    return;
+                }
+            };
+            ui.label("B minus A, biggest changes first (time is summed NVTX range time)");
+            egui::Grid::new("diff")
+                .striped(true)
+                .num_columns(5)
+                .show(ui, |ui| {
+                    ui.strong("phase");
+                    ui.strong("A");
+                    ui.strong("B");
+                    ui.strong("Δ time");
+                    ui.strong("Δ idle");
+                    ui.end_row();
+                    for p in std::iter::once(&d.whole_run).chain(d.phases.iter()) {
+                        ui.label(crate::fmt::plain(&p.path));
+                        ui.label(
+                            p.a.as_ref()
+                                .map_or("–".into(), |s| fmt_dur(s.total_ns as f64)),
+                        );
+                        ui.label(
+                            p.b.as_ref()
+                                .map_or("–".into(), |s| fmt_dur(s.total_ns as f64)),
+                        );
+                        let color = if p.delta_total_ns > 0 {
+                            ui.visuals().warn_fg_color
+                        } else {
+                            egui::Color32::from_rgb(120, 200, 120)
+                        };
+                        ui.colored_label(
+                            color,
+                            format!(
+                                "{}{}",
+                                if p.delta_total_ns > 0 { "+" } else { "" },
+                                fmt_dur(p.delta_total_ns as f64)
+                            ),
+                        );
+                        ui.label(
+                            p.delta_idle
+                                .map_or("–".into(), |x| format!("{:+.1} pt", x * 100.0)),
+                        );
+                        ui.end_row();
+                    }
+                });
+            if !d.gaps.is_empty() {
+                ui.add_space(6.0);
+                ui.strong("gaps by place");
+                egui::Grid::new("diffgaps")
+                    .striped(true)
+                    .num_columns(4)
+                    .show(ui, |ui| {
+                        ui.strong("place");
+                        ui.strong("A");
+                        ui.strong("B");
+                        ui.strong("Δ");
+                        ui.end_row();
+                        for g in d.gaps.iter().take(20) {
+                            ui.label(crate::fmt::plain(&g.place));
+                            ui.label(format!("{}× {}", g.count_a, fmt_dur(g.total_a_ns as f64)));
+                            ui.label(format!("{}× {}", g.count_b, fmt_dur(g.total_b_ns as f64)));
+                            ui.label(fmt_dur(g.delta_total_ns as f64));
+                            ui.end_row();
+                        }
+                    });
+            }
+        }
+    }
+}
+
+/// Phase paths present in every recording, in the first one's order.
+pub fn common_phases(traces: &[Locked<'_>]) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(first) = traces.first().and_then(|t| t.s.tables.as_ref()) else {
+        return out;
+    };
+    for p in &first.phases.phases {
+        let everywhere = traces[1..].iter().all(|t| {
+            t.s.tables
+                .as_ref()
+                .is_some_and(|tb| tb.phases.phases.iter().any(|q| q.path == p.path))
+        });
+        if everywhere {
+            out.push(p.path.clone());
+        }
+    }
+    out
+}

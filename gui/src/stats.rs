@@ -1,0 +1,162 @@
+//! Statistics of a selected time range: per GPU and metric the time-weighted mean, min and max,
+//! the idle fraction, and the kernels and NVTX ranges inside it. Computed from the pyramid (whole
+//! blocks) and raw samples at the edges, so they are exact once the edge tiles are loaded.
+
+use crate::lod::Summary;
+use crate::timeline::Locked;
+use std::collections::BTreeMap;
+
+/// One metric of one GPU over the selection.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MetricStat {
+    pub name: String,
+    pub unit: String,
+    pub summary: Summary,
+}
+
+/// One GPU of one recording over the selection.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceStat {
+    pub device: u32,
+    pub metrics: Vec<MetricStat>,
+    /// Share of the sampled time the GPU was idle (the analysis' idle rule).
+    pub idle_fraction: Option<f64>,
+    /// Time covered by samples.
+    pub sampled_ns: i64,
+}
+
+/// Work of one name inside the selection.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NameStat {
+    pub name: String,
+    pub count: usize,
+    /// Time inside the selection (clipped at its edges).
+    pub inside_ns: i64,
+}
+
+/// One recording over the selection.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceStat {
+    pub name: String,
+    pub devices: Vec<DeviceStat>,
+    pub kernels: Vec<NameStat>,
+    pub kernel_count: usize,
+    pub ranges: Vec<NameStat>,
+    pub range_count: usize,
+}
+
+/// The statistics of a selection `[a, b)` on the shared axis.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SelectionStats {
+    pub a: f64,
+    pub b: f64,
+    pub traces: Vec<TraceStat>,
+    /// False while edge samples are not loaded: means are then estimated at the edges and
+    /// min/max include whole edge blocks.
+    pub exact: bool,
+}
+
+/// Computes the statistics; returns also the raw tiles it lacked (per recording, as time
+/// ranges on that recording's clock) so the caller can ask for them.
+pub fn selection_stats(
+    traces: &[Locked<'_>],
+    a: f64,
+    b: f64,
+) -> (SelectionStats, Vec<Vec<(i64, i64)>>) {
+    let mut out = SelectionStats {
+        a,
+        b,
+        traces: Vec::new(),
+        exact: true,
+    };
+    let mut wanted = Vec::new();
+    for t in traces {
+        let t0 = t.slot.local(a.floor());
+        let t1 = t.slot.local(b.ceil());
+        let mut want = Vec::new();
+        let mut devices = Vec::new();
+        let nmetrics = t.slot.data.metrics.len();
+        for (dev, p) in &t.s.pyramids {
+            let mut metrics = Vec::new();
+            let mut sampled = 0;
+            for (m, info) in t.slot.data.metrics.iter().enumerate() {
+                let (s, exact) = p.aggregate(m, t0, t1, &|x, y| t.s.tiles.slice(*dev, m, x, y));
+                if !exact {
+                    out.exact = false;
+                }
+                sampled = sampled.max(s.dur_ns);
+                metrics.push(MetricStat {
+                    name: info.name.clone(),
+                    unit: info.unit.clone(),
+                    summary: s,
+                });
+            }
+            let idle_fraction = (p.metrics() > nmetrics).then(|| {
+                let (s, _) = p.aggregate(nmetrics, t0, t1, &|x, y| {
+                    t.s.tiles.slice(*dev, nmetrics, x, y)
+                });
+                s.mean()
+            });
+            devices.push(DeviceStat {
+                device: *dev,
+                metrics,
+                idle_fraction: idle_fraction.flatten(),
+                sampled_ns: sampled,
+            });
+        }
+        if !out.exact {
+            want.push((t0, t0 + 1));
+            want.push((t1 - 1, t1));
+        }
+        let mut kernels: BTreeMap<&str, (usize, i64)> = BTreeMap::new();
+        let mut kernel_count = 0;
+        let mut ranges: BTreeMap<&str, (usize, i64)> = BTreeMap::new();
+        let mut range_count = 0;
+        if let Some(tables) = &t.s.tables {
+            for dk in tables.kernels.values() {
+                for i in dk.overlapping(t0, t1) {
+                    let k = &dk.list[i];
+                    let inside = k.end_ns.min(t1) - k.start_ns.max(t0);
+                    if inside <= 0 && !(k.start_ns >= t0 && k.start_ns < t1) {
+                        continue;
+                    }
+                    kernel_count += 1;
+                    let e = kernels.entry(k.name.as_str()).or_default();
+                    e.0 += 1;
+                    e.1 += inside.max(0);
+                }
+            }
+            for r in &tables.nvtx {
+                let inside = r.end_ns.min(t1) - r.start_ns.max(t0);
+                if inside > 0 || (r.start_ns >= t0 && r.start_ns < t1) {
+                    range_count += 1;
+                    let e = ranges.entry(r.name.as_str()).or_default();
+                    e.0 += 1;
+                    e.1 += inside.max(0);
+                }
+            }
+        }
+        let sorted = |m: BTreeMap<&str, (usize, i64)>| {
+            let mut v: Vec<NameStat> = m
+                .into_iter()
+                .map(|(n, (c, d))| NameStat {
+                    name: n.to_string(),
+                    count: c,
+                    inside_ns: d,
+                })
+                .collect();
+            v.sort_by(|x, y| y.inside_ns.cmp(&x.inside_ns).then(x.name.cmp(&y.name)));
+            v
+        };
+        out.traces.push(TraceStat {
+            name: t.slot.data.name.clone(),
+            devices,
+            kernels: sorted(kernels),
+            kernel_count,
+            ranges: sorted(ranges),
+            range_count,
+        });
+        wanted.push(want);
+    }
+    (out, wanted)
+}

@@ -1,0 +1,253 @@
+//! The state of the window apart from drawing: the visible time window and how navigation
+//! changes it, the selection, the settings that persist between runs.
+//!
+//! Times on the shared axis are nanoseconds on the clock of the first recording; a second
+//! recording is shifted onto it by its alignment offset ([`crate::app::TraceSlot::offset_ns`]).
+
+use serde::{Deserialize, Serialize};
+
+/// How a metric track is drawn.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TrackStyle {
+    /// One colour per pixel column (the column's time-weighted mean on the Turbo map).
+    #[default]
+    Heat,
+    /// The mean as a line over a band from the column's minimum to its maximum.
+    Line,
+}
+
+/// Settings kept between runs (eframe's storage). New fields take their defaults when an older
+/// file lacks them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Settings {
+    pub style: TrackStyle,
+    pub show_nvml: bool,
+    pub show_kernels: bool,
+    pub show_nvtx: bool,
+    pub show_gaps: bool,
+    pub side_panel: bool,
+    /// Height of a metric track in points.
+    pub track_height: f32,
+    /// Memory for raw samples kept per recording, in MiB.
+    pub raw_budget_mib: usize,
+    /// Recordings opened recently, newest first.
+    pub recent: Vec<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            style: TrackStyle::Heat,
+            show_nvml: true,
+            show_kernels: true,
+            show_nvtx: true,
+            show_gaps: true,
+            side_panel: true,
+            track_height: 26.0,
+            raw_budget_mib: crate::data::DEFAULT_RAW_BUDGET_BYTES >> 20,
+            recent: Vec::new(),
+        }
+    }
+}
+
+impl Settings {
+    pub fn remember(&mut self, path: &str) {
+        self.recent.retain(|p| p != path);
+        self.recent.insert(0, path.to_string());
+        self.recent.truncate(10);
+    }
+}
+
+/// Shortest window the view zooms to.
+pub const MIN_SPAN_NS: f64 = 200.0;
+
+/// The visible time window `[t0, t1)` of the shared axis.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TimeView {
+    pub t0: f64,
+    pub t1: f64,
+}
+
+impl TimeView {
+    pub fn new(t0: i64, t1: i64) -> TimeView {
+        TimeView {
+            t0: t0 as f64,
+            t1: (t1 as f64).max(t0 as f64 + MIN_SPAN_NS),
+        }
+    }
+
+    pub fn span(&self) -> f64 {
+        self.t1 - self.t0
+    }
+
+    /// Time at fraction `f` (0 = left edge, 1 = right edge).
+    pub fn at(&self, f: f64) -> f64 {
+        self.t0 + f * self.span()
+    }
+
+    /// Zooms by `factor` (above 1: in) keeping the time at fraction `anchor` where it is on
+    /// screen; the span stays between [`MIN_SPAN_NS`] and `max_span`.
+    pub fn zoom_at(&mut self, anchor: f64, factor: f64, max_span: f64) {
+        if !(factor.is_finite() && factor > 0.0) {
+            return;
+        }
+        let anchor = anchor.clamp(0.0, 1.0);
+        let t = self.at(anchor);
+        let span = (self.span() / factor).clamp(MIN_SPAN_NS, max_span.max(MIN_SPAN_NS));
+        self.t0 = t - anchor * span;
+        self.t1 = self.t0 + span;
+    }
+
+    /// Moves the window by `frac` of its span (positive: later).
+    pub fn pan(&mut self, frac: f64) {
+        let d = frac * self.span();
+        self.t0 += d;
+        self.t1 += d;
+    }
+
+    /// Shows `[a, b)` with a margin of `margin` of its length on each side.
+    pub fn fit(&mut self, a: f64, b: f64, margin: f64) {
+        let (a, b) = if a <= b { (a, b) } else { (b, a) };
+        let len = (b - a).max(MIN_SPAN_NS);
+        let mid = (a + b) / 2.0;
+        let span = len * (1.0 + 2.0 * margin);
+        self.t0 = mid - span / 2.0;
+        self.t1 = mid + span / 2.0;
+    }
+
+    /// Keeps some of `[lo, hi)` in view.
+    pub fn keep_near(&mut self, lo: f64, hi: f64) {
+        let span = self.span();
+        if self.t1 < lo + span * 0.1 {
+            self.t0 = lo + span * 0.1 - span;
+            self.t1 = self.t0 + span;
+        }
+        if self.t0 > hi - span * 0.1 {
+            self.t0 = hi - span * 0.1;
+            self.t1 = self.t0 + span;
+        }
+    }
+}
+
+/// A drag in progress on the timeline.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Drag {
+    /// Moving the window: the view and pointer x when the drag began.
+    Pan { view: TimeView, x: f32 },
+    /// Shift+drag: selecting from this time.
+    Select { from: f64 },
+    /// Right drag or Ctrl+drag: zooming to the dragged range on release.
+    BoxZoom { from: f64 },
+}
+
+/// Which page the side panel shows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SideTab {
+    #[default]
+    Phases,
+    Gaps,
+    Selection,
+    Compare,
+}
+
+/// A line for the message bar (and stderr).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Message {
+    pub error: bool,
+    pub text: String,
+}
+
+/// Transient state of the window.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ViewState {
+    pub view: TimeView,
+    pub selection: Option<(f64, f64)>,
+    pub drag: Option<Drag>,
+    pub show_help: bool,
+    pub side_tab: SideTab,
+    /// Per phase path, which of its ranges a click on it zooms to next.
+    pub phase_cursor: std::collections::HashMap<String, usize>,
+    /// The phase the second recording is aligned at; `None`: aligned at their starts.
+    pub align_phase: Option<String>,
+    pub messages: Vec<Message>,
+    /// The text of the "open" field.
+    pub open_path: String,
+    /// The view as last fitted to the whole run, and whether that fit was the final one (every
+    /// recording read); `None` before the first fit.
+    pub fitted: Option<(TimeView, bool)>,
+    /// Where the rows' data area was drawn last frame (for tests and benchmarks that point at
+    /// times).
+    pub last_data_rect: Option<eframe::egui::Rect>,
+}
+
+impl Default for ViewState {
+    fn default() -> Self {
+        ViewState {
+            view: TimeView::new(0, 1_000_000_000),
+            selection: None,
+            drag: None,
+            show_help: false,
+            side_tab: SideTab::Phases,
+            phase_cursor: Default::default(),
+            align_phase: None,
+            messages: Vec::new(),
+            open_path: String::new(),
+            fitted: None,
+            last_data_rect: None,
+        }
+    }
+}
+
+impl ViewState {
+    /// Records a message for the window, and writes it to stderr.
+    pub fn say(&mut self, error: bool, text: impl Into<String>) {
+        let text = text.into();
+        if self.messages.iter().any(|m| m.text == text) {
+            return;
+        }
+        eprintln!("cufall gui: {}{text}", if error { "error: " } else { "" });
+        self.messages.push(Message { error, text });
+    }
+
+    /// Normalised selection `(start, end)` with start ≤ end.
+    pub fn selection(&self) -> Option<(f64, f64)> {
+        self.selection
+            .map(|(a, b)| if a <= b { (a, b) } else { (b, a) })
+            .filter(|(a, b)| b > a)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zoom_keeps_the_anchor_in_place() {
+        let mut v = TimeView::new(0, 1000);
+        let t = v.at(0.25);
+        v.zoom_at(0.25, 4.0, 1e12);
+        assert!((v.at(0.25) - t).abs() < 1e-9);
+        assert!((v.span() - 250.0).abs() < 1e-9);
+        v.zoom_at(0.25, 0.5, 1e12);
+        assert!((v.span() - 500.0).abs() < 1e-9);
+        assert!((v.at(0.25) - t).abs() < 1e-9);
+    }
+
+    #[test]
+    fn zoom_is_bounded() {
+        let mut v = TimeView::new(0, 1000);
+        v.zoom_at(0.5, 1e9, 1e12);
+        assert_eq!(v.span(), MIN_SPAN_NS);
+        v.zoom_at(0.5, 1e-9, 5000.0);
+        assert_eq!(v.span(), 5000.0);
+    }
+
+    #[test]
+    fn settings_read_older_files() {
+        let s: Settings = serde_json::from_str(r#"{"show_nvml": false}"#).expect("parse");
+        assert!(!s.show_nvml);
+        assert_eq!(s.style, TrackStyle::Heat);
+        assert!(s.show_kernels);
+    }
+}

@@ -1,0 +1,163 @@
+//! Bad input: each problem gives one clear message in the window (and on stderr), never a
+//! panic, and whatever can still be shown is shown.
+
+mod common;
+
+use common::{example, harness};
+use cufall_gui::view::Settings;
+use eframe::egui::Vec2;
+use std::path::{Path, PathBuf};
+
+const SIZE: Vec2 = Vec2::new(1000.0, 600.0);
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read_dir").flatten() {
+        let p = e.path();
+        let dst = to.join(e.file_name());
+        if p.is_dir() {
+            copy_dir(&p, &dst);
+        } else {
+            std::fs::copy(&p, &dst).expect("copy");
+        }
+    }
+}
+
+fn copy_example(name: &str, dir: &tempfile::TempDir) -> PathBuf {
+    let to = dir.path().join(name);
+    copy_dir(&example(name), &to);
+    to
+}
+
+fn messages(traces: &[PathBuf], align: Option<&str>) -> (Vec<String>, common::TestApp) {
+    let mut h = harness(traces, align, Settings::default(), SIZE, false);
+    let state = h.state_mut();
+    let texts = state
+        .app()
+        .st
+        .messages
+        .iter()
+        .map(|m| m.text.clone())
+        .collect();
+    let app = std::mem::replace(
+        state,
+        common::TestApp {
+            traces: Vec::new(),
+            align: None,
+            settings: Settings::default(),
+            app: None,
+        },
+    );
+    (texts, app)
+}
+
+#[test]
+fn missing_file() {
+    let (msgs, mut app) = messages(&[PathBuf::from("/nonexistent/run.cufall")], None);
+    assert_eq!(msgs.len(), 1, "{msgs:?}");
+    assert!(msgs[0].contains("does not exist"), "{msgs:?}");
+    assert!(app.app().slots.is_empty());
+}
+
+#[test]
+fn not_a_trace() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("notes.txt");
+    std::fs::write(&file, "hello").expect("write");
+    let (msgs, _) = messages(&[file, dir.path().to_path_buf()], None);
+    assert_eq!(msgs.len(), 2, "{msgs:?}");
+    assert!(
+        msgs.iter().all(|m| m.contains("is not a cufall trace")),
+        "{msgs:?}"
+    );
+}
+
+#[test]
+fn newer_version() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = copy_example("h200-torch-phases.cufall", &dir);
+    let m = t.join("manifest.json");
+    let text = std::fs::read_to_string(&m).expect("read");
+    std::fs::write(
+        &m,
+        text.replace("\"schema_version\": \"1.1\"", "\"schema_version\": \"2.0\"")
+            .replace("\"schema_version\":\"1.1\"", "\"schema_version\":\"2.0\""),
+    )
+    .expect("write");
+    let (msgs, _) = messages(&[t], None);
+    assert_eq!(msgs.len(), 1, "{msgs:?}");
+    assert!(
+        msgs[0].contains("newer") && msgs[0].contains("Upgrade"),
+        "{msgs:?}"
+    );
+}
+
+#[test]
+fn corrupted_samples_segment_still_shows_the_rest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = copy_example("h200-specdec-0.5b-graphs-off.cufall", &dir);
+    let seg = t.join("samples/000000.parquet");
+    let mut bytes = std::fs::read(&seg).expect("read");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&seg, bytes).expect("write");
+    let (msgs, mut app) = messages(&[t], None);
+    assert!(
+        msgs.iter().any(|m| m.contains("fails its checksum")),
+        "{msgs:?}"
+    );
+    let slot = &app.app().slots[0];
+    let s = slot.data.lock();
+    let tables = s.tables.as_ref().expect("small tables loaded");
+    assert!(!tables.nvtx.is_empty(), "NVTX ranges still shown");
+    assert!(!tables.kernels.is_empty(), "kernels still shown");
+}
+
+#[test]
+fn truncated_segment_is_skipped_with_a_warning() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = copy_example("h200-specdec-0.5b-graphs-off.cufall", &dir);
+    let seg = t.join("samples/000001.parquet");
+    let bytes = std::fs::read(&seg).expect("read");
+    std::fs::write(&seg, &bytes[..bytes.len() / 3]).expect("write");
+    let (msgs, mut app) = messages(&[t], None);
+    assert!(msgs.iter().any(|m| m.contains("truncated")), "{msgs:?}");
+    let slot = &app.app().slots[0];
+    let s = slot.data.lock();
+    let samples: u64 = s.pyramids.values().map(|p| p.samples()).sum();
+    // The first segment's 25,107 samples are still there.
+    assert!(samples >= 25_107, "{samples}");
+}
+
+#[test]
+fn no_common_phase_to_align_at() {
+    let (msgs, mut app) = messages(
+        &[
+            example("h200-specdec-0.5b-graphs-off.cufall"),
+            example("h200-matmul-copy.cufall"),
+        ],
+        Some("verify"),
+    );
+    assert!(
+        msgs.iter().any(|m| m.contains("no NVTX phase in common")),
+        "{msgs:?}"
+    );
+    assert_eq!(app.app().slots.len(), 2, "both recordings still open");
+    assert_eq!(app.app().st.align_phase, None);
+}
+
+#[test]
+fn unknown_phase_names_the_common_ones() {
+    let (msgs, _) = messages(
+        &[
+            example("h200-specdec-0.5b-graphs-off.cufall"),
+            example("h200-specdec-0.5b-graphs-on.cufall"),
+        ],
+        Some("decode"),
+    );
+    assert!(
+        msgs.iter()
+            .any(|m| m.contains("not in both recordings") && m.contains("verify")),
+        "{msgs:?}"
+    );
+}

@@ -1,0 +1,92 @@
+//! Shared test helpers: a harness around the whole app on real recordings, rendered with wgpu's
+//! GL backend (Mesa's llvmpipe on machines without a GPU), one backend everywhere so that
+//! snapshots compare across machines.
+#![allow(dead_code)]
+
+use cufall_gui::app::GuiApp;
+use cufall_gui::view::Settings;
+use eframe::egui;
+use egui_kittest::Harness;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+pub fn example(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(name)
+}
+
+/// The app, created on the harness's first frame with the harness's context.
+pub struct TestApp {
+    pub traces: Vec<PathBuf>,
+    pub align: Option<String>,
+    pub settings: Settings,
+    pub app: Option<GuiApp>,
+}
+
+impl TestApp {
+    pub fn app(&mut self) -> &mut GuiApp {
+        self.app.as_mut().expect("created on the first frame")
+    }
+}
+
+fn gl_setup() -> egui_wgpu::WgpuSetup {
+    let mut setup = egui_kittest::wgpu::default_wgpu_setup();
+    if let egui_wgpu::WgpuSetup::CreateNew(s) = &mut setup {
+        s.instance_descriptor.backends = egui_wgpu::wgpu::Backends::GL;
+    }
+    setup
+}
+
+pub fn harness(
+    traces: &[PathBuf],
+    align: Option<&str>,
+    settings: Settings,
+    size: egui::Vec2,
+    render: bool,
+) -> Harness<'static, TestApp> {
+    let state = TestApp {
+        traces: traces.to_vec(),
+        align: align.map(str::to_string),
+        settings,
+        app: None,
+    };
+    let mut b = Harness::builder().with_size(size);
+    if render {
+        b = b.wgpu_setup(gl_setup());
+    }
+    let mut h = b.build_ui_state(
+        |ui, s: &mut TestApp| {
+            if s.app.is_none() {
+                s.app = Some(GuiApp::new(
+                    ui.ctx(),
+                    &s.traces,
+                    s.align.clone(),
+                    s.settings.clone(),
+                ));
+            }
+            if let Some(app) = s.app.as_mut() {
+                app.ui_root(ui);
+            }
+        },
+        state,
+    );
+    settle(&mut h);
+    h
+}
+
+/// Steps the harness until every recording is loaded, tiles asked for by the view included.
+pub fn settle(h: &mut Harness<'static, TestApp>) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut quiet = 0;
+    while Instant::now() < deadline {
+        h.step();
+        let idle = h.state_mut().app.as_ref().is_none_or(|a| a.is_idle());
+        quiet = if idle { quiet + 1 } else { 0 };
+        if quiet >= 4 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    h.run_steps(4);
+}

@@ -1,0 +1,133 @@
+//! Image snapshots of the window on real H200 recordings (`examples/`), rendered by wgpu's GL
+//! backend without a window. `UPDATE_SNAPSHOTS=1 cargo test -p cufall-gui --test snapshots`
+//! rewrites them after an intended change; look at the new PNGs before committing them.
+
+mod common;
+
+use common::{example, harness};
+use cufall_gui::view::{Settings, SideTab, TrackStyle};
+use eframe::egui::Vec2;
+
+const SIZE: Vec2 = Vec2::new(1400.0, 820.0);
+
+#[test]
+fn main_view_specdec() {
+    let mut h = harness(
+        &[example("h200-specdec-0.5b-graphs-off.cufall")],
+        None,
+        Settings::default(),
+        SIZE,
+        true,
+    );
+    h.snapshot("main_view_specdec");
+}
+
+#[test]
+fn main_view_line_style_two_gpus() {
+    let settings = Settings {
+        style: TrackStyle::Line,
+        side_panel: false,
+        ..Settings::default()
+    };
+    let mut h = harness(
+        &[example("h200x2-two-gpu-bursts.cufall")],
+        None,
+        settings,
+        SIZE,
+        true,
+    );
+    h.snapshot("main_view_line_two_gpus");
+}
+
+#[test]
+fn selection_statistics() {
+    let mut h = harness(
+        &[example("h200-torch-phases.cufall")],
+        None,
+        Settings::default(),
+        SIZE,
+        true,
+    );
+    {
+        let app = h.state_mut().app();
+        let (a, b) = (app.st.view.t0, app.st.view.t1);
+        // The middle fifth of the run.
+        let len = b - a;
+        app.st.selection = Some((a + len * 0.4, a + len * 0.6));
+    }
+    common::settle(&mut h);
+    assert_eq!(h.state_mut().app().st.side_tab, SideTab::Selection);
+    h.snapshot("selection_statistics");
+}
+
+#[test]
+fn two_recordings_aligned_at_verify() {
+    let mut h = harness(
+        &[
+            example("h200-specdec-0.5b-graphs-off.cufall"),
+            example("h200-specdec-0.5b-graphs-on.cufall"),
+        ],
+        Some("verify"),
+        Settings::default(),
+        SIZE,
+        true,
+    );
+    h.state_mut().app().st.side_tab = SideTab::Compare;
+    common::settle(&mut h);
+    h.snapshot("two_recordings_aligned");
+}
+
+#[test]
+fn side_panel_gaps() {
+    let mut h = harness(
+        &[example("h200-specdec-0.5b-graphs-off.cufall")],
+        None,
+        Settings::default(),
+        SIZE,
+        true,
+    );
+    h.state_mut().app().st.side_tab = SideTab::Gaps;
+    common::settle(&mut h);
+    h.snapshot("side_panel_gaps");
+}
+
+#[test]
+fn zoomed_into_one_verify_step() {
+    let mut h = harness(
+        &[example("h200-specdec-0.5b-graphs-off.cufall")],
+        None,
+        Settings::default(),
+        SIZE,
+        true,
+    );
+    {
+        // The 10th verify range with the draft before it: single samples, kernels and NVTX
+        // names are drawn one by one at this zoom.
+        let app = h.state_mut().app();
+        let slot = &app.slots[0];
+        let (a, b) = {
+            let s = slot.data.lock();
+            let tables = s.tables.as_ref().expect("tables");
+            let verify = tables
+                .phases
+                .phases
+                .iter()
+                .position(|p| p.path == "verify")
+                .expect("a verify phase");
+            let mut r: Vec<_> = tables
+                .phases
+                .ranges
+                .iter()
+                .filter(|r| r.phase == verify)
+                .collect();
+            r.sort_by_key(|r| r.start_ns);
+            (
+                slot.disp(r[9].start_ns - 1_500_000),
+                slot.disp(r[9].end_ns + 300_000),
+            )
+        };
+        app.st.view.fit(a, b, 0.0);
+    }
+    common::settle(&mut h);
+    h.snapshot("zoomed_verify_step");
+}

@@ -63,7 +63,7 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode> {
             "bytes": summary.bytes,
             "warnings": warnings,
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        crate::cli::print(&format!("{}\n", serde_json::to_string_pretty(&out)?))?;
         return Ok(ExitCode::SUCCESS);
     }
 
@@ -162,7 +162,7 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode> {
     for w in &warnings {
         o.push_str(&format!("warning: {w}\n"));
     }
-    print!("{o}");
+    crate::cli::print(&o)?;
     Ok(ExitCode::SUCCESS)
 }
 

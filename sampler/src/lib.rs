@@ -31,22 +31,23 @@ pub mod sizing;
 pub mod spec;
 pub mod units;
 
-/// Default interval for `metric_count` metrics: 30 µs for one to four, the finest interval this
-/// pipeline held without loss for 60 s on an H200 with two and four metrics, also with two GPUs
-/// sampled at once (GH100, CUPTI 13.0, driver 580, measured 2026-11-30,
-/// `docs/benchmarks-sampler.md`). One metric also held 20 µs for 60 s, but with its decoder 89 %
-/// busy and one decode filling 77 % of an image: too close to the edge for a default. More than
-/// four metrics were not measured and get a conservative 100 µs.
+/// Default interval for `metric_count` metrics: the finest one at which one GPU costs at most
+/// one core and 512 MB (the goal for a node of eight), measured on an H200 (GH100, CUPTI 13.0,
+/// driver 580, 2026-12-01, `docs/benchmarks-sampler.md`): 50 µs for up to two metrics (0.82
+/// cores, 412 MB peak), 100 µs for more (four metrics cost 2.0 cores at 30 µs). Finer intervals
+/// down to [`lossless_floor_ns`] are lossless too, at a higher cost that is printed up front.
 pub fn default_interval_ns(metric_count: usize) -> u64 {
-    if metric_count <= 4 { 30_000 } else { 100_000 }
+    if metric_count <= 2 { 50_000 } else { 100_000 }
 }
 
-/// The finest interval this pipeline held without loss for 60 s on an H200 for `metric_count`
-/// metrics (20 µs for one, 30 µs for two to four), or `None` where nothing was measured.
-/// Finer intervals get a note at start: holes are likely, and each is recorded.
+/// The finest interval this pipeline held without loss for 60 s under a matmul load on an H200
+/// for `metric_count` metrics (25 µs for one, 30 µs for two to four; 20 µs lost 2 % with one),
+/// or `None` where nothing was measured. CUPTI's decoder is the limit: it costs 18 µs (one
+/// metric) to 27 µs (two to four) of CPU per sample, on the one thread a device allows. Finer
+/// intervals get a note at start: holes are likely, and each is recorded.
 pub fn lossless_floor_ns(metric_count: usize) -> Option<u64> {
     match metric_count {
-        0 | 1 => Some(20_000),
+        0 | 1 => Some(25_000),
         2..=4 => Some(30_000),
         _ => None,
     }
@@ -78,7 +79,8 @@ mod tests {
                 assert!(d >= floor, "{n} metrics: default {d} ns < floor {floor} ns");
             }
         }
-        assert_eq!(default_interval_ns(2), 30_000);
-        assert_eq!(lossless_floor_ns(1), Some(20_000));
+        assert_eq!(default_interval_ns(2), 50_000);
+        assert_eq!(default_interval_ns(4), 100_000);
+        assert_eq!(lossless_floor_ns(1), Some(25_000));
     }
 }

@@ -62,8 +62,9 @@ enum Command {
   cufall report run.cufall --metric sm__pipe_tensor_cycles_active.avg --min-gap 100us --json")]
     Report(analysis::ReportArgs),
     /// Compare two recordings phase by phase, biggest changes first.
-    #[command(after_help = "Example:
-  cufall diff examples/h200-specdec-0.5b-graphs-off.cufall examples/h200-specdec-0.5b-graphs-on.cufall")]
+    #[command(after_help = "Examples:
+  cufall diff before.cufall after.cufall
+  cd examples && cufall diff h200-specdec-0.5b-graphs-off.cufall h200-specdec-0.5b-graphs-on.cufall")]
     Diff(analysis::DiffArgs),
     /// Export a recording as Parquet or CSV tables, or as a Perfetto trace.
     #[command(after_help = "Examples:
@@ -94,19 +95,21 @@ fn main() -> ExitCode {
         Command::ProbeSampler(args) => cufall_sampler::exit_code(cufall_sampler::probe::run(&args)),
         Command::View(args) => view::run_view(&args),
         Command::Replay(args) => view::run_replay(&args),
-        Command::Report(args) => analysis::run_report(&args).map_err(Into::into),
-        Command::Diff(args) => analysis::run_diff(&args).map_err(Into::into),
-        Command::Export(args) => analysis::run_export(&args).map_err(Into::into),
+        Command::Report(args) => analysis::run_report(&args),
+        Command::Diff(args) => analysis::run_diff(&args),
+        Command::Export(args) => analysis::run_export(&args),
         #[cfg(feature = "gui")]
         Command::Gui(args) => run_gui(args),
     };
     finish(result)
 }
 
-/// The exit code, or one line on stderr saying what went wrong and what to do.
+/// The exit code, or one line on stderr saying what went wrong and what to do. Output cut off
+/// by its reader (`cufall report --json | head`) ends quietly, as other command-line tools do.
 fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
     match result {
         Ok(code) => code,
+        Err(e) if hint::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("cufall: {}", hint::message(&e, &hint::command_name()));
             ExitCode::FAILURE

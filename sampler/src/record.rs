@@ -32,10 +32,11 @@ pub struct SelectionArgs {
     #[arg(long)]
     pub no_denominator: bool,
     /// Value mapped to the top of the colour scale (default: 100 for %, 1 for ratios).
-    #[arg(long, value_name = "X")]
+    #[arg(long, value_name = "X", value_parser = crate::cli::number::parse_full_scale)]
     pub full_scale: Option<f64>,
-    /// GPU-time sampling interval, e.g. 20us, 50us, 1ms (default: 30us for up to 4 metrics, the
-    /// finest held without loss on an H200; 100us beyond; see docs/benchmarks-sampler.md).
+    /// GPU-time sampling interval, e.g. 30us, 50us, 1ms (default: 50us for up to 2 metrics,
+    /// 100us beyond: under one core and 512 MB per GPU; 30us is the finest held without loss on
+    /// an H200, at 1.5 cores; see docs/benchmarks-sampler.md).
     #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
     pub interval: Option<Duration>,
     /// GPUs to sample: all, 0, 0,2 or 0-3 (CUDA numbering).
@@ -85,7 +86,7 @@ impl SelectionArgs {
             counters: policy,
             hw_buffer_bytes: self
                 .hw_buffer_mib
-                .map_or(session::DEFAULT_HW_BUFFER_BYTES, |m| m << 20),
+                .map_or(session::default_hw_buffer_bytes(interval_ns), |m| m << 20),
             eval_threads: self.eval_threads.map(|n| n.max(1)),
             image_timing: crate::sizing::ImageTiming::from_ms(self.seal_ms, self.margin_ms),
         };
@@ -195,7 +196,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         let iv = u64::try_from(prepared.interval_ns).unwrap_or(0);
         match crate::lossless_floor_ns(n) {
             Some(floor) if iv < floor => say(format!(
-                "note: {} is finer than this pipeline held without loss on an H200 for {n} metric(s) ({}; CUPTI's decoder costs 11-26 µs of CPU per sample on one thread per GPU). Holes will be recorded as drops and reported.",
+                "note: {} is finer than this pipeline held without loss on an H200 for {n} metric(s) ({}; CUPTI's decoder costs 18-27 µs of CPU per sample on the one thread a GPU allows). Holes will be recorded as drops and reported.",
                 cufall_cupti::pm::format_ns(iv),
                 cufall_cupti::pm::format_ns(floor)
             )),

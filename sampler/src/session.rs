@@ -64,8 +64,12 @@ pub struct SessionConfig {
     pub image_timing: Option<sizing::ImageTiming>,
 }
 
-/// The hardware buffer cufall asks CUPTI for on each device.
-pub const DEFAULT_HW_BUFFER_BYTES: usize = 512 << 20;
+/// The hardware buffer cufall asks CUPTI for on each device at `interval_ns`: 128 MiB at 50 µs
+/// and coarser (it holds about a second of samples there; the whole buffer is resident memory),
+/// 512 MiB finer, where the decoder runs closer to its limit and can fall further behind.
+pub fn default_hw_buffer_bytes(interval_ns: u64) -> usize {
+    if interval_ns >= 50_000 { 128 << 20 } else { 512 << 20 }
+}
 pub const DEFAULT_NVML_INTERVAL: Duration = Duration::from_millis(10);
 
 impl Default for SessionConfig {
@@ -79,7 +83,7 @@ impl Default for SessionConfig {
             interval_ns: crate::default_interval_ns(2),
             nvml_interval: Some(DEFAULT_NVML_INTERVAL),
             counters: CounterPolicy::BestEffort,
-            hw_buffer_bytes: DEFAULT_HW_BUFFER_BYTES,
+            hw_buffer_bytes: default_hw_buffer_bytes(crate::default_interval_ns(2)),
             eval_threads: None,
             image_timing: None,
         }
@@ -110,21 +114,6 @@ impl SessionError {
     /// GPU counters are out of reach for reasons outside cufall ([`CuptiError::counters_out_of_reach`]).
     pub fn counters_out_of_reach(&self) -> bool {
         matches!(self, SessionError::Cupti(c) if c.counters_out_of_reach())
-    }
-
-    /// Whether the user can fix it by changing the command line (exit code 2).
-    pub fn is_usage(&self) -> bool {
-        matches!(
-            self,
-            SessionError::Cupti(
-                CuptiError::UnknownMetric { .. }
-                    | CuptiError::NotSupportedByPmSampling { .. }
-                    | CuptiError::TooManyMetrics { .. }
-                    | CuptiError::IntervalTooSmall { .. }
-                    | CuptiError::DeviceOutOfRange { .. }
-                    | CuptiError::InvalidArgument(_)
-            ) | SessionError::Memory(_)
-        )
     }
 }
 
@@ -224,7 +213,7 @@ docs/metrics.md); use --interval 1us or more, or leave --interval out for the me
     match cfg.counters {
         CounterPolicy::Off => {
             counters_unavailable = Some(
-                "GPU counters were not recorded: NVML-only recording was asked for (--nvml-only)"
+                "NVML-only recording was asked for (--nvml-only)"
                     .to_string(),
             );
         }

@@ -8,9 +8,9 @@
 //! and the image has room for `margin` more on top, enough for the decoder to be late by `margin`
 //! of GPU time.
 //!
-//! The margin is large (250 ms) because the decoder *is* sometimes that late: on a two-GPU H200,
+//! The margin is large (150 ms) because the decoder *is* sometimes late: on a two-GPU H200,
 //! while a profiled program tore down its CUDA contexts, decode calls were held up long enough
-//! to overflow a 40 ms margin. The margin costs resident memory: a blank image's sample slots are
+//! to overflow a 40 ms margin; in 60 s runs at 30 µs the latest decode call was 52–60 ms. The margin costs resident memory: a blank image's sample slots are
 //! not zeros, so every page of an image is written when it is made (about 25 KB per sample with
 //! the default metrics; 690 MB per image at 10 µs). It costs no CPU after that: only the part
 //! decode wrote is restored after use ([`cufall_cupti::BlankImage`]).
@@ -80,7 +80,7 @@ pub const SEAL_PERIOD: Duration = Duration::from_millis(20);
 /// samples ~25 ms later.
 pub const DECODE_PERIOD: Duration = Duration::from_millis(25);
 /// Extra room beyond the seal point, in GPU time: how late the decoder may be without loss.
-pub const MARGIN: Duration = Duration::from_millis(250);
+pub const MARGIN: Duration = Duration::from_millis(150);
 
 /// The shortest interval cufall accepts. CUPTI's `SetConfig` takes any value on GH100 (50 ns
 /// passed), but below this the images and the decode cost explode without a measured benefit.
@@ -125,14 +125,17 @@ impl ImagePlan {
     }
 }
 
-/// CPU one sample costs in evaluation and restoring its image slot, per metric and fixed
-/// (µs; H200, default metrics: 11.5–13.3 µs to evaluate two metrics, 25 µs four, 2–3 µs to
-/// restore; `docs/benchmarks-sampler.md`).
-pub const EVAL_US_PER_METRIC: f64 = 6.0;
-pub const EVAL_US_FIXED: f64 = 3.0;
-/// CPU one sample costs in CUPTI's decoder when calls move thousands of samples (µs; H200,
-/// default metrics, ~10 µs; `docs/benchmarks-sampler.md`).
-pub const DECODE_US_PER_SAMPLE: f64 = 10.0;
+/// CPU one sample costs in CUPTI's metric evaluation, per metric and fixed (µs; H200, measured
+/// in 60 s runs: 8.6 µs for one metric, 13.6 two, 28.9 four; `docs/benchmarks-sampler.md`).
+pub const EVAL_US_PER_METRIC: f64 = 7.0;
+pub const EVAL_US_FIXED: f64 = 1.5;
+/// CPU one sample costs to restore its image slot (µs; 2.7–3.4 measured).
+pub const RESTORE_US_PER_SAMPLE: f64 = 3.0;
+/// CPU one sample costs in CUPTI's decoder, whatever the call size (µs; H200, 60 s runs: 18
+/// for one metric, 26–27 for two or four, the same in calls of 1,000 and of 27,000 samples).
+pub fn decode_us_per_sample(metrics: usize) -> f64 {
+    if metrics <= 1 { 18.0 } else { 27.0 }
+}
 /// Evaluator threads are sized to be busy at most this share of the time.
 const EVAL_BUSY: f64 = 0.6;
 
@@ -146,8 +149,10 @@ pub fn eval_threads(interval_ns: u64, metrics: usize) -> usize {
 
 /// Expected CPU use of one device (cores): decoding plus evaluation.
 pub fn expected_cores(interval_ns: u64, metrics: usize) -> f64 {
-    let per_sample_us =
-        DECODE_US_PER_SAMPLE + EVAL_US_FIXED + EVAL_US_PER_METRIC * metrics.max(1) as f64;
+    let per_sample_us = decode_us_per_sample(metrics)
+        + RESTORE_US_PER_SAMPLE
+        + EVAL_US_FIXED
+        + EVAL_US_PER_METRIC * metrics.max(1) as f64;
     per_sample_us * 1e3 / interval_ns.max(1) as f64
 }
 
@@ -202,28 +207,28 @@ mod tests {
     }
 
     #[test]
-    fn forty_microseconds_leaves_a_250_ms_margin() {
+    fn forty_microseconds_leaves_a_150_ms_margin() {
         let p = plan(40_000);
         assert_eq!(p.seal_after_samples, 500);
-        assert_eq!(p.samples_per_image, 500 + 6_250);
+        assert_eq!(p.samples_per_image, 500 + 3_750);
         assert_eq!(p.decode_period, DECODE_PERIOD);
         assert_eq!(p.capped(25_000, MAX_IMAGE_BYTES), p);
     }
 
     #[test]
     fn ten_microseconds_keeps_the_whole_margin() {
-        // 27,000 samples of 25.5 KB: 690 MB, under the cap, so a late call of 250 ms fits.
+        // 17,000 samples of 25.5 KB: 434 MB, under the cap, so a late call of 150 ms fits.
         let p = plan(10_000);
         assert_eq!(p.capped(25_529, MAX_IMAGE_BYTES), p);
         assert_eq!(p.seal_after_samples, 2_000);
-        assert_eq!(p.samples_per_image, 27_000);
+        assert_eq!(p.samples_per_image, 17_000);
     }
 
     #[test]
     fn slow_rates_get_small_images_and_lazy_decodes() {
         let p = plan(1_000_000);
         assert_eq!(p.seal_after_samples, 20);
-        assert_eq!(p.samples_per_image, 20 + 250);
+        assert_eq!(p.samples_per_image, 20 + 150);
         assert_eq!(p.decode_period, DECODE_PERIOD);
     }
 
@@ -232,7 +237,7 @@ mod tests {
         assert_eq!(ImageTiming::from_ms(None, None), None);
         let t = ImageTiming::from_ms(Some(10.0), None).unwrap();
         assert_eq!(t.seal_period, Duration::from_millis(10));
-        assert_eq!(t.margin, MARGIN, "no silent 40 ms margin");
+        assert_eq!(t.margin, MARGIN, "no silent short margin");
         let t = ImageTiming::from_ms(None, Some(100.0)).unwrap();
         assert_eq!(t.seal_period, SEAL_PERIOD);
         assert_eq!(t.margin, Duration::from_millis(100));

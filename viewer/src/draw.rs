@@ -481,9 +481,14 @@ fn draw_title(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
     };
     let (t0, t1) = state.window();
     let gpus = state.store.devices.len();
+    // The live view has no file to name: its title is the mode alone.
+    let source = if state.source.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", state.source)
+    };
     let left = format!(
-        "cufall {mode} {} │ {gpus} GPU{} │ window {} ({}/col, {}) │ {}",
-        state.source,
+        "cufall {mode}{source} │ {gpus} GPU{} │ window {} ({}/col, {}) │ {}",
         if gpus == 1 { "" } else { "s" },
         fmt_dur(t1 - t0),
         fmt_dur(state.col_ns()),

@@ -23,7 +23,7 @@ impl Default for LiveOptions {
     fn default() -> Self {
         LiveOptions {
             setup: ViewSetup {
-                source: "live".into(),
+                source: String::new(),
                 ..ViewSetup::default()
             },
             fps: 30,

@@ -72,7 +72,7 @@ pub enum MetricView {
 pub struct HeatmapState {
     pub store: Store,
     pub mode: Mode,
-    /// Shown in the title bar (the trace path, or "live").
+    /// Shown in the title bar after the mode: the trace path, empty for the live view.
     pub source: String,
     pub options: ViewOptions,
     pub paused: bool,

@@ -199,7 +199,11 @@ pub fn note_text(n: &Note, cmd: &str) -> String {
         Note::NoCounters { why } => format!(
             "GPU counters were not recorded{}: idle time and gaps cannot be measured; phases show \
              NVTX durations and NVML readings only.",
-            why.as_ref().map(|w| format!(" ({w})")).unwrap_or_default()
+            why.as_ref()
+                // Recordings before 0.1 said it twice: "GPU counters were not recorded: NVML-only…".
+                .map(|w| w.strip_prefix("GPU counters were not recorded: ").unwrap_or(w))
+                .map(|w| format!(" ({w})"))
+                .unwrap_or_default()
         ),
         Note::NoKernels => format!(
             "kernel activity was not captured: gaps are not split into host-bound (no kernel \
@@ -225,12 +229,19 @@ pub fn report_text_for(r: &Report, cmd: &str) -> String {
         };
         o.push_str(&format!("  GPU {}: {}{}\n", g.device.0, g.name, chip));
     }
-    o.push_str(&format!(
-        "  duration {}, sampling interval {}, metrics: {}\n",
-        fmt_ns(r.end_ns - r.start_ns),
-        fmt_ns(r.interval_ns),
-        r.metrics.join(", ")
-    ));
+    if r.metrics.is_empty() {
+        o.push_str(&format!(
+            "  duration {}, NVML only (no GPU counters sampled)\n",
+            fmt_ns(r.end_ns - r.start_ns)
+        ));
+    } else {
+        o.push_str(&format!(
+            "  duration {}, sampling interval {}, metrics: {}\n",
+            fmt_ns(r.end_ns - r.start_ns),
+            fmt_ns(r.interval_ns),
+            r.metrics.join(", ")
+        ));
+    }
     match &r.activity {
         Some(a) => o.push_str(&format!(
             "  idle = {} below {} ({:.0}% of full scale {}, from {}){}; gaps: idle for at least {}\n",
@@ -309,12 +320,16 @@ pub fn report_text_for(r: &Report, cmd: &str) -> String {
 
     let total: i64 = r.gap_groups.iter().map(|g| g.totals.total_ns).sum();
     let count: u64 = r.gap_groups.iter().map(|g| g.totals.count).sum();
-    o.push_str(&format!(
-        "\nIDLE GAPS of at least {}: {} gap(s), {} in all (drops excluded)\n",
-        fmt_ns(r.min_gap_ns),
-        count,
-        fmt_ns(total)
-    ));
+    if r.activity.is_none() {
+        o.push_str("\nIDLE GAPS: not measured (no GPU counters in this recording)\n");
+    } else {
+        o.push_str(&format!(
+            "\nIDLE GAPS of at least {}: {} gap(s), {} in all (drops excluded)\n",
+            fmt_ns(r.min_gap_ns),
+            count,
+            fmt_ns(total)
+        ));
+    }
     if r.gap_groups.is_empty() {
         o.push_str("  none\n");
     } else {

@@ -88,17 +88,20 @@ impl Kinds {
         Kinds(self.0 | other.0)
     }
 
-    /// Parses `nvtx,kernels,memcpy`, `all` or `none` (names in any order, case-insensitive).
+    /// Parses `nvtx,kernels,memcpy`, `all` or `none` (names in any order, case-insensitive);
+    /// `none` stands alone.
     pub fn parse(text: &str) -> Result<Kinds, UnknownKind> {
         let mut out = Kinds::NONE;
-        for word in text.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+        let words: Vec<&str> = text.split(',').map(str::trim).filter(|w| !w.is_empty()).collect();
+        for word in &words {
             let lower = word.to_ascii_lowercase();
             match lower.as_str() {
+                "none" if words.len() > 1 => return Err(UnknownKind::NoneWithOthers(text.into())),
                 "none" => {}
                 "all" => out = Kinds::NAMES.iter().fold(out, |acc, (_, k)| acc.union(*k)),
                 _ => match Kinds::NAMES.iter().find(|(n, _)| *n == lower) {
                     Some((_, k)) => out = out.union(*k),
-                    None => return Err(UnknownKind(word.to_string())),
+                    None => return Err(UnknownKind::Unknown(word.to_string())),
                 },
             }
         }
@@ -120,10 +123,16 @@ impl Kinds {
     }
 }
 
-/// A `--capture` word that names no capture kind.
+/// A `--capture` list that names no set of capture kinds.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown capture kind `{0}` (known: nvtx, kernels, memcpy, api, graphs, all, none)")]
-pub struct UnknownKind(pub String);
+pub enum UnknownKind {
+    /// A word that names no kind.
+    #[error("unknown capture kind `{0}` (known: nvtx, kernels, memcpy, api, graphs, all, none)")]
+    Unknown(String),
+    /// `none` with other kinds: which one was meant is unclear.
+    #[error("`{0}`: `none` turns capture off and cannot be combined with other kinds")]
+    NoneWithOthers(String),
+}
 
 /// How an NVTX range was made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -910,6 +919,10 @@ mod tests {
         );
         assert_eq!(Kinds::NONE.to_env(), "none");
         assert!(Kinds::parse("kernel").is_err());
+        assert_eq!(
+            Kinds::parse("nvtx,none"),
+            Err(UnknownKind::NoneWithOthers("nvtx,none".into()))
+        );
         assert!(!Kinds::NVTX.needs_cupti());
         assert!(Kinds::DEFAULT.needs_cupti());
         assert!(!Kinds::NONE.contains(Kinds::NONE));

@@ -10,7 +10,7 @@
 //! of samples of one device), so the bound is a few seconds of data.
 #![forbid(unsafe_code)]
 
-use cufall_trace::model::{
+use cufall_model::{
     DeviceInfo, DropRecord, HeatmapSpec, KernelRecord, MetricInfo, NvmlRow, NvtxRange, SampleBatch,
 };
 use std::collections::VecDeque;
@@ -145,7 +145,7 @@ impl Drop for LiveReceiver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cufall_trace::model::DeviceId;
+    use cufall_model::DeviceId;
 
     fn info() -> FeedInfo {
         FeedInfo {

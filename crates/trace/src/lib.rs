@@ -35,7 +35,6 @@
 
 mod error;
 mod index;
-pub mod model;
 mod reader;
 mod tables;
 mod writer;
@@ -44,14 +43,9 @@ pub use error::{Result, TraceError};
 pub use reader::{DeviceSummary, Table, Trace, TraceSummary, in_guarded_decode};
 pub use writer::{TraceWriter, WriteStats, WriterOptions};
 
-/// The `format` field of every manifest.
-pub const FORMAT_NAME: &str = "cufall-trace";
-/// Major version of the schema: a reader refuses traces with a larger major.
-pub const SCHEMA_MAJOR: u32 = 1;
-/// Minor version: additions that older readers can ignore (they warn).
-pub const SCHEMA_MINOR: u32 = 1;
-/// The clock domain of every timestamp column.
-pub const CLOCK_DOMAIN: &str = "unix_realtime_ns";
+/// The row and metadata types (the `cufall-model` crate, which needs no polars).
+pub use cufall_model as model;
+pub use cufall_model::{CLOCK_DOMAIN, FORMAT_NAME, SCHEMA_MAJOR, SCHEMA_MINOR};
 /// Name of the metadata file inside a trace folder.
 pub const MANIFEST_FILE: &str = "manifest.json";
 /// Name of the segment index inside a trace folder.

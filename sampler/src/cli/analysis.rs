@@ -2,12 +2,13 @@
 //! analysis crate (`cufall_analysis`).
 
 use super::duration::parse_positive_ns;
+use super::number::{parse_fraction, parse_full_scale};
 use super::hint::command_name;
 use cufall_analysis::diff::{build_diff, diff_text_for};
 use cufall_analysis::export::{self, DEFAULT_MAX_COUNTER_POINTS, ExportOptions, Format};
 use cufall_analysis::render::{fmt_ns, report_text_for};
 use cufall_analysis::report::{DEFAULT_IDLE_BELOW, ReportOptions, build_report};
-use cufall_analysis::{AnalysisError, Result};
+use anyhow::Result;
 use cufall_trace::Trace;
 use std::io::Write;
 use std::path::PathBuf;
@@ -25,7 +26,7 @@ pub struct AnalysisArgs {
     pub idle_below: f64,
     /// The activity value that means fully busy. Default: the heatmap's; 1 for a ratio; 100
     /// for a percentage; else the peak in the trace.
-    #[arg(long, value_name = "VALUE")]
+    #[arg(long, value_name = "VALUE", value_parser = parse_full_scale)]
     pub full_scale: Option<f64>,
     /// Shortest idle interval reported as a gap, e.g. `50us`, `1ms`. Default: 5 sampling
     /// intervals.
@@ -34,19 +35,6 @@ pub struct AnalysisArgs {
 }
 
 /// A fraction strictly between 0 and 1: `--idle-below 5` is a mistake for 0.05, not 500 %.
-fn parse_fraction(s: &str) -> Result<f64, String> {
-    let v: f64 = s.trim().parse().map_err(|_| {
-        format!("`{s}` is not a number: give a fraction of full scale, e.g. 0.05 for 5 %")
-    })?;
-    if v > 0.0 && v < 1.0 {
-        Ok(v)
-    } else {
-        Err(format!(
-            "{v} is not a fraction between 0 and 1: give e.g. 0.05 for 5 % of full scale"
-        ))
-    }
-}
-
 impl AnalysisArgs {
     pub fn options(&self) -> ReportOptions {
         ReportOptions {
@@ -108,12 +96,11 @@ pub struct ExportArgs {
     pub analysis: AnalysisArgs,
 }
 
-fn json_err(e: serde_json::Error) -> AnalysisError {
-    AnalysisError::Invalid(format!("cannot encode JSON: {e}"))
-}
+use super::output_err as io_err;
 
-fn io_err(e: std::io::Error) -> AnalysisError {
-    AnalysisError::Invalid(format!("cannot write the output: {e}"))
+/// JSON goes straight to the output; serde_json's failures there are the writer's.
+fn json_err(e: serde_json::Error) -> anyhow::Error {
+    io_err(std::io::Error::from(e))
 }
 
 /// Runs `cufall report`, writing to `out`.

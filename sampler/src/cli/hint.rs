@@ -43,6 +43,14 @@ pub fn message(err: &anyhow::Error, cmd: &str) -> String {
     out
 }
 
+/// Whether `err` is a write to a pipe whose reader has gone (`cufall report --json | head`).
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 /// The fix for the first cause in `err`'s chain that has one.
 pub fn advice(err: &anyhow::Error, cmd: &str) -> Option<String> {
     err.chain().find_map(|cause| {
@@ -74,8 +82,7 @@ fn trace_advice(e: &TraceError, cmd: &str) -> Option<String> {
             Some("Choose another name, or pass --force to replace it.".into())
         }
         TraceError::UnknownMetric { .. } => Some(
-            "Choose one of those with --metric (and --denominator), or leave it out for the recording's own."
-                .into(),
+            "Choose one of those, or leave the flag out for the recording's own.".into(),
         ),
         _ => None,
     }
@@ -85,7 +92,7 @@ fn analysis_advice(e: &AnalysisError, cmd: &str) -> Option<String> {
     match e {
         AnalysisError::Trace(t) => trace_advice(t, cmd),
         AnalysisError::MetricNotInB { .. } => Some(format!(
-            "Pass --metric with a metric both traces record (`{cmd} info` lists a trace's metrics)."
+            "Pass --metric with a metric both traces record (`{cmd} info` lists a trace's metrics); a trace recorded with --nvml-only has no counters to compare."
         )),
         AnalysisError::OutputExists(_) => {
             Some("Choose another output with -o, or pass --force to replace it.".into())
@@ -119,6 +126,15 @@ fn cupti_advice(e: &CuptiError, cmd: &str) -> Option<String> {
 mod tests {
     use super::*;
     use std::path::PathBuf;
+
+    #[test]
+    fn a_closed_pipe_is_recognised_through_context() {
+        let e = anyhow::Error::new(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+            .context("cannot write the output");
+        assert!(is_broken_pipe(&e));
+        let other = anyhow::Error::new(std::io::Error::from(std::io::ErrorKind::StorageFull));
+        assert!(!is_broken_pipe(&other));
+    }
 
     #[test]
     fn the_fix_names_the_command_as_it_was_run() {

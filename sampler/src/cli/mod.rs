@@ -6,6 +6,7 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`duration`] | the one parser every duration flag uses (`10us`, `2.5ms`, `1m30s`, bare seconds) |
+//! | [`number`] | the number flags' parsers (`--full-scale`, `--idle-below`) |
 //! | [`view`] | `cufall view` and `cufall replay`, and the look flags the live view shares |
 //! | [`analysis`] | `cufall report`, `cufall diff` and `cufall export` |
 //! | [`hint`] | the fix added to an error's message, naming flags and the command as it was run |
@@ -13,4 +14,20 @@
 pub mod analysis;
 pub mod duration;
 pub mod hint;
+pub mod number;
 pub mod view;
+
+/// Writes `text` to stdout. A failure (a closed pipe, a full disk) stays an I/O error, with
+/// context, so that `main` ends quietly when the reader of a pipe has gone (`| head`).
+pub fn print(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(output_err)
+}
+
+/// An error writing the command's output, kept as the I/O error it is.
+pub fn output_err(e: std::io::Error) -> anyhow::Error {
+    anyhow::Error::new(e).context("cannot write the output")
+}

@@ -33,7 +33,7 @@ pub struct HeatmapArgs {
     pub no_denominator: bool,
     /// The value at the top of the colour scale (default: 100% for ratios and percentages, the
     /// largest value in view otherwise).
-    #[arg(long, value_name = "X")]
+    #[arg(long, value_name = "X", value_parser = super::number::parse_full_scale)]
     pub full_scale: Option<f64>,
 }
 
@@ -254,7 +254,7 @@ pub fn replay_text(args: &ReplayArgs) -> Result<String> {
 
 pub fn run_view(args: &ViewArgs) -> Result<ExitCode> {
     if args.display.look.print {
-        print!("{}", view_text(args)?);
+        super::print(&view_text(args)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     args.display.look.check()?;
@@ -283,7 +283,7 @@ pub fn run_replay(args: &ReplayArgs) -> Result<ExitCode> {
         );
     }
     if args.display.look.print {
-        print!("{}", replay_text(args)?);
+        super::print(&replay_text(args)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     args.display.look.check()?;
@@ -310,7 +310,7 @@ pub fn live_options(look: &LookArgs) -> live::LiveOptions {
         setup: ViewSetup {
             view: look.view_options(),
             overrides: HeatmapOverrides::default(),
-            source: "live".into(),
+            source: String::new(),
         },
         fps: 30,
     }

@@ -1,11 +1,22 @@
-//! Plain Rust types for the rows and the metadata of a trace.
+//! Plain Rust types for the rows and the metadata of a cufall trace.
 //!
-//! These are what producers (the sampler, tests) hand to [`crate::TraceWriter`] and what the live
-//! channel carries. They know nothing of polars; the column layout they map to is documented in
-//! the crate root and in `docs/trace-format.md`.
+//! These are what producers (the sampler, tests) hand to `cufall_trace::TraceWriter` and what the
+//! live channel carries. They know nothing of polars (this crate depends on serde alone, so the
+//! live feed builds without it); the column layout they map to is documented in `cufall-trace`'s
+//! crate root and in `docs/trace-format.md`. `cufall_trace::model` re-exports this crate.
+#![forbid(unsafe_code)]
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+/// The `format` field of every manifest.
+pub const FORMAT_NAME: &str = "cufall-trace";
+/// Major version of the schema: a reader refuses traces with a larger major.
+pub const SCHEMA_MAJOR: u32 = 1;
+/// Minor version: additions that older readers can ignore (they warn).
+pub const SCHEMA_MINOR: u32 = 1;
+/// The clock domain of every timestamp column.
+pub const CLOCK_DOMAIN: &str = "unix_realtime_ns";
 
 /// Index of a GPU as CUDA enumerates it (`cuDeviceGet` ordinal).
 #[derive(
@@ -90,9 +101,9 @@ pub struct SamplingInfo {
 /// The metadata of a trace (`manifest.json`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
-    /// Always [`crate::FORMAT_NAME`].
+    /// Always [`FORMAT_NAME`].
     pub format: String,
-    /// `MAJOR.MINOR` of the trace schema, see [`crate::SCHEMA_MAJOR`].
+    /// `MAJOR.MINOR` of the trace schema, see [`SCHEMA_MAJOR`].
     pub schema_version: String,
     /// Version of the cufall that wrote the trace.
     pub cufall_version: String,
@@ -134,10 +145,10 @@ impl Manifest {
     /// A manifest for a new recording with the current format version and no devices yet.
     pub fn new(cufall_version: &str, created_unix_ns: i64) -> Self {
         Manifest {
-            format: crate::FORMAT_NAME.to_string(),
-            schema_version: format!("{}.{}", crate::SCHEMA_MAJOR, crate::SCHEMA_MINOR),
+            format: FORMAT_NAME.to_string(),
+            schema_version: format!("{}.{}", SCHEMA_MAJOR, SCHEMA_MINOR),
             cufall_version: cufall_version.to_string(),
-            clock: crate::CLOCK_DOMAIN.to_string(),
+            clock: CLOCK_DOMAIN.to_string(),
             created_unix_ns,
             end_unix_ns: None,
             status: RecordingStatus::Recording,

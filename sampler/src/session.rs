@@ -68,7 +68,11 @@ pub struct SessionConfig {
 /// and coarser (it holds about a second of samples there; the whole buffer is resident memory),
 /// 512 MiB finer, where the decoder runs closer to its limit and can fall further behind.
 pub fn default_hw_buffer_bytes(interval_ns: u64) -> usize {
-    if interval_ns >= 50_000 { 128 << 20 } else { 512 << 20 }
+    if interval_ns >= 50_000 {
+        128 << 20
+    } else {
+        512 << 20
+    }
 }
 pub const DEFAULT_NVML_INTERVAL: Duration = Duration::from_millis(10);
 
@@ -212,10 +216,8 @@ docs/metrics.md); use --interval 1us or more, or leave --interval out for the me
     let mut cost = None;
     match cfg.counters {
         CounterPolicy::Off => {
-            counters_unavailable = Some(
-                "NVML-only recording was asked for (--nvml-only)"
-                    .to_string(),
-            );
+            counters_unavailable =
+                Some("NVML-only recording was asked for (--nvml-only)".to_string());
         }
         _ if cfg.metrics.is_empty() => {
             counters_unavailable = Some("no metric was asked for".to_string());

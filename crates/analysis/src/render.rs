@@ -201,7 +201,9 @@ pub fn note_text(n: &Note, cmd: &str) -> String {
              NVTX durations and NVML readings only.",
             why.as_ref()
                 // Recordings before 0.1 said it twice: "GPU counters were not recorded: NVML-only…".
-                .map(|w| w.strip_prefix("GPU counters were not recorded: ").unwrap_or(w))
+                .map(|w| w
+                    .strip_prefix("GPU counters were not recorded: ")
+                    .unwrap_or(w))
                 .map(|w| format!(" ({w})"))
                 .unwrap_or_default()
         ),

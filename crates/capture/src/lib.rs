@@ -92,7 +92,11 @@ impl Kinds {
     /// `none` stands alone.
     pub fn parse(text: &str) -> Result<Kinds, UnknownKind> {
         let mut out = Kinds::NONE;
-        let words: Vec<&str> = text.split(',').map(str::trim).filter(|w| !w.is_empty()).collect();
+        let words: Vec<&str> = text
+            .split(',')
+            .map(str::trim)
+            .filter(|w| !w.is_empty())
+            .collect();
         for word in &words {
             let lower = word.to_ascii_lowercase();
             match lower.as_str() {

@@ -2,13 +2,13 @@
 //! analysis crate (`cufall_analysis`).
 
 use super::duration::parse_positive_ns;
-use super::number::{parse_fraction, parse_full_scale};
 use super::hint::command_name;
+use super::number::{parse_fraction, parse_full_scale};
+use anyhow::Result;
 use cufall_analysis::diff::{build_diff, diff_text_for};
 use cufall_analysis::export::{self, DEFAULT_MAX_COUNTER_POINTS, ExportOptions, Format};
 use cufall_analysis::render::{fmt_ns, report_text_for};
 use cufall_analysis::report::{DEFAULT_IDLE_BELOW, ReportOptions, build_report};
-use anyhow::Result;
 use cufall_trace::Trace;
 use std::io::Write;
 use std::path::PathBuf;

@@ -81,9 +81,9 @@ fn trace_advice(e: &TraceError, cmd: &str) -> Option<String> {
         TraceError::AlreadyExists(_) => {
             Some("Choose another name, or pass --force to replace it.".into())
         }
-        TraceError::UnknownMetric { .. } => Some(
-            "Choose one of those, or leave the flag out for the recording's own.".into(),
-        ),
+        TraceError::UnknownMetric { .. } => {
+            Some("Choose one of those, or leave the flag out for the recording's own.".into())
+        }
         _ => None,
     }
 }

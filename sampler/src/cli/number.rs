@@ -3,10 +3,9 @@
 
 /// `--full-scale`: the value at the top of the scale, a positive finite number.
 pub fn parse_full_scale(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number: give the value that means fully busy, e.g. 100"))?;
+    let v: f64 = s.trim().parse().map_err(|_| {
+        format!("`{s}` is not a number: give the value that means fully busy, e.g. 100")
+    })?;
     if v.is_finite() && v > 0.0 {
         Ok(v)
     } else {

@@ -9,8 +9,8 @@
 //! of GPU time.
 //!
 //! The margin is large (150 ms) because the decoder *is* sometimes late: on a two-GPU H200,
-//! while a profiled program tore down its CUDA contexts, decode calls were held up long enough
-//! to overflow a 40 ms margin; in 60 s runs at 30 µs the latest decode call was 52–60 ms. The margin costs resident memory: a blank image's sample slots are
+//! while a profiled program tore down its CUDA contexts, single decode calls took up to 126 ms
+//! and a 40 ms margin lost samples; in 60 s runs at 30 µs the latest decode call was 52–60 ms. The margin costs resident memory: a blank image's sample slots are
 //! not zeros, so every page of an image is written when it is made (about 25 KB per sample with
 //! the default metrics; 690 MB per image at 10 µs). It costs no CPU after that: only the part
 //! decode wrote is restored after use ([`cufall_cupti::BlankImage`]).

@@ -47,7 +47,7 @@ fn export_parquet_and_csv_read_back() {
     assert_eq!(read_parquet(&out.join("kernels.parquet")).height(), 12);
     // A second export to the same place is refused without --force.
     let err = cli::export_to(&args, &mut Vec::new()).expect_err("exists");
-    let err = hint::message(&err.into(), "cufall");
+    let err = hint::message(&err, "cufall");
     assert!(err.contains("--force"), "{err}");
 
     let out = dir.path().join("csv");

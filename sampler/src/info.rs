@@ -63,7 +63,7 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode> {
             "bytes": summary.bytes,
             "warnings": warnings,
         });
-        crate::cli::print(&format!("{}\n", serde_json::to_string_pretty(&out)?))?;
+        cufall_sampler::cli::print(&format!("{}\n", serde_json::to_string_pretty(&out)?))?;
         return Ok(ExitCode::SUCCESS);
     }
 
@@ -162,7 +162,7 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode> {
     for w in &warnings {
         o.push_str(&format!("warning: {w}\n"));
     }
-    crate::cli::print(&o)?;
+    cufall_sampler::cli::print(&o)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -158,7 +158,7 @@ fn show(args: &LiveArgs, rx: LiveReceiver, end_with_feed: bool) -> Result<()> {
             args.look.width,
             args.look.height.unwrap_or(0),
         )?;
-        crate::cli::print(&frame)
+        cufall_sampler::cli::print(&frame)
     } else if end_with_feed {
         cufall_viewer::live::run_until_end(rx, options)
     } else {

@@ -7,6 +7,11 @@ use cufall_trace::Trace;
 use cufall_trace::model::{DropRecord, KernelRecord, NvmlRow, NvtxRange, SampleBatch};
 use std::time::{Duration, Instant};
 
+/// Replay plays this much of the idle time before the first activity in real time.
+pub const LEAD_IN_NS: i64 = 1_000_000_000;
+/// A counter above this share of its largest value counts as activity.
+const ACTIVE_SHARE: f64 = 0.05;
+
 /// Everything of a trace that the view shows, in memory.
 #[derive(Clone, Debug)]
 pub struct Recording {
@@ -76,6 +81,50 @@ impl Recording {
         (lo <= hi).then_some((lo, hi))
     }
 
+    /// When the recording first shows activity: its first kernel, copy or NVTX range, else the
+    /// first sample at which a counter is above 5 % of that counter's largest value in the
+    /// recording. `None` when nothing is ever active.
+    pub fn first_activity_ns(&self) -> Option<i64> {
+        let captured = self
+            .kernels
+            .iter()
+            .map(|k| k.start_ns)
+            .chain(self.nvtx.iter().map(|r| r.start_ns))
+            .min();
+        if captured.is_some() {
+            return captured;
+        }
+        let mut first: Option<i64> = None;
+        for b in &self.batches {
+            for col in &b.values {
+                let peak = col
+                    .iter()
+                    .copied()
+                    .filter(|v| v.is_finite())
+                    .fold(0.0, f64::max);
+                if peak <= 0.0 {
+                    continue;
+                }
+                if let Some(i) = col.iter().position(|v| *v > ACTIVE_SHARE * peak) {
+                    let t = b.start_ns[i];
+                    first = Some(first.map_or(t, |f| f.min(t)));
+                }
+            }
+        }
+        first
+    }
+
+    /// Where real-time playback starts: [`LEAD_IN_NS`] before the first activity (never before
+    /// the first sample). What comes before is sent at once, so it is in the view's history
+    /// without being waited through.
+    pub fn playback_start_ns(&self) -> Option<i64> {
+        let (first, last) = self.extent()?;
+        Some(
+            self.first_activity_ns()
+                .map_or(first, |a| a.saturating_sub(LEAD_IN_NS).clamp(first, last)),
+        )
+    }
+
     /// Every event of the recording in one go (for browsing).
     pub fn into_events(self) -> Vec<LiveEvent> {
         let mut v: Vec<LiveEvent> = self.batches.into_iter().map(LiveEvent::Samples).collect();
@@ -113,6 +162,14 @@ pub fn play(rec: Recording, speed: f64, chunk_ns: i64, tx: &LiveSender) {
         tx.send(LiveEvent::Message(w.clone()));
     }
     let chunk_ns = chunk_ns.max(1);
+    let start = rec.playback_start_ns().unwrap_or(t_first);
+    if start > t_first {
+        tx.send(LiveEvent::Message(format!(
+            "replay starts {:.1} s in, {:.1} s before the first activity (the idle time before it is shown at once)",
+            (start - t_first) as f64 / 1e9,
+            (LEAD_IN_NS.min(start - t_first)) as f64 / 1e9
+        )));
+    }
     let wall0 = Instant::now();
     let mut pos = vec![0usize; rec.batches.len()];
     let (mut di, mut ni, mut vi, mut ki) = (0, 0, 0, 0);
@@ -153,8 +210,8 @@ pub fn play(rec: Recording, speed: f64, chunk_ns: i64, tx: &LiveSender) {
             tx.send(LiveEvent::Kernels(rec.kernels[r].to_vec()));
         }
         t = end;
-        if speed.is_finite() && speed > 0.0 {
-            let due = Duration::from_secs_f64((t - t_first) as f64 / 1e9 / speed);
+        if speed.is_finite() && speed > 0.0 && t > start {
+            let due = Duration::from_secs_f64((t - start) as f64 / 1e9 / speed);
             let now = wall0.elapsed();
             if due > now {
                 std::thread::sleep(due - now);
@@ -166,4 +223,71 @@ pub fn play(rec: Recording, speed: f64, chunk_ns: i64, tx: &LiveSender) {
         tx.send(LiveEvent::Nvtx(rec.nvtx[vi..].to_vec()));
     }
     tx.send(LiveEvent::End);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cufall_trace::model::DeviceId;
+
+    /// One device, one metric: `idle_s` seconds of zeros, then a second at 90, 1 ms samples.
+    fn recording(idle_s: i64) -> Recording {
+        let mut b = SampleBatch::new(DeviceId(0), 1);
+        let ms = 1_000_000;
+        for i in 0..(idle_s * 1000 + 1000) {
+            b.start_ns.push(i * ms);
+            b.end_ns.push((i + 1) * ms);
+            b.values[0].push(if i < idle_s * 1000 { 0.0 } else { 90.0 });
+        }
+        Recording {
+            info: FeedInfo {
+                devices: Vec::new(),
+                metrics: Vec::new(),
+                heatmaps: Vec::new(),
+                interval_ns: 1_000_000,
+                nvml_interval_ns: 0,
+                counters_unavailable: None,
+            },
+            batches: vec![b],
+            drops: Vec::new(),
+            nvml: Vec::new(),
+            nvtx: Vec::new(),
+            kernels: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn playback_starts_a_second_before_the_first_busy_sample() {
+        let rec = recording(6);
+        assert_eq!(rec.first_activity_ns(), Some(6_000_000_000));
+        assert_eq!(rec.playback_start_ns(), Some(5_000_000_000));
+    }
+
+    #[test]
+    fn a_recording_busy_from_the_start_plays_from_the_start() {
+        let rec = recording(0);
+        assert_eq!(rec.playback_start_ns(), Some(0));
+    }
+
+    #[test]
+    fn captured_activity_wins_over_counters() {
+        let mut rec = recording(6);
+        rec.kernels.push(KernelRecord {
+            start_ns: 3_500_000_000,
+            end_ns: 3_600_000_000,
+            ..KernelRecord::default()
+        });
+        assert_eq!(rec.playback_start_ns(), Some(2_500_000_000));
+    }
+
+    #[test]
+    fn an_idle_recording_plays_from_its_first_sample() {
+        let mut rec = recording(2);
+        for v in rec.batches[0].values[0].iter_mut() {
+            *v = 0.0;
+        }
+        assert_eq!(rec.first_activity_ns(), None);
+        assert_eq!(rec.playback_start_ns(), Some(0));
+    }
 }

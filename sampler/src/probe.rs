@@ -15,14 +15,6 @@ pub struct ProbeArgs {
     /// Only the image-reuse experiment: start it while a matmul load runs that ends within 3 s.
     #[arg(long)]
     pub reuse_test: bool,
-    /// Only the decode-cost experiment: CPU per sample of decode, evaluation, timestamps and
-    /// restore against how many samples one decode call moves, at `--interval-ns` for 1, 2 and
-    /// 4 metrics; how long the hardware buffer lasts; what it costs in resident memory.
-    #[arg(long)]
-    pub call_size: bool,
-    /// Sampling interval of the decode-cost experiment.
-    #[arg(long, default_value_t = 10_000)]
-    pub interval_ns: u64,
 }
 
 const NAMES: [&str; 14] = [
@@ -62,11 +54,6 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<i32> {
         avail: &avail,
         host: &host,
     };
-    if args.call_size {
-        out.insert("call_size".into(), call_size(&ctx, args.interval_ns)?);
-        println!("{}", serde_json::to_string_pretty(&Value::Object(out))?);
-        return Ok(0);
-    }
     if args.reuse_test {
         let names = vec![NAMES[0].to_string(), NAMES[6].to_string()];
         out.insert("reuse_test".into(), reuse_test(&ctx, &names)?);
@@ -433,141 +420,4 @@ fn reuse_test(ctx: &Ctx, names: &[String]) -> anyhow::Result<Value> {
         "idle_into_dirty_slots": idle_dirty, "dirty_populated": dirty_populated,
         "idle_into_blank_slots": idle_clean,
     }))
-}
-
-/// Resident memory of this process now (bytes), from `/proc/self/statm`.
-fn rss_now() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|t| t.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .map_or(0, |pages| pages * 4096)
-}
-
-/// Backlogs (ms of GPU time) the decode-cost experiment lets build up before one decode call.
-const BACKLOGS_MS: [u64; 6] = [2, 10, 25, 60, 150, 400];
-
-/// Decode, evaluation, timestamp and restore cost per sample against call size, for 1, 2 and 4
-/// metrics at `interval_ns`; hardware-buffer lifetime and resident cost.
-fn call_size(ctx: &Ctx, interval_ns: u64) -> anyhow::Result<Value> {
-    let sets: [&[&str]; 3] = [
-        &[NAMES[0]],
-        &[NAMES[0], NAMES[6]],
-        &[NAMES[0], NAMES[1], NAMES[2], NAMES[6]],
-    ];
-    let mut by_set = Vec::new();
-    for set in sets {
-        let names: Vec<String> = set.iter().map(|s| s.to_string()).collect();
-        by_set.push(
-            call_size_one(ctx, &names, interval_ns)
-                .unwrap_or_else(|e| json!({"metrics": names, "error": e.to_string()})),
-        );
-    }
-    let two = vec![NAMES[0].to_string(), NAMES[6].to_string()];
-    Ok(json!({
-        "interval_ns": interval_ns,
-        "by_metric_set": by_set,
-        "hardware_buffer": hw_buffer_facts(ctx, &two, interval_ns)
-            .unwrap_or_else(|e| json!({"error": e.to_string()})),
-    }))
-}
-
-fn call_size_one(ctx: &Ctx, names: &[String], interval_ns: u64) -> anyhow::Result<Value> {
-    let (mut s, mut list) = ctx.configured(names, 2048 << 20, interval_ns)?;
-    let longest = BACKLOGS_MS[BACKLOGS_MS.len() - 1];
-    // Room for the longest backlog and a half again: nothing may hit COUNTER_DATA_FULL.
-    let cap = u32::try_from(longest * 1_500_000 / interval_ns).unwrap_or(u32::MAX);
-    let t = Instant::now();
-    let blank = s.blank_image(&mut list, cap)?;
-    let init_ms = t.elapsed().as_secs_f64() * 1e3;
-    let t = Instant::now();
-    let mut img = blank.new_image();
-    let new_ms = t.elapsed().as_secs_f64() * 1e3;
-    let eval = ctx.evaluator(&mut list)?;
-    let mut values = vec![0.0; names.len()];
-    s.start()?;
-    std::thread::sleep(Duration::from_millis(50));
-    s.decode(&mut img)?;
-    let used = img.info()?.populated;
-    blank.restore(&mut img, Some(used));
-    let mut rows = Vec::new();
-    for ms in BACKLOGS_MS {
-        std::thread::sleep(Duration::from_millis(ms));
-        let t = Instant::now();
-        let o = s.decode(&mut img);
-        let decode_s = t.elapsed().as_secs_f64();
-        let info = img.info()?;
-        let n = info.completed.max(1);
-        let t = Instant::now();
-        for i in 0..info.completed {
-            s.sample_times(&img, i)?;
-        }
-        let times_s = t.elapsed().as_secs_f64();
-        let k = info.completed.min(3_000);
-        let t = Instant::now();
-        for i in 0..k {
-            eval.evaluate(img.bytes(), i, &mut list, &mut values)?;
-        }
-        let eval_s = t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        let restored = blank.restore(&mut img, Some(info.populated));
-        let restore_s = t.elapsed().as_secs_f64();
-        rows.push(json!({
-            "backlog_ms": ms, "samples": info.completed,
-            "stop": o.as_ref().map(|o| format!("{:?}", o.stop)).unwrap_or_else(|e| e.to_string()),
-            "decode_ms": decode_s * 1e3, "decode_us_per_sample": decode_s * 1e6 / n as f64,
-            "timestamps_us_per_sample": times_s * 1e6 / n as f64,
-            "evaluate_us_per_sample": eval_s * 1e6 / k.max(1) as f64,
-            "restore_us_per_sample": restore_s * 1e6 / n as f64, "restore_bytes": restored,
-        }));
-        // Evaluating and restoring took time: drain what came meanwhile before the next row.
-        s.decode(&mut img)?;
-        let used = img.info()?.populated;
-        blank.restore(&mut img, Some(used));
-    }
-    s.stop()?;
-    Ok(json!({
-        "metrics": names, "interval_ns": interval_ns, "capacity": cap,
-        "image_bytes": blank.size_bytes(),
-        "bytes_per_sample": blank.layout().map(|l| l.bytes_per_sample),
-        "initialize_ms": init_ms, "new_image_ms": new_ms, "calls": rows,
-    }))
-}
-
-/// How long a hardware buffer lasts undecoded (so its bytes per sample), and what it costs in
-/// resident memory.
-fn hw_buffer_facts(ctx: &Ctx, names: &[String], interval_ns: u64) -> anyhow::Result<Value> {
-    let base = rss_now();
-    let mut rss = Vec::new();
-    for mib in [64usize, 512, 2048] {
-        let before = rss_now();
-        let (mut s, _) = ctx.configured(names, mib << 20, interval_ns)?;
-        let configured = rss_now();
-        s.start()?;
-        std::thread::sleep(Duration::from_millis(20));
-        let started = rss_now();
-        s.stop()?;
-        drop(s);
-        rss.push(json!({"hw_buffer_mib": mib, "rss_before": before,
-            "rss_after_set_config": configured, "rss_after_start": started}));
-    }
-    let (mut s, mut list) = ctx.configured(names, 16 << 20, interval_ns)?;
-    let blank = s.blank_image(&mut list, 40_000)?;
-    let mut img = blank.new_image();
-    let mut waits = Vec::new();
-    for ms in [10u64, 20, 40, 80, 160, 320] {
-        s.start()?;
-        std::thread::sleep(Duration::from_millis(ms));
-        let r = s.decode(&mut img);
-        let info = img.info()?;
-        waits.push(json!({"wait_ms": ms, "samples": info.completed,
-            "result": r.map(|o| format!("{:?} overflow={}", o.stop, o.overflow)).unwrap_or_else(|e| e.to_string())}));
-        blank.restore(&mut img, Some(info.populated));
-        s.rearm(
-            ctx.cupti,
-            &ctx.host.config_image(ctx.cupti, names)?,
-            16 << 20,
-            interval_ns,
-        )?;
-    }
-    Ok(json!({"rss_base": base, "rss_by_hw_buffer": rss, "undecoded_16_mib": waits}))
 }

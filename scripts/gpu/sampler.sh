@@ -6,7 +6,8 @@
 #   scripts/gpu/sampler.sh PART... # parts, in order:
 #     probe               CUPTI facts, image layout, decode/evaluation costs (probe.json)
 #     tests               the #[ignore]d GPU tests, from a prebuilt test binary
-#     truth               per-phase means against ncu --clock-control none (truth.json)
+#     truth               per-phase means against ncu --clock-control none at TRUTH_IVS
+#                         (default 100us; truth_IV.json); TRUTH_ONLY=1 skips the ratio check
 #     bench               finest lossless interval for 1/2/4 metrics (5 s screens, BENCH_SECONDS
 #                         confirmations), CPU, slowdown of a matmul loop (bench.txt)
 #     bench60             BENCH60="2:30us 4:30us ...": long runs of given metric sets/intervals
@@ -16,8 +17,6 @@
 #     overflow_recovery   forced hardware-buffer overflows must be recorded as drops
 #     reuse_test          does decode depend on a slot's old contents? (reuse.json)
 #     examples            the example recordings (examples.tgz)
-#     call_size           decode/evaluate/restore cost per sample by decode-call size at
-#                         CALL_IV (default 10us), 1/2/4 metrics, under load (call_size.json)
 #     rate                RATE="2:10us,20us 1:10us 4:10us,20us": RATE_SECONDS-long runs under a
 #                         matmul load; per metric set, the first lossless interval ends the search
 #     slowdown            a bf16 matmul loop alone, sampled at SLOW_IV (default metrics), alone
@@ -100,17 +99,22 @@ tests() {
 }
 
 truth() {
-  hdr truth check: cufall phases
-  rec truth 100us "${DEFAULTS[@]}" -- python3 $W --seconds 3 --idle 0.5 --phases-json "$TMP/truth.phases.json"
+  hdr "truth check: cufall phases at ${TRUTH_IVS:-100us}"
+  for iv in ${TRUTH_IVS:-100us}; do
+    rec "truth_$iv" "$iv" "${DEFAULTS[@]}" -- python3 $W --seconds 3 --idle 0.5 --phases-json "$TMP/truth_$iv.phases.json"
+  done
   hdr truth check: ncu on the same kernels
   local M=sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed
   ncu --clock-control none --metrics $M --csv --launch-skip 12 --launch-count 10 python3 $W --only matmul --iters 25 > "$TMP/ncu_mm.csv" 2>&1; echo "ncu rc=$?"
   ncu --clock-control none --metrics $M --csv --launch-skip 12 --launch-count 10 python3 $W --only copy --iters 25 > "$TMP/ncu_cp.csv" 2>&1; echo "ncu rc=$?"
-  python3 scripts/gpu/analyze_truth.py "$TMP/truth.cufall" "$TMP/truth.phases.json" "$TMP/ncu_mm.csv" "$TMP/ncu_cp.csv" > "$OUT/truth.json"
-  python3 -c "
-import json; d=json.load(open('$OUT/truth.json'))
-for r in d['table']: print('  %-7s %-66s cufall=%s ncu=%s diff=%s ok=%s' % (r['phase'], r['metric'], r['cufall'], r['ncu'], r['diff_pp'], r['within_5pp']))
+  for iv in ${TRUTH_IVS:-100us}; do
+    python3 scripts/gpu/analyze_truth.py "$TMP/truth_$iv.cufall" "$TMP/truth_$iv.phases.json" "$TMP/ncu_mm.csv" "$TMP/ncu_cp.csv" > "$OUT/truth_$iv.json"
+    python3 -c "
+import json; d=json.load(open('$OUT/truth_$iv.json'))
+for r in d['table']: print('  $iv %-7s %-66s cufall=%s ncu=%s diff=%s ok=%s' % (r['phase'], r['metric'], r['cufall'], r['ncu'], r['diff_pp'], r['within_5pp']))
 print('  ncu kernels:', d['ncu']['matmul'].get('kernel'), '|', d['ncu']['copy'].get('kernel'))"
+  done
+  [ -n "${TRUTH_ONLY-}" ] && return
   hdr ratio: what --denominator gr__cycles_elapsed.max means
   rec ratio 100us --metric sm__pipe_tensor_cycles_active.avg --metric sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed \
       --metric gr__cycles_elapsed.max --metric sm__cycles_elapsed.avg --metric sm__pipe_tensor_cycles_active.avg.peak_sustained \
@@ -323,24 +327,6 @@ default_long() {
   python3 $W --load $(( ${LONG_SECONDS:-40} + 15 )) & L=$!; sleep 4
   rec long_default "" --devices 0 --duration "${LONG_SECONDS:-40}s" | tee -a "$OUT/bench.txt"
   kill $L 2>/dev/null; wait $L 2>/dev/null
-}
-
-call_size() {
-  hdr "decode cost by call size at ${CALL_IV:-10us} under a bf16 matmul load (probe-sampler --call-size)"
-  python3 $W --load 120 & L=$!; sleep 4
-  local ns; ns=$(python3 -c "import sys; s=sys.argv[1]; print(int(float(s[:-2])*1000) if s.endswith('us') else int(s))" "${CALL_IV:-10us}")
-  "$BIN" probe-sampler --call-size --interval-ns "$ns" > "$OUT/call_size.json"; echo "rc=$?"
-  kill $L 2>/dev/null; wait $L 2>/dev/null
-  python3 - "$OUT/call_size.json" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))["call_size"]
-for m in d["by_metric_set"]:
-    if "error" in m: print("  ", m); continue
-    print(f"  {len(m['metrics'])} metric(s): {m['bytes_per_sample']} B/sample, image {m['image_bytes']/1e6:.0f} MB for {m['capacity']} samples, CUPTI init {m['initialize_ms']:.0f} ms, new image {m['new_image_ms']:.0f} ms")
-    for r in m["calls"]:
-        print(f"    backlog {r['backlog_ms']:>4} ms: {r['samples']:>6} samples, decode {r['decode_ms']:8.1f} ms = {r['decode_us_per_sample']:6.2f} us/sample; timestamps {r['timestamps_us_per_sample']:.2f}, evaluate {r['evaluate_us_per_sample']:.2f}, restore {r['restore_us_per_sample']:.2f} us/sample; {r['stop']}")
-print("  hardware buffer:", json.dumps(d["hardware_buffer"]))
-PY
 }
 
 rate() {

@@ -4,7 +4,7 @@
 //! ```text
 //! cargo build --release -p cufall-gui --example bench_gui
 //! target/release/examples/bench_gui generate /tmp/big.cufall --seconds 60 --gpus 8 --metrics 4 --interval-us 10
-//! target/release/examples/bench_gui open /tmp/big.cufall
+//! target/release/examples/bench_gui open /tmp/big.cufall [--wait-s N]
 //! ```
 //!
 //! `generate` writes a synthetic trace with `TraceWriter` (10 ms steps: draft 4 ms, idle
@@ -229,9 +229,27 @@ impl Frames {
         let t = Instant::now();
         let app = &mut self.app;
         let out = self.ctx.run_ui(input, |ui| app.ui_root(ui));
+        let layout = t.elapsed();
+        let shapes = out.shapes.len();
         let prims = self.ctx.tessellate(out.shapes, out.pixels_per_point);
+        let vertices: usize = prims
+            .iter()
+            .map(|p| match &p.primitive {
+                egui::epaint::Primitive::Mesh(m) => m.vertices.len(),
+                egui::epaint::Primitive::Callback(_) => 0,
+            })
+            .sum();
         std::hint::black_box(prims);
-        t.elapsed()
+        let all = t.elapsed();
+        if std::env::var_os("BENCH_GUI_TRACE").is_some() && all > Duration::from_millis(16) {
+            eprintln!(
+                "frame {:.1} ms: layout {:.1} ms, tessellate {:.1} ms, {shapes} shapes, {vertices} vertices",
+                all.as_secs_f64() * 1e3,
+                layout.as_secs_f64() * 1e3,
+                (all - layout).as_secs_f64() * 1e3
+            );
+        }
+        all
     }
 }
 
@@ -244,6 +262,14 @@ fn pct(v: &mut [Duration], q: f64) -> f64 {
 /// Zooms in 10 % per frame at a point a third across until the window is 50 µs, pans, and
 /// zooms out again; returns every frame's time.
 fn navigate(f: &mut Frames, frames: usize) -> Vec<Duration> {
+    navigate_spans(f, frames)
+        .into_iter()
+        .map(|(d, _)| d)
+        .collect()
+}
+
+/// [`navigate`], with the window's span (ns) at each frame.
+fn navigate_spans(f: &mut Frames, frames: usize) -> Vec<(Duration, f64)> {
     let mut times = Vec::new();
     let Some(area) = f.app.st.last_data_rect else {
         return times;
@@ -270,7 +296,7 @@ fn navigate(f: &mut Frames, frames: usize) -> Vec<Duration> {
             }
             ev.push(egui::Event::Zoom(if zoom_in { 1.1 } else { 1.0 / 1.1 }));
         }
-        times.push(f.frame(ev));
+        times.push((f.frame(ev), span));
     }
     times
 }
@@ -280,7 +306,7 @@ fn full_span(f: &Frames) -> f64 {
     s.map_or(1e9, |(a, b)| (b - a) as f64)
 }
 
-fn open(path: &str) -> Result<(), Box<dyn std::error::Error>> {
+fn open(path: &str, wait_s: u64) -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     let ctx = egui::Context::default();
     let app = GuiApp::new(&ctx, &[PathBuf::from(path)], None, Settings::default());
@@ -300,7 +326,7 @@ fn open(path: &str) -> Result<(), Box<dyn std::error::Error>> {
     let mut loading = Vec::new();
     let mut pyramid_at = None;
     let mut report_at = None;
-    let deadline = Instant::now() + Duration::from_secs(1800);
+    let deadline = Instant::now() + Duration::from_secs(wait_s);
     while Instant::now() < deadline {
         let (done, report) = {
             let s = f.app.slots[0].data.lock();
@@ -359,7 +385,17 @@ fn open(path: &str) -> Result<(), Box<dyn std::error::Error>> {
         repeat: false,
         modifiers: egui::Modifiers::NONE,
     }]);
-    let mut times = navigate(&mut f, 600);
+    let spans = navigate_spans(&mut f, 600);
+    let mut slow = spans.clone();
+    slow.sort_by_key(|s| std::cmp::Reverse(s.0));
+    for (d, span) in slow.iter().take(6) {
+        println!(
+            "  slow frame {:.1} ms with a {:.3} ms window",
+            d.as_secs_f64() * 1e3,
+            span / 1e6
+        );
+    }
+    let mut times: Vec<Duration> = spans.into_iter().map(|(d, _)| d).collect();
     let n = times.len();
     println!(
         "loaded: {n} frames zooming (whole run ↔ 50 µs) and panning, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
@@ -381,10 +417,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     match (args.get(1).map(String::as_str), args.get(2)) {
         (Some("generate"), Some(p)) => generate(p, &args),
-        (Some("open"), Some(p)) => open(p),
+        (Some("open"), Some(p)) => open(p, arg(&args, "--wait-s", 1800).max(1) as u64),
         _ => {
             eprintln!(
-                "usage: bench_gui generate PATH [--seconds N --gpus N --metrics N --interval-us N] | open PATH"
+                "usage: bench_gui generate PATH [--seconds N --gpus N --metrics N --interval-us N] | open PATH [--wait-s N]"
             );
             std::process::exit(2)
         }

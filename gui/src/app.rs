@@ -222,6 +222,16 @@ impl GuiApp {
         if self.st.show_help {
             help_ui(ui.ctx(), &mut self.st.show_help);
         }
+        if let Some(b) = self.st.browser.as_mut() {
+            let mut keep = true;
+            let picked = b.ui(ui.ctx(), &mut keep);
+            if picked.is_some() || !keep {
+                self.st.browser = None;
+            }
+            if picked.is_some() {
+                open_request = picked;
+            }
+        }
         if let Some(p) = open_request {
             self.open(&p);
         }
@@ -407,6 +417,14 @@ fn top_bar_ui(
             if (ui.button("Open").clicked() || enter) && !st.open_path.trim().is_empty() {
                 *open = Some(PathBuf::from(st.open_path.trim()));
                 st.open_path.clear();
+            }
+            if ui
+                .button("Browse…")
+                .on_hover_text("pick a recording folder")
+                .clicked()
+            {
+                let start = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+                st.browser = Some(crate::browse::Browser::at(start));
             }
             if !settings.recent.is_empty() {
                 ui.menu_button("Recent", |ui| {

@@ -41,6 +41,36 @@ enum Request {
     Tile(i64),
 }
 
+/// One device's idle gaps in start order, with what a frame needs to draw runs of them narrower
+/// than a pixel without visiting each: their spans and a running sum of their durations.
+#[derive(Debug, Default)]
+pub struct DeviceGaps {
+    /// Indices into the report's `gaps`.
+    pub order: Vec<usize>,
+    pub start_ns: Vec<i64>,
+    pub end_ns: Vec<i64>,
+    /// `dur_prefix[i]`: total duration of the first `i` gaps (one more entry than gaps).
+    pub dur_prefix: Vec<i64>,
+}
+
+impl DeviceGaps {
+    pub fn new(order: Vec<usize>, gaps: &[cufall_analysis::report::GapRow]) -> DeviceGaps {
+        let mut d = DeviceGaps {
+            start_ns: order.iter().map(|i| gaps[*i].start_ns).collect(),
+            end_ns: order.iter().map(|i| gaps[*i].end_ns).collect(),
+            dur_prefix: Vec::with_capacity(order.len() + 1),
+            order,
+        };
+        let mut sum = 0;
+        d.dur_prefix.push(0);
+        for i in &d.order {
+            sum += gaps[*i].duration_ns;
+            d.dur_prefix.push(sum);
+        }
+        d
+    }
+}
+
 /// A tile of raw samples: every device's samples starting in its time span.
 #[derive(Debug, Default)]
 pub struct Tile {
@@ -277,9 +307,9 @@ pub struct Shared {
     pub samples_done: bool,
     pub tiles: TileCache,
     pub report: Option<Result<Report, String>>,
-    /// Per device, the report's gaps (indices into `report.gaps`) by start time: a device's
-    /// gaps never overlap, so the visible ones are found by binary search.
-    pub gaps_by_device: BTreeMap<u32, Vec<usize>>,
+    /// Per device, the report's gaps by start time: a device's gaps never overlap, so the
+    /// visible ones, and runs of them narrower than a pixel, are found by binary search.
+    pub gaps_by_device: BTreeMap<u32, DeviceGaps>,
     /// Errors met while loading (a damaged table, a failed query), for the window and stderr.
     pub problems: Vec<String>,
     /// The trace's own warnings (unfinished recording, skipped truncated segment, ...).
@@ -686,8 +716,7 @@ impl Worker {
                     .gt_eq(lit(lo))
                     .and(col("start_ns").lt(lit(hi))),
             )
-            .select(cols)
-            .sort(["device", "start_ns"], SortMultipleOptions::default());
+            .select(cols);
         let df = self.trace.collect(lf).map_err(|e| e.to_string())?;
         let mut tile = tile_from(&df, &self.metrics).map_err(|e| e.to_string())?;
         if let Some(rule) = &self.rule {
@@ -704,8 +733,14 @@ impl Worker {
                     .collect();
                 series.values.push(flags);
             }
-            tile.bytes = tile.devices.values().map(RawSeries::bytes).sum();
         }
+        // The tile's own pyramid, so that views between a level-0 block and a sample per
+        // column cost about one summary per column too (built here, off the UI thread).
+        let hole_ns = (self.interval_ns / 2).max(1);
+        for series in tile.devices.values_mut() {
+            series.build_fine(hole_ns);
+        }
+        tile.bytes = tile.devices.values().map(RawSeries::bytes).sum();
         Ok(tile)
     }
 
@@ -739,13 +774,15 @@ impl Worker {
             return;
         }
         let r = build_report(&self.trace, &ReportOptions::default()).map_err(|e| e.to_string());
-        let mut by_device: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        let mut by_device: BTreeMap<u32, DeviceGaps> = BTreeMap::new();
         if let Ok(report) = &r {
+            let mut lists: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
             for (i, g) in report.gaps.iter().enumerate() {
-                by_device.entry(g.device.0).or_default().push(i);
+                lists.entry(g.device.0).or_default().push(i);
             }
-            for list in by_device.values_mut() {
+            for (dev, mut list) in lists {
                 list.sort_by_key(|i| report.gaps[*i].start_ns);
+                by_device.insert(dev, DeviceGaps::new(list, &report.gaps));
             }
         }
         self.set(|s| {
@@ -755,6 +792,9 @@ impl Worker {
     }
 }
 
+/// The samples of `df` split by device. The trace stores each device's samples in time order
+/// (segments in order, batches in order), so no sort is needed in the common case; a device
+/// whose samples are not in start order is sorted here.
 fn tile_from(df: &DataFrame, metrics: &[String]) -> PolarsResult<Tile> {
     let dev = df.column("device")?.u16()?;
     let start = df.column("start_ns")?.i64()?;
@@ -764,7 +804,6 @@ fn tile_from(df: &DataFrame, metrics: &[String]) -> PolarsResult<Tile> {
         .map(|m| df.column(m.as_str()).and_then(|c| c.f32()))
         .collect::<PolarsResult<_>>()?;
     let mut tile = Tile::default();
-    let mut cur: Option<(u32, RawSeries)> = None;
     let mut iters: Vec<_> = vals.iter().map(|c| c.iter()).collect();
     for ((d, s), e) in dev.iter().zip(start.iter()).zip(end.iter()) {
         let (Some(d), Some(s), Some(e)) = (d, s, e) else {
@@ -773,26 +812,36 @@ fn tile_from(df: &DataFrame, metrics: &[String]) -> PolarsResult<Tile> {
             }
             continue;
         };
-        let d = u32::from(d);
-        if cur.as_ref().is_none_or(|(cd, _)| *cd != d) {
-            if let Some((cd, series)) = cur.take() {
-                tile.devices.insert(cd, series);
-            }
-            cur = Some((d, RawSeries::new(metrics.len())));
-        }
-        if let Some((_, series)) = cur.as_mut() {
-            series.start_ns.push(s);
-            series.end_ns.push(e.max(s));
-            for (m, it) in iters.iter_mut().enumerate() {
-                series.values[m].push(it.next().flatten().unwrap_or(f32::NAN));
-            }
+        let series = tile
+            .devices
+            .entry(u32::from(d))
+            .or_insert_with(|| RawSeries::new(metrics.len()));
+        series.start_ns.push(s);
+        series.end_ns.push(e.max(s));
+        for (m, it) in iters.iter_mut().enumerate() {
+            series.values[m].push(it.next().flatten().unwrap_or(f32::NAN));
         }
     }
-    if let Some((cd, series)) = cur.take() {
-        tile.devices.insert(cd, series);
+    for series in tile.devices.values_mut() {
+        sort_by_start(series);
     }
     tile.bytes = tile.devices.values().map(RawSeries::bytes).sum();
     Ok(tile)
+}
+
+/// Puts `series` in start order (stable), if it is not already.
+fn sort_by_start(series: &mut RawSeries) {
+    if series.start_ns.is_sorted() {
+        return;
+    }
+    let mut idx: Vec<usize> = (0..series.len()).collect();
+    idx.sort_by_key(|i| series.start_ns[*i]);
+    let take_i64 = |v: &[i64]| idx.iter().map(|i| v[*i]).collect::<Vec<_>>();
+    series.start_ns = take_i64(&series.start_ns);
+    series.end_ns = take_i64(&series.end_ns);
+    for col in series.values.iter_mut() {
+        *col = idx.iter().map(|i| col[*i]).collect();
+    }
 }
 
 #[cfg(test)]
@@ -862,6 +911,26 @@ mod tests {
             dk.overlapping(1500, 1600)
                 .all(|i| dk.list[i].end_ns <= 1500 || dk.list[i].start_ns >= 1600)
         );
+    }
+
+    #[test]
+    fn a_tile_splits_interleaved_devices_and_sorts_a_device_out_of_order() {
+        let df = df!(
+            "device" => [0u16, 1, 0, 1, 0],
+            "start_ns" => [10i64, 10, 20, 30, 15],
+            "end_ns" => [20i64, 20, 30, 40, 20],
+            "m" => [1.0f32, 2.0, 3.0, 4.0, 5.0],
+        )
+        .expect("frame");
+        let tile = tile_from(&df, &["m".to_string()]).expect("tile");
+        let d0 = &tile.devices[&0];
+        assert_eq!(d0.start_ns, vec![10, 15, 20]);
+        assert_eq!(d0.end_ns, vec![20, 20, 30]);
+        assert_eq!(d0.values[0], vec![1.0, 5.0, 3.0]);
+        let d1 = &tile.devices[&1];
+        assert_eq!(d1.start_ns, vec![10, 30]);
+        assert_eq!(d1.values[0], vec![2.0, 4.0]);
+        assert_eq!(tile.bytes, d0.bytes() + d1.bytes());
     }
 
     #[test]

@@ -12,7 +12,8 @@
 //! - [`data`]: one open recording, loaded by a worker thread: small tables, then the samples in
 //!   time tiles feeding the pyramid, then the analysis report; raw tiles on demand;
 //! - [`view`]: the state apart from drawing (time window, navigation, selection, settings);
-//! - [`timeline`], [`panel`], [`app`]: drawing (`*_ui` functions) and input;
+//! - [`timeline`], [`panel`], [`app`]: drawing (`*_ui` functions) and input; [`browse`]: the
+//!   Browse… window that opens recordings;
 //! - [`stats`]: the statistics of a selection.
 //!
 //! The `cufall gui` subcommand (flags in the binary) calls [`run`]; tests drive
@@ -20,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 pub mod app;
+pub mod browse;
 pub mod data;
 pub mod fmt;
 pub mod lod;

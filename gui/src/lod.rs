@@ -14,11 +14,16 @@
 //!
 //! Raw samples are not kept here: they live in tiles of the trace loaded on demand
 //! ([`crate::data`]); queries take them as a [`RawSeries`] where the view needs single samples.
+//! A loaded tile carries a pyramid of its own with blocks of [`FINE_BLOCK`] samples
+//! ([`RawSeries::build_fine`]), so that between "a level-0 block per column" and "a sample per
+//! column" a frame still reads about one summary per column instead of every sample in view.
 
 /// Samples per level-0 block, at most.
 pub const BASE_BLOCK: usize = 256;
 /// Children per block above level 0.
 pub const FANOUT: usize = 8;
+/// Samples per level-0 block of a loaded tile's own pyramid.
+pub const FINE_BLOCK: usize = 8;
 
 /// Summary of a value over a set of samples.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -97,6 +102,9 @@ pub struct RawSeries {
     pub start_ns: Vec<i64>,
     pub end_ns: Vec<i64>,
     pub values: Vec<Vec<f32>>,
+    /// These samples' own pyramid (blocks of [`FINE_BLOCK`]), once [`RawSeries::build_fine`]
+    /// has run.
+    pub fine: Option<Box<DevicePyramid>>,
 }
 
 impl RawSeries {
@@ -105,7 +113,23 @@ impl RawSeries {
             start_ns: Vec::new(),
             end_ns: Vec::new(),
             values: vec![Vec::new(); metrics],
+            fine: None,
         }
+    }
+
+    /// Builds the pyramid of these samples with blocks of [`FINE_BLOCK`] (a block ends at a
+    /// gap longer than `hole_ns`, as in the device's pyramid).
+    pub fn build_fine(&mut self, hole_ns: i64) {
+        let mut p = DevicePyramid::with_base(self.values.len(), hole_ns, FINE_BLOCK);
+        let mut row = vec![0f32; self.values.len()];
+        for i in 0..self.len() {
+            for (m, col) in self.values.iter().enumerate() {
+                row[m] = col[i];
+            }
+            p.push(self.start_ns[i], self.end_ns[i], &row);
+        }
+        p.flush();
+        self.fine = Some(Box::new(p));
     }
 
     pub fn len(&self) -> usize {
@@ -125,7 +149,7 @@ impl RawSeries {
 
     /// Bytes held, for the cache's budget.
     pub fn bytes(&self) -> usize {
-        self.len() * (16 + 4 * self.values.len())
+        self.len() * (16 + 4 * self.values.len()) + self.fine.as_ref().map_or(0, |f| f.bytes())
     }
 }
 
@@ -180,6 +204,8 @@ pub struct Visit<'a> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct DevicePyramid {
     metrics: usize,
+    /// Samples per level-0 block, at most.
+    base: usize,
     /// Samples closer than this after the previous one's end are contiguous.
     hole_ns: i64,
     pub levels: Vec<Level>,
@@ -200,8 +226,14 @@ impl DevicePyramid {
     /// An empty pyramid of `metrics` series; a sample starting more than `hole_ns` after the
     /// previous sample's end starts a new level-0 block.
     pub fn new(metrics: usize, hole_ns: i64) -> DevicePyramid {
+        DevicePyramid::with_base(metrics, hole_ns, BASE_BLOCK)
+    }
+
+    /// [`DevicePyramid::new`] with level-0 blocks of at most `base` samples.
+    pub fn with_base(metrics: usize, hole_ns: i64, base: usize) -> DevicePyramid {
         DevicePyramid {
             metrics,
+            base: base.max(1),
             hole_ns: hole_ns.max(0),
             levels: vec![Level::new(metrics)],
             open: None,
@@ -233,7 +265,7 @@ impl DevicePyramid {
         let contiguous = self
             .last_end_ns
             .is_some_and(|e| start_ns <= e.saturating_add(self.hole_ns));
-        if !contiguous || self.open.as_ref().is_some_and(|b| b.n >= BASE_BLOCK) {
+        if !contiguous || self.open.as_ref().is_some_and(|b| b.n >= self.base) {
             self.close_open();
         }
         let dur = (end_ns - start_ns).max(0);
@@ -392,6 +424,18 @@ impl DevicePyramid {
         match (self.level_for(px_ns), raw) {
             (None, Some(raw)) => {
                 for raw in raw {
+                    // The tile's own pyramid where its blocks fit a column; single samples only
+                    // where even those are wider.
+                    let fine = raw
+                        .fine
+                        .as_deref()
+                        .and_then(|f| Some((f, f.level_for(px_ns)?)));
+                    if let Some((f, level)) = fine {
+                        f.visit(level, t0, t1, |v| {
+                            add(v.start_ns, v.end_ns, &v.level_ref.stats[m][v.index]);
+                        });
+                        continue;
+                    }
                     for i in raw.overlapping(t0, t1) {
                         let s = raw.start_ns[i];
                         let e = raw.end_ns[i];
@@ -653,6 +697,47 @@ mod tests {
                         prop_assert_eq!(from_raw[c].max, mx);
                     }
                 }
+            }
+        }
+
+        /// With the tile's own pyramid the columns still bound every sample, are exact where
+        /// its blocks are wider than a column, and lose no time.
+        #[test]
+        fn fine_columns_bound_and_match_brute_force(
+            values in proptest::collection::vec(-1000.0f32..1000.0, 1..4000),
+            gaps in proptest::collection::vec(any::<bool>(), 0..4000),
+            a in 0i64..40_000,
+            px in 1.0f64..3000.0,
+            ncols in 1usize..64,
+        ) {
+            let mut raw = samples(&values, &gaps);
+            let p = build(&raw);
+            raw.build_fine(5);
+            let fine = raw.fine.as_deref().expect("built");
+            prop_assert_eq!(fine.samples(), values.len() as u64);
+            let t0 = 1000 + a;
+            let cols = p.columns(0, t0, px, ncols, Some(&[&raw]));
+            let t1 = t0 + (px * ncols as f64) as i64;
+            for (c, col) in cols.iter().enumerate() {
+                let cs = t0 + (c as f64 * px) as i64;
+                let ce = t0 + ((c + 1) as f64 * px) as i64;
+                let (mn, mx, _, _, n) = brute(&raw, cs, ce);
+                if n > 0 && ce > cs && p.level_for(px).is_none() {
+                    prop_assert!(col.min <= mn && col.max >= mx);
+                    if fine.level_for(px).is_none() {
+                        prop_assert_eq!(col.min, mn);
+                        prop_assert_eq!(col.max, mx);
+                    }
+                }
+            }
+            // Whole samples inside the columns: their time is all there.
+            if p.level_for(px).is_none() {
+                let inside: i64 = (0..raw.len())
+                    .filter(|&i| raw.start_ns[i] >= t0 && raw.end_ns[i] <= t1)
+                    .map(|i| raw.end_ns[i] - raw.start_ns[i])
+                    .sum();
+                let total: i64 = cols.iter().map(|c| c.dur_ns).sum();
+                prop_assert!(total + 16 * ncols as i64 >= inside, "{total} < {inside}");
             }
         }
     }

@@ -1141,17 +1141,15 @@ fn gaps_overlay(
     let Some(Ok(report)) = &t.s.report else {
         return None;
     };
-    let order = t.s.gaps_by_device.get(&dev)?;
+    let g = t.s.gaps_by_device.get(&dev)?;
     let t0 = t.slot.local(geom.view.t0);
     let t1 = t.slot.local(geom.view.t1);
-    let lo = order.partition_point(|i| report.gaps[*i].end_ns < t0);
-    let hi = order
-        .partition_point(|i| report.gaps[*i].start_ns <= t1)
-        .max(lo);
-    let mut hit = None;
+    let lo = g.end_ns.partition_point(|e| *e < t0);
+    let hi = g.start_ns.partition_point(|s| *s <= t1).max(lo);
+    let x_start = |k: usize| geom.x(t.slot.disp(g.start_ns[k]));
+    let x_end = |k: usize| geom.x(t.slot.disp(g.end_ns[k])).max(x_start(k) + 1.0);
     // Gaps closer than a pixel are drawn as one box (labelled with their count when zoomed
     // out), so a frame draws at most one box per pixel column.
-    let mut run: Option<(f32, f32, usize, i64)> = None;
     let draw = |run: (f32, f32, usize, i64)| {
         let r = Rect::from_x_y_ranges(
             run.0.max(area.left())..=run.1.min(area.right()),
@@ -1175,42 +1173,49 @@ fn gaps_overlay(
             }
         }
     };
-    for &i in &order[lo..hi] {
-        let g = &report.gaps[i];
-        let x0 = geom.x(t.slot.disp(g.start_ns));
-        let x1 = geom.x(t.slot.disp(g.end_ns)).max(x0 + 1.0);
-        run = match run {
-            Some(r) if x0 <= r.1 + 1.0 => Some((r.0, r.1.max(x1), r.2 + 1, r.3 + g.duration_ns)),
-            other => {
-                if let Some(r) = other {
-                    draw(r);
-                }
-                Some((x0, x1, 1, g.duration_ns))
+    // A run takes every following gap that starts within a pixel of its end. A device's gaps are
+    // sorted and never overlap, so their ends only grow: the gaps a run takes are found by binary
+    // search, a pixel or more at a time, and a frame costs about one search per box drawn.
+    let mut i = lo;
+    while i < hi {
+        let x0 = x_start(i);
+        let mut j = i + 1;
+        let mut x1 = x_end(i);
+        loop {
+            let k = j + g.start_ns[j..hi].partition_point(|s| geom.x(t.slot.disp(*s)) <= x1 + 1.0);
+            if k == j {
+                break;
             }
-        };
-        if pointer.is_some_and(|p| p.x >= x0 && p.x <= x1) {
+            j = k;
+            x1 = x1.max(x_end(j - 1));
+        }
+        draw((x0, x1, j - i, g.dur_prefix[j] - g.dur_prefix[i]));
+        i = j;
+    }
+    // The gap under the pointer: the last one starting at or before it, if it reaches it.
+    if let Some(p) = pointer {
+        let k = lo + g.start_ns[lo..hi].partition_point(|s| geom.x(t.slot.disp(*s)) <= p.x);
+        if k > lo && x_end(k - 1) >= p.x {
+            let gap = &report.gaps[g.order[k - 1]];
             let mut text = format!(
                 "idle gap {} in {}",
-                fmt_dur(g.duration_ns as f64),
-                crate::fmt::plain(&g.place)
+                fmt_dur(gap.duration_ns as f64),
+                crate::fmt::plain(&gap.place)
             );
-            if let Some(k) = g.kernel_resident_ns {
+            if let Some(kr) = gap.kernel_resident_ns {
                 text.push_str(&format!(
                     "\nno kernel resident {}, kernel resident but counters idle {}",
-                    fmt_dur((g.duration_ns - k) as f64),
-                    fmt_dur(k as f64)
+                    fmt_dur((gap.duration_ns - kr) as f64),
+                    fmt_dur(kr as f64)
                 ));
             }
-            hit = Some(Hit {
+            return Some(Hit {
                 text,
-                span: Some((t.slot.disp(g.start_ns), t.slot.disp(g.end_ns))),
+                span: Some((t.slot.disp(gap.start_ns), t.slot.disp(gap.end_ns))),
             });
         }
     }
-    if let Some(r) = run {
-        draw(r);
-    }
-    hit
+    None
 }
 
 /// Consecutive items narrower than two points, merged into one hatched box so that none is

@@ -173,6 +173,8 @@ pub struct ViewState {
     pub messages: Vec<Message>,
     /// The text of the "open" field.
     pub open_path: String,
+    /// The folder browser, while it is open.
+    pub browser: Option<crate::browse::Browser>,
     /// The view as last fitted to the whole run, and whether that fit was the final one (every
     /// recording read); `None` before the first fit.
     pub fitted: Option<(TimeView, bool)>,
@@ -193,6 +195,7 @@ impl Default for ViewState {
             align_phase: None,
             messages: Vec::new(),
             open_path: String::new(),
+            browser: None,
             fitted: None,
             last_data_rect: None,
         }

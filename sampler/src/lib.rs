@@ -12,7 +12,7 @@
 //! | [`spec`] | `--metric`/`--denominator`/`--full-scale`/`--sm-spread` → columns and heatmaps |
 //! | [`nvml`] | the NVML side channel |
 //! | [`program`] | the program run under cufall: found, started, stopped, its exit code |
-//! | [`record`], [`metrics_cmd`], [`probe`] | the subcommands |
+//! | [`record`], [`metrics_cmd`] | the subcommands (the hidden `probe-sampler` is the binary's own) |
 //! | [`cli`] | the other subcommands' flags, the one duration syntax, hints added to errors |
 #![deny(unsafe_code)]
 
@@ -23,7 +23,6 @@ pub mod metrics_cmd;
 pub mod nvml;
 mod os;
 pub mod pipeline;
-pub mod probe;
 pub mod program;
 pub mod record;
 pub mod session;

@@ -4,6 +4,7 @@
 
 mod info;
 mod live_cmd;
+mod probe;
 
 use clap::{Parser, Subcommand};
 use cufall_sampler::cli::{analysis, hint, view};
@@ -45,7 +46,7 @@ enum Command {
     Metrics(cufall_sampler::metrics_cmd::MetricsArgs),
     /// Measure PM-sampling facts of this GPU (for the docs); prints JSON.
     #[command(hide = true)]
-    ProbeSampler(cufall_sampler::probe::ProbeArgs),
+    ProbeSampler(probe::ProbeArgs),
     /// Browse a recording in the terminal heatmap (zoom, pan, jump between phases and drops).
     #[command(after_help = "Examples:
   cufall view examples/h200-matmul-copy.cufall --color
@@ -92,7 +93,7 @@ fn main() -> ExitCode {
         Command::Metrics(args) => {
             cufall_sampler::exit_code(cufall_sampler::metrics_cmd::run(&args))
         }
-        Command::ProbeSampler(args) => cufall_sampler::exit_code(cufall_sampler::probe::run(&args)),
+        Command::ProbeSampler(args) => cufall_sampler::exit_code(probe::run(&args)),
         Command::View(args) => view::run_view(&args),
         Command::Replay(args) => view::run_replay(&args),
         Command::Report(args) => analysis::run_report(&args),

@@ -19,7 +19,7 @@
 #     examples            the example recordings (examples.tgz)
 #     rate                RATE="2:10us,20us 1:10us 4:10us,20us": RATE_SECONDS-long runs under a
 #                         matmul load; per metric set, the first lossless interval ends the search
-#     slowdown            a bf16 matmul loop alone, sampled at SLOW_IV (default metrics), alone
+#     slowdown            a bf16 matmul loop alone, sampled at SLOW_IV with SLOW_SET (1|2|4) metrics, alone
 #
 # Binaries come prebuilt in .dev-bin/sampler/ (the GPU machine has no Rust toolchain):
 #   cargo build --release -p cufall && strip -o .dev-bin/sampler/cufall target/release/cufall
@@ -347,17 +347,18 @@ rate() {
 }
 
 slowdown() {
-  hdr "slowdown of a bf16 matmul loop sampled at ${SLOW_IV:-10us} (default metrics)"
+  metric_set "${SLOW_SET:-2}"
+  hdr "slowdown of a bf16 matmul loop sampled at ${SLOW_IV:-10us} (${SLOW_SET:-2} metric(s))"
   python3 $W --bench 8 > "$TMP/base1.json"; cat "$TMP/base1.json"
-  "$BIN" record -o "$TMP/slow.cufall" --overwrite --devices 0 --interval "${SLOW_IV:-10us}" --stats-json "$TMP/slow.stats.json" "${DEFAULTS[@]}" -- python3 $W --bench 8 > "$TMP/sampled.json"; cat "$TMP/sampled.json"
+  "$BIN" record -o "$TMP/slow.cufall" --overwrite --devices 0 --interval "${SLOW_IV:-10us}" --stats-json "$TMP/slow.stats.json" "${M[@]}" -- python3 $W --bench 8 > "$TMP/sampled.json"; cat "$TMP/sampled.json"
   python3 $W --bench 8 > "$TMP/base2.json"; cat "$TMP/base2.json"
-  python3 - "$TMP" "${SLOW_IV:-10us}" >> "$OUT/bench.txt" <<'PY'
+  python3 - "$TMP" "${SLOW_IV:-10us}" "${SLOW_SET:-2}" >> "$OUT/bench.txt" <<'PY'
 import json, sys
 d = sys.argv[1]
 b1, s, b2 = (json.load(open(f"{d}/{n}.json"))["tflops"] for n in ("base1", "sampled", "base2"))
 st = json.load(open(f"{d}/slow.stats.json"))
 base = (b1 + b2) / 2
-print(f"SLOWDOWN base1={b1:.1f} base2={b2:.1f} sampled@{sys.argv[2]}={s:.1f} ({(1 - s / base) * 100:.2f}%) TFLOP/s; baseline spread {abs(b1 - b2) / base * 100:.2f}%; loss_records={st['loss_records']} lost={st['lost_samples']}")
+print(f"SLOWDOWN metrics={sys.argv[3]} base1={b1:.1f} base2={b2:.1f} sampled@{sys.argv[2]}={s:.1f} ({(1 - s / base) * 100:.2f}%) TFLOP/s; baseline spread {abs(b1 - b2) / base * 100:.2f}%; loss_records={st['loss_records']} lost={st['lost_samples']}")
 PY
   grep SLOWDOWN "$OUT/bench.txt"
 }

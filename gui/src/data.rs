@@ -587,6 +587,12 @@ impl Worker {
         self.set(|s| s.tables = Some(tables));
     }
 
+    /// A sample starting more than this after the previous one's end follows a hole: pyramid
+    /// blocks end there.
+    fn hole_ns(&self) -> i64 {
+        (self.interval_ns / 2).max(1)
+    }
+
     fn load_samples(&mut self) {
         let activity = match resolve_activity(&self.trace, &ReportOptions::default()) {
             Ok(a) => a,
@@ -617,7 +623,7 @@ impl Worker {
         };
         let tiles = total.div_ceil(TILE_SAMPLES).max(1) as i64;
         let tile_ns = ((last - first) / tiles + 1).max(1);
-        let hole_ns = (self.interval_ns / 2).max(1);
+        let hole_ns = self.hole_ns();
         self.set(|s| {
             s.activity = activity.clone();
             s.extent = (first, last);
@@ -736,7 +742,7 @@ impl Worker {
         }
         // The tile's own pyramid, so that views between a level-0 block and a sample per
         // column cost about one summary per column too (built here, off the UI thread).
-        let hole_ns = (self.interval_ns / 2).max(1);
+        let hole_ns = self.hole_ns();
         for series in tile.devices.values_mut() {
             series.build_fine(hole_ns);
         }

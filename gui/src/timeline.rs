@@ -880,19 +880,8 @@ fn draw_row(
                 let x1 = geom.x(t.slot.disp(r.end_ns));
                 if x1 - x0 < 2.0 {
                     let run = runs.add(painter, area, x0, x1, r.end_ns - r.start_ns);
-                    if let (Some(p), Some(run)) = (pointer, run)
-                        && p.x >= run.0 - 1.0
-                        && p.x <= run.1 + 1.0
-                    {
-                        hit = Some(Hit {
-                            text: format!(
-                                "{} kernels too short to draw one by one\nbusy {} over {}\n(zoom in to see each)",
-                                run.2,
-                                fmt_dur(run.3 as f64),
-                                fmt_dur(geom.t(run.1) - geom.t(run.0))
-                            ),
-                            span: Some((geom.t(run.0), geom.t(run.1))),
-                        });
+                    if let Some(h) = kernel_run_hit(pointer, run, geom) {
+                        hit = Some(h);
                     }
                 } else {
                     runs.flush(painter, area);
@@ -919,19 +908,8 @@ fn draw_row(
                     }
                 }
             }
-            if let (Some(p), Some(run)) = (pointer, runs.flush(painter, area))
-                && p.x >= run.0 - 1.0
-                && p.x <= run.1 + 1.0
-            {
-                hit = Some(Hit {
-                    text: format!(
-                        "{} kernels too short to draw one by one\nbusy {} over {}\n(zoom in to see each)",
-                        run.2,
-                        fmt_dur(run.3 as f64),
-                        fmt_dur(geom.t(run.1) - geom.t(run.0))
-                    ),
-                    span: Some((geom.t(run.0), geom.t(run.1))),
-                });
+            if let Some(h) = kernel_run_hit(pointer, runs.flush(painter, area), geom) {
+                hit = Some(h);
             }
             hit
         }
@@ -987,6 +965,24 @@ fn draw_row(
             })
         }
     }
+}
+
+/// The tooltip of a run of kernels too short to draw one by one, if the pointer is on it.
+fn kernel_run_hit(
+    pointer: Option<Pos2>,
+    run: Option<(f32, f32, usize, i64)>,
+    geom: &Geom,
+) -> Option<Hit> {
+    let (p, run) = (pointer?, run?);
+    (p.x >= run.0 - 1.0 && p.x <= run.1 + 1.0).then(|| Hit {
+        text: format!(
+            "{} kernels too short to draw one by one\nbusy {} over {}\n(zoom in to see each)",
+            run.2,
+            fmt_dur(run.3 as f64),
+            fmt_dur(geom.t(run.1) - geom.t(run.0))
+        ),
+        span: Some((geom.t(run.0), geom.t(run.1))),
+    })
 }
 
 fn opt(v: Option<f64>) -> String {

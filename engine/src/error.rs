@@ -25,6 +25,9 @@ pub enum EngineError {
     /// A backend was asked for a draft pass but holds no draft model.
     #[error("this backend has no draft model")]
     NoDraft,
+    /// A draft level was given more tokens per sequence than the pass before it produced.
+    #[error("a draft level takes {needed} tokens per sequence but the pass before it gave {have}")]
+    LevelShape { needed: usize, have: usize },
 }
 
 impl EngineError {

@@ -55,10 +55,66 @@ pub trait Backend {
     -> Result<(), EngineError>;
     /// Fill logical positions `0..context` of every sequence with seeded background K/V.
     fn fill_background(&mut self, which: Which, context: usize) -> Result<(), EngineError>;
+    /// The draft's levels: `first` (top-`k_first`), then each pass of `levels` (top-1), whose
+    /// tokens are the last `levels[i].t` top tokens of each sequence of the pass before it (their
+    /// `tokens` fields are ignored). Returns, for `first` and each level, the last `w` top tokens
+    /// of each sequence (`batch * w`, sequence-major; `w` is the next level's `t`, the last
+    /// level's own). A backend that can feed the levels on the device overrides this, so that
+    /// the host does not wait between levels.
+    fn draft_levels(
+        &mut self,
+        which: Which,
+        first: &Forward,
+        k_first: usize,
+        levels: &[Forward],
+    ) -> Result<Vec<Vec<u32>>, EngineError> {
+        levels_on_host(self, which, first, k_first, levels)
+    }
     /// Whether a draft model exists.
     fn has_draft(&self) -> bool;
     /// Called at phase boundaries so that host timers measure finished GPU work.
     fn sync(&mut self) -> Result<(), EngineError> {
         Ok(())
     }
+}
+
+/// [`Backend::draft_levels`] pass by pass, each level's tokens read back and fed from the host.
+pub fn levels_on_host<B: Backend + ?Sized>(
+    be: &mut B,
+    which: Which,
+    first: &Forward,
+    k_first: usize,
+    levels: &[Forward],
+) -> Result<Vec<Vec<u32>>, EngineError> {
+    let batch = first.base.len().max(1);
+    let mut out = Vec::with_capacity(levels.len() + 1);
+    let top = be.forward(which, first, k_first)?;
+    let mut width = levels.first().map_or(k_first, |l| l.t);
+    let mut prev = last_per_sequence(&top, batch, width)?;
+    for (i, level) in levels.iter().enumerate() {
+        let mut f = level.clone();
+        f.tokens = prev.clone();
+        let top = be.forward(which, &f, 1)?;
+        width = levels.get(i + 1).map_or(level.t, |l| l.t);
+        out.push(std::mem::replace(
+            &mut prev,
+            last_per_sequence(&top, batch, width)?,
+        ));
+    }
+    out.push(prev);
+    Ok(out)
+}
+
+/// The last `w` values of each of `batch` equal blocks of `top`, block by block.
+fn last_per_sequence(top: &[u32], batch: usize, w: usize) -> Result<Vec<u32>, EngineError> {
+    let block = top.len() / batch;
+    if w > block {
+        return Err(EngineError::LevelShape {
+            needed: w,
+            have: block,
+        });
+    }
+    Ok((0..batch)
+        .flat_map(|b| top[(b + 1) * block - w..(b + 1) * block].iter().copied())
+        .collect())
 }

@@ -279,19 +279,20 @@ impl SpecState<'_> {
                 pos.push(abs as u32);
             }
         }
-        let top = be.forward(Which::Draft, &causal(pend, 0, base.clone(), tokens, pos), w)?;
-        self.dlen.clone_from(&total);
-        let mut tree: Tree = (0..bsz)
-            .map(|b| vec![top[(b * pend + pend - 1) * w..(b * pend + pend) * w].to_vec()])
+        let first = causal(pend, 0, base.clone(), tokens, pos);
+        // Depth-d nodes, fed the depth-(d-1) ones: each gets its greedy successor.
+        let levels: Vec<Forward> = (1..self.run.depth)
+            .map(|d| draft_level(&base, pend, w, d))
             .collect();
-        for d in 1..self.run.depth {
-            // Feed the depth-d nodes; each gets its greedy successor.
-            let f = draft_level(&tree, &base, pend, w, d);
-            let next = be.forward(Which::Draft, &f, 1)?;
-            for (b, nodes) in tree.iter_mut().enumerate() {
-                nodes.push(next[b * w..(b + 1) * w].to_vec());
-            }
-        }
+        let outs = be.draft_levels(Which::Draft, &first, w, &levels)?;
+        self.dlen.clone_from(&total);
+        let tree: Tree = (0..bsz)
+            .map(|b| {
+                outs.iter()
+                    .map(|o| o[b * w..(b + 1) * w].to_vec())
+                    .collect()
+            })
+            .collect();
         be.sync()?;
         Ok(tree)
     }
@@ -379,8 +380,9 @@ impl SpecState<'_> {
 }
 
 /// The draft pass that feeds the depth-`d` nodes of every chain (after `pend` catch-up tokens),
-/// each attending to the catch-up tokens and its own chain.
-fn draft_level(tree: &Tree, base: &[u32], pend: usize, w: usize, d: usize) -> Forward {
+/// each attending to the catch-up tokens and its own chain. Its tokens (the depth-`d` nodes) are
+/// left to [`Backend::draft_levels`], which takes them from the pass before.
+fn draft_level(base: &[u32], pend: usize, w: usize, d: usize) -> Forward {
     let off = pend + (d - 1) * w;
     let masks: Vec<u64> = (0..w)
         .map(|j| {
@@ -396,7 +398,7 @@ fn draft_level(tree: &Tree, base: &[u32], pend: usize, w: usize, d: usize) -> Fo
         off,
         causal: false,
         base: base.to_vec(),
-        tokens: tree.iter().flat_map(|t| t[d - 1].clone()).collect(),
+        tokens: vec![0; base.len() * w],
         pos: base
             .iter()
             .flat_map(|&bb| (0..w).map(move |_| bb + (pend - 1 + d) as u32))

@@ -9,11 +9,11 @@ use cudarc::driver::{CudaGraph, sys as dsys};
 
 use super::device::Dev;
 use super::forward::Pass;
-use super::model::{GpuModel, le_bytes, model_bytes};
+use super::model::{GpuModel, le_bytes, level_base_at, level_masks_at, level_stride, model_bytes};
 use super::weights::GpuWeights;
 use crate::config::{DraftKind, MAX_SCRATCH, ModelConfig, RunConfig, VerifyAttn, draft_config};
 use crate::weights::{HostWeights, background_key};
-use crate::{Backend, EngineError, Forward, GpuError, Which};
+use crate::{Backend, EngineError, Forward, GpuError, Which, levels_on_host};
 
 /// Seed offset of a draft model with weights of its own.
 const DRAFT_SEED: u64 = 0xd4a7;
@@ -23,6 +23,10 @@ const SLACK_BYTES: usize = 1 << 30;
 /// A captured pass shape: model, tokens per sequence, scratch offset, causal, top-k.
 type GraphKey = (Which, usize, usize, bool, usize);
 
+/// A captured chain of draft levels: model, top tokens per sequence of the pass before the
+/// first level, and each level's scratch offset (every level has `width` tokens and top-1).
+type ChainKey = (Which, usize, usize, Vec<usize>);
+
 /// The GPU implementation of [`Backend`].
 pub struct GpuBackend {
     pub dev: Rc<Dev>,
@@ -31,6 +35,7 @@ pub struct GpuBackend {
     pub(super) kind: VerifyAttn,
     use_graphs: bool,
     graphs: HashMap<GraphKey, CudaGraph>,
+    chains: HashMap<ChainKey, CudaGraph>,
     /// GPU memory the run was sized to, bytes.
     pub needed_bytes: usize,
 }
@@ -120,6 +125,7 @@ impl GpuBackend {
             kind: run.verify_attn,
             use_graphs: run.graphs,
             graphs: HashMap::new(),
+            chains: HashMap::new(),
             needed_bytes: needed,
         })
     }
@@ -192,6 +198,111 @@ impl GpuBackend {
             .begin_capture(dsys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(GpuError::driver("starting a graph capture"))?;
         let r = m.enqueue(&self.dev, pass);
+        // End the capture whatever the enqueue gave, so that the stream is usable again.
+        let g = self
+            .dev
+            .stream
+            .end_capture(dsys::CUgraphInstantiate_flags(0))
+            .map_err(GpuError::driver("ending a graph capture"))?;
+        r?;
+        Ok(g.ok_or(GpuError::NoGraph)?)
+    }
+
+    /// Whether [`Backend::draft_levels`] can run `levels` as one graph fed on the device: graphs
+    /// on, a dense model, every level `w` tokens wide with its inputs shaped for the buffers.
+    fn can_chain(&self, which: Which, first: &Forward, k_first: usize, levels: &[Forward]) -> bool {
+        let Some(w) = levels.first().map(|l| l.t) else {
+            return false;
+        };
+        let Ok(m) = self.model(which) else {
+            return false;
+        };
+        let batch = m.batch;
+        self.use_graphs
+            && m.cfg.experts == 0
+            && levels.len() < MAX_SCRATCH
+            && (1..=8).contains(&w)
+            && first.t * k_first >= w
+            && levels.iter().all(|l| {
+                l.t == w
+                    && !l.causal
+                    && l.off + w <= MAX_SCRATCH
+                    && l.pos.len() == batch * w
+                    && l.base.len() == batch
+                    && l.masks.len() == w
+            })
+    }
+
+    /// Stage every level's positions, bases and masks on the device in one upload.
+    fn stage_levels(&mut self, which: Which, levels: &[Forward]) -> Result<(), EngineError> {
+        let (dev, m) = self.dev_and_model(which)?;
+        let stride = level_stride(m.batch);
+        let mut bytes = vec![0u8; levels.len() * stride];
+        for (l, out) in levels.iter().zip(bytes.chunks_exact_mut(stride)) {
+            let put = |out: &mut [u8], at: usize, raw: Vec<u8>| {
+                out[at..at + raw.len()].copy_from_slice(&raw);
+            };
+            put(out, 0, le_bytes(&l.pos));
+            put(out, level_base_at(m.batch), le_bytes(&l.base));
+            let masks = l.masks.iter().flat_map(|x| x.to_le_bytes()).collect();
+            put(out, level_masks_at(m.batch), masks);
+        }
+        dev.upload(&mut m.stage, &bytes)?;
+        Ok(())
+    }
+
+    /// Capture the levels of a draft: per level, `draft_feed` from the pass before, then the
+    /// pass; a last `draft_feed` keeps the last level's tokens.
+    fn capture_chain(
+        &self,
+        which: Which,
+        prev_block: usize,
+        levels: &[Forward],
+    ) -> Result<CudaGraph, EngineError> {
+        let m = self.model(which)?;
+        let w = levels.first().map_or(1, |l| l.t);
+        let (batch, stride) = (m.batch, level_stride(m.batch));
+        self.dev
+            .stream
+            .begin_capture(dsys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(GpuError::driver("starting a graph capture"))?;
+        let r = (|| -> Result<(), EngineError> {
+            for i in 0..=levels.len() {
+                let feed = i < levels.len();
+                let block = if i == 0 { prev_block } else { w };
+                let st = m.stage.ptr + (i.min(levels.len().saturating_sub(1)) * stride) as u64;
+                launch!(
+                    self.dev,
+                    "draft_feed",
+                    (1, 1, 1),
+                    (256, 1, 1),
+                    m.top.ptr,
+                    block as i32,
+                    w as i32,
+                    batch as i32,
+                    m.keep.ptr + (i * batch * 8 * 4) as u64,
+                    i32::from(feed),
+                    m.tokens.ptr,
+                    st,
+                    m.pos.ptr,
+                    st + level_base_at(batch) as u64,
+                    m.base.ptr,
+                    st + level_masks_at(batch) as u64,
+                    m.masks.ptr
+                );
+                if let Some(l) = levels.get(i) {
+                    let pass = Pass {
+                        t: w,
+                        off: l.off,
+                        causal: false,
+                        k: 1,
+                        kind: self.kind,
+                    };
+                    m.enqueue(&self.dev, pass)?;
+                }
+            }
+            Ok(())
+        })();
         // End the capture whatever the enqueue gave, so that the stream is usable again.
         let g = self
             .dev
@@ -303,6 +414,46 @@ impl Backend for GpuBackend {
             );
         }
         Ok(())
+    }
+
+    /// With graphs on, the levels run as one captured graph after the first pass: each level's
+    /// tokens are taken from the pass before on the device (`draft_feed`), so the host enqueues
+    /// the whole draft and waits once, instead of a read-back and an upload between levels.
+    fn draft_levels(
+        &mut self,
+        which: Which,
+        first: &Forward,
+        k_first: usize,
+        levels: &[Forward],
+    ) -> Result<Vec<Vec<u32>>, EngineError> {
+        if !self.can_chain(which, first, k_first, levels) {
+            return levels_on_host(self, which, first, k_first, levels);
+        }
+        self.run_pass(which, first, k_first)?;
+        self.stage_levels(which, levels)?;
+        let prev_block = first.t * k_first;
+        let key = (
+            which,
+            prev_block,
+            levels[0].t,
+            levels.iter().map(|l| l.off).collect(),
+        );
+        if !self.chains.contains_key(&key) {
+            let g = self.capture_chain(which, prev_block, levels)?;
+            self.chains.insert(key.clone(), g);
+        }
+        if let Some(g) = self.chains.get(&key) {
+            g.launch()
+                .map_err(GpuError::driver("launching a CUDA graph"))?;
+        }
+        let m = self.model(which)?;
+        let (batch, w) = (m.batch, levels[0].t);
+        let raw = self.read_back(&m.keep, (levels.len() + 1) * batch * 8)?;
+        let vals: Vec<u32> = raw.into_iter().map(u32::from_le_bytes).collect();
+        Ok(vals
+            .chunks_exact(batch * 8)
+            .map(|c| c[..batch * w].to_vec())
+            .collect())
     }
 
     fn has_draft(&self) -> bool {

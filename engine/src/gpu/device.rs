@@ -75,6 +75,7 @@ fn kernel_names() -> Vec<String> {
         "moe_scatter",
         "topk",
         "kv_commit",
+        "draft_feed",
         "attn_warp_64",
         "attn_warp_128",
     ]

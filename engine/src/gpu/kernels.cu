@@ -533,6 +533,26 @@ extern "C" __global__ void topk(const float* logits, unsigned* out, int V, int k
     }
 }
 
+// Feed one draft level from the pass before it, on the device (`--graphs on`): the last `w` top
+// tokens of each sequence's block of `top` are kept in `keep` and, when `feed`, become the next
+// pass's tokens, with that level's positions, bases and masks copied from their staged place.
+// One block of 256 threads.
+extern "C" __global__ void draft_feed(const unsigned* top, int block, int w, int batch, unsigned* keep,
+                                      int feed, unsigned* tokens, const unsigned* st_pos, unsigned* pos,
+                                      const unsigned* st_base, unsigned* base,
+                                      const unsigned long long* st_masks, unsigned long long* masks) {
+    for (int i = threadIdx.x; i < batch * w; i += blockDim.x) {
+        int b = i / w, j = i % w;
+        unsigned t = top[(long long)b * block + block - w + j];
+        keep[i] = t;
+        if (feed) { tokens[i] = t; pos[i] = st_pos[i]; }
+    }
+    if (feed) {
+        for (int b = threadIdx.x; b < batch; b += blockDim.x) base[b] = st_base[b];
+        for (int j = threadIdx.x; j < w; j += blockDim.x) masks[j] = st_masks[j];
+    }
+}
+
 // Move the K/V of accepted tree nodes into consecutive slots: grid (layers, batch), 128 threads.
 // paths[b][j] >= j, so copying in increasing j never overwrites a source still to be read.
 extern "C" __global__ void kv_commit(bf16* kc, bf16* vc, const unsigned* base, const unsigned* pt,

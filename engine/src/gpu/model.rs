@@ -68,7 +68,24 @@ pub fn model_bytes(cfg: &ModelConfig, run: &RunConfig, sm_count: usize) -> (usiz
     let chunk = split_chunk(run.max_context, run.batch, cfg.kv_heads, sm_count);
     let nsplit = run.max_context.div_ceil(chunk);
     let part = run.batch * cfg.kv_heads * MAX_SCRATCH * g * nsplit * (cfg.head_dim + 2) * 4;
-    (kv, nmax * per_row + part + pps * run.batch * 4)
+    let levels = MAX_SCRATCH * level_stride(run.batch) + (MAX_SCRATCH + 1) * run.batch * 8 * 4;
+    (kv, nmax * per_row + part + pps * run.batch * 4 + levels)
+}
+
+/// Staged inputs of one draft level (`draft_feed`): `batch * 8` positions (u32), then `batch`
+/// bases (u32), then 8 masks (u64) at an 8-byte boundary.
+pub(super) fn level_stride(batch: usize) -> usize {
+    level_masks_at(batch) + 8 * 8
+}
+
+/// Byte offset of the bases in a level's staged inputs.
+pub(super) fn level_base_at(batch: usize) -> usize {
+    batch * 8 * 4
+}
+
+/// Byte offset of the masks in a level's staged inputs.
+pub(super) fn level_masks_at(batch: usize) -> usize {
+    (level_base_at(batch) + batch * 4).next_multiple_of(16)
 }
 
 /// Expert slots per row of the MoE dispatch buffers (0 for a dense MLP).
@@ -120,6 +137,11 @@ pub(super) struct GpuModel {
     pub(super) ybuf: Buf,
     pub(super) logits: Buf,
     pub(super) top: Buf,
+    /// Draft levels fed on the device: each level's positions, bases and masks, staged by one
+    /// upload per step ([`level_stride`] bytes per level).
+    pub(super) stage: Buf,
+    /// Draft levels fed on the device: the tokens kept from each pass (`batch * 8` per pass).
+    pub(super) keep: Buf,
     /// Split-KV partials: running max and sum per (row, head, split), and the accumulators.
     pub(super) part_ml: Buf,
     pub(super) part_acc: Buf,
@@ -192,6 +214,8 @@ impl GpuModel {
             ybuf: dev.alloc(slots * cfg.d_model * 4)?,
             logits: dev.alloc(nmax * cfg.vocab * 4)?,
             top: dev.alloc(nmax * 8 * 4)?,
+            stage: dev.alloc(MAX_SCRATCH * level_stride(b))?,
+            keep: dev.alloc((MAX_SCRATCH + 1) * b * 8 * 4)?,
             part_ml: dev.alloc(nparts * 8)?,
             part_acc: dev.alloc(nparts * cfg.head_dim * 4)?,
             cfg,

@@ -326,17 +326,35 @@ fn open(path: &str, wait_s: u64) -> Result<(), Box<dyn std::error::Error>> {
     let mut loading = Vec::new();
     let mut pyramid_at = None;
     let mut report_at = None;
+    let mut tables_at = None;
     let deadline = Instant::now() + Duration::from_secs(wait_s);
     while Instant::now() < deadline {
-        let (done, report) = {
+        let (done, report, tables) = {
             let s = f.app.slots[0].data.lock();
-            (s.samples_done, s.report.is_some())
+            let tables = s.tables.as_ref().map(|t| t.bytes());
+            (s.samples_done, s.report.is_some(), tables)
         };
+        if let (Some(bytes), None) = (tables, tables_at) {
+            tables_at = Some(started.elapsed());
+            println!(
+                "tables loaded after {:.1} s: kernel and NVML tables hold {:.0} MB; RSS then {} MB, peak {} MB",
+                started.elapsed().as_secs_f64(),
+                bytes as f64 / 1e6,
+                status_kb("VmRSS:") / 1024,
+                status_kb("VmHWM:") / 1024
+            );
+        }
         if done && pyramid_at.is_none() {
             pyramid_at = Some(started.elapsed());
         }
         if report && report_at.is_none() {
             report_at = Some(started.elapsed());
+            println!(
+                "report done after {:.1} s: RSS then {} MB, peak {} MB",
+                started.elapsed().as_secs_f64(),
+                status_kb("VmRSS:") / 1024,
+                status_kb("VmHWM:") / 1024
+            );
         }
         if done && report {
             break;

@@ -17,12 +17,9 @@
 //! The UI locks [`Shared`] once per frame; the worker holds the lock only for short steps.
 
 use crate::lod::{DevicePyramid, RawSeries, RawSlice};
-use cufall_analysis::phases::Phases;
 use cufall_analysis::report::{Report, ReportOptions, build_report, resolve_activity};
 use cufall_analysis::samples::Activity;
-use cufall_trace::model::{
-    DropRecord, KernelRecord, Manifest, MetricInfo, NvmlRow, NvtxRange, RangeKind,
-};
+use cufall_trace::model::{Manifest, MetricInfo};
 use cufall_trace::{Table, Trace};
 use polars::prelude::*;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -188,109 +185,7 @@ impl TileCache {
     }
 }
 
-/// NVTX ranges arranged in lanes: a thread's push/pop ranges one lane per depth, start/end
-/// ranges packed into lanes where they do not overlap, marks in a lane of their own.
-#[derive(Debug, Default)]
-pub struct NvtxLanes {
-    pub lanes: Vec<NvtxLane>,
-}
-
-#[derive(Debug, Default)]
-pub struct NvtxLane {
-    pub title: String,
-    /// Indices into [`Tables::nvtx`], by start; ranges of one lane never overlap.
-    pub ranges: Vec<usize>,
-}
-
-impl NvtxLanes {
-    pub fn build(nvtx: &[NvtxRange]) -> NvtxLanes {
-        let mut order: Vec<usize> = (0..nvtx.len()).collect();
-        order.sort_by_key(|i| (nvtx[*i].start_ns, std::cmp::Reverse(nvtx[*i].end_ns)));
-        let threads: std::collections::BTreeSet<(u32, u32)> = nvtx
-            .iter()
-            .filter(|r| r.kind == RangeKind::PushPop)
-            .map(|r| (r.pid, r.tid))
-            .collect();
-        let many = threads.len() > 1;
-        let mut lanes: BTreeMap<(u8, u32, u32, u32), NvtxLane> = BTreeMap::new();
-        let mut packed_ends: Vec<i64> = Vec::new();
-        for i in order {
-            let r = &nvtx[i];
-            let key = match r.kind {
-                RangeKind::PushPop => (0, r.pid, r.tid, r.depth),
-                RangeKind::StartEnd => {
-                    let slot = packed_ends.iter().position(|e| *e <= r.start_ns);
-                    let slot = match slot {
-                        Some(s) => s,
-                        None => {
-                            packed_ends.push(i64::MIN);
-                            packed_ends.len() - 1
-                        }
-                    };
-                    packed_ends[slot] = r.end_ns;
-                    (1, 0, 0, slot as u32)
-                }
-                RangeKind::Mark => (2, r.pid, 0, 0),
-            };
-            let lane = lanes.entry(key).or_insert_with(|| NvtxLane {
-                title: match key.0 {
-                    0 if many => format!("NVTX {}:{} d{}", key.1, key.2, key.3),
-                    0 => format!("NVTX depth {}", key.3),
-                    1 => format!("NVTX start/end {}", key.3),
-                    _ => "NVTX marks".to_string(),
-                },
-                ranges: Vec::new(),
-            });
-            lane.ranges.push(i);
-        }
-        NvtxLanes {
-            lanes: lanes.into_values().collect(),
-        }
-    }
-}
-
-/// Kernels of one device sorted by start, with the running maximum of their ends so that the
-/// kernels overlapping a time are found by binary search although streams overlap.
-#[derive(Debug, Default)]
-pub struct DeviceKernels {
-    pub list: Vec<KernelRecord>,
-    pub max_end_ns: Vec<i64>,
-}
-
-impl DeviceKernels {
-    fn build(mut list: Vec<KernelRecord>) -> DeviceKernels {
-        list.sort_by_key(|k| (k.start_ns, k.end_ns));
-        let mut acc = i64::MIN;
-        let max_end_ns = list
-            .iter()
-            .map(|k| {
-                acc = acc.max(k.end_ns);
-                acc
-            })
-            .collect();
-        DeviceKernels { list, max_end_ns }
-    }
-
-    /// Indices of the kernels overlapping `[t0, t1)` (a superset bounded by the sort).
-    pub fn overlapping(&self, t0: i64, t1: i64) -> std::ops::Range<usize> {
-        let lo = self.max_end_ns.partition_point(|e| *e <= t0);
-        let hi = self.list.partition_point(|k| k.start_ns < t1);
-        lo..hi.max(lo)
-    }
-}
-
-/// The small tables, read whole.
-#[derive(Debug, Default)]
-pub struct Tables {
-    pub nvtx: Vec<NvtxRange>,
-    pub lanes: NvtxLanes,
-    pub phases: Phases,
-    pub kernels: BTreeMap<u32, DeviceKernels>,
-    pub drops: BTreeMap<u32, Vec<DropRecord>>,
-    pub nvml: BTreeMap<u32, Vec<NvmlRow>>,
-    /// Per device the largest power (W) and SM clock (MHz) read: the NVML tracks' scales.
-    pub nvml_peak: BTreeMap<u32, (f64, f64)>,
-}
+pub use crate::tables::{DeviceKernels, NvtxLanes, Tables};
 
 /// What the worker shares with the UI.
 #[derive(Debug)]
@@ -526,64 +421,8 @@ impl Worker {
     }
 
     fn load_tables(&self) {
-        let t = &self.trace;
-        let nvtx = t.nvtx().unwrap_or_else(|e| {
-            self.problem("NVTX ranges not shown", e);
-            Vec::new()
-        });
-        let kernels = t.kernels().unwrap_or_else(|e| {
-            self.problem("kernels not shown", e);
-            Vec::new()
-        });
-        let drops = t.drops().unwrap_or_else(|e| {
-            self.problem("drops not shown", e);
-            Vec::new()
-        });
-        let nvml = t.nvml().unwrap_or_else(|e| {
-            self.problem("NVML readings not shown", e);
-            Vec::new()
-        });
-        let mut by_dev: BTreeMap<u32, Vec<KernelRecord>> = BTreeMap::new();
-        for k in kernels {
-            by_dev.entry(k.device.0).or_default().push(k);
-        }
-        let mut drops_by: BTreeMap<u32, Vec<DropRecord>> = BTreeMap::new();
-        for d in drops {
-            drops_by.entry(d.device.0).or_default().push(d);
-        }
-        for v in drops_by.values_mut() {
-            v.sort_by_key(|d| d.start_ns);
-        }
-        let mut nvml_by: BTreeMap<u32, Vec<NvmlRow>> = BTreeMap::new();
-        for r in nvml {
-            nvml_by.entry(r.device.0).or_default().push(r);
-        }
-        for v in nvml_by.values_mut() {
-            v.sort_by_key(|r| r.t_ns);
-        }
-        let nvml_peak = nvml_by
-            .iter()
-            .map(|(d, rows)| {
-                let peak = |f: &dyn Fn(&NvmlRow) -> Option<f64>| {
-                    rows.iter().filter_map(f).fold(0f64, f64::max)
-                };
-                let power = peak(&|r| r.power_w.map(f64::from));
-                let clock = peak(&|r| r.sm_clock_mhz.map(f64::from));
-                (*d, (power, clock))
-            })
-            .collect();
-        let tables = Tables {
-            nvml_peak,
-            lanes: NvtxLanes::build(&nvtx),
-            phases: Phases::build(&nvtx),
-            nvtx,
-            kernels: by_dev
-                .into_iter()
-                .map(|(d, l)| (d, DeviceKernels::build(l)))
-                .collect(),
-            drops: drops_by,
-            nvml: nvml_by,
-        };
+        let interval = self.trace.manifest().nvml_interval_ns.unwrap_or(10_000_000);
+        let tables = Tables::load(&self.trace, interval, &|what, e| self.problem(what, e));
         self.set(|s| s.tables = Some(tables));
     }
 
@@ -853,71 +692,6 @@ fn sort_by_start(series: &mut RawSeries) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cufall_trace::model::DeviceId;
-
-    fn range(s: i64, e: i64, depth: u32, kind: RangeKind) -> NvtxRange {
-        NvtxRange {
-            start_ns: s,
-            end_ns: e,
-            name: format!("r{depth}"),
-            kind,
-            depth,
-            pid: 1,
-            tid: 1,
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn lanes_by_depth_packed_start_end_and_marks() {
-        let nvtx = vec![
-            range(0, 100, 0, RangeKind::PushPop),
-            range(10, 20, 1, RangeKind::PushPop),
-            range(30, 40, 1, RangeKind::PushPop),
-            range(0, 50, 0, RangeKind::StartEnd),
-            range(20, 60, 0, RangeKind::StartEnd),
-            range(60, 70, 0, RangeKind::StartEnd),
-            range(5, 5, 0, RangeKind::Mark),
-        ];
-        let lanes = NvtxLanes::build(&nvtx);
-        let sizes: Vec<(String, usize)> = lanes
-            .lanes
-            .iter()
-            .map(|l| (l.title.clone(), l.ranges.len()))
-            .collect();
-        assert_eq!(
-            sizes,
-            vec![
-                ("NVTX depth 0".to_string(), 1),
-                ("NVTX depth 1".to_string(), 2),
-                ("NVTX start/end 0".to_string(), 2),
-                ("NVTX start/end 1".to_string(), 1),
-                ("NVTX marks".to_string(), 1),
-            ]
-        );
-    }
-
-    #[test]
-    fn overlapping_kernels_are_found_across_streams() {
-        let k = |s, e| KernelRecord {
-            device: DeviceId(0),
-            start_ns: s,
-            end_ns: e,
-            ..Default::default()
-        };
-        // A long kernel on one stream under short ones on another.
-        let dk = DeviceKernels::build(vec![k(0, 1000), k(10, 20), k(30, 40), k(2000, 2100)]);
-        let hits: Vec<(i64, i64)> = dk
-            .overlapping(500, 600)
-            .map(|i| (dk.list[i].start_ns, dk.list[i].end_ns))
-            .filter(|(s, e)| *e > 500 && *s < 600)
-            .collect();
-        assert_eq!(hits, vec![(0, 1000)]);
-        assert!(
-            dk.overlapping(1500, 1600)
-                .all(|i| dk.list[i].end_ns <= 1500 || dk.list[i].start_ns >= 1600)
-        );
-    }
 
     #[test]
     fn a_tile_splits_interleaved_devices_and_sorts_a_device_out_of_order() {

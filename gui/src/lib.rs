@@ -9,8 +9,12 @@
 //!
 //! - [`lod`]: the level-of-detail pyramid (min, max, time-weighted sum and count per block of
 //!   samples, blocks of blocks above), the only thing held for the whole samples table;
-//! - [`data`]: one open recording, loaded by a worker thread: small tables, then the samples in
-//!   time tiles feeding the pyramid, then the analysis report; raw tiles on demand;
+//! - [`data`]: one open recording, loaded by a worker thread: the tables beside the samples
+//!   ([`tables`], compact: kernels and NVTX lanes as [`spans::Spans`], NVML with a pyramid),
+//!   then the samples in time tiles feeding the pyramid, then the analysis report; raw tiles on
+//!   demand;
+//! - [`spans`]: what a frame draws of a lane of kernels or NVTX ranges at any zoom, in time
+//!   proportional to the pixel columns;
 //! - [`view`]: the state apart from drawing (time window, navigation, selection, settings);
 //! - [`timeline`], [`panel`], [`app`]: drawing (`*_ui` functions) and input; [`browse`]: the
 //!   Browse… window that opens recordings;
@@ -26,7 +30,9 @@ pub mod data;
 pub mod fmt;
 pub mod lod;
 pub mod panel;
+pub mod spans;
 pub mod stats;
+pub mod tables;
 pub mod timeline;
 pub mod view;
 

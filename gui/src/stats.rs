@@ -113,17 +113,24 @@ pub fn selection_stats(
         let mut ranges: BTreeMap<&str, (usize, i64)> = BTreeMap::new();
         let mut range_count = 0;
         if let Some(tables) = &t.s.tables {
+            // Per name id first (a whole-run selection holds millions of kernels), then named.
+            let mut by_id: Vec<(usize, i64)> = vec![(0, 0); tables.names.len()];
             for dk in tables.kernels.values() {
-                for i in dk.overlapping(t0, t1) {
-                    let k = &dk.list[i];
-                    let inside = k.end_ns.min(t1) - k.start_ns.max(t0);
-                    if inside <= 0 && !(k.start_ns >= t0 && k.start_ns < t1) {
+                for i in dk.spans.overlapping(t0, t1) {
+                    let (s, e) = (dk.spans.start(i), dk.spans.end(i));
+                    let inside = e.min(t1) - s.max(t0);
+                    if inside <= 0 && !(s >= t0 && s < t1) {
                         continue;
                     }
                     kernel_count += 1;
-                    let e = kernels.entry(k.name.as_str()).or_default();
+                    let e = &mut by_id[dk.name[i] as usize];
                     e.0 += 1;
                     e.1 += inside.max(0);
+                }
+            }
+            for (id, (count, inside)) in by_id.into_iter().enumerate() {
+                if count > 0 {
+                    kernels.insert(tables.names.get(id as u32), (count, inside));
                 }
             }
             for r in &tables.nvtx {

@@ -10,6 +10,10 @@ use crate::app::TraceSlot;
 use crate::data::Shared;
 use crate::fmt::{fmt_dur, fmt_offset, fmt_value};
 use crate::lod::{DevicePyramid, Summary};
+use crate::spans::{Piece, Spans};
+use crate::tables::{
+    KernelView, NVML_MEM_CLOCK, NVML_POWER, NVML_SM_CLOCK, NVML_TEMPERATURE, NVML_UTIL,
+};
 use crate::view::{Drag, Settings, TimeView, TrackStyle, ViewState};
 use eframe::egui::{
     self, Align2, Color32, CornerRadius, FontId, Mesh, Pos2, Rect, Sense, Shape, Stroke,
@@ -43,11 +47,12 @@ impl NvmlField {
         }
     }
 
-    pub fn get(self, r: &cufall_trace::model::NvmlRow) -> Option<f64> {
+    /// Its column in [`crate::tables::DeviceNvml::series`].
+    pub fn column(self) -> usize {
         match self {
-            NvmlField::Power => r.power_w.map(f64::from),
-            NvmlField::SmClock => r.sm_clock_mhz.map(f64::from),
-            NvmlField::GpuUtil => r.gpu_util_pct.map(f64::from),
+            NvmlField::Power => NVML_POWER,
+            NvmlField::SmClock => NVML_SM_CLOCK,
+            NvmlField::GpuUtil => NVML_UTIL,
         }
     }
 }
@@ -146,11 +151,10 @@ pub fn rows(traces: &[Locked<'_>], settings: &Settings) -> Vec<Row> {
         if settings.show_nvml {
             for field in NvmlField::ALL {
                 for (ti, t) in traces.iter().enumerate() {
-                    let has = t.s.tables.as_ref().is_some_and(|tb| {
-                        tb.nvml
-                            .get(&dev)
-                            .is_some_and(|v| v.iter().any(|r| field.get(r).is_some()))
-                    });
+                    let has =
+                        t.s.tables.as_ref().is_some_and(|tb| {
+                            tb.nvml.get(&dev).is_some_and(|n| n.has(field.column()))
+                        });
                     if has {
                         out.push(Row::Nvml { ti, dev, field });
                     }
@@ -738,39 +742,33 @@ fn draw_row(
             let l = tables.lanes.lanes.get(lane)?;
             put_label(&format!("{}{}", tag(ti), l.title), weak);
             let nvtx = &tables.nvtx;
-            let t0 = t.slot.local(geom.view.t0);
-            let t1 = t.slot.local(geom.view.t1);
-            let lo = l.ranges.partition_point(|i| nvtx[*i].end_ns < t0);
-            let hi = l.ranges.partition_point(|i| nvtx[*i].start_ns <= t1);
             let mut hit = None;
-            let mut runs = Runs::default();
-            for &i in &l.ranges[lo..hi.max(lo)] {
-                let r = &nvtx[i];
+            for piece in lane_pieces(&l.spans, t, area, geom) {
+                let Piece::Span(j) = piece else {
+                    if let Some(h) = run_hit(painter, area, geom, piece, pointer, "NVTX ranges") {
+                        hit = Some(h);
+                    }
+                    continue;
+                };
+                let r = &nvtx[l.ranges[j] as usize];
                 let x0 = geom.x(t.slot.disp(r.start_ns));
                 let x1 = geom.x(t.slot.disp(r.end_ns));
-                let hovered =
-                    pointer.is_some_and(|p| p.x >= x0 - 1.0 && p.x <= x1.max(x0 + 1.0) + 1.0);
-                if x1 - x0 < 2.0 {
-                    runs.add(painter, area, x0, x1, r.end_ns - r.start_ns);
-                } else {
-                    runs.flush(painter, area);
-                    let rr = Rect::from_x_y_ranges(
-                        x0.max(area.left() - 2.0)..=x1.min(area.right() + 2.0),
-                        area.y_range(),
-                    )
-                    .shrink2(Vec2::new(0.0, 1.0));
-                    painter.rect_filled(rr, CornerRadius::same(2), name_color(&r.name));
-                    if rr.width() > 30.0 {
-                        painter.with_clip_rect(rr).text(
-                            Pos2::new(rr.left() + 3.0, rr.center().y),
-                            Align2::LEFT_CENTER,
-                            &r.name,
-                            FontId::proportional(11.0),
-                            Color32::BLACK,
-                        );
-                    }
+                let rr = Rect::from_x_y_ranges(
+                    x0.max(area.left() - 2.0)..=x1.min(area.right() + 2.0),
+                    area.y_range(),
+                )
+                .shrink2(Vec2::new(0.0, 1.0));
+                painter.rect_filled(rr, CornerRadius::same(2), name_color(&r.name));
+                if rr.width() > 30.0 {
+                    painter.with_clip_rect(rr).text(
+                        Pos2::new(rr.left() + 3.0, rr.center().y),
+                        Align2::LEFT_CENTER,
+                        &r.name,
+                        FontId::proportional(11.0),
+                        Color32::BLACK,
+                    );
                 }
-                if hovered {
+                if pointer.is_some_and(|p| p.x >= x0 - 1.0 && p.x <= x1 + 1.0) {
                     hit = Some(Hit {
                         text: format!(
                             "{}\n{} ({})\nstarts at {}\ndepth {}, pid {} tid {}{}",
@@ -791,7 +789,6 @@ fn draw_row(
                     });
                 }
             }
-            runs.flush(painter, area);
             hit
         }
         Row::Metric { ti, dev, m } => {
@@ -867,49 +864,38 @@ fn draw_row(
             put_label(&format!("{}kernels", tag(ti)), weak);
             let tables = t.s.tables.as_ref()?;
             let k = tables.kernels.get(&dev)?;
-            let t0 = t.slot.local(geom.view.t0);
-            let t1 = t.slot.local(geom.view.t1);
-            let mut runs = Runs::default();
             let mut hit = None;
-            for i in k.overlapping(t0, t1) {
-                let r = &k.list[i];
-                if r.end_ns < t0 {
-                    continue;
-                }
-                let x0 = geom.x(t.slot.disp(r.start_ns));
-                let x1 = geom.x(t.slot.disp(r.end_ns));
-                if x1 - x0 < 2.0 {
-                    let run = runs.add(painter, area, x0, x1, r.end_ns - r.start_ns);
-                    if let Some(h) = kernel_run_hit(pointer, run, geom) {
+            for piece in lane_pieces(&k.spans, t, area, geom) {
+                let Piece::Span(j) = piece else {
+                    if let Some(h) = run_hit(painter, area, geom, piece, pointer, "kernels") {
                         hit = Some(h);
                     }
-                } else {
-                    runs.flush(painter, area);
-                    let rr = Rect::from_x_y_ranges(
-                        x0.max(area.left() - 2.0)..=x1.min(area.right() + 2.0),
-                        area.y_range(),
-                    )
-                    .shrink2(Vec2::new(0.0, 1.0));
-                    painter.rect_filled(rr, 1.0, name_color(&r.name));
-                    if rr.width() > 40.0 {
-                        painter.with_clip_rect(rr).text(
-                            Pos2::new(rr.left() + 3.0, rr.center().y),
-                            Align2::LEFT_CENTER,
-                            &r.name,
-                            FontId::proportional(10.0),
-                            Color32::BLACK,
-                        );
-                    }
-                    if pointer.is_some_and(|p| p.x >= x0 && p.x <= x1) {
-                        hit = Some(Hit {
-                            text: kernel_text(r),
-                            span: Some((t.slot.disp(r.start_ns), t.slot.disp(r.end_ns))),
-                        });
-                    }
+                    continue;
+                };
+                let r = k.get(j, &tables.names);
+                let x0 = geom.x(t.slot.disp(r.start_ns));
+                let x1 = geom.x(t.slot.disp(r.end_ns));
+                let rr = Rect::from_x_y_ranges(
+                    x0.max(area.left() - 2.0)..=x1.min(area.right() + 2.0),
+                    area.y_range(),
+                )
+                .shrink2(Vec2::new(0.0, 1.0));
+                painter.rect_filled(rr, 1.0, name_color(r.name));
+                if rr.width() > 40.0 {
+                    painter.with_clip_rect(rr).text(
+                        Pos2::new(rr.left() + 3.0, rr.center().y),
+                        Align2::LEFT_CENTER,
+                        r.name,
+                        FontId::proportional(10.0),
+                        Color32::BLACK,
+                    );
                 }
-            }
-            if let Some(h) = kernel_run_hit(pointer, runs.flush(painter, area), geom) {
-                hit = Some(h);
+                if pointer.is_some_and(|p| p.x >= x0 && p.x <= x1) {
+                    hit = Some(Hit {
+                        text: kernel_text(&r),
+                        span: Some((t.slot.disp(r.start_ns), t.slot.disp(r.end_ns))),
+                    });
+                }
             }
             hit
         }
@@ -917,49 +903,35 @@ fn draw_row(
             let t = &traces[ti];
             put_label(&format!("{}{}", tag(ti), field.title()), weak);
             let tables = t.s.tables.as_ref()?;
-            let rows = tables.nvml.get(&dev)?;
+            let n = tables.nvml.get(&dev)?;
             let ncols = area.width().max(1.0) as usize;
-            let mut cols = vec![Summary::EMPTY; ncols];
             let t0 = t.slot.local(geom.view.t0);
-            let t1 = t.slot.local(geom.view.t1);
-            let px = geom.px_ns();
-            let lo = rows.partition_point(|r| r.t_ns < t0).saturating_sub(1);
-            let hi = rows.partition_point(|r| r.t_ns <= t1);
-            // A reading holds until the next one: each fills the columns up to its successor.
-            let (power_peak, clock_peak) =
-                tables.nvml_peak.get(&dev).copied().unwrap_or((1.0, 1.0));
-            for i in lo..(hi + 1).min(rows.len()) {
-                let Some(v) = field.get(&rows[i]) else {
-                    continue;
-                };
-                let a = (rows[i].t_ns - t0) as f64;
-                let b = rows.get(i + 1).map_or(a + 1.0, |n| (n.t_ns - t0) as f64);
-                let c0 = (a / px).floor().max(0.0) as usize;
-                let c1 = ((b / px).ceil().max(0.0) as usize).min(ncols);
-                for c in cols.iter_mut().take(c1).skip(c0) {
-                    c.merge(&Summary::of(v as f32, 1));
-                }
-            }
+            let cols = match n.series.fine.as_deref() {
+                Some(p) => p.columns(field.column(), t0, geom.px_ns(), ncols, Some(&[&n.series])),
+                None => vec![Summary::EMPTY; ncols],
+            };
             let scale = match field {
                 NvmlField::GpuUtil => 100.0,
-                NvmlField::Power => power_peak.max(1.0),
-                NvmlField::SmClock => clock_peak.max(1.0),
+                NvmlField::Power => n.peak_power_w.max(1.0),
+                NvmlField::SmClock => n.peak_sm_clock_mhz.max(1.0),
             };
             painter.rect_filled(area, 0.0, ui.visuals().extreme_bg_color);
             line_mesh(painter, area, &cols, scale, Color32::from_rgb(240, 190, 90));
             let p = pointer?;
-            let tp = t.slot.local(geom.t(p.x));
-            let i = rows.partition_point(|r| r.t_ns <= tp).checked_sub(1)?;
-            let r = &rows[i];
+            let i = n.at(t.slot.local(geom.t(p.x)))?;
+            let v = |m: usize| opt(n.value(m, i));
             Some(Hit {
                 text: format!(
                     "NVML at {}: power {} W, SM {} MHz, mem {} MHz, util {} % (nvidia-smi), {} °C",
-                    fmt_offset(t.slot.disp(r.t_ns) - shared_origin(traces), 1.0),
-                    opt(r.power_w.map(f64::from)),
-                    opt(r.sm_clock_mhz.map(f64::from)),
-                    opt(r.mem_clock_mhz.map(f64::from)),
-                    opt(r.gpu_util_pct.map(f64::from)),
-                    opt(r.temperature_c.map(f64::from)),
+                    fmt_offset(
+                        t.slot.disp(n.series.start_ns[i]) - shared_origin(traces),
+                        1.0
+                    ),
+                    v(NVML_POWER),
+                    v(NVML_SM_CLOCK),
+                    v(NVML_MEM_CLOCK),
+                    v(NVML_UTIL),
+                    v(NVML_TEMPERATURE),
                 ),
                 span: None,
             })
@@ -967,21 +939,55 @@ fn draw_row(
     }
 }
 
-/// The tooltip of a run of kernels too short to draw one by one, if the pointer is on it.
-fn kernel_run_hit(
-    pointer: Option<Pos2>,
-    run: Option<(f32, f32, usize, i64)>,
+/// Spans narrower than this many pixels are drawn as part of a run.
+const MIN_SPAN_PX: f64 = 2.0;
+
+/// The pieces of one lane in `area` (columns of one pixel from its left edge).
+fn lane_pieces(spans: &Spans, t: &Locked<'_>, area: Rect, geom: &Geom) -> Vec<Piece> {
+    let ncols = area.width().max(1.0) as usize;
+    let px = geom.px_ns();
+    let t0 = t.slot.local(geom.view.t0) as f64 + f64::from(area.left() - geom.x0) * px;
+    spans.pieces(t0, px, ncols, MIN_SPAN_PX)
+}
+
+/// Draws a run of spans too short to draw one by one (grey for one, hatched for several), and
+/// returns its tooltip if the pointer is on it.
+fn run_hit(
+    painter: &egui::Painter,
+    area: Rect,
     geom: &Geom,
+    piece: Piece,
+    pointer: Option<Pos2>,
+    what: &str,
 ) -> Option<Hit> {
-    let (p, run) = (pointer?, run?);
-    (p.x >= run.0 - 1.0 && p.x <= run.1 + 1.0).then(|| Hit {
+    let Piece::Run {
+        cols,
+        spans,
+        narrow,
+        busy_ns,
+    } = piece
+    else {
+        return None;
+    };
+    let x0 = area.left() + cols.0 as f32;
+    let x1 = (area.left() + cols.1 as f32).max(x0 + 1.0);
+    let rr = Rect::from_x_y_ranges(x0..=x1, area.y_range()).shrink2(Vec2::new(0.0, 1.0));
+    let count = spans.1 - spans.0;
+    if count <= 1 {
+        painter.rect_filled(rr, 0.0, Color32::from_gray(200));
+    } else {
+        painter.rect_filled(rr, 0.0, Color32::from_gray(70));
+        hatch(painter, rr, Color32::from_gray(210));
+    }
+    let p = pointer?;
+    (p.x >= x0 - 1.0 && p.x <= x1 + 1.0 && narrow > 0).then(|| Hit {
         text: format!(
-            "{} kernels too short to draw one by one\nbusy {} over {}\n(zoom in to see each)",
-            run.2,
-            fmt_dur(run.3 as f64),
-            fmt_dur(geom.t(run.1) - geom.t(run.0))
+            "{count} {what}, {narrow} too short to draw one by one\nbusy {} over {}\n(zoom in to \
+             see each)",
+            fmt_dur(busy_ns as f64),
+            fmt_dur(geom.t(x1) - geom.t(x0))
         ),
-        span: Some((geom.t(run.0), geom.t(run.1))),
+        span: Some((geom.t(x0), geom.t(x1))),
     })
 }
 
@@ -993,15 +999,15 @@ fn shared_origin(traces: &[Locked<'_>]) -> f64 {
     shared_extent(traces).0
 }
 
-fn kernel_text(r: &cufall_trace::model::KernelRecord) -> String {
+fn kernel_text(r: &KernelView<'_>) -> String {
     let mut s = format!(
         "{}\n{} {} on stream {}",
         r.name,
-        r.kind.as_str(),
+        r.shape.kind.as_str(),
         fmt_dur((r.end_ns - r.start_ns) as f64),
-        r.stream
+        r.shape.stream
     );
-    if let (Some(g), Some(b)) = (r.grid, r.block) {
+    if let (Some(g), Some(b)) = (r.shape.grid, r.shape.block) {
         s.push_str(&format!(
             "\ngrid {}×{}×{}, block {}×{}×{}",
             g[0], g[1], g[2], b[0], b[1], b[2]
@@ -1212,52 +1218,6 @@ fn gaps_overlay(
         }
     }
     None
-}
-
-/// Consecutive items narrower than two points, merged into one hatched box so that none is
-/// dropped from the picture. `add` returns the run just closed, if the new item starts one.
-#[derive(Default)]
-struct Runs {
-    /// x0, x1, count, busy time.
-    cur: Option<(f32, f32, usize, i64)>,
-}
-
-impl Runs {
-    fn add(
-        &mut self,
-        painter: &egui::Painter,
-        area: Rect,
-        x0: f32,
-        x1: f32,
-        dur: i64,
-    ) -> Option<(f32, f32, usize, i64)> {
-        match &mut self.cur {
-            Some(r) if x0 <= r.1 + 1.0 => {
-                r.1 = r.1.max(x1);
-                r.2 += 1;
-                r.3 += dur;
-                Some(*r)
-            }
-            _ => {
-                self.flush(painter, area);
-                self.cur = Some((x0, x1, 1, dur));
-                self.cur
-            }
-        }
-    }
-
-    fn flush(&mut self, painter: &egui::Painter, area: Rect) -> Option<(f32, f32, usize, i64)> {
-        let r = self.cur.take()?;
-        let x1 = r.1.max(r.0 + 1.0);
-        let rr = Rect::from_x_y_ranges(r.0..=x1, area.y_range()).shrink2(Vec2::new(0.0, 1.0));
-        if r.2 == 1 {
-            painter.rect_filled(rr, 0.0, Color32::from_gray(200));
-        } else {
-            painter.rect_filled(rr, 0.0, Color32::from_gray(70));
-            hatch(painter, rr, Color32::from_gray(210));
-        }
-        Some(r)
-    }
 }
 
 /// A metric name short enough for a label: the counter without its unit prefix and rollup,

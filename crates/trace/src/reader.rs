@@ -483,6 +483,23 @@ impl Trace {
         tables::kernels_from(&df).map_err(|e| corrupt(&self.dir, e.to_string()))
     }
 
+    /// The kernels one segment at a time, in segment order, so that a reader that keeps them in
+    /// a form of its own never holds the whole table twice (a segment is at most a few MB).
+    pub fn kernels_by_segment(&self, mut each: impl FnMut(Vec<KernelRecord>)) -> Result<()> {
+        for path in self.verified_paths(Table::Kernels)? {
+            let one = PlRefPath::from(path.to_string_lossy().as_ref());
+            let args = ScanArgsParquet {
+                rechunk: false,
+                ..Default::default()
+            };
+            let lf = LazyFrame::scan_parquet_files(std::iter::once(one).collect(), args)
+                .map_err(|e| corrupt(&self.dir, format!("cannot scan {}: {e}", self.rel(&path))))?;
+            let df = self.collect(lf)?;
+            each(tables::kernels_from(&df).map_err(|e| corrupt(&self.dir, e.to_string()))?);
+        }
+        Ok(())
+    }
+
     /// CUDA API calls (`--capture api`); empty for traces without them.
     pub fn api_calls(&self) -> Result<Vec<ApiCall>> {
         let df = self.frame(Table::Api)?;

@@ -38,6 +38,9 @@ fn every_table_round_trips() {
     assert_eq!(trace.nvml().unwrap(), nvml());
     assert_eq!(trace.nvtx().unwrap(), nvtx());
     assert_eq!(trace.kernels().unwrap(), kernels());
+    let mut by_segment = Vec::new();
+    trace.kernels_by_segment(|k| by_segment.extend(k)).unwrap();
+    assert_eq!(by_segment, kernels());
 
     let s = trace.summary().unwrap();
     assert_eq!(s.devices[&0].samples, 3000);

@@ -51,10 +51,17 @@ fn every_recording_reads_and_holds_what_its_capture_recorded() {
     for path in &all {
         let name = path.file_name().unwrap_or_default().to_string_lossy();
         let trace = Trace::open(path).unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert!(trace.warnings().is_empty(), "{name}: {:?}", trace.warnings());
+        assert!(
+            trace.warnings().is_empty(),
+            "{name}: {:?}",
+            trace.warnings()
+        );
         let s = trace.summary().unwrap_or_else(|e| panic!("{name}: {e}"));
         let size = bytes_of(path);
-        assert!(size < 4 << 20, "{name} holds {size} bytes (at most 4 MB each)");
+        assert!(
+            size < 4 << 20,
+            "{name} holds {size} bytes (at most 4 MB each)"
+        );
         total += size;
         let m = trace.manifest();
         let captured = m.schema_version != "1.0" && m.counters_unavailable.is_none();
@@ -74,8 +81,14 @@ fn every_recording_reads_and_holds_what_its_capture_recorded() {
             );
         }
     }
-    assert!(with_phases >= 7, "{with_phases} captured engine/PyTorch recordings");
-    assert!(total < 16 << 20, "examples/ holds {total} bytes (at most 16 MB)");
+    assert!(
+        with_phases >= 7,
+        "{with_phases} captured engine/PyTorch recordings"
+    );
+    assert!(
+        total < 16 << 20,
+        "examples/ holds {total} bytes (at most 16 MB)"
+    );
 }
 
 fn report(name: &str) -> Report {

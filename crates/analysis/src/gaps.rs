@@ -144,6 +144,12 @@ pub fn merge_fragments(
     out
 }
 
+/// Work that keeps a GPU busy: kernels, and CUDA graph launches recorded as one record
+/// (`--capture graphs`). Copies and sets are not counted.
+pub fn keeps_gpu_busy(kind: ActivityKind) -> bool {
+    matches!(kind, ActivityKind::Kernel | ActivityKind::Graph)
+}
+
 /// Busy time of each device's kernels, as sorted disjoint intervals with prefix sums.
 pub struct KernelCoverage {
     by_device: BTreeMap<DeviceId, DeviceCoverage>,
@@ -164,7 +170,7 @@ impl KernelCoverage {
         Some(KernelCoverage::from_intervals(
             kernels
                 .iter()
-                .filter(|k| k.kind == ActivityKind::Kernel)
+                .filter(|k| keeps_gpu_busy(k.kind))
                 .map(|k| (k.device, k.start_ns, k.end_ns)),
         ))
     }

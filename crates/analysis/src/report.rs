@@ -398,76 +398,134 @@ impl NvmlAgg {
         add(&mut self.mem, r.mem_clock_mhz.map(f64::from));
         add(&mut self.util, r.gpu_util_pct.map(f64::from));
     }
-    fn merge(&mut self, o: &NvmlAgg) {
-        for (a, b) in [
-            (&mut self.power, o.power),
-            (&mut self.sm, o.sm),
-            (&mut self.mem, o.mem),
-            (&mut self.util, o.util),
-        ] {
-            a.0 += b.0;
-            a.1 += b.1;
-        }
-    }
 }
 
 fn mean(slot: (f64, u64)) -> Option<f64> {
     (slot.1 > 0).then(|| slot.0 / slot.1 as f64)
 }
 
-/// Per-device, per-segment inputs of the phase statistics.
+/// For each segment, the phases covering it (compressed rows): the inverse of
+/// [`phases::Phase::segments`].
+struct SegPhases {
+    offsets: Vec<u32>,
+    phases: Vec<u32>,
+}
+
+impl SegPhases {
+    fn build(phases: &Phases) -> SegPhases {
+        let nseg = phases.segment_count();
+        let mut offsets = vec![0u32; nseg + 1];
+        for p in &phases.phases {
+            for s in &p.segments {
+                offsets[*s as usize + 1] += 1;
+            }
+        }
+        for i in 0..nseg {
+            offsets[i + 1] += offsets[i];
+        }
+        let mut fill = offsets.clone();
+        let mut out = vec![0u32; offsets[nseg] as usize];
+        for (pi, p) in phases.phases.iter().enumerate() {
+            for s in &p.segments {
+                let at = &mut fill[*s as usize];
+                out[*at as usize] = pi as u32;
+                *at += 1;
+            }
+        }
+        SegPhases {
+            offsets,
+            phases: out,
+        }
+    }
+
+    fn of(&self, s: usize) -> &[u32] {
+        match (self.offsets.get(s), self.offsets.get(s + 1)) {
+            (Some(&a), Some(&b)) => &self.phases[a as usize..b as usize],
+            _ => &[],
+        }
+    }
+}
+
+/// Per device, the inputs of the statistics of each phase and of the whole run (the last slot):
+/// sample totals, NVML readings and dropped time, folded in segment by segment as they are read,
+/// so that memory follows devices × phases, not the number of segments.
 struct Cells {
-    samples: BTreeMap<DeviceId, Vec<Option<SegAgg>>>,
-    nvml: BTreeMap<DeviceId, Vec<Option<NvmlAgg>>>,
+    index: SegPhases,
+    /// Phases, plus one for the whole run.
+    slots: usize,
+    samples: BTreeMap<DeviceId, Vec<SegAgg>>,
+    nvml: BTreeMap<DeviceId, Vec<NvmlAgg>>,
     dropped: BTreeMap<DeviceId, Vec<i64>>,
 }
 
 impl Cells {
-    /// Places the sample totals, NVML readings and dropped time in their segments.
-    fn build(
-        devices: &[DeviceId],
-        phases: &Phases,
-        totals: &samples::SegmentTotals,
-        nvml: &[NvmlRow],
-        drops: &[DropRecord],
-    ) -> Cells {
-        let nseg = phases.segment_count();
-        let mut cells = Cells {
+    fn new(phases: &Phases) -> Cells {
+        Cells {
+            index: SegPhases::build(phases),
+            slots: phases.phases.len() + 1,
             samples: BTreeMap::new(),
             nvml: BTreeMap::new(),
             dropped: BTreeMap::new(),
-        };
-        for d in devices {
-            cells.samples.insert(*d, (0..nseg).map(|_| None).collect());
-            cells.nvml.insert(*d, (0..nseg).map(|_| None).collect());
-            cells.dropped.insert(*d, vec![0; nseg]);
         }
-        for ((d, s), agg) in totals {
-            if let Some(slot) = cells
-                .samples
-                .get_mut(d)
-                .and_then(|v| v.get_mut(*s as usize))
-            {
-                *slot = Some(agg.clone());
-            }
+    }
+
+    /// The slot of the whole run.
+    fn whole_run(&self) -> usize {
+        self.slots - 1
+    }
+
+    /// Slots that segment `s` counts in: the phases covering it, and the whole run.
+    fn slots_of(&self, s: usize) -> impl Iterator<Item = usize> + '_ {
+        self.index
+            .of(s)
+            .iter()
+            .map(|p| *p as usize)
+            .chain(std::iter::once(self.slots - 1))
+    }
+
+    fn add_samples(&mut self, d: DeviceId, s: usize, agg: &SegAgg) {
+        let n = self.slots;
+        let cells = self
+            .samples
+            .entry(d)
+            .or_insert_with(|| vec![SegAgg::default(); n]);
+        for slot in self.index.of(s).iter().map(|p| *p as usize).chain([n - 1]) {
+            cells[slot].add(agg);
         }
+    }
+
+    /// Places the NVML readings and dropped time in the phases of their segments.
+    fn add_nvml_and_drops(&mut self, phases: &Phases, nvml: &[NvmlRow], drops: &[DropRecord]) {
+        let n = self.slots;
         for r in nvml {
             let s = phases.segment_of(r.t_ns);
-            if let Some(slot) = cells.nvml.get_mut(&r.device).and_then(|v| v.get_mut(s)) {
-                slot.get_or_insert_with(NvmlAgg::new).push(r);
+            let slots: Vec<usize> = self.slots_of(s).collect();
+            let cells = self
+                .nvml
+                .entry(r.device)
+                .or_insert_with(|| (0..n).map(|_| NvmlAgg::new()).collect());
+            for slot in slots {
+                cells[slot].push(r);
             }
         }
         for dr in drops {
-            if let Some(v) = cells.dropped.get_mut(&dr.device) {
-                let lo = phases.segment_of(dr.start_ns);
-                let hi = phases.segment_of((dr.end_ns - 1).max(dr.start_ns));
-                for (s, slot) in v.iter_mut().enumerate().take(hi + 1).skip(lo) {
-                    let (a, b) = phases.segment_bounds(s, dr.start_ns, dr.end_ns);
-                    *slot += (b.min(dr.end_ns) - a.max(dr.start_ns)).max(0);
+            let lo = phases.segment_of(dr.start_ns);
+            let hi = phases.segment_of((dr.end_ns - 1).max(dr.start_ns));
+            for s in lo..=hi {
+                let (a, b) = phases.segment_bounds(s, dr.start_ns, dr.end_ns);
+                let part = (b.min(dr.end_ns) - a.max(dr.start_ns)).max(0);
+                let slots: Vec<usize> = self.slots_of(s).collect();
+                let cells = self.dropped.entry(dr.device).or_insert_with(|| vec![0; n]);
+                for slot in slots {
+                    cells[slot] += part;
                 }
             }
         }
-        cells
+    }
+
+    /// The whole run's totals of device `d`.
+    fn run_of(&self, d: &DeviceId) -> Option<&SegAgg> {
+        self.samples.get(d).map(|c| &c[self.slots - 1])
     }
 }
 
@@ -496,7 +554,8 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
 
     let nvtx = trace.nvtx()?;
     let phases = Phases::build(&nvtx);
-    let (totals, fragments) = match &activity {
+    let mut cells = Cells::new(&phases);
+    let fragments = match &activity {
         Some(activity) => {
             let spec = samples::ScanSpec {
                 phases: &phases,
@@ -506,28 +565,44 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
                 hole_ns,
                 samples_per_window: samples::SAMPLES_PER_WINDOW,
             };
-            samples::scan_samples(trace, &spec)?
+            samples::scan_samples_into(trace, &spec, &mut |(d, s), agg| {
+                cells.add_samples(d, s as usize, agg);
+            })?
         }
-        None => (samples::SegmentTotals::new(), Vec::new()),
+        None => Vec::new(),
     };
     let drops = trace.drops()?;
     let nvml = trace.nvml()?;
-    let kernels = trace.kernels()?;
-    let coverage = KernelCoverage::build(&kernels);
+    // Kernels a segment at a time: only their intervals are kept.
+    let mut intervals = Vec::new();
+    let mut any_kernels = false;
+    trace.kernels_by_segment(|ks| {
+        any_kernels |= !ks.is_empty();
+        intervals.extend(
+            ks.iter()
+                .filter(|k| gaps::keeps_gpu_busy(k.kind))
+                .map(|k| (k.device, k.start_ns, k.end_ns)),
+        );
+    })?;
+    let coverage = any_kernels.then(|| KernelCoverage::from_intervals(intervals.into_iter()));
     let host = HostCoverage::build(&trace.api_calls()?);
     let merged = gaps::merge_fragments(fragments, &drops, min_gap_ns, hole_ns);
     let gap_list = gaps::build_gaps(merged, &phases, coverage.as_ref(), host.as_ref());
 
     let mut devices: Vec<DeviceId> = m.devices.iter().map(|d| d.id).collect();
-    devices.extend(totals.keys().map(|(d, _)| *d));
+    devices.extend(cells.samples.keys().copied());
     devices.sort_unstable();
     devices.dedup();
 
-    let nseg = phases.segment_count();
-    let cells = Cells::build(&devices, &phases, &totals, &nvml, &drops);
+    cells.add_nvml_and_drops(&phases, &nvml, &drops);
+    let runs: Vec<&SegAgg> = devices
+        .iter()
+        .filter_map(|d| cells.run_of(d))
+        .filter(|a| a.samples > 0)
+        .collect();
     // The sampled extent; without samples, that of the NVML readings and NVTX ranges.
-    let start_ns = totals
-        .values()
+    let start_ns = runs
+        .iter()
         .map(|a| a.first_start_ns)
         .min()
         .or_else(|| {
@@ -537,8 +612,8 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
                 .min()
         })
         .unwrap_or(m.created_unix_ns);
-    let end_ns = totals
-        .values()
+    let end_ns = runs
+        .iter()
         .map(|a| a.last_end_ns)
         .max()
         .or_else(|| {
@@ -550,7 +625,6 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
         .unwrap_or(start_ns);
 
     let kernels_captured = coverage.is_some();
-    let all_segments: Vec<u32> = (0..nseg as u32).collect();
     let ctx = Ctx {
         devices: &devices,
         cells: &cells,
@@ -566,7 +640,7 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
         "(whole run)",
         0,
         &run_durations,
-        &all_segments,
+        cells.whole_run(),
         &whole_gaps,
     );
     let phase_reports = ctx.phase_reports(&phases, &gap_list);
@@ -633,21 +707,15 @@ impl Ctx<'_> {
         phases
             .phases
             .iter()
-            .map(|p| {
+            .enumerate()
+            .map(|(slot, p)| {
                 let in_phase: Vec<&Gap> = gaps
                     .iter()
                     .zip(&gap_segments)
                     .filter(|(_, s)| p.segments.binary_search(s).is_ok())
                     .map(|(g, _)| g)
                     .collect();
-                self.phase_report(
-                    &p.path,
-                    &p.name,
-                    p.depth,
-                    &p.durations_ns,
-                    &p.segments,
-                    &in_phase,
-                )
+                self.phase_report(&p.path, &p.name, p.depth, &p.durations_ns, slot, &in_phase)
             })
             .collect()
     }
@@ -658,29 +726,17 @@ impl Ctx<'_> {
         name: &str,
         depth: usize,
         durations: &[i64],
-        segments: &[u32],
+        slot: usize,
         in_gaps: &[&Gap],
     ) -> PhaseReport {
         let mut devs = Vec::with_capacity(self.devices.len());
         let (mut idle_all, mut sampled_all) = (0i64, 0i64);
         let mut gaps_all = GapTotals::default();
         for d in self.devices {
-            let mut agg = SegAgg::default();
-            let mut nv = NvmlAgg::new();
-            let mut dropped = 0;
-            let cells = self.cells.samples.get(d);
-            let nvcells = self.cells.nvml.get(d);
-            let dcells = self.cells.dropped.get(d);
-            for s in segments {
-                let s = *s as usize;
-                if let Some(Some(a)) = cells.and_then(|c| c.get(s)) {
-                    agg.add(a);
-                }
-                if let Some(Some(a)) = nvcells.and_then(|c| c.get(s)) {
-                    nv.merge(a);
-                }
-                dropped += dcells.and_then(|c| c.get(s)).copied().unwrap_or(0);
-            }
+            let empty = SegAgg::default();
+            let agg = self.cells.samples.get(d).map_or(&empty, |c| &c[slot]);
+            let nv = self.cells.nvml.get(d).map(|c| &c[slot]);
+            let dropped = self.cells.dropped.get(d).map_or(0, |c| c[slot]);
             let n = agg.samples;
             let stat = |i: usize, name: &str| Stat {
                 name: name.to_string(),
@@ -718,10 +774,10 @@ impl Ctx<'_> {
                 dropped_ns: dropped,
                 activity,
                 metrics,
-                power_w: mean(nv.power),
-                sm_clock_mhz: mean(nv.sm),
-                mem_clock_mhz: mean(nv.mem),
-                nvml_gpu_util_pct: mean(nv.util),
+                power_w: nv.and_then(|n| mean(n.power)),
+                sm_clock_mhz: nv.and_then(|n| mean(n.sm)),
+                mem_clock_mhz: nv.and_then(|n| mean(n.mem)),
+                nvml_gpu_util_pct: nv.and_then(|n| mean(n.util)),
                 gaps,
             });
         }

@@ -210,6 +210,21 @@ pub struct ScanSpec<'a> {
 /// Both passes over the samples table, window by window: the per-segment totals and the idle
 /// fragments.
 pub fn scan_samples(trace: &Trace, spec: &ScanSpec) -> Result<(SegmentTotals, Vec<Fragment>)> {
+    let mut totals = SegmentTotals::new();
+    let fragments = scan_samples_into(trace, spec, &mut |key, agg| {
+        totals.entry(key).or_default().add(agg);
+    })?;
+    Ok((totals, fragments))
+}
+
+/// [`scan_samples`] handing each window's totals of a `(device, segment)` to `each` instead of
+/// keeping them (a segment cut by a window boundary comes in parts; totals add up), so that a
+/// caller that folds them into fewer cells never holds one per segment.
+pub fn scan_samples_into(
+    trace: &Trace,
+    spec: &ScanSpec,
+    each: &mut dyn FnMut((DeviceId, u32), &SegAgg),
+) -> Result<Vec<Fragment>> {
     let ScanSpec {
         phases,
         activity,
@@ -218,7 +233,6 @@ pub fn scan_samples(trace: &Trace, spec: &ScanSpec) -> Result<(SegmentTotals, Ve
         hole_ns,
         samples_per_window,
     } = *spec;
-    let mut totals = SegmentTotals::new();
     let mut fragments = Vec::new();
     for (lo, hi) in time_windows(trace, samples_per_window)? {
         let lf = window_scan(trace, lo, hi)?;
@@ -249,11 +263,11 @@ pub fn scan_samples(trace: &Trace, spec: &ScanSpec) -> Result<(SegmentTotals, Ve
                 why: "a query returned an unexpected number of results".into(),
             })?;
         for (key, agg) in read_segments(trace, &seg_df, metrics.len() + 1)? {
-            totals.entry(key).or_default().add(&agg);
+            each(key, &agg);
         }
         fragments.extend(read_fragments(trace, &frag_df)?);
     }
-    Ok((totals, fragments))
+    Ok(fragments)
 }
 
 fn segment_query(lf: LazyFrame, phases: &Phases, metrics: &[String]) -> LazyFrame {

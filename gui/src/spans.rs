@@ -11,6 +11,24 @@
 
 use std::ops::Range;
 
+/// `slice.partition_point(pred)` by a galloping search from the start: a frame steps through
+/// sorted items column by column, and a search that starts near its answer stays in a few cache
+/// lines, where a binary search over the whole remaining list misses the cache at every step
+/// (27 ms a frame over an hour of kernels).
+pub fn gallop<T>(slice: &[T], pred: impl Fn(&T) -> bool) -> usize {
+    if slice.first().is_none_or(|x| !pred(x)) {
+        return 0;
+    }
+    // pred(slice[lo]) holds; find a bound past the answer.
+    let (mut lo, mut step) = (0usize, 1usize);
+    while lo + step < slice.len() && pred(&slice[lo + step]) {
+        lo += step;
+        step *= 2;
+    }
+    let end = (lo + step).min(slice.len());
+    lo + 1 + slice[lo + 1..end].partition_point(pred)
+}
+
 /// Spans per block of the block maxima.
 pub const BLOCK: usize = 64;
 
@@ -47,7 +65,15 @@ impl Spans {
     /// Spans from `(start, end)` pairs in start order (a span ending before it starts is
     /// taken as instantaneous).
     pub fn from_sorted(pairs: impl IntoIterator<Item = (i64, i64)>) -> Spans {
-        let mut s = Spans::default();
+        let pairs = pairs.into_iter();
+        let n = pairs.size_hint().0;
+        let mut s = Spans {
+            start: Vec::with_capacity(n),
+            end: Vec::with_capacity(n),
+            reach: Vec::with_capacity(n),
+            busy: Vec::with_capacity(n + 1),
+            block_reach: Vec::with_capacity(n.div_ceil(BLOCK)),
+        };
         s.busy.push(0);
         for (a, b) in pairs {
             s.push(a, b.max(a));
@@ -123,6 +149,11 @@ impl Spans {
         self.busy[r.end] - self.busy[r.start]
     }
 
+    /// The first span in `from..hi` starting at `t` or later (`hi` if none).
+    fn first_from(&self, from: usize, hi: usize, t: i64) -> usize {
+        from + gallop(&self.start[from.min(hi)..hi], |s| *s < t)
+    }
+
     /// The span with the latest end among `r` (not empty).
     fn longest_reach(&self, r: Range<usize>) -> usize {
         let mut best = r.start;
@@ -178,7 +209,7 @@ impl Spans {
         };
         while c < ncols {
             let (a, b) = (edge(c), edge(c + 1));
-            let after = next + self.start[next..hi].partition_point(|s| *s < b);
+            let after = self.first_from(next, hi, b);
             // Something starts here (an instant counts), or runs into it.
             let occupied = after > next || (after > 0 && self.reach_end(after - 1) > a);
             if occupied && run.open.is_none() {
@@ -361,6 +392,14 @@ mod tests {
                 (s, dur)
             }).collect();
             check(v, t0, px, ncols, min_cols, true);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn gallop_is_a_partition_point(mut v in proptest::collection::vec(0i64..1000, 0..300), t in -10i64..1010) {
+            v.sort_unstable();
+            prop_assert_eq!(gallop(&v, |x| *x < t), v.partition_point(|x| *x < t));
         }
     }
 

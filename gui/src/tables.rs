@@ -269,6 +269,11 @@ impl DeviceNvml {
     fn build(mut rows: Vec<NvmlRow>, interval_ns: i64) -> DeviceNvml {
         rows.sort_by_key(|r| r.t_ns);
         let mut series = RawSeries::new(NVML_COLUMNS);
+        series.start_ns.reserve_exact(rows.len());
+        series.end_ns.reserve_exact(rows.len());
+        for v in &mut series.values {
+            v.reserve_exact(rows.len());
+        }
         let f = |v: Option<u32>| v.map_or(f32::NAN, |v| v as f32);
         for (i, r) in rows.iter().enumerate() {
             let end = rows

@@ -10,7 +10,7 @@ use crate::app::TraceSlot;
 use crate::data::Shared;
 use crate::fmt::{fmt_dur, fmt_offset, fmt_value};
 use crate::lod::{DevicePyramid, Summary};
-use crate::spans::{Piece, Spans};
+use crate::spans::{Piece, Spans, gallop};
 use crate::tables::{
     KernelView, NVML_MEM_CLOCK, NVML_POWER, NVML_SM_CLOCK, NVML_TEMPERATURE, NVML_UTIL,
 };
@@ -1176,15 +1176,15 @@ fn gaps_overlay(
         }
     };
     // A run takes every following gap that starts within a pixel of its end. A device's gaps are
-    // sorted and never overlap, so their ends only grow: the gaps a run takes are found by binary
-    // search, a pixel or more at a time, and a frame costs about one search per box drawn.
+    // sorted and never overlap, so their ends only grow: the gaps a run takes are found by a
+    // galloping search, a pixel or more at a time, and a frame costs about one search per box.
     let mut i = lo;
     while i < hi {
         let x0 = x_start(i);
         let mut j = i + 1;
         let mut x1 = x_end(i);
         loop {
-            let k = j + g.start_ns[j..hi].partition_point(|s| geom.x(t.slot.disp(*s)) <= x1 + 1.0);
+            let k = j + gallop(&g.start_ns[j..hi], |s| geom.x(t.slot.disp(*s)) <= x1 + 1.0);
             if k == j {
                 break;
             }

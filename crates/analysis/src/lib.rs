@@ -8,7 +8,8 @@
 //!   and runs of idle samples. These are the only passes over the big table.
 //! - [`gaps`]: idle runs become gaps: merged, cut at drops, placed in or between phases, and
 //!   split into *no kernel resident* and *kernel resident but counters idle*.
-//! - [`report`]: `cufall report`, the per-phase statistics per device with a verdict.
+//! - [`report`]: `cufall report`, the per-phase statistics per device with a verdict (the
+//!   window totals folded into each phase as they are read).
 //! - [`diff`]: `cufall diff`, two reports matched by phase.
 //! - [`export`]: `cufall export`, Parquet/CSV tables and a Perfetto trace.
 //!

@@ -3,8 +3,9 @@
 //! [`LoadedTrace::open`] reads the manifest at once (so errors show immediately and the tracks
 //! can be laid out) and starts one worker thread that, in order:
 //!
-//! 1. reads the small tables (NVTX ranges, kernels, drops, NVML) and builds the NVTX lanes and
-//!    phases; a table that fails its checks is reported and left empty, the others still load;
+//! 1. reads the tables beside the samples into [`Tables`] (compact kernels read a segment at a
+//!    time, NVTX lanes and phases, drops, NVML with its pyramid); a table that fails its checks is
+//!    reported and left empty, the others still load;
 //! 2. streams the samples table in time *tiles* (a query per tile, which Parquet row-group
 //!    statistics narrow to the files and row groups holding it), pushing each sample into the
 //!    device's [`DevicePyramid`]; the pyramid is usable while it grows and the view draws a

@@ -10,7 +10,8 @@
 #
 # Parts: scripts/gpu/sampler.sh (GPU tests, truth check against ncu, interval benchmark, example
 # recordings), scripts/gpu/engine.sh (specdec checks and benchmarks) and
-# scripts/gpu/integration.sh (live view, two GPUs, the engine under cufall). Each prints a short
+# scripts/gpu/integration.sh (live view, two GPUs, the engine under cufall), scripts/gpu/graphs.sh
+# (CUDA graphs off and on, bare and under each capture mode). Each prints a short
 # table; results go to OUT_DIR (default: ./gpu-results).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,4 +30,5 @@ run_part() { # NAME CMD...
 run_part sampler bash scripts/gpu/sampler.sh full
 run_part engine bash scripts/gpu/engine.sh
 run_part integration bash scripts/gpu/integration.sh
+run_part graphs bash scripts/gpu/graphs.sh
 exit $status

@@ -3,7 +3,8 @@
 # step times, then recordings with graphs off and on under the default capture and under
 # `--capture nvtx,kernels,graphs` (one record per graph launch), for the 0.5b model at its 4k
 # default context and at a 256-token context (launch-bound: attention no longer dominates).
-# Recordings land in $OUT/graphs/recordings.tar (with commands.txt), reports and diffs beside it.
+# Recordings land in $OUT/graphs/recordings.tar (with commands.txt), reports and diffs beside it;
+# $OUT/graphs.tar holds all of it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 B=${BIN_DIR:-.dev-bin/all}
@@ -45,3 +46,5 @@ for ctx in 4096 256; do
 done
 tar -C "$R" -cf "$O/recordings.tar" .
 ls -la "$O"
+# Everything in one file too, for a caller that fetches few files.
+tar -C "$O" -cf "$O.tar" .

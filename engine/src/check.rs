@@ -82,13 +82,12 @@ fn cases() -> Result<Vec<Case>, EngineError> {
             },
         ),
         mk(
-            "tree 3x2, page 64, split-kv, graphs off",
+            "tree 3x2, page 64, split-kv, graphs on",
             &small,
             RunConfig {
                 page_size: 64,
                 width: 3,
                 depth: 2,
-                graphs: false,
                 ..base.clone()
             },
         ),

@@ -25,22 +25,10 @@ pub fn fmt_offset(ns: f64, step: f64) -> String {
     format!("{s:.digits$} s")
 }
 
-/// A metric value with about four significant digits.
+/// A metric value with about four significant digits: the same spelling as `cufall report`'s
+/// tables, so a number reads alike in the window and in the terminal.
 pub fn fmt_value(v: f64) -> String {
-    let a = v.abs();
-    if v == 0.0 {
-        "0".into()
-    } else if a >= 1e6 {
-        format!("{v:.3e}")
-    } else if a >= 100.0 {
-        format!("{v:.1}")
-    } else if a >= 1.0 {
-        format!("{v:.2}")
-    } else if a >= 1e-3 {
-        format!("{v:.4}")
-    } else {
-        format!("{v:.3e}")
-    }
+    cufall_analysis::render::fmt_num(Some(v))
 }
 
 /// A fraction as a percentage.

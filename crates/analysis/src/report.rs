@@ -444,6 +444,15 @@ impl SegPhases {
             _ => &[],
         }
     }
+
+    /// The cells segment `s` counts in among `slots` (phases, then the whole run last): the
+    /// phases covering it, and the whole run.
+    fn slots_of(&self, s: usize, slots: usize) -> impl Iterator<Item = usize> + '_ {
+        self.of(s)
+            .iter()
+            .map(|p| *p as usize)
+            .chain(std::iter::once(slots - 1))
+    }
 }
 
 /// Per device, the inputs of the statistics of each phase and of the whole run (the last slot):
@@ -474,22 +483,13 @@ impl Cells {
         self.slots - 1
     }
 
-    /// Slots that segment `s` counts in: the phases covering it, and the whole run.
-    fn slots_of(&self, s: usize) -> impl Iterator<Item = usize> + '_ {
-        self.index
-            .of(s)
-            .iter()
-            .map(|p| *p as usize)
-            .chain(std::iter::once(self.slots - 1))
-    }
-
     fn add_samples(&mut self, d: DeviceId, s: usize, agg: &SegAgg) {
         let n = self.slots;
         let cells = self
             .samples
             .entry(d)
             .or_insert_with(|| vec![SegAgg::default(); n]);
-        for slot in self.index.of(s).iter().map(|p| *p as usize).chain([n - 1]) {
+        for slot in self.index.slots_of(s, n) {
             cells[slot].add(agg);
         }
     }
@@ -499,24 +499,22 @@ impl Cells {
         let n = self.slots;
         for r in nvml {
             let s = phases.segment_of(r.t_ns);
-            let slots: Vec<usize> = self.slots_of(s).collect();
             let cells = self
                 .nvml
                 .entry(r.device)
                 .or_insert_with(|| (0..n).map(|_| NvmlAgg::new()).collect());
-            for slot in slots {
+            for slot in self.index.slots_of(s, n) {
                 cells[slot].push(r);
             }
         }
         for dr in drops {
             let lo = phases.segment_of(dr.start_ns);
             let hi = phases.segment_of((dr.end_ns - 1).max(dr.start_ns));
+            let cells = self.dropped.entry(dr.device).or_insert_with(|| vec![0; n]);
             for s in lo..=hi {
                 let (a, b) = phases.segment_bounds(s, dr.start_ns, dr.end_ns);
                 let part = (b.min(dr.end_ns) - a.max(dr.start_ns)).max(0);
-                let slots: Vec<usize> = self.slots_of(s).collect();
-                let cells = self.dropped.entry(dr.device).or_insert_with(|| vec![0; n]);
-                for slot in slots {
+                for slot in self.index.slots_of(s, n) {
                     cells[slot] += part;
                 }
             }

@@ -190,14 +190,17 @@ impl GpuBackend {
         Ok(())
     }
 
-    /// Capture one pass of model `which` into a CUDA graph (nothing runs until it is launched).
-    fn capture(&self, which: Which, pass: Pass) -> Result<CudaGraph, EngineError> {
-        let m = self.model(which)?;
+    /// Capture what `enqueue` puts on the stream into a CUDA graph (nothing runs until it is
+    /// launched).
+    fn capture_with(
+        &self,
+        enqueue: impl FnOnce() -> Result<(), EngineError>,
+    ) -> Result<CudaGraph, EngineError> {
         self.dev
             .stream
             .begin_capture(dsys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(GpuError::driver("starting a graph capture"))?;
-        let r = m.enqueue(&self.dev, pass);
+        let r = enqueue();
         // End the capture whatever the enqueue gave, so that the stream is usable again.
         let g = self
             .dev
@@ -206,6 +209,12 @@ impl GpuBackend {
             .map_err(GpuError::driver("ending a graph capture"))?;
         r?;
         Ok(g.ok_or(GpuError::NoGraph)?)
+    }
+
+    /// Capture one pass of model `which` into a CUDA graph.
+    fn capture(&self, which: Which, pass: Pass) -> Result<CudaGraph, EngineError> {
+        let m = self.model(which)?;
+        self.capture_with(|| m.enqueue(&self.dev, pass))
     }
 
     /// Whether [`Backend::draft_levels`] can run `levels` as one graph fed on the device: graphs
@@ -262,11 +271,7 @@ impl GpuBackend {
         let m = self.model(which)?;
         let w = levels.first().map_or(1, |l| l.t);
         let (batch, stride) = (m.batch, level_stride(m.batch));
-        self.dev
-            .stream
-            .begin_capture(dsys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-            .map_err(GpuError::driver("starting a graph capture"))?;
-        let r = (|| -> Result<(), EngineError> {
+        self.capture_with(|| {
             for i in 0..=levels.len() {
                 let feed = i < levels.len();
                 let block = if i == 0 { prev_block } else { w };
@@ -302,15 +307,7 @@ impl GpuBackend {
                 }
             }
             Ok(())
-        })();
-        // End the capture whatever the enqueue gave, so that the stream is usable again.
-        let g = self
-            .dev
-            .stream
-            .end_capture(dsys::CUgraphInstantiate_flags(0))
-            .map_err(GpuError::driver("ending a graph capture"))?;
-        r?;
-        Ok(g.ok_or(GpuError::NoGraph)?)
+        })
     }
 
     /// Copy `n` little-endian 4-byte values from the start of `buf` to the host (and wait).

@@ -346,6 +346,12 @@ fn open(path: &str, wait_s: u64) -> Result<(), Box<dyn std::error::Error>> {
         }
         if done && pyramid_at.is_none() {
             pyramid_at = Some(started.elapsed());
+            println!(
+                "pyramid complete after {:.1} s: RSS then {} MB, peak {} MB",
+                started.elapsed().as_secs_f64(),
+                status_kb("VmRSS:") / 1024,
+                status_kb("VmHWM:") / 1024
+            );
         }
         if report && report_at.is_none() {
             report_at = Some(started.elapsed());

@@ -247,7 +247,12 @@ impl GuiApp {
         let spawned = std::thread::Builder::new()
             .name("cufall-gui-diff".into())
             .spawn(move || {
-                let r = build_diff(&ta, &tb, &ReportOptions::default()).map_err(|e| e.to_string());
+                // The panel compares phases and gap totals by place: no single gap is kept.
+                let opts = ReportOptions {
+                    gap_rows: Some(0),
+                    ..ReportOptions::default()
+                };
+                let r = build_diff(&ta, &tb, &opts).map_err(|e| e.to_string());
                 let _ = tx.send(r);
                 ctx.request_repaint();
             });

@@ -18,7 +18,7 @@
 //! The UI locks [`Shared`] once per frame; the worker holds the lock only for short steps.
 
 use crate::lod::{DevicePyramid, RawSeries, RawSlice};
-use cufall_analysis::report::{Report, ReportOptions, build_report, resolve_activity};
+use cufall_analysis::report::{GapRow, Report, ReportOptions, build_report_with, resolve_activity};
 use cufall_analysis::samples::Activity;
 use cufall_trace::model::{Manifest, MetricInfo};
 use cufall_trace::{Table, Trace};
@@ -40,32 +40,112 @@ enum Request {
 }
 
 /// One device's idle gaps in start order, with what a frame needs to draw runs of them narrower
-/// than a pixel without visiting each: their spans and a running sum of their durations.
+/// than a pixel without visiting each (their spans and a running sum of their durations) and what
+/// the pointer's tooltip says of one. Every gap of the recording is here, in 36 bytes or so each;
+/// the report itself lists only the longest.
 #[derive(Debug, Default)]
 pub struct DeviceGaps {
-    /// Indices into the report's `gaps`.
-    pub order: Vec<usize>,
     pub start_ns: Vec<i64>,
     pub end_ns: Vec<i64>,
     /// `dur_prefix[i]`: total duration of the first `i` gaps (one more entry than gaps).
     pub dur_prefix: Vec<i64>,
+    /// Each gap's place, an index into `places`.
+    place: Vec<u32>,
+    places: Vec<Arc<str>>,
+    /// Each gap's time with a kernel resident; empty when kernels were not captured.
+    kernel_resident_ns: Vec<i64>,
 }
 
 impl DeviceGaps {
-    pub fn new(order: Vec<usize>, gaps: &[cufall_analysis::report::GapRow]) -> DeviceGaps {
-        let mut d = DeviceGaps {
-            start_ns: order.iter().map(|i| gaps[*i].start_ns).collect(),
-            end_ns: order.iter().map(|i| gaps[*i].end_ns).collect(),
-            dur_prefix: Vec::with_capacity(order.len() + 1),
-            order,
-        };
-        let mut sum = 0;
-        d.dur_prefix.push(0);
-        for i in &d.order {
-            sum += gaps[*i].duration_ns;
-            d.dur_prefix.push(sum);
+    /// Adds a gap; gaps come in start order (as the report finds them), else
+    /// [`DeviceGaps::finish`] sorts them.
+    pub fn push(&mut self, g: &GapRow) {
+        if self.dur_prefix.is_empty() {
+            self.dur_prefix.push(0);
         }
-        d
+        self.start_ns.push(g.start_ns);
+        self.end_ns.push(g.end_ns);
+        let sum = self.dur_prefix.last().copied().unwrap_or(0) + g.duration_ns;
+        self.dur_prefix.push(sum);
+        // A place's gaps share one label: the last one's is the likely match.
+        let id = match self.place.last() {
+            Some(&last) if Arc::ptr_eq(&self.places[last as usize], &g.place) => last,
+            _ => match self.places.iter().position(|p| **p == *g.place) {
+                Some(i) => i as u32,
+                None => {
+                    self.places.push(g.place.clone());
+                    (self.places.len() - 1) as u32
+                }
+            },
+        };
+        self.place.push(id);
+        if let Some(k) = g.kernel_resident_ns {
+            self.kernel_resident_ns.push(k);
+        }
+    }
+
+    /// Sorts the gaps by start if they did not come in that order, and gives back spare capacity.
+    pub fn finish(mut self) -> DeviceGaps {
+        if !self.start_ns.is_sorted() {
+            let mut order: Vec<usize> = (0..self.start_ns.len()).collect();
+            order.sort_unstable_by_key(|i| self.start_ns[*i]);
+            let pick = |v: &[i64]| order.iter().map(|i| v[*i]).collect::<Vec<i64>>();
+            let durs: Vec<i64> = order
+                .iter()
+                .map(|i| self.end_ns[*i] - self.start_ns[*i])
+                .collect();
+            let start = pick(&self.start_ns);
+            let end = pick(&self.end_ns);
+            let kr = if self.kernel_resident_ns.len() == order.len() {
+                pick(&self.kernel_resident_ns)
+            } else {
+                Vec::new()
+            };
+            let place = order.iter().map(|i| self.place[*i]).collect();
+            self.dur_prefix = std::iter::once(0)
+                .chain(durs.iter().scan(0i64, |acc, d| {
+                    *acc += d;
+                    Some(*acc)
+                }))
+                .collect();
+            (
+                self.start_ns,
+                self.end_ns,
+                self.kernel_resident_ns,
+                self.place,
+            ) = (start, end, kr, place);
+        }
+        self.start_ns.shrink_to_fit();
+        self.end_ns.shrink_to_fit();
+        self.dur_prefix.shrink_to_fit();
+        self.place.shrink_to_fit();
+        self.kernel_resident_ns.shrink_to_fit();
+        self
+    }
+
+    pub fn len(&self) -> usize {
+        self.start_ns.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.start_ns.is_empty()
+    }
+
+    /// Where gap `k` falls, as the report spells it.
+    pub fn place(&self, k: usize) -> &str {
+        self.place
+            .get(k)
+            .and_then(|p| self.places.get(*p as usize))
+            .map_or("", |p| p)
+    }
+
+    /// Gap `k`'s time with a kernel resident; `None` when kernels were not captured.
+    pub fn kernel_resident_ns(&self, k: usize) -> Option<i64> {
+        self.kernel_resident_ns.get(k).copied()
+    }
+
+    pub fn duration_ns(&self, k: usize) -> i64 {
+        self.end_ns[k] - self.start_ns[k]
     }
 }
 
@@ -502,10 +582,11 @@ impl Worker {
                 while at < raw.len() {
                     let to = (at + PUSH_CHUNK).min(raw.len());
                     let mut s = lock(&self.shared);
-                    let p = s
-                        .pyramids
-                        .entry(*dev)
-                        .or_insert_with(|| DevicePyramid::new(series, hole_ns));
+                    let p = s.pyramids.entry(*dev).or_insert_with(|| {
+                        let mut p = DevicePyramid::new(series, hole_ns);
+                        p.reserve_for(summary.devices.get(dev).map_or(0, |d| d.samples));
+                        p
+                    });
                     for i in at..to {
                         for (m, col) in raw.values.iter().enumerate() {
                             row[m] = col[i];
@@ -529,6 +610,7 @@ impl Worker {
         self.set(|s| {
             for p in s.pyramids.values_mut() {
                 p.flush();
+                p.shrink_to_fit();
             }
             if min_start < max_end {
                 s.extent = (min_start.min(s.extent.0), max_end.max(s.extent.1));
@@ -536,6 +618,7 @@ impl Worker {
             s.loaded_until_ns = s.extent.1;
             s.samples_done = true;
         });
+        crate::memory::give_back();
     }
 
     /// Reads tile `k`: samples starting in `[first + k·span, first + (k+1)·span)`, the first
@@ -619,18 +702,21 @@ impl Worker {
             });
             return;
         }
-        let r = build_report(&self.trace, &ReportOptions::default()).map_err(|e| e.to_string());
-        let mut by_device: BTreeMap<u32, DeviceGaps> = BTreeMap::new();
-        if let Ok(report) = &r {
-            let mut lists: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-            for (i, g) in report.gaps.iter().enumerate() {
-                lists.entry(g.device.0).or_default().push(i);
-            }
-            for (dev, mut list) in lists {
-                list.sort_by_key(|i| report.gaps[*i].start_ns);
-                by_device.insert(dev, DeviceGaps::new(list, &report.gaps));
-            }
-        }
+        // The panel lists the longest gaps; the timeline draws every one, kept here compactly.
+        let opts = ReportOptions {
+            gap_rows: Some(crate::panel::GAPS_LISTED),
+            ..ReportOptions::default()
+        };
+        let mut building: BTreeMap<u32, DeviceGaps> = BTreeMap::new();
+        let r = build_report_with(&self.trace, &opts, &mut |g| {
+            building.entry(g.device.0).or_default().push(g);
+        })
+        .map_err(|e| e.to_string());
+        let by_device: BTreeMap<u32, DeviceGaps> = match &r {
+            Ok(_) => building.into_iter().map(|(d, g)| (d, g.finish())).collect(),
+            Err(_) => BTreeMap::new(),
+        };
+        crate::memory::give_back();
         self.set(|s| {
             s.report = Some(r);
             s.gaps_by_device = by_device;

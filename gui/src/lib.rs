@@ -18,17 +18,20 @@
 //! - [`view`]: the state apart from drawing (time window, navigation, selection, settings);
 //! - [`timeline`], [`panel`], [`app`]: drawing (`*_ui` functions) and input; [`browse`]: the
 //!   Browse… window that opens recordings;
-//! - [`stats`]: the statistics of a selection.
+//! - [`stats`]: the statistics of a selection;
+//! - [`memory`]: freed memory handed back to the system after loading (the one `unsafe` call,
+//!   allowed in that module alone).
 //!
 //! The `cufall gui` subcommand (flags in the binary) calls [`run`]; tests drive
 //! [`app::GuiApp::ui_root`] through egui_kittest without a window.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod app;
 pub mod browse;
 pub mod data;
 pub mod fmt;
 pub mod lod;
+pub mod memory;
 pub mod panel;
 pub mod spans;
 pub mod stats;

@@ -284,6 +284,42 @@ impl DevicePyramid {
         self.last_end_ns = Some(self.last_end_ns.map_or(end_ns, |e| e.max(end_ns)));
     }
 
+    /// Reserves the blocks that `samples` contiguous samples fill at every level, so that a
+    /// pyramid built to its known size grows without the spare half that doubling leaves (holes
+    /// add blocks beyond the estimate; those grow as usual).
+    pub fn reserve_for(&mut self, samples: u64) {
+        let mut blocks = (samples as usize).div_ceil(self.base);
+        let mut level = 0;
+        while blocks > 0 {
+            if self.levels.len() == level {
+                self.levels.push(Level::new(self.metrics));
+            }
+            let l = &mut self.levels[level];
+            let more = blocks.saturating_sub(l.len());
+            l.start_ns.reserve_exact(more);
+            l.end_ns.reserve_exact(more);
+            for col in &mut l.stats {
+                col.reserve_exact(more);
+            }
+            blocks /= FANOUT;
+            level += 1;
+        }
+    }
+
+    /// Gives back capacity beyond the blocks held (once no more samples come).
+    pub fn shrink_to_fit(&mut self) {
+        while self.levels.len() > 1 && self.levels.last().is_some_and(Level::is_empty) {
+            self.levels.pop();
+        }
+        for l in &mut self.levels {
+            l.start_ns.shrink_to_fit();
+            l.end_ns.shrink_to_fit();
+            for col in &mut l.stats {
+                col.shrink_to_fit();
+            }
+        }
+    }
+
     /// Closes the block being filled, so that every pushed sample is visible to queries.
     pub fn flush(&mut self) {
         self.close_open();
@@ -583,6 +619,21 @@ mod tests {
             }
         }
         (mn, mx, ws, d, n)
+    }
+
+    #[test]
+    fn a_reserved_pyramid_is_the_same_pyramid() {
+        let values: Vec<f32> = (0..5000).map(|i| (i % 97) as f32).collect();
+        let raw = samples(&values, &[]);
+        let plain = build(&raw);
+        let mut p = DevicePyramid::new(1, 5);
+        p.reserve_for(values.len() as u64);
+        for i in 0..raw.len() {
+            p.push(raw.start_ns[i], raw.end_ns[i], &[raw.values[0][i]]);
+        }
+        p.flush();
+        p.shrink_to_fit();
+        assert_eq!(p, plain);
     }
 
     #[test]

@@ -10,7 +10,8 @@ use cufall_analysis::report::{PhaseReport, Report};
 use eframe::egui::{self, RichText, Ui};
 
 /// Gaps listed, longest first.
-const GAPS_LISTED: usize = 60;
+/// How many of the longest gaps the panel lists (the report keeps as many).
+pub(crate) const GAPS_LISTED: usize = 60;
 
 pub fn side_panel_ui(
     ui: &mut Ui,
@@ -176,7 +177,7 @@ fn gaps_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], st: &m
     };
     ui.label(format!(
         "{} gaps of at least {} (idle: {})",
-        report.gaps.len(),
+        report.gap_count,
         fmt_dur(report.min_gap_ns as f64),
         report
             .activity
@@ -213,11 +214,9 @@ fn gaps_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], st: &m
                 }
             }
         });
-    if report.gaps.len() > GAPS_LISTED {
-        ui.label(format!(
-            "… and {} shorter ones",
-            report.gaps.len() - GAPS_LISTED
-        ));
+    let listed = report.gaps.len().min(GAPS_LISTED) as u64;
+    if report.gap_count > listed {
+        ui.label(format!("… and {} shorter ones", report.gap_count - listed));
     }
     ui.add_space(8.0);
 }

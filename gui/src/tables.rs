@@ -265,8 +265,31 @@ pub struct DeviceNvml {
     present: [bool; NVML_COLUMNS],
 }
 
+/// One NVML reading as the window keeps it while loading: its time and the five values drawn.
+#[derive(Clone, Copy, Debug)]
+struct Reading {
+    t_ns: i64,
+    values: [f32; NVML_COLUMNS],
+}
+
+impl Reading {
+    fn of(r: &NvmlRow) -> Reading {
+        let f = |v: Option<u32>| v.map_or(f32::NAN, |v| v as f32);
+        let mut values = [f32::NAN; NVML_COLUMNS];
+        values[NVML_POWER] = r.power_w.unwrap_or(f32::NAN);
+        values[NVML_SM_CLOCK] = f(r.sm_clock_mhz);
+        values[NVML_MEM_CLOCK] = f(r.mem_clock_mhz);
+        values[NVML_UTIL] = f(r.gpu_util_pct);
+        values[NVML_TEMPERATURE] = f(r.temperature_c);
+        Reading {
+            t_ns: r.t_ns,
+            values,
+        }
+    }
+}
+
 impl DeviceNvml {
-    fn build(mut rows: Vec<NvmlRow>, interval_ns: i64) -> DeviceNvml {
+    fn build(mut rows: Vec<Reading>, interval_ns: i64) -> DeviceNvml {
         rows.sort_by_key(|r| r.t_ns);
         let mut series = RawSeries::new(NVML_COLUMNS);
         series.start_ns.reserve_exact(rows.len());
@@ -274,19 +297,17 @@ impl DeviceNvml {
         for v in &mut series.values {
             v.reserve_exact(rows.len());
         }
-        let f = |v: Option<u32>| v.map_or(f32::NAN, |v| v as f32);
         for (i, r) in rows.iter().enumerate() {
             let end = rows
                 .get(i + 1)
                 .map_or(r.t_ns + interval_ns.max(1), |n| n.t_ns);
             series.start_ns.push(r.t_ns);
             series.end_ns.push(end.max(r.t_ns));
-            series.values[NVML_POWER].push(r.power_w.unwrap_or(f32::NAN));
-            series.values[NVML_SM_CLOCK].push(f(r.sm_clock_mhz));
-            series.values[NVML_MEM_CLOCK].push(f(r.mem_clock_mhz));
-            series.values[NVML_UTIL].push(f(r.gpu_util_pct));
-            series.values[NVML_TEMPERATURE].push(f(r.temperature_c));
+            for (col, v) in series.values.iter_mut().zip(r.values) {
+                col.push(v);
+            }
         }
+        drop(rows);
         let peak = |m: usize| {
             series.values[m]
                 .iter()
@@ -365,20 +386,22 @@ impl Tables {
             problem("drops not shown", e.to_string());
             Vec::new()
         });
-        let nvml = trace.nvml().unwrap_or_else(|e| {
+        // NVML readings a segment at a time, kept per device in the form drawn (32 bytes each).
+        let mut nvml_by: BTreeMap<u32, Vec<Reading>> = BTreeMap::new();
+        if let Err(e) = trace.nvml_by_segment(|rows| {
+            for r in &rows {
+                nvml_by.entry(r.device.0).or_default().push(Reading::of(r));
+            }
+        }) {
             problem("NVML readings not shown", e.to_string());
-            Vec::new()
-        });
+            nvml_by.clear();
+        }
         let mut drops_by: BTreeMap<u32, Vec<DropRecord>> = BTreeMap::new();
         for d in drops {
             drops_by.entry(d.device.0).or_default().push(d);
         }
         for v in drops_by.values_mut() {
             v.sort_by_key(|d| d.start_ns);
-        }
-        let mut nvml_by: BTreeMap<u32, Vec<NvmlRow>> = BTreeMap::new();
-        for r in nvml {
-            nvml_by.entry(r.device.0).or_default().push(r);
         }
         Tables {
             lanes: NvtxLanes::build(&nvtx),
@@ -522,7 +545,8 @@ mod tests {
             sm_clock_mhz: Some(1980),
             ..Default::default()
         };
-        let n = DeviceNvml::build(vec![row(200, 300.0), row(100, 150.0), row(300, 90.0)], 50);
+        let rows = [row(200, 300.0), row(100, 150.0), row(300, 90.0)];
+        let n = DeviceNvml::build(rows.iter().map(Reading::of).collect(), 50);
         assert_eq!(n.series.start_ns, vec![100, 200, 300]);
         assert_eq!(n.series.end_ns, vec![200, 300, 350]);
         assert_eq!((n.peak_power_w, n.peak_sm_clock_mhz), (300.0, 1980.0));

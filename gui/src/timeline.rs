@@ -12,9 +12,11 @@ use crate::fmt::{fmt_dur, fmt_offset, fmt_value};
 use crate::lod::{DevicePyramid, Summary};
 use crate::spans::{Piece, Spans, gallop};
 use crate::tables::{
-    KernelView, NVML_MEM_CLOCK, NVML_POWER, NVML_SM_CLOCK, NVML_TEMPERATURE, NVML_UTIL,
+    DeviceKernels, KernelView, NVML_MEM_CLOCK, NVML_POWER, NVML_SM_CLOCK, NVML_TEMPERATURE,
+    NVML_UTIL, Names, NvtxLane,
 };
 use crate::view::{Drag, Settings, TimeView, TrackStyle, ViewState};
+use cufall_trace::model::NvtxRange;
 use eframe::egui::{
     self, Align2, Color32, CornerRadius, FontId, Mesh, Pos2, Rect, Sense, Shape, Stroke,
     StrokeKind, Ui, Vec2,
@@ -741,163 +743,29 @@ fn draw_row(
             let tables = t.s.tables.as_ref()?;
             let l = tables.lanes.lanes.get(lane)?;
             put_label(&format!("{}{}", tag(ti), l.title), weak);
-            let nvtx = &tables.nvtx;
-            let mut hit = None;
-            for piece in lane_pieces(&l.spans, t, area, geom) {
-                let Piece::Span(j) = piece else {
-                    if let Some(h) = run_hit(painter, area, geom, piece, pointer, "NVTX ranges") {
-                        hit = Some(h);
-                    }
-                    continue;
-                };
-                let r = &nvtx[l.ranges[j] as usize];
-                let x0 = geom.x(t.slot.disp(r.start_ns));
-                let x1 = geom.x(t.slot.disp(r.end_ns));
-                let rr = Rect::from_x_y_ranges(
-                    x0.max(area.left() - 2.0)..=x1.min(area.right() + 2.0),
-                    area.y_range(),
-                )
-                .shrink2(Vec2::new(0.0, 1.0));
-                painter.rect_filled(rr, CornerRadius::same(2), name_color(&r.name));
-                if rr.width() > 30.0 {
-                    painter.with_clip_rect(rr).text(
-                        Pos2::new(rr.left() + 3.0, rr.center().y),
-                        Align2::LEFT_CENTER,
-                        &r.name,
-                        FontId::proportional(11.0),
-                        Color32::BLACK,
-                    );
-                }
-                if pointer.is_some_and(|p| p.x >= x0 - 1.0 && p.x <= x1 + 1.0) {
-                    hit = Some(Hit {
-                        text: format!(
-                            "{}\n{} ({})\nstarts at {}\ndepth {}, pid {} tid {}{}",
-                            r.name,
-                            fmt_dur((r.end_ns - r.start_ns) as f64),
-                            r.kind.as_str(),
-                            fmt_offset(t.slot.disp(r.start_ns) - shared_origin(traces), 1.0),
-                            r.depth,
-                            r.pid,
-                            r.tid,
-                            if r.domain.is_empty() {
-                                String::new()
-                            } else {
-                                format!(", domain {}", r.domain)
-                            }
-                        ),
-                        span: Some((t.slot.disp(r.start_ns), t.slot.disp(r.end_ns))),
-                    });
-                }
-            }
-            hit
+            nvtx_lane(
+                painter,
+                t,
+                l,
+                &tables.nvtx,
+                area,
+                geom,
+                pointer,
+                shared_origin(traces),
+            )
         }
         Row::Metric { ti, dev, m } => {
             let t = &traces[ti];
             let info = &t.slot.data.metrics[m];
             put_label(&format!("{}{}", tag(ti), short_metric(&info.name)), text);
-            painter.rect_filled(area, 0.0, ui.visuals().extreme_bg_color);
-            let scale = full_scale(t, m);
-            let t0 = t.slot.local(geom.view.t0);
-            let px = geom.px_ns();
-            let ncols = area.width().max(1.0) as usize;
-            let mut hit = None;
-            if let Some(p) = t.s.pyramids.get(&dev) {
-                let need_raw = p.level_for(px).is_none();
-                let raw = if need_raw {
-                    t.s.tiles.series(dev, t0, t.slot.local(geom.view.t1))
-                } else {
-                    None
-                };
-                let cols = p.columns(m, t0, px, ncols, raw.as_deref());
-                match settings.style {
-                    TrackStyle::Heat => heat_mesh(painter, area, &cols, scale),
-                    TrackStyle::Line => line_mesh(
-                        painter,
-                        area,
-                        &cols,
-                        scale,
-                        Color32::from_rgb(110, 200, 255),
-                    ),
-                }
-                if let Some(ptr) = pointer {
-                    hit = Some(metric_hit(
-                        t,
-                        p,
-                        dev,
-                        m,
-                        ptr,
-                        area,
-                        geom,
-                        &cols,
-                        raw.as_deref(),
-                        info,
-                    ));
-                }
-            }
-            // Not loaded yet: a placeholder past the frontier.
-            if !t.s.samples_done {
-                let x = geom.x(t.slot.disp(t.s.loaded_until_ns)).max(area.left());
-                if x < area.right() {
-                    let r = Rect::from_x_y_ranges(x..=area.right(), area.y_range());
-                    hatch(painter, r, Color32::from_gray(90));
-                    painter.text(
-                        r.left_center() + Vec2::new(4.0, 0.0),
-                        Align2::LEFT_CENTER,
-                        "loading…",
-                        FontId::proportional(11.0),
-                        weak,
-                    );
-                }
-            }
-            if let Some(h) = drops_overlay(painter, t, dev, area, geom, pointer) {
-                hit = Some(h);
-            }
-            if settings.show_gaps
-                && let Some(h) = gaps_overlay(painter, t, dev, area, geom, pointer, m == 0)
-            {
-                hit = Some(h);
-            }
-            hit
+            metric_track(ui, painter, t, dev, m, area, geom, settings, pointer)
         }
         Row::Kernels { ti, dev } => {
             let t = &traces[ti];
             put_label(&format!("{}kernels", tag(ti)), weak);
             let tables = t.s.tables.as_ref()?;
             let k = tables.kernels.get(&dev)?;
-            let mut hit = None;
-            for piece in lane_pieces(&k.spans, t, area, geom) {
-                let Piece::Span(j) = piece else {
-                    if let Some(h) = run_hit(painter, area, geom, piece, pointer, "kernels") {
-                        hit = Some(h);
-                    }
-                    continue;
-                };
-                let r = k.get(j, &tables.names);
-                let x0 = geom.x(t.slot.disp(r.start_ns));
-                let x1 = geom.x(t.slot.disp(r.end_ns));
-                let rr = Rect::from_x_y_ranges(
-                    x0.max(area.left() - 2.0)..=x1.min(area.right() + 2.0),
-                    area.y_range(),
-                )
-                .shrink2(Vec2::new(0.0, 1.0));
-                painter.rect_filled(rr, 1.0, name_color(r.name));
-                if rr.width() > 40.0 {
-                    painter.with_clip_rect(rr).text(
-                        Pos2::new(rr.left() + 3.0, rr.center().y),
-                        Align2::LEFT_CENTER,
-                        r.name,
-                        FontId::proportional(10.0),
-                        Color32::BLACK,
-                    );
-                }
-                if pointer.is_some_and(|p| p.x >= x0 && p.x <= x1) {
-                    hit = Some(Hit {
-                        text: kernel_text(&r),
-                        span: Some((t.slot.disp(r.start_ns), t.slot.disp(r.end_ns))),
-                    });
-                }
-            }
-            hit
+            kernel_lane(painter, t, k, &tables.names, area, geom, pointer)
         }
         Row::Nvml { ti, dev, field } => {
             let t = &traces[ti];
@@ -941,6 +809,196 @@ fn draw_row(
 
 /// Spans narrower than this many pixels are drawn as part of a run.
 const MIN_SPAN_PX: f64 = 2.0;
+
+/// One NVTX lane: ranges wide enough drawn and labelled, runs of narrower ones as one box.
+#[allow(clippy::too_many_arguments)]
+fn nvtx_lane(
+    painter: &egui::Painter,
+    t: &Locked<'_>,
+    l: &NvtxLane,
+    nvtx: &[NvtxRange],
+    area: Rect,
+    geom: &Geom,
+    pointer: Option<Pos2>,
+    origin: f64,
+) -> Option<Hit> {
+    let mut hit = None;
+    for piece in lane_pieces(&l.spans, t, area, geom) {
+        let Piece::Span(j) = piece else {
+            if let Some(h) = run_hit(painter, area, geom, piece, pointer, "NVTX ranges") {
+                hit = Some(h);
+            }
+            continue;
+        };
+        let r = &nvtx[l.ranges[j] as usize];
+        let x0 = geom.x(t.slot.disp(r.start_ns));
+        let x1 = geom.x(t.slot.disp(r.end_ns));
+        let rr = Rect::from_x_y_ranges(
+            x0.max(area.left() - 2.0)..=x1.min(area.right() + 2.0),
+            area.y_range(),
+        )
+        .shrink2(Vec2::new(0.0, 1.0));
+        painter.rect_filled(rr, CornerRadius::same(2), name_color(&r.name));
+        if rr.width() > 30.0 {
+            painter.with_clip_rect(rr).text(
+                Pos2::new(rr.left() + 3.0, rr.center().y),
+                Align2::LEFT_CENTER,
+                &r.name,
+                FontId::proportional(11.0),
+                Color32::BLACK,
+            );
+        }
+        if pointer.is_some_and(|p| p.x >= x0 - 1.0 && p.x <= x1 + 1.0) {
+            hit = Some(Hit {
+                text: format!(
+                    "{}\n{} ({})\nstarts at {}\ndepth {}, pid {} tid {}{}",
+                    r.name,
+                    fmt_dur((r.end_ns - r.start_ns) as f64),
+                    r.kind.as_str(),
+                    fmt_offset(t.slot.disp(r.start_ns) - origin, 1.0),
+                    r.depth,
+                    r.pid,
+                    r.tid,
+                    if r.domain.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", domain {}", r.domain)
+                    }
+                ),
+                span: Some((t.slot.disp(r.start_ns), t.slot.disp(r.end_ns))),
+            });
+        }
+    }
+    hit
+}
+
+/// One metric track: the summaries per pixel column as a heat strip or a line, the loading
+/// frontier, drops and idle gaps over them.
+#[allow(clippy::too_many_arguments)]
+fn metric_track(
+    ui: &Ui,
+    painter: &egui::Painter,
+    t: &Locked<'_>,
+    dev: u32,
+    m: usize,
+    area: Rect,
+    geom: &Geom,
+    settings: &Settings,
+    pointer: Option<Pos2>,
+) -> Option<Hit> {
+    let info = &t.slot.data.metrics[m];
+    let weak = ui.visuals().weak_text_color();
+    painter.rect_filled(area, 0.0, ui.visuals().extreme_bg_color);
+    let scale = full_scale(t, m);
+    let t0 = t.slot.local(geom.view.t0);
+    let px = geom.px_ns();
+    let ncols = area.width().max(1.0) as usize;
+    let mut hit = None;
+    if let Some(p) = t.s.pyramids.get(&dev) {
+        let need_raw = p.level_for(px).is_none();
+        let raw = if need_raw {
+            t.s.tiles.series(dev, t0, t.slot.local(geom.view.t1))
+        } else {
+            None
+        };
+        let cols = p.columns(m, t0, px, ncols, raw.as_deref());
+        match settings.style {
+            TrackStyle::Heat => heat_mesh(painter, area, &cols, scale),
+            TrackStyle::Line => line_mesh(
+                painter,
+                area,
+                &cols,
+                scale,
+                Color32::from_rgb(110, 200, 255),
+            ),
+        }
+        if let Some(ptr) = pointer {
+            hit = Some(metric_hit(
+                t,
+                p,
+                dev,
+                m,
+                ptr,
+                area,
+                geom,
+                &cols,
+                raw.as_deref(),
+                info,
+            ));
+        }
+    }
+    // Not loaded yet: a placeholder past the frontier.
+    if !t.s.samples_done {
+        let x = geom.x(t.slot.disp(t.s.loaded_until_ns)).max(area.left());
+        if x < area.right() {
+            let r = Rect::from_x_y_ranges(x..=area.right(), area.y_range());
+            hatch(painter, r, Color32::from_gray(90));
+            painter.text(
+                r.left_center() + Vec2::new(4.0, 0.0),
+                Align2::LEFT_CENTER,
+                "loading…",
+                FontId::proportional(11.0),
+                weak,
+            );
+        }
+    }
+    if let Some(h) = drops_overlay(painter, t, dev, area, geom, pointer) {
+        hit = Some(h);
+    }
+    if settings.show_gaps
+        && let Some(h) = gaps_overlay(painter, t, dev, area, geom, pointer, m == 0)
+    {
+        hit = Some(h);
+    }
+    hit
+}
+
+/// One device's kernel lane: kernels wide enough drawn and labelled, runs of narrower ones as
+/// one hatched box.
+fn kernel_lane(
+    painter: &egui::Painter,
+    t: &Locked<'_>,
+    k: &DeviceKernels,
+    names: &Names,
+    area: Rect,
+    geom: &Geom,
+    pointer: Option<Pos2>,
+) -> Option<Hit> {
+    let mut hit = None;
+    for piece in lane_pieces(&k.spans, t, area, geom) {
+        let Piece::Span(j) = piece else {
+            if let Some(h) = run_hit(painter, area, geom, piece, pointer, "kernels") {
+                hit = Some(h);
+            }
+            continue;
+        };
+        let r = k.get(j, names);
+        let x0 = geom.x(t.slot.disp(r.start_ns));
+        let x1 = geom.x(t.slot.disp(r.end_ns));
+        let rr = Rect::from_x_y_ranges(
+            x0.max(area.left() - 2.0)..=x1.min(area.right() + 2.0),
+            area.y_range(),
+        )
+        .shrink2(Vec2::new(0.0, 1.0));
+        painter.rect_filled(rr, 1.0, name_color(r.name));
+        if rr.width() > 40.0 {
+            painter.with_clip_rect(rr).text(
+                Pos2::new(rr.left() + 3.0, rr.center().y),
+                Align2::LEFT_CENTER,
+                r.name,
+                FontId::proportional(10.0),
+                Color32::BLACK,
+            );
+        }
+        if pointer.is_some_and(|p| p.x >= x0 && p.x <= x1) {
+            hit = Some(Hit {
+                text: kernel_text(&r),
+                span: Some((t.slot.disp(r.start_ns), t.slot.disp(r.end_ns))),
+            });
+        }
+    }
+    hit
+}
 
 /// The pieces of one lane in `area` (columns of one pixel from its left edge).
 fn lane_pieces(spans: &Spans, t: &Locked<'_>, area: Rect, geom: &Geom) -> Vec<Piece> {
@@ -1140,7 +1198,7 @@ fn gaps_overlay(
     pointer: Option<Pos2>,
     label: bool,
 ) -> Option<Hit> {
-    let Some(Ok(report)) = &t.s.report else {
+    let Some(Ok(_)) = &t.s.report else {
         return None;
     };
     let g = t.s.gaps_by_device.get(&dev)?;
@@ -1198,22 +1256,23 @@ fn gaps_overlay(
     if let Some(p) = pointer {
         let k = lo + g.start_ns[lo..hi].partition_point(|s| geom.x(t.slot.disp(*s)) <= p.x);
         if k > lo && x_end(k - 1) >= p.x {
-            let gap = &report.gaps[g.order[k - 1]];
+            let k = k - 1;
+            let duration_ns = g.duration_ns(k);
             let mut text = format!(
                 "idle gap {} in {}",
-                fmt_dur(gap.duration_ns as f64),
-                crate::fmt::plain(&gap.place)
+                fmt_dur(duration_ns as f64),
+                crate::fmt::plain(g.place(k))
             );
-            if let Some(kr) = gap.kernel_resident_ns {
+            if let Some(kr) = g.kernel_resident_ns(k) {
                 text.push_str(&format!(
                     "\nno kernel resident {}, kernel resident but counters idle {}",
-                    fmt_dur((gap.duration_ns - kr) as f64),
+                    fmt_dur((duration_ns - kr) as f64),
                     fmt_dur(kr as f64)
                 ));
             }
             return Some(Hit {
                 text,
-                span: Some((t.slot.disp(gap.start_ns), t.slot.disp(gap.end_ns))),
+                span: Some((t.slot.disp(g.start_ns[k]), t.slot.disp(g.end_ns[k]))),
             });
         }
     }

@@ -11,6 +11,9 @@
 //! Records go to the recording cufall through [`delivery`], one Unix-socket connection per
 //! process. Nothing here may panic into the program, block it on a missing recorder, or allocate
 //! through anything but the system allocator.
+// Truncating casts on the data path (tests aside) are errors in CI: convert with `try_from`, or
+// say why not.
+#![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
 pub mod cupti;
 pub mod delivery;

@@ -169,6 +169,11 @@ fn thread_id(stack: &mut Stack) -> u32 {
     stack.tid
 }
 
+/// The low 32 bits of a 64-bit payload union, where a 32-bit payload lives.
+fn low_half(bits: u64) -> u32 {
+    u32::try_from(bits & 0xffff_ffff).unwrap_or(0)
+}
+
 fn attrs_of(a: *const EventAttributes) -> (Attrs, Message<'static>) {
     if a.is_null() {
         return (Attrs::default(), Message::None);
@@ -191,9 +196,10 @@ fn attrs_of(a: *const EventAttributes) -> (Attrs, Message<'static>) {
             PAYLOAD_U64 => Some(Payload::UInt(bits)),
             PAYLOAD_I64 => Some(Payload::Int(bits as i64)),
             PAYLOAD_F64 => Some(Payload::Float(f64::from_bits(bits))),
-            PAYLOAD_U32 => Some(Payload::UInt(u64::from(bits as u32))),
-            PAYLOAD_I32 => Some(Payload::Int(i64::from(bits as u32 as i32))),
-            PAYLOAD_F32 => Some(Payload::Float(f64::from(f32::from_bits(bits as u32)))),
+            // A 32-bit payload is the low half of the 64-bit union.
+            PAYLOAD_U32 => Some(Payload::UInt(bits & 0xffff_ffff)),
+            PAYLOAD_I32 => Some(Payload::Int(i64::from(low_half(bits).cast_signed()))),
+            PAYLOAD_F32 => Some(Payload::Float(f64::from(f32::from_bits(low_half(bits))))),
             _ => None,
         };
     }
@@ -291,7 +297,8 @@ fn pop(domain: u32) -> i32 {
         let depth = s.entries[..at]
             .iter()
             .filter(|o| o.domain == domain)
-            .count() as u32;
+            .count();
+        let depth = u32::try_from(depth).unwrap_or(u32::MAX);
         let tid = thread_id(&mut s);
         if h.live() {
             h.send(&range_frame(

@@ -15,6 +15,9 @@
 //! | [`record`], [`metrics_cmd`] | the subcommands (the hidden `probe-sampler` is the binary's own) |
 //! | [`cli`] | the other subcommands' flags, the one duration syntax, hints added to errors |
 #![deny(unsafe_code)]
+// Truncating casts on the data path (tests aside) are errors in CI: convert with `try_from`, or
+// say why not.
+#![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
 pub mod capture;
 pub mod cli;
@@ -56,7 +59,7 @@ pub fn lossless_floor_ns(metric_count: usize) -> Option<u64> {
 pub fn now_unix_ns() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .map(cufall_trace::model::nanos)
         .unwrap_or(0)
 }
 

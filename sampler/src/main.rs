@@ -1,6 +1,9 @@
 //! `cufall`: the command-line entry point. Each subcommand lives in its own module (or crate) and
 //! this file only parses arguments, dispatches, and turns every failure into one clear message
 //! and a non-zero exit.
+// Truncating casts on the data path (tests aside) are errors in CI: convert with `try_from`, or
+// say why not.
+#![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
 mod info;
 mod live_cmd;

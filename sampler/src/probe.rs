@@ -38,6 +38,83 @@ fn err(e: &CuptiError) -> Value {
     json!(e.to_string())
 }
 
+/// Image sizes per metric set, the intervals the sampler accepts, and what a 6000-sample image
+/// costs to set up and to restore.
+fn image_probe(ctx: &Ctx<'_>, out: &mut serde_json::Map<String, Value>) -> anyhow::Result<()> {
+    let sets: [&[&str]; 4] = [
+        &NAMES[0..1],
+        &[NAMES[0], NAMES[6]],
+        &[NAMES[0], NAMES[6], NAMES[3], NAMES[7]],
+        &[
+            NAMES[0], NAMES[1], NAMES[2], NAMES[6], NAMES[3], NAMES[7], NAMES[9], NAMES[11],
+        ],
+    ];
+    let mut sampler = PmSampler::enable(ctx.cupti, ctx.device)?;
+    let mut sizes = Vec::new();
+    for set in sets {
+        let names: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+        let config = match ctx.host.config_image(ctx.cupti, &names) {
+            Ok(c) => c,
+            Err(e) => {
+                sizes.push(json!({"metrics": names, "config_error": err(&e)}));
+                continue;
+            }
+        };
+        let set_cfg = sampler.set_config(&config, 64 << 20, 100_000);
+        let mut list = MetricList::new(&names)?;
+        let a = sampler.counter_data_size(&mut list, 100);
+        let b = sampler.counter_data_size(&mut list, 1100);
+        let per = match (&a, &b) {
+            (Ok(a), Ok(b)) => json!((*b as f64 - *a as f64) / 1000.0),
+            _ => Value::Null,
+        };
+        sizes.push(json!({
+            "metrics": names,
+            "config_bytes": config.len(),
+            "set_config": set_cfg.as_ref().map(|_| "ok".to_string()).unwrap_or_else(|e| e.to_string()),
+            "bytes_100": a.ok(), "bytes_1100": b.ok(), "bytes_per_sample": per,
+        }));
+    }
+    out.insert("image_sizes".into(), json!(sizes));
+    let one: Vec<String> = vec![NAMES[0].to_string(), NAMES[6].to_string()];
+    let config = ctx.host.config_image(ctx.cupti, &one)?;
+    let mut intervals = serde_json::Map::new();
+    for ns in [50u64, 100, 250, 500, 1000, 2000, 5000, 10_000] {
+        let r = sampler.set_config(&config, 64 << 20, ns);
+        intervals.insert(
+            ns.to_string(),
+            match r {
+                Ok(()) => json!("accepted"),
+                Err(e) => err(&e),
+            },
+        );
+    }
+    out.insert("set_config_interval_ns".into(), Value::Object(intervals));
+    sampler.set_config(&config, 512 << 20, 10_000)?;
+    let mut list = MetricList::new(&one)?;
+    let t = Instant::now();
+    let img = sampler.counter_data(&mut list, 6000)?;
+    let init_ms = t.elapsed().as_secs_f64() * 1e3;
+    let layout = sampler.image_layout(&mut list)?;
+    let blank = BlankImage::new(img, layout);
+    let t = Instant::now();
+    let mut fresh = blank.new_image();
+    let new_ms = t.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    blank.restore(&mut fresh, None);
+    let restore_ms = t.elapsed().as_secs_f64() * 1e3;
+    out.insert(
+        "image_6000_samples".into(),
+        json!({
+            "bytes": blank.size_bytes(), "initialize_ms": init_ms,
+            "layout": layout.map(|l| json!({"header_bytes": l.header_bytes, "bytes_per_sample": l.bytes_per_sample})),
+            "blank_kept_bytes": blank.kept_bytes(), "blank_periodic": blank.is_periodic(),
+            "new_lazy_image_ms": new_ms, "whole_restore_ms": restore_ms,
+        }),
+    );
+    Ok(())
+}
+
 pub fn run(args: &ProbeArgs) -> anyhow::Result<i32> {
     let cupti = Cupti::init()?;
     let mut out = serde_json::Map::new();
@@ -120,79 +197,8 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<i32> {
         ),
     );
 
-    // Image size per sample, pass counts, interval acceptance.
-    let sets: [&[&str]; 4] = [
-        &NAMES[0..1],
-        &[NAMES[0], NAMES[6]],
-        &[NAMES[0], NAMES[6], NAMES[3], NAMES[7]],
-        &[
-            NAMES[0], NAMES[1], NAMES[2], NAMES[6], NAMES[3], NAMES[7], NAMES[9], NAMES[11],
-        ],
-    ];
-    let mut sampler = PmSampler::enable(&cupti, args.device)?;
-    let mut sizes = Vec::new();
-    for set in sets {
-        let names: Vec<String> = set.iter().map(|s| s.to_string()).collect();
-        let config = match host.config_image(&cupti, &names) {
-            Ok(c) => c,
-            Err(e) => {
-                sizes.push(json!({"metrics": names, "config_error": err(&e)}));
-                continue;
-            }
-        };
-        let set_cfg = sampler.set_config(&config, 64 << 20, 100_000);
-        let mut list = MetricList::new(&names)?;
-        let a = sampler.counter_data_size(&mut list, 100);
-        let b = sampler.counter_data_size(&mut list, 1100);
-        let per = match (&a, &b) {
-            (Ok(a), Ok(b)) => json!((*b as f64 - *a as f64) / 1000.0),
-            _ => Value::Null,
-        };
-        sizes.push(json!({
-            "metrics": names,
-            "config_bytes": config.len(),
-            "set_config": set_cfg.as_ref().map(|_| "ok".to_string()).unwrap_or_else(|e| e.to_string()),
-            "bytes_100": a.ok(), "bytes_1100": b.ok(), "bytes_per_sample": per,
-        }));
-    }
-    out.insert("image_sizes".into(), json!(sizes));
+    image_probe(&ctx, &mut out)?;
     let one: Vec<String> = vec![NAMES[0].to_string(), NAMES[6].to_string()];
-    let config = host.config_image(&cupti, &one)?;
-    let mut intervals = serde_json::Map::new();
-    for ns in [50u64, 100, 250, 500, 1000, 2000, 5000, 10_000] {
-        let r = sampler.set_config(&config, 64 << 20, ns);
-        intervals.insert(
-            ns.to_string(),
-            match r {
-                Ok(()) => json!("accepted"),
-                Err(e) => err(&e),
-            },
-        );
-    }
-    out.insert("set_config_interval_ns".into(), Value::Object(intervals));
-    sampler.set_config(&config, 512 << 20, 10_000)?;
-    let mut list = MetricList::new(&one)?;
-    let t = Instant::now();
-    let img = sampler.counter_data(&mut list, 6000)?;
-    let init_ms = t.elapsed().as_secs_f64() * 1e3;
-    let layout = sampler.image_layout(&mut list)?;
-    let blank = BlankImage::new(img, layout);
-    let t = Instant::now();
-    let mut fresh = blank.new_image();
-    let new_ms = t.elapsed().as_secs_f64() * 1e3;
-    let t = Instant::now();
-    blank.restore(&mut fresh, None);
-    let restore_ms = t.elapsed().as_secs_f64() * 1e3;
-    out.insert(
-        "image_6000_samples".into(),
-        json!({
-            "bytes": blank.size_bytes(), "initialize_ms": init_ms,
-            "layout": layout.map(|l| json!({"header_bytes": l.header_bytes, "bytes_per_sample": l.bytes_per_sample})),
-            "blank_kept_bytes": blank.kept_bytes(), "blank_periodic": blank.is_periodic(),
-            "new_lazy_image_ms": new_ms, "whole_restore_ms": restore_ms,
-        }),
-    );
-    drop(sampler);
 
     // Where decode writes, and what evaluation costs, at 40 us with the default metrics.
     out.insert(

@@ -11,6 +11,7 @@ use crate::units::parse_devices;
 use anyhow::{Context, anyhow, bail};
 use cufall_capture::Kinds;
 use cufall_trace::model::Manifest;
+use cufall_trace::model::nanos_u64;
 use cufall_trace::{TraceWriter, WriterOptions};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -74,7 +75,7 @@ impl SelectionArgs {
             sm_spread: self.sm_spread,
         })?;
         let interval_ns = match self.interval {
-            Some(d) => u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+            Some(d) => nanos_u64(d),
             None => crate::default_interval_ns(selection.columns.len()),
         };
         let devices = parse_devices(&self.devices).map_err(|e| anyhow!("--devices: {e}"))?;

@@ -25,6 +25,7 @@ use cufall_cupti::metric::{Catalogue, MetricName};
 use cufall_cupti::{Cupti, CuptiError, HostKind, ProfilerHost};
 use cufall_live::{FeedInfo, LiveSender};
 use cufall_trace::TraceWriter;
+use cufall_trace::model::nanos;
 use cufall_trace::model::{DeviceId, DeviceInfo, HeatmapSpec, Manifest, MetricInfo, SamplingInfo};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -197,7 +198,7 @@ docs/metrics.md); use --interval 1us or more, or leave --interval out for the me
         .map(|&i| {
             let f = &facts[i];
             DeviceInfo {
-                id: DeviceId(i as u32),
+                id: DeviceId(u32::try_from(i).unwrap_or(u32::MAX)),
                 name: f.name.clone(),
                 chip: String::new(),
                 uuid: f.uuid.clone(),
@@ -463,9 +464,7 @@ impl Prepared {
             metrics: self.metrics.clone(),
             heatmaps,
             interval_ns: self.interval_ns,
-            nvml_interval_ns: self
-                .nvml_interval
-                .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)),
+            nvml_interval_ns: self.nvml_interval.map_or(0, nanos),
             counters_unavailable: self.counters_unavailable.clone(),
         }
     }
@@ -479,9 +478,7 @@ impl Prepared {
             source: "cupti_pm_sampling".into(),
         });
         m.counters_unavailable = self.counters_unavailable.clone();
-        m.nvml_interval_ns = self
-            .nvml_interval
-            .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        m.nvml_interval_ns = self.nvml_interval.map(nanos);
         for (k, v) in &self.extra {
             m.extra.insert(k.clone(), v.clone());
         }

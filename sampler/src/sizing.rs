@@ -20,6 +20,7 @@
 //! limit is [`MAX_IMAGE_BYTES`] per image and the machine's available memory, checked before
 //! sampling starts ([`MemoryNeed`]).
 
+use cufall_trace::model::nanos_u64;
 use std::time::Duration;
 
 /// The image plan of one device.
@@ -95,7 +96,7 @@ pub fn plan(interval_ns: u64) -> ImagePlan {
 /// [`plan`] with another seal period and margin (benchmarks compare them).
 pub fn plan_with(interval_ns: u64, timing: ImageTiming) -> ImagePlan {
     let interval_ns = interval_ns.max(1);
-    let per = |d: Duration| -> u64 { (d.as_nanos() as u64).div_ceil(interval_ns) };
+    let per = |d: Duration| -> u64 { nanos_u64(d).div_ceil(interval_ns) };
     let seal_after = per(timing.seal_period).clamp(1, 1 << 24);
     let capacity = (seal_after + per(timing.margin).max(1)).clamp(16, 1 << 24);
     ImagePlan {
@@ -118,8 +119,11 @@ impl ImagePlan {
     pub fn capped(mut self, bytes_per_sample: u64, max_bytes: u64) -> Self {
         let cap = (max_bytes / bytes_per_sample.max(1)).clamp(16, u64::from(u32::MAX));
         if u64::from(self.samples_per_image) > cap {
-            self.samples_per_image = cap as u32;
-            self.seal_after_samples = self.seal_after_samples.min((cap / 3).max(1) as u32);
+            // `cap` is clamped to u32 above.
+            self.samples_per_image = u32::try_from(cap).unwrap_or(u32::MAX);
+            self.seal_after_samples = self
+                .seal_after_samples
+                .min(u32::try_from((cap / 3).max(1)).unwrap_or(u32::MAX));
         }
         self
     }
@@ -144,7 +148,12 @@ const EVAL_BUSY: f64 = 0.6;
 pub fn eval_threads(interval_ns: u64, metrics: usize) -> usize {
     let per_sample_us = EVAL_US_FIXED + EVAL_US_PER_METRIC * metrics.max(1) as f64;
     let cores = per_sample_us * 1e3 / interval_ns.max(1) as f64;
-    ((cores / EVAL_BUSY).ceil() as usize).clamp(2, 16)
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "a small positive count, clamped after rounding up"
+    )]
+    let threads = (cores / EVAL_BUSY).ceil() as usize;
+    threads.clamp(2, 16)
 }
 
 /// Expected CPU use of one device (cores): decoding plus evaluation.
@@ -275,7 +284,7 @@ mod tests {
         fn margin_always_covers_several_decode_periods(interval in 1_000u64..10_000_000) {
             let p = plan(interval);
             let margin_samples = u64::from(p.samples_per_image - p.seal_after_samples);
-            let per_decode = (p.decode_period.as_nanos() as u64).div_ceil(interval);
+            let per_decode = nanos_u64(p.decode_period).div_ceil(interval);
             proptest::prop_assert!(margin_samples >= 3 * per_decode, "{p:?}");
             proptest::prop_assert!(p.seal_after_samples >= 1);
         }

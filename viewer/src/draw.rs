@@ -6,7 +6,7 @@
 //! the key footer. Cells query the pyramids, so a frame costs the same at any sample rate.
 
 use crate::bucket::Bin;
-use crate::color;
+use crate::color::{self, Palette};
 use crate::input::KEYS;
 use crate::state::{HeatmapState, Mode, layout};
 use crate::store::Heatmap;
@@ -154,6 +154,77 @@ enum CellValue {
     Value(f64),
 }
 
+/// The heat cells of one device band: in colour, two lanes per character cell (`▀` with
+/// foreground over background); in monochrome, one shade character per lane row. Dropped columns
+/// are marked, partly dropped ones underlined.
+fn draw_cells(
+    buf: &mut Buffer,
+    (x0, y): (u16, u16),
+    band_h: u16,
+    nl: usize,
+    palette: Palette,
+    lost: &[i64],
+    cell: &dyn Fn(usize, usize) -> CellValue,
+) {
+    for (c, lost_ns) in lost.iter().enumerate() {
+        let x = x0 + c as u16;
+        let partial_drop = *lost_ns > 0;
+        for r in 0..band_h {
+            let cellref = &mut buf[(x, y + r)];
+            if palette.is_color() {
+                let px = |p: u16| usize::from(p) * nl / usize::from(2 * band_h);
+                let top = cell(px(2 * r), c);
+                let bot = cell(px(2 * r + 1), c);
+                let col = |v: CellValue| match v {
+                    CellValue::Value(f) => Some(palette.color(f)),
+                    _ => None,
+                };
+                if matches!(top, CellValue::Dropped) || matches!(bot, CellValue::Dropped) {
+                    cellref.set_char(color::DROP_COLOR).set_style(
+                        Style::new()
+                            .fg(Color::Red)
+                            .bg(Color::Reset)
+                            .add_modifier(Modifier::BOLD),
+                    );
+                    continue;
+                }
+                let mut style = match (col(top), col(bot)) {
+                    (Some(a), Some(b)) => {
+                        cellref.set_char('▀');
+                        Style::new().fg(a).bg(b)
+                    }
+                    (Some(a), None) => {
+                        cellref.set_char('▀');
+                        Style::new().fg(a).bg(Color::Reset)
+                    }
+                    (None, Some(b)) => {
+                        cellref.set_char('▄');
+                        Style::new().fg(b).bg(Color::Reset)
+                    }
+                    (None, None) => {
+                        cellref.set_char(' ');
+                        Style::new().fg(Color::Reset).bg(Color::Reset)
+                    }
+                };
+                if partial_drop && r + 1 == band_h {
+                    style = style
+                        .add_modifier(Modifier::UNDERLINED)
+                        .underline_color(Color::Red);
+                }
+                cellref.set_style(style);
+            } else {
+                let lane = usize::from(r) * nl / usize::from(band_h);
+                let ch = match cell(lane, c) {
+                    CellValue::Value(f) => color::shade(f),
+                    CellValue::Dropped => color::DROP_MONO,
+                    CellValue::NoData => color::NO_DATA,
+                };
+                cellref.set_char(ch);
+            }
+        }
+    }
+}
+
 fn draw_section(
     buf: &mut Buffer,
     area: Rect,
@@ -206,17 +277,7 @@ fn draw_section(
     for (d, dev) in store.devices.iter().enumerate() {
         let y = area.y + 1 + d as u16 * band_h;
         // Which columns lost samples, and how much of each.
-        let mut lost = vec![0i64; cols];
-        for r in store.drops_in(d, t0, t1) {
-            let a = (r.start_ns.max(t0) - t0) / col_ns;
-            let b = ((r.end_ns.min(t1) - t0 - 1) / col_ns).max(a);
-            for c in a..=b {
-                if let Some(slot) = usize::try_from(c).ok().and_then(|c| lost.get_mut(c)) {
-                    let cs = t0 + c * col_ns;
-                    *slot += r.end_ns.min(cs + col_ns) - r.start_ns.max(cs);
-                }
-            }
-        }
+        let lost = store.dropped_per_column(d, t0, t1, col_ns, cols);
         let cell = |lane: usize, c: usize| -> CellValue {
             let b = &bins[d][lane][c];
             match state.value(b) {
@@ -249,64 +310,7 @@ fn draw_section(
                 if r == 0 { BOLD } else { DIM },
             );
         }
-        // Cells.
-        for (c, lost_ns) in lost.iter().enumerate() {
-            let x = x0 + c as u16;
-            let partial_drop = *lost_ns > 0;
-            for r in 0..band_h {
-                let cellref = &mut buf[(x, y + r)];
-                if palette.is_color() {
-                    let px = |p: u16| usize::from(p) * nl / usize::from(2 * band_h);
-                    let top = cell(px(2 * r), c);
-                    let bot = cell(px(2 * r + 1), c);
-                    let col = |v: CellValue| match v {
-                        CellValue::Value(f) => Some(palette.color(f)),
-                        _ => None,
-                    };
-                    if matches!(top, CellValue::Dropped) || matches!(bot, CellValue::Dropped) {
-                        cellref.set_char(color::DROP_COLOR).set_style(
-                            Style::new()
-                                .fg(Color::Red)
-                                .bg(Color::Reset)
-                                .add_modifier(Modifier::BOLD),
-                        );
-                        continue;
-                    }
-                    let mut style = match (col(top), col(bot)) {
-                        (Some(a), Some(b)) => {
-                            cellref.set_char('▀');
-                            Style::new().fg(a).bg(b)
-                        }
-                        (Some(a), None) => {
-                            cellref.set_char('▀');
-                            Style::new().fg(a).bg(Color::Reset)
-                        }
-                        (None, Some(b)) => {
-                            cellref.set_char('▄');
-                            Style::new().fg(b).bg(Color::Reset)
-                        }
-                        (None, None) => {
-                            cellref.set_char(' ');
-                            Style::new().fg(Color::Reset).bg(Color::Reset)
-                        }
-                    };
-                    if partial_drop && r + 1 == band_h {
-                        style = style
-                            .add_modifier(Modifier::UNDERLINED)
-                            .underline_color(Color::Red);
-                    }
-                    cellref.set_style(style);
-                } else {
-                    let lane = usize::from(r) * nl / usize::from(band_h);
-                    let ch = match cell(lane, c) {
-                        CellValue::Value(f) => color::shade(f),
-                        CellValue::Dropped => color::DROP_MONO,
-                        CellValue::NoData => color::NO_DATA,
-                    };
-                    cellref.set_char(ch);
-                }
-            }
-        }
+        draw_cells(buf, (x0, y), band_h, nl, palette, &lost, &cell);
         // Right panel: current value, then NVML.
         let panel_w = layout::panel_w(area.width);
         if panel_w > 0 {

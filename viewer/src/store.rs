@@ -507,6 +507,31 @@ impl Store {
             .filter(move |r| r.start_ns < to && r.end_ns > from)
     }
 
+    /// Per column of `col_ns` from `t0` (`cols` of them, up to `t1`), the time device `d` lost
+    /// to drops in it.
+    pub fn dropped_per_column(
+        &self,
+        d: usize,
+        t0: i64,
+        t1: i64,
+        col_ns: i64,
+        cols: usize,
+    ) -> Vec<i64> {
+        let mut lost = vec![0i64; cols];
+        let col_ns = col_ns.max(1);
+        for r in self.drops_in(d, t0, t1) {
+            let a = (r.start_ns.max(t0) - t0) / col_ns;
+            let b = ((r.end_ns.min(t1) - t0 - 1) / col_ns).max(a);
+            for c in a..=b {
+                if let Some(slot) = usize::try_from(c).ok().and_then(|c| lost.get_mut(c)) {
+                    let cs = t0 + c * col_ns;
+                    *slot += r.end_ns.min(cs + col_ns) - r.start_ns.max(cs);
+                }
+            }
+        }
+        lost
+    }
+
     /// The aggregate of heatmap `h`, lane `l` of device `d` over `[from, to)`.
     pub fn total(&self, d: usize, h: usize, l: usize, from: i64, to: i64) -> Bin {
         self.devices

@@ -145,6 +145,7 @@ pub fn build_diff(a: &Trace, b: &Trace, opts: &ReportOptions) -> Result<DiffRepo
                 .map(|a| a.also_low.clone())
                 .unwrap_or_default(),
         ),
+        gap_rows: opts.gap_rows,
     };
     let rb = build_report(b, &opts_b).map_err(|e| match e {
         AnalysisError::Trace(source @ TraceError::UnknownMetric { .. }) => {

@@ -296,7 +296,7 @@ pub fn gaps_frame(report: &Report) -> PolarsResult<DataFrame> {
             ),
             Column::new(
                 "place".into(),
-                g.iter().map(|x| x.place.clone()).collect::<Vec<_>>(),
+                g.iter().map(|x| &*x.place).collect::<Vec<_>>(),
             ),
             Column::new(
                 "no_kernel_ns".into(),
@@ -550,7 +550,7 @@ fn write_counters(
     let qe = query_err(trace.path());
     // (device, time) -> values, in order.
     let mut points: BTreeMap<(DeviceId, i64), (i64, Vec<f64>)> = BTreeMap::new();
-    let bucket = if max_per_device as usize <= max_points.max(1) {
+    let bucket = if max_per_device <= max_points.max(1) as u64 {
         let mut sel = vec![col("device"), col("start_ns")];
         sel.extend(
             values

@@ -238,15 +238,17 @@ impl KernelCoverage {
 }
 
 /// Attributes and splits the merged gaps.
-pub fn build_gaps(
+/// The merged idle intervals as gaps, each with its place, kernel residency and host time, built
+/// one at a time as they are taken.
+pub fn gaps_of<'a>(
     merged: Vec<(DeviceId, i64, i64)>,
-    phases: &Phases,
-    kernels: Option<&KernelCoverage>,
-    host: Option<&HostCoverage>,
-) -> Vec<Gap> {
+    phases: &'a Phases,
+    kernels: Option<&'a KernelCoverage>,
+    host: Option<&'a HostCoverage>,
+) -> impl Iterator<Item = Gap> + 'a {
     merged
         .into_iter()
-        .map(|(device, start_ns, end_ns)| Gap {
+        .map(move |(device, start_ns, end_ns)| Gap {
             device,
             start_ns,
             end_ns,
@@ -254,7 +256,6 @@ pub fn build_gaps(
             kernel_resident_ns: kernels.map(|k| k.covered_ns(device, start_ns, end_ns)),
             host: host.map(|h| h.split(start_ns, end_ns)),
         })
-        .collect()
 }
 
 #[cfg(test)]

@@ -15,6 +15,9 @@
 //!
 //! The user guide with example output is `docs/analysis.md`.
 #![forbid(unsafe_code)]
+// Truncating casts on the data path (tests aside) are errors in CI: convert with `try_from`, or
+// say why not.
+#![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
 pub mod diff;
 mod error;

@@ -145,7 +145,7 @@ impl Phases {
             let (lo, hi) = segment_span(&boundaries, r.start_ns, r.end_ns);
             let depth = phases[r.phase].depth;
             for (s, slot) in leaf_range.iter_mut().enumerate().take(hi).skip(lo) {
-                phases[r.phase].segments.push(s as u32);
+                phases[r.phase].segments.push(segment_id(s));
                 if slot.is_none_or(|j| depth >= phases[insts[j].phase].depth) {
                     *slot = Some(i);
                 }
@@ -329,11 +329,21 @@ fn tree_order(phases: &[Phase]) -> Vec<usize> {
     out
 }
 
+/// A segment's or phase's index as the compact `u32` the tables keep: there are at most two
+/// boundaries per NVTX range, and a trace holds far fewer than 2³¹ ranges.
+pub(crate) fn segment_id(i: usize) -> u32 {
+    u32::try_from(i).unwrap_or(u32::MAX)
+}
+
 /// Nearest-rank percentile of sorted values.
 pub fn percentile(sorted: &[i64], q: f64) -> i64 {
     if sorted.is_empty() {
         return 0;
     }
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "a rank between 0 and the length, rounded up on purpose"
+    )]
     let rank = (q * sorted.len() as f64).ceil() as usize;
     sorted[rank.clamp(1, sorted.len()) - 1]
 }

@@ -281,6 +281,40 @@ pub fn report_text_for(r: &Report, cmd: &str) -> String {
     }
     o.push_str(&t.render("  "));
 
+    o.push_str(&per_device_text(r, &all));
+    o.push_str(&gaps_text(r));
+
+    o.push_str("\nDROPS (time without samples, never counted as idle)\n");
+    if r.drops.is_empty() {
+        o.push_str("  none\n");
+    } else {
+        let mut t = TextTable::new(&["gpu", "drops", "time", "lost samples", "reasons"]);
+        for d in &r.drops {
+            t.row(vec![
+                d.device.0.to_string(),
+                d.count.to_string(),
+                fmt_ns(d.dropped_ns),
+                d.lost_samples.to_string(),
+                d.by_reason
+                    .iter()
+                    .map(|(k, (n, ns))| format!("{k} ×{n} ({})", fmt_ns(*ns)))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ]);
+        }
+        o.push_str(&t.render("  "));
+    }
+
+    o.push_str("\nVERDICT\n");
+    for p in &all {
+        o.push_str(&format!("  {}: {}\n", p.path, verdict_text(&p.verdict)));
+    }
+    o
+}
+
+/// The PER DEVICE table: every phase on every device.
+fn per_device_text(r: &Report, all: &[&PhaseReport]) -> String {
+    let mut o = String::new();
     o.push_str("\nPER DEVICE (metric columns: mean / peak)\n");
     let mut header: Vec<String> = vec![
         "phase".into(),
@@ -296,7 +330,7 @@ pub fn report_text_for(r: &Report, cmd: &str) -> String {
     let hdr: Vec<&str> = header.iter().map(String::as_str).collect();
     let mut t = TextTable::new(&hdr);
     let mean_peak = |s: &crate::report::Stat| format!("{} / {}", fmt_num(s.mean), fmt_num(s.peak));
-    for p in &all {
+    for p in all {
         for d in &p.devices {
             let mut row = vec![
                 phase_label(p),
@@ -319,7 +353,12 @@ pub fn report_text_for(r: &Report, cmd: &str) -> String {
         }
     }
     o.push_str(&t.render("  "));
+    o
+}
 
+/// The IDLE GAPS section: gaps by place, then the longest.
+fn gaps_text(r: &Report) -> String {
+    let mut o = String::new();
     let total: i64 = r.gap_groups.iter().map(|g| g.totals.total_ns).sum();
     let count: u64 = r.gap_groups.iter().map(|g| g.totals.count).sum();
     if r.activity.is_none() {
@@ -379,38 +418,12 @@ pub fn report_text_for(r: &Report, cmd: &str) -> String {
                 g.device.0.to_string(),
                 fmt_ns(g.offset_ns),
                 fmt_ns(g.duration_ns),
-                g.place.clone(),
+                g.place.to_string(),
                 g.no_kernel_ns.map_or("-".into(), fmt_ns),
                 g.kernel_resident_ns.map_or("-".into(), fmt_ns),
             ]);
         }
         o.push_str(&t.render("  "));
-    }
-
-    o.push_str("\nDROPS (time without samples, never counted as idle)\n");
-    if r.drops.is_empty() {
-        o.push_str("  none\n");
-    } else {
-        let mut t = TextTable::new(&["gpu", "drops", "time", "lost samples", "reasons"]);
-        for d in &r.drops {
-            t.row(vec![
-                d.device.0.to_string(),
-                d.count.to_string(),
-                fmt_ns(d.dropped_ns),
-                d.lost_samples.to_string(),
-                d.by_reason
-                    .iter()
-                    .map(|(k, (n, ns))| format!("{k} ×{n} ({})", fmt_ns(*ns)))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            ]);
-        }
-        o.push_str(&t.render("  "));
-    }
-
-    o.push_str("\nVERDICT\n");
-    for p in &all {
-        o.push_str(&format!("  {}: {}\n", p.path, verdict_text(&p.verdict)));
     }
     o
 }

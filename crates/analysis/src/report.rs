@@ -7,9 +7,11 @@ use crate::gaps::{self, Gap, HostCoverage, HostTime, KernelCoverage};
 use crate::phases::{self, Phases, Place};
 use crate::samples::{self, Activity, SegAgg};
 use cufall_trace::Trace;
-use cufall_trace::model::{DeviceId, DropRecord, NvmlRow};
+use cufall_trace::model::{DeviceId, DropRecord, NvmlRow, NvtxRange};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::sync::Arc;
 
 /// Settings of a report.
 #[derive(Clone, Debug, PartialEq)]
@@ -27,6 +29,9 @@ pub struct ReportOptions {
     /// Other metrics that must also be low for a sample to be idle. `None`: every other
     /// recorded percentage metric when `metric` is not given, none when it is.
     pub also_low: Option<Vec<String>>,
+    /// How many gaps [`Report::gaps`] lists, longest first; `None`: every gap. The totals
+    /// (phases, places, [`Report::gap_count`]) always count every gap.
+    pub gap_rows: Option<usize>,
 }
 
 /// Default idle threshold: below 5 % of full scale.
@@ -42,6 +47,7 @@ impl Default for ReportOptions {
             idle_below: DEFAULT_IDLE_BELOW,
             min_gap_ns: None,
             also_low: None,
+            gap_rows: None,
         }
     }
 }
@@ -233,7 +239,8 @@ pub struct GapRow {
     /// Start relative to the first sample of the trace.
     pub offset_ns: i64,
     pub duration_ns: i64,
-    pub place: String,
+    /// Where the gap falls, as [`GapGroup::place`] spells it (shared by the gaps of a place).
+    pub place: Arc<str>,
     pub no_kernel_ns: Option<i64>,
     pub kernel_resident_ns: Option<i64>,
     /// Gap time the host spent in CUDA calls (`--capture api`).
@@ -274,7 +281,10 @@ pub struct Report {
     pub phases: Vec<PhaseReport>,
     /// Gap groups, largest total first.
     pub gap_groups: Vec<GapGroup>,
-    /// Every gap, longest first.
+    /// How many gaps the recording has.
+    pub gap_count: u64,
+    /// The longest gaps, longest first: every gap, or as many as [`ReportOptions::gap_rows`]
+    /// asks for.
     pub gaps: Vec<GapRow>,
     pub drops: Vec<DeviceDrops>,
     pub notes: Vec<Note>,
@@ -428,7 +438,7 @@ impl SegPhases {
         for (pi, p) in phases.phases.iter().enumerate() {
             for s in &p.segments {
                 let at = &mut fill[*s as usize];
-                out[*at as usize] = pi as u32;
+                out[*at as usize] = phases::segment_id(pi);
                 *at += 1;
             }
         }
@@ -494,8 +504,8 @@ impl Cells {
         }
     }
 
-    /// Places the NVML readings and dropped time in the phases of their segments.
-    fn add_nvml_and_drops(&mut self, phases: &Phases, nvml: &[NvmlRow], drops: &[DropRecord]) {
+    /// Places NVML readings in the phases of their segments.
+    fn add_nvml(&mut self, phases: &Phases, nvml: &[NvmlRow]) {
         let n = self.slots;
         for r in nvml {
             let s = phases.segment_of(r.t_ns);
@@ -507,6 +517,11 @@ impl Cells {
                 cells[slot].push(r);
             }
         }
+    }
+
+    /// Places dropped time in the phases of the segments it spans.
+    fn add_drops(&mut self, phases: &Phases, drops: &[DropRecord]) {
+        let n = self.slots;
         for dr in drops {
             let lo = phases.segment_of(dr.start_ns);
             let hi = phases.segment_of((dr.end_ns - 1).max(dr.start_ns));
@@ -529,6 +544,17 @@ impl Cells {
 
 /// Computes the report of the trace at `trace`.
 pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
+    build_report_with(trace, opts, &mut |_| {})
+}
+
+/// [`build_report`], handing every gap to `each_gap` as it is found (by device, then time),
+/// whatever [`ReportOptions::gap_rows`] keeps in the report: a viewer that draws every gap keeps
+/// them in a form of its own, and no list of every gap is held here.
+pub fn build_report_with(
+    trace: &Trace,
+    opts: &ReportOptions,
+    each_gap: &mut dyn FnMut(&GapRow),
+) -> Result<Report> {
     let m = trace.manifest();
     let activity = resolve_activity(trace, opts)?;
     let metrics: Vec<String> = m.metric_names().into_iter().map(str::to_string).collect();
@@ -569,81 +595,53 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
         }
         None => Vec::new(),
     };
-    let drops = trace.drops()?;
-    let nvml = trace.nvml()?;
-    // Kernels a segment at a time: only their intervals are kept.
-    let mut intervals = Vec::new();
-    let mut any_kernels = false;
-    trace.kernels_by_segment(|ks| {
-        any_kernels |= !ks.is_empty();
-        intervals.extend(
-            ks.iter()
-                .filter(|k| gaps::keeps_gpu_busy(k.kind))
-                .map(|k| (k.device, k.start_ns, k.end_ns)),
-        );
+    // NVML readings a segment at a time, placed in their phases as they are read.
+    let mut nvml_span: Option<(i64, i64)> = None;
+    trace.nvml_by_segment(|rows| {
+        for r in &rows {
+            let (lo, hi) = nvml_span.get_or_insert((r.t_ns, r.t_ns));
+            (*lo, *hi) = ((*lo).min(r.t_ns), (*hi).max(r.t_ns));
+        }
+        cells.add_nvml(&phases, &rows);
     })?;
-    let coverage = any_kernels.then(|| KernelCoverage::from_intervals(intervals.into_iter()));
+    let drops = trace.drops()?;
+    cells.add_drops(&phases, &drops);
+    let coverage = kernel_coverage(trace)?;
     let host = HostCoverage::build(&trace.api_calls()?);
     let merged = gaps::merge_fragments(fragments, &drops, min_gap_ns, hole_ns);
-    let gap_list = gaps::build_gaps(merged, &phases, coverage.as_ref(), host.as_ref());
 
     let mut devices: Vec<DeviceId> = m.devices.iter().map(|d| d.id).collect();
     devices.extend(cells.samples.keys().copied());
     devices.sort_unstable();
     devices.dedup();
 
-    cells.add_nvml_and_drops(&phases, &nvml, &drops);
-    let runs: Vec<&SegAgg> = devices
-        .iter()
-        .filter_map(|d| cells.run_of(d))
-        .filter(|a| a.samples > 0)
-        .collect();
-    // The sampled extent; without samples, that of the NVML readings and NVTX ranges.
-    let start_ns = runs
-        .iter()
-        .map(|a| a.first_start_ns)
-        .min()
-        .or_else(|| {
-            nvml.iter()
-                .map(|r| r.t_ns)
-                .chain(nvtx.iter().map(|r| r.start_ns))
-                .min()
-        })
-        .unwrap_or(m.created_unix_ns);
-    let end_ns = runs
-        .iter()
-        .map(|a| a.last_end_ns)
-        .max()
-        .or_else(|| {
-            nvml.iter()
-                .map(|r| r.t_ns)
-                .chain(nvtx.iter().map(|r| r.end_ns))
-                .max()
-        })
-        .unwrap_or(start_ns);
+    let (start_ns, end_ns) = extent(&devices, &cells, nvml_span, &nvtx, m.created_unix_ns);
 
     let kernels_captured = coverage.is_some();
+    let mut fold = GapFold::new(&phases, &cells.index, cells.slots, start_ns, opts.gap_rows);
+    for g in gaps::gaps_of(merged, &phases, coverage.as_ref(), host.as_ref()) {
+        fold.add(&g, each_gap);
+    }
+    let gap_count = fold.count;
+    let folded = fold.finish();
     let ctx = Ctx {
         devices: &devices,
         cells: &cells,
+        gaps: &folded.totals,
         metrics: &metrics,
         activity: activity.as_ref(),
         kernels_captured,
         min_gap_ns,
     };
     let run_durations = vec![(end_ns - start_ns).max(0)];
-    let whole_gaps: Vec<&Gap> = gap_list.iter().collect();
     let whole_run = ctx.phase_report(
         "(whole run)",
         "(whole run)",
         0,
         &run_durations,
         cells.whole_run(),
-        &whole_gaps,
     );
-    let phase_reports = ctx.phase_reports(&phases, &gap_list);
-    let gap_groups = group_gaps(&gap_list, &phases);
-    let gap_rows = gap_rows(&gap_list, &phases, start_ns);
+    let phase_reports = ctx.phase_reports(&phases);
 
     let drop_reports = drop_summary(&drops);
     let notes = notes(
@@ -674,20 +672,279 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
         min_gap_ns,
         nvtx_captured: !phases.is_empty(),
         kernels_captured,
-        nvml_captured: !nvml.is_empty(),
+        nvml_captured: nvml_span.is_some(),
         whole_run,
         phases: phase_reports,
-        gap_groups,
-        gaps: gap_rows,
+        gap_groups: folded.groups,
+        gap_count,
+        gaps: folded.rows,
         drops: drop_reports,
         notes,
         warnings: trace.warnings(),
     })
 }
 
+/// The kernels' busy intervals, read a segment at a time (only the intervals are kept); `None`
+/// when the trace has no kernel records (kernels were not captured).
+fn kernel_coverage(trace: &Trace) -> Result<Option<KernelCoverage>> {
+    let mut intervals = Vec::new();
+    let mut any_kernels = false;
+    trace.kernels_by_segment(|ks| {
+        any_kernels |= !ks.is_empty();
+        intervals.extend(
+            ks.iter()
+                .filter(|k| gaps::keeps_gpu_busy(k.kind))
+                .map(|k| (k.device, k.start_ns, k.end_ns)),
+        );
+    })?;
+    Ok(any_kernels.then(|| KernelCoverage::from_intervals(intervals.into_iter())))
+}
+
+/// The sampled extent (first sample start, last sample end); without samples, that of the NVML
+/// readings and NVTX ranges; without those, the recording's creation time.
+fn extent(
+    devices: &[DeviceId],
+    cells: &Cells,
+    nvml_span: Option<(i64, i64)>,
+    nvtx: &[NvtxRange],
+    created_ns: i64,
+) -> (i64, i64) {
+    let runs: Vec<&SegAgg> = devices
+        .iter()
+        .filter_map(|d| cells.run_of(d))
+        .filter(|a| a.samples > 0)
+        .collect();
+    let start_ns = runs
+        .iter()
+        .map(|a| a.first_start_ns)
+        .min()
+        .or_else(|| {
+            nvml_span
+                .map(|s| s.0)
+                .into_iter()
+                .chain(nvtx.iter().map(|r| r.start_ns))
+                .min()
+        })
+        .unwrap_or(created_ns);
+    let end_ns = runs
+        .iter()
+        .map(|a| a.last_end_ns)
+        .max()
+        .or_else(|| {
+            nvml_span
+                .map(|s| s.1)
+                .into_iter()
+                .chain(nvtx.iter().map(|r| r.end_ns))
+                .max()
+        })
+        .unwrap_or(start_ns);
+    (start_ns, end_ns)
+}
+
+/// The order of [`Report::gaps`]: longest first, then by start and device (a total order: a
+/// device's gaps never share a start).
+fn longest_first(a: &GapRow, b: &GapRow) -> Ordering {
+    b.duration_ns
+        .cmp(&a.duration_ns)
+        .then(a.start_ns.cmp(&b.start_ns))
+        .then(a.device.cmp(&b.device))
+}
+
+/// A row in a heap of the longest gaps: the greatest is the one to give up first.
+struct Longest(GapRow);
+
+impl PartialEq for Longest {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Longest {}
+impl PartialOrd for Longest {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Longest {
+    fn cmp(&self, o: &Self) -> Ordering {
+        longest_first(&self.0, &o.0)
+    }
+}
+
+/// The rows a report lists: every gap, or the `n` longest.
+enum KeptRows {
+    Every(Vec<GapRow>),
+    Longest(usize, BinaryHeap<Longest>),
+}
+
+impl KeptRows {
+    fn keep(&mut self, row: GapRow) {
+        match self {
+            KeptRows::Every(v) => v.push(row),
+            KeptRows::Longest(n, heap) => {
+                if heap.len() < *n {
+                    heap.push(Longest(row));
+                } else if heap
+                    .peek()
+                    .is_some_and(|worst| longest_first(&row, &worst.0) == Ordering::Less)
+                {
+                    heap.pop();
+                    heap.push(Longest(row));
+                }
+            }
+        }
+    }
+
+    fn into_sorted(self) -> Vec<GapRow> {
+        let mut rows = match self {
+            KeptRows::Every(v) => v,
+            KeptRows::Longest(_, heap) => heap.into_iter().map(|l| l.0).collect(),
+        };
+        rows.sort_unstable_by(longest_first);
+        rows
+    }
+}
+
+/// The gaps of one place, as they are folded in.
+struct PlaceFold {
+    label: Arc<str>,
+    totals: GapTotals,
+    max_ns: i64,
+    devices: Vec<DeviceId>,
+}
+
+/// What [`GapFold`] ends with.
+struct FoldedGaps {
+    /// Per device, the totals of each slot (phases, then the whole run).
+    totals: BTreeMap<DeviceId, Vec<GapTotals>>,
+    /// Largest total first.
+    groups: Vec<GapGroup>,
+    rows: Vec<GapRow>,
+}
+
+/// The gaps folded in one at a time, so that no list of every gap is held: totals per device and
+/// slot (phases, then the whole run, as in [`Cells`]), totals per place, and the listed rows.
+struct GapFold<'a> {
+    phases: &'a Phases,
+    index: &'a SegPhases,
+    slots: usize,
+    start_ns: i64,
+    count: u64,
+    totals: BTreeMap<DeviceId, Vec<GapTotals>>,
+    places: BTreeMap<Place, PlaceFold>,
+    rows: KeptRows,
+}
+
+impl<'a> GapFold<'a> {
+    fn new(
+        phases: &'a Phases,
+        index: &'a SegPhases,
+        slots: usize,
+        start_ns: i64,
+        keep: Option<usize>,
+    ) -> GapFold<'a> {
+        GapFold {
+            phases,
+            index,
+            slots,
+            start_ns,
+            count: 0,
+            totals: BTreeMap::new(),
+            places: BTreeMap::new(),
+            rows: match keep {
+                None => KeptRows::Every(Vec::new()),
+                Some(n) => KeptRows::Longest(n, BinaryHeap::with_capacity(n.min(1 << 16) + 1)),
+            },
+        }
+    }
+
+    /// Counts `g` in the phases holding its midpoint (a parent phase holds the gaps between its
+    /// children) and in the whole run, in its place, and among the rows.
+    fn add(&mut self, g: &Gap, each: &mut dyn FnMut(&GapRow)) {
+        self.count += 1;
+        let slots = self.slots;
+        let seg = self.phases.segment_of(g.start_ns + g.duration_ns() / 2);
+        let cells = self
+            .totals
+            .entry(g.device)
+            .or_insert_with(|| vec![GapTotals::default(); slots]);
+        for slot in self.index.slots_of(seg, slots) {
+            cells[slot].add(g);
+        }
+        let phases = self.phases;
+        let place = self
+            .places
+            .entry(g.place.clone())
+            .or_insert_with(|| PlaceFold {
+                label: phases.label(&g.place).into(),
+                totals: GapTotals::default(),
+                max_ns: 0,
+                devices: Vec::new(),
+            });
+        place.totals.add(g);
+        place.max_ns = place.max_ns.max(g.duration_ns());
+        if !place.devices.contains(&g.device) {
+            place.devices.push(g.device);
+        }
+        let row = GapRow {
+            device: g.device,
+            start_ns: g.start_ns,
+            end_ns: g.end_ns,
+            offset_ns: g.start_ns - self.start_ns,
+            duration_ns: g.duration_ns(),
+            place: place.label.clone(),
+            no_kernel_ns: g.kernel_resident_ns.map(|k| g.duration_ns() - k),
+            kernel_resident_ns: g.kernel_resident_ns,
+            host: g.host,
+        };
+        each(&row);
+        self.rows.keep(row);
+    }
+
+    fn finish(self) -> FoldedGaps {
+        let phases = self.phases;
+        let path = |p: Option<usize>| p.map(|p| phases.phases[p].path.clone());
+        let mut groups: Vec<GapGroup> = self
+            .places
+            .into_iter()
+            .map(|(place, f)| {
+                let mut devices = f.devices;
+                devices.sort_unstable();
+                let (kind, before, after) = match place {
+                    Place::WholeRun => ("whole_run", None, None),
+                    Place::In(_) => ("in", None, None),
+                    Place::Between(a, b) => ("between", path(a), path(b)),
+                };
+                GapGroup {
+                    place: f.label.to_string(),
+                    kind: kind.to_string(),
+                    before,
+                    after,
+                    mean_ns: f.totals.total_ns / f.totals.count.max(1) as i64,
+                    max_ns: f.max_ns,
+                    totals: f.totals,
+                    devices,
+                }
+            })
+            .collect();
+        groups.sort_by(|a, b| {
+            b.totals
+                .total_ns
+                .cmp(&a.totals.total_ns)
+                .then(a.place.cmp(&b.place))
+        });
+        FoldedGaps {
+            totals: self.totals,
+            groups,
+            rows: self.rows.into_sorted(),
+        }
+    }
+}
+
 struct Ctx<'a> {
     devices: &'a [DeviceId],
     cells: &'a Cells,
+    /// Gap totals per device and slot.
+    gaps: &'a BTreeMap<DeviceId, Vec<GapTotals>>,
     metrics: &'a [String],
     activity: Option<&'a Activity>,
     kernels_captured: bool,
@@ -695,26 +952,13 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// One report per phase, in tree order, each with the gaps whose midpoint lies in one of
-    /// its ranges (for a parent phase, that includes the gaps between its children).
-    fn phase_reports(&self, phases: &Phases, gaps: &[Gap]) -> Vec<PhaseReport> {
-        let gap_segments: Vec<u32> = gaps
-            .iter()
-            .map(|g| phases.segment_of(g.start_ns + g.duration_ns() / 2) as u32)
-            .collect();
+    /// One report per phase, in tree order.
+    fn phase_reports(&self, phases: &Phases) -> Vec<PhaseReport> {
         phases
             .phases
             .iter()
             .enumerate()
-            .map(|(slot, p)| {
-                let in_phase: Vec<&Gap> = gaps
-                    .iter()
-                    .zip(&gap_segments)
-                    .filter(|(_, s)| p.segments.binary_search(s).is_ok())
-                    .map(|(g, _)| g)
-                    .collect();
-                self.phase_report(&p.path, &p.name, p.depth, &p.durations_ns, slot, &in_phase)
-            })
+            .map(|(slot, p)| self.phase_report(&p.path, &p.name, p.depth, &p.durations_ns, slot))
             .collect()
     }
 
@@ -725,7 +969,6 @@ impl Ctx<'_> {
         depth: usize,
         durations: &[i64],
         slot: usize,
-        in_gaps: &[&Gap],
     ) -> PhaseReport {
         let mut devs = Vec::with_capacity(self.devices.len());
         let (mut idle_all, mut sampled_all) = (0i64, 0i64);
@@ -756,8 +999,8 @@ impl Ctx<'_> {
                 gaps.no_kernel_ns = Some(0);
                 gaps.kernel_resident_ns = Some(0);
             }
-            for g in in_gaps.iter().filter(|g| g.device == *d) {
-                gaps.add(g);
+            if let Some(t) = self.gaps.get(d).and_then(|t| t.get(slot)) {
+                gaps.merge(t);
             }
             idle_all += agg.idle_ns;
             sampled_all += agg.sampled_ns;
@@ -872,74 +1115,6 @@ fn notes(
         });
     }
     notes
-}
-
-/// Every gap as a row, longest first; offsets from `start_ns`.
-fn gap_rows(gaps: &[Gap], phases: &Phases, start_ns: i64) -> Vec<GapRow> {
-    let mut rows: Vec<GapRow> = gaps
-        .iter()
-        .map(|g| GapRow {
-            device: g.device,
-            start_ns: g.start_ns,
-            end_ns: g.end_ns,
-            offset_ns: g.start_ns - start_ns,
-            duration_ns: g.duration_ns(),
-            place: phases.label(&g.place),
-            no_kernel_ns: g.kernel_resident_ns.map(|k| g.duration_ns() - k),
-            kernel_resident_ns: g.kernel_resident_ns,
-            host: g.host,
-        })
-        .collect();
-    rows.sort_by(|a, b| {
-        b.duration_ns
-            .cmp(&a.duration_ns)
-            .then(a.start_ns.cmp(&b.start_ns))
-            .then(a.device.cmp(&b.device))
-    });
-    rows
-}
-
-fn group_gaps(gaps: &[Gap], phases: &Phases) -> Vec<GapGroup> {
-    let mut groups: BTreeMap<&Place, (GapTotals, i64, Vec<DeviceId>)> = BTreeMap::new();
-    for g in gaps {
-        let e = groups
-            .entry(&g.place)
-            .or_insert_with(|| (GapTotals::default(), 0, Vec::new()));
-        e.0.add(g);
-        e.1 = e.1.max(g.duration_ns());
-        if !e.2.contains(&g.device) {
-            e.2.push(g.device);
-        }
-    }
-    let path = |p: Option<usize>| p.map(|p| phases.phases[p].path.clone());
-    let mut out: Vec<GapGroup> = groups
-        .into_iter()
-        .map(|(place, (totals, max_ns, mut devices))| {
-            devices.sort_unstable();
-            let (kind, before, after) = match place {
-                Place::WholeRun => ("whole_run", None, None),
-                Place::In(_) => ("in", None, None),
-                Place::Between(a, b) => ("between", path(*a), path(*b)),
-            };
-            GapGroup {
-                place: phases.label(place),
-                kind: kind.to_string(),
-                before,
-                after,
-                mean_ns: totals.total_ns / totals.count.max(1) as i64,
-                max_ns,
-                totals,
-                devices,
-            }
-        })
-        .collect();
-    out.sort_by(|a, b| {
-        b.totals
-            .total_ns
-            .cmp(&a.totals.total_ns)
-            .then(a.place.cmp(&b.place))
-    });
-    out
 }
 
 fn drop_summary(drops: &[DropRecord]) -> Vec<DeviceDrops> {

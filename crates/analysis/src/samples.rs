@@ -62,6 +62,10 @@ impl Activity {
 
     /// Whether a sample is idle: the activity value (column `act`) below the threshold and every
     /// [`Activity::also_low`] metric below its own.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "thresholds compared with the f32 values the trace stores"
+    )]
     pub fn idle_expr(&self, act: &str) -> Expr {
         let pct = (self.idle_below * 100.0) as f32;
         self.also_low
@@ -181,7 +185,7 @@ pub fn time_windows(trace: &Trace, samples_per_window: u64) -> Result<Vec<(i64, 
         return Ok(vec![(i64::MIN, i64::MAX)]);
     }
     let width = ((last - first) / parts).max(1);
-    let mut out = Vec::with_capacity(parts as usize);
+    let mut out = Vec::with_capacity(usize::try_from(parts).unwrap_or(0));
     for k in 0..parts {
         let lo = if k == 0 { i64::MIN } else { first + k * width };
         let hi = if k == parts - 1 {

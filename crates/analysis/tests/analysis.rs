@@ -2,7 +2,7 @@
 
 use cufall_analysis::diff::{build_diff, diff_text};
 use cufall_analysis::render::report_text;
-use cufall_analysis::report::{GapGroup, Report};
+use cufall_analysis::report::{GapGroup, Report, build_report_with};
 use cufall_analysis::{ReportOptions, build_report};
 use cufall_testkit::fixture::{DRAM, ELAPSED, Fixture, INTERVAL, T0, TENSOR, US};
 use cufall_trace::Trace;
@@ -194,6 +194,41 @@ fn default_min_gap_is_five_intervals_and_raw_metric_uses_trace_peak() {
     assert_eq!(r.activity.as_ref().expect("activity").full_scale, 100.0);
     assert_eq!(r.idle_threshold, Some(5.0));
     assert_eq!(r.gaps.len(), 13);
+}
+
+#[test]
+fn listing_the_longest_gaps_changes_no_total() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = Trace::open(Fixture::default().write(dir.path(), "t.cufall")).expect("open");
+    let mut seen = Vec::new();
+    let every = build_report_with(&trace, &opts(), &mut |g| seen.push(g.clone())).expect("report");
+    assert!(every.gaps.len() > 4, "{}", every.gaps.len());
+    assert_eq!(every.gap_count, every.gaps.len() as u64);
+    // Every gap is handed over once, by device then time, whatever the report keeps.
+    let mut sorted = seen.clone();
+    sorted.sort_by_key(|g| (g.device, g.start_ns));
+    assert_eq!(seen, sorted);
+    let mut longest = every.gaps.clone();
+    longest.sort_by_key(|g| (g.device, g.start_ns));
+    assert_eq!(seen, longest);
+    for keep in [0, 1, 4, every.gaps.len() + 3] {
+        let o = ReportOptions {
+            gap_rows: Some(keep),
+            ..opts()
+        };
+        let mut n = 0;
+        let some = build_report_with(&trace, &o, &mut |_| n += 1).expect("report");
+        assert_eq!(n, every.gaps.len());
+        assert_eq!(some.gap_count, every.gap_count);
+        assert_eq!(some.gaps, every.gaps[..keep.min(every.gaps.len())]);
+        assert_eq!(
+            Report {
+                gaps: every.gaps.clone(),
+                ..some
+            },
+            every
+        );
+    }
 }
 
 #[test]

@@ -27,6 +27,9 @@
 //! activity records and of PM samples on Linux, so records and counter samples line up without
 //! conversion.
 #![forbid(unsafe_code)]
+// Truncating casts on the data path (tests aside) are errors in CI: convert with `try_from`, or
+// say why not.
+#![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
 use std::borrow::Cow;
 
@@ -498,7 +501,7 @@ impl Writer<'_> {
     }
     fn bytes(&mut self, b: &[u8]) {
         let b = &b[..b.len().min(MAX_NAME_BYTES)];
-        self.u32(b.len() as u32);
+        self.u32(u32::try_from(b.len()).unwrap_or(u32::MAX));
         self.0.extend_from_slice(b);
     }
 }

@@ -16,6 +16,9 @@
 //!
 //! Library discovery ([`loader`]) runs before anything touches cudarc, because cudarc panics
 //! when a library is missing.
+// Truncating casts on the data path (tests aside) are errors in CI: convert with `try_from`, or
+// say why not.
+#![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 // CUPTI is a C API: this crate is where cufall's FFI lives, so it may use unsafe code. Each
 // unsafe block carries a `// SAFETY:` comment; everything public is safe.
 #![allow(unsafe_code)]
@@ -92,9 +95,10 @@ fn device_facts(index: usize) -> Result<DeviceFacts> {
     }
     .ok()
     .and_then(|v| u32::try_from(v).ok());
-    let mut buf = [0 as core::ffi::c_char; 32];
+    const LEN: i32 = 32;
+    let mut buf = [0 as core::ffi::c_char; LEN as usize];
     // SAFETY: `buf` is writable for its full length, which we pass; `dev` is valid.
-    let r = unsafe { ds::cuDeviceGetPCIBusId(buf.as_mut_ptr(), buf.len() as i32, dev) };
+    let r = unsafe { ds::cuDeviceGetPCIBusId(buf.as_mut_ptr(), LEN, dev) };
     let pci_bus_id = if r == ds::CUresult::CUDA_SUCCESS {
         // SAFETY: the driver wrote a NUL-terminated string into `buf` (it is 32 bytes, the
         // documented maximum is 13).

@@ -9,6 +9,9 @@
 //! Memory is bounded by `capacity` events; each event is one batch (typically a few milliseconds
 //! of samples of one device), so the bound is a few seconds of data.
 #![forbid(unsafe_code)]
+// Truncating casts on the data path (tests aside) are errors in CI: convert with `try_from`, or
+// say why not.
+#![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
 use cufall_model::{
     DeviceInfo, DropRecord, HeatmapSpec, KernelRecord, MetricInfo, NvmlRow, NvtxRange, SampleBatch,

@@ -5,9 +5,24 @@
 //! live feed builds without it); the column layout they map to is documented in `cufall-trace`'s
 //! crate root and in `docs/trace-format.md`. `cufall_trace::model` re-exports this crate.
 #![forbid(unsafe_code)]
+// Truncating casts on the data path (tests aside) are errors in CI: convert with `try_from`, or
+// say why not.
+#![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Whole nanoseconds of `d` as the trace's time columns hold them (`i64`), saturating at
+/// `i64::MAX` (292 years): cufall's one conversion from a `Duration` to a timestamp or span.
+pub fn nanos(d: Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// [`nanos`] as an unsigned count, for counters of time spent (saturating at `u64::MAX`).
+pub fn nanos_u64(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
 
 /// The `format` field of every manifest.
 pub const FORMAT_NAME: &str = "cufall-trace";

@@ -32,6 +32,9 @@
 //! Every `*_ns` column is nanoseconds since the Unix epoch (CLOCK_REALTIME), the clock CUPTI
 //! stamps PM samples with. The full specification, with every column, is `docs/trace-format.md`.
 #![forbid(unsafe_code)]
+// Truncating casts on the data path (tests aside) are errors in CI: convert with `try_from`, or
+// say why not.
+#![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
 mod error;
 mod index;

@@ -485,8 +485,24 @@ impl Trace {
 
     /// The kernels one segment at a time, in segment order, so that a reader that keeps them in
     /// a form of its own never holds the whole table twice (a segment is at most a few MB).
-    pub fn kernels_by_segment(&self, mut each: impl FnMut(Vec<KernelRecord>)) -> Result<()> {
-        for path in self.verified_paths(Table::Kernels)? {
+    pub fn kernels_by_segment(&self, each: impl FnMut(Vec<KernelRecord>)) -> Result<()> {
+        self.by_segment(Table::Kernels, tables::kernels_from, each)
+    }
+
+    /// The NVML readings one segment at a time, in segment order (see
+    /// [`Trace::kernels_by_segment`]).
+    pub fn nvml_by_segment(&self, each: impl FnMut(Vec<NvmlRow>)) -> Result<()> {
+        self.by_segment(Table::Nvml, tables::nvml_from, each)
+    }
+
+    /// The rows of `table` one verified segment file at a time, converted by `rows`.
+    fn by_segment<R>(
+        &self,
+        table: Table,
+        rows: impl Fn(&DataFrame) -> PolarsResult<Vec<R>>,
+        mut each: impl FnMut(Vec<R>),
+    ) -> Result<()> {
+        for path in self.verified_paths(table)? {
             let one = PlRefPath::from(path.to_string_lossy().as_ref());
             let args = ScanArgsParquet {
                 rechunk: false,
@@ -495,7 +511,7 @@ impl Trace {
             let lf = LazyFrame::scan_parquet_files(std::iter::once(one).collect(), args)
                 .map_err(|e| corrupt(&self.dir, format!("cannot scan {}: {e}", self.rel(&path))))?;
             let df = self.collect(lf)?;
-            each(tables::kernels_from(&df).map_err(|e| corrupt(&self.dir, e.to_string()))?);
+            each(rows(&df).map_err(|e| corrupt(&self.dir, e.to_string()))?);
         }
         Ok(())
     }

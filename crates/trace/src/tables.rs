@@ -146,6 +146,7 @@ impl SampleColumns {
         for (column, src) in self.values.iter_mut().zip(&batch.values) {
             // Values are stored as f32: 24 bits of mantissa, a relative precision of 6e-8,
             // far finer than any counter's own resolution over one sample.
+            #[expect(clippy::cast_possible_truncation, reason = "f64 to f32 on purpose")]
             column.extend(src.iter().map(|v| *v as f32));
         }
     }

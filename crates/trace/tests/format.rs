@@ -41,6 +41,9 @@ fn every_table_round_trips() {
     let mut by_segment = Vec::new();
     trace.kernels_by_segment(|k| by_segment.extend(k)).unwrap();
     assert_eq!(by_segment, kernels());
+    let mut nvml_parts = Vec::new();
+    trace.nvml_by_segment(|r| nvml_parts.extend(r)).unwrap();
+    assert_eq!(nvml_parts, nvml());
 
     let s = trace.summary().unwrap();
     assert_eq!(s.devices[&0].samples, 3000);

@@ -7,7 +7,7 @@ use super::number::{parse_fraction, parse_full_scale};
 use anyhow::Result;
 use cufall_analysis::diff::{build_diff, diff_text_for};
 use cufall_analysis::export::{self, DEFAULT_MAX_COUNTER_POINTS, ExportOptions, Format};
-use cufall_analysis::render::{fmt_ns, report_text_for};
+use cufall_analysis::render::{LONGEST_GAPS_SHOWN, fmt_ns, report_text_for};
 use cufall_analysis::report::{DEFAULT_IDLE_BELOW, ReportOptions, build_report};
 use cufall_trace::Trace;
 use std::io::Write;
@@ -43,6 +43,7 @@ impl AnalysisArgs {
             idle_below: self.idle_below,
             min_gap_ns: self.min_gap,
             also_low: None,
+            gap_rows: None,
         }
     }
 }
@@ -106,7 +107,12 @@ fn json_err(e: serde_json::Error) -> anyhow::Error {
 /// Runs `cufall report`, writing to `out`.
 pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<ExitCode> {
     let trace = Trace::open(&args.trace)?;
-    let report = build_report(&trace, &args.analysis.options())?;
+    // The text lists the longest gaps only; JSON lists every gap.
+    let opts = ReportOptions {
+        gap_rows: (!args.json).then_some(LONGEST_GAPS_SHOWN),
+        ..args.analysis.options()
+    };
+    let report = build_report(&trace, &opts)?;
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &report).map_err(json_err)?;
         writeln!(out).map_err(io_err)?;
@@ -121,7 +127,12 @@ pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<ExitCode> {
 pub fn diff_to(args: &DiffArgs, out: &mut dyn Write) -> Result<ExitCode> {
     let a = Trace::open(&args.a)?;
     let b = Trace::open(&args.b)?;
-    let d = build_diff(&a, &b, &args.analysis.options())?;
+    // The text compares gap totals, not single gaps; JSON keeps both reports whole.
+    let opts = ReportOptions {
+        gap_rows: (!args.json).then_some(0),
+        ..args.analysis.options()
+    };
+    let d = build_diff(&a, &b, &opts)?;
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &d).map_err(json_err)?;
         writeln!(out).map_err(io_err)?;

@@ -4,6 +4,7 @@
 //! A number with a unit in humantime's syntax (`10us`, `10µs`, `2.5ms`, `30s`, `5m`, `1h`,
 //! `1m30s`), or a bare number, read as seconds as `nsys --duration` and `timeout` read it.
 
+use cufall_trace::model::nanos;
 use std::time::Duration;
 
 /// Parses a duration flag; zero is allowed (`--from 0`).
@@ -47,7 +48,7 @@ pub fn parse_positive_ns(s: &str) -> Result<i64, String> {
 
 /// Nanoseconds as the trace counts them (`i64`), saturating at about 292 years.
 pub fn as_ns(d: Duration) -> i64 {
-    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+    nanos(d)
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use super::{DeviceCounters, PipelineError, SLOW_DECODE, SinkMsg, call_size_bin, 
 use crate::gaps::{GapDetector, Verdict};
 use crate::sizing::ImagePlan;
 use cufall_cupti::{CounterDataInfo, CuptiError, DecodeStop};
+use cufall_trace::model::nanos_u64;
 use cufall_trace::model::{DeviceId, DropReason};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
@@ -350,7 +351,7 @@ where
             let gap = t0.duration_since(prev);
             let c = self.links.counters;
             c.max_decode_gap_ns
-                .fetch_max(gap.as_nanos() as u64, Ordering::Relaxed);
+                .fetch_max(nanos_u64(gap), Ordering::Relaxed);
             if gap > SLOW_DECODE {
                 c.late_decodes.fetch_add(1, Ordering::Relaxed);
             }
@@ -368,7 +369,7 @@ where
             return Ok((call, 0));
         };
         let outcome = self.source.decode(cur);
-        let call_ns = t0.elapsed().as_nanos() as u64;
+        let call_ns = nanos_u64(t0.elapsed());
         let call = match outcome {
             Ok(o) => self.decoded(o),
             Err(CuptiError::HardwareBufferOverflow { .. }) => self.overflowed(stopping),
@@ -482,7 +483,7 @@ sampling. Use a longer --interval or fewer metrics to avoid this.",
         let t = Instant::now();
         let samples = self.classify(info.completed);
         c.seal_ns
-            .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            .fetch_add(nanos_u64(t.elapsed()), Ordering::Relaxed);
         c.samples_decoded
             .fetch_add(info.completed as u64, Ordering::Relaxed);
         c.images_sealed.fetch_add(1, Ordering::Relaxed);

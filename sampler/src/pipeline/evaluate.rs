@@ -13,6 +13,7 @@
 
 use super::source::{ImageStore, SampleEvaluator};
 use super::{DeviceCounters, SinkMsg, panic_message};
+use cufall_trace::model::nanos_u64;
 use cufall_trace::model::{DeviceId, DropReason, DropRecord, SampleBatch};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
@@ -124,7 +125,7 @@ pub(crate) fn evaluator_main<I, M, E>(
         }));
         counters
             .eval_ns
-            .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            .fetch_add(nanos_u64(t0.elapsed()), Ordering::Relaxed);
         match result {
             Ok((batch, drops)) => {
                 panics_in_a_row = 0;
@@ -205,7 +206,7 @@ fn hand_back<I, M: ImageStore<I>>(
     let r = shared.images.restore(&mut image, touched);
     counters
         .reset_ns
-        .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        .fetch_add(nanos_u64(t.elapsed()), Ordering::Relaxed);
     counters
         .reset_bytes
         .fetch_add(r.bytes as u64, Ordering::Relaxed);

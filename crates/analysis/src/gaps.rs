@@ -92,29 +92,24 @@ pub fn merge_fragments(
     min_gap_ns: i64,
     hole_ns: i64,
 ) -> Vec<(DeviceId, i64, i64)> {
-    fragments.sort_by_key(|f| (f.device, f.start_ns));
-    let mut merged: Vec<(DeviceId, i64, i64)> = Vec::new();
-    for f in fragments {
-        match merged.last_mut() {
-            Some((d, _, end)) if *d == f.device && f.start_ns - *end <= hole_ns => {
-                *end = (*end).max(f.end_ns);
-            }
-            _ => merged.push((f.device, f.start_ns, f.end_ns)),
-        }
-    }
+    fragments.sort_unstable_by_key(|f| (f.device, f.start_ns, f.end_ns));
     let mut drops_by_device: BTreeMap<DeviceId, Vec<(i64, i64)>> = BTreeMap::new();
     for d in drops {
-        let dev = d.device;
         drops_by_device
-            .entry(dev)
+            .entry(d.device)
             .or_default()
             .push((d.start_ns, d.end_ns));
     }
-    let mut out = Vec::with_capacity(merged.len());
-    for (dev, start, end) in merged {
+    // One pass: a run of touching fragments is cut at the drops and kept as it closes, so no
+    // list of the merged runs is held beside the fragments.
+    let mut out = Vec::new();
+    let mut close = |(dev, start, end): (DeviceId, i64, i64)| {
         let mut pieces = vec![(start, end)];
         if let Some(list) = drops_by_device.get(&dev) {
             for (ds, de) in list {
+                if *de <= start || *ds >= end {
+                    continue;
+                }
                 pieces = pieces
                     .into_iter()
                     .flat_map(|(s, e)| {
@@ -140,7 +135,25 @@ pub fn merge_fragments(
                 .filter(|(s, e)| e - s >= min_gap_ns)
                 .map(|(s, e)| (dev, s, e)),
         );
+    };
+    let mut run: Option<(DeviceId, i64, i64)> = None;
+    for f in fragments {
+        match &mut run {
+            Some((d, _, end)) if *d == f.device && f.start_ns - *end <= hole_ns => {
+                *end = (*end).max(f.end_ns);
+            }
+            _ => {
+                if let Some(r) = run.take() {
+                    close(r);
+                }
+                run = Some((f.device, f.start_ns, f.end_ns));
+            }
+        }
     }
+    if let Some(r) = run {
+        close(r);
+    }
+    out.shrink_to_fit();
     out
 }
 
@@ -177,36 +190,11 @@ impl KernelCoverage {
 
     /// The union of `(key, start, end)` intervals, per key.
     pub fn from_intervals(intervals: impl Iterator<Item = (DeviceId, i64, i64)>) -> KernelCoverage {
-        let mut lists: BTreeMap<DeviceId, Vec<(i64, i64)>> = BTreeMap::new();
+        let mut b = CoverageBuilder::default();
         for (dev, s, e) in intervals {
-            lists.entry(dev).or_default().push((s, e.max(s)));
+            b.add(dev, s, e);
         }
-        let mut by_device = BTreeMap::new();
-        for (dev, mut list) in lists {
-            list.sort_unstable();
-            let mut merged: Vec<(i64, i64)> = Vec::with_capacity(list.len());
-            for (s, e) in list {
-                match merged.last_mut() {
-                    Some((_, end)) if s <= *end => *end = (*end).max(e),
-                    _ => merged.push((s, e)),
-                }
-            }
-            let mut prefix = Vec::with_capacity(merged.len() + 1);
-            prefix.push(0i64);
-            let mut acc = 0;
-            for (s, e) in &merged {
-                acc += e - s;
-                prefix.push(acc);
-            }
-            by_device.insert(
-                dev,
-                DeviceCoverage {
-                    intervals: merged,
-                    prefix,
-                },
-            );
-        }
-        KernelCoverage { by_device }
+        b.finish()
     }
 
     /// Time within `[start, end)` during which a kernel ran on `device`.
@@ -234,6 +222,57 @@ impl KernelCoverage {
             total -= e1 - end;
         }
         total
+    }
+}
+
+/// Collects busy intervals as they are read (a segment at a time) into one list per device,
+/// then sorts and merges each in place: no copy of every interval is held beside the lists.
+#[derive(Default)]
+pub struct CoverageBuilder {
+    lists: BTreeMap<DeviceId, Vec<(i64, i64)>>,
+}
+
+impl CoverageBuilder {
+    pub fn add(&mut self, device: DeviceId, start: i64, end: i64) {
+        self.lists
+            .entry(device)
+            .or_default()
+            .push((start, end.max(start)));
+    }
+
+    pub fn finish(self) -> KernelCoverage {
+        let mut by_device = BTreeMap::new();
+        for (dev, mut list) in self.lists {
+            list.sort_unstable();
+            // Merge overlapping intervals in place: `w` is the last kept one.
+            let mut w = 0usize;
+            for i in 1..list.len() {
+                let (s, e) = list[i];
+                if s <= list[w].1 {
+                    list[w].1 = list[w].1.max(e);
+                } else {
+                    w += 1;
+                    list[w] = (s, e);
+                }
+            }
+            list.truncate(if list.is_empty() { 0 } else { w + 1 });
+            list.shrink_to_fit();
+            let mut prefix = Vec::with_capacity(list.len() + 1);
+            prefix.push(0i64);
+            let mut acc = 0;
+            for (s, e) in &list {
+                acc += e - s;
+                prefix.push(acc);
+            }
+            by_device.insert(
+                dev,
+                DeviceCoverage {
+                    intervals: list,
+                    prefix,
+                },
+            );
+        }
+        KernelCoverage { by_device }
     }
 }
 

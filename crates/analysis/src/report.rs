@@ -687,17 +687,15 @@ pub fn build_report_with(
 /// The kernels' busy intervals, read a segment at a time (only the intervals are kept); `None`
 /// when the trace has no kernel records (kernels were not captured).
 fn kernel_coverage(trace: &Trace) -> Result<Option<KernelCoverage>> {
-    let mut intervals = Vec::new();
+    let mut builder = gaps::CoverageBuilder::default();
     let mut any_kernels = false;
     trace.kernels_by_segment(|ks| {
         any_kernels |= !ks.is_empty();
-        intervals.extend(
-            ks.iter()
-                .filter(|k| gaps::keeps_gpu_busy(k.kind))
-                .map(|k| (k.device, k.start_ns, k.end_ns)),
-        );
+        for k in ks.iter().filter(|k| gaps::keeps_gpu_busy(k.kind)) {
+            builder.add(k.device, k.start_ns, k.end_ns);
+        }
     })?;
-    Ok(any_kernels.then(|| KernelCoverage::from_intervals(intervals.into_iter())))
+    Ok(any_kernels.then(|| builder.finish()))
 }
 
 /// The sampled extent (first sample start, last sample end); without samples, that of the NVML

@@ -271,6 +271,7 @@ pub fn scan_samples_into(
         }
         fragments.extend(read_fragments(trace, &frag_df)?);
     }
+    fragments.shrink_to_fit();
     Ok(fragments)
 }
 

@@ -296,10 +296,12 @@ impl DevicePyramid {
             }
             let l = &mut self.levels[level];
             let more = blocks.saturating_sub(l.len());
-            l.start_ns.reserve_exact(more);
-            l.end_ns.reserve_exact(more);
+            // A count the memory cannot hold (a damaged index) reserves nothing: the
+            // levels then grow as samples come.
+            let _ = l.start_ns.try_reserve_exact(more);
+            let _ = l.end_ns.try_reserve_exact(more);
             for col in &mut l.stats {
-                col.reserve_exact(more);
+                let _ = col.try_reserve_exact(more);
             }
             blocks /= FANOUT;
             level += 1;

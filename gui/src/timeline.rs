@@ -216,7 +216,8 @@ pub fn full_scale(t: &Locked<'_>, m: usize) -> f64 {
         t.s.pyramids
             .values()
             .filter_map(|p| {
-                let top = p.levels.last()?;
+                // The coarsest level with blocks (levels above are reserved while loading).
+                let top = p.levels.iter().rev().find(|l| !l.is_empty())?;
                 top.stats
                     .get(m)
                     .map(|c| c.iter().map(|s| s.max).fold(f32::NEG_INFINITY, f32::max))

@@ -832,23 +832,15 @@ fn nvtx_lane(
             continue;
         };
         let r = &nvtx[l.ranges[j] as usize];
-        let x0 = geom.x(t.slot.disp(r.start_ns));
-        let x1 = geom.x(t.slot.disp(r.end_ns));
-        let rr = Rect::from_x_y_ranges(
-            x0.max(area.left() - 2.0)..=x1.min(area.right() + 2.0),
-            area.y_range(),
-        )
-        .shrink2(Vec2::new(0.0, 1.0));
-        painter.rect_filled(rr, CornerRadius::same(2), name_color(&r.name));
-        if rr.width() > 30.0 {
-            painter.with_clip_rect(rr).text(
-                Pos2::new(rr.left() + 3.0, rr.center().y),
-                Align2::LEFT_CENTER,
-                &r.name,
-                FontId::proportional(11.0),
-                Color32::BLACK,
-            );
-        }
+        let (x0, x1) = span_box(
+            painter,
+            t,
+            area,
+            geom,
+            (r.start_ns, r.end_ns),
+            &r.name,
+            &NVTX_BOX,
+        );
         if pointer.is_some_and(|p| p.x >= x0 - 1.0 && p.x <= x1 + 1.0) {
             hit = Some(Hit {
                 text: format!(
@@ -974,23 +966,15 @@ fn kernel_lane(
             continue;
         };
         let r = k.get(j, names);
-        let x0 = geom.x(t.slot.disp(r.start_ns));
-        let x1 = geom.x(t.slot.disp(r.end_ns));
-        let rr = Rect::from_x_y_ranges(
-            x0.max(area.left() - 2.0)..=x1.min(area.right() + 2.0),
-            area.y_range(),
-        )
-        .shrink2(Vec2::new(0.0, 1.0));
-        painter.rect_filled(rr, 1.0, name_color(r.name));
-        if rr.width() > 40.0 {
-            painter.with_clip_rect(rr).text(
-                Pos2::new(rr.left() + 3.0, rr.center().y),
-                Align2::LEFT_CENTER,
-                r.name,
-                FontId::proportional(10.0),
-                Color32::BLACK,
-            );
-        }
+        let (x0, x1) = span_box(
+            painter,
+            t,
+            area,
+            geom,
+            (r.start_ns, r.end_ns),
+            r.name,
+            &KERNEL_BOX,
+        );
         if pointer.is_some_and(|p| p.x >= x0 && p.x <= x1) {
             hit = Some(Hit {
                 text: kernel_text(&r),
@@ -999,6 +983,56 @@ fn kernel_lane(
         }
     }
     hit
+}
+
+/// How a lane draws a span wide enough to see on its own.
+struct BoxStyle {
+    radius: u8,
+    /// Labelled from this width (points).
+    label_from: f32,
+    font: f32,
+}
+
+const NVTX_BOX: BoxStyle = BoxStyle {
+    radius: 2,
+    label_from: 30.0,
+    font: 11.0,
+};
+const KERNEL_BOX: BoxStyle = BoxStyle {
+    radius: 1,
+    label_from: 40.0,
+    font: 10.0,
+};
+
+/// Draws the span `(start_ns, end_ns)` of a lane as a box coloured by its name, labelled where
+/// wide enough; returns its x range (unclipped, for the pointer's hit test).
+fn span_box(
+    painter: &egui::Painter,
+    t: &Locked<'_>,
+    area: Rect,
+    geom: &Geom,
+    (start_ns, end_ns): (i64, i64),
+    name: &str,
+    style: &BoxStyle,
+) -> (f32, f32) {
+    let x0 = geom.x(t.slot.disp(start_ns));
+    let x1 = geom.x(t.slot.disp(end_ns));
+    let rr = Rect::from_x_y_ranges(
+        x0.max(area.left() - 2.0)..=x1.min(area.right() + 2.0),
+        area.y_range(),
+    )
+    .shrink2(Vec2::new(0.0, 1.0));
+    painter.rect_filled(rr, CornerRadius::same(style.radius), name_color(name));
+    if rr.width() > style.label_from {
+        painter.with_clip_rect(rr).text(
+            Pos2::new(rr.left() + 3.0, rr.center().y),
+            Align2::LEFT_CENTER,
+            name,
+            FontId::proportional(style.font),
+            Color32::BLACK,
+        );
+    }
+    (x0, x1)
 }
 
 /// The pieces of one lane in `area` (columns of one pixel from its left edge).

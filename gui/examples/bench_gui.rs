@@ -337,7 +337,7 @@ fn open(path: &str, wait_s: u64) -> Result<(), Box<dyn std::error::Error>> {
         if let (Some(bytes), None) = (tables, tables_at) {
             tables_at = Some(started.elapsed());
             println!(
-                "tables loaded after {:.1} s: kernel and NVML tables hold {:.0} MB; RSS then {} MB, peak {} MB",
+                "tables loaded after {:.1} s: kernel and NVML tables hold {:.0} MB; RSS then {} MiB, peak {} MiB",
                 started.elapsed().as_secs_f64(),
                 bytes as f64 / 1e6,
                 status_kb("VmRSS:") / 1024,
@@ -347,7 +347,7 @@ fn open(path: &str, wait_s: u64) -> Result<(), Box<dyn std::error::Error>> {
         if done && pyramid_at.is_none() {
             pyramid_at = Some(started.elapsed());
             println!(
-                "pyramid complete after {:.1} s: RSS then {} MB, peak {} MB",
+                "pyramid complete after {:.1} s: RSS then {} MiB, peak {} MiB",
                 started.elapsed().as_secs_f64(),
                 status_kb("VmRSS:") / 1024,
                 status_kb("VmHWM:") / 1024
@@ -356,7 +356,7 @@ fn open(path: &str, wait_s: u64) -> Result<(), Box<dyn std::error::Error>> {
         if report && report_at.is_none() {
             report_at = Some(started.elapsed());
             println!(
-                "report done after {:.1} s: RSS then {} MB, peak {} MB",
+                "report done after {:.1} s: RSS then {} MiB, peak {} MiB",
                 started.elapsed().as_secs_f64(),
                 status_kb("VmRSS:") / 1024,
                 status_kb("VmHWM:") / 1024
@@ -429,7 +429,7 @@ fn open(path: &str, wait_s: u64) -> Result<(), Box<dyn std::error::Error>> {
     );
     let tiles = f.app.slots[0].data.lock().tiles.bytes();
     println!(
-        "memory: peak RSS {} MB, now {} MB (raw-sample tiles held {:.0} MB)",
+        "memory: peak RSS {} MiB, now {} MiB (raw-sample tiles held {:.0} MB)",
         status_kb("VmHWM:") / 1024,
         status_kb("VmRSS:") / 1024,
         tiles as f64 / 1e6

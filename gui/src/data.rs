@@ -9,8 +9,9 @@
 //! 2. streams the samples table in time *tiles* (a query per tile, which Parquet row-group
 //!    statistics narrow to the files and row groups holding it), pushing each sample into the
 //!    device's [`DevicePyramid`]; the pyramid is usable while it grows and the view draws a
-//!    placeholder past [`Shared::loaded_until_ns`]; tiles are kept while they fit the raw-sample
-//!    budget;
+//!    placeholder past [`Shared::loaded_until_ns`]; the first tiles are kept while they fit a
+//!    quarter of the raw-sample budget ([`BUILD_KEEPS`]), so that what the report's scan needs
+//!    next does not come on top of a full cache;
 //! 3. computes the analysis report (per-phase statistics and gaps) for the side panel;
 //! 4. then loads tiles of raw samples the view asks for ([`LoadedTrace::request_tiles`]),
 //!    evicting the least recently used ones beyond the budget.
@@ -33,6 +34,13 @@ pub const TILE_SAMPLES: u64 = 1 << 20;
 const PUSH_CHUNK: usize = 1 << 16;
 /// Default memory for raw samples kept in tiles.
 pub const DEFAULT_RAW_BUDGET_BYTES: usize = 256 << 20;
+/// Samples per window of the report's scan in the window: a quarter of the command line's
+/// ([`cufall_analysis::samples::SAMPLES_PER_WINDOW`]), since here the scan's buffers come on top
+/// of the pyramid and tables (600 s, 8-GPU trace: peak 838 → 475 MB, report 30 → 32 s).
+pub const REPORT_WINDOW_SAMPLES: u64 = cufall_analysis::samples::SAMPLES_PER_WINDOW / 4;
+/// The share of the raw-sample budget (1/`BUILD_KEEPS`) that tiles read for the pyramid may
+/// keep; the rest is for the tiles the view asks for.
+pub const BUILD_KEEPS: usize = 4;
 
 /// Something a worker can be asked for.
 enum Request {
@@ -242,10 +250,11 @@ impl TileCache {
         self.lru.push_back(k);
     }
 
-    /// Keeps `tile` if `force` or it fits the budget; evicts least recently used tiles.
+    /// Keeps `tile` if `force` (the view asked for it) or it fits the share of the budget
+    /// that the pyramid's build may keep; evicts least recently used tiles.
     fn insert(&mut self, k: i64, tile: Tile, force: bool) -> bool {
         self.pending.remove(&k);
-        if !force && self.bytes + tile.bytes > self.budget {
+        if !force && self.bytes + tile.bytes > self.budget / BUILD_KEEPS {
             return false;
         }
         self.bytes += tile.bytes;
@@ -283,6 +292,8 @@ pub struct Shared {
     pub samples_done: bool,
     pub tiles: TileCache,
     pub report: Option<Result<Report, String>>,
+    /// While the report is computed: windows of the samples table scanned, of how many.
+    pub report_progress: Option<(usize, usize)>,
     /// Per device, the report's gaps by start time: a device's gaps never overlap, so the
     /// visible ones, and runs of them narrower than a pixel, are found by binary search.
     pub gaps_by_device: BTreeMap<u32, DeviceGaps>,
@@ -365,6 +376,7 @@ impl LoadedTrace {
             samples_done: false,
             tiles: TileCache::new(raw_budget),
             report: None,
+            report_progress: None,
             gaps_by_device: BTreeMap::new(),
             problems: Vec::new(),
             warnings: trace.warnings(),
@@ -638,7 +650,7 @@ impl Worker {
         );
         let lf = self
             .trace
-            .lazy(Table::Samples)
+            .lazy_between(Table::Samples, lo, hi)
             .map_err(|e| e.to_string())?
             .filter(
                 col("start_ns")
@@ -705,12 +717,16 @@ impl Worker {
         // The panel lists the longest gaps; the timeline draws every one, kept here compactly.
         let opts = ReportOptions {
             gap_rows: Some(crate::panel::GAPS_LISTED),
+            window_samples: REPORT_WINDOW_SAMPLES,
             ..ReportOptions::default()
         };
         let mut building: BTreeMap<u32, DeviceGaps> = BTreeMap::new();
-        let r = build_report_with(&self.trace, &opts, &mut |g| {
-            building.entry(g.device.0).or_default().push(g);
-        })
+        let r = build_report_with(
+            &self.trace,
+            &opts,
+            &mut |g| building.entry(g.device.0).or_default().push(g),
+            &mut |done, total| self.set(|s| s.report_progress = Some((done, total))),
+        )
         .map_err(|e| e.to_string());
         let by_device: BTreeMap<u32, DeviceGaps> = match &r {
             Ok(_) => building.into_iter().map(|(d, g)| (d, g.finish())).collect(),
@@ -719,6 +735,7 @@ impl Worker {
         crate::memory::give_back();
         self.set(|s| {
             s.report = Some(r);
+            s.report_progress = None;
             s.gaps_by_device = by_device;
         });
     }

@@ -52,7 +52,13 @@ fn report_or_placeholder<'a>(ui: &mut Ui, t: &'a Locked<'_>) -> Option<&'a Repor
         None => {
             ui.horizontal(|ui| {
                 ui.spinner();
-                ui.label("computing the report…");
+                match t.s.report_progress {
+                    Some((done, total)) => ui.label(format!(
+                        "computing the report… samples scanned: {} %",
+                        done * 100 / total.max(1)
+                    )),
+                    None => ui.label("computing the report…"),
+                };
             });
             None
         }

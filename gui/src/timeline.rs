@@ -631,6 +631,8 @@ fn axis_ui(ui: &Ui, rect: Rect, geom: &Geom, origin: f64) {
 /// Colours one point column per summary.
 fn heat_mesh(painter: &egui::Painter, area: Rect, cols: &[Summary], scale: f64) {
     let mut mesh = Mesh::default();
+    mesh.reserve_vertices(4 * cols.len());
+    mesh.reserve_triangles(2 * cols.len());
     let w = area.width() / cols.len().max(1) as f32;
     for (c, s) in cols.iter().enumerate() {
         let Some(mean) = s.mean().or((!s.is_empty()).then_some(f64::from(s.max))) else {
@@ -645,10 +647,12 @@ fn heat_mesh(painter: &egui::Painter, area: Rect, cols: &[Summary], scale: f64) 
 
 fn line_mesh(painter: &egui::Painter, area: Rect, cols: &[Summary], scale: f64, color: Color32) {
     let mut mesh = Mesh::default();
+    mesh.reserve_vertices(4 * cols.len());
+    mesh.reserve_triangles(2 * cols.len());
     let w = area.width() / cols.len().max(1) as f32;
     let y = |v: f64| area.bottom() - ((v / scale).clamp(0.0, 1.05) as f32) * (area.height() - 2.0);
     let band = color.gamma_multiply(0.35);
-    let mut line: Vec<Pos2> = Vec::new();
+    let mut line: Vec<Pos2> = Vec::with_capacity(cols.len());
     let mut lines = Vec::new();
     for (c, s) in cols.iter().enumerate() {
         let x = area.left() + c as f32 * w;

@@ -581,14 +581,7 @@ fn write_counters(
         let width = (span + max_points as i64 - 1) / max_points.max(1) as i64;
         let mut sums: BTreeMap<(DeviceId, i64), (i64, u64, Vec<f64>)> = BTreeMap::new();
         for (lo, hi) in crate::samples::time_windows(trace, crate::samples::SAMPLES_PER_WINDOW)? {
-            let mut lf = trace.lazy(Table::Samples)?;
-            if lo != i64::MIN || hi != i64::MAX {
-                lf = lf.filter(
-                    col("start_ns")
-                        .gt_eq(lit(lo))
-                        .and(col("start_ns").lt(lit(hi))),
-                );
-            }
+            let lf = crate::samples::window_scan(trace, lo, hi)?;
             let mut sel = vec![
                 col("device"),
                 col("start_ns"),

@@ -84,14 +84,14 @@ impl Gap {
 }
 
 /// Merges idle fragments that touch in time (`hole_ns` apart at most) per device, removes the
-/// parts covered by drops, and keeps the gaps at least `min_gap_ns` long, sorted by device and
-/// start.
+/// parts covered by drops, and yields the gaps at least `min_gap_ns` long, by device and start.
+/// The gaps are produced as they are read (one pass over the sorted fragments), never listed.
 pub fn merge_fragments(
     mut fragments: Vec<Fragment>,
     drops: &[DropRecord],
     min_gap_ns: i64,
     hole_ns: i64,
-) -> Vec<(DeviceId, i64, i64)> {
+) -> impl Iterator<Item = (DeviceId, i64, i64)> + use<> {
     fragments.sort_unstable_by_key(|f| (f.device, f.start_ns, f.end_ns));
     let mut drops_by_device: BTreeMap<DeviceId, Vec<(i64, i64)>> = BTreeMap::new();
     for d in drops {
@@ -100,61 +100,46 @@ pub fn merge_fragments(
             .or_default()
             .push((d.start_ns, d.end_ns));
     }
-    // One pass: a run of touching fragments is cut at the drops and kept as it closes, so no
-    // list of the merged runs is held beside the fragments.
-    let mut out = Vec::new();
-    let mut close = |(dev, start, end): (DeviceId, i64, i64)| {
+    let mut fragments = fragments.into_iter().peekable();
+    // A run of touching fragments, closed as the next fragment does not touch it.
+    let runs = std::iter::from_fn(move || {
+        let first = fragments.next()?;
+        let (dev, start) = (first.device, first.start_ns);
+        let mut end = first.end_ns;
+        while let Some(f) = fragments.next_if(|f| f.device == dev && f.start_ns - end <= hole_ns) {
+            end = end.max(f.end_ns);
+        }
+        Some((dev, start, end))
+    });
+    runs.flat_map(move |(dev, start, end)| {
         let mut pieces = vec![(start, end)];
-        if let Some(list) = drops_by_device.get(&dev) {
-            for (ds, de) in list {
-                if *de <= start || *ds >= end {
-                    continue;
-                }
-                pieces = pieces
-                    .into_iter()
-                    .flat_map(|(s, e)| {
-                        if *de <= s || *ds >= e {
-                            vec![(s, e)]
-                        } else {
-                            let mut v = Vec::new();
-                            if *ds > s {
-                                v.push((s, *ds));
-                            }
-                            if *de < e {
-                                v.push((*de, e));
-                            }
-                            v
-                        }
-                    })
-                    .collect();
+        for (ds, de) in drops_by_device.get(&dev).map_or(&[][..], Vec::as_slice) {
+            if *de <= start || *ds >= end {
+                continue;
             }
-        }
-        out.extend(
-            pieces
+            pieces = pieces
                 .into_iter()
-                .filter(|(s, e)| e - s >= min_gap_ns)
-                .map(|(s, e)| (dev, s, e)),
-        );
-    };
-    let mut run: Option<(DeviceId, i64, i64)> = None;
-    for f in fragments {
-        match &mut run {
-            Some((d, _, end)) if *d == f.device && f.start_ns - *end <= hole_ns => {
-                *end = (*end).max(f.end_ns);
-            }
-            _ => {
-                if let Some(r) = run.take() {
-                    close(r);
-                }
-                run = Some((f.device, f.start_ns, f.end_ns));
-            }
+                .flat_map(|(s, e)| {
+                    if *de <= s || *ds >= e {
+                        vec![(s, e)]
+                    } else {
+                        let mut v = Vec::new();
+                        if *ds > s {
+                            v.push((s, *ds));
+                        }
+                        if *de < e {
+                            v.push((*de, e));
+                        }
+                        v
+                    }
+                })
+                .collect();
         }
-    }
-    if let Some(r) = run {
-        close(r);
-    }
-    out.shrink_to_fit();
-    out
+        pieces
+            .into_iter()
+            .filter(move |(s, e)| e - s >= min_gap_ns)
+            .map(move |(s, e)| (dev, s, e))
+    })
 }
 
 /// Work that keeps a GPU busy: kernels, and CUDA graph launches recorded as one record
@@ -280,7 +265,7 @@ impl CoverageBuilder {
 /// The merged idle intervals as gaps, each with its place, kernel residency and host time, built
 /// one at a time as they are taken.
 pub fn gaps_of<'a>(
-    merged: Vec<(DeviceId, i64, i64)>,
+    merged: impl IntoIterator<Item = (DeviceId, i64, i64)> + 'a,
     phases: &'a Phases,
     kernels: Option<&'a KernelCoverage>,
     host: Option<&'a HostCoverage>,
@@ -302,13 +287,11 @@ mod tests {
     use super::*;
     use cufall_trace::model::DropReason;
 
-    fn frag(device: u32, start_ns: i64, end_ns: i64, edge: bool) -> Fragment {
+    fn frag(device: u32, start_ns: i64, end_ns: i64) -> Fragment {
         Fragment {
             device: DeviceId(device),
             start_ns,
             end_ns,
-            samples: 1,
-            edge,
         }
     }
 
@@ -322,12 +305,12 @@ mod tests {
             lost_samples: None,
         }];
         let frags = vec![
-            frag(0, 100, 150, true),
-            frag(0, 150, 210, true), // continues the previous one in another file block
-            frag(0, 300, 320, true), // after a hole: separate, and too short
-            frag(1, 400, 700, false),
+            frag(0, 100, 150),
+            frag(0, 150, 210), // continues the previous one in another file block
+            frag(0, 300, 320), // after a hole: separate, and too short
+            frag(1, 400, 700),
         ];
-        let got = merge_fragments(frags, &drops, 50, 5);
+        let got: Vec<_> = merge_fragments(frags, &drops, 50, 5).collect();
         assert_eq!(
             got,
             vec![
@@ -376,9 +359,9 @@ mod tests {
             points.push(1000);
             let frags: Vec<Fragment> = points
                 .windows(2)
-                .map(|w| frag(3, 1000 + w[0], 1000 + w[1], true))
+                .map(|w| frag(3, 1000 + w[0], 1000 + w[1]))
                 .collect();
-            proptest::prop_assert_eq!(merge_fragments(frags, &[], 500, 5), vec![(DeviceId(3), 1000, 2000)]);
+            proptest::prop_assert_eq!(merge_fragments(frags, &[], 500, 5).collect::<Vec<_>>(), vec![(DeviceId(3), 1000, 2000)]);
         }
     }
 

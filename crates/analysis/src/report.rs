@@ -32,6 +32,9 @@ pub struct ReportOptions {
     /// How many gaps [`Report::gaps`] lists, longest first; `None`: every gap. The totals
     /// (phases, places, [`Report::gap_count`]) always count every gap.
     pub gap_rows: Option<usize>,
+    /// Samples per time window of the scan ([`samples::SAMPLES_PER_WINDOW`] by default): fewer
+    /// hold less memory at once and take longer (figures in `docs/benchmarks-analysis.md`).
+    pub window_samples: u64,
 }
 
 /// Default idle threshold: below 5 % of full scale.
@@ -48,6 +51,7 @@ impl Default for ReportOptions {
             min_gap_ns: None,
             also_low: None,
             gap_rows: None,
+            window_samples: samples::SAMPLES_PER_WINDOW,
         }
     }
 }
@@ -544,16 +548,19 @@ impl Cells {
 
 /// Computes the report of the trace at `trace`.
 pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
-    build_report_with(trace, opts, &mut |_| {})
+    build_report_with(trace, opts, &mut |_| {}, &mut |_, _| {})
 }
 
 /// [`build_report`], handing every gap to `each_gap` as it is found (by device, then time),
 /// whatever [`ReportOptions::gap_rows`] keeps in the report: a viewer that draws every gap keeps
-/// them in a form of its own, and no list of every gap is held here.
+/// them in a form of its own, and no list of every gap is held here. `each_window(done, total)`
+/// is called as each time window of the samples table has been scanned (the longest step), with
+/// the window's decoded columns already freed.
 pub fn build_report_with(
     trace: &Trace,
     opts: &ReportOptions,
     each_gap: &mut dyn FnMut(&GapRow),
+    each_window: &mut dyn FnMut(usize, usize),
 ) -> Result<Report> {
     let m = trace.manifest();
     let activity = resolve_activity(trace, opts)?;
@@ -587,9 +594,9 @@ pub fn build_report_with(
                 metrics: &metrics,
                 min_gap_ns,
                 hole_ns,
-                samples_per_window: samples::SAMPLES_PER_WINDOW,
+                samples_per_window: opts.window_samples,
             };
-            samples::scan_samples_into(trace, &spec, &mut |(d, s), agg| {
+            samples::scan_samples_into(trace, &spec, each_window, &mut |(d, s), agg| {
                 cells.add_samples(d, s as usize, agg);
             })?
         }

@@ -161,11 +161,10 @@ pub const SAMPLES_PER_WINDOW: u64 = 4_000_000;
 /// A lazy scan of the samples whose `start_ns` lies in `[lo, hi)` (one of [`time_windows`]); the
 /// whole table for the unbounded window.
 pub(crate) fn window_scan(trace: &Trace, lo: i64, hi: i64) -> Result<LazyFrame> {
-    let lf = trace.lazy(Table::Samples)?;
     if lo == i64::MIN && hi == i64::MAX {
-        return Ok(lf);
+        return Ok(trace.lazy(Table::Samples)?);
     }
-    Ok(lf.filter(
+    Ok(trace.lazy_between(Table::Samples, lo, hi)?.filter(
         col("start_ns")
             .gt_eq(lit(lo))
             .and(col("start_ns").lt(lit(hi))),
@@ -215,7 +214,7 @@ pub struct ScanSpec<'a> {
 /// fragments.
 pub fn scan_samples(trace: &Trace, spec: &ScanSpec) -> Result<(SegmentTotals, Vec<Fragment>)> {
     let mut totals = SegmentTotals::new();
-    let fragments = scan_samples_into(trace, spec, &mut |key, agg| {
+    let fragments = scan_samples_into(trace, spec, &mut |_, _| {}, &mut |key, agg| {
         totals.entry(key).or_default().add(agg);
     })?;
     Ok((totals, fragments))
@@ -227,6 +226,7 @@ pub fn scan_samples(trace: &Trace, spec: &ScanSpec) -> Result<(SegmentTotals, Ve
 pub fn scan_samples_into(
     trace: &Trace,
     spec: &ScanSpec,
+    each_window: &mut dyn FnMut(usize, usize),
     each: &mut dyn FnMut((DeviceId, u32), &SegAgg),
 ) -> Result<Vec<Fragment>> {
     let ScanSpec {
@@ -238,7 +238,9 @@ pub fn scan_samples_into(
         samples_per_window,
     } = *spec;
     let mut fragments = Vec::new();
-    for (lo, hi) in time_windows(trace, samples_per_window)? {
+    let windows = time_windows(trace, samples_per_window)?;
+    let total = windows.len();
+    for (done, (lo, hi)) in windows.into_iter().enumerate() {
         let lf = window_scan(trace, lo, hi)?;
         // The activity value is computed once, in the shared part of the two plans.
         let lf = lf.with_columns([activity.expr().alias(ACT)]);
@@ -270,6 +272,8 @@ pub fn scan_samples_into(
             each(key, &agg);
         }
         fragments.extend(read_fragments(trace, &frag_df)?);
+        drop((seg_df, frag_df));
+        each_window(done + 1, total);
     }
     fragments.shrink_to_fit();
     Ok(fragments)
@@ -388,15 +392,13 @@ fn read_segments(
     Ok(out)
 }
 
-/// A run of idle samples of one device, consecutive in the file.
+/// A run of idle samples of one device, consecutive in the file (24 bytes: a long trace has
+/// millions).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fragment {
     pub device: DeviceId,
     pub start_ns: i64,
     pub end_ns: i64,
-    pub samples: u64,
-    /// The run touches a discontinuity of the file order and may continue elsewhere.
-    pub edge: bool,
 }
 
 /// Idle runs at least `min_gap_ns` long, plus the shorter ones at discontinuities. Consecutive
@@ -432,7 +434,6 @@ fn fragment_query(lf: LazyFrame, min_gap_ns: i64, hole_ns: i64) -> LazyFrame {
         col("device").first().alias("device"),
         col("start_ns").min().alias("start"),
         col("end_ns").max().alias("end"),
-        len().cast(DataType::Int64).alias("n"),
         col("dp").or(col("dn")).any(true).alias("edge"),
     ])
     .filter(
@@ -447,16 +448,12 @@ fn read_fragments(trace: &Trace, df: &DataFrame) -> Result<Vec<Fragment>> {
     let device = crate::error::column_u16(df, "device", &qe)?;
     let start = crate::error::column_i64(df, "start", &qe)?;
     let end = crate::error::column_i64(df, "end", &qe)?;
-    let n = crate::error::column_i64(df, "n", &qe)?;
-    let edge = df.column("edge").map_err(&qe)?.bool().map_err(&qe)?.clone();
     let mut out = Vec::with_capacity(df.height());
     for row in 0..df.height() {
         out.push(Fragment {
             device: DeviceId(u32::from(device.get(row).unwrap_or(0))),
             start_ns: start.get(row).unwrap_or(0),
             end_ns: end.get(row).unwrap_or(0),
-            samples: n.get(row).unwrap_or(0).max(0) as u64,
-            edge: edge.get(row).unwrap_or(true),
         });
     }
     Ok(out)

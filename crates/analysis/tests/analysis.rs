@@ -201,7 +201,13 @@ fn listing_the_longest_gaps_changes_no_total() {
     let dir = tempfile::tempdir().expect("tempdir");
     let trace = Trace::open(Fixture::default().write(dir.path(), "t.cufall")).expect("open");
     let mut seen = Vec::new();
-    let every = build_report_with(&trace, &opts(), &mut |g| seen.push(g.clone())).expect("report");
+    let every = build_report_with(
+        &trace,
+        &opts(),
+        &mut |g| seen.push(g.clone()),
+        &mut |_, _| {},
+    )
+    .expect("report");
     assert!(every.gaps.len() > 4, "{}", every.gaps.len());
     assert_eq!(every.gap_count, every.gaps.len() as u64);
     // Every gap is handed over once, by device then time, whatever the report keeps.
@@ -217,7 +223,7 @@ fn listing_the_longest_gaps_changes_no_total() {
             ..opts()
         };
         let mut n = 0;
-        let some = build_report_with(&trace, &o, &mut |_| n += 1).expect("report");
+        let some = build_report_with(&trace, &o, &mut |_| n += 1, &mut |_, _| {}).expect("report");
         assert_eq!(n, every.gaps.len());
         assert_eq!(some.gap_count, every.gap_count);
         assert_eq!(some.gaps, every.gaps[..keep.min(every.gaps.len())]);
@@ -363,7 +369,7 @@ fn windowed_scan_matches_a_single_window() {
             .len();
         (
             totals,
-            gaps::merge_fragments(frags, &drops, 50 * US, 5 * US),
+            gaps::merge_fragments(frags, &drops, 50 * US, 5 * US).collect::<Vec<_>>(),
             windows,
         )
     };

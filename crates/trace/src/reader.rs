@@ -344,6 +344,32 @@ impl Trace {
     /// A lazy scan of `table`. An empty table scans as an empty frame with every column typed.
     pub fn lazy(&self, table: Table) -> Result<LazyFrame> {
         let paths = self.verified_paths(table)?;
+        self.scan(table, paths)
+    }
+
+    /// A lazy scan of the segments of `table` that may hold rows starting in `[lo, hi)`: those
+    /// whose time range in the index (first start to last end) meets it, and any segment the
+    /// index does not describe. The caller still filters the rows; the scan only leaves out the
+    /// files that cannot match, which a query of a short window of a long recording (hundreds
+    /// of segments) would otherwise open one by one.
+    pub fn lazy_between(&self, table: Table, lo: i64, hi: i64) -> Result<LazyFrame> {
+        let verified: std::collections::HashSet<PathBuf> =
+            self.verified_paths(table)?.into_iter().collect();
+        let paths = self.segments[&table]
+            .iter()
+            .filter(|seg| verified.contains(&seg.path))
+            .filter(|seg| {
+                seg.entry
+                    .as_ref()
+                    .and_then(|e| Some((e.t_min_ns?, e.t_max_ns?)))
+                    .is_none_or(|(first, last)| first < hi && last >= lo)
+            })
+            .map(|seg| seg.path.clone())
+            .collect();
+        self.scan(table, paths)
+    }
+
+    fn scan(&self, table: Table, paths: Vec<PathBuf>) -> Result<LazyFrame> {
         if paths.is_empty() {
             let schema = tables::empty_schema(table, &self.metric_names());
             return Ok(DataFrame::empty_with_schema(&schema).lazy());

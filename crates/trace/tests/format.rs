@@ -340,3 +340,55 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+#[test]
+fn a_scan_between_two_times_reads_the_rows_a_whole_scan_reads() {
+    use polars::prelude::{col, lit};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("w.cufall");
+    write_full(&dir, 4);
+    let trace = Trace::open(&dir).unwrap();
+    let starts = trace
+        .collect(
+            trace
+                .lazy(Table::Samples)
+                .unwrap()
+                .select([col("start_ns")]),
+        )
+        .unwrap();
+    let starts: Vec<i64> = starts
+        .column("start_ns")
+        .unwrap()
+        .i64()
+        .unwrap()
+        .into_no_null_iter()
+        .collect();
+    let (first, last) = (*starts.iter().min().unwrap(), *starts.iter().max().unwrap());
+    let span = last - first;
+    let cuts = [
+        (i64::MIN, first + 1),
+        (first, first + span / 4),
+        (first + span / 3, first + span / 3 + 1),
+        (first + span / 2, last),
+        (last, i64::MAX),
+        (last + 1, i64::MAX),
+    ];
+    for (lo, hi) in cuts {
+        let within = col("start_ns")
+            .gt_eq(lit(lo))
+            .and(col("start_ns").lt(lit(hi)));
+        let whole = trace
+            .collect(trace.lazy(Table::Samples).unwrap().filter(within.clone()))
+            .unwrap();
+        let part = trace
+            .collect(
+                trace
+                    .lazy_between(Table::Samples, lo, hi)
+                    .unwrap()
+                    .filter(within),
+            )
+            .unwrap();
+        assert!(whole.equals(&part), "rows starting in [{lo}, {hi})");
+        assert_eq!(whole.width(), part.width());
+    }
+}

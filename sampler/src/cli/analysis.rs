@@ -44,6 +44,7 @@ impl AnalysisArgs {
             min_gap_ns: self.min_gap,
             also_low: None,
             gap_rows: None,
+            ..ReportOptions::default()
         }
     }
 }

@@ -487,8 +487,9 @@ impl DevicePyramid {
             while c < ncols && col_start(c + 1) <= s {
                 c += 1;
             }
-            // Most blocks lie inside one column: all of the block goes to it.
-            if c < ncols && end <= col_start(c + 1) {
+            // Most blocks lie inside one column: all of the block goes to it (not one that
+            // starts before the first column: only its share of time is in view).
+            if c < ncols && s >= col_start(c) && end <= col_start(c + 1) {
                 out[c].merge(sum);
                 return;
             }
@@ -678,6 +679,17 @@ mod tests {
         p.flush();
         p.shrink_to_fit();
         assert_eq!(p, plain);
+    }
+
+    #[test]
+    fn a_block_starting_before_the_view_lends_only_its_share_of_time() {
+        // One block of ten 10 ns samples, [1000, 1100); the view starts halfway into it.
+        let values = vec![1.0f32; 10];
+        let p = build(&samples(&values, &[]));
+        assert_eq!(p.levels[0].len(), 1);
+        let cols = p.columns(0, 1050, 100.0, 1, None);
+        assert_eq!(cols[0].dur_ns, 50);
+        assert_eq!(cols[0].mean(), Some(1.0));
     }
 
     #[test]

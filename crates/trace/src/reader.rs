@@ -348,8 +348,8 @@ impl Trace {
     }
 
     /// A lazy scan of the segments of `table` that may hold rows starting in `[lo, hi)`: those
-    /// whose time range in the index (first start to last end) meets it, and any segment the
-    /// index does not describe. The caller still filters the rows; the scan only leaves out the
+    /// whose time range in the index (first start to latest end, or start where a row ends
+    /// before it starts) meets it, and any segment the index does not describe. The caller still filters the rows; the scan only leaves out the
     /// files that cannot match, which a query of a short window of a long recording (hundreds
     /// of segments) would otherwise open one by one.
     pub fn lazy_between(&self, table: Table, lo: i64, hi: i64) -> Result<LazyFrame> {

@@ -388,7 +388,13 @@ fn segment_entry(table: Table, name: &str, bytes: &[u8], frame: &DataFrame) -> S
                 .column(tables::col::END_NS)
                 .ok()
                 .and_then(|c| c.i64().ok().and_then(|c| c.max()));
-            (t.min(), end_max.or(t.max()))
+            // The latest of every start and end, so that a row ending before it starts (a
+            // malformed interval) still lies inside the segment's range.
+            let latest = match (end_max, t.max()) {
+                (Some(e), Some(st)) => Some(e.max(st)),
+                (e, st) => e.or(st),
+            };
+            (t.min(), latest)
         }
         Err(_) => (None, None),
     };

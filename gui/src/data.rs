@@ -36,7 +36,7 @@ const PUSH_CHUNK: usize = 1 << 16;
 pub const DEFAULT_RAW_BUDGET_BYTES: usize = 256 << 20;
 /// Samples per window of the report's scan in the window: a quarter of the command line's
 /// ([`cufall_analysis::samples::SAMPLES_PER_WINDOW`]), since here the scan's buffers come on top
-/// of the pyramid and tables (600 s, 8-GPU trace: peak 838 → 475 MB, report 30 → 32 s).
+/// of the pyramid and tables (600 s, 8-GPU trace: peak 838 → 475 MiB, report 30 → 32 s).
 pub const REPORT_WINDOW_SAMPLES: u64 = cufall_analysis::samples::SAMPLES_PER_WINDOW / 4;
 /// The share of the raw-sample budget (1/`BUILD_KEEPS`) that tiles read for the pyramid may
 /// keep; the rest is for the tiles the view asks for.
@@ -652,11 +652,6 @@ impl Worker {
             .trace
             .lazy_between(Table::Samples, lo, hi)
             .map_err(|e| e.to_string())?
-            .filter(
-                col("start_ns")
-                    .gt_eq(lit(lo))
-                    .and(col("start_ns").lt(lit(hi))),
-            )
             .select(cols);
         let df = self.trace.collect(lf).map_err(|e| e.to_string())?;
         let mut tile = tile_from(&df, &self.metrics).map_err(|e| e.to_string())?;

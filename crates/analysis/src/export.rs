@@ -163,7 +163,7 @@ fn write_samples(trace: &Trace, w: BufWriter<File>, format: Format, path: &Path)
     // Each window's frame goes to `write` (the Parquet and CSV writers are different types).
     let each_window = |write: &mut dyn FnMut(&DataFrame) -> PolarsResult<()>| -> Result<()> {
         for &(lo, hi) in &windows {
-            let lf = crate::samples::window_scan(trace, lo, hi)?;
+            let lf = trace.lazy_between(Table::Samples, lo, hi)?;
             write(&trace.collect(lf)?).map_err(|e| write_err(path, e))?;
         }
         Ok(())
@@ -581,7 +581,7 @@ fn write_counters(
         let width = (span + max_points as i64 - 1) / max_points.max(1) as i64;
         let mut sums: BTreeMap<(DeviceId, i64), (i64, u64, Vec<f64>)> = BTreeMap::new();
         for (lo, hi) in crate::samples::time_windows(trace, crate::samples::SAMPLES_PER_WINDOW)? {
-            let lf = crate::samples::window_scan(trace, lo, hi)?;
+            let lf = trace.lazy_between(Table::Samples, lo, hi)?;
             let mut sel = vec![
                 col("device"),
                 col("start_ns"),

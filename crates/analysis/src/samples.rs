@@ -158,19 +158,6 @@ fn segment_expr(phases: &Phases) -> Expr {
 /// this many samples, so memory stays bounded however long the recording is.
 pub const SAMPLES_PER_WINDOW: u64 = 4_000_000;
 
-/// A lazy scan of the samples whose `start_ns` lies in `[lo, hi)` (one of [`time_windows`]); the
-/// whole table for the unbounded window.
-pub(crate) fn window_scan(trace: &Trace, lo: i64, hi: i64) -> Result<LazyFrame> {
-    if lo == i64::MIN && hi == i64::MAX {
-        return Ok(trace.lazy(Table::Samples)?);
-    }
-    Ok(trace.lazy_between(Table::Samples, lo, hi)?.filter(
-        col("start_ns")
-            .gt_eq(lit(lo))
-            .and(col("start_ns").lt(lit(hi))),
-    ))
-}
-
 /// Time windows `[lo, hi)` over `start_ns` that split the samples table into parts of about
 /// [`SAMPLES_PER_WINDOW`] samples (the first and last are open-ended).
 pub fn time_windows(trace: &Trace, samples_per_window: u64) -> Result<Vec<(i64, i64)>> {
@@ -241,7 +228,7 @@ pub fn scan_samples_into(
     let windows = time_windows(trace, samples_per_window)?;
     let total = windows.len();
     for (done, (lo, hi)) in windows.into_iter().enumerate() {
-        let lf = window_scan(trace, lo, hi)?;
+        let lf = trace.lazy_between(Table::Samples, lo, hi)?;
         // The activity value is computed once, in the shared part of the two plans.
         let lf = lf.with_columns([activity.expr().alias(ACT)]);
         let lf = lf.with_columns([activity.idle_expr(ACT).alias(IDLE)]);

@@ -347,12 +347,15 @@ impl Trace {
         self.scan(table, paths)
     }
 
-    /// A lazy scan of the segments of `table` that may hold rows starting in `[lo, hi)`: those
-    /// whose time range in the index (first start to latest end, or start where a row ends
-    /// before it starts) meets it, and any segment the index does not describe. The caller still filters the rows; the scan only leaves out the
-    /// files that cannot match, which a query of a short window of a long recording (hundreds
-    /// of segments) would otherwise open one by one.
+    /// A lazy scan of the rows of `table` whose start (`start_ns`, or `t_ns` for a table of
+    /// instants) lies in `[lo, hi)`; the whole table for `[i64::MIN, i64::MAX)`. Only the
+    /// segments whose time range in the index (first start to latest start or end) meets the
+    /// window are opened, and any segment the index does not describe: a short window of a long
+    /// recording (hundreds of segments) would otherwise open every file.
     pub fn lazy_between(&self, table: Table, lo: i64, hi: i64) -> Result<LazyFrame> {
+        if lo == i64::MIN && hi == i64::MAX {
+            return self.lazy(table);
+        }
         let verified: std::collections::HashSet<PathBuf> =
             self.verified_paths(table)?.into_iter().collect();
         let paths = self.segments[&table]
@@ -366,7 +369,15 @@ impl Trace {
             })
             .map(|seg| seg.path.clone())
             .collect();
-        self.scan(table, paths)
+        let schema = tables::empty_schema(table, &self.metric_names());
+        let time = if schema.contains(tables::col::START_NS) {
+            tables::col::START_NS
+        } else {
+            tables::col::T_NS
+        };
+        Ok(self
+            .scan(table, paths)?
+            .filter(col(time).gt_eq(lit(lo)).and(col(time).lt(lit(hi)))))
     }
 
     fn scan(&self, table: Table, paths: Vec<PathBuf>) -> Result<LazyFrame> {

@@ -378,15 +378,10 @@ fn a_scan_between_two_times_reads_the_rows_a_whole_scan_reads() {
             .gt_eq(lit(lo))
             .and(col("start_ns").lt(lit(hi)));
         let whole = trace
-            .collect(trace.lazy(Table::Samples).unwrap().filter(within.clone()))
+            .collect(trace.lazy(Table::Samples).unwrap().filter(within))
             .unwrap();
         let part = trace
-            .collect(
-                trace
-                    .lazy_between(Table::Samples, lo, hi)
-                    .unwrap()
-                    .filter(within),
-            )
+            .collect(trace.lazy_between(Table::Samples, lo, hi).unwrap())
             .unwrap();
         assert!(whole.equals(&part), "rows starting in [{lo}, {hi})");
         assert_eq!(whole.width(), part.width());

@@ -16,7 +16,8 @@
 //! the samples still loading), the time until the pyramid and the report are complete, the CPU
 //! time of each frame (egui layout and tessellation; the GPU's rasterising is not included)
 //! while zooming from the whole run down to 50 µs at the cursor and out again and while
-//! panning, during loading and after, and the peak resident memory (VmHWM).
+//! panning, during loading and after, then of 100 frames of the whole run in view (the
+//! costliest view), and the peak resident memory (VmHWM).
 
 use cufall_gui::app::GuiApp;
 use cufall_gui::view::Settings;
@@ -241,7 +242,9 @@ impl Frames {
             .sum();
         std::hint::black_box(prims);
         let all = t.elapsed();
-        if std::env::var_os("BENCH_GUI_TRACE").is_some() && all > Duration::from_millis(16) {
+        if std::env::var("BENCH_GUI_TRACE")
+            .is_ok_and(|ms| all.as_secs_f64() * 1e3 > ms.parse().unwrap_or(16.0))
+        {
             eprintln!(
                 "frame {:.1} ms: layout {:.1} ms, tessellate {:.1} ms, {shapes} shapes, {vertices} vertices",
                 all.as_secs_f64() * 1e3,
@@ -304,6 +307,37 @@ fn navigate_spans(f: &mut Frames, frames: usize) -> Vec<(Duration, f64)> {
 fn full_span(f: &Frames) -> f64 {
     let s = f.app.slots.first().map(|s| s.data.lock().extent);
     s.map_or(1e9, |(a, b)| (b - a) as f64)
+}
+
+/// The costliest view: the whole run, moved by half a pixel each frame so that nothing can be
+/// reused from the frame before; prints the frame times.
+fn whole_run(f: &mut Frames) -> Result<(), Box<dyn std::error::Error>> {
+    let Some((fit, _)) = f.app.st.fitted else {
+        return Err("the view was never fitted to the run".into());
+    };
+    let (a, b) = (fit.t0, fit.t1);
+    let half_px = (b - a) / 1600.0 / 2.0;
+    let mut whole = Vec::new();
+    for i in 0..100 {
+        let shift = if i % 2 == 0 { 0.0 } else { half_px };
+        f.app.st.view.t0 = a + shift;
+        f.app.st.view.t1 = b + shift;
+        let at = f
+            .app
+            .st
+            .last_data_rect
+            .map_or(egui::Pos2::new(800.0, 300.0), |r| {
+                egui::Pos2::new(r.left() + r.width() / 3.0, r.top() + 30.0)
+            });
+        whole.push(f.frame(vec![egui::Event::PointerMoved(at)]));
+    }
+    println!(
+        "whole run in view: 100 frames, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        pct(&mut whole, 0.5),
+        pct(&mut whole, 0.99),
+        pct(&mut whole, 1.0)
+    );
+    Ok(())
 }
 
 fn open(path: &str, wait_s: u64) -> Result<(), Box<dyn std::error::Error>> {
@@ -410,6 +444,14 @@ fn open(path: &str, wait_s: u64) -> Result<(), Box<dyn std::error::Error>> {
         modifiers: egui::Modifiers::NONE,
     }]);
     let spans = navigate_spans(&mut f, 600);
+    if let Some(path) = std::env::var_os("BENCH_GUI_FRAMES") {
+        // Every loaded frame: its window (ms) and its time (ms), for a closer look.
+        let lines: String = spans
+            .iter()
+            .map(|(d, span)| format!("{:.6} {:.3}\n", span / 1e6, d.as_secs_f64() * 1e3))
+            .collect();
+        std::fs::write(path, lines)?;
+    }
     let mut slow = spans.clone();
     slow.sort_by_key(|s| std::cmp::Reverse(s.0));
     for (d, span) in slow.iter().take(6) {
@@ -427,6 +469,7 @@ fn open(path: &str, wait_s: u64) -> Result<(), Box<dyn std::error::Error>> {
         pct(&mut times, 0.99),
         pct(&mut times, 1.0)
     );
+    whole_run(&mut f)?;
     let tiles = f.app.slots[0].data.lock().tiles.bytes();
     println!(
         "memory: peak RSS {} MiB, now {} MiB (raw-sample tiles held {:.0} MB)",

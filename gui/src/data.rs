@@ -62,7 +62,14 @@ pub struct DeviceGaps {
     places: Vec<Arc<str>>,
     /// Each gap's time with a kernel resident; empty when kernels were not captured.
     kernel_resident_ns: Vec<i64>,
+    /// Per block of [`GAP_BLOCK`] gaps, the longest time between one of them and the gap
+    /// before it (set by [`DeviceGaps::finish`]): a frame that merges gaps closer than a pixel
+    /// crosses a block in one step where this is under a pixel.
+    block_sep: Vec<i64>,
 }
+
+/// Gaps per block of [`DeviceGaps`]'s separations.
+pub const GAP_BLOCK: usize = 64;
 
 impl DeviceGaps {
     /// Adds a gap; gaps come in start order (as the report finds them), else
@@ -123,6 +130,7 @@ impl DeviceGaps {
                 self.place,
             ) = (start, end, kr, place);
         }
+        self.index_separations();
         self.start_ns.shrink_to_fit();
         self.end_ns.shrink_to_fit();
         self.dur_prefix.shrink_to_fit();
@@ -137,6 +145,51 @@ impl DeviceGaps {
 
     pub fn is_empty(&self) -> bool {
         self.start_ns.is_empty()
+    }
+
+    /// Time from the end of gap `k - 1` to the start of gap `k` (unbounded for the first).
+    fn separation(&self, k: usize) -> i64 {
+        match k.checked_sub(1) {
+            Some(p) => self.start_ns[k] - self.end_ns[p],
+            None => i64::MAX,
+        }
+    }
+
+    fn index_separations(&mut self) {
+        self.block_sep = (0..self.len())
+            .step_by(GAP_BLOCK)
+            .map(|b| {
+                (b..(b + GAP_BLOCK).min(self.len()))
+                    .map(|k| self.separation(k))
+                    .max()
+                    .unwrap_or(i64::MIN)
+            })
+            .collect();
+    }
+
+    /// The first gap in `from..hi` that starts more than `max_sep` after the previous gap ends
+    /// (`hi` if none): every gap before it continues a run of gaps that close together.
+    /// Crosses whole blocks where their separations allow, so a run over a whole hour of gaps
+    /// costs a step per block.
+    pub fn close_run_until(&self, from: usize, hi: usize, max_sep: i64) -> usize {
+        let mut k = from;
+        while k < hi {
+            if k.is_multiple_of(GAP_BLOCK)
+                && k + GAP_BLOCK <= hi
+                && self
+                    .block_sep
+                    .get(k / GAP_BLOCK)
+                    .is_some_and(|s| *s <= max_sep)
+            {
+                k += GAP_BLOCK;
+                continue;
+            }
+            if self.separation(k) > max_sep {
+                return k;
+            }
+            k += 1;
+        }
+        hi
     }
 
     /// Where gap `k` falls, as the report spells it.
@@ -810,6 +863,37 @@ mod tests {
         assert_eq!(d1.start_ns, vec![10, 30]);
         assert_eq!(d1.values[0], vec![2.0, 4.0]);
         assert_eq!(tile.bytes, d0.bytes() + d1.bytes());
+    }
+
+    #[test]
+    fn a_run_of_close_gaps_ends_where_a_gap_starts_too_far_after_the_previous() {
+        // Gaps 10 ns long, mostly 5 ns apart, with a few wider separations.
+        let mut g = DeviceGaps::default();
+        let mut at = 0;
+        for k in 0..1000i64 {
+            at += if k % 97 == 0 || k == 500 { 50 } else { 5 };
+            g.start_ns.push(at);
+            at += 10;
+            g.end_ns.push(at);
+        }
+        g = g.finish();
+        let brute = |from: usize, hi: usize, max: i64| {
+            (from..hi)
+                .find(|&k| k == 0 || g.start_ns[k] - g.end_ns[k - 1] > max)
+                .unwrap_or(hi)
+        };
+        for from in [0, 1, 63, 64, 65, 100, 127, 128, 490, 501, 999] {
+            for hi in [from, from + 1, 200, 640, 1000] {
+                for max in [4, 5, 49, 50, 1000] {
+                    let hi = hi.clamp(from, 1000);
+                    assert_eq!(
+                        g.close_run_until(from, hi, max),
+                        brute(from, hi, max),
+                        "from {from} hi {hi} max {max}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -66,7 +66,9 @@ impl Packed {
             min: self.min,
             max: self.max,
             weighted_sum: f64::from(self.weighted_sum),
-            dur_ns: f64::from(self.dur_ns).round() as i64,
+            // A stored time is an `f32` made from a whole number of nanoseconds, so it is whole
+            // already: no rounding call.
+            dur_ns: self.dur_ns as i64,
         }
     }
 }
@@ -115,7 +117,8 @@ impl Summary {
         let mut part = *o;
         if frac < 1.0 {
             part.weighted_sum = o.weighted_sum * frac;
-            part.dur_ns = ((o.dur_ns as f64) * frac).round().max(1.0) as i64;
+            // Rounded to the nearest (both factors are positive) without a rounding call.
+            part.dur_ns = (((o.dur_ns as f64) * frac + 0.5) as i64).max(1);
         }
         self.merge(&part);
     }
@@ -475,26 +478,41 @@ impl DevicePyramid {
             return out;
         }
         let t1 = t0 + (px_ns * ncols as f64).ceil() as i64;
-        // Column bounds are whole nanoseconds; every lookup uses the same ones.
-        let col_start = |c: usize| t0 + (c as f64 * px_ns) as i64;
+        // Column bounds are whole nanoseconds, computed once: every lookup uses the same ones,
+        // and a block costs integer comparisons, not a division and a rounding call.
+        let edges: Vec<i64> = (0..=ncols)
+            .map(|c| t0 + (c as f64 * px_ns) as i64)
+            .collect();
+        // Blocks come in start order: the column of the last one is where the next one's
+        // search starts.
+        let mut cursor = 0usize;
         let mut add = |s: i64, e: i64, sum: &Summary| {
             let span = (e - s).max(1);
             let end = s + span;
-            let mut c = (((s - t0) as f64) / px_ns).floor().max(0.0) as usize;
-            while c > 0 && col_start(c) > s {
-                c -= 1;
+            let mut c = cursor;
+            if edges[c] > s || edges[(c + 2).min(ncols)] <= s {
+                // Far from the last block (or behind it): start from the estimate.
+                c = (((s - t0) as f64 / px_ns) as usize).min(ncols - 1);
+                while c > 0 && edges[c] > s {
+                    c -= 1;
+                }
             }
-            while c < ncols && col_start(c + 1) <= s {
+            while c < ncols && edges[c + 1] <= s {
                 c += 1;
             }
+            if c >= ncols {
+                cursor = ncols - 1;
+                return;
+            }
+            cursor = c;
             // Most blocks lie inside one column: all of the block goes to it (not one that
             // starts before the first column: only its share of time is in view).
-            if c < ncols && s >= col_start(c) && end <= col_start(c + 1) {
+            if s >= edges[c] && end <= edges[c + 1] {
                 out[c].merge(sum);
                 return;
             }
-            while c < ncols && col_start(c) < end {
-                let overlap = end.min(col_start(c + 1)) - s.max(col_start(c));
+            while c < ncols && edges[c] < end {
+                let overlap = end.min(edges[c + 1]) - s.max(edges[c]);
                 if overlap > 0 {
                     out[c].merge_part(sum, overlap as f64 / span as f64);
                 }

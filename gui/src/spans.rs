@@ -29,6 +29,18 @@ pub fn gallop<T>(slice: &[T], pred: impl Fn(&T) -> bool) -> usize {
     lo + 1 + slice[lo + 1..end].partition_point(pred)
 }
 
+/// `x.floor() as i64` without a call: on the baseline x86-64 target `f64::floor` is a library
+/// call, and a frame floors a few times per pixel column of every lane.
+#[inline]
+pub fn floor_i64(x: f64) -> i64 {
+    let t = x as i64;
+    if (t as f64) > x {
+        t.saturating_sub(1)
+    } else {
+        t
+    }
+}
+
 /// Spans per block of the block maxima.
 pub const BLOCK: usize = 64;
 
@@ -43,6 +55,11 @@ pub struct Spans {
     busy: Vec<i64>,
     /// Per block of [`BLOCK`] spans, the index of the one with the latest end.
     block_reach: Vec<u32>,
+    /// Per block, the longest time before one of its spans during which nothing runs
+    /// ([`Spans::idle_before`]), and its longest span: a frame crosses a block in one step
+    /// where both are under a pixel column.
+    block_idle: Vec<i64>,
+    block_dur: Vec<i64>,
 }
 
 /// Part of a frame's picture of a lane.
@@ -73,6 +90,8 @@ impl Spans {
             reach: Vec::with_capacity(n),
             busy: Vec::with_capacity(n + 1),
             block_reach: Vec::with_capacity(n.div_ceil(BLOCK)),
+            block_idle: Vec::with_capacity(n.div_ceil(BLOCK)),
+            block_dur: Vec::with_capacity(n.div_ceil(BLOCK)),
         };
         s.busy.push(0);
         for (a, b) in pairs {
@@ -87,6 +106,11 @@ impl Spans {
             self.start.last().is_none_or(|p| *p <= start),
             "spans not in start order"
         );
+        let idle = if i == 0 {
+            i64::MAX
+        } else {
+            start - self.reach_end(i - 1)
+        };
         self.start.push(start);
         self.end.push(end);
         let r = match self.reach.last() {
@@ -98,10 +122,20 @@ impl Spans {
         self.busy.push(total + (end - start));
         if i.is_multiple_of(BLOCK) {
             self.block_reach.push(i as u32);
-        } else if let Some(b) = self.block_reach.last_mut()
-            && self.end[*b as usize] < end
-        {
-            *b = i as u32;
+            self.block_idle.push(idle);
+            self.block_dur.push(end - start);
+        } else {
+            if let Some(b) = self.block_reach.last_mut()
+                && self.end[*b as usize] < end
+            {
+                *b = i as u32;
+            }
+            if let Some(b) = self.block_idle.last_mut() {
+                *b = (*b).max(idle);
+            }
+            if let Some(b) = self.block_dur.last_mut() {
+                *b = (*b).max(end - start);
+            }
         }
     }
 
@@ -128,11 +162,43 @@ impl Spans {
             + self.reach.capacity() * 4
             + self.busy.capacity() * 8
             + self.block_reach.capacity() * 4
+            + (self.block_idle.capacity() + self.block_dur.capacity()) * 8
     }
 
     /// The latest end among spans `0..=i`.
     fn reach_end(&self, i: usize) -> i64 {
         self.end[self.reach[i] as usize]
+    }
+
+    /// How long nothing runs before span `i` starts (negative where an earlier span still
+    /// runs; unbounded for the first).
+    fn idle_before(&self, i: usize) -> i64 {
+        if i == 0 {
+            i64::MAX
+        } else {
+            self.start[i] - self.reach_end(i - 1)
+        }
+    }
+
+    /// The first span in `from..hi` that is at least `min_w` long or has at least `min_idle`
+    /// of nothing running before it (`hi` if none), crossing whole blocks where their maxima
+    /// allow.
+    fn dense_until(&self, from: usize, hi: usize, min_w: i64, min_idle: i64) -> usize {
+        let mut i = from;
+        while i < hi {
+            if i.is_multiple_of(BLOCK) && i + BLOCK <= hi {
+                let k = i / BLOCK;
+                if self.block_idle[k] < min_idle && self.block_dur[k] < min_w {
+                    i += BLOCK;
+                    continue;
+                }
+            }
+            if self.idle_before(i) >= min_idle || self.end[i] - self.start[i] >= min_w {
+                return i;
+            }
+            i += 1;
+        }
+        hi
     }
 
     /// Spans that may overlap `[t0, t1)`: every one that does is inside; the range starts at
@@ -179,18 +245,32 @@ impl Spans {
     /// (times in ns), spans of at least `min_cols` columns drawn one by one. Each run comes
     /// before the wide spans found in it, so that drawing in order paints them over it.
     pub fn pieces(&self, t0: f64, px: f64, ncols: usize, min_cols: f64) -> Vec<Piece> {
+        self.pieces_with(t0, px, ncols, min_cols, true)
+    }
+
+    /// [`Spans::pieces`]; `cross` lets a run cross many columns in one step where its spans are
+    /// dense and narrow (the tests compare with the column-by-column walk).
+    fn pieces_with(
+        &self,
+        t0: f64,
+        px: f64,
+        ncols: usize,
+        min_cols: f64,
+        cross: bool,
+    ) -> Vec<Piece> {
         let mut out = Vec::new();
         if self.is_empty() || ncols == 0 || px <= 0.0 || !px.is_finite() {
             return out;
         }
-        let edge = |c: usize| (t0 + c as f64 * px).floor() as i64;
+        let edge = |c: usize| floor_i64(t0 + c as f64 * px);
         let min_w = min_cols * px;
         let wide = |i: usize| (self.end[i] - self.start[i]) as f64 >= min_w;
         let Range { start: lo, end: hi } = self.overlapping(edge(0), edge(ncols));
         if lo >= hi {
             return out;
         }
-        let col_of = |t: i64| (((t as f64 - t0) / px).floor().max(0.0) as usize).min(ncols);
+        // `as usize` floors a non-negative value and takes a negative one to 0.
+        let col_of = |t: i64| (((t as f64 - t0) / px) as usize).min(ncols);
         // First span starting in the view.
         let mut next = lo + self.start[lo..hi].partition_point(|s| *s < edge(0));
         let mut run = Run::default();
@@ -207,7 +287,34 @@ impl Spans {
         } else {
             col_of(self.start[next])
         };
+        // A span shorter than this is narrow (whole nanoseconds, rounded down: never more than
+        // `min_w`); a column is never narrower than `min_idle`, so where nothing runs for less
+        // than that between spans every column is occupied.
+        let min_w_ns = floor_i64(min_w);
+        let min_idle = floor_i64(px);
         while c < ncols {
+            if cross && run.open.is_some() {
+                // Inside a run: spans `next..f` are narrow and close together, so every column
+                // up to the one where span `f - 1` starts is occupied and draws nothing of its
+                // own; cross them in one step.
+                let f = self.dense_until(next, hi, min_w_ns, min_idle);
+                if f > next + 1 {
+                    let last = self.start[f - 1];
+                    let mut cn = col_of(last);
+                    while cn > c && edge(cn) > last {
+                        cn -= 1;
+                    }
+                    while cn < ncols && edge(cn + 1) <= last {
+                        cn += 1;
+                    }
+                    if cn > c {
+                        let to = edge(cn);
+                        next += self.start[next..f].partition_point(|s| *s < to);
+                        c = cn;
+                        continue;
+                    }
+                }
+            }
             let (a, b) = (edge(c), edge(c + 1));
             let after = self.first_from(next, hi, b);
             // Something starts here (an instant counts), or runs into it.
@@ -284,6 +391,27 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn floor_without_a_call_is_floor() {
+        for x in [
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            1.0,
+            -1.0,
+            2.999,
+            -2.001,
+            1e15 + 0.5,
+            -1e15 - 0.5,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ] {
+            assert_eq!(floor_i64(x), x.floor() as i64, "{x}");
+        }
+    }
 
     fn spans_of(mut v: Vec<(i64, i64)>) -> (Spans, Vec<(i64, i64)>) {
         for p in &mut v {
@@ -396,6 +524,35 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        #[test]
+        fn crossing_dense_runs_draws_what_the_column_walk_draws(
+            spans in proptest::collection::vec((0i64..40, 0i64..60), 0..3000),
+            wide in proptest::collection::vec((0usize..3000, 100i64..20_000), 0..6),
+            t0 in -2000.0f64..60_000.0,
+            px in 0.5f64..300.0,
+            ncols in 1usize..400,
+            min_cols in 0.5f64..6.0,
+        ) {
+            // Dense short spans (often overlapping) with a few long ones among them.
+            let mut at = 0;
+            let mut v: Vec<(i64, i64)> = spans.iter().map(|&(gap, dur)| {
+                at += gap;
+                (at, dur)
+            }).collect();
+            for (i, dur) in wide {
+                if let Some(p) = v.get_mut(i) {
+                    p.1 = dur;
+                }
+            }
+            let (s, v) = spans_of(v);
+            prop_assert_eq!(
+                s.pieces_with(t0, px, ncols, min_cols, true),
+                s.pieces_with(t0, px, ncols, min_cols, false)
+            );
+            check(v.iter().map(|&(a, b)| (a, b - a)).collect(), t0, px, ncols, min_cols, false);
+        }
+
         #[test]
         fn gallop_is_a_partition_point(mut v in proptest::collection::vec(0i64..1000, 0..300), t in -10i64..1010) {
             v.sort_unstable();

@@ -10,7 +10,7 @@ use crate::app::TraceSlot;
 use crate::data::Shared;
 use crate::fmt::{fmt_dur, fmt_offset, fmt_value};
 use crate::lod::{DevicePyramid, Summary};
-use crate::spans::{Piece, Spans, gallop};
+use crate::spans::{Piece, Spans, floor_i64, gallop};
 use crate::tables::{
     DeviceKernels, KernelView, NVML_MEM_CLOCK, NVML_POWER, NVML_SM_CLOCK, NVML_TEMPERATURE,
     NVML_UTIL, Names, NvtxLane,
@@ -628,72 +628,130 @@ fn axis_ui(ui: &Ui, rect: Rect, geom: &Geom, origin: f64) {
     );
 }
 
-/// Colours one point column per summary.
+/// Colours one point column per summary; neighbours of the same colour are one quad (the same
+/// pixels, fewer vertices to copy each frame).
 fn heat_mesh(painter: &egui::Painter, area: Rect, cols: &[Summary], scale: f64) {
     let mut mesh = Mesh::default();
-    mesh.reserve_vertices(4 * cols.len());
-    mesh.reserve_triangles(2 * cols.len());
     let w = area.width() / cols.len().max(1) as f32;
+    let x = |c: usize| area.left() + c as f32 * w;
+    let mut open: Option<(usize, Color32)> = None;
+    let close = |mesh: &mut Mesh, run: Option<(usize, Color32)>, end: usize| {
+        if let Some((c0, color)) = run {
+            let r = Rect::from_min_max(
+                Pos2::new(x(c0), area.top()),
+                Pos2::new(x(end), area.bottom()),
+            );
+            mesh.add_colored_rect(r, color);
+        }
+    };
     for (c, s) in cols.iter().enumerate() {
-        let Some(mean) = s.mean().or((!s.is_empty()).then_some(f64::from(s.max))) else {
-            continue;
-        };
-        let x = area.left() + c as f32 * w;
-        let r = Rect::from_min_max(Pos2::new(x, area.top()), Pos2::new(x + w, area.bottom()));
-        mesh.add_colored_rect(r, turbo((mean / scale) as f32));
+        let color = s
+            .mean()
+            .or((!s.is_empty()).then_some(f64::from(s.max)))
+            .map(|mean| turbo((mean / scale) as f32));
+        if open.map(|o| o.1) != color {
+            close(&mut mesh, open.take(), c);
+            open = color.map(|k| (c, k));
+        }
     }
+    close(&mut mesh, open, cols.len());
     painter.add(Shape::mesh(mesh));
 }
 
+/// The min–max band of each column and the mean as a step line (as counters are drawn: a
+/// column's mean holds across it), both in one mesh. Neighbouring columns of the same band or
+/// the same mean are one quad.
 fn line_mesh(painter: &egui::Painter, area: Rect, cols: &[Summary], scale: f64, color: Color32) {
+    const LINE_W: f32 = 1.2;
     let mut mesh = Mesh::default();
-    mesh.reserve_vertices(4 * cols.len());
-    mesh.reserve_triangles(2 * cols.len());
     let w = area.width() / cols.len().max(1) as f32;
+    let x = |c: usize| area.left() + c as f32 * w;
     let y = |v: f64| area.bottom() - ((v / scale).clamp(0.0, 1.05) as f32) * (area.height() - 2.0);
     let band = color.gamma_multiply(0.35);
-    let mut line: Vec<Pos2> = Vec::with_capacity(cols.len());
-    let mut lines = Vec::new();
+    // Open runs: (first column, top, bottom) of the band and (first column, y) of the line.
+    let mut band_run: Option<(usize, f32, f32)> = None;
+    let mut line_run: Option<(usize, f32)> = None;
+    let close_band = |mesh: &mut Mesh, run: Option<(usize, f32, f32)>, end: usize| {
+        if let Some((c0, top, bottom)) = run {
+            let r = Rect::from_min_max(Pos2::new(x(c0), top), Pos2::new(x(end), bottom));
+            mesh.add_colored_rect(r, band);
+        }
+    };
+    let close_line = |mesh: &mut Mesh, run: Option<(usize, f32)>, end: usize| {
+        if let Some((c0, ym)) = run {
+            let r = Rect::from_min_max(
+                Pos2::new(x(c0), ym - LINE_W / 2.0),
+                Pos2::new(x(end), ym + LINE_W / 2.0),
+            );
+            mesh.add_colored_rect(r, color);
+        }
+    };
+    let mut bands = Mesh::default();
     for (c, s) in cols.iter().enumerate() {
-        let x = area.left() + c as f32 * w;
-        if s.is_empty() {
-            if line.len() > 1 {
-                lines.push(std::mem::take(&mut line));
+        let b = (!s.is_empty()).then(|| (y(f64::from(s.max)) - 0.5, y(f64::from(s.min)) + 0.5));
+        if band_run.map(|r| (r.1, r.2)) != b {
+            close_band(&mut bands, band_run.take(), c);
+            band_run = b.map(|(top, bottom)| (c, top, bottom));
+        }
+        let m = s.mean().map(y);
+        match (line_run, m) {
+            (Some((_, prev)), Some(ym)) if prev == ym => {}
+            (prev, m) => {
+                close_line(&mut mesh, prev, c);
+                line_run = m.map(|ym| (c, ym));
+                // The step between two means, where the line goes on.
+                if let (Some((_, a)), Some(b)) = (prev, m) {
+                    let r = Rect::from_min_max(
+                        Pos2::new(x(c) - LINE_W / 2.0, a.min(b) - LINE_W / 2.0),
+                        Pos2::new(x(c) + LINE_W / 2.0, a.max(b) + LINE_W / 2.0),
+                    );
+                    mesh.add_colored_rect(r, color);
+                }
             }
-            line.clear();
-            continue;
-        }
-        let r = Rect::from_min_max(
-            Pos2::new(x, y(f64::from(s.max)) - 0.5),
-            Pos2::new(x + w, y(f64::from(s.min)) + 0.5),
-        );
-        mesh.add_colored_rect(r, band);
-        if let Some(m) = s.mean() {
-            line.push(Pos2::new(x + w / 2.0, y(m)));
         }
     }
-    if line.len() > 1 {
-        lines.push(line);
-    }
+    close_band(&mut bands, band_run, cols.len());
+    close_line(&mut mesh, line_run, cols.len());
+    // The band under the line.
+    painter.add(Shape::mesh(bands));
     painter.add(Shape::mesh(mesh));
-    for l in lines {
-        painter.add(Shape::line(l, Stroke::new(1.2, color)));
-    }
 }
 
 /// Hatches `r` with diagonal lines: used for missing data (drops), loading placeholders and
-/// runs of kernels too narrow to draw one by one.
+/// runs of kernels too narrow to draw one by one. The lines are one mesh of thin quads cut at
+/// `r`'s sides (one shape, not a stroked segment per line).
 fn hatch(painter: &egui::Painter, r: Rect, color: Color32) {
-    let step = 6.0;
-    let mut x = r.left() - r.height();
-    let p = painter.with_clip_rect(r.intersect(painter.clip_rect()));
-    while x < r.right() {
-        p.line_segment(
-            [Pos2::new(x, r.bottom()), Pos2::new(x + r.height(), r.top())],
-            Stroke::new(1.0, color),
-        );
-        x += step;
+    const STEP: f32 = 6.0;
+    // Half the horizontal width of a 1-point line at 45°.
+    const HALF: f32 = 0.7;
+    let h = r.height();
+    if h <= 0.0 || r.width() <= 0.0 {
+        return;
     }
+    let mut mesh = Mesh::default();
+    // Line k runs from (x, bottom) to (x + h, top): the point u along it is (x + u, bottom - u).
+    // Its part inside `r` is cut at the sides (so a rectangle a pixel wide still shows dashes).
+    let side = |v: f32| v.clamp(r.left(), r.right());
+    let mut x = r.left() - h;
+    while x < r.right() {
+        let u0 = (r.left() - x).max(0.0);
+        let u1 = (r.right() - x).min(h);
+        if u0 < u1 {
+            let base = mesh.vertices.len() as u32;
+            for (px, py) in [
+                (side(x + u0 - HALF), r.bottom() - u0),
+                (side(x + u0 + HALF), r.bottom() - u0),
+                (side(x + u1 + HALF), r.bottom() - u1),
+                (side(x + u1 - HALF), r.bottom() - u1),
+            ] {
+                mesh.colored_vertex(Pos2::new(px, py), color);
+            }
+            mesh.add_triangle(base, base + 1, base + 2);
+            mesh.add_triangle(base, base + 2, base + 3);
+        }
+        x += STEP;
+    }
+    painter.add(Shape::mesh(mesh));
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1248,15 +1306,18 @@ fn gaps_overlay(
     let x_start = |k: usize| geom.x(t.slot.disp(g.start_ns[k]));
     let x_end = |k: usize| geom.x(t.slot.disp(g.end_ns[k])).max(x_start(k) + 1.0);
     // Gaps closer than a pixel are drawn as one box (labelled with their count when zoomed
-    // out), so a frame draws at most one box per pixel column.
-    let draw = |run: (f32, f32, usize, i64)| {
+    // out), so a frame draws at most one box per pixel column. The boxes are one mesh, placed
+    // under the labels.
+    let boxes_at = painter.add(Shape::Noop);
+    let mut boxes = Mesh::default();
+    let mut draw = |run: (f32, f32, usize, i64)| {
         let r = Rect::from_x_y_ranges(
             run.0.max(area.left())..=run.1.min(area.right()),
             area.y_range(),
         );
-        painter.rect_filled(r, 0.0, Color32::from_rgba_unmultiplied(255, 140, 0, 22));
+        boxes.add_colored_rect(r, Color32::from_rgba_unmultiplied(255, 140, 0, 22));
         let bar = Rect::from_min_max(r.min, Pos2::new(r.right(), r.top() + 3.0));
-        painter.rect_filled(bar, 0.0, Color32::from_rgb(255, 150, 30));
+        boxes.add_colored_rect(bar, Color32::from_rgb(255, 150, 30));
         if label && r.width() > 50.0 {
             let text = if run.2 == 1 {
                 fmt_dur(run.3 as f64)
@@ -1275,13 +1336,24 @@ fn gaps_overlay(
     // A run takes every following gap that starts within a pixel of its end. A device's gaps are
     // sorted and never overlap, so their ends only grow: the gaps a run takes are found by a
     // galloping search, a pixel or more at a time, and a frame costs about one search per box.
+    // The search compares trace times with the time a pixel past the run's end, not pixels.
+    // Gaps that start well within a pixel of the previous one's end (with room for the
+    // rounding of pixel positions) are taken in whole blocks first: the search would take each.
+    let px = geom.px_ns();
+    let surely_within = floor_i64(px * 0.999) - 2;
     let mut i = lo;
     while i < hi {
         let x0 = x_start(i);
         let mut j = i + 1;
         let mut x1 = x_end(i);
         loop {
-            let k = j + gallop(&g.start_ns[j..hi], |s| geom.x(t.slot.disp(*s)) <= x1 + 1.0);
+            let k = g.close_run_until(j, hi, surely_within);
+            if k > j {
+                j = k;
+                x1 = x1.max(x_end(j - 1));
+            }
+            let until = t.slot.local(geom.t(x1 + 1.0));
+            let k = j + gallop(&g.start_ns[j..hi], |s| *s <= until);
             if k == j {
                 break;
             }
@@ -1291,6 +1363,7 @@ fn gaps_overlay(
         draw((x0, x1, j - i, g.dur_prefix[j] - g.dur_prefix[i]));
         i = j;
     }
+    painter.set(boxes_at, Shape::mesh(boxes));
     // The gap under the pointer: the last one starting at or before it, if it reaches it.
     if let Some(p) = pointer {
         let k = lo + g.start_ns[lo..hi].partition_point(|s| geom.x(t.slot.disp(*s)) <= p.x);

@@ -57,7 +57,8 @@ pub struct Spans {
     block_reach: Vec<u32>,
     /// Per block, the longest time before one of its spans during which nothing runs
     /// ([`Spans::idle_before`]), and its longest span: a frame crosses a block in one step
-    /// where both are under a pixel column.
+    /// where the first is under a pixel column and the second under the width from which a
+    /// span is drawn on its own.
     block_idle: Vec<i64>,
     block_dur: Vec<i64>,
 }

@@ -696,6 +696,8 @@ fn line_mesh(painter: &egui::Painter, area: Rect, cols: &[Summary], scale: f64, 
         let m = s.mean().map(y);
         match (line_run, m) {
             (Some((_, prev)), Some(ym)) if prev == ym => {}
+            // Samples of no duration have no mean: the line goes on across them.
+            (Some(_), None) if !s.is_empty() => {}
             (prev, m) => {
                 close_line(&mut mesh, prev, c);
                 line_run = m.map(|ym| (c, ym));
@@ -1311,6 +1313,10 @@ fn gaps_overlay(
     let boxes_at = painter.add(Shape::Noop);
     let mut boxes = Mesh::default();
     let mut draw = |run: (f32, f32, usize, i64)| {
+        // A gap found by rounded times may end a fraction of a pixel before the area.
+        if run.1 < area.left() || run.0 > area.right() {
+            return;
+        }
         let r = Rect::from_x_y_ranges(
             run.0.max(area.left())..=run.1.min(area.right()),
             area.y_range(),
@@ -1340,7 +1346,7 @@ fn gaps_overlay(
     // Gaps that start well within a pixel of the previous one's end (with room for the
     // rounding of pixel positions) are taken in whole blocks first: the search would take each.
     let px = geom.px_ns();
-    let surely_within = floor_i64(px * 0.999) - 2;
+    let surely_within = floor_i64(px * 0.99) - 2;
     let mut i = lo;
     while i < hi {
         let x0 = x_start(i);
@@ -1352,8 +1358,8 @@ fn gaps_overlay(
                 j = k;
                 x1 = x1.max(x_end(j - 1));
             }
-            let until = t.slot.local(geom.t(x1 + 1.0));
-            let k = j + gallop(&g.start_ns[j..hi], |s| *s <= until);
+            let until = geom.t(x1 + 1.0);
+            let k = j + gallop(&g.start_ns[j..hi], |s| t.slot.disp(*s) <= until);
             if k == j {
                 break;
             }

@@ -9,6 +9,25 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+/// Why NVML cannot be polled.
+#[derive(Debug, thiserror::Error)]
+pub enum NvmlOpenError {
+    #[error(
+        "NVML (libnvidia-ml.so.1, part of the NVIDIA driver) could not be initialised: {source}"
+    )]
+    Init {
+        #[source]
+        source: nvml_wrapper::error::NvmlError,
+    },
+    #[error("NVML does not know {device} ({uuid}): {source}")]
+    UnknownDevice {
+        device: DeviceId,
+        uuid: String,
+        #[source]
+        source: nvml_wrapper::error::NvmlError,
+    },
+}
+
 /// An initialised NVML and the NVML indices of the devices to poll.
 pub struct NvmlSource {
     nvml: Nvml,
@@ -20,19 +39,19 @@ pub struct NvmlSource {
 impl NvmlSource {
     /// Initialises NVML and maps each CUDA device (by UUID, falling back to the same index) to
     /// its NVML handle. Errors say why NVML is unavailable.
-    pub fn open(devices: &[(DeviceId, String)]) -> Result<Self, String> {
-        let nvml = Nvml::init().map_err(|e| {
-            format!(
-                "NVML (libnvidia-ml.so.1, part of the NVIDIA driver) could not be initialised: {e}"
-            )
-        })?;
+    pub fn open(devices: &[(DeviceId, String)]) -> Result<Self, NvmlOpenError> {
+        let nvml = Nvml::init().map_err(|source| NvmlOpenError::Init { source })?;
         let mut mapped = Vec::new();
         for (id, uuid) in devices {
             let idx = nvml
                 .device_by_uuid(uuid.as_str())
                 .and_then(|d| d.index())
                 .or_else(|_| nvml.device_by_index(id.0).and_then(|d| d.index()))
-                .map_err(|e| format!("NVML does not know {id} ({uuid}): {e}"))?;
+                .map_err(|source| NvmlOpenError::UnknownDevice {
+                    device: *id,
+                    uuid: uuid.clone(),
+                    source,
+                })?;
             mapped.push((*id, idx));
         }
         let driver_version = nvml.sys_driver_version().ok();

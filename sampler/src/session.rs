@@ -102,8 +102,24 @@ pub enum SessionError {
     /// Not enough memory for the images the interval needs (see [`ArmError::NotEnoughMemory`]).
     #[error(transparent)]
     Memory(ArmError),
-    #[error("{0}")]
-    Other(String),
+    #[error(
+        "sampling interval {} is below the minimum cufall supports ({}): CUPTI accepts shorter \
+intervals on GH100 without complaint, but the hardware and the decoder cannot deliver them (see \
+docs/metrics.md); use --interval 1us or more, or leave --interval out for the measured default",
+        cufall_cupti::pm::format_ns(*interval_ns),
+        cufall_cupti::pm::format_ns(*min_ns)
+    )]
+    IntervalTooShort { interval_ns: u64, min_ns: u64 },
+    #[error("no device selected (--devices is empty)")]
+    NoDeviceSelected,
+    /// Neither counters nor NVML can be read; each says why.
+    #[error("nothing can be recorded: {counters}; and {nvml}")]
+    NothingToRecord { counters: String, nvml: String },
+    #[error("cannot start the writer thread: {source}")]
+    WriterThread {
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl From<ArmError> for SessionError {
@@ -161,13 +177,10 @@ pub struct Prepared {
 /// Validates the configuration against the machine and arms PM sampling on every device.
 pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
     if cfg.interval_ns < sizing::MIN_INTERVAL_NS && cfg.counters != CounterPolicy::Off {
-        return Err(SessionError::Other(format!(
-            "sampling interval {} is below the minimum cufall supports ({}): CUPTI accepts shorter \
-intervals on GH100 without complaint, but the hardware and the decoder cannot deliver them (see \
-docs/metrics.md); use --interval 1us or more, or leave --interval out for the measured default",
-            cufall_cupti::pm::format_ns(cfg.interval_ns),
-            cufall_cupti::pm::format_ns(sizing::MIN_INTERVAL_NS)
-        )));
+        return Err(SessionError::IntervalTooShort {
+            interval_ns: cfg.interval_ns,
+            min_ns: sizing::MIN_INTERVAL_NS,
+        });
     }
     let facts = cufall_cupti::driver_devices()?;
     if facts.is_empty() {
@@ -189,9 +202,7 @@ docs/metrics.md); use --interval 1us or more, or leave --interval out for the me
         }
     };
     if selected.is_empty() {
-        return Err(SessionError::Other(
-            "no device selected (--devices is empty)".into(),
-        ));
+        return Err(SessionError::NoDeviceSelected);
     }
     let mut devices: Vec<DeviceInfo> = selected
         .iter()
@@ -247,16 +258,15 @@ docs/metrics.md); use --interval 1us or more, or leave --interval out for the me
                     }
                     (Some(n), None)
                 }
-                Err(e) => (None, Some(e)),
+                Err(e) => (None, Some(e.to_string())),
             }
         }
     };
     if threads.is_empty() && nvml.is_none() {
-        return Err(SessionError::Other(format!(
-            "nothing can be recorded: {}; and {}",
-            counters_unavailable.as_deref().unwrap_or("no GPU counters"),
-            nvml_unavailable.as_deref().unwrap_or("no NVML")
-        )));
+        return Err(SessionError::NothingToRecord {
+            counters: counters_unavailable.unwrap_or_else(|| "no GPU counters".into()),
+            nvml: nvml_unavailable.unwrap_or_else(|| "no NVML".into()),
+        });
     }
     Ok(Prepared {
         devices,
@@ -524,7 +534,7 @@ impl Prepared {
             std::thread::Builder::new()
                 .name("cufall-sink".into())
                 .spawn(move || pipeline::sink_main(rx, writer, live, shared))
-                .map_err(|e| SessionError::Other(format!("cannot start the writer thread: {e}")))?
+                .map_err(|source| SessionError::WriterThread { source })?
         };
         let mut threads = Vec::new();
         let mut counters = Vec::new();

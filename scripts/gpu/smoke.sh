@@ -29,6 +29,9 @@ check "specdec 0.5b graphs off, scattered, page 1, tree" "$S" --preset 0.5b --gr
 check "specdec 8b MoE --bench" "$S" --preset 8b-gqa-8l --experts 8 --top-k 2 --prompt-len 64 --bench
 check "record --duration 3 (bare seconds)" "$C" record -o "$T/idle.cufall" --duration 3
 check "info reads it, complete" bash -c "'$C' info '$T/idle.cufall' | tee -a '$LOG' | grep -q complete"
+check "NVML opened and polled (readings in the trace)" bash -c "'$C' info '$T/idle.cufall' | grep -E ' [1-9][0-9]* NVML readings'"
+check "record --nvml-only" "$C" record -o "$T/nvml.cufall" --nvml-only --duration 2
+check "an NVML-only trace has readings" bash -c "'$C' info '$T/nvml.cufall' | tee -a '$LOG' | grep -E ' [1-9][0-9]* NVML readings'"
 check "record with capture (graphs off)" "$C" record -o "$T/g0.cufall" --interval 50us -- "$S" --preset 0.5b --graphs off --new-tokens 48
 check "record with capture (graphs on)" "$C" record -o "$T/g1.cufall" --interval 50us -- "$S" --preset 0.5b --graphs on --new-tokens 48
 check "report has phases and verdicts" bash -c "'$C' report '$T/g0.cufall' | tee -a '$LOG' | grep -q 'VERDICT'"

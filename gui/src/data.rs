@@ -172,24 +172,13 @@ impl DeviceGaps {
     /// Crosses whole blocks where their separations allow, so a run over a whole hour of gaps
     /// costs a step per block.
     pub fn close_run_until(&self, from: usize, hi: usize, max_sep: i64) -> usize {
-        let mut k = from;
-        while k < hi {
-            if k.is_multiple_of(GAP_BLOCK)
-                && k + GAP_BLOCK <= hi
-                && self
-                    .block_sep
-                    .get(k / GAP_BLOCK)
-                    .is_some_and(|s| *s <= max_sep)
-            {
-                k += GAP_BLOCK;
-                continue;
-            }
-            if self.separation(k) > max_sep {
-                return k;
-            }
-            k += 1;
-        }
-        hi
+        crate::spans::first_failing(
+            from,
+            hi,
+            GAP_BLOCK,
+            |b| self.block_sep.get(b).is_some_and(|s| *s <= max_sep),
+            |k| self.separation(k) <= max_sep,
+        )
     }
 
     /// Where gap `k` falls, as the report spells it.

@@ -29,6 +29,30 @@ pub fn gallop<T>(slice: &[T], pred: impl Fn(&T) -> bool) -> usize {
     lo + 1 + slice[lo + 1..end].partition_point(pred)
 }
 
+/// The first index in `from..hi` where `ok` fails (`hi` if none), crossing each whole block of
+/// `block` indexes (aligned to multiples of `block`) for which `block_ok(k)` (block `k`) says
+/// that `ok` holds throughout: a search over millions of items costs a step per block.
+pub fn first_failing(
+    from: usize,
+    hi: usize,
+    block: usize,
+    block_ok: impl Fn(usize) -> bool,
+    ok: impl Fn(usize) -> bool,
+) -> usize {
+    let mut i = from;
+    while i < hi {
+        if i.is_multiple_of(block) && i + block <= hi && block_ok(i / block) {
+            i += block;
+            continue;
+        }
+        if !ok(i) {
+            return i;
+        }
+        i += 1;
+    }
+    hi
+}
+
 /// `x.floor() as i64` without a call: on the baseline x86-64 target `f64::floor` is a library
 /// call, and a frame floors a few times per pixel column of every lane.
 #[inline]
@@ -107,13 +131,9 @@ impl Spans {
             self.start.last().is_none_or(|p| *p <= start),
             "spans not in start order"
         );
-        let idle = if i == 0 {
-            i64::MAX
-        } else {
-            start - self.reach_end(i - 1)
-        };
         self.start.push(start);
         self.end.push(end);
+        let idle = self.idle_before(i);
         let r = match self.reach.last() {
             Some(&p) if self.end[p as usize] >= end => p,
             _ => i as u32,
@@ -185,21 +205,13 @@ impl Spans {
     /// of nothing running before it (`hi` if none), crossing whole blocks where their maxima
     /// allow.
     fn dense_until(&self, from: usize, hi: usize, min_w: i64, min_idle: i64) -> usize {
-        let mut i = from;
-        while i < hi {
-            if i.is_multiple_of(BLOCK) && i + BLOCK <= hi {
-                let k = i / BLOCK;
-                if self.block_idle[k] < min_idle && self.block_dur[k] < min_w {
-                    i += BLOCK;
-                    continue;
-                }
-            }
-            if self.idle_before(i) >= min_idle || self.end[i] - self.start[i] >= min_w {
-                return i;
-            }
-            i += 1;
-        }
-        hi
+        first_failing(
+            from,
+            hi,
+            BLOCK,
+            |k| self.block_idle[k] < min_idle && self.block_dur[k] < min_w,
+            |i| self.idle_before(i) < min_idle && self.end[i] - self.start[i] < min_w,
+        )
     }
 
     /// Spans that may overlap `[t0, t1)`: every one that does is inside; the range starts at

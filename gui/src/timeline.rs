@@ -659,8 +659,8 @@ fn heat_mesh(painter: &egui::Painter, area: Rect, cols: &[Summary], scale: f64) 
 }
 
 /// The min–max band of each column and the mean as a step line (as counters are drawn: a
-/// column's mean holds across it), both in one mesh. Neighbouring columns of the same band or
-/// the same mean are one quad.
+/// column's mean holds across it), a mesh each, the band under the line. Neighbouring columns
+/// of the same band or the same mean are one quad.
 fn line_mesh(painter: &egui::Painter, area: Rect, cols: &[Summary], scale: f64, color: Color32) {
     const LINE_W: f32 = 1.2;
     let mut mesh = Mesh::default();

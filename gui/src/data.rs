@@ -22,8 +22,7 @@ use crate::lod::{DevicePyramid, RawSeries, RawSlice};
 use cufall_analysis::report::{GapRow, Report, ReportOptions, build_report_with, resolve_activity};
 use cufall_analysis::samples::Activity;
 use cufall_trace::model::{Manifest, MetricInfo};
-use cufall_trace::{Table, Trace};
-use polars::prelude::*;
+use cufall_trace::{SampleColumns, Trace};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, mpsc};
@@ -684,19 +683,15 @@ impl Worker {
         } else {
             first + (k + 1) * span
         };
-        let mut cols = vec![col("device"), col("start_ns"), col("end_ns")];
-        cols.extend(
-            self.metrics
-                .iter()
-                .map(|m| col(m.as_str()).cast(DataType::Float32)),
-        );
-        let lf = self
-            .trace
-            .lazy_between(Table::Samples, lo, hi)
-            .map_err(|e| e.to_string())?
-            .select(cols);
-        let df = self.trace.collect(lf).map_err(|e| e.to_string())?;
-        let mut tile = tile_from(&df, &self.metrics).map_err(|e| e.to_string())?;
+        let names: Vec<&str> = self.metrics.iter().map(String::as_str).collect();
+        let mut tile = Tile::default();
+        self.trace
+            .samples_between(lo, hi, &names, |rows| {
+                add_to_tile(&mut tile, rows);
+                Ok::<(), cufall_trace::TraceError>(())
+            })
+            .map_err(|e| e.to_string())?;
+        finish_tile(&mut tile);
         if let Some(rule) = &self.rule {
             // The idle flag as one more series, so raw samples answer idle-fraction queries too.
             let mut row = vec![0f32; self.metrics.len()];
@@ -778,41 +773,31 @@ impl Worker {
     }
 }
 
-/// The samples of `df` split by device. The trace stores each device's samples in time order
-/// (segments in order, batches in order), so no sort is needed in the common case; a device
-/// whose samples are not in start order is sorted here.
-fn tile_from(df: &DataFrame, metrics: &[String]) -> PolarsResult<Tile> {
-    let dev = df.column("device")?.u16()?;
-    let start = df.column("start_ns")?.i64()?;
-    let end = df.column("end_ns")?.i64()?;
-    let vals: Vec<&Float32Chunked> = metrics
-        .iter()
-        .map(|m| df.column(m.as_str()).and_then(|c| c.f32()))
-        .collect::<PolarsResult<_>>()?;
-    let mut tile = Tile::default();
-    let mut iters: Vec<_> = vals.iter().map(|c| c.iter()).collect();
-    for ((d, s), e) in dev.iter().zip(start.iter()).zip(end.iter()) {
-        let (Some(d), Some(s), Some(e)) = (d, s, e) else {
-            for it in iters.iter_mut() {
-                it.next();
-            }
-            continue;
-        };
+/// Adds the samples of one segment to `tile`, split by device. The trace stores each device's
+/// samples in time order (segments in order, batches in order), so no sort is needed in the
+/// common case; the caller sorts a device whose samples are not in start order.
+fn add_to_tile(tile: &mut Tile, rows: SampleColumns) {
+    let metrics = rows.values.len();
+    for i in 0..rows.len() {
+        let (s, e) = (rows.start_ns[i], rows.end_ns[i]);
         let series = tile
             .devices
-            .entry(u32::from(d))
-            .or_insert_with(|| RawSeries::new(metrics.len()));
+            .entry(u32::from(rows.device[i]))
+            .or_insert_with(|| RawSeries::new(metrics));
         series.start_ns.push(s);
         series.end_ns.push(e.max(s));
-        for (m, it) in iters.iter_mut().enumerate() {
-            series.values[m].push(it.next().flatten().unwrap_or(f32::NAN));
+        for (m, column) in rows.values.iter().enumerate() {
+            series.values[m].push(column[i]);
         }
     }
+}
+
+/// Puts every device of `tile` in start order and counts its bytes.
+fn finish_tile(tile: &mut Tile) {
     for series in tile.devices.values_mut() {
         sort_by_start(series);
     }
     tile.bytes = tile.devices.values().map(RawSeries::bytes).sum();
-    Ok(tile)
 }
 
 /// Puts `series` in start order (stable), if it is not already.
@@ -836,14 +821,15 @@ mod tests {
 
     #[test]
     fn a_tile_splits_interleaved_devices_and_sorts_a_device_out_of_order() {
-        let df = df!(
-            "device" => [0u16, 1, 0, 1, 0],
-            "start_ns" => [10i64, 10, 20, 30, 15],
-            "end_ns" => [20i64, 20, 30, 40, 20],
-            "m" => [1.0f32, 2.0, 3.0, 4.0, 5.0],
-        )
-        .expect("frame");
-        let tile = tile_from(&df, &["m".to_string()]).expect("tile");
+        let rows = SampleColumns {
+            device: vec![0, 1, 0, 1, 0],
+            start_ns: vec![10, 10, 20, 30, 15],
+            end_ns: vec![20, 20, 30, 40, 20],
+            values: vec![vec![1.0, 2.0, 3.0, 4.0, 5.0]],
+        };
+        let mut tile = Tile::default();
+        add_to_tile(&mut tile, rows);
+        finish_tile(&mut tile);
         let d0 = &tile.devices[&0];
         assert_eq!(d0.start_ns, vec![10, 15, 20]);
         assert_eq!(d0.end_ns, vec![20, 20, 30]);

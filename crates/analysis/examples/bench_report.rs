@@ -289,19 +289,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 println!("peak RSS (VmHWM): {:.0} MB", kb as f64 / 1024.0);
             }
             if format == Format::Parquet {
-                use polars::prelude::*;
                 let file = summary
                     .files
                     .iter()
                     .find(|f| f.ends_with("samples.parquet"))
                     .ok_or("no samples.parquet")?;
-                let rows = LazyFrame::scan_parquet(
-                    PlRefPath::from(file.to_string_lossy().as_ref()),
-                    Default::default(),
-                )?
-                .select([len()])
-                .collect()?;
-                println!("samples.parquet read back: {rows}");
+                let bytes = std::fs::read(file)?;
+                let rows =
+                    cufall_trace::parquet::read_frame(bytes.into(), Some(&["start_ns"]))?.height();
+                println!("samples.parquet read back: {rows} rows");
             }
         }
         "report" => {

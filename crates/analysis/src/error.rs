@@ -11,9 +11,9 @@ pub enum AnalysisError {
     #[error(transparent)]
     Trace(#[from] TraceError),
 
-    /// A query over a trace table failed after the trace itself was read correctly.
-    #[error("analysing {path} failed: {why}", path = .path.display())]
-    Query { path: PathBuf, why: String },
+    /// The activity value needs a metric the trace does not record.
+    #[error("{path} does not record the metrics of `{activity}`", path = .path.display())]
+    ActivityNotRecorded { path: PathBuf, activity: String },
 
     /// `diff` measures both traces with A's activity metric, and B does not record it.
     #[error("{path}: {source} A diff measures both traces with A's activity metric.", path = .path.display())]
@@ -30,43 +30,30 @@ pub enum AnalysisError {
     #[error("{path} already exists", path = .0.display())]
     OutputExists(PathBuf),
 
-    #[error("cannot write {path}: {why}. Check that the folder exists and that you may write there.", path = .path.display())]
-    Write { path: PathBuf, why: String },
+    #[error("cannot write {path}: {source}. Check that the folder exists and that you may write there.", path = .path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: WriteFailure,
+    },
+}
+
+/// What failed while an export was written.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteFailure {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Parquet(#[from] cufall_trace::parquet::ParquetError),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
 }
 
 pub type Result<T, E = AnalysisError> = std::result::Result<T, E>;
 
-/// Turns a polars failure on the trace at `path` into an [`AnalysisError::Query`].
-pub(crate) fn query_err(
-    path: &std::path::Path,
-) -> impl Fn(polars::error::PolarsError) -> AnalysisError + '_ {
-    move |e| AnalysisError::Query {
-        path: path.to_path_buf(),
-        why: e.to_string(),
-    }
-}
-
-pub(crate) fn write_err(path: &std::path::Path, why: impl std::fmt::Display) -> AnalysisError {
+pub(crate) fn write_err(path: &std::path::Path, e: impl Into<WriteFailure>) -> AnalysisError {
     AnalysisError::Write {
         path: path.to_path_buf(),
-        why: why.to_string(),
+        source: e.into(),
     }
 }
-
-macro_rules! typed_column {
-    ($name:ident, $ty:ty, $cast:ident) => {
-        /// Column `name` of `df` with its type checked; a polars error becomes `qe`'s error.
-        pub(crate) fn $name(
-            df: &polars::prelude::DataFrame,
-            name: &str,
-            qe: &impl Fn(polars::error::PolarsError) -> AnalysisError,
-        ) -> Result<$ty, AnalysisError> {
-            Ok(df.column(name).map_err(qe)?.$cast().map_err(qe)?.clone())
-        }
-    };
-}
-
-typed_column!(column_u16, polars::prelude::UInt16Chunked, u16);
-typed_column!(column_u32, polars::prelude::UInt32Chunked, u32);
-typed_column!(column_i64, polars::prelude::Int64Chunked, i64);
-typed_column!(column_f64, polars::prelude::Float64Chunked, f64);

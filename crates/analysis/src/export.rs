@@ -3,11 +3,11 @@
 //! tracks per GPU and metric, NVTX slices, kernel slices, gap and drop markers; times in µs from
 //! the start of the recording).
 
-use crate::error::{AnalysisError, Result, query_err, write_err};
+use crate::error::{AnalysisError, Result, write_err};
 use crate::report::{Report, ReportOptions, build_report};
 use cufall_trace::model::DeviceId;
-use cufall_trace::{Table, Trace};
-use polars::prelude::*;
+use cufall_trace::parquet::{ParquetWriter, write_frame};
+use cufall_trace::{Column, Field, Frame, Table, Trace, Values};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
@@ -113,19 +113,18 @@ fn export_tables(
         check_target(&dir.join(format!("{name}.{ext}")), opts.force)?;
     }
     std::fs::create_dir_all(dir).map_err(|e| write_err(dir, e))?;
-    let qe = query_err(trace.path());
     let mut files = Vec::new();
     for name in names {
         let path = dir.join(format!("{name}.{ext}"));
         let file = File::create(&path).map_err(|e| write_err(&path, e))?;
-        let w = BufWriter::new(file);
+        let mut w = BufWriter::new(file);
         if name == Table::Samples.dir_name() {
-            // The big table goes out window by window, so memory stays bounded.
+            // The big table goes out a segment at a time, so memory stays bounded.
             write_samples(trace, w, opts.format, &path)?;
         } else {
-            let mut df = match name.as_str() {
-                "phases" => phases_frame(report).map_err(&qe)?,
-                "gaps" => gaps_frame(report).map_err(&qe)?,
+            let df = match name.as_str() {
+                "phases" => phases_frame(report),
+                "gaps" => gaps_frame(report),
                 // With the spans of skipped segments, so missing data stays marked missing.
                 "drops" => trace.drops_frame()?,
                 _ => {
@@ -136,12 +135,13 @@ fn export_tables(
                     trace.frame(table)?
                 }
             };
-            let res = if opts.format == Format::Parquet {
-                ParquetWriter::new(w).finish(&mut df).map(|_| ())
+            if opts.format == Format::Parquet {
+                write_frame(&df, w).map_err(|e| write_err(&path, e))?;
             } else {
-                CsvWriter::new(w).include_header(true).finish(&mut df)
-            };
-            res.map_err(|e| write_err(&path, e))?;
+                write_csv_header(&mut w, &df.names()).map_err(|e| write_err(&path, e))?;
+                write_csv_rows(&mut w, &df).map_err(|e| write_err(&path, e))?;
+                w.flush().map_err(|e| write_err(&path, e))?;
+            }
         }
         files.push(path);
     }
@@ -153,40 +153,78 @@ fn export_tables(
     })
 }
 
-/// Writes the samples table to `w`, one time window at a time.
-fn write_samples(trace: &Trace, w: BufWriter<File>, format: Format, path: &Path) -> Result<()> {
-    let schema = trace
-        .lazy(Table::Samples)?
-        .collect_schema()
-        .map_err(|e| write_err(path, e))?;
-    let windows = crate::samples::time_windows(trace, crate::samples::SAMPLES_PER_WINDOW)?;
-    // Each window's frame goes to `write` (the Parquet and CSV writers are different types).
-    let each_window = |write: &mut dyn FnMut(&DataFrame) -> PolarsResult<()>| -> Result<()> {
-        for &(lo, hi) in &windows {
-            let lf = trace.lazy_between(Table::Samples, lo, hi)?;
-            write(&trace.collect(lf)?).map_err(|e| write_err(path, e))?;
-        }
-        Ok(())
-    };
+/// Writes the samples table to `w`, one segment at a time (a Parquet row group each).
+fn write_samples(trace: &Trace, mut w: BufWriter<File>, format: Format, path: &Path) -> Result<()> {
+    let schema: Vec<Field> = trace.schema(Table::Samples);
+    let metrics = trace.metric_names();
+    let err = |e| write_err(path, e);
     if format == Format::Parquet {
-        let mut bw = ParquetWriter::new(w)
-            .batched(&schema)
+        let mut pw = ParquetWriter::new(w, &schema).map_err(err)?;
+        trace.samples_between(i64::MIN, i64::MAX, &metrics, |rows| {
+            pw.write(&rows.into_frame(&metrics)).map_err(err)
+        })?;
+        pw.finish()
+            .map_err(err)?
+            .flush()
             .map_err(|e| write_err(path, e))?;
-        each_window(&mut |df| bw.write_batch(df))?;
-        bw.finish().map_err(|e| write_err(path, e))?;
     } else {
-        let mut bw = CsvWriter::new(w)
-            .include_header(true)
-            .batched(&schema)
-            .map_err(|e| write_err(path, e))?;
-        each_window(&mut |df| bw.write_batch(df))?;
-        bw.finish().map_err(|e| write_err(path, e))?;
+        let names: Vec<&str> = schema.iter().map(|f| f.name.as_str()).collect();
+        write_csv_header(&mut w, &names).map_err(|e| write_err(path, e))?;
+        trace.samples_between(i64::MIN, i64::MAX, &metrics, |rows| {
+            write_csv_rows(&mut w, &rows.into_frame(&metrics)).map_err(|e| write_err(path, e))
+        })?;
+        w.flush().map_err(|e| write_err(path, e))?;
+    }
+    Ok(())
+}
+
+/// A CSV field: quoted where it holds a comma, a quote or a line break.
+fn csv_field(w: &mut impl Write, s: &str) -> std::io::Result<()> {
+    if s.contains([',', '"', '\n', '\r']) {
+        write!(w, "\"{}\"", s.replace('"', "\"\""))
+    } else {
+        w.write_all(s.as_bytes())
+    }
+}
+
+fn write_csv_header(w: &mut impl Write, names: &[&str]) -> std::io::Result<()> {
+    for (i, n) in names.iter().enumerate() {
+        if i > 0 {
+            w.write_all(b",")?;
+        }
+        csv_field(w, n)?;
+    }
+    w.write_all(b"\n")
+}
+
+/// The rows of `df` as CSV lines: numbers as Rust prints them (the shortest text that reads
+/// back to the same value), nulls as empty fields.
+fn write_csv_rows(w: &mut impl Write, df: &Frame) -> std::io::Result<()> {
+    for i in 0..df.height() {
+        for (j, c) in df.columns.iter().enumerate() {
+            if j > 0 {
+                w.write_all(b",")?;
+            }
+            if !c.is_valid(i) {
+                continue;
+            }
+            match &c.values {
+                Values::U16(v) => write!(w, "{}", v[i])?,
+                Values::U32(v) => write!(w, "{}", v[i])?,
+                Values::U64(v) => write!(w, "{}", v[i])?,
+                Values::I64(v) => write!(w, "{}", v[i])?,
+                Values::F32(v) => write!(w, "{}", v[i])?,
+                Values::F64(v) => write!(w, "{}", v[i])?,
+                Values::Str(v) => csv_field(w, &v[i])?,
+            }
+        }
+        w.write_all(b"\n")?;
     }
     Ok(())
 }
 
 /// One row per phase and device.
-pub fn phases_frame(report: &Report) -> PolarsResult<DataFrame> {
+pub fn phases_frame(report: &Report) -> Frame {
     let mut path = Vec::new();
     let mut device = Vec::new();
     let mut count = Vec::new();
@@ -235,91 +273,65 @@ pub fn phases_frame(report: &Report) -> PolarsResult<DataFrame> {
             }
         }
     }
-    let n = path.len();
     let mut cols = vec![
-        Column::new("phase".into(), path),
-        Column::new("device".into(), device_column(&device)),
-        Column::new("count".into(), count),
-        Column::new("total_ns".into(), total),
-        Column::new("p50_ns".into(), p50),
-        Column::new("p99_ns".into(), p99),
-        Column::new("samples".into(), samples),
-        Column::new("sampled_ns".into(), sampled),
-        Column::new("idle_ns".into(), idle),
-        Column::new("idle_fraction".into(), idle_frac),
-        Column::new("dropped_ns".into(), dropped),
-        Column::new("activity_mean".into(), act_mean),
-        Column::new("activity_peak".into(), act_peak),
+        Column::strings("phase", path),
+        Column::new("device", device_column(&device)),
+        Column::new("count", count),
+        Column::new("total_ns", total),
+        Column::new("p50_ns", p50),
+        Column::new("p99_ns", p99),
+        Column::new("samples", samples),
+        Column::new("sampled_ns", sampled),
+        Column::new("idle_ns", idle),
+        Column::optional("idle_fraction", idle_frac),
+        Column::new("dropped_ns", dropped),
+        Column::optional("activity_mean", act_mean),
+        Column::optional("activity_peak", act_peak),
     ];
     for (i, m) in report.metrics.iter().enumerate() {
-        cols.push(Column::new(
-            format!("{m}.mean").into(),
+        cols.push(Column::optional(
+            &format!("{m}.mean"),
             std::mem::take(&mut metric_mean[i]),
         ));
-        cols.push(Column::new(
-            format!("{m}.peak").into(),
+        cols.push(Column::optional(
+            &format!("{m}.peak"),
             std::mem::take(&mut metric_peak[i]),
         ));
     }
     cols.extend([
-        Column::new("power_w".into(), power),
-        Column::new("sm_clock_mhz".into(), sm),
-        Column::new("mem_clock_mhz".into(), mem),
-        Column::new("nvml_gpu_util_pct".into(), util),
-        Column::new("gap_count".into(), gap_count),
-        Column::new("gap_ns".into(), gap_ns),
+        Column::optional("power_w", power),
+        Column::optional("sm_clock_mhz", sm),
+        Column::optional("mem_clock_mhz", mem),
+        Column::optional("nvml_gpu_util_pct", util),
+        Column::new("gap_count", gap_count),
+        Column::new("gap_ns", gap_ns),
     ]);
-    DataFrame::new(n, cols)
+    Frame::new(cols)
 }
 
 /// One row per gap.
-pub fn gaps_frame(report: &Report) -> PolarsResult<DataFrame> {
+pub fn gaps_frame(report: &Report) -> Frame {
     let g = &report.gaps;
-    DataFrame::new(
-        g.len(),
-        vec![
-            Column::new(
-                "device".into(),
-                device_column(&g.iter().map(|x| x.device).collect::<Vec<_>>()),
-            ),
-            Column::new(
-                "start_ns".into(),
-                g.iter().map(|x| x.start_ns).collect::<Vec<_>>(),
-            ),
-            Column::new(
-                "end_ns".into(),
-                g.iter().map(|x| x.end_ns).collect::<Vec<_>>(),
-            ),
-            Column::new(
-                "duration_ns".into(),
-                g.iter().map(|x| x.duration_ns).collect::<Vec<_>>(),
-            ),
-            Column::new(
-                "place".into(),
-                g.iter().map(|x| &*x.place).collect::<Vec<_>>(),
-            ),
-            Column::new(
-                "no_kernel_ns".into(),
-                g.iter().map(|x| x.no_kernel_ns).collect::<Vec<_>>(),
-            ),
-            Column::new(
-                "kernel_resident_ns".into(),
-                g.iter().map(|x| x.kernel_resident_ns).collect::<Vec<_>>(),
-            ),
-            Column::new(
-                "host_in_sync_ns".into(),
-                g.iter()
-                    .map(|x| x.host.map(|h| h.in_sync_ns))
-                    .collect::<Vec<_>>(),
-            ),
-            Column::new(
-                "host_in_launch_ns".into(),
-                g.iter()
-                    .map(|x| x.host.map(|h| h.in_launch_ns))
-                    .collect::<Vec<_>>(),
-            ),
-        ],
-    )
+    Frame::new(vec![
+        Column::new(
+            "device",
+            device_column(&g.iter().map(|x| x.device).collect::<Vec<_>>()),
+        ),
+        Column::new("start_ns", g.iter().map(|x| x.start_ns).collect()),
+        Column::new("end_ns", g.iter().map(|x| x.end_ns).collect()),
+        Column::new("duration_ns", g.iter().map(|x| x.duration_ns).collect()),
+        Column::strings("place", g.iter().map(|x| &*x.place)),
+        Column::optional("no_kernel_ns", g.iter().map(|x| x.no_kernel_ns)),
+        Column::optional("kernel_resident_ns", g.iter().map(|x| x.kernel_resident_ns)),
+        Column::optional(
+            "host_in_sync_ns",
+            g.iter().map(|x| x.host.map(|h| h.in_sync_ns)),
+        ),
+        Column::optional(
+            "host_in_launch_ns",
+            g.iter().map(|x| x.host.map(|h| h.in_launch_ns)),
+        ),
+    ])
 }
 
 /// Streams trace events as one JSON document.
@@ -533,113 +545,63 @@ fn write_counters(
         .map(|d| d.samples)
         .max()
         .unwrap_or(0);
-    let mut values: Vec<Expr> = report
-        .metrics
-        .iter()
-        .map(|m| col(m.as_str()).cast(DataType::Float64))
-        .collect();
     let mut names: Vec<String> = report.metrics.clone();
-    match &report.activity {
+    let columns: Vec<&str> = report.metrics.iter().map(String::as_str).collect();
+    let eval = match &report.activity {
         Some(a) => {
-            values.push(a.expr().cast(DataType::Float64));
             names.push(format!("activity ({})", a.label()));
+            a.eval(&columns)
+                .ok_or_else(|| AnalysisError::ActivityNotRecorded {
+                    path: trace.path().to_path_buf(),
+                    activity: a.label(),
+                })?
         }
         // No GPU counters: nothing to draw from the samples table.
         None => return Ok(None),
-    }
-    let qe = query_err(trace.path());
+    };
+    // The values of row `i`: every metric, then the activity.
+    let row = |rows: &cufall_trace::SampleColumns, i: usize, out: &mut Vec<f64>| {
+        out.clear();
+        out.extend(rows.values.iter().map(|c| f64::from(c[i])));
+        out.push(eval.value(&rows.values, i));
+    };
+    let mut vals = Vec::with_capacity(names.len());
     // (device, time) -> values, in order.
     let mut points: BTreeMap<(DeviceId, i64), (i64, Vec<f64>)> = BTreeMap::new();
     let bucket = if max_per_device <= max_points.max(1) as u64 {
-        let mut sel = vec![col("device"), col("start_ns")];
-        sel.extend(
-            values
-                .into_iter()
-                .enumerate()
-                .map(|(i, e)| e.alias(format!("v{i}"))),
-        );
-        let df = trace.collect(trace.lazy(Table::Samples)?.select(sel))?;
-        let device = crate::error::column_u16(&df, "device", &qe)?;
-        let start = crate::error::column_i64(&df, "start_ns", &qe)?;
-        let cols: Vec<Float64Chunked> = (0..names.len())
-            .map(|i| crate::error::column_f64(&df, &format!("v{i}"), &qe))
-            .collect::<Result<_>>()?;
-        for row in 0..df.height() {
-            if let (Some(d), Some(t)) = (device.get(row), start.get(row)) {
-                let v = cols
-                    .iter()
-                    .map(|c| c.get(row).unwrap_or(f64::NAN))
-                    .collect();
-                points.insert((DeviceId(u32::from(d)), t), (t, v));
+        trace.samples_between(i64::MIN, i64::MAX, &columns, |rows| {
+            for i in 0..rows.len() {
+                row(&rows, i, &mut vals);
+                let t = rows.start_ns[i];
+                let d = DeviceId(u32::from(rows.device[i]));
+                points.insert((d, t), (t, vals.clone()));
             }
-        }
+            Ok::<(), AnalysisError>(())
+        })?;
         None
     } else {
-        // Equal time buckets, averaged window by window like the report's scan: runs of rows
-        // with the same device and bucket are summed as slices, then merged.
+        // Equal time buckets: the mean of the samples starting in each.
         let span = (report.end_ns - report.start_ns).max(1);
         let width = (span + max_points as i64 - 1) / max_points.max(1) as i64;
         let mut sums: BTreeMap<(DeviceId, i64), (i64, u64, Vec<f64>)> = BTreeMap::new();
-        for (lo, hi) in crate::samples::time_windows(trace, crate::samples::SAMPLES_PER_WINDOW)? {
-            let lf = trace.lazy_between(Table::Samples, lo, hi)?;
-            let mut sel = vec![
-                col("device"),
-                col("start_ns"),
-                ((col("start_ns") - lit(report.start_ns)) / lit(width)).alias("bucket"),
-            ];
-            sel.extend(
-                values
-                    .iter()
-                    .enumerate()
-                    .map(|(i, e)| e.clone().alias(format!("v{i}"))),
-            );
-            let changed = col("device")
-                .neq(col("device").shift(lit(1)))
-                .or(col("bucket").neq(col("bucket").shift(lit(1))))
-                .fill_null(lit(true));
-            let mut run_aggs = vec![
-                col("device").first(),
-                col("bucket").first(),
-                col("start_ns").min(),
-                len().cast(DataType::Int64).alias("n"),
-            ];
-            let mut merge_aggs = vec![col("start_ns").min(), col("n").sum()];
-            for i in 0..names.len() {
-                let v = format!("v{i}");
-                run_aggs.push(col(v.as_str()).sum());
-                merge_aggs.push(col(v.as_str()).sum());
-            }
-            let q = lf
-                .select(sel)
-                .with_columns([changed.cast(DataType::UInt32).cum_sum(false).alias("run")])
-                .group_by([col("run")])
-                .agg(run_aggs)
-                .group_by([col("device"), col("bucket")])
-                .agg(merge_aggs);
-            let df = trace.collect(q)?;
-            let device = crate::error::column_u16(&df, "device", &qe)?;
-            let bucket = crate::error::column_i64(&df, "bucket", &qe)?;
-            let start = crate::error::column_i64(&df, "start_ns", &qe)?;
-            let n = crate::error::column_i64(&df, "n", &qe)?;
-            let cols: Vec<Float64Chunked> = (0..names.len())
-                .map(|i| crate::error::column_f64(&df, &format!("v{i}"), &qe))
-                .collect::<Result<_>>()?;
-            for row in 0..df.height() {
-                let (Some(d), Some(b), Some(t)) =
-                    (device.get(row), bucket.get(row), start.get(row))
-                else {
-                    continue;
-                };
+        trace.samples_between(i64::MIN, i64::MAX, &columns, |rows| {
+            for i in 0..rows.len() {
+                row(&rows, i, &mut vals);
+                let t = rows.start_ns[i];
+                // Floor division, like the time axis: a sample before the start falls in a
+                // bucket of its own rather than in the first one.
+                let b = (t - report.start_ns).div_euclid(width);
                 let e = sums
-                    .entry((DeviceId(u32::from(d)), b))
+                    .entry((DeviceId(u32::from(rows.device[i])), b))
                     .or_insert_with(|| (t, 0, vec![0.0; names.len()]));
                 e.0 = e.0.min(t);
-                e.1 += n.get(row).unwrap_or(0).max(0) as u64;
-                for (acc, c) in e.2.iter_mut().zip(&cols) {
-                    *acc += c.get(row).unwrap_or(f64::NAN);
+                e.1 += 1;
+                for (acc, v) in e.2.iter_mut().zip(&vals) {
+                    *acc += v;
                 }
             }
-        }
+            Ok::<(), AnalysisError>(())
+        })?;
         for ((d, b), (t, n, s)) in sums {
             let n = n.max(1) as f64;
             points.insert((d, b), (t, s.into_iter().map(|v| v / n).collect()));

@@ -1,11 +1,13 @@
 //! Analysis of cufall traces: which phase leaves the GPU idle, how much, and why.
 //!
-//! Everything is built on polars over the trace tables ([`cufall_trace::Trace::lazy`]):
+//! Everything is built on the trace crate's readers: typed rows for the small tables, and the
+//! samples streamed a segment at a time ([`cufall_trace::Trace::samples_between`]):
 //!
 //! - [`phases`]: NVTX ranges become *phases* (paths of range names, nesting kept), and the
 //!   timeline is cut into segments at every range boundary.
-//! - [`samples`]: the two lazy queries over the samples table: totals per `(device, segment)`,
-//!   and runs of idle samples. These are the only passes over the big table.
+//! - [`samples`]: the one pass over the samples table: totals per `(device, segment)`, and
+//!   runs of idle samples (the peak of the activity value, when a full scale must be found, is
+//!   a second).
 //! - [`gaps`]: idle runs become gaps: merged, cut at drops, placed in or between phases, and
 //!   split into *no kernel resident* and *kernel resident but counters idle*.
 //! - [`report`]: `cufall report`, the per-phase statistics per device with a verdict (the
@@ -28,5 +30,5 @@ pub mod render;
 pub mod report;
 pub mod samples;
 
-pub use error::{AnalysisError, Result};
+pub use error::{AnalysisError, Result, WriteFailure};
 pub use report::{Report, ReportOptions, build_report};

@@ -354,7 +354,7 @@ pub fn resolve_activity(trace: &Trace, opts: &ReportOptions) -> Result<Option<Ac
     } else if unit == "%" || activity.metric.contains("pct") {
         (100.0, "percent".to_string())
     } else {
-        let peak = samples::metric_peak(trace, activity.expr())?;
+        let peak = samples::metric_peak(trace, &activity)?;
         (peak, "peak in this trace".to_string())
     };
     if let Some(list) = &opts.also_low {

@@ -1,26 +1,24 @@
-//! The passes over the samples table, lazy polars queries (the samples table is the one that can
-//! hold hundreds of millions of values; everything else is small). The table is read in time
-//! windows of a few million samples ([`time_windows`]) so memory stays bounded; per window, two
-//! queries share one scan ([`scan_samples`]):
+//! The pass over the samples table, the one table that can hold hundreds of millions of values
+//! (everything else is small). The table is read in time windows of a few million samples
+//! ([`time_windows`]), each streamed a segment at a time in file order; one loop over the rows
+//! computes two things:
 //!
-//! 1. segment totals: every sample is placed in a phase segment by a sorted search of its
-//!    midpoint among the NVTX range boundaries; runs of consecutive rows with the same device and
-//!    segment are numbered by a cumulative sum (sorted, so groups are slices), summed, and merged
-//!    per `(device, segment)`: count, sampled and idle time, sum and peak of every metric and of
-//!    the activity value. Phases are unions of segments, so per-phase statistics are sums over
-//!    this small result.
-//! 2. idle fragments: runs of consecutive idle samples in file order, found with a shift and a
-//!    cumulative sum. A run is cut by a change of device, a change between idle and busy, and any
-//!    hole in time (a drop): a hole is never idle. Runs shorter than the minimum gap are kept only
-//!    where they touch a discontinuity of the file order (a device switch, a hole, a window edge),
-//!    since there they may continue elsewhere; [`crate::gaps`] merges those.
+//! 1. segment totals: every sample is placed in a phase segment by a binary search of its
+//!    midpoint among the NVTX range boundaries, and added to the totals of its
+//!    `(device, segment)`: count, sampled and idle time, sum and peak of every metric and of the
+//!    activity value. Phases are unions of segments, so per-phase statistics are sums over this
+//!    small result.
+//! 2. idle fragments: runs of consecutive idle samples in file order. A run is cut by a change
+//!    of device, a change between idle and busy, and any hole in time (a drop): a hole is never
+//!    idle. Runs shorter than the minimum gap are kept only where they touch a discontinuity of
+//!    the file order (a device switch, a hole, a window edge), since there they may continue
+//!    elsewhere; [`crate::gaps`] merges those.
 
-use crate::error::{AnalysisError, Result, query_err};
+use crate::error::{AnalysisError, Result};
 use crate::phases::Phases;
 use cufall_trace::model::DeviceId;
-use cufall_trace::{Table, Trace};
-use polars::prelude::*;
-use std::collections::HashMap;
+use cufall_trace::{SampleColumns, Trace};
+use std::collections::{BTreeMap, HashMap};
 
 /// The value whose low stretches count as idle: a metric, optionally divided by another, with
 /// the threshold as a fraction of its full scale.
@@ -44,35 +42,28 @@ impl Activity {
         self.idle_below * self.full_scale
     }
 
-    /// `metric / denominator` (0 where the denominator is 0), or the metric itself, as Float32.
-    pub fn expr(&self) -> Expr {
-        // Float32 like the metric columns: half the memory of Float64 over hundreds of millions
-        // of samples, and far finer than the threshold it is compared with.
-        let num = col(self.metric.as_str()).cast(DataType::Float32);
-        match &self.denominator {
-            Some(d) => {
-                let den = col(d.as_str()).cast(DataType::Float32);
-                when(den.clone().gt(lit(0.0f32)))
-                    .then(num / den)
-                    .otherwise(lit(0.0f32))
-            }
-            None => num,
-        }
-    }
-
-    /// Whether a sample is idle: the activity value (column `act`) below the threshold and every
-    /// [`Activity::also_low`] metric below its own.
+    /// How to compute the activity value and the idle flag from samples whose metric columns
+    /// are named `columns`; `None` if one of the metrics it needs is not among them.
     #[expect(
         clippy::cast_possible_truncation,
         reason = "thresholds compared with the f32 values the trace stores"
     )]
-    pub fn idle_expr(&self, act: &str) -> Expr {
-        let pct = (self.idle_below * 100.0) as f32;
-        self.also_low
-            .iter()
-            .fold(col(act).lt(lit(self.threshold() as f32)), |acc, m| {
-                acc.and(col(m.as_str()).cast(DataType::Float32).lt(lit(pct)))
-            })
+    pub fn eval(&self, columns: &[&str]) -> Option<ActivityEval> {
+        let at = |name: &str| columns.iter().position(|c| *c == name);
+        Some(ActivityEval {
+            metric: at(&self.metric)?,
+            denominator: match &self.denominator {
+                Some(d) => Some(at(d)?),
+                None => None,
+            },
+            also_low: self
+                .also_low
+                .iter()
+                .map(|m| at(m))
+                .collect::<Option<Vec<_>>>()?,
+            threshold: self.threshold() as f32,
+            also_low_below: (self.idle_below * 100.0) as f32,
+        })
     }
 
     /// ` and M1, M2 below 5%` for the [`Activity::also_low`] metrics; empty without them.
@@ -93,6 +84,47 @@ impl Activity {
             Some(d) => format!("{} / {}", self.metric, d),
             None => self.metric.clone(),
         }
+    }
+}
+
+/// [`Activity`] resolved against the metric columns of a scan.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ActivityEval {
+    metric: usize,
+    denominator: Option<usize>,
+    also_low: Vec<usize>,
+    threshold: f32,
+    also_low_below: f32,
+}
+
+impl ActivityEval {
+    /// `metric / denominator` of sample `i` (0 where the denominator is not positive), or the
+    /// metric itself. Divided in `f64`: rounded to `f32` it is exactly the `f32` quotient (the
+    /// idle test compares that), and sums of it keep their precision.
+    pub fn value(&self, values: &[Vec<f32>], i: usize) -> f64 {
+        let num = f64::from(values[self.metric][i]);
+        match self.denominator {
+            Some(d) => {
+                let den = f64::from(values[d][i]);
+                if den > 0.0 { num / den } else { 0.0 }
+            }
+            None => num,
+        }
+    }
+
+    /// Whether sample `i`, of activity value `act`, is idle: `act` below the threshold and
+    /// every [`Activity::also_low`] metric below its own, compared at the `f32` precision the
+    /// trace stores. A NaN (missing) value is never idle.
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "compared at the f32 precision of the stored values"
+    )]
+    pub fn idle(&self, values: &[Vec<f32>], i: usize, act: f64) -> bool {
+        (act as f32) < self.threshold
+            && self
+                .also_low
+                .iter()
+                .all(|m| values[*m][i] < self.also_low_below)
     }
 }
 
@@ -135,27 +167,9 @@ impl SegAgg {
 /// Aggregates keyed by `(device, segment)`.
 pub type SegmentTotals = HashMap<(DeviceId, u32), SegAgg>;
 
-const SEG: &str = "__segment";
-const DUR: &str = "__dur_ns";
-const ACT: &str = "__activity";
-const IDLE_DUR: &str = "__idle_ns";
-const IDLE: &str = "__idle";
-
-fn segment_expr(phases: &Phases) -> Expr {
-    if phases.boundaries.is_empty() {
-        return lit(0u32).cast(DataType::UInt32).alias(SEG);
-    }
-    let bounds = Series::new("bounds".into(), phases.boundaries.clone());
-    // (start + end) / 2 stays far below i64::MAX for Unix-epoch nanoseconds (until 2116).
-    let mid = (col("start_ns") + col("end_ns")) / lit(2i64);
-    lit(bounds)
-        .search_sorted(mid, SearchSortedSide::Right, false)
-        .cast(DataType::UInt32)
-        .alias(SEG)
-}
-
-/// Most samples one query holds in memory: the samples table is read in time windows of about
-/// this many samples, so memory stays bounded however long the recording is.
+/// Most samples one window of the scan covers: the samples table is read in time windows of
+/// about this many samples (each a segment at a time), so the scan's progress can be reported
+/// and a window's state stays small however long the recording is.
 pub const SAMPLES_PER_WINDOW: u64 = 4_000_000;
 
 /// Time windows `[lo, hi)` over `start_ns` that split the samples table into parts of about
@@ -227,156 +241,183 @@ pub fn scan_samples_into(
     let mut fragments = Vec::new();
     let windows = time_windows(trace, samples_per_window)?;
     let total = windows.len();
+    let names: Vec<&str> = metrics.iter().map(String::as_str).collect();
+    let eval = activity
+        .eval(&names)
+        .ok_or_else(|| AnalysisError::ActivityNotRecorded {
+            path: trace.path().to_path_buf(),
+            activity: activity.label(),
+        })?;
     for (done, (lo, hi)) in windows.into_iter().enumerate() {
-        let lf = trace.lazy_between(Table::Samples, lo, hi)?;
-        // The activity value is computed once, in the shared part of the two plans.
-        let lf = lf.with_columns([activity.expr().alias(ACT)]);
-        let lf = lf.with_columns([activity.idle_expr(ACT).alias(IDLE)]);
-        let q1 = segment_query(lf.clone(), phases, metrics);
-        let q2 = fragment_query(lf, min_gap_ns, hole_ns);
-        let opt = q1.get_current_optimizations();
-        let plans = vec![q1.logical_plan, q2.logical_plan];
-        // The two queries share their scan (common subplan elimination): one decode per window.
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            LazyFrame::collect_all_with_engine(plans, Engine::InMemory, opt)
-        }));
-        let frames = match run {
-            Ok(Ok(frames)) => frames,
-            Ok(Err(e)) => return Err(query_err(trace.path())(e)),
-            Err(_) => {
-                return Err(AnalysisError::Query {
-                    path: trace.path().to_path_buf(),
-                    why: "the samples table could not be decoded".into(),
-                });
-            }
-        };
-        let [seg_df, frag_df] =
-            <[DataFrame; 2]>::try_from(frames).map_err(|_| AnalysisError::Query {
-                path: trace.path().to_path_buf(),
-                why: "a query returned an unexpected number of results".into(),
-            })?;
-        for (key, agg) in read_segments(trace, &seg_df, metrics.len() + 1)? {
+        let mut pass = WindowPass::new(phases, &eval, metrics.len(), min_gap_ns, hole_ns);
+        trace.samples_between(lo, hi, &names, |rows| {
+            pass.add(&rows, &mut fragments);
+            Ok::<(), AnalysisError>(())
+        })?;
+        for (key, agg) in pass.finish(&mut fragments) {
             each(key, &agg);
         }
-        fragments.extend(read_fragments(trace, &frag_df)?);
-        drop((seg_df, frag_df));
         each_window(done + 1, total);
     }
     fragments.shrink_to_fit();
     Ok(fragments)
 }
 
-fn segment_query(lf: LazyFrame, phases: &Phases, metrics: &[String]) -> LazyFrame {
-    let value_cols: Vec<String> = metrics
-        .iter()
-        .cloned()
-        .chain(std::iter::once(ACT.to_string()))
-        .collect();
-    // Stage 1 groups runs of consecutive rows with the same device and segment: the run id is a
-    // cumulative sum, flagged sorted, so groups are slices and sums are contiguous.
-    let mut run_aggs = vec![
-        col("device").first().alias("device"),
-        col(SEG).first().alias(SEG),
-        len().cast(DataType::Int64).alias("n"),
-        col(DUR).sum().alias("dur"),
-        col(IDLE_DUR).sum().alias("idle"),
-        col("start_ns").min().alias("first"),
-        col("end_ns").max().alias("last"),
-    ];
-    // Stage 2 merges the runs of each (device, segment).
-    let mut seg_aggs = vec![
-        col("n").sum(),
-        col("dur").sum(),
-        col("idle").sum(),
-        col("first").min(),
-        col("last").max(),
-    ];
-    for (i, m) in value_cols.iter().enumerate() {
-        run_aggs.push(
-            col(m.as_str())
-                .sum()
-                .cast(DataType::Float64)
-                .alias(format!("s{i}")),
-        );
-        run_aggs.push(
-            col(m.as_str())
-                .max()
-                .cast(DataType::Float64)
-                .alias(format!("p{i}")),
-        );
-        seg_aggs.push(col(format!("s{i}").as_str()).sum());
-        seg_aggs.push(col(format!("p{i}").as_str()).max());
-    }
-    let changed = col("device")
-        .neq(col("device").shift(lit(1)))
-        .or(col(SEG).neq(col(SEG).shift(lit(1))))
-        .fill_null(lit(true));
-    lf.with_columns([
-        segment_expr(phases),
-        (col("end_ns") - col("start_ns")).alias(DUR),
-    ])
-    .with_columns([
-        changed.cast(DataType::UInt32).cum_sum(false).alias("__run"),
-        when(col(IDLE))
-            .then(col(DUR))
-            .otherwise(lit(0i64))
-            .alias(IDLE_DUR),
-    ])
-    .group_by([col("__run")])
-    .agg(run_aggs)
-    .group_by([col("device"), col(SEG)])
-    .agg(seg_aggs)
+/// An idle run being followed.
+struct Run {
+    device: DeviceId,
+    start_ns: i64,
+    end_ns: i64,
+    /// A discontinuity before its first sample.
+    edge: bool,
 }
 
-fn read_segments(
-    trace: &Trace,
-    df: &DataFrame,
-    values: usize,
-) -> Result<Vec<((DeviceId, u32), SegAgg)>> {
-    let qe = query_err(trace.path());
-    let device = crate::error::column_u16(df, "device", &qe)?;
-    let seg = crate::error::column_u32(df, SEG, &qe)?;
-    let get_i64 = |name: &str| -> Result<Int64Chunked> {
-        let c = df
-            .column(name)
-            .map_err(&qe)?
-            .cast(&DataType::Int64)
-            .map_err(&qe)?;
-        Ok(c.i64().map_err(&qe)?.clone())
-    };
-    let n = get_i64("n")?;
-    let dur = get_i64("dur")?;
-    let idle = get_i64("idle")?;
-    let first = get_i64("first")?;
-    let last = get_i64("last")?;
-    let mut sums = Vec::new();
-    let mut peaks = Vec::new();
-    for i in 0..values {
-        sums.push(crate::error::column_f64(df, &format!("s{i}"), &qe)?);
-        peaks.push(crate::error::column_f64(df, &format!("p{i}"), &qe)?);
+/// The state of one window's pass, carried from segment to segment.
+struct WindowPass<'a> {
+    phases: &'a Phases,
+    eval: &'a ActivityEval,
+    metrics: usize,
+    min_gap_ns: i64,
+    hole_ns: i64,
+    /// Ordered, so that totals are handed on in the same order every time (floating-point
+    /// sums depend on it).
+    totals: BTreeMap<(DeviceId, u32), SegAgg>,
+    /// The previous sample: device and end.
+    prev: Option<(u16, i64)>,
+    run: Option<Run>,
+}
+
+impl<'a> WindowPass<'a> {
+    fn new(
+        phases: &'a Phases,
+        eval: &'a ActivityEval,
+        metrics: usize,
+        min_gap_ns: i64,
+        hole_ns: i64,
+    ) -> Self {
+        WindowPass {
+            phases,
+            eval,
+            metrics,
+            min_gap_ns,
+            hole_ns,
+            totals: BTreeMap::new(),
+            prev: None,
+            run: None,
+        }
     }
-    let mut out = Vec::with_capacity(df.height());
-    for row in 0..df.height() {
-        out.push((
-            (
-                DeviceId(u32::from(device.get(row).unwrap_or(0))),
-                seg.get(row).unwrap_or(0),
-            ),
-            SegAgg {
-                samples: n.get(row).unwrap_or(0).max(0) as u64,
-                sampled_ns: dur.get(row).unwrap_or(0),
-                idle_ns: idle.get(row).unwrap_or(0),
-                first_start_ns: first.get(row).unwrap_or(0),
-                last_end_ns: last.get(row).unwrap_or(0),
-                sums: sums.iter().map(|c| c.get(row).unwrap_or(0.0)).collect(),
-                peaks: peaks
-                    .iter()
-                    .map(|c| c.get(row).unwrap_or(f64::NAN))
-                    .collect(),
-            },
-        ));
+
+    /// The phase segment of a sample: how many NVTX boundaries lie at or before its midpoint.
+    fn segment(&self, start_ns: i64, end_ns: i64) -> u32 {
+        let bounds = &self.phases.boundaries;
+        if bounds.is_empty() {
+            return 0;
+        }
+        // The midpoint without overflow, rounded down.
+        let mid = start_ns.midpoint(end_ns);
+        u32::try_from(bounds.partition_point(|b| *b <= mid)).unwrap_or(u32::MAX)
     }
-    Ok(out)
+
+    /// Ends the idle run, if any; `next_edge` says whether a discontinuity follows its last
+    /// sample. Runs shorter than the minimum gap are kept only at an edge.
+    fn close(&mut self, next_edge: bool, out: &mut Vec<Fragment>) {
+        if let Some(r) = self.run.take()
+            && (r.end_ns - r.start_ns >= self.min_gap_ns || r.edge || next_edge)
+        {
+            out.push(Fragment {
+                device: r.device,
+                start_ns: r.start_ns,
+                end_ns: r.end_ns,
+            });
+        }
+    }
+
+    fn add(&mut self, rows: &SampleColumns, fragments: &mut Vec<Fragment>) {
+        let values = &rows.values;
+        let mut cached: Option<((DeviceId, u32), SegAgg)> = None;
+        for i in 0..rows.len() {
+            let (dev, start, end) = (rows.device[i], rows.start_ns[i], rows.end_ns[i]);
+            let device = DeviceId(u32::from(dev));
+            // A discontinuity before this sample: the first of the window, another device, or
+            // a hole (or overlap) in time.
+            let disc = match self.prev {
+                None => true,
+                Some((d, prev_end)) => {
+                    let step = start.saturating_sub(prev_end);
+                    d != dev || step > self.hole_ns || step < -self.hole_ns
+                }
+            };
+            self.prev = Some((dev, end));
+            let act = self.eval.value(values, i);
+            let idle = self.eval.idle(values, i, act);
+            if idle {
+                match &mut self.run {
+                    Some(r) if !disc => {
+                        r.start_ns = r.start_ns.min(start);
+                        r.end_ns = r.end_ns.max(end);
+                    }
+                    _ => {
+                        self.close(disc, fragments);
+                        self.run = Some(Run {
+                            device,
+                            start_ns: start,
+                            end_ns: end,
+                            edge: disc,
+                        });
+                    }
+                }
+            } else {
+                self.close(disc, fragments);
+            }
+
+            let key = (device, self.segment(start, end));
+            let agg = match &mut cached {
+                Some((k, agg)) if *k == key => agg,
+                _ => {
+                    if let Some((k, agg)) = cached.take() {
+                        self.totals.entry(k).or_default().add(&agg);
+                    }
+                    &mut cached
+                        .insert((
+                            key,
+                            SegAgg {
+                                sums: vec![0.0; self.metrics + 1],
+                                peaks: vec![f64::NAN; self.metrics + 1],
+                                first_start_ns: start,
+                                last_end_ns: end,
+                                ..SegAgg::default()
+                            },
+                        ))
+                        .1
+                }
+            };
+            let dur = end - start;
+            agg.samples += 1;
+            agg.sampled_ns += dur;
+            if idle {
+                agg.idle_ns += dur;
+            }
+            agg.first_start_ns = agg.first_start_ns.min(start);
+            agg.last_end_ns = agg.last_end_ns.max(end);
+            let row = values
+                .iter()
+                .map(|c| f64::from(c[i]))
+                .chain(std::iter::once(act));
+            for ((sum, peak), v) in agg.sums.iter_mut().zip(&mut agg.peaks).zip(row) {
+                *sum += v;
+                *peak = peak.max(v);
+            }
+        }
+        if let Some((k, agg)) = cached {
+            self.totals.entry(k).or_default().add(&agg);
+        }
+    }
+
+    /// Ends the window (its last sample is followed by an edge); returns its totals.
+    fn finish(mut self, fragments: &mut Vec<Fragment>) -> BTreeMap<(DeviceId, u32), SegAgg> {
+        self.close(true, fragments);
+        self.totals
+    }
 }
 
 /// A run of idle samples of one device, consecutive in the file (24 bytes: a long trace has
@@ -388,76 +429,22 @@ pub struct Fragment {
     pub end_ns: i64,
 }
 
-/// Idle runs at least `min_gap_ns` long, plus the shorter ones at discontinuities. Consecutive
-/// samples further apart than `hole_ns` (or overlapping by more) are not contiguous.
-/// `lf` carries each sample's idle flag in its `IDLE` column.
-fn fragment_query(lf: LazyFrame, min_gap_ns: i64, hole_ns: i64) -> LazyFrame {
-    // A discontinuity before a row: another device, or a hole (or overlap) in time. The one
-    // after a row is the next row's.
-    let step = col("start_ns") - col("end_ns").shift(lit(1));
-    let disc_prev = col("device")
-        .neq(col("device").shift(lit(1)))
-        .or(step.clone().gt(lit(hole_ns)))
-        .or(step.lt(lit(-hole_ns)))
-        .fill_null(lit(true));
-    lf.select([
-        col("device"),
-        col("start_ns"),
-        col("end_ns"),
-        col(IDLE).alias("idle"),
-    ])
-    .with_columns([disc_prev.alias("dp")])
-    .with_columns([col("dp").shift(lit(-1)).fill_null(lit(true)).alias("dn")])
-    .with_columns([col("dp")
-        .or(col("idle")
-            .neq(col("idle").shift(lit(1)))
-            .fill_null(lit(true)))
-        .cast(DataType::UInt32)
-        .cum_sum(false)
-        .alias("run")])
-    .filter(col("idle"))
-    .group_by([col("run")])
-    .agg([
-        col("device").first().alias("device"),
-        col("start_ns").min().alias("start"),
-        col("end_ns").max().alias("end"),
-        col("dp").or(col("dn")).any(true).alias("edge"),
-    ])
-    .filter(
-        (col("end") - col("start"))
-            .gt_eq(lit(min_gap_ns))
-            .or(col("edge")),
-    )
-}
-
-fn read_fragments(trace: &Trace, df: &DataFrame) -> Result<Vec<Fragment>> {
-    let qe = query_err(trace.path());
-    let device = crate::error::column_u16(df, "device", &qe)?;
-    let start = crate::error::column_i64(df, "start", &qe)?;
-    let end = crate::error::column_i64(df, "end", &qe)?;
-    let mut out = Vec::with_capacity(df.height());
-    for row in 0..df.height() {
-        out.push(Fragment {
-            device: DeviceId(u32::from(device.get(row).unwrap_or(0))),
-            start_ns: start.get(row).unwrap_or(0),
-            end_ns: end.get(row).unwrap_or(0),
-        });
-    }
-    Ok(out)
-}
-
-/// The largest value of `metric` in the trace (for a full scale when none is known).
-pub fn metric_peak(trace: &Trace, activity_expr: Expr) -> Result<f64> {
-    let df = trace.collect(
-        trace
-            .lazy(Table::Samples)?
-            .select([activity_expr.max().alias("p")]),
-    )?;
-    let qe = query_err(trace.path());
-    let c = df
-        .column("p")
-        .map_err(&qe)?
-        .cast(&DataType::Float64)
-        .map_err(&qe)?;
-    Ok(c.f64().map_err(&qe)?.get(0).unwrap_or(0.0))
+/// The largest activity value in the trace (for a full scale when none is known); 0 for a trace
+/// without samples.
+pub fn metric_peak(trace: &Trace, activity: &Activity) -> Result<f64> {
+    let names = trace.metric_names();
+    let eval = activity
+        .eval(&names)
+        .ok_or_else(|| AnalysisError::ActivityNotRecorded {
+            path: trace.path().to_path_buf(),
+            activity: activity.label(),
+        })?;
+    let mut peak = f64::NAN;
+    trace.samples_between(i64::MIN, i64::MAX, &names, |rows| {
+        for i in 0..rows.len() {
+            peak = peak.max(eval.value(&rows.values, i));
+        }
+        Ok::<(), AnalysisError>(())
+    })?;
+    Ok(if peak.is_nan() { 0.0 } else { peak })
 }

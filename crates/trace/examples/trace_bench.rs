@@ -1,12 +1,12 @@
 //! Prints the trace writer's and reader's figures for `docs/benchmarks.md`:
 //! write throughput on one core, bytes per metric value, and the time to read one metric
-//! column of a 100-million-value trace into polars.
+//! column of a 100-million-value trace. The writer encodes on the calling thread (one core).
 //!
 //! Run: `cargo run --release -p cufall-trace --example trace_bench [-- DIR]`
 //! (DIR defaults to a temporary folder; it needs about 1 GB of free space).
 
 use cufall_trace::model::*;
-use cufall_trace::{Table, Trace, TraceWriter, WriterOptions};
+use cufall_trace::{Trace, TraceWriter, WriterOptions};
 use std::time::{Duration, Instant};
 
 const INTERVAL_NS: i64 = 10_000;
@@ -105,12 +105,6 @@ fn write_trace(dir: &std::path::Path, metrics: usize, samples: usize, noise: boo
 }
 
 fn main() {
-    // One core for the writer's encoder and compressor, as in a recording (set before polars
-    // starts its thread pool).
-    // SAFETY-free: plain environment set at start, before any thread exists.
-    if std::env::var_os("POLARS_MAX_THREADS").is_none() {
-        eprintln!("note: run with POLARS_MAX_THREADS=1 to measure on one core");
-    }
     let base = std::env::args()
         .nth(1)
         .map(std::path::PathBuf::from)
@@ -147,14 +141,10 @@ fn main() {
     for round in 0..3 {
         let t = Instant::now();
         let trace = Trace::open(&dir).expect("open");
-        let q = trace
-            .lazy(Table::Samples)
-            .expect("scan")
-            .select([polars::prelude::col("metric_2")]);
-        let df = trace.collect(q).expect("read");
+        let rows = trace.samples(&["metric_2"]).expect("read");
         println!(
-            "read one metric column ({} values) into polars: {:.3} s{}",
-            df.height(),
+            "read one metric column ({} values, with device and times): {:.3} s{}",
+            rows.len(),
             t.elapsed().as_secs_f64(),
             if round == 0 {
                 " (first read, includes checksum pass)"
@@ -175,14 +165,10 @@ fn main() {
     for _ in 0..2 {
         let t = Instant::now();
         let trace = Trace::open(&dir1).expect("open");
-        let q = trace
-            .lazy(Table::Samples)
-            .expect("scan")
-            .select([polars::prelude::col("metric_0")]);
-        let df = trace.collect(q).expect("read");
+        let rows = trace.samples(&["metric_0"]).expect("read");
         println!(
-            "read its metric column ({} values) into polars: {:.3} s",
-            df.height(),
+            "read its metric column ({} values, with device and times): {:.3} s",
+            rows.len(),
             t.elapsed().as_secs_f64()
         );
     }

@@ -33,6 +33,13 @@ pub enum TraceError {
         source: std::io::Error,
     },
 
+    #[error("cannot encode {path} as Parquet: {source}", path = .path.display())]
+    Encode {
+        path: PathBuf,
+        #[source]
+        source: crate::parquet::ParquetError,
+    },
+
     #[error("cannot read {path}: {source}", path = .path.display())]
     Read {
         path: PathBuf,

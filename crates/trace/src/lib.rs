@@ -1,5 +1,5 @@
 //! The cufall trace: what a recording is on disk, how to write it while sampling and how to
-//! read it back as polars frames.
+//! read it back (typed rows, column [`Frame`]s, or the samples a segment at a time).
 //!
 //! A trace is a folder (by convention `NAME.cufall/`) holding plain, columnar files that polars,
 //! pyarrow and DuckDB read without cufall:
@@ -37,16 +37,20 @@
 #![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
 mod error;
+pub mod frame;
 mod index;
+pub mod parquet;
 mod reader;
 mod tables;
 mod writer;
 
 pub use error::{Result, TraceError};
+pub use frame::{Column, ColumnType, Field, Frame, Values};
 pub use reader::{DeviceSummary, Table, Trace, TraceSummary, in_guarded_decode};
+pub use tables::{SampleColumns, col, schema};
 pub use writer::{TraceWriter, WriteStats, WriterOptions};
 
-/// The row and metadata types (the `cufall-model` crate, which needs no polars).
+/// The row and metadata types (the `cufall-model` crate, which needs serde alone).
 pub use cufall_model as model;
 pub use cufall_model::{CLOCK_DOMAIN, FORMAT_NAME, SCHEMA_MAJOR, SCHEMA_MINOR};
 /// Name of the metadata file inside a trace folder.

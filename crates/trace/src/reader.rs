@@ -1,14 +1,15 @@
-//! Opening a trace folder, checking it, and reading its tables as polars frames.
+//! Opening a trace folder, checking it, and reading its tables: as typed rows, as [`Frame`]s,
+//! or (the samples) a segment at a time.
 
 use crate::error::{Result, TraceError};
+use crate::frame::{Field, Frame};
 use crate::index::{self, SegmentEntry};
 use crate::model::{
     ApiCall, CaptureEvent, DeviceId, DropReason, DropRecord, KernelRecord, Manifest, NvmlRow,
     NvtxRange, RecordingStatus, SampleBatch,
 };
-use crate::tables;
+use crate::tables::{self, SampleColumns};
 use crate::{FORMAT_NAME, INDEX_FILE, MANIFEST_FILE, SCHEMA_MAJOR, SCHEMA_MINOR};
-use polars::prelude::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -341,24 +342,17 @@ impl Trace {
         self.manifest.metric_names()
     }
 
-    /// A lazy scan of `table`. An empty table scans as an empty frame with every column typed.
-    pub fn lazy(&self, table: Table) -> Result<LazyFrame> {
-        let paths = self.verified_paths(table)?;
-        self.scan(table, paths)
-    }
-
-    /// A lazy scan of the rows of `table` whose start (`start_ns`, or `t_ns` for a table of
-    /// instants) lies in `[lo, hi)`; the whole table for `[i64::MIN, i64::MAX)`. Only the
-    /// segments whose time range in the index (first start to latest start or end) meets the
-    /// window are opened, and any segment the index does not describe: a short window of a long
-    /// recording (hundreds of segments) would otherwise open every file.
-    pub fn lazy_between(&self, table: Table, lo: i64, hi: i64) -> Result<LazyFrame> {
+    /// The verified segments of `table` that may hold rows starting in `[lo, hi)`: those whose
+    /// time range in the index (first start to latest start or end) meets the window, and any
+    /// the index does not describe. A short window of a long recording (hundreds of segments)
+    /// opens only a few files.
+    fn segments_between(&self, table: Table, lo: i64, hi: i64) -> Result<Vec<PathBuf>> {
+        let verified = self.verified_paths(table)?;
         if lo == i64::MIN && hi == i64::MAX {
-            return self.lazy(table);
+            return Ok(verified);
         }
-        let verified: std::collections::HashSet<PathBuf> =
-            self.verified_paths(table)?.into_iter().collect();
-        let paths = self.segments[&table]
+        let verified: std::collections::HashSet<PathBuf> = verified.into_iter().collect();
+        Ok(self.segments[&table]
             .iter()
             .filter(|seg| verified.contains(&seg.path))
             .filter(|seg| {
@@ -368,54 +362,49 @@ impl Trace {
                     .is_none_or(|(first, last)| first < hi && last >= lo)
             })
             .map(|seg| seg.path.clone())
-            .collect();
-        let schema = tables::empty_schema(table, &self.metric_names());
-        let time = if schema.contains(tables::col::START_NS) {
-            tables::col::START_NS
-        } else {
-            tables::col::T_NS
-        };
-        Ok(self
-            .scan(table, paths)?
-            .filter(col(time).gt_eq(lit(lo)).and(col(time).lt(lit(hi)))))
+            .collect())
     }
 
-    fn scan(&self, table: Table, paths: Vec<PathBuf>) -> Result<LazyFrame> {
-        if paths.is_empty() {
-            let schema = tables::empty_schema(table, &self.metric_names());
-            return Ok(DataFrame::empty_with_schema(&schema).lazy());
-        }
-        let refs: Vec<PlRefPath> = paths
-            .iter()
-            .map(|p| PlRefPath::from(p.to_string_lossy().as_ref()))
-            .collect();
-        let args = ScanArgsParquet {
-            rechunk: false,
-            ..Default::default()
-        };
-        LazyFrame::scan_parquet_files(refs.into_iter().collect(), args)
-            .map_err(|e| corrupt(&self.dir, format!("cannot scan {}: {e}", table.dir_name())))
-    }
-
-    /// Runs a query built on [`Trace::lazy`], turning decoder failures (and decoder panics on
-    /// damaged bytes) into [`TraceError::Corrupt`].
-    pub fn collect(&self, query: LazyFrame) -> Result<DataFrame> {
+    /// Decodes one segment file (the named columns, or all), turning decoder failures and
+    /// decoder panics on damaged bytes into [`TraceError::Corrupt`] naming the file.
+    fn read_segment(&self, path: &Path, only: Option<&[&str]>) -> Result<Frame> {
+        let bytes = std::fs::read(path).map_err(|source| TraceError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         GUARDED.with(|g| g.set(true));
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| query.collect()));
+        let run = std::panic::catch_unwind(|| crate::parquet::read_frame(bytes.into(), only));
         GUARDED.with(|g| g.set(false));
         match run {
-            Ok(Ok(df)) => Ok(df),
+            Ok(Ok(frame)) => Ok(frame),
             Ok(Err(e)) => Err(corrupt(
                 &self.dir,
-                format!("a table could not be decoded ({e})"),
+                format!("{} could not be decoded ({e})", self.rel(path)),
             )),
-            Err(_) => Err(corrupt(&self.dir, "a table could not be decoded")),
+            Err(_) => Err(corrupt(
+                &self.dir,
+                format!("{} could not be decoded", self.rel(path)),
+            )),
         }
     }
 
-    /// The whole of `table` in memory.
-    pub fn frame(&self, table: Table) -> Result<DataFrame> {
-        self.collect(self.lazy(table)?)
+    /// The whole of `table` in memory, every column. A table without rows reads as an empty
+    /// frame with every column of its schema.
+    pub fn frame(&self, table: Table) -> Result<Frame> {
+        let mut out = Frame::default();
+        for path in self.verified_paths(table)? {
+            let frame = self.read_segment(&path, None)?;
+            out.append(frame).map_err(|why| corrupt(&self.dir, why))?;
+        }
+        if out.columns.is_empty() {
+            out = Frame::empty(&self.schema(table));
+        }
+        Ok(out)
+    }
+
+    /// The columns `table` has in a trace of this cufall's schema.
+    pub fn schema(&self, table: Table) -> Vec<Field> {
+        tables::schema(table, &self.metric_names())
     }
 
     /// Checks that every name is a recorded metric.
@@ -436,44 +425,103 @@ impl Trace {
         Ok(())
     }
 
-    /// The samples table with `device`, `start_ns`, `end_ns` and the named metric columns.
-    pub fn samples(&self, metrics: &[&str]) -> Result<DataFrame> {
+    /// Hands `each` the samples whose start lies in `[lo, hi)` (the whole table for
+    /// `[i64::MIN, i64::MAX)`), one segment at a time in file order, with `device`, `start_ns`,
+    /// `end_ns` and the named metric columns. The next segment is decoded on a second thread
+    /// while `each` works on this one. Stops at the first error, of either.
+    pub fn samples_between<E: From<TraceError> + Send>(
+        &self,
+        lo: i64,
+        hi: i64,
+        metrics: &[&str],
+        mut each: impl FnMut(SampleColumns) -> Result<(), E>,
+    ) -> Result<(), E> {
         self.check_metrics(metrics)?;
+        let paths = self.segments_between(Table::Samples, lo, hi)?;
         let mut cols = vec![
-            col(tables::col::DEVICE),
-            col(tables::col::START_NS),
-            col(tables::col::END_NS),
+            tables::col::DEVICE,
+            tables::col::START_NS,
+            tables::col::END_NS,
         ];
-        cols.extend(metrics.iter().map(|m| col(*m)));
-        self.collect(self.lazy(Table::Samples)?.select(cols))
+        cols.extend_from_slice(metrics);
+        let decode = |path: &PathBuf| -> Result<SampleColumns> {
+            let frame = self.read_segment(path, Some(&cols))?;
+            let mut rows = SampleColumns::from_frame(frame, metrics)
+                .map_err(|why| corrupt(&self.dir, format!("{}: {why}", self.rel(path))))?;
+            rows.retain_between(lo, hi);
+            Ok(rows)
+        };
+        if paths.len() < 2 {
+            for path in &paths {
+                each(decode(path)?)?;
+            }
+            return Ok(());
+        }
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Result<SampleColumns>>(1);
+            scope.spawn(move || {
+                for path in &paths {
+                    let rows = decode(path);
+                    let failed = rows.is_err();
+                    // A closed channel means the consumer stopped: nothing more to do.
+                    if tx.send(rows).is_err() || failed {
+                        return;
+                    }
+                }
+            });
+            for rows in rx {
+                each(rows?)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Every sample with the named metric columns, in file order.
+    pub fn samples(&self, metrics: &[&str]) -> Result<SampleColumns> {
+        let mut out = SampleColumns::new(metrics.len());
+        self.samples_between(i64::MIN, i64::MAX, metrics, |part| {
+            out.device.extend(part.device);
+            out.start_ns.extend(part.start_ns);
+            out.end_ns.extend(part.end_ns);
+            for (a, b) in out.values.iter_mut().zip(part.values) {
+                a.extend(b);
+            }
+            Ok::<(), TraceError>(())
+        })?;
+        Ok(out)
     }
 
     /// Every sample, one batch per device, sorted by time.
     pub fn sample_batches(&self) -> Result<Vec<SampleBatch>> {
         let metrics = self.metric_names();
-        let df = self.samples(&metrics)?;
-        let df = df
-            .sort(
-                [tables::col::DEVICE, tables::col::START_NS],
-                SortMultipleOptions::default(),
-            )
-            .map_err(|e| corrupt(&self.dir, e.to_string()))?;
-        tables::samples_from(&df, &metrics).map_err(|e| corrupt(&self.dir, e.to_string()))
+        let mut batches = self.samples(&metrics)?.into_batches();
+        for b in &mut batches {
+            if !b.start_ns.is_sorted() {
+                let mut idx: Vec<usize> = (0..b.len()).collect();
+                idx.sort_by_key(|i| b.start_ns[*i]);
+                let take = |v: &[i64]| idx.iter().map(|i| v[*i]).collect::<Vec<_>>();
+                b.start_ns = take(&b.start_ns);
+                b.end_ns = take(&b.end_ns);
+                for v in &mut b.values {
+                    *v = idx.iter().map(|i| v[*i]).collect();
+                }
+            }
+        }
+        Ok(batches)
     }
 
     /// Every hole in the samples: the drops the recorder wrote, and the span of every samples
     /// segment skipped on reading (cut short), as [`DropReason::SegmentUnreadable`], so that no
     /// reader takes missing data for idle time.
     pub fn drops(&self) -> Result<Vec<DropRecord>> {
-        let df = self.frame(Table::Drops)?;
-        let mut rows = tables::drops_from(&df).map_err(|e| corrupt(&self.dir, e.to_string()))?;
+        let mut rows = self.rows(Table::Drops, tables::drops_from)?;
         rows.extend(self.unreadable_spans());
         Ok(rows)
     }
 
     /// The drops table as [`Trace::drops`] gives it, as a frame (for export).
-    pub fn drops_frame(&self) -> Result<DataFrame> {
-        tables::drops_frame(&self.drops()?).map_err(|e| corrupt(&self.dir, e.to_string()))
+    pub fn drops_frame(&self) -> Result<Frame> {
+        Ok(tables::drops_frame(&self.drops()?))
     }
 
     /// One drop per device of every truncated samples segment, over the segment's time span as
@@ -505,19 +553,23 @@ impl Trace {
         out
     }
 
+    /// The rows of a whole table, converted by `rows`.
+    fn rows<R>(&self, table: Table, rows: RowsOf<R>) -> Result<Vec<R>> {
+        let mut out = Vec::new();
+        self.by_segment(table, rows, |part| out.extend(part))?;
+        Ok(out)
+    }
+
     pub fn nvml(&self) -> Result<Vec<NvmlRow>> {
-        let df = self.frame(Table::Nvml)?;
-        tables::nvml_from(&df).map_err(|e| corrupt(&self.dir, e.to_string()))
+        self.rows(Table::Nvml, tables::nvml_from)
     }
 
     pub fn nvtx(&self) -> Result<Vec<NvtxRange>> {
-        let df = self.frame(Table::Nvtx)?;
-        tables::nvtx_from(&df).map_err(|e| corrupt(&self.dir, e.to_string()))
+        self.rows(Table::Nvtx, tables::nvtx_from)
     }
 
     pub fn kernels(&self) -> Result<Vec<KernelRecord>> {
-        let df = self.frame(Table::Kernels)?;
-        tables::kernels_from(&df).map_err(|e| corrupt(&self.dir, e.to_string()))
+        self.rows(Table::Kernels, tables::kernels_from)
     }
 
     /// The kernels one segment at a time, in segment order, so that a reader that keeps them in
@@ -536,33 +588,26 @@ impl Trace {
     fn by_segment<R>(
         &self,
         table: Table,
-        rows: impl Fn(&DataFrame) -> PolarsResult<Vec<R>>,
+        rows: RowsOf<R>,
         mut each: impl FnMut(Vec<R>),
     ) -> Result<()> {
         for path in self.verified_paths(table)? {
-            let one = PlRefPath::from(path.to_string_lossy().as_ref());
-            let args = ScanArgsParquet {
-                rechunk: false,
-                ..Default::default()
-            };
-            let lf = LazyFrame::scan_parquet_files(std::iter::once(one).collect(), args)
-                .map_err(|e| corrupt(&self.dir, format!("cannot scan {}: {e}", self.rel(&path))))?;
-            let df = self.collect(lf)?;
-            each(rows(&df).map_err(|e| corrupt(&self.dir, e.to_string()))?);
+            let frame = self.read_segment(&path, None)?;
+            let part = rows(&frame)
+                .map_err(|why| corrupt(&self.dir, format!("{}: {why}", self.rel(&path))))?;
+            each(part);
         }
         Ok(())
     }
 
     /// CUDA API calls (`--capture api`); empty for traces without them.
     pub fn api_calls(&self) -> Result<Vec<ApiCall>> {
-        let df = self.frame(Table::Api)?;
-        tables::api_from(&df).map_err(|e| corrupt(&self.dir, e.to_string()))
+        self.rows(Table::Api, tables::api_from)
     }
 
     /// What capture reported per process; empty for traces without capture.
     pub fn capture_events(&self) -> Result<Vec<CaptureEvent>> {
-        let df = self.frame(Table::Capture)?;
-        tables::capture_from(&df).map_err(|e| corrupt(&self.dir, e.to_string()))
+        self.rows(Table::Capture, tables::capture_from)
     }
 
     /// Counts and extents for `cufall info`. Sample counts come from the index where it has
@@ -593,25 +638,12 @@ impl Trace {
             for d in s.devices.values_mut() {
                 d.samples = 0;
             }
-            let df = self.collect(
-                self.lazy(Table::Samples)?
-                    .group_by([col(tables::col::DEVICE)])
-                    .agg([len().alias("n")]),
-            )?;
-            let dev = df
-                .column(tables::col::DEVICE)
-                .and_then(|c| c.u16().cloned());
-            let n = df
-                .column("n")
-                .and_then(|c| c.cast(&DataType::UInt64))
-                .and_then(|c| c.u64().cloned());
-            if let (Ok(dev), Ok(n)) = (dev, n) {
-                for (d, n) in dev.iter().zip(n.iter()) {
-                    if let (Some(d), Some(n)) = (d, n) {
-                        s.devices.entry(u32::from(d)).or_default().samples = n;
-                    }
+            self.samples_between(i64::MIN, i64::MAX, &[], |part| {
+                for d in part.device {
+                    s.devices.entry(u32::from(d)).or_default().samples += 1;
                 }
-            }
+                Ok::<(), TraceError>(())
+            })?;
         }
         for table in Table::ALL {
             let usable = self.verified_paths(table)?;
@@ -642,13 +674,11 @@ impl Trace {
         let mut names: Vec<(String, u64)> = names.into_iter().collect();
         names.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         s.nvtx_names = names;
-        let kernels = self.collect(self.lazy(Table::Kernels)?.select([len().alias("n")]))?;
-        s.kernels = kernels
-            .column("n")
-            .ok()
-            .and_then(|c| c.cast(&DataType::UInt64).ok())
-            .and_then(|c| c.u64().ok().and_then(|c| c.get(0)))
-            .unwrap_or(0);
+        for path in self.verified_paths(Table::Kernels)? {
+            s.kernels += self
+                .read_segment(&path, Some(&[tables::col::START_NS]))?
+                .height() as u64;
+        }
         if s.first_ns.is_none() {
             s.first_ns = Some(self.manifest.created_unix_ns);
             s.last_ns = self.manifest.end_unix_ns;
@@ -685,3 +715,6 @@ fn parse_version(v: &str) -> Option<(u32, u32)> {
     let (a, b) = v.split_once('.')?;
     Some((a.parse().ok()?, b.parse().ok()?))
 }
+
+/// Converts a frame of one table into its rows.
+type RowsOf<R> = fn(&Frame) -> Result<Vec<R>, tables::Why>;

@@ -1,6 +1,7 @@
 //! The streaming, crash-tolerant trace writer.
 
 use crate::error::{Result, TraceError};
+use crate::frame::Frame;
 use crate::index::SegmentEntry;
 use crate::model::{
     ApiCall, CaptureEvent, DropRecord, KernelRecord, Manifest, NvmlRow, NvtxRange, RecordingStatus,
@@ -8,7 +9,6 @@ use crate::model::{
 };
 use crate::tables::{self, SampleColumns};
 use crate::{INDEX_FILE, MANIFEST_FILE, Table};
-use polars::prelude::*;
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -80,10 +80,10 @@ fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> TraceError + '_ {
     }
 }
 
-fn polars_write_err(path: &Path, e: PolarsError) -> TraceError {
-    TraceError::Write {
+fn encode_err(path: &Path, source: crate::parquet::ParquetError) -> TraceError {
+    TraceError::Encode {
         path: path.to_path_buf(),
-        source: std::io::Error::other(e.to_string()),
+        source,
     }
 }
 
@@ -168,7 +168,7 @@ impl TraceWriter {
             .map(str::to_string)
             .collect();
         if metrics != self.metrics {
-            if self.stats.samples > 0 || self.samples.len() > 0 {
+            if self.stats.samples > 0 || !self.samples.is_empty() {
                 return Err(TraceError::Invalid(
                     "the metric list of a trace cannot change after samples were written".into(),
                 ));
@@ -259,9 +259,8 @@ impl TraceWriter {
     }
 
     fn flush_table(&mut self, table: Table) -> Result<()> {
-        let dir = self.dir.join(table.dir_name());
         let built = match table {
-            Table::Samples if self.samples.len() > 0 => {
+            Table::Samples if !self.samples.is_empty() => {
                 self.stats.samples += self.samples.len() as u64;
                 Some(self.samples.take_frame(&self.metrics))
             }
@@ -306,11 +305,10 @@ impl TraceWriter {
         let Some(frame) = built else {
             return Ok(());
         };
-        let mut frame = frame.map_err(|e| polars_write_err(&dir, e))?;
-        self.write_segment(table, &mut frame)
+        self.write_segment(table, &frame)
     }
 
-    fn write_segment(&mut self, table: Table, frame: &mut DataFrame) -> Result<()> {
+    fn write_segment(&mut self, table: Table, frame: &Frame) -> Result<()> {
         let dir = self.dir.join(table.dir_name());
         fs::create_dir_all(&dir).map_err(write_err(&dir))?;
         let seq = self.next_segment.entry(table).or_insert(0);
@@ -319,8 +317,15 @@ impl TraceWriter {
         let tmp = dir.join(format!(".{name}.tmp"));
         let path = dir.join(&name);
 
-        let mut bytes = Vec::with_capacity(frame.height() * 8);
-        tables::write_parquet(frame, &mut bytes).map_err(|e| polars_write_err(&path, e))?;
+        // Written under this cufall's schema for the table, so every segment of a table has
+        // the same columns and types whatever rows it holds.
+        let metrics: Vec<&str> = self.metrics.iter().map(String::as_str).collect();
+        let schema = tables::schema(table, &metrics);
+        let mut writer =
+            crate::parquet::ParquetWriter::new(Vec::with_capacity(frame.height() * 8), &schema)
+                .map_err(|e| encode_err(&path, e))?;
+        writer.write(frame).map_err(|e| encode_err(&path, e))?;
+        let bytes = writer.finish().map_err(|e| encode_err(&path, e))?;
         fs::write(&tmp, &bytes).map_err(write_err(&tmp))?;
         fs::rename(&tmp, &path).map_err(write_err(&path))?;
 
@@ -343,14 +348,13 @@ impl TraceWriter {
     pub fn finish(mut self, end_unix_ns: i64) -> Result<WriteStats> {
         self.flush()?;
         let metrics: Vec<&str> = self.metrics.iter().map(String::as_str).collect();
-        let empty: Vec<(Table, Schema)> = Table::ALL
+        let empty: Vec<(Table, Frame)> = Table::ALL
             .into_iter()
             .filter(|t| !self.next_segment.contains_key(t))
-            .map(|t| (t, tables::empty_schema(t, &metrics)))
+            .map(|t| (t, Frame::empty(&tables::schema(t, &metrics))))
             .collect();
-        for (table, schema) in empty {
-            let mut frame = DataFrame::empty_with_schema(&schema);
-            self.write_segment(table, &mut frame)?;
+        for (table, frame) in empty {
+            self.write_segment(table, &frame)?;
         }
         self.manifest.status = RecordingStatus::Complete;
         self.manifest.end_unix_ns = Some(end_unix_ns);
@@ -367,37 +371,31 @@ impl TraceWriter {
     }
 }
 
-fn segment_entry(table: Table, name: &str, bytes: &[u8], frame: &DataFrame) -> SegmentEntry {
+fn segment_entry(table: Table, name: &str, bytes: &[u8], frame: &Frame) -> SegmentEntry {
     let mut rows_per_device = BTreeMap::new();
-    if let Ok(device) = frame
+    if let Some(device) = frame
         .column(tables::col::DEVICE)
-        .and_then(|c| c.u16().cloned())
+        .and_then(|c| c.slice::<u16>())
     {
-        for d in device.into_no_null_iter() {
+        for d in device {
             *rows_per_device.entry(d.to_string()).or_insert(0u64) += 1;
         }
     }
-    let time_col = if frame.column(tables::col::START_NS).is_ok() {
-        tables::col::START_NS
-    } else {
-        tables::col::T_NS
-    };
-    let (t_min_ns, t_max_ns) = match frame.column(time_col).and_then(|c| c.i64().cloned()) {
-        Ok(t) => {
-            let end_max = frame
-                .column(tables::col::END_NS)
-                .ok()
-                .and_then(|c| c.i64().ok().and_then(|c| c.max()));
-            // The latest of every start and end, so that a row ending before it starts (a
-            // malformed interval) still lies inside the segment's range.
-            let latest = match (end_max, t.max()) {
-                (Some(e), Some(st)) => Some(e.max(st)),
-                (e, st) => e.or(st),
-            };
-            (t.min(), latest)
-        }
-        Err(_) => (None, None),
-    };
+    let time = frame
+        .column(tables::col::START_NS)
+        .or_else(|| frame.column(tables::col::T_NS))
+        .and_then(|c| c.slice::<i64>());
+    let end = frame
+        .column(tables::col::END_NS)
+        .and_then(|c| c.slice::<i64>());
+    let t_min_ns = time.and_then(|t| t.iter().copied().min());
+    // The latest of every start and end, so that a row ending before it starts (a malformed
+    // interval) still lies inside the segment's range.
+    let t_max_ns = time
+        .into_iter()
+        .chain(end)
+        .flat_map(|c| c.iter().copied())
+        .max();
     SegmentEntry {
         table: table.dir_name().to_string(),
         file: format!("{}/{}", table.dir_name(), name),

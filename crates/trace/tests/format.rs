@@ -61,9 +61,12 @@ fn empty_tables_read_as_typed_empty_frames() {
     let w = TraceWriter::create(&dir, manifest(1), WriterOptions::default()).unwrap();
     w.finish(T0).unwrap();
     let trace = Trace::open(&dir).unwrap();
-    let df = trace.samples(&METRICS).unwrap();
+    let rows = trace.samples(&METRICS).unwrap();
+    assert_eq!(rows.len(), 0);
+    assert_eq!(rows.values.len(), METRICS.len());
+    let df = trace.frame(Table::Samples).unwrap();
     assert_eq!(df.height(), 0);
-    assert_eq!(df.width(), 2 + 1 + METRICS.len());
+    assert_eq!(df.columns.len(), 2 + 1 + METRICS.len());
     assert!(trace.nvtx().unwrap().is_empty());
     assert_eq!(trace.summary().unwrap().devices[&0].samples, 0);
 }
@@ -314,18 +317,16 @@ fn abandon_removes_the_partial_trace() {
 }
 
 #[test]
-fn lazy_scan_selects_one_column() {
+fn a_scan_selects_one_metric_column() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("l.cufall");
     write_full(&dir, 4);
     let trace = Trace::open(&dir).unwrap();
-    let q = trace
-        .lazy(Table::Samples)
-        .unwrap()
-        .select([polars::prelude::col(METRICS[1])]);
-    let df = trace.collect(q).unwrap();
-    assert_eq!(df.height(), 8000);
-    assert_eq!(df.width(), 1);
+    let rows = trace.samples(&[METRICS[1]]).unwrap();
+    assert_eq!(rows.len(), 8000);
+    assert_eq!(rows.values.len(), 1);
+    let all = trace.samples(&METRICS).unwrap();
+    assert_eq!(rows.values[0], all.values[1]);
 }
 
 fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
@@ -343,26 +344,12 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
 
 #[test]
 fn a_scan_between_two_times_reads_the_rows_a_whole_scan_reads() {
-    use polars::prelude::{col, lit};
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("w.cufall");
     write_full(&dir, 4);
     let trace = Trace::open(&dir).unwrap();
-    let starts = trace
-        .collect(
-            trace
-                .lazy(Table::Samples)
-                .unwrap()
-                .select([col("start_ns")]),
-        )
-        .unwrap();
-    let starts: Vec<i64> = starts
-        .column("start_ns")
-        .unwrap()
-        .i64()
-        .unwrap()
-        .into_no_null_iter()
-        .collect();
+    let all = trace.samples(&METRICS).unwrap();
+    let starts = &all.start_ns;
     let (first, last) = (*starts.iter().min().unwrap(), *starts.iter().max().unwrap());
     let span = last - first;
     let cuts = [
@@ -374,16 +361,20 @@ fn a_scan_between_two_times_reads_the_rows_a_whole_scan_reads() {
         (last + 1, i64::MAX),
     ];
     for (lo, hi) in cuts {
-        let within = col("start_ns")
-            .gt_eq(lit(lo))
-            .and(col("start_ns").lt(lit(hi)));
-        let whole = trace
-            .collect(trace.lazy(Table::Samples).unwrap().filter(within))
+        let mut whole = all.clone();
+        whole.retain_between(lo, hi);
+        let mut part = cufall_trace::SampleColumns::new(METRICS.len());
+        trace
+            .samples_between(lo, hi, &METRICS, |p| {
+                part.device.extend(p.device);
+                part.start_ns.extend(p.start_ns);
+                part.end_ns.extend(p.end_ns);
+                for (a, b) in part.values.iter_mut().zip(p.values) {
+                    a.extend(b);
+                }
+                Ok::<(), cufall_trace::TraceError>(())
+            })
             .unwrap();
-        let part = trace
-            .collect(trace.lazy_between(Table::Samples, lo, hi).unwrap())
-            .unwrap();
-        assert!(whole.equals(&part), "rows starting in [{lo}, {hi})");
-        assert_eq!(whole.width(), part.width());
+        assert_eq!(whole, part, "rows starting in [{lo}, {hi})");
     }
 }

@@ -306,7 +306,7 @@ fn navigate_spans(f: &mut Frames, frames: usize) -> Vec<(Duration, f64)> {
 
 fn full_span(f: &Frames) -> f64 {
     let s = f.app.slots.first().map(|s| s.data.lock().extent);
-    s.map_or(1e9, |(a, b)| (b - a) as f64)
+    s.map_or(1e9, |e| (e.end_ns - e.start_ns) as f64)
 }
 
 /// The costliest view: the whole run, moved by half a pixel each frame so that nothing can be

@@ -341,7 +341,7 @@ fn align_offset(
         return None;
     }
     let base = locked[0].slot.offset_ns;
-    let mut offset = base + locked[0].s.extent.0 - locked[1].s.extent.0;
+    let mut offset = base + locked[0].s.extent.start_ns - locked[1].s.extent.start_ns;
     if let Some(phase) = st.align_phase.clone() {
         let first_of = |t: &Locked<'_>| -> Option<i64> {
             let tb = t.s.tables.as_ref()?;

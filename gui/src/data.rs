@@ -41,6 +41,13 @@ pub const REPORT_WINDOW_SAMPLES: u64 = cufall_analysis::samples::SAMPLES_PER_WIN
 /// keep; the rest is for the tiles the view asks for.
 pub const BUILD_KEEPS: usize = 4;
 
+/// A stretch of time on the trace's clock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimeSpan {
+    pub start_ns: i64,
+    pub end_ns: i64,
+}
+
 /// Something a worker can be asked for.
 enum Request {
     Tile(i64),
@@ -327,7 +334,7 @@ pub struct Shared {
     pub pyramids: BTreeMap<u32, DevicePyramid>,
     pub activity: Option<Activity>,
     /// First sample start and last sample end (the manifest's times until samples are read).
-    pub extent: (i64, i64),
+    pub extent: TimeSpan,
     /// Samples are in the pyramids up to here.
     pub loaded_until_ns: i64,
     pub samples_done: bool,
@@ -412,7 +419,10 @@ impl LoadedTrace {
             tables: None,
             pyramids: BTreeMap::new(),
             activity: None,
-            extent: (start, end),
+            extent: TimeSpan {
+                start_ns: start,
+                end_ns: end,
+            },
             loaded_until_ns: start,
             samples_done: false,
             tiles: TileCache::new(raw_budget),
@@ -591,7 +601,7 @@ impl Worker {
             (Some(a), Some(b)) if b > a => (a, b),
             _ => {
                 let e = lock(&self.shared).extent;
-                (e.0, e.1)
+                (e.start_ns, e.end_ns)
             }
         };
         let tiles = total.div_ceil(TILE_SAMPLES).max(1) as i64;
@@ -599,7 +609,10 @@ impl Worker {
         let hole_ns = self.hole_ns();
         self.set(|s| {
             s.activity = activity.clone();
-            s.extent = (first, last);
+            s.extent = TimeSpan {
+                start_ns: first,
+                end_ns: last,
+            };
             s.loaded_until_ns = first;
             s.tiles.origin_ns = first;
             s.tiles.tile_ns = tile_ns;
@@ -666,9 +679,12 @@ impl Worker {
                 p.shrink_to_fit();
             }
             if min_start < max_end {
-                s.extent = (min_start.min(s.extent.0), max_end.max(s.extent.1));
+                s.extent = TimeSpan {
+                    start_ns: min_start.min(s.extent.start_ns),
+                    end_ns: max_end.max(s.extent.end_ns),
+                };
             }
-            s.loaded_until_ns = s.extent.1;
+            s.loaded_until_ns = s.extent.end_ns;
             s.samples_done = true;
         });
         crate::memory::give_back();

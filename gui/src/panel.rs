@@ -148,8 +148,11 @@ fn phase_metric(p: &PhaseReport, m: usize) -> (Option<f64>, Option<f64>) {
 
 fn zoom_to_phase(t: &Locked<'_>, p: &PhaseReport, st: &mut ViewState) {
     if p.path == "(whole run)" {
-        st.view
-            .fit(t.slot.disp(t.s.extent.0), t.slot.disp(t.s.extent.1), 0.01);
+        st.view.fit(
+            t.slot.disp(t.s.extent.start_ns),
+            t.slot.disp(t.s.extent.end_ns),
+            0.01,
+        );
         return;
     }
     let Some(tables) = &t.s.tables else {

@@ -258,8 +258,8 @@ pub fn shared_extent(traces: &[Locked<'_>]) -> (f64, f64) {
     let mut lo = f64::INFINITY;
     let mut hi = f64::NEG_INFINITY;
     for t in traces {
-        lo = lo.min(t.slot.disp(t.s.extent.0));
-        hi = hi.max(t.slot.disp(t.s.extent.1));
+        lo = lo.min(t.slot.disp(t.s.extent.start_ns));
+        hi = hi.max(t.slot.disp(t.s.extent.end_ns));
     }
     if lo.is_finite() && hi > lo {
         (lo, hi)
@@ -1236,7 +1236,7 @@ fn metric_hit(
 }
 
 fn geom_origin(t: &Locked<'_>) -> f64 {
-    t.slot.disp(t.s.extent.0)
+    t.slot.disp(t.s.extent.start_ns)
 }
 
 fn drops_overlay(

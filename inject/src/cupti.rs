@@ -144,8 +144,16 @@ impl Api {
     }
 }
 
-/// Sets up activity tracing for `kinds`; returns what is captured, for the status line.
-pub fn attach(kinds: Kinds) -> Result<String, String> {
+/// What [`attach`] turned on.
+pub struct Attached {
+    /// The CUPTI used and the activity kinds captured, for the status line.
+    pub detail: String,
+    /// How many activity kinds are captured (at least 1).
+    pub activity_kinds: u64,
+}
+
+/// Sets up activity tracing for `kinds`; returns what is captured, or why nothing is.
+pub fn attach(kinds: Kinds) -> Result<Attached, String> {
     let api = match API.get() {
         Some(a) => a,
         None => {
@@ -205,7 +213,10 @@ pub fn attach(kinds: Kinds) -> Result<String, String> {
     if !problems.is_empty() {
         text.push_str(&format!("; not captured: {}", problems.join("; ")));
     }
-    Ok(text)
+    Ok(Attached {
+        detail: text,
+        activity_kinds: on.len() as u64,
+    })
 }
 
 /// Hands every buffered record to the hub (at exit).

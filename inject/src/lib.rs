@@ -74,11 +74,11 @@ pub extern "C" fn InitializeInjection() -> i32 {
         ensure_exit_hooks();
         if h.kinds.needs_cupti() {
             match cupti::attach(h.kinds) {
-                Ok(what) => h.status(event::CUDA_ATTACHED, 1, &what),
+                Ok(a) => h.status(event::CUDA_ATTACHED, a.activity_kinds, &a.detail),
                 Err(why) => h.status(event::CUPTI_UNAVAILABLE, 0, &why),
             }
         } else {
-            h.status(event::CUDA_ATTACHED, 1, "NVTX only: CUPTI not used");
+            h.status(event::CUDA_ATTACHED, 0, "NVTX only: CUPTI not used");
         }
     });
     1

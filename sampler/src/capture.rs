@@ -579,7 +579,7 @@ impl Connection {
                 {
                     s.summary.cupti_dropped += count;
                 }
-                if name == event::CUDA_ATTACHED && detail.contains("CUPTI API") {
+                if name == event::CUDA_ATTACHED && count > 0 {
                     self.cupti_attached = true;
                 }
                 self.events.push(CaptureEvent {

@@ -160,8 +160,8 @@ fn show(args: &LiveArgs, rx: LiveReceiver, end_with_feed: bool) -> Result<()> {
         )?;
         cufall_sampler::cli::print(&frame)
     } else if end_with_feed {
-        cufall_viewer::live::run_until_end(rx, options)
+        Ok(cufall_viewer::live::run_until_end(rx, options)?)
     } else {
-        cufall_viewer::live::run(rx, options)
+        Ok(cufall_viewer::live::run(rx, options)?)
     }
 }

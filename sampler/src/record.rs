@@ -56,12 +56,12 @@ pub struct SelectionArgs {
     /// PM sampling hardware buffer per GPU, in MiB.
     #[arg(long, hide = true)]
     pub hw_buffer_mib: Option<usize>,
-    /// Seal a counter-data image after this many ms of samples (benchmarks).
-    #[arg(long, hide = true)]
-    pub seal_ms: Option<f64>,
-    /// Room beyond the seal point, in ms of samples (benchmarks).
-    #[arg(long, hide = true)]
-    pub margin_ms: Option<f64>,
+    /// Seal a counter-data image after this much GPU time of samples (benchmarks).
+    #[arg(long, hide = true, value_name = "DURATION", value_parser = parse_positive_duration)]
+    pub seal: Option<Duration>,
+    /// Room beyond the seal point, in GPU time of samples (benchmarks).
+    #[arg(long, hide = true, value_name = "DURATION", value_parser = parse_positive_duration)]
+    pub margin: Option<Duration>,
 }
 
 impl SelectionArgs {
@@ -89,7 +89,7 @@ impl SelectionArgs {
                 .hw_buffer_mib
                 .map_or(session::default_hw_buffer_bytes(interval_ns), |m| m << 20),
             eval_threads: self.eval_threads.map(|n| n.max(1)),
-            image_timing: crate::sizing::ImageTiming::from_ms(self.seal_ms, self.margin_ms),
+            image_timing: crate::sizing::ImageTiming::from_flags(self.seal, self.margin),
         };
         Ok((cfg, selection))
     }
@@ -463,7 +463,7 @@ fn print_summary(
             cufall_cupti::pm::format_ns(u64::try_from(interval_ns).unwrap_or(0)),
             s.nvml_rows
         ));
-        let warmups = s.drops.get("warmup").map_or(0, |d| d.0);
+        let warmups = s.drops.get("warmup").map_or(0, |d| d.records);
         if s.loss_records == 0 {
             say(format!(
                 "no samples lost ({warmups} warm-up sample(s) left out by design: each spans from start to the first decode)"
@@ -473,7 +473,7 @@ fn print_summary(
                 .drops
                 .iter()
                 .filter(|(k, _)| k.as_str() != "warmup")
-                .map(|(k, (n, lost))| format!("{k}: {n} hole(s), ~{lost} samples"))
+                .map(|(k, c)| format!("{k}: {} hole(s), ~{} samples", c.records, c.lost_samples))
                 .collect();
             say(format!(
                 "WARNING: {} hole(s), ~{} samples lost ({}). They are in the trace's drops table; a longer --interval or fewer metrics avoids them.",

@@ -17,8 +17,8 @@
 
 use crate::nvml::NvmlSource;
 use crate::pipeline::{
-    self, ArmError, DeviceCounters, DeviceSetup, DeviceThread, DropTally, PipelineError, Ready,
-    SinkMsg, SinkShared, error_chain,
+    self, ArmError, DeviceCounters, DeviceSetup, DeviceThread, DropCount, DropTally, PipelineError,
+    Ready, SinkMsg, SinkShared, error_chain,
 };
 use crate::sizing;
 use cufall_cupti::metric::{Catalogue, MetricName};
@@ -718,8 +718,8 @@ pub struct Summary {
     pub peak_rss_mib: f64,
     pub samples_written: u64,
     pub nvml_rows: u64,
-    /// reason → (records, estimated lost samples)
-    pub drops: BTreeMap<String, (u64, u64)>,
+    /// Drop records and estimated lost samples, by reason.
+    pub drops: BTreeMap<String, DropCount>,
     pub loss_records: u64,
     pub lost_samples: u64,
     pub devices: Vec<DeviceReport>,
@@ -744,7 +744,10 @@ pub struct Status {
 
 impl SessionHandle {
     pub fn status(&self) -> Status {
-        let (loss_records, lost_samples) = self
+        let DropCount {
+            records: loss_records,
+            lost_samples,
+        } = self
             .shared
             .tally
             .lock()
@@ -815,7 +818,10 @@ impl SessionHandle {
             .lock()
             .map(|t| t.clone())
             .unwrap_or_default();
-        let (loss_records, lost_samples) = tally.losses();
+        let DropCount {
+            records: loss_records,
+            lost_samples,
+        } = tally.losses();
         let devices = self
             .counters
             .iter()

@@ -1,7 +1,7 @@
 //! How big the counter-data images are, when the decoder swaps them, how many evaluator threads
 //! a rate needs, and what all that costs in memory and CPU.
 //!
-//! The trap (H200-FACTS, and `docs/metrics.md`): when `cuptiPmSamplingDecodeData` stops because
+//! The trap (measured on the H200, `docs/metrics.md`): when `cuptiPmSamplingDecodeData` stops because
 //! the image is full, the samples that did not fit are lost without any overflow flag. So an
 //! image must hold everything one decode call can return. The decoder *seals* an image (hands it
 //! to the evaluators) after `seal_after_samples` samples or `seal_period`, whichever comes first,
@@ -40,7 +40,7 @@ pub struct ImagePlan {
     pub max_images: usize,
 }
 
-/// When to seal an image and how much room it has beyond that (`--seal-ms`, `--margin-ms`).
+/// When to seal an image and how much room it has beyond that (`--seal`, `--margin`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ImageTiming {
     /// Seal an image once it holds this much GPU time of samples.
@@ -59,15 +59,14 @@ impl Default for ImageTiming {
 }
 
 impl ImageTiming {
-    /// From milliseconds given on the command line; what is not given keeps its default.
-    pub fn from_ms(seal_ms: Option<f64>, margin_ms: Option<f64>) -> Option<Self> {
+    /// From the durations given on the command line; what is not given keeps its default.
+    pub fn from_flags(seal: Option<Duration>, margin: Option<Duration>) -> Option<Self> {
         let d = ImageTiming::default();
-        let ms = |v: f64| Duration::from_secs_f64(v.max(0.01) / 1e3);
-        match (seal_ms, margin_ms) {
+        match (seal, margin) {
             (None, None) => None,
             (s, m) => Some(ImageTiming {
-                seal_period: s.map_or(d.seal_period, ms),
-                margin: m.map_or(d.margin, ms),
+                seal_period: s.unwrap_or(d.seal_period),
+                margin: m.unwrap_or(d.margin),
             }),
         }
     }
@@ -243,11 +242,11 @@ mod tests {
 
     #[test]
     fn timing_flags_keep_the_default_of_what_is_not_given() {
-        assert_eq!(ImageTiming::from_ms(None, None), None);
-        let t = ImageTiming::from_ms(Some(10.0), None).unwrap();
+        assert_eq!(ImageTiming::from_flags(None, None), None);
+        let t = ImageTiming::from_flags(Some(Duration::from_millis(10)), None).unwrap();
         assert_eq!(t.seal_period, Duration::from_millis(10));
         assert_eq!(t.margin, MARGIN, "no silent short margin");
-        let t = ImageTiming::from_ms(None, Some(100.0)).unwrap();
+        let t = ImageTiming::from_flags(None, Some(Duration::from_millis(100))).unwrap();
         assert_eq!(t.seal_period, SEAL_PERIOD);
         assert_eq!(t.margin, Duration::from_millis(100));
     }

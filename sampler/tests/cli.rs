@@ -180,6 +180,25 @@ fn view_and_report_flags_are_checked() {
         &["report", "--idle-below", "5"],
         "not a fraction between 0 and 1",
     );
+    // A replay checks its window too, printed or interactive (before it needs a terminal).
+    run(
+        &["replay", "--print", "--from", "50s"],
+        "is past the end: the recording lasts",
+    );
+    run(
+        &["replay", "--from", "50s"],
+        "is past the end: the recording lasts",
+    );
+    run(
+        &[
+            "export",
+            "--format",
+            "perfetto",
+            "--max-counter-points",
+            "0",
+        ],
+        "0 is not in 1..",
+    );
     // Without a terminal the interactive views say so instead of a raw OS error.
     for cmd in ["view", "replay"] {
         run(&[cmd], "needs a terminal");

@@ -197,7 +197,7 @@ fn a_cut_segment_is_warned_about_and_never_idle() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|d| d["by_reason"]["segment_unreadable"].is_array())
+        .find(|d| d["by_reason"]["segment_unreadable"].is_object())
         .map(|d| d["dropped_ns"].as_i64().unwrap())
         .unwrap();
     assert!(span > 0);

@@ -679,8 +679,8 @@ fn evaluators_that_all_fail_end_their_device_and_the_other_gpu_goes_on() {
     assert_eq!(shared.samples_written.load(Ordering::Relaxed), good_gen - 1);
     let tally = shared.tally.lock().unwrap().clone();
     let by: BTreeMap<_, _> = tally.by_reason.into_iter().collect();
-    let failed = by.get("evaluation_failed").map_or(0, |v| v.1);
-    let warmups = by.get("warmup").map_or(0, |v| v.1);
+    let failed = by.get("evaluation_failed").map_or(0, |v| v.lost_samples);
+    let warmups = by.get("warmup").map_or(0, |v| v.lost_samples);
     assert_eq!(failed + warmups, bad_gen + 1, "{by:?}");
     let msgs = shared.messages.lock().unwrap().clone();
     assert!(

@@ -70,7 +70,7 @@ bad_input() {
 rec() {
   local name=$1 interval=$2; shift 2
   local iv=(); [ -n "$interval" ] && iv=(--interval "$interval")
-  "$BIN" record -o "$TMP/$name.cufall" --overwrite "${iv[@]}" --stats-json "$TMP/$name.stats.json" "$@"
+  "$BIN" record -o "$TMP/$name.cufall" --force "${iv[@]}" --stats-json "$TMP/$name.stats.json" "$@"
   echo "rc=$?"
   python3 - "$TMP/$name.stats.json" <<'PY'
 import json,sys
@@ -166,8 +166,8 @@ bench() {
   kill $L 2>/dev/null; wait $L 2>/dev/null
   hdr "slowdown of a bf16 matmul loop while sampled (default metrics at $FINEST2 and at 10us)"
   python3 $W --bench 8 > "$TMP/base1.json"; cat "$TMP/base1.json"
-  "$BIN" record -o "$TMP/slow.cufall" --overwrite --devices 0 --interval "$FINEST2" "${DEFAULTS[@]}" -- python3 $W --bench 8 > "$TMP/sampled.json"; cat "$TMP/sampled.json"
-  "$BIN" record -o "$TMP/slow10.cufall" --overwrite --devices 0 --interval 10us "${DEFAULTS[@]}" -- python3 $W --bench 8 > "$TMP/sampled10.json"; cat "$TMP/sampled10.json"
+  "$BIN" record -o "$TMP/slow.cufall" --force --devices 0 --interval "$FINEST2" "${DEFAULTS[@]}" -- python3 $W --bench 8 > "$TMP/sampled.json"; cat "$TMP/sampled.json"
+  "$BIN" record -o "$TMP/slow10.cufall" --force --devices 0 --interval 10us "${DEFAULTS[@]}" -- python3 $W --bench 8 > "$TMP/sampled10.json"; cat "$TMP/sampled10.json"
   python3 $W --bench 8 > "$TMP/base2.json"; cat "$TMP/base2.json"
   python3 - "$TMP" "$FINEST2" >> "$results" <<'PY'
 import json, sys
@@ -233,9 +233,9 @@ twogpu_long() {
 # and an unprivileged user on a driver that restricts profiling to admins.
 busy_and_privileges() {
   hdr "another profiler holds the counters: a second cufall while one records GPU 0"
-  "$BIN" record -o "$TMP/busy1.cufall" --overwrite --devices 0 --duration 6s > "$TMP/busy1.txt" 2>&1 & B=$!
+  "$BIN" record -o "$TMP/busy1.cufall" --force --devices 0 --duration 6s > "$TMP/busy1.txt" 2>&1 & B=$!
   sleep 3
-  "$BIN" record -o "$TMP/busy2.cufall" --overwrite --devices 0 --duration 1s; echo "rc=$?"
+  "$BIN" record -o "$TMP/busy2.cufall" --force --devices 0 --duration 1s; echo "rc=$?"
   [ -e "$TMP/busy2.cufall" ] && echo "UNEXPECTED: $TMP/busy2.cufall exists"
   "$BIN" --devices 0 --print --print-after 1s 2>&1 | head -12; echo "live rc=$?"
   wait $B; tail -3 "$TMP/busy1.txt"
@@ -350,7 +350,7 @@ slowdown() {
   metric_set "${SLOW_SET:-2}"
   hdr "slowdown of a bf16 matmul loop sampled at ${SLOW_IV:-10us} (${SLOW_SET:-2} metric(s))"
   python3 $W --bench 8 > "$TMP/base1.json"; cat "$TMP/base1.json"
-  "$BIN" record -o "$TMP/slow.cufall" --overwrite --devices 0 --interval "${SLOW_IV:-10us}" --stats-json "$TMP/slow.stats.json" "${M[@]}" -- python3 $W --bench 8 > "$TMP/sampled.json"; cat "$TMP/sampled.json"
+  "$BIN" record -o "$TMP/slow.cufall" --force --devices 0 --interval "${SLOW_IV:-10us}" --stats-json "$TMP/slow.stats.json" "${M[@]}" -- python3 $W --bench 8 > "$TMP/sampled.json"; cat "$TMP/sampled.json"
   python3 $W --bench 8 > "$TMP/base2.json"; cat "$TMP/base2.json"
   python3 - "$TMP" "${SLOW_IV:-10us}" "${SLOW_SET:-2}" >> "$OUT/bench.txt" <<'PY'
 import json, sys

@@ -1,11 +1,11 @@
 //! Building a view's state from a feed or a recording, and the interactive terminal loop.
 
 use crate::draw;
+use crate::error::{Result, ViewError};
 use crate::input::{self, Input};
 use crate::replay::Recording;
 use crate::state::{HeatmapState, Mode, ViewOptions};
 use crate::store::{self, Heatmap, HeatmapOverrides, NvmlField, Retention, Store};
-use anyhow::{Result, bail};
 use cufall_live::{FeedInfo, LiveReceiver};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,25 +30,23 @@ pub fn store_for(
 ) -> Result<Store> {
     let unknown = overrides.unknown(&info.metrics);
     let specs = overrides.apply(&info.heatmaps, &info.metrics);
-    let heatmaps = match store::resolve(&specs, &info.metrics) {
+    let resolved = store::resolve(&specs, &info.metrics);
+    let heatmaps = match resolved {
         Ok(h) if unknown.is_empty() => h,
-        Ok(_) | Err(_) => {
-            let missing = if unknown.is_empty() {
-                store::resolve(&specs, &info.metrics)
-                    .err()
-                    .unwrap_or_default()
-            } else {
-                unknown.join(", ")
+        other => {
+            let missing = match other {
+                Err(store::MissingMetric(name)) if unknown.is_empty() => name,
+                _ => unknown.join(", "),
             };
             let have: Vec<&str> = info.metrics.iter().map(|m| m.name.as_str()).collect();
-            bail!(
-                "unknown metric {missing}: this feed has {}. Choose one of those with --metric/--denominator.",
-                if have.is_empty() {
+            return Err(ViewError::UnknownMetric {
+                missing,
+                available: if have.is_empty() {
                     "no metrics".to_string()
                 } else {
                     have.join(", ")
-                }
-            );
+                },
+            });
         }
     };
     if heatmaps.is_empty() && info.metrics.is_empty() {
@@ -143,9 +141,7 @@ pub fn interactive_until(
 ) -> Result<()> {
     use std::io::IsTerminal;
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
-        bail!(
-            "the interactive view needs a terminal, and standard input or output is not one (a pipe, a file, or no terminal at all); add --print to write one frame as text instead"
-        );
+        return Err(ViewError::NoTerminal);
     }
     // ratatui installs a panic hook that restores the terminal before the message is printed;
     // raw mode turns Ctrl-C into a key that quits.

@@ -15,9 +15,12 @@ pub mod app;
 pub mod bucket;
 pub mod color;
 pub mod draw;
+pub mod error;
 pub mod input;
 pub mod live;
 pub mod print;
 pub mod replay;
 pub mod state;
 pub mod store;
+
+pub use error::ViewError;

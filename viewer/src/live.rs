@@ -4,10 +4,10 @@
 //! [`LiveReceiver`] and calls [`run`] (interactive) or [`print_after`] (one frame to stdout).
 
 use crate::app::{self, ViewSetup};
+use crate::error::Result;
 use crate::input::Input;
 use crate::print;
 use crate::state::Mode;
-use anyhow::Result;
 use cufall_live::{LiveEvent, LiveReceiver};
 use std::time::{Duration, Instant};
 

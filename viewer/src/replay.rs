@@ -59,6 +59,31 @@ impl Recording {
         })
     }
 
+    /// Keeps what falls in `[lo, hi)`: samples and NVML readings that start there, and drops,
+    /// NVTX ranges and kernels that overlap it.
+    pub fn keep_between(&mut self, lo: i64, hi: i64) {
+        let inside = |t: i64| lo <= t && t < hi;
+        let overlaps = |a: i64, b: i64| a < hi && b >= lo;
+        for b in &mut self.batches {
+            let keep: Vec<bool> = b.start_ns.iter().map(|t| inside(*t)).collect();
+            let pick = |v: &mut Vec<i64>| {
+                let mut k = keep.iter();
+                v.retain(|_| k.next().copied().unwrap_or(false));
+            };
+            pick(&mut b.start_ns);
+            pick(&mut b.end_ns);
+            for col in &mut b.values {
+                let mut k = keep.iter();
+                col.retain(|_| k.next().copied().unwrap_or(false));
+            }
+        }
+        self.batches.retain(|b| !b.is_empty());
+        self.drops.retain(|r| overlaps(r.start_ns, r.end_ns));
+        self.nvml.retain(|r| inside(r.t_ns));
+        self.nvtx.retain(|r| overlaps(r.start_ns, r.end_ns));
+        self.kernels.retain(|r| overlaps(r.start_ns, r.end_ns));
+    }
+
     /// First and last timestamps of anything recorded.
     pub fn extent(&self) -> Option<(i64, i64)> {
         let mut lo = i64::MAX;
@@ -255,6 +280,25 @@ mod tests {
             kernels: Vec::new(),
             warnings: Vec::new(),
         }
+    }
+
+    #[test]
+    fn keeping_a_window_keeps_the_samples_that_start_in_it() {
+        let ms = 1_000_000;
+        let mut r = recording(2);
+        r.nvml.push(NvmlRow {
+            t_ns: 500 * ms,
+            ..NvmlRow::default()
+        });
+        r.keep_between(1000 * ms, 1500 * ms);
+        let b = &r.batches[0];
+        assert_eq!(b.len(), 500);
+        assert_eq!(b.start_ns.first(), Some(&(1000 * ms)));
+        assert_eq!(b.start_ns.last(), Some(&(1499 * ms)));
+        assert_eq!(b.values[0].len(), 500);
+        assert!(r.nvml.is_empty());
+        r.keep_between(0, 10 * ms);
+        assert!(r.batches.is_empty(), "no empty batch is left");
     }
 
     #[test]

@@ -236,15 +236,22 @@ impl Heatmap {
     }
 }
 
-/// Resolves heatmap specs against the metric columns; specs naming unknown metrics are
-/// returned as errors by name.
-pub fn resolve(specs: &[HeatmapSpec], metrics: &[MetricInfo]) -> Result<Vec<Heatmap>, String> {
+/// A metric a heatmap names that the feed does not carry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MissingMetric(pub String);
+
+/// Resolves heatmap specs against the metric columns; the first spec naming an unknown metric
+/// is an error that names it.
+pub fn resolve(
+    specs: &[HeatmapSpec],
+    metrics: &[MetricInfo],
+) -> Result<Vec<Heatmap>, MissingMetric> {
     let col = |n: &str| metrics.iter().position(|m| m.name == n);
     let mut out = Vec::new();
     for s in specs {
-        let main = col(&s.metric).ok_or_else(|| s.metric.clone())?;
+        let main = col(&s.metric).ok_or_else(|| MissingMetric(s.metric.clone()))?;
         let denominator_column = match &s.denominator {
-            Some(d) => Some(col(d).ok_or_else(|| d.clone())?),
+            Some(d) => Some(col(d).ok_or_else(|| MissingMetric(d.clone()))?),
             None => None,
         };
         let spread: Vec<Lane> = ["max", "avg", "min"]
@@ -599,7 +606,7 @@ mod tests {
                 }],
                 &metrics
             ),
-            Err("nope".into())
+            Err(MissingMetric("nope".into()))
         );
     }
 

@@ -23,9 +23,13 @@ pub enum AnalysisError {
         source: TraceError,
     },
 
-    /// The options cannot be used with this trace.
-    #[error("{0}")]
-    Invalid(String),
+    /// The idle threshold is not a positive fraction of full scale.
+    #[error("the idle threshold must be a positive fraction of full scale, not {0}")]
+    IdleBelowOutOfRange(f64),
+
+    /// The shortest gap to report is zero or negative.
+    #[error("the shortest gap to report must be a positive duration, not {0} ns")]
+    MinGapNotPositive(i64),
 
     #[error("{path} already exists", path = .0.display())]
     OutputExists(PathBuf),

@@ -1,6 +1,7 @@
 //! Plain-text tables for reports and diffs.
 
 use crate::report::{Note, PhaseReport, Report, Verdict};
+use crate::samples::FullScaleSource;
 
 /// A duration for people: `850 ns`, `12.3 µs`, `4.56 ms`, `1.234 s`.
 pub fn fmt_ns(ns: i64) -> String {
@@ -219,6 +220,18 @@ pub fn note_text(n: &Note, cmd: &str) -> String {
     }
 }
 
+/// Where a full scale came from, in the report's words.
+pub fn full_scale_source_text(s: FullScaleSource) -> &'static str {
+    match s {
+        FullScaleSource::Given => "--full-scale",
+        FullScaleSource::Heatmap => "the recording's heatmap",
+        FullScaleSource::Ratio => "ratio",
+        FullScaleSource::Percent => "percent",
+        FullScaleSource::PeakInTrace => "peak in this trace",
+        FullScaleSource::NeverAboveZero => "default (the metric is never above 0)",
+    }
+}
+
 /// The text form of a report; `cmd` is the command as the user runs it (for the notes).
 pub fn report_text_for(r: &Report, cmd: &str) -> String {
     let mut o = String::new();
@@ -251,7 +264,7 @@ pub fn report_text_for(r: &Report, cmd: &str) -> String {
             fmt_num(r.idle_threshold),
             a.idle_below * 100.0,
             fmt_num(Some(a.full_scale)),
-            a.full_scale_source,
+            full_scale_source_text(a.full_scale_source),
             a.also_low_clause(),
             fmt_ns(r.min_gap_ns)
         )),
@@ -297,7 +310,7 @@ pub fn report_text_for(r: &Report, cmd: &str) -> String {
                 d.lost_samples.to_string(),
                 d.by_reason
                     .iter()
-                    .map(|(k, (n, ns))| format!("{k} ×{n} ({})", fmt_ns(*ns)))
+                    .map(|(k, r)| format!("{k} ×{} ({})", r.count, fmt_ns(r.dropped_ns)))
                     .collect::<Vec<_>>()
                     .join(", "),
             ]);

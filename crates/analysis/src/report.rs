@@ -5,7 +5,7 @@
 use crate::error::{AnalysisError, Result};
 use crate::gaps::{self, Gap, HostCoverage, HostTime, KernelCoverage};
 use crate::phases::{self, Phases, Place};
-use crate::samples::{self, Activity, SegAgg};
+use crate::samples::{self, Activity, FullScaleSource, SegAgg};
 use cufall_trace::Trace;
 use cufall_trace::model::{DeviceId, DropRecord, NvmlRow, NvtxRange};
 use serde::Serialize;
@@ -218,13 +218,25 @@ pub enum Note {
     Drops { count: u64, dropped_ns: i64 },
 }
 
+/// Where a group of gaps falls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlaceKind {
+    /// Inside a phase.
+    In,
+    /// Between two phases (or between a phase and the run's start or end).
+    Between,
+    /// A recording without phases.
+    WholeRun,
+}
+
 /// Gaps grouped by where they fall.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct GapGroup {
     /// `step/draft` or `verify → draft`.
     pub place: String,
-    /// `in`, `between` or `whole_run`.
-    pub kind: String,
+    /// In a phase, between two, or a whole run without phases.
+    pub kind: PlaceKind,
     /// For `between`: the phase before and after (full paths; empty at the run's start/end).
     pub before: Option<String>,
     pub after: Option<String>,
@@ -258,8 +270,15 @@ pub struct DeviceDrops {
     pub count: u64,
     pub dropped_ns: i64,
     pub lost_samples: u64,
-    /// Reason → (count, time).
-    pub by_reason: BTreeMap<String, (u64, i64)>,
+    /// Drops and their time, by reason.
+    pub by_reason: BTreeMap<String, ReasonTotals>,
+}
+
+/// Drops of one reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ReasonTotals {
+    pub count: u64,
+    pub dropped_ns: i64,
 }
 
 /// The whole report.
@@ -307,10 +326,7 @@ pub fn resolve_activity(trace: &Trace, opts: &ReportOptions) -> Result<Option<Ac
         return Ok(None);
     }
     if !(opts.idle_below.is_finite() && opts.idle_below > 0.0) {
-        return Err(AnalysisError::Invalid(format!(
-            "--idle-below must be a positive fraction of full scale (e.g. 0.05 for 5 %), not {}",
-            opts.idle_below
-        )));
+        return Err(AnalysisError::IdleBelowOutOfRange(opts.idle_below));
     }
     let heatmap = match &opts.metric {
         Some(name) => {
@@ -341,21 +357,21 @@ pub fn resolve_activity(trace: &Trace, opts: &ReportOptions) -> Result<Option<Ac
         metric,
         denominator,
         full_scale: 1.0,
-        full_scale_source: String::new(),
+        full_scale_source: FullScaleSource::default(),
         idle_below: opts.idle_below,
         also_low: Vec::new(),
     };
     let (full_scale, source) = if let Some(f) = opts.full_scale {
-        (f, "--full-scale".to_string())
+        (f, FullScaleSource::Given)
     } else if let Some(f) = heatmap.and_then(|h| h.full_scale) {
-        (f, "the recording's heatmap".to_string())
+        (f, FullScaleSource::Heatmap)
     } else if activity.denominator.is_some() {
-        (1.0, "ratio".to_string())
+        (1.0, FullScaleSource::Ratio)
     } else if unit == "%" || activity.metric.contains("pct") {
-        (100.0, "percent".to_string())
+        (100.0, FullScaleSource::Percent)
     } else {
         let peak = samples::metric_peak(trace, &activity)?;
-        (peak, "peak in this trace".to_string())
+        (peak, FullScaleSource::PeakInTrace)
     };
     if let Some(list) = &opts.also_low {
         let names: Vec<&str> = list.iter().map(String::as_str).collect();
@@ -376,7 +392,7 @@ pub fn resolve_activity(trace: &Trace, opts: &ReportOptions) -> Result<Option<Ac
     }
     if !(full_scale.is_finite() && full_scale > 0.0) {
         activity.full_scale = 1.0;
-        activity.full_scale_source = "default (the metric is never above 0)".into();
+        activity.full_scale_source = FullScaleSource::NeverAboveZero;
     } else {
         activity.full_scale = full_scale;
         activity.full_scale_source = source;
@@ -575,10 +591,8 @@ pub fn build_report_with(
         .min_gap_ns
         .unwrap_or(DEFAULT_GAP_INTERVALS * interval_ns)
         .max(1);
-    if opts.min_gap_ns.is_some_and(|g| g <= 0) {
-        return Err(AnalysisError::Invalid(
-            "--min-gap must be a positive duration, e.g. 50us".into(),
-        ));
+    if let Some(g) = opts.min_gap_ns.filter(|g| *g <= 0) {
+        return Err(AnalysisError::MinGapNotPositive(g));
     }
     // Samples closer than half an interval are contiguous; further apart, a hole.
     let hole_ns = (interval_ns / 2).max(1);
@@ -915,13 +929,13 @@ impl<'a> GapFold<'a> {
                 let mut devices = f.devices;
                 devices.sort_unstable();
                 let (kind, before, after) = match place {
-                    Place::WholeRun => ("whole_run", None, None),
-                    Place::In(_) => ("in", None, None),
-                    Place::Between(a, b) => ("between", path(a), path(b)),
+                    Place::WholeRun => (PlaceKind::WholeRun, None, None),
+                    Place::In(_) => (PlaceKind::In, None, None),
+                    Place::Between(a, b) => (PlaceKind::Between, path(a), path(b)),
                 };
                 GapGroup {
                     place: f.label.to_string(),
-                    kind: kind.to_string(),
+                    kind,
                     before,
                     after,
                     mean_ns: f.totals.total_ns / f.totals.count.max(1) as i64,
@@ -1137,9 +1151,9 @@ fn drop_summary(drops: &[DropRecord]) -> Vec<DeviceDrops> {
         let r = e
             .by_reason
             .entry(d.reason.as_str().to_string())
-            .or_insert((0, 0));
-        r.0 += 1;
-        r.1 += ns;
+            .or_default();
+        r.count += 1;
+        r.dropped_ns += ns;
     }
     by.into_values().collect()
 }

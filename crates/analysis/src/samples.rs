@@ -28,8 +28,8 @@ pub struct Activity {
     pub denominator: Option<String>,
     /// The value that means "fully busy".
     pub full_scale: f64,
-    /// Where the full scale came from (`heatmap`, `ratio`, `percent`, `peak in trace`, `--full-scale`).
-    pub full_scale_source: String,
+    /// Where the full scale came from.
+    pub full_scale_source: FullScaleSource,
     /// Idle means below `idle_below * full_scale`.
     pub idle_below: f64,
     /// Other recorded percentage metrics that must also be below `idle_below` × 100 for a
@@ -85,6 +85,25 @@ impl Activity {
             None => self.metric.clone(),
         }
     }
+}
+
+/// Where an activity's full scale came from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FullScaleSource {
+    /// Given by the user.
+    Given,
+    /// The recording's heatmap for the metric.
+    Heatmap,
+    /// 1, for a metric divided by another.
+    #[default]
+    Ratio,
+    /// 100, for a percentage.
+    Percent,
+    /// The largest value of the activity in the trace.
+    PeakInTrace,
+    /// 1, because the metric is never above 0 in the trace.
+    NeverAboveZero,
 }
 
 /// [`Activity`] resolved against the metric columns of a scan.

@@ -2,7 +2,7 @@
 
 use cufall_analysis::diff::{build_diff, diff_text};
 use cufall_analysis::render::report_text;
-use cufall_analysis::report::{GapGroup, Report, build_report_with};
+use cufall_analysis::report::{GapGroup, PlaceKind, Report, build_report_with};
 use cufall_analysis::{ReportOptions, build_report};
 use cufall_testkit::fixture::{DRAM, ELAPSED, Fixture, INTERVAL, T0, TENSOR, US};
 use cufall_trace::Trace;
@@ -50,7 +50,7 @@ fn gaps_have_exact_counts_durations_places_and_causes() {
         ]
     );
     let dv = group(&r, "draft → verify");
-    assert_eq!(dv.kind, "between");
+    assert_eq!(dv.kind, PlaceKind::Between);
     assert_eq!(dv.before.as_deref(), Some("step/draft"));
     assert_eq!(dv.after.as_deref(), Some("step/verify"));
     assert_eq!(dv.totals.no_kernel_ns, Some(500 * US));
@@ -58,7 +58,7 @@ fn gaps_have_exact_counts_durations_places_and_causes() {
     assert_eq!(dv.devices, [DeviceId(0), DeviceId(1)]);
     // The idle stretch inside verify has the verify kernel resident: latency-bound.
     let v = group(&r, "step/verify");
-    assert_eq!(v.kind, "in");
+    assert_eq!(v.kind, PlaceKind::In);
     assert_eq!(v.totals.kernel_resident_ns, Some(400 * US));
     assert_eq!(v.totals.no_kernel_ns, Some(0));
     // Device 0's verify → draft gap at 1900 µs is cut by a drop at [1930, 1950): the 30 µs

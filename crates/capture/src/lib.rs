@@ -297,7 +297,8 @@ pub fn uuid_string(uuid: &[u8; 16]) -> String {
 
 /// Names of the status events the library sends (the `capture` table's `event` column).
 pub mod event {
-    /// CUDA called the library's `InitializeInjection`.
+    /// CUDA called the library's `InitializeInjection`. The count is the number of CUPTI
+    /// activity kinds captured (0: NVTX only, CUPTI not used).
     pub const CUDA_ATTACHED: &str = "cuda_attached";
     /// An NVTX copy in the process handed its calls to the library.
     pub const NVTX_ATTACHED: &str = "nvtx_attached";

@@ -9,7 +9,9 @@ use cudarc::driver::{CudaGraph, sys as dsys};
 
 use super::device::Dev;
 use super::forward::Pass;
-use super::model::{GpuModel, le_bytes, level_base_at, level_masks_at, level_stride, model_bytes};
+use super::model::{
+    GpuModel, ModelBytes, le_bytes, level_base_at, level_masks_at, level_stride, model_bytes,
+};
 use super::weights::GpuWeights;
 use crate::config::{DraftKind, MAX_SCRATCH, ModelConfig, RunConfig, VerifyAttn, draft_config};
 use crate::weights::{HostWeights, background_key};
@@ -49,8 +51,14 @@ fn check_memory(
     shared_weights: bool,
     run: &RunConfig,
 ) -> Result<usize, GpuError> {
-    let (tkv, tact) = model_bytes(cfg, run, dev.sm_count);
-    let (dkv, dact) = model_bytes(dcfg, run, dev.sm_count);
+    let ModelBytes {
+        kv_cache: tkv,
+        activations: tact,
+    } = model_bytes(cfg, run, dev.sm_count);
+    let ModelBytes {
+        kv_cache: dkv,
+        activations: dact,
+    } = model_bytes(dcfg, run, dev.sm_count);
     let tw = cfg.params() * 2;
     let dw = if shared_weights { 0 } else { dcfg.params() * 2 };
     let needed = tkv + tact + tw + dkv + dact + dw + SLACK_BYTES;

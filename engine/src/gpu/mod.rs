@@ -62,5 +62,5 @@ mod weights;
 pub use backend::GpuBackend;
 pub use bench::{AttnBench, GemmBench};
 pub use device::{Dev, probe};
-pub use model::{SPLIT_BLOCKS_PER_SM, model_bytes};
+pub use model::{ModelBytes, SPLIT_BLOCKS_PER_SM, model_bytes};
 pub use weights::GpuWeights;

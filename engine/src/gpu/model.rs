@@ -49,9 +49,17 @@ fn chunk_rule(
         .max(max_context.div_ceil(MAX_SPLITS))
 }
 
+/// GPU memory one model needs for a run, weights excluded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ModelBytes {
+    pub kv_cache: usize,
+    /// Activations, scratch and inputs.
+    pub activations: usize,
+}
+
 /// Bytes of GPU memory one model needs for a run (weights excluded) on a device with
-/// `sm_count` SMs: `(KV cache, activations and inputs)`.
-pub fn model_bytes(cfg: &ModelConfig, run: &RunConfig, sm_count: usize) -> (usize, usize) {
+/// `sm_count` SMs.
+pub fn model_bytes(cfg: &ModelConfig, run: &RunConfig, sm_count: usize) -> ModelBytes {
     let pps = run.max_context.div_ceil(run.page_size);
     let kv = 2 * cfg.layers * run.batch * pps * run.page_size * cfg.kv_heads * cfg.head_dim * 2;
     let nmax = run.batch * run.prompt_len.max(MAX_SCRATCH);
@@ -69,7 +77,10 @@ pub fn model_bytes(cfg: &ModelConfig, run: &RunConfig, sm_count: usize) -> (usiz
     let nsplit = run.max_context.div_ceil(chunk);
     let part = run.batch * cfg.kv_heads * MAX_SCRATCH * g * nsplit * (cfg.head_dim + 2) * 4;
     let levels = MAX_SCRATCH * level_stride(run.batch) + (MAX_SCRATCH + 1) * run.batch * 8 * 4;
-    (kv, nmax * per_row + part + pps * run.batch * 4 + levels)
+    ModelBytes {
+        kv_cache: kv,
+        activations: nmax * per_row + part + pps * run.batch * 4 + levels,
+    }
 }
 
 /// Staged inputs of one draft level (`draft_feed`): `batch * 8` positions (u32), then `batch`

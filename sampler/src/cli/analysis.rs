@@ -91,8 +91,14 @@ pub struct ExportArgs {
     /// Replace existing output files.
     #[arg(long)]
     pub force: bool,
-    /// Perfetto: most counter points per GPU and metric; denser samples are averaged.
-    #[arg(long, default_value_t = DEFAULT_MAX_COUNTER_POINTS, value_name = "N")]
+    /// Perfetto: most counter points per GPU and metric (at least 1); denser samples are
+    /// averaged.
+    #[arg(
+        long,
+        default_value_t = DEFAULT_MAX_COUNTER_POINTS,
+        value_name = "N",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+    )]
     pub max_counter_points: usize,
     #[command(flatten)]
     pub analysis: AnalysisArgs,

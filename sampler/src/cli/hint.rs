@@ -6,6 +6,7 @@ use crate::session::SessionError;
 use cufall_analysis::AnalysisError;
 use cufall_cupti::CuptiError;
 use cufall_trace::TraceError;
+use cufall_viewer::ViewError;
 
 /// The bundled recording that the no-GPU hints point to.
 pub const EXAMPLE_RECORDING: &str = "examples/h200-matmul-copy.cufall";
@@ -60,6 +61,8 @@ pub fn advice(err: &anyhow::Error, cmd: &str) -> Option<String> {
             analysis_advice(e, cmd)
         } else if let Some(e) = cause.downcast_ref::<CuptiError>() {
             cupti_advice(e, cmd)
+        } else if let Some(e) = cause.downcast_ref::<ViewError>() {
+            view_advice(e)
         } else if let Some(SessionError::Cupti(e)) = cause.downcast_ref::<SessionError>() {
             // Transparent: the chain goes on past the CUPTI error, not through it.
             cupti_advice(e, cmd)
@@ -97,7 +100,23 @@ fn analysis_advice(e: &AnalysisError, cmd: &str) -> Option<String> {
         AnalysisError::OutputExists(_) => {
             Some("Choose another output with -o, or pass --force to replace it.".into())
         }
+        AnalysisError::IdleBelowOutOfRange(_) => {
+            Some("Pass --idle-below as a fraction, e.g. 0.05 for 5 %.".into())
+        }
+        AnalysisError::MinGapNotPositive(_) => {
+            Some("Pass --min-gap as a positive duration, e.g. 50us.".into())
+        }
         _ => None,
+    }
+}
+
+fn view_advice(e: &ViewError) -> Option<String> {
+    match e {
+        ViewError::UnknownMetric { .. } => {
+            Some("Choose one of those with --metric/--denominator.".into())
+        }
+        ViewError::NoTerminal => Some("Add --print to write one frame as text instead.".into()),
+        ViewError::Terminal(_) => None,
     }
 }
 

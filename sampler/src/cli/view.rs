@@ -135,8 +135,12 @@ impl LookArgs {
 
     /// Checks `--from` against the data: a window that starts after the end shows nothing.
     pub fn check_window(&self, state: &HeatmapState) -> Result<()> {
-        if let (Some(from), Some(first), Some(last)) =
-            (self.from, state.store.first_ns, state.store.last_ns)
+        self.check_extent(state.store.first_ns.zip(state.store.last_ns))
+    }
+
+    /// [`LookArgs::check_window`] against a recording's first and last timestamps.
+    pub fn check_extent(&self, extent: Option<(i64, i64)>) -> Result<()> {
+        if let (Some(from), Some((first, last))) = (self.from, extent)
             && from >= last - first
         {
             bail!(
@@ -236,11 +240,28 @@ pub fn view_text(args: &ViewArgs) -> Result<String> {
     Ok(frame_text(&state, &args.display.look))
 }
 
+/// The recording a replay plays, its `--from` checked against its length; with `trim`, only
+/// the part in `--from/--to` (times from its start).
+fn replay_recording(args: &ReplayArgs, trim: bool) -> Result<Recording> {
+    let look = &args.display.look;
+    look.check()?;
+    let mut rec = open(&args.trace, &args.display)?;
+    let extent = rec.extent();
+    look.check_extent(extent)?;
+    if let (Some((first, last)), true) =
+        (extent, trim && (look.from.is_some() || look.to.is_some()))
+    {
+        let lo = first + look.from.unwrap_or(0);
+        let hi = look.to.map_or(last.saturating_add(1), |t| first + t);
+        rec.keep_between(lo, hi);
+    }
+    Ok(rec)
+}
+
 /// What `cufall replay TRACE --print` writes: the last frame after the whole recording went
-/// through the live feed (as fast as it goes).
+/// through the live feed (as fast as it goes), showing the `--from/--to` window if given.
 pub fn replay_text(args: &ReplayArgs) -> Result<String> {
-    args.display.look.check()?;
-    let rec = open(&args.trace, &args.display)?;
+    let rec = replay_recording(args, false)?;
     warn_stderr(&rec);
     let setup = args.display.setup(args.trace.display().to_string());
     let (tx, rx) = feed(rec.info.clone(), usize::MAX / 2);
@@ -286,8 +307,8 @@ pub fn run_replay(args: &ReplayArgs) -> Result<ExitCode> {
         super::print(&replay_text(args)?)?;
         return Ok(ExitCode::SUCCESS);
     }
-    args.display.look.check()?;
-    let rec = open(&args.trace, &args.display)?;
+    // Interactively, the replay plays only the part in `--from/--to`.
+    let rec = replay_recording(args, true)?;
     let setup = args.display.setup(args.trace.display().to_string());
     let info = rec.info.clone();
     let (tx, rx) = feed(info, REPLAY_CAPACITY);

@@ -32,7 +32,7 @@ pub mod source;
 
 pub use decode::{DecodeConfig, DeviceParts, run_device};
 pub use device::{ArmError, DeviceSetup, DeviceThread, Ready, spawn_device};
-pub use sink::{DropTally, MAX_PENDING_BATCHES, SinkResult, SinkShared, sink_main};
+pub use sink::{DropCount, DropTally, MAX_PENDING_BATCHES, SinkResult, SinkShared, sink_main};
 pub use source::{
     CuptiEvaluator, CuptiImages, CuptiSource, ImageStore, PmSource, Restored, SampleEvaluator,
 };

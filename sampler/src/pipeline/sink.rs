@@ -19,25 +19,35 @@ use std::time::Duration;
 /// Most batches one device may have waiting for an earlier one.
 pub const MAX_PENDING_BATCHES: usize = 256;
 
-/// Drop counts by reason: records and estimated lost samples.
+/// Drop records (of one reason, or of several) and the samples they lost, as estimated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DropCount {
+    pub records: u64,
+    pub lost_samples: u64,
+}
+
+/// Drop counts by reason.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DropTally {
-    pub by_reason: BTreeMap<&'static str, (u64, u64)>,
+    pub by_reason: BTreeMap<&'static str, DropCount>,
 }
 
 impl DropTally {
     pub fn add(&mut self, r: &DropRecord) {
         let e = self.by_reason.entry(r.reason.as_str()).or_default();
-        e.0 += 1;
-        e.1 += r.lost_samples.unwrap_or(0);
+        e.records += 1;
+        e.lost_samples += r.lost_samples.unwrap_or(0);
     }
 
     /// Records other than warm-up: real losses.
-    pub fn losses(&self) -> (u64, u64) {
+    pub fn losses(&self) -> DropCount {
         self.by_reason
             .iter()
             .filter(|(k, _)| **k != DropReason::Warmup.as_str())
-            .fold((0, 0), |(a, b), (_, (c, d))| (a + c, b + d))
+            .fold(DropCount::default(), |a, (_, c)| DropCount {
+                records: a.records + c.records,
+                lost_samples: a.lost_samples + c.lost_samples,
+            })
     }
 }
 
@@ -370,7 +380,13 @@ mod tests {
 
         assert_eq!(shared.samples_written.load(Ordering::Relaxed), 20);
         assert_eq!(shared.nvml_rows.load(Ordering::Relaxed), 1);
-        assert_eq!(shared.tally.lock().unwrap().losses(), (1, 10));
+        assert_eq!(
+            shared.tally.lock().unwrap().losses(),
+            DropCount {
+                records: 1,
+                lost_samples: 10
+            }
+        );
         assert_eq!(*shared.messages.lock().unwrap(), vec!["hello".to_string()]);
         assert_eq!(*shared.error.lock().unwrap(), None);
 

@@ -1,0 +1,21 @@
+//! What can keep a view from starting or running; the command line adds what to type next.
+
+/// Everything the views can fail with. The `Display` text is the message shown to the user.
+#[derive(Debug, thiserror::Error)]
+pub enum ViewError {
+    /// A heatmap names a metric the feed does not carry.
+    #[error("unknown metric {missing}: this feed has {available}")]
+    UnknownMetric { missing: String, available: String },
+
+    /// The interactive view was asked for without a terminal to draw on.
+    #[error(
+        "the interactive view needs a terminal, and standard input or output is not one (a pipe, a file, or no terminal at all)"
+    )]
+    NoTerminal,
+
+    /// Drawing on, or reading keys from, the terminal failed.
+    #[error("the terminal failed: {0}")]
+    Terminal(#[from] std::io::Error),
+}
+
+pub type Result<T, E = ViewError> = std::result::Result<T, E>;

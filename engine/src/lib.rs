@@ -8,7 +8,6 @@
 //! - [`spec`]: the backend-independent decoding loops (plain greedy, speculative chain/tree).
 //! - [`check`]: the GPU-vs-CPU correctness cases (`specdec check`).
 //! - [`error`]: typed errors, gathered in [`EngineError`].
-#![warn(clippy::too_many_lines, clippy::undocumented_unsafe_blocks)]
 
 pub mod check;
 pub mod config;

@@ -6,8 +6,7 @@ use assert_cmd::Command;
 use predicates::prelude::*;
 use std::fs;
 
-#[path = "../../crates/trace/tests/common/mod.rs"]
-mod common;
+use cufall_testkit::tables as common;
 
 fn cufall() -> Command {
     Command::cargo_bin("cufall").expect("binary")

@@ -4,11 +4,10 @@
 //! - [`fixture`]: a trace on disk with known phases, gaps, kernels and drops, for the analysis
 //!   and the command line's end-to-end tests;
 //! - [`synth`]: live feeds and demo traces (devices named like H200s, a waveform per device), for
-//!   the viewer's snapshots and benchmarks.
-//!
-//! The trace crate's own format tests keep their fixtures beside them: they test the writer this
-//! crate uses.
+//!   the viewer's snapshots and benchmarks;
+//! - [`tables`]: small traces with rows in every table, for the trace format's tests.
 #![forbid(unsafe_code)]
 
 pub mod fixture;
 pub mod synth;
+pub mod tables;

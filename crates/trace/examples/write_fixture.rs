@@ -3,8 +3,7 @@
 //!
 //! Run: `cargo run -p cufall-trace --example write_fixture -- OUT.cufall`
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+use cufall_testkit::tables as common;
 
 fn main() {
     let Some(out) = std::env::args().nth(1) else {

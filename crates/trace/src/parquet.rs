@@ -58,6 +58,7 @@ fn properties(schema: &[Field]) -> PResult<WriterProperties> {
     let mut props = WriterProperties::builder()
         .set_writer_version(WriterVersion::PARQUET_2_0)
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1)?))
+        .set_statistics_enabled(parquet::file::properties::EnabledStatistics::Chunk)
         .set_created_by(format!("cufall {}", env!("CARGO_PKG_VERSION")));
     for f in schema {
         let path = ColumnPath::from(f.name.as_str());

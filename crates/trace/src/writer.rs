@@ -372,15 +372,20 @@ impl TraceWriter {
 }
 
 fn segment_entry(table: Table, name: &str, bytes: &[u8], frame: &Frame) -> SegmentEntry {
-    let mut rows_per_device = BTreeMap::new();
+    let mut per_device: BTreeMap<u16, u64> = BTreeMap::new();
     if let Some(device) = frame
         .column(tables::col::DEVICE)
         .and_then(|c| c.slice::<u16>())
     {
-        for d in device {
-            *rows_per_device.entry(d.to_string()).or_insert(0u64) += 1;
+        // Rows of one device come in runs: count a run at a time.
+        for run in device.chunk_by(|a, b| a == b) {
+            *per_device.entry(run[0]).or_insert(0) += run.len() as u64;
         }
     }
+    let rows_per_device = per_device
+        .into_iter()
+        .map(|(d, n)| (d.to_string(), n))
+        .collect();
     let time = frame
         .column(tables::col::START_NS)
         .or_else(|| frame.column(tables::col::T_NS))

@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-mod common;
+use cufall_testkit::tables as common;
 
 use common::*;
 use cufall_trace::model::RecordingStatus;
@@ -327,6 +327,10 @@ fn a_scan_selects_one_metric_column() {
     assert_eq!(rows.values.len(), 1);
     let all = trace.samples(&METRICS).unwrap();
     assert_eq!(rows.values[0], all.values[1]);
+    // A metric asked for twice comes twice.
+    let twice = trace.samples(&[METRICS[0], METRICS[0]]).unwrap();
+    assert_eq!(twice.values[0], all.values[0]);
+    assert_eq!(twice.values[1], all.values[0]);
 }
 
 fn copy_dir(from: &std::path::Path, to: &std::path::Path) {

@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-mod common;
+use cufall_testkit::tables as common;
 
 use cufall_trace::model::{DeviceId, SampleBatch};
 use cufall_trace::{Trace, TraceWriter, WriterOptions};

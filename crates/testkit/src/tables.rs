@@ -1,5 +1,5 @@
-//! Builders of small traces for the tests (synthetic data, not recordings).
-#![allow(dead_code)]
+//! Small traces with a row or more in every table, for the trace format's own tests and for
+//! the command line's `info` tests (synthetic data, not recordings).
 
 use cufall_trace::model::*;
 use cufall_trace::{TraceWriter, WriterOptions};

@@ -1,6 +1,6 @@
 //! Giving freed memory back to the system. glibc's allocator keeps what a thread freed in that
-//! thread's arena for reuse; after loading a large trace (polars decodes Parquet on many threads)
-//! hundreds of MB stay resident that nothing uses. The loader calls [`give_back`] after each
+//! thread's arena for reuse; after loading a large trace (tiles and the report are decoded on worker
+//! threads) hundreds of MB can stay resident that nothing uses. The loader calls [`give_back`] after each
 //! large transient phase (the pyramid, the report), so that resident memory is what the window
 //! holds (the figures are in `docs/benchmarks.md`).
 #![allow(unsafe_code)]

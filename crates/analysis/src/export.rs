@@ -136,7 +136,10 @@ fn export_tables(
                 }
             };
             if opts.format == Format::Parquet {
-                write_frame(&df, w).map_err(|e| write_err(&path, e))?;
+                write_frame(&df, w)
+                    .map_err(|e| write_err(&path, e))?
+                    .flush()
+                    .map_err(|e| write_err(&path, e))?;
             } else {
                 write_csv_header(&mut w, &df.names()).map_err(|e| write_err(&path, e))?;
                 write_csv_rows(&mut w, &df).map_err(|e| write_err(&path, e))?;
@@ -178,9 +181,10 @@ fn write_samples(trace: &Trace, mut w: BufWriter<File>, format: Format, path: &P
     Ok(())
 }
 
-/// A CSV field: quoted where it holds a comma, a quote or a line break.
+/// A CSV field: quoted where it holds a comma, a quote or a line break, and where it is empty
+/// (an empty field is a null).
 fn csv_field(w: &mut impl Write, s: &str) -> std::io::Result<()> {
-    if s.contains([',', '"', '\n', '\r']) {
+    if s.is_empty() || s.contains([',', '"', '\n', '\r']) {
         write!(w, "\"{}\"", s.replace('"', "\"\""))
     } else {
         w.write_all(s.as_bytes())
@@ -197,8 +201,9 @@ fn write_csv_header(w: &mut impl Write, names: &[&str]) -> std::io::Result<()> {
     w.write_all(b"\n")
 }
 
-/// The rows of `df` as CSV lines: numbers as Rust prints them (the shortest text that reads
-/// back to the same value), nulls as empty fields.
+/// The rows of `df` as CSV lines: integers as they are, floats in the shortest text that reads
+/// back to the same value and still reads as a float (`1.0`, `1e-30`), nulls as empty fields,
+/// empty strings as `""`.
 fn write_csv_rows(w: &mut impl Write, df: &Frame) -> std::io::Result<()> {
     for i in 0..df.height() {
         for (j, c) in df.columns.iter().enumerate() {
@@ -213,8 +218,8 @@ fn write_csv_rows(w: &mut impl Write, df: &Frame) -> std::io::Result<()> {
                 Values::U32(v) => write!(w, "{}", v[i])?,
                 Values::U64(v) => write!(w, "{}", v[i])?,
                 Values::I64(v) => write!(w, "{}", v[i])?,
-                Values::F32(v) => write!(w, "{}", v[i])?,
-                Values::F64(v) => write!(w, "{}", v[i])?,
+                Values::F32(v) => write!(w, "{:?}", v[i])?,
+                Values::F64(v) => write!(w, "{:?}", v[i])?,
                 Values::Str(v) => csv_field(w, &v[i])?,
             }
         }
@@ -618,4 +623,26 @@ fn write_counters(
         }
     }
     Ok(bucket)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_tells_nulls_from_empty_strings_and_floats_from_integers() {
+        let df = Frame::new(vec![
+            Column::strings("name", ["plain", "", "a,b", "say \"hi\"", "two\nlines"]),
+            Column::optional("n", [Some(1u32), None, Some(3), Some(4), Some(5)]),
+            Column::new("x", vec![1.0f64, 0.5, 1e-30, f64::NAN, -2.0]),
+        ]);
+        let mut out = Vec::new();
+        write_csv_header(&mut out, &df.names()).unwrap();
+        write_csv_rows(&mut out, &df).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "name,n,x\nplain,1,1.0\n\"\",,0.5\n\"a,b\",3,1e-30\n\"say \"\"hi\"\"\",4,NaN\n\"two\nlines\",5,-2.0\n"
+        );
+    }
 }

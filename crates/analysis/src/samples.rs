@@ -117,18 +117,36 @@ pub struct ActivityEval {
 }
 
 impl ActivityEval {
-    /// `metric / denominator` of sample `i` (0 where the denominator is not positive), or the
-    /// metric itself. Divided in `f64`: rounded to `f32` it is exactly the `f32` quotient (the
-    /// idle test compares that), and sums of it keep their precision.
+    /// `metric / denominator` of sample `i` (0 where the denominator is 0 or negative, NaN
+    /// where it is missing), or the metric itself. Divided in `f64`: rounded to `f32` it is
+    /// exactly the `f32` quotient (the idle test compares that), and sums of it keep their
+    /// precision.
     pub fn value(&self, values: &[Vec<f32>], i: usize) -> f64 {
         let num = f64::from(values[self.metric][i]);
         match self.denominator {
             Some(d) => {
                 let den = f64::from(values[d][i]);
-                if den > 0.0 { num / den } else { 0.0 }
+                if den > 0.0 {
+                    num / den
+                } else if den.is_nan() {
+                    f64::NAN
+                } else {
+                    0.0
+                }
             }
             None => num,
         }
+    }
+
+    /// The metric columns this needs, of those it was resolved against.
+    pub fn columns(&self) -> Vec<usize> {
+        let mut v: Vec<usize> = std::iter::once(self.metric)
+            .chain(self.denominator)
+            .chain(self.also_low.iter().copied())
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
     }
 
     /// Whether sample `i`, of activity value `act`, is idle: `act` below the threshold and
@@ -332,8 +350,8 @@ impl<'a> WindowPass<'a> {
         if bounds.is_empty() {
             return 0;
         }
-        // The midpoint without overflow, rounded down.
-        let mid = start_ns.midpoint(end_ns);
+        // The midpoint without overflow, rounded down (towards negative infinity).
+        let mid = (start_ns >> 1) + (end_ns >> 1) + (start_ns & end_ns & 1);
         u32::try_from(bounds.partition_point(|b| *b <= mid)).unwrap_or(u32::MAX)
     }
 
@@ -451,13 +469,15 @@ pub struct Fragment {
 /// The largest activity value in the trace (for a full scale when none is known); 0 for a trace
 /// without samples.
 pub fn metric_peak(trace: &Trace, activity: &Activity) -> Result<f64> {
-    let names = trace.metric_names();
-    let eval = activity
-        .eval(&names)
-        .ok_or_else(|| AnalysisError::ActivityNotRecorded {
-            path: trace.path().to_path_buf(),
-            activity: activity.label(),
-        })?;
+    let all = trace.metric_names();
+    let not_recorded = || AnalysisError::ActivityNotRecorded {
+        path: trace.path().to_path_buf(),
+        activity: activity.label(),
+    };
+    // Only the columns the activity value needs are read.
+    let needed = activity.eval(&all).ok_or_else(not_recorded)?.columns();
+    let names: Vec<&str> = needed.iter().map(|i| all[*i]).collect();
+    let eval = activity.eval(&names).ok_or_else(not_recorded)?;
     let mut peak = f64::NAN;
     trace.samples_between(i64::MIN, i64::MAX, &names, |rows| {
         for i in 0..rows.len() {
@@ -466,4 +486,39 @@ pub fn metric_peak(trace: &Trace, activity: &Activity) -> Result<f64> {
         Ok::<(), AnalysisError>(())
     })?;
     Ok(if peak.is_nan() { 0.0 } else { peak })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn activity() -> Activity {
+        Activity {
+            metric: "a".into(),
+            denominator: Some("b".into()),
+            full_scale: 1.0,
+            full_scale_source: FullScaleSource::Ratio,
+            idle_below: 0.05,
+            also_low: vec!["c".into()],
+        }
+    }
+
+    #[test]
+    fn a_missing_value_is_never_idle_and_a_zero_denominator_is() {
+        let eval = activity().eval(&["c", "a", "b"]).expect("resolved");
+        assert_eq!(eval.columns(), [0, 1, 2]);
+        // Columns c, a, b; samples: busy, idle, zero denominator, NaN denominator, NaN metric,
+        // and a percentage (c) that is not low.
+        let values = vec![
+            vec![0.0f32, 0.0, 0.0, 0.0, 0.0, 50.0],
+            vec![800.0f32, 10.0, 5.0, 5.0, f32::NAN, 10.0],
+            vec![1000.0f32, 1000.0, 0.0, f32::NAN, 1000.0, 1000.0],
+        ];
+        let idle: Vec<bool> = (0..6)
+            .map(|i| eval.idle(&values, i, eval.value(&values, i)))
+            .collect();
+        assert_eq!(idle, [false, true, true, false, false, false]);
+        assert_eq!(eval.value(&values, 0), 0.8, "divided in f64");
+        assert!(activity().eval(&["a", "b"]).is_none(), "c is not read");
+    }
 }

@@ -1,7 +1,7 @@
 //! Plain Rust types for the rows and the metadata of a cufall trace.
 //!
 //! These are what producers (the sampler, tests) hand to `cufall_trace::TraceWriter` and what the
-//! live channel carries. They know nothing of polars (this crate depends on serde alone, so the
+//! live channel carries. They know nothing of Parquet (this crate depends on serde alone, so the
 //! live feed builds without it); the column layout they map to is documented in `cufall-trace`'s
 //! crate root and in `docs/trace-format.md`. `cufall_trace::model` re-exports this crate.
 #![forbid(unsafe_code)]

@@ -264,12 +264,15 @@ pub fn read_frame(bytes: bytes::Bytes, only: Option<&[&str]>) -> PResult<Frame> 
     }
     let rows = usize::try_from(meta.file_metadata().num_rows())
         .map_err(|_| bad("the file's row count is negative".into()))?;
+    // Counts in the footer are not trusted for reservations (an unchecked file may be damaged):
+    // vectors reserve at most this many rows up front and grow past it.
+    let reserve = rows.min(RESERVE_ROWS);
     let mut columns = Vec::with_capacity(picked.len());
     for (i, name, ty, nullable) in picked {
         let mut col = Column {
             name,
             values: Values::empty(ty),
-            valid: nullable.then(|| Vec::with_capacity(rows)),
+            valid: nullable.then(|| Vec::with_capacity(reserve)),
         };
         for g in 0..reader.num_row_groups() {
             let group = reader.get_row_group(g)?;
@@ -350,6 +353,9 @@ fn read_chunk(reader: ColumnReader, n: usize, col: &mut Column) -> PResult<()> {
     }
 }
 
+/// Most rows a reader reserves room for before it has read them.
+const RESERVE_ROWS: usize = 1 << 20;
+
 /// Reads `n` rows, spreading the non-null values over their rows (a null slot gets the default).
 fn read_into<T, U: Default>(
     mut r: ColumnReaderImpl<T>,
@@ -361,7 +367,7 @@ fn read_into<T, U: Default>(
 where
     T: DataType,
 {
-    let mut values: Vec<T::T> = Vec::with_capacity(n);
+    let mut values: Vec<T::T> = Vec::with_capacity(n.min(RESERVE_ROWS));
     let mut def: Vec<i16> = Vec::new();
     let mut read = 0;
     while read < n {
@@ -375,7 +381,7 @@ where
         }
         read += records;
     }
-    out.reserve(n);
+    out.reserve(n.min(RESERVE_ROWS));
     match valid {
         None => out.extend(values.into_iter().map(convert)),
         Some(mask) => {

@@ -448,7 +448,9 @@ impl Trace {
             let frame = self.read_segment(path, Some(&cols))?;
             let mut rows = SampleColumns::from_frame(frame, metrics)
                 .map_err(|why| corrupt(&self.dir, format!("{}: {why}", self.rel(path))))?;
-            rows.retain_between(lo, hi);
+            if (lo, hi) != (i64::MIN, i64::MAX) {
+                rows.retain_between(lo, hi);
+            }
             Ok(rows)
         };
         if paths.len() < 2 {

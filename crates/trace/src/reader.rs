@@ -427,8 +427,9 @@ impl Trace {
 
     /// Hands `each` the samples whose start lies in `[lo, hi)` (the whole table for
     /// `[i64::MIN, i64::MAX)`), one segment at a time in file order, with `device`, `start_ns`,
-    /// `end_ns` and the named metric columns. The next segment is decoded on a second thread
-    /// while `each` works on this one. Stops at the first error, of either.
+    /// `end_ns` and the named metric columns. The segments are decoded on one thread per core
+    /// (up to 4), ahead of `each`, which still gets them in file order. Stops at the first
+    /// error, of either.
     pub fn samples_between<E: From<TraceError> + Send>(
         &self,
         lo: i64,
@@ -459,20 +460,35 @@ impl Trace {
             }
             return Ok(());
         }
+        // Decoders take the segments in turn (decoder k: segments k, k + n, ...), each one
+        // segment ahead of the consumer, which takes their results in turn: file order, with
+        // at most 2n segments in memory.
+        let n = decode_threads().min(paths.len());
+        let decode = &decode;
         std::thread::scope(|scope| {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<Result<SampleColumns>>(1);
-            scope.spawn(move || {
-                for path in &paths {
-                    let rows = decode(path);
-                    let failed = rows.is_err();
-                    // A closed channel means the consumer stopped: nothing more to do.
-                    if tx.send(rows).is_err() || failed {
-                        return;
-                    }
+            let receivers: Vec<_> = (0..n)
+                .map(|k| {
+                    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<SampleColumns>>(1);
+                    let mine: Vec<&PathBuf> = paths.iter().skip(k).step_by(n).collect();
+                    scope.spawn(move || {
+                        for path in mine {
+                            let rows = decode(path);
+                            let failed = rows.is_err();
+                            // A closed channel means the consumer stopped: nothing more to do.
+                            if tx.send(rows).is_err() || failed {
+                                return;
+                            }
+                        }
+                    });
+                    rx
+                })
+                .collect();
+            for i in 0..paths.len() {
+                match receivers[i % n].recv() {
+                    Ok(rows) => each(rows?)?,
+                    // A decoder stops only after sending its error, which came first.
+                    Err(_) => break,
                 }
-            });
-            for rows in rx {
-                each(rows?)?;
             }
             Ok(())
         })
@@ -687,6 +703,12 @@ impl Trace {
         }
         Ok(s)
     }
+}
+
+/// Threads that decode samples segments in parallel: one per core, at most 4 (the consumer
+/// needs a core too, and more would only hold more segments in memory).
+fn decode_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4))
 }
 
 thread_local! {

@@ -10,9 +10,9 @@ use crate::model::{
 };
 use crate::tables::{self, SampleColumns};
 use crate::{FORMAT_NAME, INDEX_FILE, MANIFEST_FILE, SCHEMA_MAJOR, SCHEMA_MINOR};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The tables of a trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -67,7 +67,21 @@ pub struct Trace {
     segments: BTreeMap<Table, Vec<Segment>>,
     verified: BTreeMap<Table, OnceLock<Result<Vec<PathBuf>, String>>>,
     warnings: Vec<String>,
+    /// The samples segments the last windows ended in, decoded.
+    last_segments: Mutex<VecDeque<CachedSegment>>,
 }
+
+/// A decoded samples segment, whole, with the metric columns it was read with.
+struct CachedSegment {
+    path: PathBuf,
+    metrics: Vec<String>,
+    rows: Arc<SampleColumns>,
+}
+
+/// Decoded segments kept for the next window: a window usually ends inside the segment the next
+/// one begins with (windows and segments are cut at different times), which would otherwise be
+/// decoded twice. One per reader working through windows at once (the desktop timeline runs two).
+const CACHED_SEGMENTS: usize = 4;
 
 /// Counts per device, for `cufall info`.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -246,6 +260,7 @@ impl Trace {
         }
         Ok(Trace {
             verified: Table::ALL.iter().map(|t| (*t, OnceLock::new())).collect(),
+            last_segments: Mutex::new(VecDeque::new()),
             dir,
             manifest,
             segments,
@@ -445,11 +460,22 @@ impl Trace {
             tables::col::END_NS,
         ];
         cols.extend_from_slice(metrics);
+        let whole = (lo, hi) == (i64::MIN, i64::MAX);
+        let last = paths.last().cloned();
         let decode = |path: &PathBuf| -> Result<SampleColumns> {
+            if !whole && let Some(cached) = self.cached_segment(path, metrics) {
+                let mut rows = SampleColumns::clone(&cached);
+                rows.retain_between(lo, hi);
+                return Ok(rows);
+            }
             let frame = self.read_segment(path, Some(&cols))?;
             let mut rows = SampleColumns::from_frame(frame, metrics)
                 .map_err(|why| corrupt(&self.dir, format!("{}: {why}", self.rel(path))))?;
-            if (lo, hi) != (i64::MIN, i64::MAX) {
+            if !whole {
+                // The segment a window ends in is kept whole for the next window.
+                if last.as_ref() == Some(path) {
+                    self.cache_segment(path, metrics, Arc::new(rows.clone()));
+                }
                 rows.retain_between(lo, hi);
             }
             Ok(rows)
@@ -492,6 +518,41 @@ impl Trace {
             }
             Ok(())
         })
+    }
+
+    /// The decoded samples segment at `path` with these metrics, if a window kept it.
+    fn cached_segment(&self, path: &Path, metrics: &[&str]) -> Option<Arc<SampleColumns>> {
+        let cache = self.last_segments.lock().ok()?;
+        cache
+            .iter()
+            .find(|c| {
+                c.path == path
+                    && c.metrics
+                        .iter()
+                        .map(String::as_str)
+                        .eq(metrics.iter().copied())
+            })
+            .map(|c| Arc::clone(&c.rows))
+    }
+
+    fn cache_segment(&self, path: &Path, metrics: &[&str], rows: Arc<SampleColumns>) {
+        if let Ok(mut cache) = self.last_segments.lock() {
+            cache.retain(|c| {
+                c.path != path
+                    || c.metrics
+                        .iter()
+                        .map(String::as_str)
+                        .ne(metrics.iter().copied())
+            });
+            if cache.len() >= CACHED_SEGMENTS {
+                cache.pop_front();
+            }
+            cache.push_back(CachedSegment {
+                path: path.to_path_buf(),
+                metrics: metrics.iter().map(|m| (*m).to_string()).collect(),
+                rows,
+            });
+        }
     }
 
     /// Every sample with the named metric columns, in file order.

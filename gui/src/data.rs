@@ -33,11 +33,10 @@ pub const TILE_SAMPLES: u64 = 1 << 20;
 const PUSH_CHUNK: usize = 1 << 16;
 /// Default memory for raw samples kept in tiles.
 pub const DEFAULT_RAW_BUDGET_BYTES: usize = 256 << 20;
-/// Samples per window of the report's scan in the window: the command line's
-/// ([`cufall_analysis::samples::SAMPLES_PER_WINDOW`]). The scan streams a segment at a time, so
-/// a window's size no longer sets its memory (a quarter of it was kept while the scan decoded a
-/// window at once); fewer windows decode fewer segments twice.
-pub const REPORT_WINDOW_SAMPLES: u64 = cufall_analysis::samples::SAMPLES_PER_WINDOW;
+/// Samples per window of the report's scan in the window: a quarter of the command line's
+/// ([`cufall_analysis::samples::SAMPLES_PER_WINDOW`]), since here a window's state comes on top
+/// of the pyramid and tables (with 4 M windows the 1-hour trace's peak was higher).
+pub const REPORT_WINDOW_SAMPLES: u64 = cufall_analysis::samples::SAMPLES_PER_WINDOW / 4;
 /// The share of the raw-sample budget (1/`BUILD_KEEPS`) that tiles read for the pyramid may
 /// keep; the rest is for the tiles the view asks for.
 pub const BUILD_KEEPS: usize = 4;

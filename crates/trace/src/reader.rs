@@ -81,7 +81,7 @@ struct CachedSegment {
 /// Decoded segments kept for the next window: a window usually ends inside the segment the next
 /// one begins with (windows and segments are cut at different times), which would otherwise be
 /// decoded twice. One per reader working through windows at once (the desktop timeline runs two).
-const CACHED_SEGMENTS: usize = 4;
+const CACHED_SEGMENTS: usize = 2;
 
 /// Counts per device, for `cufall info`.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -442,9 +442,9 @@ impl Trace {
 
     /// Hands `each` the samples whose start lies in `[lo, hi)` (the whole table for
     /// `[i64::MIN, i64::MAX)`), one segment at a time in file order, with `device`, `start_ns`,
-    /// `end_ns` and the named metric columns. The segments are decoded on one thread per core
-    /// (up to 4), ahead of `each`, which still gets them in file order. Stops at the first
-    /// error, of either.
+    /// `end_ns` and the named metric columns. The segments are decoded ahead of `each` on one
+    /// thread per core but one (at least 1, at most 3); `each` still gets them in file order.
+    /// Stops at the first error, of either.
     pub fn samples_between<E: From<TraceError> + Send>(
         &self,
         lo: i64,
@@ -766,10 +766,12 @@ impl Trace {
     }
 }
 
-/// Threads that decode samples segments in parallel: one per core, at most 4 (the consumer
-/// needs a core too, and more would only hold more segments in memory).
+/// Threads that decode samples segments ahead of the consumer: one per core but the consumer's,
+/// at least 1 and at most 3. On 2 cores, two decoders (with 4 M-sample report windows) took the
+/// desktop timeline's peak on a 1-hour trace to 2222 MiB, over its 2 GB goal (each short-lived
+/// thread's freed memory stays in its own allocator arena); one decoder: 1862 MiB.
 fn decode_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4))
+    std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).clamp(1, 3))
 }
 
 thread_local! {

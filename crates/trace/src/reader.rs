@@ -767,9 +767,10 @@ impl Trace {
 }
 
 /// Threads that decode samples segments ahead of the consumer: one per core but the consumer's,
-/// at least 1 and at most 3. On 2 cores, two decoders (with 4 M-sample report windows) took the
-/// desktop timeline's peak on a 1-hour trace to 2222 MiB, over its 2 GB goal (each short-lived
-/// thread's freed memory stays in its own allocator arena); one decoder: 1862 MiB.
+/// at least 1 and at most 3 (each holds a segment or two in memory, and a short-lived thread's
+/// freed memory stays in its own allocator arena). The desktop timeline's peak on a 1-hour,
+/// 8-GPU trace (2 cores): 1623 MiB with two decoders and no segment cache, 2222 MiB with two
+/// decoders, 4 cached segments and 4 M-sample report windows, 1862 MiB as now (`docs/benchmarks.md`).
 fn decode_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).clamp(1, 3))
 }

@@ -229,11 +229,13 @@ fn a_cut_segment_is_warned_about_and_never_idle() {
     }
     let drops = std::fs::read_to_string(tmp.path().join("out-csv/drops.csv")).unwrap();
     assert!(drops.contains("segment_unreadable"), "{drops}");
-    cufall()
-        .arg("view")
-        .arg(&cut)
-        .args(["--print", "--width", "100"])
-        .assert()
-        .success()
-        .stderr(predicate::str::contains(warning));
+    for cmd in ["view", "replay"] {
+        cufall()
+            .arg(cmd)
+            .arg(&cut)
+            .args(["--print", "--width", "100"])
+            .assert()
+            .success()
+            .stderr(predicate::str::contains(warning));
+    }
 }

@@ -24,9 +24,13 @@ pub fn draw(f: &mut Frame, state: &HeatmapState) {
     draw_into(f.buffer_mut(), area, state);
 }
 
+/// The smallest frame drawn; below it the screen says "too small".
+pub const MIN_WIDTH: u16 = 20;
+pub const MIN_HEIGHT: u16 = 4;
+
 /// [`draw`] on a plain buffer (for `--print` and benchmarks).
 pub fn draw_into(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
-    if area.height < 4 || area.width < 20 {
+    if area.height < MIN_HEIGHT || area.width < MIN_WIDTH {
         buf.set_stringn(
             area.x,
             area.y,

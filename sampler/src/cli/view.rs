@@ -106,8 +106,7 @@ impl DisplayArgs {
 }
 
 /// The smallest frame the view draws (below it, the screen says "too small").
-pub const MIN_WIDTH: u16 = 20;
-pub const MIN_HEIGHT: u16 = 4;
+pub use cufall_viewer::draw::{MIN_HEIGHT, MIN_WIDTH};
 
 impl LookArgs {
     /// Checks the flags that need no data: a window that ends after it starts, a printable size.

@@ -753,10 +753,18 @@ impl Trace {
         let mut names: Vec<(String, u64)> = names.into_iter().collect();
         names.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         s.nvtx_names = names;
-        for path in self.verified_paths(Table::Kernels)? {
-            s.kernels += self
-                .read_segment(&path, Some(&[tables::col::START_NS]))?
-                .height() as u64;
+        // Row counts from the index; a segment it does not describe is decoded to count.
+        let usable = self.verified_paths(Table::Kernels)?;
+        for seg in &self.segments[&Table::Kernels] {
+            if !usable.contains(&seg.path) {
+                continue;
+            }
+            s.kernels += match &seg.entry {
+                Some(e) => e.rows,
+                None => self
+                    .read_segment(&seg.path, Some(&[tables::col::START_NS]))?
+                    .height() as u64,
+            };
         }
         if s.first_ns.is_none() {
             s.first_ns = Some(self.manifest.created_unix_ns);

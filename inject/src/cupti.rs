@@ -12,10 +12,13 @@
 
 use crate::delivery::{Hub, hub};
 use cudarc::cupti::sys::{
-    CUpti_Activity, CUpti_ActivityAPI, CUpti_ActivityDevice5, CUpti_ActivityGraphTrace2,
-    CUpti_ActivityKernel10, CUpti_ActivityKind, CUpti_ActivityMemcpy6, CUpti_ActivityMemset4,
+    CUpti_Activity, CUpti_ActivityAPI, CUpti_ActivityContext, CUpti_ActivityDevice5,
+    CUpti_ActivityGraphTrace2, CUpti_ActivityKernel10, CUpti_ActivityKind, CUpti_ActivityMemcpy6,
+    CUpti_ActivityMemset4,
 };
-use cufall_capture::{Activity, ActivityKind, ApiCall, ApiDomain, Frame, Kinds, event};
+use cufall_capture::{
+    Activity, ActivityKind, ApiCall, ApiDomain, Frame, Kinds, RangeTrigger, event,
+};
 use libloading::os::unix::{Library, RTLD_LAZY, RTLD_LOCAL};
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_void};
@@ -27,6 +30,8 @@ const SUCCESS: Res = 0;
 
 type RequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
 type CompleteFn = unsafe extern "C" fn(*mut c_void, u32, *mut u8, usize, usize);
+/// `CUpti_CallbackFunc`: userdata, domain, callback id, `CUpti_CallbackData*`.
+type CallbackFn = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
 
 /// The CUPTI entry points capture uses, from the process's own CUPTI.
 struct Api {
@@ -42,6 +47,8 @@ struct Api {
     set_thread_id_type: Option<unsafe extern "C" fn(u32) -> Res>,
     result_string: unsafe extern "C" fn(Res, *mut *const c_char) -> Res,
     callback_name: Option<unsafe extern "C" fn(u32, u32, *mut *const c_char) -> Res>,
+    subscribe: Option<unsafe extern "C" fn(*mut *mut c_void, CallbackFn, *mut c_void) -> Res>,
+    enable_callback: Option<unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> Res>,
 }
 
 static API: OnceLock<Api> = OnceLock::new();
@@ -60,6 +67,18 @@ struct Names {
 const SONAMES: [&str; 1] = ["libcupti.so.13"];
 const BUFFER_BYTES: usize = 8 << 20;
 const FLUSH_PERIOD_MS: u32 = 100;
+/// How often capture forces CUPTI to hand over its partly filled buffers, so records reach the
+/// recorder while the program runs (CUPTI's own flush period hands over full buffers only: a
+/// program killed after 10 s of matmuls had delivered no kernel record). Overridden by
+/// [`ENV_FORCED_FLUSH_MS`] (0 turns it off), for measuring its cost.
+const FORCED_FLUSH_MS: u64 = 100;
+/// Environment variable overriding [`FORCED_FLUSH_MS`].
+pub const ENV_FORCED_FLUSH_MS: &str = "CUFALL_CAPTURE_FLUSH_MS";
+const DOMAIN_DRIVER_API: u32 = 1;
+const CBID_PROFILER_START: u32 = 308;
+const CBID_PROFILER_STOP: u32 = 309;
+const SITE_ENTER: u32 = 0;
+const SITE_EXIT: u32 = 1;
 const THREAD_ID_SYSTEM: u32 = 1;
 const FLUSH_FORCED: u32 = 1;
 const DOMAIN_DRIVER: u32 = 1;
@@ -118,6 +137,8 @@ fn bind(lib: Library, soname: &'static str) -> Result<Api, String> {
         set_thread_id_type: opt!("cuptiSetThreadIdType"),
         result_string: sym!("cuptiGetResultString"),
         callback_name: opt!("cuptiGetCallbackName"),
+        subscribe: opt!("cuptiSubscribe"),
+        enable_callback: opt!("cuptiEnableCallback"),
         soname,
         _lib: lib,
     };
@@ -187,11 +208,15 @@ pub fn attach(kinds: Kinds) -> Result<Attached, String> {
         // One record per GPU, with its UUID: the recorder maps this process's device numbers
         // (which CUDA_VISIBLE_DEVICES may change) to its own by UUID.
         let _ = api.enable_kind(K::CUPTI_ACTIVITY_KIND_DEVICE);
+        // One record per context: tells a process that did GPU work from one that only
+        // initialised CUDA (compile workers, data loaders), which gets no warnings.
+        let _ = api.enable_kind(K::CUPTI_ACTIVITY_KIND_CONTEXT);
     }
     if kinds.contains(Kinds::GRAPHS) {
         want(K::CUPTI_ACTIVITY_KIND_GRAPH_TRACE, "graphs");
     }
-    if kinds.contains(Kinds::KERNELS) {
+    if kinds.contains(Kinds::KERNELS) || kinds.contains(Kinds::GRAPH_NODES) {
+        // With graph trace off (graph-nodes), this also records every kernel node of a graph.
         want(K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernels");
     }
     if kinds.contains(Kinds::MEMCPY) {
@@ -209,7 +234,15 @@ pub fn attach(kinds: Kinds) -> Result<Attached, String> {
         // SAFETY: plain call; CUPTI's worker then hands over buffers at least this often.
         unsafe { f(FLUSH_PERIOD_MS) };
     }
+    let forced = forced_flush_period();
+    if let Some(period) = forced {
+        start_forced_flushes(period);
+    }
     let mut text = format!("{} (CUPTI API {version}): {}", api.soname, on.join(", "));
+    match forced {
+        Some(p) => text.push_str(&format!("; buffers flushed every {} ms", p.as_millis())),
+        None => text.push_str("; periodic flushes off"),
+    }
     if !problems.is_empty() {
         text.push_str(&format!("; not captured: {}", problems.join("; ")));
     }
@@ -217,6 +250,95 @@ pub fn attach(kinds: Kinds) -> Result<Attached, String> {
         detail: text,
         activity_kinds: on.len() as u64,
     })
+}
+
+fn forced_flush_period() -> Option<std::time::Duration> {
+    let ms = std::env::var(ENV_FORCED_FLUSH_MS)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(FORCED_FLUSH_MS);
+    (ms > 0).then(|| std::time::Duration::from_millis(ms))
+}
+
+/// A thread that forces a flush every `period` while capture delivers. It never sends itself
+/// (CUPTI calls `buffer_completed` on it, which only appends to this thread's buffer), so it
+/// cannot wait on the sender that waits on it.
+fn start_forced_flushes(period: std::time::Duration) {
+    let _ = std::thread::Builder::new()
+        .name("cufall-cupti-flush".into())
+        .spawn(move || {
+            while hub().live() {
+                std::thread::sleep(period);
+                flush();
+            }
+        });
+}
+
+/// Sets up the `--capture-range cuda-profiler-api` trigger: a CUPTI callback on the driver's
+/// `cuProfilerStart` (its exit opens a window) and `cuProfilerStop` (its entry closes it);
+/// `cudaProfilerStart`/`Stop` and `torch.cuda.profiler.start()`/`stop()` go through them.
+/// It takes CUPTI's one callback subscriber of the process: a tracer started later in the
+/// program (torch.profiler) cannot subscribe; its activity records are unaffected.
+pub fn attach_profiler_range() -> Result<(), String> {
+    let api = match API.get() {
+        Some(a) => a,
+        None => {
+            let a = load()?;
+            API.get_or_init(|| a)
+        }
+    };
+    let (Some(subscribe), Some(enable)) = (api.subscribe, api.enable_callback) else {
+        return Err(format!(
+            "{} lacks cuptiSubscribe/cuptiEnableCallback",
+            api.soname
+        ));
+    };
+    let mut subscriber: *mut c_void = std::ptr::null_mut();
+    // SAFETY: `profiler_callback` has CUPTI's callback signature and never unwinds.
+    let r = unsafe { subscribe(&mut subscriber, profiler_callback, std::ptr::null_mut()) };
+    if r != SUCCESS {
+        return Err(format!(
+            "cuptiSubscribe failed ({}): another CUPTI tool in the program holds the one subscriber CUPTI allows",
+            api.describe(r)
+        ));
+    }
+    for cbid in [CBID_PROFILER_START, CBID_PROFILER_STOP] {
+        // SAFETY: plain call with the subscriber CUPTI just returned.
+        let r = unsafe { enable(1, subscriber, DOMAIN_DRIVER_API, cbid) };
+        if r != SUCCESS {
+            return Err(format!(
+                "cuptiEnableCallback for callback {cbid} failed: {}",
+                api.describe(r)
+            ));
+        }
+    }
+    Ok(())
+}
+
+unsafe extern "C" fn profiler_callback(
+    _userdata: *mut c_void,
+    domain: u32,
+    cbid: u32,
+    data: *const c_void,
+) {
+    let _ = std::panic::catch_unwind(|| {
+        if domain != DOMAIN_DRIVER_API || data.is_null() {
+            return;
+        }
+        // SAFETY: for API domains CUPTI passes a `CUpti_CallbackData` whose first field is the
+        // call site (`CUpti_ApiCallbackSite`, 32 bits).
+        let site = unsafe { data.cast::<u32>().read_unaligned() };
+        let h = hub();
+        if !h.live() || !matches!(h.range, Some(RangeTrigger::ProfilerApi)) {
+            return;
+        }
+        let t_ns = crate::delivery::now_ns();
+        match (cbid, site) {
+            (CBID_PROFILER_START, SITE_EXIT) => h.send_urgent(&Frame::Window { t_ns, open: true }),
+            (CBID_PROFILER_STOP, SITE_ENTER) => h.send_urgent(&Frame::Window { t_ns, open: false }),
+            _ => {}
+        }
+    });
 }
 
 /// Hands every buffered record to the hub (at exit).
@@ -392,6 +514,12 @@ unsafe fn forward(api: &Api, h: &'static Hub, names: &mut Names, rec: *const CUp
         } else if k == kind(K::CUPTI_ACTIVITY_KIND_GRAPH_TRACE) {
             type R = CUpti_ActivityGraphTrace2;
             h.send(&Frame::Activity(work!(rec, R, ActivityKind::Graph)));
+        } else if k == kind(K::CUPTI_ACTIVITY_KIND_CONTEXT) {
+            type R = CUpti_ActivityContext;
+            h.send(&Frame::Context {
+                device: field!(rec, R, deviceId),
+                context: field!(rec, R, contextId),
+            });
         } else if k == kind(K::CUPTI_ACTIVITY_KIND_DEVICE) {
             type R = CUpti_ActivityDevice5;
             let uuid = field!(rec, R, uuid);

@@ -11,7 +11,7 @@
 //! (a new generation), opens its own connection, and leaves the parent's buffers untouched
 //! (their locks may have been held by threads that do not exist in the child).
 
-use cufall_capture::{Frame, Kinds, PROTOCOL_VERSION, encode};
+use cufall_capture::{Frame, Kinds, PROTOCOL_VERSION, RangeTrigger, encode};
 use std::cell::RefCell;
 use std::io::Write;
 use std::os::unix::net::UnixStream;
@@ -33,6 +33,8 @@ type Buffer = Arc<Mutex<Vec<u8>>>;
 pub struct Hub {
     pub generation: u64,
     pub kinds: Kinds,
+    /// What opens a capture window in this program (`--capture-range`), if anything.
+    pub range: Option<RangeTrigger>,
     socket: Option<PathBuf>,
     /// Set when capture cannot deliver (no recorder, or it went away): records are discarded
     /// before they are encoded.
@@ -113,9 +115,13 @@ impl Hub {
             .ok()
             .and_then(|k| Kinds::parse(&k).ok())
             .unwrap_or(Kinds::DEFAULT);
+        let range = std::env::var(cufall_capture::ENV_RANGE)
+            .ok()
+            .and_then(|r| RangeTrigger::parse(&r).ok());
         Hub {
             generation,
             kinds,
+            range,
             dead: AtomicBool::new(socket.is_none() || kinds.is_empty()),
             socket,
             buffers: Mutex::new(Vec::new()),
@@ -170,6 +176,13 @@ impl Hub {
             self.start();
         }
         with_buffer(self, |buf| encode(frame, buf));
+    }
+
+    /// Appends a frame and wakes the sender at once (window edges: the recorder holds the
+    /// counters until it knows whether they fall in a window).
+    pub fn send_urgent(&'static self, frame: &Frame<'_>) {
+        self.send(frame);
+        self.poke();
     }
 
     /// Appends a status frame now.

@@ -80,6 +80,11 @@ pub extern "C" fn InitializeInjection() -> i32 {
         } else {
             h.status(event::CUDA_ATTACHED, 0, "NVTX only: CUPTI not used");
         }
+        if matches!(h.range, Some(cufall_capture::RangeTrigger::ProfilerApi))
+            && let Err(why) = cupti::attach_profiler_range()
+        {
+            h.status(event::RANGE_UNAVAILABLE, 0, &why);
+        }
     });
     1
 }

@@ -15,7 +15,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_void};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// `nvtxEventAttributes_v2` (NVTX v3 headers, `nvToolsExt.h`).
 #[repr(C)]
@@ -67,6 +67,8 @@ struct Open {
     domain: u32,
     attrs: Attrs,
     name: Text,
+    /// This range opened a capture window (`--capture-range nvtx:NAME`); its end closes it.
+    window: bool,
 }
 
 impl Open {
@@ -236,6 +238,44 @@ fn cstr<'a>(p: *const c_char) -> Message<'a> {
     }
 }
 
+/// The range name that opens a capture window (`--capture-range nvtx:NAME`), read once.
+fn trigger() -> Option<&'static [u8]> {
+    static NAME: OnceLock<Option<Vec<u8>>> = OnceLock::new();
+    NAME.get_or_init(|| match &hub().range {
+        Some(cufall_capture::RangeTrigger::Nvtx(n)) => Some(n.as_bytes().to_vec()),
+        _ => None,
+    })
+    .as_deref()
+}
+
+/// Registered strings whose text is the trigger's name (registration is rare; a push with a
+/// registered name looks its id up here only when a trigger is set).
+static TRIGGER_IDS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+fn note_registered(id: u32, text: &[u8]) {
+    if trigger() == Some(text)
+        && let Ok(mut ids) = TRIGGER_IDS.lock()
+    {
+        ids.push(id);
+    }
+}
+
+/// Whether a range with this name opens a window; cheap when no trigger is set.
+fn opens_window(name: &Text) -> bool {
+    let Some(t) = trigger() else { return false };
+    match name.registered {
+        Some(id) => TRIGGER_IDS.lock().is_ok_and(|ids| ids.contains(&id)),
+        None => name.text == t,
+    }
+}
+
+fn window_edge(t_ns: i64, open: bool) {
+    let h = hub();
+    if h.live() {
+        h.send_urgent(&Frame::Window { t_ns, open });
+    }
+}
+
 fn range_frame<'a>(
     open: &'a Open,
     end_ns: i64,
@@ -278,7 +318,13 @@ fn push(domain: u32, attrs: Attrs, message: Message<'_>) -> i32 {
                 domain,
                 attrs,
                 name: message.to_text(),
+                window: false,
             });
+        }
+        let window = opens_window(&s.entries[len].name);
+        s.entries[len].window = window;
+        if window {
+            window_edge(start_ns, true);
         }
         s.len += 1;
         s.publish();
@@ -309,6 +355,10 @@ fn pop(domain: u32) -> i32 {
                 RangeKind::PushPop,
             ));
         }
+        if s.entries[at].window {
+            s.entries[at].window = false;
+            window_edge(end_ns, false);
+        }
         // Keep the popped entry's buffers for reuse: move it past the live part.
         s.entries[at..len].rotate_left(1);
         s.len -= 1;
@@ -330,11 +380,17 @@ fn start(domain: u32, attrs: Attrs, message: Message<'_>) -> u64 {
     let tid = STACK
         .try_with(|s| thread_id(&mut s.borrow_mut()))
         .unwrap_or(0);
+    let name = message.to_text();
+    let window = opens_window(&name);
+    if window {
+        window_edge(start_ns, true);
+    }
     let open = Open {
         start_ns,
         domain,
         attrs,
-        name: message.to_text(),
+        name,
+        window,
     };
     if let Ok(mut m) = STARTED.lock() {
         m.get_or_insert_with(HashMap::new).insert(id, (open, tid));
@@ -353,6 +409,9 @@ fn end(id: u64) {
         && h.live()
     {
         h.send(&range_frame(&open, end_ns, tid, 0, RangeKind::StartEnd));
+        if open.window {
+            window_edge(end_ns, false);
+        }
     }
 }
 
@@ -370,6 +429,7 @@ fn mark(domain: u32, attrs: Attrs, message: Message<'_>) {
         domain,
         attrs,
         name: message.to_text(),
+        window: false,
     };
     h.send(&range_frame(&open, t, tid, 0, RangeKind::Mark));
 }
@@ -482,12 +542,17 @@ extern "C" fn domain_register_string_a(_d: *mut c_void, s: *const c_char) -> *mu
         let Message::Ascii(text) = cstr(s) else {
             return std::ptr::null_mut();
         };
-        id_handle(hub().define(&text.to_string_lossy()))
+        let id = hub().define(&text.to_string_lossy());
+        note_registered(id, text.to_bytes());
+        id_handle(id)
     })
 }
 extern "C" fn domain_register_string_w(_d: *mut c_void, s: *const i32) -> *mut c_void {
     guard(std::ptr::null_mut(), || {
-        id_handle(hub().define(&wide_to_string(s)))
+        let text = wide_to_string(s);
+        let id = hub().define(&text);
+        note_registered(id, text.as_bytes());
+        id_handle(id)
     })
 }
 extern "C" fn domain_create_a(s: *const c_char) -> *mut c_void {

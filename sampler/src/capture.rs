@@ -10,7 +10,10 @@
 //! ends first. Kernel names are demangled here, not in the program.
 
 use crate::pipeline::SinkMsg;
-use cufall_capture::{Decoder, Frame, Kinds, Name, Payload, RangeKind as WireKind, event};
+use crate::pipeline::window::Edge;
+use cufall_capture::{
+    Decoder, Frame, Kinds, Name, Payload, RangeKind as WireKind, RangeTrigger, event,
+};
 use cufall_trace::model::{
     ActivityKind, ApiCall, ApiDomain, CaptureEvent, DeviceId, DeviceInfo, KernelRecord, NvtxRange,
     RangeKind,
@@ -32,6 +35,12 @@ pub const ENV_LIBRARY: &str = "CUFALL_INJECT_LIBRARY";
 const BATCH_ROWS: usize = 8192;
 /// Longest a decoded row waits for its batch.
 const BATCH_AGE: Duration = Duration::from_millis(50);
+/// Most bytes of names (kernel names, NVTX strings, domains) one process may define: far more
+/// than any real program (a PyTorch run defines a few MB), and a bound on what a broken or
+/// hostile process can make the recorder hold.
+const MAX_STRING_BYTES: usize = 256 << 20;
+/// Most records one process may have waiting for a name that was never defined.
+const MAX_HELD: usize = 1 << 20;
 
 /// Why capture cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -133,6 +142,16 @@ pub struct ProcessSummary {
     pub nvtx_ranges: u64,
     pub activities: u64,
     pub api_calls: u64,
+    /// CUDA contexts it created (CUPTI's context records): it did GPU work.
+    pub contexts: u64,
+}
+
+impl ProcessSummary {
+    /// Whether the process did anything capture records: GPU work or NVTX ranges. A process
+    /// that did neither (a compile worker, a data loader) has nothing that could be missing.
+    pub fn touched_gpu_or_nvtx(&self) -> bool {
+        self.contexts > 0 || self.activities > 0 || self.nvtx_ranges > 0 || self.api_calls > 0
+    }
 }
 
 /// What capture delivered, for the summary.
@@ -148,6 +167,8 @@ pub struct CaptureSummary {
     /// Connections still open when the recorder stopped.
     pub stragglers: usize,
     pub protocol_errors: Vec<String>,
+    /// Processes that never did GPU work nor sent a record (no warnings of their own).
+    pub quiet: Vec<ProcessSummary>,
 }
 
 #[derive(Default)]
@@ -161,6 +182,7 @@ struct State {
 pub struct Recorder {
     tx: Sender<SinkMsg>,
     kinds: Kinds,
+    range: Option<RangeTrigger>,
     library: PathBuf,
     dir: PathBuf,
     socket: PathBuf,
@@ -175,6 +197,7 @@ impl Recorder {
     /// Listens on a fresh socket in a private temporary folder.
     pub(crate) fn start(
         kinds: Kinds,
+        range: Option<RangeTrigger>,
         library: PathBuf,
         devices: &[DeviceInfo],
         tx: Sender<SinkMsg>,
@@ -203,6 +226,11 @@ impl Recorder {
         let readers = Arc::new(Mutex::new(Vec::new()));
         let uuids: HashMap<String, DeviceId> =
             devices.iter().map(|d| (d.uuid.clone(), d.id)).collect();
+        let trigger: Arc<str> = match &range {
+            Some(RangeTrigger::ProfilerApi) => "cudaProfilerStart/Stop".into(),
+            Some(RangeTrigger::Nvtx(n)) => format!("NVTX range `{n}`").into(),
+            None => "".into(),
+        };
         let handle = {
             let (stop, state, readers, rows) = (
                 Arc::clone(&stop),
@@ -213,12 +241,23 @@ impl Recorder {
             let tx = tx.clone();
             std::thread::Builder::new()
                 .name("cufall-capture".into())
-                .spawn(move || accept_loop(listener, tx, stop, state, readers, rows, uuids))
+                .spawn(move || {
+                    let shared = Shared {
+                        tx,
+                        stop,
+                        state,
+                        rows,
+                        uuids: Arc::new(uuids),
+                        trigger,
+                    };
+                    accept_loop(listener, &shared, &readers)
+                })
                 .map_err(socket_err)?
         };
         Ok(Recorder {
             tx,
             kinds,
+            range,
             library,
             dir,
             socket,
@@ -252,6 +291,12 @@ impl Recorder {
                 OsString::from(self.kinds.to_env()),
             ),
         ];
+        if let Some(r) = &self.range {
+            vars.push((
+                OsString::from(cufall_capture::ENV_RANGE),
+                OsString::from(r.to_env()),
+            ));
+        }
         let mut notes = Vec::new();
         let now = crate::now_unix_ns();
         let mut take = |var: &str, what: &str| {
@@ -333,8 +378,32 @@ impl Recorder {
             let _ = h.join();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
-        let seen = self.state.lock().map_or(0, |s| s.summary.processes.len());
+        let (seen, quiet) = self.state.lock().map_or((0, Vec::new()), |s| {
+            (s.summary.processes.len(), s.summary.quiet.clone())
+        });
         let now = crate::now_unix_ns();
+        if !quiet.is_empty() {
+            let mut names: Vec<String> = quiet
+                .iter()
+                .take(5)
+                .map(|p| format!("{} ({})", p.pid, short_exe(&p.exe)))
+                .collect();
+            if quiet.len() > 5 {
+                names.push(format!("and {} more", quiet.len() - 5));
+            }
+            let events = vec![CaptureEvent {
+                t_ns: now,
+                pid: 0,
+                event: event::QUIET.into(),
+                count: quiet.len() as u64,
+                detail: format!(
+                    "{} process(es) of the program never did GPU work nor sent an NVTX range (compile workers, data loaders, tokenizer pools): nothing to capture from them: {}",
+                    quiet.len(),
+                    names.join(", ")
+                ),
+            }];
+            let _ = self.tx.send(SinkMsg::Capture(events));
+        }
         if seen == 0 {
             self.report(vec![CaptureEvent {
                 t_ns: now,
@@ -370,37 +439,33 @@ impl Drop for Recorder {
     }
 }
 
-fn accept_loop(
-    listener: UnixListener,
+/// What every connection's thread shares.
+struct Shared {
     tx: Sender<SinkMsg>,
     stop: Arc<AtomicBool>,
     state: Arc<Mutex<State>>,
-    readers: Arc<Mutex<Vec<JoinHandle<()>>>>,
     rows: Arc<AtomicU64>,
-    uuids: HashMap<String, DeviceId>,
-) {
-    let uuids = Arc::new(uuids);
+    uuids: Arc<HashMap<String, DeviceId>>,
+    /// What opens a capture window, for the trace's words (empty: no capture range).
+    trigger: Arc<str>,
+}
+
+fn accept_loop(listener: UnixListener, shared: &Shared, readers: &Arc<Mutex<Vec<JoinHandle<()>>>>) {
     loop {
         // After a stop, connections already waiting are still taken (a process that connected
         // and exited in the same instant), then the loop ends at the first empty accept.
-        let stopping = stop.load(Ordering::Relaxed);
+        let stopping = shared.stop.load(Ordering::Relaxed);
         match listener.accept() {
             Ok((stream, _)) => {
-                if let Ok(mut s) = state.lock() {
+                if let Ok(mut s) = shared.state.lock() {
                     s.open += 1;
                     s.last_change = Some(Instant::now());
                 }
-                let (tx, stop, state, rows, uuids) = (
-                    tx.clone(),
-                    Arc::clone(&stop),
-                    Arc::clone(&state),
-                    Arc::clone(&rows),
-                    Arc::clone(&uuids),
-                );
+                let mut conn = Connection::new(shared);
+                let (stop, state) = (Arc::clone(&shared.stop), Arc::clone(&shared.state));
                 let spawned = std::thread::Builder::new()
                     .name("cufall-capture-conn".into())
                     .spawn(move || {
-                        let mut conn = Connection::new(tx, Arc::clone(&state), rows, uuids);
                         conn.serve(stream, &stop);
                         if let Ok(mut s) = state.lock() {
                             s.open = s.open.saturating_sub(1);
@@ -419,6 +484,11 @@ fn accept_loop(
     }
 }
 
+/// The program's file name, for one-line summaries.
+fn short_exe(exe: &str) -> &str {
+    exe.rsplit('/').next().unwrap_or(exe)
+}
+
 /// A frame whose names are not all known yet.
 enum Held {
     Range(cufall_capture::Range<'static>),
@@ -431,8 +501,16 @@ struct Connection {
     state: Arc<Mutex<State>>,
     rows: Arc<AtomicU64>,
     uuids: Arc<HashMap<String, DeviceId>>,
+    trigger: Arc<str>,
     pid: u32,
     strings: HashMap<u32, String>,
+    string_bytes: usize,
+    /// Windows this process opened and has not closed.
+    windows_open: u32,
+    /// End of the latest record delivered (NVTX range, kernel, copy or call).
+    last_record_ns: Option<i64>,
+    /// The stream was broken and closed by the recorder.
+    broken: bool,
     demangled: HashMap<u32, String>,
     devices: HashMap<u32, DeviceId>,
     held: Vec<Held>,
@@ -447,19 +525,19 @@ struct Connection {
 }
 
 impl Connection {
-    fn new(
-        tx: Sender<SinkMsg>,
-        state: Arc<Mutex<State>>,
-        rows: Arc<AtomicU64>,
-        uuids: Arc<HashMap<String, DeviceId>>,
-    ) -> Self {
+    fn new(shared: &Shared) -> Self {
         Connection {
-            tx,
-            state,
-            rows,
-            uuids,
+            tx: shared.tx.clone(),
+            state: Arc::clone(&shared.state),
+            rows: Arc::clone(&shared.rows),
+            uuids: Arc::clone(&shared.uuids),
+            trigger: Arc::clone(&shared.trigger),
             pid: 0,
             strings: HashMap::new(),
+            string_bytes: 0,
+            windows_open: 0,
+            last_record_ns: None,
+            broken: false,
             demangled: HashMap::new(),
             devices: HashMap::new(),
             held: Vec::new(),
@@ -484,14 +562,15 @@ impl Connection {
                 Ok(n) => {
                     decoder.push(&buf[..n]);
                     loop {
-                        match decoder.next_frame() {
+                        let outcome = match decoder.next_frame() {
                             Ok(Some(f)) => self.on_frame(f),
                             Ok(None) => break,
-                            Err(e) => {
-                                self.protocol_error(e.to_string());
-                                self.finish_connection();
-                                return;
-                            }
+                            Err(e) => Err(e.to_string()),
+                        };
+                        if let Err(why) = outcome {
+                            self.protocol_error(why);
+                            self.finish_connection();
+                            return;
                         }
                     }
                 }
@@ -518,11 +597,15 @@ impl Connection {
     }
 
     fn protocol_error(&mut self, why: String) {
-        let msg = format!("process {}: broken capture stream ({why})", self.pid);
+        let msg = format!(
+            "process {}: broken capture stream ({why}); its connection was closed and its later records are not in the trace",
+            self.pid
+        );
         if let Ok(mut s) = self.state.lock() {
             s.summary.protocol_errors.push(msg.clone());
         }
-        self.event(event::NO_GOODBYE, 0, msg);
+        self.broken = true;
+        self.event(event::BROKEN_STREAM, 0, msg);
     }
 
     fn event(&mut self, name: &str, count: u64, detail: String) {
@@ -535,7 +618,7 @@ impl Connection {
         });
     }
 
-    fn on_frame(&mut self, f: Frame<'static>) {
+    fn on_frame(&mut self, f: Frame<'static>) -> Result<(), String> {
         match f {
             Frame::Hello {
                 version, pid, exe, ..
@@ -551,7 +634,16 @@ impl Connection {
                 }
             }
             Frame::String { id, text } => {
-                self.strings.insert(id, text.into_owned());
+                self.string_bytes += text.len();
+                if self.string_bytes > MAX_STRING_BYTES {
+                    return Err(format!(
+                        "it defined more than {} MiB of names",
+                        MAX_STRING_BYTES >> 20
+                    ));
+                }
+                if let Some(old) = self.strings.insert(id, text.into_owned()) {
+                    self.string_bytes -= old.len();
+                }
                 if !self.held.is_empty() {
                     let held = std::mem::take(&mut self.held);
                     for h in held {
@@ -591,10 +683,40 @@ impl Connection {
                 });
             }
             Frame::Bye { .. } => self.me.said_goodbye = true,
+            Frame::Window { t_ns, open } => self.window_edge(t_ns, open, None),
+            Frame::Context { .. } => self.me.contexts += 1,
+        }
+        if self.held.len() > MAX_HELD {
+            return Err(format!(
+                "more than {MAX_HELD} records wait for names it never defined"
+            ));
         }
         if self.rows_buffered() >= BATCH_ROWS {
             self.send_batches();
         }
+        Ok(())
+    }
+
+    /// A window edge of this process; `closing_at_exit` closes one the process left open.
+    fn window_edge(&mut self, t_ns: i64, open: bool, closing_at_exit: Option<&str>) {
+        if open {
+            self.windows_open += 1;
+        } else if self.windows_open == 0 {
+            return;
+        } else {
+            self.windows_open -= 1;
+        }
+        let what = match (open, closing_at_exit) {
+            (_, Some(why)) => why.to_string(),
+            (true, None) => format!("{} (start) in process {}", self.trigger, self.pid),
+            (false, None) => format!("{} (end) in process {}", self.trigger, self.pid),
+        };
+        let _ = self.tx.send(SinkMsg::Window(Edge {
+            t_ns,
+            open,
+            source: self.pid,
+            why: what,
+        }));
     }
 
     fn rows_buffered(&self) -> usize {
@@ -637,6 +759,7 @@ impl Connection {
                     Payload::Float(v) => (None, Some(v)),
                 };
                 self.me.nvtx_ranges += 1;
+                self.saw_record(r.end_ns);
                 self.nvtx.push(NvtxRange {
                     start_ns: r.start_ns,
                     end_ns: r.end_ns,
@@ -685,6 +808,7 @@ impl Connection {
                 let dims = |d: [i32; 3]| d.map(|v| u32::try_from(v).unwrap_or(0));
                 let is_kernel = kind == ActivityKind::Kernel;
                 self.me.activities += 1;
+                self.saw_record(a.end_ns);
                 self.kernels.push(KernelRecord {
                     device: self
                         .devices
@@ -712,6 +836,7 @@ impl Connection {
                     return;
                 };
                 self.me.api_calls += 1;
+                self.saw_record(c.end_ns);
                 self.api.push(ApiCall {
                     start_ns: c.start_ns,
                     end_ns: c.end_ns,
@@ -726,6 +851,10 @@ impl Connection {
                 });
             }
         }
+    }
+
+    fn saw_record(&mut self, end_ns: i64) {
+        self.last_record_ns = Some(self.last_record_ns.map_or(end_ns, |t| t.max(end_ns)));
     }
 
     fn send_batches(&mut self) {
@@ -763,25 +892,16 @@ impl Connection {
         for h in held {
             self.admit(h, true);
         }
-        if self.cupti_attached && self.me.activities == 0 {
-            self.event(
-                event::NO_ACTIVITY,
-                0,
-                format!(
-                    "process {} had kernel capture set up but delivered no kernel or copy records: it launched no GPU work, or another CUPTI client in it (torch.profiler, Nsight, another tracer) took over CUPTI's activity buffers, which CUPTI gives to one client only",
-                    self.pid
-                ),
-            );
+        let now = crate::now_unix_ns();
+        while self.windows_open > 0 {
+            let why = format!("the exit of process {}", self.pid);
+            self.window_edge(now, false, Some(&why));
         }
-        if self.pid != 0 && !self.me.said_goodbye {
-            self.event(
-                event::NO_GOODBYE,
-                0,
-                format!(
-                    "process {} ended without flushing capture (killed, crashed or _exit): its last ~100 ms of records may be missing",
-                    self.pid
-                ),
-            );
+        // A process that never did GPU work nor sent a range (a compile worker, a data loader)
+        // has nothing that could be missing: no warnings, one summary line for all of them.
+        let quiet = self.pid != 0 && !self.me.touched_gpu_or_nvtx() && !self.broken;
+        if !quiet {
+            self.warn_about_missing(now);
         }
         self.send_batches();
         if let Ok(mut s) = self.state.lock() {
@@ -791,6 +911,40 @@ impl Connection {
             if self.pid != 0 {
                 s.summary.processes.push(self.me.clone());
             }
+            if quiet {
+                s.summary.quiet.push(self.me.clone());
+            }
+        }
+    }
+
+    /// Warnings for a process whose records may really be incomplete.
+    fn warn_about_missing(&mut self, now: i64) {
+        if self.cupti_attached && self.me.contexts > 0 && self.me.activities == 0 {
+            self.event(
+                event::NO_ACTIVITY,
+                0,
+                format!(
+                    "process {} created a CUDA context but delivered no kernel or copy records: it launched no GPU work, or another CUPTI client in it (torch.profiler, Nsight, another tracer) took over CUPTI's activity buffers, which CUPTI gives to one client only",
+                    self.pid
+                ),
+            );
+        }
+        if self.pid != 0 && !self.me.said_goodbye && !self.broken {
+            let since = match self.last_record_ns {
+                Some(t) => format!(
+                    "records of its last {} (after the last one delivered) may be missing",
+                    cufall_cupti::pm::format_ns(u64::try_from(now.saturating_sub(t)).unwrap_or(0))
+                ),
+                None => "it delivered no record before it ended".to_string(),
+            };
+            self.event(
+                event::NO_GOODBYE,
+                0,
+                format!(
+                    "process {} ended without flushing capture (killed, crashed or _exit): {since}",
+                    self.pid
+                ),
+            );
         }
     }
 }
@@ -798,7 +952,11 @@ impl Connection {
 /// What the user should read about a capture event, or `None` for routine ones.
 fn problem_text(e: &CaptureEvent) -> Option<String> {
     match e.event.as_str() {
-        event::CUDA_ATTACHED | event::NVTX_ATTACHED | event::FORKED => None,
+        event::CUDA_ATTACHED
+        | event::NVTX_ATTACHED
+        | event::FORKED
+        | event::QUIET
+        | event::WINDOW => None,
         _ => Some(format!("process {}: {} ({})", e.pid, e.detail, e.event)),
     }
 }
@@ -875,9 +1033,30 @@ mod tests {
         CaptureSummary,
     ) {
         let (tx, rx) = channel();
+        let (n, k, c, summary) = run_under_capture_to(kinds, None, program, args, tx);
+        let (mut n2, mut k2, mut c2) = drain(&rx);
+        n2.extend(n);
+        k2.extend(k);
+        c2.extend(c);
+        (n2, k2, c2, summary)
+    }
+
+    /// Runs a program under capture, its messages to `tx`.
+    fn run_under_capture_to(
+        kinds: Kinds,
+        range: Option<RangeTrigger>,
+        program: &Path,
+        args: &[&str],
+        tx: std::sync::mpsc::Sender<SinkMsg>,
+    ) -> (
+        Vec<NvtxRange>,
+        Vec<KernelRecord>,
+        Vec<CaptureEvent>,
+        CaptureSummary,
+    ) {
         let lib = built(cufall_capture::LIBRARY_FILE);
         check_library(&lib).unwrap();
-        let rec = Recorder::start(kinds, lib, &[], tx).unwrap();
+        let rec = Recorder::start(kinds, range, lib, &[], tx).unwrap();
         let status = std::process::Command::new(program)
             .args(args)
             .envs(rec.child_env_given(|_| None))
@@ -887,8 +1066,56 @@ mod tests {
         assert!(status.success());
         rec.wait_for_processes(Duration::from_secs(10));
         let summary = rec.finish();
-        let (n, k, c) = drain(&rx);
-        (n, k, c, summary)
+        (Vec::new(), Vec::new(), Vec::new(), summary)
+    }
+
+    /// `--capture-range nvtx:prefill` inside a real program: the capture library sees the
+    /// range begin and end and sends both edges at those instants.
+    #[test]
+    fn an_nvtx_range_opens_and_closes_a_window() {
+        let specdec = built("specdec");
+        let args = [
+            "--preset",
+            "tiny",
+            "--backend",
+            "cpu",
+            "--context",
+            "32",
+            "--new-tokens",
+            "4",
+        ];
+        let (tx, rx) = channel();
+        let range = Some(RangeTrigger::Nvtx("prefill".into()));
+        run_under_capture_to(Kinds::NVTX, range, &specdec, &args, tx);
+        let msgs: Vec<SinkMsg> = rx.try_iter().collect();
+        let edges: Vec<&Edge> = msgs
+            .iter()
+            .filter_map(|m| match m {
+                SinkMsg::Window(e) => Some(e),
+                _ => None,
+            })
+            .collect();
+        let prefill: Vec<&NvtxRange> = msgs
+            .iter()
+            .filter_map(|m| match m {
+                SinkMsg::Nvtx(r) => Some(r),
+                _ => None,
+            })
+            .flatten()
+            .filter(|r| r.name == "prefill")
+            .collect();
+        assert_eq!(prefill.len(), 1);
+        assert_eq!(edges.len(), 2, "{edges:?}");
+        assert!(edges[0].open && !edges[1].open);
+        assert_eq!(
+            (edges[0].t_ns, edges[1].t_ns),
+            (prefill[0].start_ns, prefill[0].end_ns)
+        );
+        assert!(
+            edges[0].why.contains("NVTX range `prefill`"),
+            "{}",
+            edges[0].why
+        );
     }
 
     /// The real capture library inside a real program: the engine's CPU backend emits NVTX
@@ -1023,8 +1250,14 @@ mod tests {
             sm_count: None,
             memory_total_bytes: None,
         }];
-        let rec =
-            Recorder::start(Kinds::DEFAULT, PathBuf::from("/nonexistent"), &devices, tx).unwrap();
+        let rec = Recorder::start(
+            Kinds::DEFAULT,
+            None,
+            PathBuf::from("/nonexistent"),
+            &devices,
+            tx,
+        )
+        .unwrap();
         let mut c = connect_like_a_process(&rec);
         let mut bytes = frame(Frame::Hello {
             version: cufall_capture::PROTOCOL_VERSION,
@@ -1117,32 +1350,79 @@ mod tests {
         );
     }
 
-    /// CUPTI set up, then nothing: another CUPTI client (torch.profiler) took the buffers, or
-    /// the process did no GPU work. The user is told which.
-    #[test]
-    fn kernel_capture_that_delivers_nothing_is_reported() {
+    /// Sends `frames` on one connection, as a process would, and returns what the recorder
+    /// made of them.
+    fn one_process(
+        range: Option<RangeTrigger>,
+        frames: Vec<Frame<'static>>,
+    ) -> (Vec<SinkMsg>, CaptureSummary) {
         let (tx, rx) = channel();
-        let rec = Recorder::start(Kinds::DEFAULT, PathBuf::from("/nonexistent"), &[], tx).unwrap();
+        let rec = Recorder::start(
+            Kinds::DEFAULT,
+            range,
+            PathBuf::from("/nonexistent"),
+            &[],
+            tx,
+        )
+        .unwrap();
         let mut c = connect_like_a_process(&rec);
-        let mut bytes = frame(Frame::Hello {
-            version: cufall_capture::PROTOCOL_VERSION,
-            pid: 88,
-            ppid: 1,
-            kinds: Kinds::DEFAULT,
-            exe: "python3".into(),
-        });
-        bytes.extend(frame(Frame::Status {
-            t_ns: 1,
-            event: event::CUDA_ATTACHED.into(),
-            count: 1,
-            detail: "libcupti.so.13 (CUPTI API 130001): kernels, memcpy, memset".into(),
-        }));
-        bytes.extend(frame(Frame::Bye { t_ns: 2 }));
+        let mut bytes = Vec::new();
+        for f in frames {
+            encode(&f, &mut bytes);
+        }
         c.write_all(&bytes).unwrap();
         drop(c);
         rec.wait_for_processes(Duration::from_secs(5));
         let summary = rec.finish();
-        let (_, _, events) = drain(&rx);
+        (rx.try_iter().collect(), summary)
+    }
+
+    fn hello(pid: u32) -> Frame<'static> {
+        Frame::Hello {
+            version: cufall_capture::PROTOCOL_VERSION,
+            pid,
+            ppid: 1,
+            kinds: Kinds::DEFAULT,
+            exe: "/usr/bin/python3".into(),
+        }
+    }
+
+    fn attached() -> Frame<'static> {
+        Frame::Status {
+            t_ns: 1,
+            event: event::CUDA_ATTACHED.into(),
+            count: 1,
+            detail: "libcupti.so.13 (CUPTI API 130001): kernels, memcpy, memset".into(),
+        }
+    }
+
+    fn events_of(msgs: &[SinkMsg]) -> Vec<CaptureEvent> {
+        msgs.iter()
+            .filter_map(|m| match m {
+                SinkMsg::Capture(e) => Some(e.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+
+    /// A CUDA context, then no kernel record: another CUPTI client (torch.profiler) took the
+    /// buffers, or the process launched nothing. The user is told which.
+    #[test]
+    fn kernel_capture_that_delivers_nothing_is_reported() {
+        let (msgs, summary) = one_process(
+            None,
+            vec![
+                hello(88),
+                attached(),
+                Frame::Context {
+                    device: 0,
+                    context: 1,
+                },
+                Frame::Bye { t_ns: 2 },
+            ],
+        );
+        let events = events_of(&msgs);
         assert!(
             events
                 .iter()
@@ -1156,10 +1436,168 @@ mod tests {
         );
     }
 
+    /// A compile worker: CUDA initialised (CUPTI attached), no context, no record, and `_exit`
+    /// (no goodbye). Nothing could be missing, so no warning; one summary row counts it.
+    #[test]
+    fn a_process_that_never_touched_the_gpu_gets_no_warning() {
+        let (msgs, summary) = one_process(None, vec![hello(91), attached()]);
+        let events = events_of(&msgs);
+        assert!(
+            !events
+                .iter()
+                .any(|e| e.event == event::NO_GOODBYE || e.event == event::NO_ACTIVITY),
+            "{events:?}"
+        );
+        assert!(summary.problems.is_empty(), "{:?}", summary.problems);
+        assert_eq!(summary.quiet.len(), 1);
+        let quiet = events.iter().find(|e| e.event == event::QUIET).unwrap();
+        assert_eq!(quiet.count, 1);
+        assert!(quiet.detail.contains("91 (python3)"), "{}", quiet.detail);
+    }
+
+    /// A process that did GPU work and was killed: the warning says how much may be missing,
+    /// counted from its last delivered record.
+    #[test]
+    fn a_killed_process_is_told_from_its_last_record() {
+        let now = crate::now_unix_ns();
+        let kernel = Frame::Activity(cufall_capture::Activity {
+            kind: cufall_capture::ActivityKind::Memcpy,
+            device: 0,
+            context: 1,
+            stream: 7,
+            correlation: 9,
+            start_ns: now - 2_000_000,
+            end_ns: now - 1_000_000,
+            grid: [0; 3],
+            block: [0; 3],
+            graph_id: 0,
+            bytes: 64,
+            copy_kind: 1,
+            name: 0,
+        });
+        let (msgs, summary) = one_process(
+            None,
+            vec![
+                hello(92),
+                attached(),
+                Frame::Context {
+                    device: 0,
+                    context: 1,
+                },
+                kernel,
+            ],
+        );
+        let events = events_of(&msgs);
+        let warn = events
+            .iter()
+            .find(|e| e.event == event::NO_GOODBYE && e.pid == 92)
+            .expect("warned");
+        assert!(
+            warn.detail.contains("after the last one delivered"),
+            "{}",
+            warn.detail
+        );
+        assert!(summary.quiet.is_empty());
+    }
+
+    /// Window edges of a process reach the sink, and a window the process leaves open is
+    /// closed when its connection ends.
+    #[test]
+    fn window_edges_are_forwarded_and_closed_at_exit() {
+        let (msgs, _) = one_process(
+            Some(RangeTrigger::ProfilerApi),
+            vec![
+                hello(93),
+                Frame::Window {
+                    t_ns: 10,
+                    open: true,
+                },
+                Frame::Window {
+                    t_ns: 20,
+                    open: false,
+                },
+                Frame::Window {
+                    t_ns: 30,
+                    open: true,
+                },
+            ],
+        );
+        let edges: Vec<(i64, bool, u32)> = msgs
+            .iter()
+            .filter_map(|m| match m {
+                SinkMsg::Window(e) => Some((e.t_ns, e.open, e.source)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(edges.len(), 4, "{edges:?}");
+        assert_eq!(
+            &edges[..3],
+            &[(10, true, 93), (20, false, 93), (30, true, 93)]
+        );
+        assert!(!edges[3].1 && edges[3].0 > 30, "closed at the exit");
+        let why: Vec<String> = msgs
+            .iter()
+            .filter_map(|m| match m {
+                SinkMsg::Window(e) => Some(e.why.clone()),
+                _ => None,
+            })
+            .collect();
+        assert!(why[0].contains("cudaProfilerStart"), "{why:?}");
+        assert!(why[3].contains("exit of process 93"), "{why:?}");
+    }
+
+    /// Garbage on a connection closes it with a row in the capture table; the recorder goes on
+    /// taking other processes.
+    #[test]
+    fn a_connection_sending_garbage_is_closed_and_the_recording_goes_on() {
+        let (tx, rx) = channel();
+        let rec =
+            Recorder::start(Kinds::DEFAULT, None, PathBuf::from("/nonexistent"), &[], tx).unwrap();
+        let mut bad = connect_like_a_process(&rec);
+        let mut bytes = frame(hello(94));
+        // A frame whose string claims more bytes than any name may have.
+        let mut body = vec![2u8];
+        body.extend_from_slice(&1u32.to_le_bytes());
+        body.extend_from_slice(&u32::MAX.to_le_bytes());
+        bytes.extend_from_slice(&u32::try_from(body.len()).unwrap().to_le_bytes());
+        bytes.extend_from_slice(&body);
+        bad.write_all(&bytes).unwrap();
+        let mut good = connect_like_a_process(&rec);
+        let mut ok = frame(hello(95));
+        ok.extend(frame(Frame::Range(cufall_capture::Range {
+            start_ns: 1,
+            end_ns: 2,
+            tid: 1,
+            depth: 0,
+            kind: WireKind::PushPop,
+            domain: 0,
+            category: 0,
+            color: None,
+            payload: Payload::None,
+            name: Name::Text("step".into()),
+        })));
+        ok.extend(frame(Frame::Bye { t_ns: 3 }));
+        good.write_all(&ok).unwrap();
+        drop(good);
+        rec.wait_for_processes(Duration::from_secs(2));
+        drop(bad);
+        let summary = rec.finish();
+        let (ranges, _, events) = drain(&rx);
+        assert_eq!(ranges.len(), 1, "the other process is recorded");
+        let broken = events
+            .iter()
+            .find(|e| e.event == event::BROKEN_STREAM)
+            .expect("a row says so");
+        assert_eq!(broken.pid, 94);
+        assert!(broken.detail.contains("longer than"), "{}", broken.detail);
+        assert_eq!(summary.protocol_errors.len(), 1);
+    }
+
     #[test]
     fn another_tools_injection_is_left_alone_and_reported() {
         let (tx, rx) = channel();
-        let rec = Recorder::start(Kinds::DEFAULT, PathBuf::from("/lib/ours.so"), &[], tx).unwrap();
+        let rec =
+            Recorder::start(Kinds::DEFAULT, None, PathBuf::from("/lib/ours.so"), &[], tx).unwrap();
         let env = rec.child_env_given(|v| {
             (v == "CUDA_INJECTION64_PATH").then(|| OsString::from("/opt/other/libtool.so"))
         });

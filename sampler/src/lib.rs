@@ -21,6 +21,7 @@
 
 pub mod capture;
 pub mod cli;
+pub mod control;
 pub mod gaps;
 pub mod metrics_cmd;
 pub mod nvml;

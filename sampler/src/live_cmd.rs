@@ -28,7 +28,11 @@ pub struct LiveArgs {
     pub print_after: Duration,
     /// What to capture from the program (nvtx, kernels, memcpy, api, graphs, all, none): its
     /// NVTX ranges become the view's phase lane.
-    #[arg(long, value_name = "KINDS", default_value = "nvtx,kernels,memcpy")]
+    #[arg(
+        long,
+        value_name = "KINDS",
+        default_value = "nvtx,kernels,memcpy,graphs"
+    )]
     pub capture: String,
     /// A program to run and watch (after `--`): the view shows its phases and ends when it
     /// exits; its exit code becomes cufall's.
@@ -86,7 +90,7 @@ fn run_program(
     rx: LiveReceiver,
 ) -> Result<ExitCode> {
     let recorder = match &capture.library {
-        Some(lib) => Some(prepared.start_capture(capture.kinds, lib.clone())?),
+        Some(lib) => Some(prepared.start_capture(capture.kinds, None, lib.clone())?),
         None => None,
     };
     let watch = tx.clone();

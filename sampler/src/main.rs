@@ -44,6 +44,11 @@ enum Command {
   cufall record -o idle.cufall --duration 10s --interval 50us
   cufall record -o calls.cufall --capture all -- python serve.py")]
     Record(Box<cufall_sampler::record::RecordArgs>),
+    /// Open or close the capture window of a running `record --capture-range signal`.
+    #[command(after_help = "Examples:
+  cufall record -o serve.cufall --capture-range signal -- python serve.py   (terminal 1)
+  cufall control start; sleep 10; cufall control stop                       (terminal 2)")]
+    Control(cufall_sampler::control::ControlArgs),
     /// List the metrics PM sampling offers on a GPU, with units and sub-metrics.
     #[command(after_help = "Examples:\n  cufall metrics\n  cufall metrics --filter tensor")]
     Metrics(cufall_sampler::metrics_cmd::MetricsArgs),
@@ -93,6 +98,7 @@ fn main() -> ExitCode {
     let result = match command {
         Command::Info(args) => info::run(&args),
         Command::Record(args) => cufall_sampler::exit_code(cufall_sampler::record::run(&args)),
+        Command::Control(args) => cufall_sampler::control::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Metrics(args) => {
             cufall_sampler::exit_code(cufall_sampler::metrics_cmd::run(&args))
         }

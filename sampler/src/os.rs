@@ -16,6 +16,33 @@ pub fn catch_interrupts() {
     }
 }
 
+/// SIGUSR1 and SIGUSR2 (`cufall control start` / `stop`) as flags the record loop takes.
+pub fn catch_window_signals() -> (Arc<AtomicBool>, Arc<AtomicBool>) {
+    let (open, close) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    // Both may be caught; registration cannot fail for them.
+    let _ = signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&open));
+    let _ = signal_hook::flag::register(signal_hook::consts::SIGUSR2, Arc::clone(&close));
+    (open, close)
+}
+
+/// The user id of this process (for the per-user control folder).
+pub fn uid() -> u32 {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
+}
+
+/// Whether process `pid` exists (signal 0 checks without sending anything).
+pub fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: kill(2) with signal 0 only checks that the process exists and may be signalled.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
 /// Whether Ctrl-C (or SIGTERM) arrived since [`catch_interrupts`].
 pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
@@ -52,4 +79,4 @@ pub fn peak_rss_bytes() -> u64 {
     rusage().map_or(0, |ru| u64::try_from(ru.ru_maxrss).unwrap_or(0) * 1024)
 }
 
-pub use libc::{SIGINT, SIGTERM};
+pub use libc::{SIGINT, SIGTERM, SIGUSR1, SIGUSR2};

@@ -4,18 +4,22 @@
 use crate::capture::{CaptureSummary, Recorder};
 use crate::cli::duration::{parse_duration, parse_positive_duration};
 use crate::os;
+use crate::pipeline::window::Edge;
 use crate::program::{exit_code, stop_child, which};
+use crate::session::SessionHandle;
 use crate::session::{self, CounterPolicy, Prepared, SessionConfig, Summary};
 use crate::spec::{self, MetricRequest, Selection};
 use crate::units::parse_devices;
 use anyhow::{Context, anyhow, bail};
-use cufall_capture::Kinds;
+use cufall_capture::{Kinds, RangeTrigger};
 use cufall_trace::model::Manifest;
 use cufall_trace::model::nanos_u64;
 use cufall_trace::{TraceWriter, WriterOptions};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The metric and device flags shared by `record` and the live view.
@@ -95,6 +99,64 @@ impl SelectionArgs {
     }
 }
 
+/// What ends a recording limited to windows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum RangeEnd {
+    /// The end of the first window closes the trace; the program runs on.
+    #[default]
+    Stop,
+    /// The end of the first window closes the trace and stops the program.
+    StopShutdown,
+    /// Every window is recorded, until the program exits (or --duration, or Ctrl-C).
+    Repeat,
+}
+
+/// How a recording is limited to windows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Windows {
+    /// Opened and closed by the program.
+    Program(RangeTrigger),
+    /// Opened and closed by `cufall control` (SIGUSR1/SIGUSR2).
+    Signal,
+    /// One window from the end of `--delay` on.
+    Delay(Duration),
+}
+
+impl Windows {
+    /// The window flags, checked before anything starts.
+    pub fn from_flags(
+        range: Option<&str>,
+        delay: Option<Duration>,
+        has_program: bool,
+    ) -> anyhow::Result<Option<Windows>> {
+        let w = match (range, delay) {
+            (Some(_), Some(_)) => bail!(
+                "--delay and --capture-range both choose when recording starts; keep one (a window the program opens, or one after a fixed delay)"
+            ),
+            (None, Some(d)) => Windows::Delay(d),
+            (Some(r), None) if r.trim().eq_ignore_ascii_case("signal") => Windows::Signal,
+            (Some(r), None) => Windows::Program(
+                RangeTrigger::parse(r).map_err(|e| anyhow!("--capture-range: {e}"))?,
+            ),
+            (None, None) => return Ok(None),
+        };
+        if matches!(w, Windows::Program(_)) && !has_program {
+            bail!(
+                "--capture-range {} needs a program to watch (after --); without one use --capture-range signal or --delay",
+                range.unwrap_or_default()
+            );
+        }
+        Ok(Some(w))
+    }
+
+    fn trigger(&self) -> Option<RangeTrigger> {
+        match self {
+            Windows::Program(t) => Some(t.clone()),
+            _ => None,
+        }
+    }
+}
+
 /// `cufall record`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct RecordArgs {
@@ -117,9 +179,29 @@ pub struct RecordArgs {
     #[arg(long, hide = true, value_name = "FILE")]
     pub stats_json: Option<PathBuf>,
     /// What to capture from the program: nvtx, kernels, memcpy, api (CUDA calls that launch,
-    /// copy and synchronise), graphs (one record per CUDA graph launch), all, or none.
-    #[arg(long, value_name = "KINDS", default_value = "nvtx,kernels,memcpy")]
+    /// copy and synchronise), graphs (one record per CUDA graph launch) or graph-nodes (one per
+    /// kernel of a graph instead), all, or none.
+    #[arg(
+        long,
+        value_name = "KINDS",
+        default_value = "nvtx,kernels,memcpy,graphs"
+    )]
     pub capture: String,
+    /// Keep only windows of the run: cuda-profiler-api (between cudaProfilerStart and Stop in
+    /// any process of the program, e.g. torch.cuda.profiler.start()), nvtx:NAME (from the start
+    /// of an NVTX range NAME to its end), or signal (`cufall control start|stop` from another
+    /// terminal). Outside windows nothing is written.
+    #[arg(long, value_name = "RANGE")]
+    pub capture_range: Option<String>,
+    /// What happens when a window closes: stop (the trace is closed, the program runs on),
+    /// stop-shutdown (the program is stopped too) or repeat (later windows are recorded too,
+    /// until the program exits).
+    #[arg(long, value_enum, value_name = "WHAT", default_value = "stop")]
+    pub capture_range_end: RangeEnd,
+    /// Write nothing for this long after the start (model loading, warm-up); --duration then
+    /// counts from the end of the delay.
+    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
+    pub delay: Option<Duration>,
     /// After the program exits, how long to wait for processes it started to finish sending.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub capture_wait: Duration,
@@ -155,6 +237,19 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         bail!("cannot run `{program}`: no such program (not a file, and not found on PATH)");
     }
     let capture = CaptureRequest::from_flags(&args.capture, args.capture_wait, &args.command)?;
+    let windows = Windows::from_flags(
+        args.capture_range.as_deref(),
+        args.delay,
+        !args.command.is_empty(),
+    )?;
+    if let Some(Windows::Program(_)) = &windows
+        && capture.library.is_none()
+    {
+        bail!(
+            "--capture-range {} needs capture in the program; remove --capture none",
+            args.capture_range.as_deref().unwrap_or_default()
+        );
+    }
     if args.output.exists() && !args.force {
         bail!(
             "{} already exists; choose another -o path or add --force to replace it",
@@ -171,7 +266,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         );
     }
 
-    let prepared = match session::prepare(&cfg) {
+    let mut prepared = match session::prepare(&cfg) {
         Ok(p) => p,
         Err(e) => {
             let hint = match &e {
@@ -239,8 +334,12 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
             return Err(e.into());
         }
     };
+    if windows.is_some() {
+        prepared.limit_to_windows();
+    }
+    let trigger = windows.as_ref().and_then(Windows::trigger);
     let recorder = match &capture.library {
-        Some(lib) => match prepared.start_capture(capture.kinds, lib.clone()) {
+        Some(lib) => match prepared.start_capture(capture.kinds, trigger, lib.clone()) {
             Ok(r) => Some(r),
             Err(e) => {
                 prepared.abort();
@@ -250,7 +349,15 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         },
         None => None,
     };
-    record_with(args, prepared, writer, duration, recorder, capture.wait)
+    record_with(
+        args,
+        prepared,
+        writer,
+        duration,
+        recorder,
+        capture.wait,
+        windows,
+    )
 }
 
 /// `--capture` and `--capture-wait`, checked before anything starts.
@@ -277,6 +384,150 @@ impl CaptureRequest {
     }
 }
 
+/// The record loop's side of capture windows: the delay, the control signals, and when a
+/// closed window ends the recording.
+struct WindowWatch {
+    windows: Option<Windows>,
+    end: RangeEnd,
+    started: Instant,
+    delay_sent: bool,
+    signals: Option<(Arc<AtomicBool>, Arc<AtomicBool>)>,
+    signal_open: bool,
+    _control: Option<crate::control::ControlFile>,
+}
+
+impl WindowWatch {
+    fn new(
+        windows: Option<Windows>,
+        end: RangeEnd,
+        trace: &std::path::Path,
+    ) -> anyhow::Result<Self> {
+        let signal = matches!(windows, Some(Windows::Signal));
+        Ok(WindowWatch {
+            windows,
+            end,
+            started: Instant::now(),
+            delay_sent: false,
+            signals: signal.then(os::catch_window_signals),
+            signal_open: false,
+            _control: if signal {
+                Some(crate::control::ControlFile::create(trace)?)
+            } else {
+                None
+            },
+        })
+    }
+
+    /// Whether `--duration` has passed: counted from the end of `--delay` when there is one.
+    fn duration_passed(&self, d: Duration) -> bool {
+        let from = match &self.windows {
+            Some(Windows::Delay(delay)) => *delay,
+            _ => Duration::ZERO,
+        };
+        self.started.elapsed() >= from + d
+    }
+
+    fn edge(handle: &SessionHandle, open: bool, why: &str) {
+        handle.window_edge(Edge {
+            t_ns: crate::now_unix_ns(),
+            open,
+            source: 0,
+            why: why.into(),
+        });
+    }
+
+    /// Moves cufall's own windows; returns why the recording ends, and whether the program is
+    /// stopped with it, when a closed window ends it.
+    fn poll(&mut self, handle: &SessionHandle) -> Option<(&'static str, bool)> {
+        match &self.windows {
+            None => return None,
+            Some(Windows::Delay(d)) if !self.delay_sent && self.started.elapsed() >= *d => {
+                self.delay_sent = true;
+                Self::edge(
+                    handle,
+                    true,
+                    &format!("the end of --delay {}", humantime::format_duration(*d)),
+                );
+            }
+            _ => {}
+        }
+        if let Some((open, close)) = &self.signals {
+            if open.swap(false, Ordering::SeqCst) && !self.signal_open {
+                self.signal_open = true;
+                Self::edge(handle, true, "cufall control start");
+            }
+            if close.swap(false, Ordering::SeqCst) && self.signal_open {
+                self.signal_open = false;
+                Self::edge(handle, false, "cufall control stop");
+            }
+        }
+        let log = handle.windows();
+        match self.end {
+            _ if log.closed == 0 => None,
+            RangeEnd::Repeat => None,
+            RangeEnd::Stop => Some(("the capture window closed", false)),
+            RangeEnd::StopShutdown => Some(("the capture window closed", true)),
+        }
+    }
+
+    /// After the recording: what the windows were, and a trace row when none opened.
+    fn report(&self, handle: &SessionHandle) {
+        let Some(w) = &self.windows else { return };
+        let log = handle.windows();
+        if log.opened == 0 {
+            let why = match w {
+                Windows::Program(RangeTrigger::ProfilerApi) => {
+                    "the program never called cudaProfilerStart (torch.cuda.profiler.start()); check that its profiling switch is on".to_string()
+                }
+                Windows::Program(RangeTrigger::Nvtx(n)) => format!(
+                    "the program never began an NVTX range named `{n}` (names are matched exactly, in any domain; `cufall info` on a recording without --capture-range lists them)"
+                ),
+                Windows::Signal => "no `cufall control start` arrived".into(),
+                Windows::Delay(_) => "the recording ended before --delay passed".into(),
+            };
+            say(format!(
+                "no capture window opened, so the trace holds no samples: {why}"
+            ));
+            handle.capture_event(cufall_trace::model::CaptureEvent {
+                t_ns: crate::now_unix_ns(),
+                pid: 0,
+                event: cufall_capture::event::NO_WINDOW.into(),
+                count: 0,
+                detail: why,
+            });
+        } else {
+            say(format!(
+                "kept {} capture window(s); only they are in the trace",
+                log.opened
+            ));
+        }
+    }
+}
+
+/// What was captured and how windows were opened, in the manifest's extras.
+fn note_capture(
+    writer: &mut TraceWriter,
+    recorder: Option<&Recorder>,
+    windows: Option<&Windows>,
+) -> anyhow::Result<()> {
+    if let Some(r) = recorder {
+        writer.update_manifest(|m| {
+            m.extra.insert("capture".into(), r.kinds().to_env());
+        })?;
+    }
+    if let Some(w) = windows {
+        let text = match w {
+            Windows::Program(t) => t.to_env(),
+            Windows::Signal => "signal".into(),
+            Windows::Delay(d) => format!("delay {}", humantime::format_duration(*d)),
+        };
+        writer.update_manifest(|m| {
+            m.extra.insert("capture_range".into(), text);
+        })?;
+    }
+    Ok(())
+}
+
 fn record_with(
     args: &RecordArgs,
     prepared: Prepared,
@@ -284,12 +535,10 @@ fn record_with(
     duration: Option<Duration>,
     recorder: Option<Recorder>,
     capture_wait: Duration,
+    windows: Option<Windows>,
 ) -> anyhow::Result<i32> {
-    if let Some(r) = &recorder {
-        writer.update_manifest(|m| {
-            m.extra.insert("capture".into(), r.kinds().to_env());
-        })?;
-    }
+    note_capture(&mut writer, recorder.as_ref(), windows.as_ref())?;
+    let mut watch = WindowWatch::new(windows, args.capture_range_end, &args.output)?;
     let interval_ns = prepared.interval_ns;
     let n_devices = prepared.devices.len();
     let counters = prepared.has_counters();
@@ -339,8 +588,23 @@ fn record_with(
             why_stopped = "the program exited";
             break;
         }
+        if let Some((why, stop_program)) = watch.poll(&handle) {
+            why_stopped = why;
+            if stop_program && let Some(c) = child.as_mut() {
+                say(
+                    "the capture window closed: stopping the program (--capture-range-end stop-shutdown)",
+                );
+                child_status = stop_child(c);
+            } else if let Some(c) = child.as_ref() {
+                say(format!(
+                    "the capture window closed: the trace is closed; the program (process {}) runs on",
+                    c.id()
+                ));
+            }
+            break;
+        }
         if let Some(d) = duration
-            && started.elapsed() >= d
+            && watch.duration_passed(d)
         {
             why_stopped = "--duration passed";
             if let Some(c) = child.as_mut() {
@@ -372,11 +636,15 @@ fn record_with(
     if tty {
         eprintln!();
     }
+    watch.report(&handle);
     let captured = recorder.map(|r| {
         // The program's own children may still be sending; a Ctrl-C or --duration stop waits
-        // less, the user asked to stop.
+        // less, the user asked to stop; a program left running after its window is not waited
+        // for.
         let wait = if why_stopped == "the program exited" {
             capture_wait
+        } else if child.is_some() && child_status.is_none() {
+            Duration::from_millis(300)
         } else {
             capture_wait.min(Duration::from_secs(2))
         };

@@ -172,6 +172,8 @@ pub struct Prepared {
     tx: Sender<SinkMsg>,
     rx: Receiver<SinkMsg>,
     stop: Arc<AtomicBool>,
+    /// The trace keeps capture windows only ([`Prepared::limit_to_windows`]).
+    windowed: bool,
 }
 
 /// Validates the configuration against the machine and arms PM sampling on every device.
@@ -282,6 +284,7 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
         tx,
         rx,
         stop,
+        windowed: false,
     })
 }
 
@@ -509,14 +512,21 @@ impl Prepared {
         }
     }
 
+    /// Keeps only what falls in capture windows in the trace (opened by the program, a delay or
+    /// a signal, through [`SessionHandle::window_edge`]); the live view still sees everything.
+    pub fn limit_to_windows(&mut self) {
+        self.windowed = true;
+    }
+
     /// Listens for the records of a program about to be started under capture; they go to the
     /// same sink as the samples. Call before [`Prepared::start`].
     pub fn start_capture(
         &self,
         kinds: cufall_capture::Kinds,
+        range: Option<cufall_capture::RangeTrigger>,
         library: std::path::PathBuf,
     ) -> Result<crate::capture::Recorder, crate::capture::CaptureError> {
-        crate::capture::Recorder::start(kinds, library, &self.devices, self.tx.clone())
+        crate::capture::Recorder::start(kinds, range, library, &self.devices, self.tx.clone())
     }
 
     /// Starts sampling. Data goes to `writer` (a trace) and/or `live` (a view).
@@ -528,12 +538,14 @@ impl Prepared {
         let shared = Arc::new(SinkShared::default());
         let cpu0 = crate::os::cpu_seconds();
         let started = Instant::now();
+        let gate = self.windowed.then(pipeline::window::Gate::new);
+        let window_tx = self.windowed.then(|| self.tx.clone());
         let sink = {
             let shared = Arc::clone(&shared);
             let rx = self.rx;
             std::thread::Builder::new()
                 .name("cufall-sink".into())
-                .spawn(move || pipeline::sink_main(rx, writer, live, shared))
+                .spawn(move || pipeline::sink_main(rx, writer, live, shared, gate))
                 .map_err(|source| SessionError::WriterThread { source })?
         };
         let mut threads = Vec::new();
@@ -575,6 +587,7 @@ impl Prepared {
             shared,
             started,
             cpu0,
+            window_tx,
         })
     }
 }
@@ -590,6 +603,8 @@ pub struct SessionHandle {
     shared: Arc<SinkShared>,
     started: Instant,
     cpu0: f64,
+    /// Where cufall's own window edges go (delay, signal); dropped at stop so the sink ends.
+    window_tx: Option<Sender<SinkMsg>>,
 }
 
 /// Per-device pipeline figures at the end of a run.
@@ -782,7 +797,27 @@ impl SessionHandle {
     }
 
     /// Stops sampling, drains every image, waits for the writer; returns the writer unfinished.
+    /// Opens or closes a capture window (a recording limited to windows).
+    pub fn window_edge(&self, edge: pipeline::window::Edge) {
+        if let Some(tx) = &self.window_tx {
+            let _ = tx.send(SinkMsg::Window(edge));
+        }
+    }
+
+    /// Writes a capture-table row (a recording limited to windows).
+    pub fn capture_event(&self, e: cufall_trace::model::CaptureEvent) {
+        if let Some(tx) = &self.window_tx {
+            let _ = tx.send(SinkMsg::Capture(vec![e]));
+        }
+    }
+
+    /// Capture windows opened and closed so far.
+    pub fn windows(&self) -> pipeline::window::WindowLog {
+        self.shared.windows.lock().map(|l| *l).unwrap_or_default()
+    }
+
     pub fn stop(mut self) -> SessionOutcome {
+        self.window_tx = None;
         self.stop.store(true, Ordering::Relaxed);
         let mut errors = Vec::new();
         for (id, h) in self.threads.drain(..) {

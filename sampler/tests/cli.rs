@@ -148,8 +148,54 @@ fn capture_problems_are_explained_before_the_program_starts() {
             .and(predicate::str::contains("kernels"))
             .and(no_panic()),
     );
+    record(None, &["--capture", "graphs,graph-nodes"])
+        .stderr(predicate::str::contains("exclude each other").and(no_panic()));
+    record(None, &["--capture-range", "profiler"]).stderr(
+        predicate::str::contains("unknown capture range `profiler`")
+            .and(predicate::str::contains("cuda-profiler-api"))
+            .and(no_panic()),
+    );
+    record(None, &["--capture-range", "nvtx:"])
+        .stderr(predicate::str::contains("needs a range name").and(no_panic()));
+    record(
+        None,
+        &["--capture-range", "cuda-profiler-api", "--delay", "5s"],
+    )
+    .stderr(predicate::str::contains("keep one").and(no_panic()));
+    record(
+        None,
+        &["--capture-range", "cuda-profiler-api", "--capture", "none"],
+    )
+    .stderr(predicate::str::contains("remove --capture none").and(no_panic()));
     assert!(!out.exists(), "nothing is written");
     assert!(!marker.exists(), "the program never started");
+}
+
+#[test]
+fn a_capture_range_from_the_program_needs_a_program() {
+    let dir = tempfile::tempdir().unwrap();
+    cufall()
+        .args(["record", "-o"])
+        .arg(dir.path().join("t.cufall"))
+        .args(["--capture-range", "cuda-profiler-api"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("needs a program to watch").and(no_panic()));
+}
+
+#[test]
+fn a_control_request_with_no_recording_running_says_how_to_start_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    cufall()
+        .env("TMPDIR", tmp.path())
+        .args(["control", "start"])
+        .assert()
+        .failure()
+        .stderr(
+            predicate::str::contains("no recording that takes window signals is running")
+                .and(predicate::str::contains("--capture-range signal"))
+                .and(no_panic()),
+        );
 }
 
 #[test]

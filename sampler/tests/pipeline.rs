@@ -644,7 +644,7 @@ fn evaluators_that_all_fail_end_their_device_and_the_other_gpu_goes_on() {
     let shared = Arc::new(SinkShared::default());
     let sink = {
         let shared = Arc::clone(&shared);
-        std::thread::spawn(move || sink_main(rx, None, None, shared))
+        std::thread::spawn(move || sink_main(rx, None, None, shared, None))
     };
     let run = |device: u32, eval: Eval, tx: Sender<SinkMsg>| {
         std::thread::spawn(move || {

@@ -34,15 +34,18 @@
 use std::borrow::Cow;
 
 /// Version of this wire format; the recorder refuses a connection that speaks another.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 /// Path of the recorder's Unix socket.
 pub const ENV_SOCKET: &str = "CUFALL_CAPTURE_SOCKET";
 /// What to capture (see [`Kinds::parse`]).
 pub const ENV_KINDS: &str = "CUFALL_CAPTURE";
+/// Set only when the recording is limited to windows the program opens itself: the trigger,
+/// as [`RangeTrigger::to_env`] writes it.
+pub const ENV_RANGE: &str = "CUFALL_CAPTURE_RANGE";
 /// File name of the capture library, installed next to the `cufall` binary.
 pub const LIBRARY_FILE: &str = "libcufall_inject.so";
-/// Longest name sent; longer ones are cut.
-const MAX_NAME_BYTES: usize = 65_536;
+/// Longest name sent; longer ones are cut, and a longer one received is a broken stream.
+pub const MAX_NAME_BYTES: usize = 65_536;
 /// Largest frame body accepted; anything larger is a broken stream.
 pub const MAX_FRAME_BYTES: usize = 16 << 20;
 
@@ -59,20 +62,28 @@ impl Kinds {
     pub const MEMCPY: Kinds = Kinds(4);
     /// The CUDA runtime and driver calls that launch, copy and synchronise, with host times.
     pub const API: Kinds = Kinds(8);
-    /// CUDA graph launches as one record per graph instead of one per kernel node.
+    /// CUDA graph launches as one record per graph launch (CUPTI's graph trace): the kernels
+    /// inside a graph get no records of their own.
     pub const GRAPHS: Kinds = Kinds(16);
+    /// CUDA graphs traced per node: a record for every kernel a graph runs (heavier: it
+    /// delays the graph's nodes; measured in `docs/benchmarks.md`). Excludes [`Kinds::GRAPHS`].
+    pub const GRAPH_NODES: Kinds = Kinds(32);
     /// Nothing.
     pub const NONE: Kinds = Kinds(0);
-    /// What `record` captures when `--capture` is not given.
-    pub const DEFAULT: Kinds = Kinds(1 | 2 | 4);
+    /// What `record` captures when `--capture` is not given: graphs whole, as Nsight Systems
+    /// does by default.
+    pub const DEFAULT: Kinds = Kinds(1 | 2 | 4 | 16);
 
-    const NAMES: [(&'static str, Kinds); 5] = [
+    const NAMES: [(&'static str, Kinds); 6] = [
         ("nvtx", Kinds::NVTX),
         ("kernels", Kinds::KERNELS),
         ("memcpy", Kinds::MEMCPY),
         ("api", Kinds::API),
         ("graphs", Kinds::GRAPHS),
+        ("graph-nodes", Kinds::GRAPH_NODES),
     ];
+    /// What `all` means: everything, with graphs whole.
+    const ALL: Kinds = Kinds(1 | 2 | 4 | 8 | 16);
 
     pub fn contains(self, other: Kinds) -> bool {
         self.0 & other.0 == other.0 && other.0 != 0
@@ -92,7 +103,8 @@ impl Kinds {
     }
 
     /// Parses `nvtx,kernels,memcpy`, `all` or `none` (names in any order, case-insensitive);
-    /// `none` stands alone.
+    /// `none` stands alone. `graph-nodes` replaces the whole-graph records of `graphs` (also
+    /// when `all` is given with it); naming both is an error.
     pub fn parse(text: &str) -> Result<Kinds, UnknownKind> {
         let mut out = Kinds::NONE;
         let words: Vec<&str> = text
@@ -105,12 +117,19 @@ impl Kinds {
             match lower.as_str() {
                 "none" if words.len() > 1 => return Err(UnknownKind::NoneWithOthers(text.into())),
                 "none" => {}
-                "all" => out = Kinds::NAMES.iter().fold(out, |acc, (_, k)| acc.union(*k)),
+                "all" => out = out.union(Kinds::ALL),
                 _ => match Kinds::NAMES.iter().find(|(n, _)| *n == lower) {
                     Some((_, k)) => out = out.union(*k),
                     None => return Err(UnknownKind::Unknown(word.to_string())),
                 },
             }
+        }
+        if out.contains(Kinds::GRAPH_NODES) && out.contains(Kinds::GRAPHS) {
+            let explicit = words.iter().any(|w| w.eq_ignore_ascii_case("graphs"));
+            if explicit {
+                return Err(UnknownKind::GraphsTwice(text.into()));
+            }
+            out = Kinds(out.0 & !Kinds::GRAPHS.0);
         }
         Ok(out)
     }
@@ -134,11 +153,72 @@ impl Kinds {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UnknownKind {
     /// A word that names no kind.
-    #[error("unknown capture kind `{0}` (known: nvtx, kernels, memcpy, api, graphs, all, none)")]
+    #[error(
+        "unknown capture kind `{0}` (known: nvtx, kernels, memcpy, api, graphs, graph-nodes, all, none)"
+    )]
     Unknown(String),
+    /// `graphs` and `graph-nodes` together: a graph is traced whole or per node, not both.
+    #[error(
+        "`{0}`: `graphs` (one record per graph launch) and `graph-nodes` (one per kernel node) exclude each other; keep one"
+    )]
+    GraphsTwice(String),
     /// `none` with other kinds: which one was meant is unclear.
     #[error("`{0}`: `none` turns capture off and cannot be combined with other kinds")]
     NoneWithOthers(String),
+}
+
+/// What opens a capture window inside the program (`--capture-range`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RangeTrigger {
+    /// Between `cudaProfilerStart`/`cuProfilerStart` and the matching stop, in any process.
+    ProfilerApi,
+    /// From the start of an NVTX range of this name (push/pop or start/end, any domain) to its
+    /// end.
+    Nvtx(String),
+}
+
+impl RangeTrigger {
+    /// Parses `cuda-profiler-api` or `nvtx:NAME`.
+    pub fn parse(text: &str) -> Result<RangeTrigger, BadRange> {
+        let t = text.trim();
+        if t.eq_ignore_ascii_case("cuda-profiler-api") || t.eq_ignore_ascii_case("cudaProfilerApi")
+        {
+            return Ok(RangeTrigger::ProfilerApi);
+        }
+        match t.split_once(':') {
+            Some((kind, name)) if kind.eq_ignore_ascii_case("nvtx") => {
+                if name.is_empty() {
+                    Err(BadRange::EmptyName)
+                } else if name.len() > MAX_NAME_BYTES {
+                    Err(BadRange::TooLong)
+                } else {
+                    Ok(RangeTrigger::Nvtx(name.to_string()))
+                }
+            }
+            _ => Err(BadRange::Unknown(t.to_string())),
+        }
+    }
+
+    /// The value of [`ENV_RANGE`]; [`RangeTrigger::parse`] reads it back.
+    pub fn to_env(&self) -> String {
+        match self {
+            RangeTrigger::ProfilerApi => "cuda-profiler-api".into(),
+            RangeTrigger::Nvtx(n) => format!("nvtx:{n}"),
+        }
+    }
+}
+
+/// A `--capture-range` value that names no trigger.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadRange {
+    #[error(
+        "unknown capture range `{0}` (known: cuda-profiler-api, nvtx:NAME; a window from another terminal: --capture-range signal)"
+    )]
+    Unknown(String),
+    #[error("`nvtx:` needs a range name, e.g. nvtx:serve")]
+    EmptyName,
+    #[error("the NVTX range name is longer than {MAX_NAME_BYTES} bytes")]
+    TooLong,
 }
 
 /// How an NVTX range was made.
@@ -280,6 +360,18 @@ pub enum Frame<'a> {
     Bye {
         t_ns: i64,
     },
+    /// The program opened (`open`) or closed a capture window at `t_ns` (`--capture-range`):
+    /// `cudaProfilerStart`/`Stop`, or the start/end of the named NVTX range.
+    Window {
+        t_ns: i64,
+        open: bool,
+    },
+    /// The process created a CUDA context on a device (CUPTI's context record): it did GPU work
+    /// (a process that only initialised CUDA, such as a compile worker, sends none).
+    Context {
+        device: u32,
+        context: u32,
+    },
 }
 
 /// NVML's spelling of a GPU UUID (`GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`).
@@ -314,6 +406,9 @@ pub mod event {
     pub const FORKED: &str = "forked";
     /// The recorder wrote this: the process ended without a [`super::Frame::Bye`].
     pub const NO_GOODBYE: &str = "ended_without_goodbye";
+    /// The recorder wrote this: the process sent bytes that are not this wire format, or more
+    /// than the recorder bounds; its connection was closed, the recording went on.
+    pub const BROKEN_STREAM: &str = "broken_capture_stream";
     /// The recorder wrote this: kernel capture was set up in a process that then delivered no
     /// activity (no GPU work, or another CUPTI client took CUPTI's buffers).
     pub const NO_ACTIVITY: &str = "no_activity_records";
@@ -321,6 +416,18 @@ pub mod event {
     pub const NOT_INJECTED: &str = "not_injected";
     /// The recorder wrote this: no process of the program loaded the capture library.
     pub const NO_CUDA: &str = "no_cuda_seen";
+    /// The recorder wrote this (routine): processes of the program that never did GPU work nor
+    /// sent a record (compile workers, data loaders, tokenizer pools); count = processes. They
+    /// get no warning of their own.
+    pub const QUIET: &str = "quiet_processes";
+    /// The recorder wrote this: one capture window (`--capture-range`, `--delay`, a signal);
+    /// `t_ns` is its start, `count` its length in nanoseconds, `detail` what opened and
+    /// closed it. Only what falls inside windows is in the trace.
+    pub const WINDOW: &str = "capture_window";
+    /// The recorder wrote this: a capture range was asked for and no window opened.
+    pub const NO_WINDOW: &str = "no_capture_window";
+    /// The library could not set up the `--capture-range` trigger in this process.
+    pub const RANGE_UNAVAILABLE: &str = "capture_range_unavailable";
 }
 
 mod tag {
@@ -332,6 +439,8 @@ mod tag {
     pub const STATUS: u8 = 6;
     pub const BYE: u8 = 7;
     pub const DEVICE: u8 = 8;
+    pub const WINDOW: u8 = 9;
+    pub const CONTEXT: u8 = 10;
 }
 
 /// Appends the encoding of `frame` to `out`.
@@ -467,6 +576,16 @@ pub fn encode(frame: &Frame<'_>, out: &mut Vec<u8>) {
             w.u8(tag::BYE);
             w.i64(*t_ns);
         }
+        Frame::Window { t_ns, open } => {
+            w.u8(tag::WINDOW);
+            w.i64(*t_ns);
+            w.u8(u8::from(*open));
+        }
+        Frame::Context { device, context } => {
+            w.u8(tag::CONTEXT);
+            w.u32(*device);
+            w.u32(*context);
+        }
     }
     let body = out.len() - at - 4;
     let len = u32::try_from(body).unwrap_or(u32::MAX).to_le_bytes();
@@ -520,6 +639,8 @@ pub enum ProtocolError {
     Trailing { tag: u8, extra: usize },
     #[error("invalid value {value} for {what}")]
     BadValue { what: &'static str, value: u8 },
+    #[error("a string of {0} bytes is longer than the {MAX_NAME_BYTES}-byte limit")]
+    NameTooLong(usize),
 }
 
 /// Splits a byte stream into frames; feed it bytes as they arrive.
@@ -587,96 +708,8 @@ pub fn decode_body(body: &[u8]) -> Result<Frame<'static>, ProtocolError> {
             id: r.u32()?,
             text: r.str()?,
         },
-        tag::RANGE => {
-            let start_ns = r.i64()?;
-            let end_ns = r.i64()?;
-            let tid = r.u32()?;
-            let depth = r.u32()?;
-            let kind = match r.u8()? {
-                0 => RangeKind::PushPop,
-                1 => RangeKind::StartEnd,
-                2 => RangeKind::Mark,
-                v => {
-                    return Err(ProtocolError::BadValue {
-                        what: "range kind",
-                        value: v,
-                    });
-                }
-            };
-            let domain = r.u32()?;
-            let category = r.u32()?;
-            let color = match r.u8()? {
-                0 => None,
-                _ => Some(r.u32()?),
-            };
-            let payload = match r.u8()? {
-                0 => Payload::None,
-                1 => Payload::Int(r.i64()?),
-                2 => Payload::UInt(r.u64()?),
-                3 => Payload::Float(f64::from_bits(r.u64()?)),
-                v => {
-                    return Err(ProtocolError::BadValue {
-                        what: "payload type",
-                        value: v,
-                    });
-                }
-            };
-            let name = match r.u8()? {
-                0 => Name::Text(r.str()?),
-                _ => Name::Registered(r.u32()?),
-            };
-            Frame::Range(Range {
-                start_ns,
-                end_ns,
-                tid,
-                depth,
-                kind,
-                domain,
-                category,
-                color,
-                payload,
-                name,
-            })
-        }
-        tag::ACTIVITY => {
-            let kind = match r.u8()? {
-                0 => ActivityKind::Kernel,
-                1 => ActivityKind::Memcpy,
-                2 => ActivityKind::Memset,
-                3 => ActivityKind::Graph,
-                v => {
-                    return Err(ProtocolError::BadValue {
-                        what: "activity kind",
-                        value: v,
-                    });
-                }
-            };
-            let device = r.u32()?;
-            let context = r.u32()?;
-            let stream = r.u32()?;
-            let correlation = r.u32()?;
-            let start_ns = r.i64()?;
-            let end_ns = r.i64()?;
-            let mut dims = [0i32; 6];
-            for d in &mut dims {
-                *d = r.i32()?;
-            }
-            Frame::Activity(Activity {
-                kind,
-                device,
-                context,
-                stream,
-                correlation,
-                start_ns,
-                end_ns,
-                grid: [dims[0], dims[1], dims[2]],
-                block: [dims[3], dims[4], dims[5]],
-                graph_id: r.u32()?,
-                bytes: r.u64()?,
-                copy_kind: r.u8()?,
-                name: r.u32()?,
-            })
-        }
+        tag::RANGE => decode_range(&mut r)?,
+        tag::ACTIVITY => decode_activity(&mut r)?,
         tag::API => Frame::Api(ApiCall {
             domain: match r.u8()? {
                 0 => ApiDomain::Runtime,
@@ -705,6 +738,23 @@ pub fn decode_body(body: &[u8]) -> Result<Frame<'static>, ProtocolError> {
             id: r.u32()?,
             uuid: r.array()?,
         },
+        tag::WINDOW => Frame::Window {
+            t_ns: r.i64()?,
+            open: match r.u8()? {
+                0 => false,
+                1 => true,
+                v => {
+                    return Err(ProtocolError::BadValue {
+                        what: "window flag",
+                        value: v,
+                    });
+                }
+            },
+        },
+        tag::CONTEXT => Frame::Context {
+            device: r.u32()?,
+            context: r.u32()?,
+        },
         other => return Err(ProtocolError::UnknownTag(other)),
     };
     if !r.b.is_empty() {
@@ -714,6 +764,98 @@ pub fn decode_body(body: &[u8]) -> Result<Frame<'static>, ProtocolError> {
         });
     }
     Ok(frame)
+}
+
+fn decode_range(r: &mut Reader<'_>) -> Result<Frame<'static>, ProtocolError> {
+    let start_ns = r.i64()?;
+    let end_ns = r.i64()?;
+    let tid = r.u32()?;
+    let depth = r.u32()?;
+    let kind = match r.u8()? {
+        0 => RangeKind::PushPop,
+        1 => RangeKind::StartEnd,
+        2 => RangeKind::Mark,
+        v => {
+            return Err(ProtocolError::BadValue {
+                what: "range kind",
+                value: v,
+            });
+        }
+    };
+    let domain = r.u32()?;
+    let category = r.u32()?;
+    let color = match r.u8()? {
+        0 => None,
+        _ => Some(r.u32()?),
+    };
+    let payload = match r.u8()? {
+        0 => Payload::None,
+        1 => Payload::Int(r.i64()?),
+        2 => Payload::UInt(r.u64()?),
+        3 => Payload::Float(f64::from_bits(r.u64()?)),
+        v => {
+            return Err(ProtocolError::BadValue {
+                what: "payload type",
+                value: v,
+            });
+        }
+    };
+    let name = match r.u8()? {
+        0 => Name::Text(r.str()?),
+        _ => Name::Registered(r.u32()?),
+    };
+    Ok(Frame::Range(Range {
+        start_ns,
+        end_ns,
+        tid,
+        depth,
+        kind,
+        domain,
+        category,
+        color,
+        payload,
+        name,
+    }))
+}
+
+fn decode_activity(r: &mut Reader<'_>) -> Result<Frame<'static>, ProtocolError> {
+    let kind = match r.u8()? {
+        0 => ActivityKind::Kernel,
+        1 => ActivityKind::Memcpy,
+        2 => ActivityKind::Memset,
+        3 => ActivityKind::Graph,
+        v => {
+            return Err(ProtocolError::BadValue {
+                what: "activity kind",
+                value: v,
+            });
+        }
+    };
+    let device = r.u32()?;
+    let context = r.u32()?;
+    let stream = r.u32()?;
+    let correlation = r.u32()?;
+    let start_ns = r.i64()?;
+    let end_ns = r.i64()?;
+    let mut dims = [0i32; 6];
+    for d in &mut dims {
+        *d = r.i32()?;
+    }
+    Ok(Frame::Activity(Activity {
+        kind,
+        device,
+        context,
+        stream,
+        correlation,
+        start_ns,
+        end_ns,
+        grid: [dims[0], dims[1], dims[2]],
+        block: [dims[3], dims[4], dims[5]],
+        graph_id: r.u32()?,
+        bytes: r.u64()?,
+        copy_kind: r.u8()?,
+        name: r.u32()?,
+    }))
 }
 
 struct Reader<'a> {
@@ -755,6 +897,10 @@ impl<'a> Reader<'a> {
     }
     fn str(&mut self) -> Result<Cow<'static, str>, ProtocolError> {
         let n = self.u32()? as usize;
+        // The encoder never writes a longer one: a longer length is garbage, not a name.
+        if n > MAX_NAME_BYTES {
+            return Err(ProtocolError::NameTooLong(n));
+        }
         let bytes = self.take(n)?;
         Ok(Cow::Owned(String::from_utf8_lossy(bytes).into_owned()))
     }
@@ -836,6 +982,18 @@ mod tests {
                 uuid: [7; 16],
             },
             Frame::Bye { t_ns: 4 },
+            Frame::Window {
+                t_ns: 5,
+                open: true,
+            },
+            Frame::Window {
+                t_ns: 6,
+                open: false,
+            },
+            Frame::Context {
+                device: 1,
+                context: 3,
+            },
         ]
     }
 
@@ -914,8 +1072,45 @@ mod tests {
     }
 
     #[test]
+    fn graphs_are_whole_unless_nodes_are_asked_for() {
+        assert_eq!(
+            Kinds::parse("nvtx,kernels,memcpy,graphs"),
+            Ok(Kinds::DEFAULT)
+        );
+        let nodes = Kinds::parse("nvtx,kernels,memcpy,graph-nodes").unwrap();
+        assert!(nodes.contains(Kinds::GRAPH_NODES) && !nodes.contains(Kinds::GRAPHS));
+        let all_nodes = Kinds::parse("all,graph-nodes").unwrap();
+        assert!(all_nodes.contains(Kinds::GRAPH_NODES) && !all_nodes.contains(Kinds::GRAPHS));
+        assert!(all_nodes.contains(Kinds::API));
+        assert!(matches!(
+            Kinds::parse("graphs,graph-nodes"),
+            Err(UnknownKind::GraphsTwice(_))
+        ));
+        assert_eq!(Kinds::parse(&nodes.to_env()), Ok(nodes));
+    }
+
+    #[test]
+    fn capture_ranges_parse_and_round_trip() {
+        assert_eq!(
+            RangeTrigger::parse("cuda-profiler-api"),
+            Ok(RangeTrigger::ProfilerApi)
+        );
+        let n = RangeTrigger::parse("nvtx:serve step").unwrap();
+        assert_eq!(n, RangeTrigger::Nvtx("serve step".into()));
+        assert_eq!(RangeTrigger::parse(&n.to_env()), Ok(n));
+        assert_eq!(RangeTrigger::parse("nvtx:"), Err(BadRange::EmptyName));
+        assert!(matches!(
+            RangeTrigger::parse("profiler"),
+            Err(BadRange::Unknown(_))
+        ));
+    }
+
+    #[test]
     fn kinds_parse_and_print() {
-        assert_eq!(Kinds::parse("nvtx,kernels,memcpy"), Ok(Kinds::DEFAULT));
+        assert_eq!(
+            Kinds::parse("nvtx,kernels,memcpy"),
+            Ok(Kinds::NVTX.union(Kinds::KERNELS).union(Kinds::MEMCPY))
+        );
         assert_eq!(Kinds::parse("none"), Ok(Kinds::NONE));
         assert_eq!(
             Kinds::parse(" NVTX , api "),
@@ -925,6 +1120,7 @@ mod tests {
             Kinds::parse("all").map(Kinds::to_env).as_deref(),
             Ok("nvtx,kernels,memcpy,api,graphs")
         );
+        assert_eq!(Kinds::DEFAULT.to_env(), "nvtx,kernels,memcpy,graphs");
         assert_eq!(Kinds::NONE.to_env(), "none");
         assert!(Kinds::parse("kernel").is_err());
         assert_eq!(
@@ -936,7 +1132,61 @@ mod tests {
         assert!(!Kinds::NONE.contains(Kinds::NONE));
     }
 
+    /// A valid stream of every frame kind, for the mutation tests.
+    fn valid_stream() -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for f in frames() {
+            encode(&f, &mut bytes);
+        }
+        bytes
+    }
+
+    /// Decodes everything `bytes` holds; the decoder must stop at the first error.
+    fn decode_all(bytes: &[u8], chunk: usize) -> Result<usize, ProtocolError> {
+        let mut d = Decoder::new();
+        let mut n = 0;
+        for part in bytes.chunks(chunk.max(1)) {
+            d.push(part);
+            while let Some(_f) = d.next_frame()? {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    #[test]
+    fn a_huge_string_length_is_an_error_before_any_allocation() {
+        // A STRING frame whose length field claims 1 GiB inside a small frame.
+        let mut body = vec![tag::STRING];
+        body.extend_from_slice(&1u32.to_le_bytes());
+        body.extend_from_slice(&(1u32 << 30).to_le_bytes());
+        assert_eq!(decode_body(&body), Err(ProtocolError::NameTooLong(1 << 30)));
+    }
+
     proptest! {
+        /// Garbage from a hostile or broken process: the decoder returns frames or an error,
+        /// never panics, never reads past its input.
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..4096),
+                                    chunk in 1usize..300) {
+            let _ = decode_all(&bytes, chunk);
+        }
+
+        /// A valid stream with bytes flipped, inserted or cut: frames up to the damage, then
+        /// an error or a wait for more bytes; never a panic.
+        #[test]
+        fn damaged_streams_never_panic(at in any::<prop::sample::Index>(), byte in any::<u8>(),
+                                       cut in any::<prop::sample::Index>(), mode in 0u8..3) {
+            let mut bytes = valid_stream();
+            let i = at.index(bytes.len());
+            match mode {
+                0 => bytes[i] ^= byte | 1,
+                1 => bytes.insert(i, byte),
+                _ => bytes.truncate(cut.index(bytes.len())),
+            }
+            let _ = decode_all(&bytes, 7);
+        }
+
         #[test]
         fn ranges_round_trip(start in any::<i64>(), len in 0i64..1_000_000, tid in any::<u32>(),
                              depth in 0u32..64, cat in any::<u32>(), color in any::<Option<u32>>(),

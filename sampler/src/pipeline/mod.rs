@@ -16,6 +16,7 @@
 //! | [`evaluate`] | evaluator threads: chunks of sealed images → batches; failures become drops |
 //! | [`sink`] | the one thread that puts batches in order and writes the trace and the live feed |
 //! | [`device`] | arming a GPU through CUPTI and running its pipeline on a thread |
+//! | [`window`] | capture windows: rows held until their windows are known, then cut to them |
 //!
 //! The decoder never lets an image get near full (see [`crate::sizing`]), never evaluates, and
 //! never initialises images through CUPTI after start: the evaluators restore the bytes decode
@@ -29,6 +30,7 @@ pub mod device;
 pub mod evaluate;
 pub mod sink;
 pub mod source;
+pub mod window;
 
 pub use decode::{DecodeConfig, DeviceParts, run_device};
 pub use device::{ArmError, DeviceSetup, DeviceThread, Ready, spawn_device};
@@ -61,6 +63,8 @@ pub enum SinkMsg {
     Kernels(Vec<KernelRecord>),
     Api(Vec<ApiCall>),
     Capture(Vec<CaptureEvent>),
+    /// A capture window opened or closed (`--capture-range`, `--delay`, `cufall control`).
+    Window(window::Edge),
 }
 
 /// Why a device's pipeline ended early.

@@ -7,6 +7,7 @@
 //! evaluator can neither freeze a GPU's live view nor make the sink's memory grow.
 
 use super::SinkMsg;
+use super::window::{Edge, Gate, Rows, WindowLog};
 use cufall_live::{LiveEvent, LiveSender};
 use cufall_trace::TraceWriter;
 use cufall_trace::model::{DeviceId, DropReason, DropRecord, SampleBatch};
@@ -59,6 +60,8 @@ pub struct SinkShared {
     pub tally: Mutex<DropTally>,
     pub error: Mutex<Option<String>>,
     pub messages: Mutex<Vec<String>>,
+    /// Capture windows so far (a recording limited to windows).
+    pub windows: Mutex<WindowLog>,
 }
 
 pub struct SinkResult {
@@ -98,13 +101,17 @@ impl Reorder {
 }
 
 /// The one thread that writes the trace and feeds the live view, in per-device sequence order.
+/// With `gate`, the trace keeps only what falls in capture windows (the live view gets
+/// everything).
 pub fn sink_main(
     rx: Receiver<SinkMsg>,
     writer: Option<TraceWriter>,
     live: Option<LiveSender>,
     shared: Arc<SinkShared>,
+    gate: Option<Gate>,
 ) -> SinkResult {
     let mut sink = Sink {
+        gate,
         pending: HashMap::new(),
         trace: TraceSink {
             writer,
@@ -120,12 +127,15 @@ pub fn sink_main(
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
+        sink.release_held();
         sink.trace.write(|w| w.flush_if_due());
     }
     sink.finish()
 }
 
 struct Sink<'a> {
+    /// Present when the trace keeps capture windows only.
+    gate: Option<Gate>,
     pending: HashMap<DeviceId, Reorder>,
     trace: TraceSink<'a>,
     live: Option<LiveSender>,
@@ -142,33 +152,98 @@ impl Sink<'_> {
     fn handle(&mut self, msg: SinkMsg) {
         match msg {
             SinkMsg::Samples { device, seq, batch } => self.samples(device, seq, batch),
-            SinkMsg::Drops(rows) => {
-                if let Ok(mut t) = self.shared.tally.lock() {
-                    rows.iter().for_each(|r| t.add(r));
-                }
-                self.trace.write(|w| w.append_drops(&rows));
-                for r in rows {
+            SinkMsg::Drops(rows) => self.route(Rows::Drops(rows)),
+            SinkMsg::Nvml(rows) => self.route(Rows::Nvml(rows)),
+            SinkMsg::Nvtx(rows) => self.route(Rows::Nvtx(rows)),
+            SinkMsg::Kernels(rows) => self.route(Rows::Kernels(rows)),
+            SinkMsg::Api(rows) => self.route(Rows::Api(rows)),
+            SinkMsg::Capture(rows) => self.trace.write(|w| w.append_capture(&rows)),
+            SinkMsg::Message(m) => self.message(m),
+            SinkMsg::Window(edge) => self.window_edge(edge),
+        }
+    }
+
+    /// Rows to the trace and the live view. Without a gate they are written at once; with one
+    /// the live view gets them now and the trace once their windows are known.
+    fn route(&mut self, rows: Rows) {
+        if self.gate.is_none() {
+            self.write_rows(&rows);
+            self.send_live(rows);
+            return;
+        }
+        if self.live.is_some() {
+            self.send_live(rows.clone());
+        }
+        if let Some(g) = self.gate.as_mut() {
+            g.hold(std::time::Instant::now(), rows);
+        }
+    }
+
+    fn send_live(&mut self, rows: Rows) {
+        if self.live.is_none() {
+            return;
+        }
+        match rows {
+            Rows::Samples(b) => self.live(LiveEvent::Samples(b)),
+            Rows::Drops(d) => {
+                for r in d {
                     self.live(LiveEvent::Drop(r));
                 }
             }
-            SinkMsg::Nvml(rows) => {
+            Rows::Nvml(r) => self.live(LiveEvent::Nvml(r)),
+            Rows::Nvtx(r) => self.live(LiveEvent::Nvtx(r)),
+            Rows::Kernels(r) => self.live(LiveEvent::Kernels(r)),
+            // The live view has no lane for CUDA calls.
+            Rows::Api(_) => {}
+        }
+    }
+
+    fn window_edge(&mut self, edge: Edge) {
+        let Some(gate) = self.gate.as_mut() else {
+            return;
+        };
+        let closed = gate.edge(edge);
+        let log = gate.log();
+        if let Ok(mut l) = self.shared.windows.lock() {
+            *l = log;
+        }
+        if let Some(row) = closed {
+            self.trace.write(|w| w.append_capture(&[row]));
+        }
+    }
+
+    fn release_held(&mut self) {
+        if let Some(g) = self.gate.as_mut() {
+            let out = g.release(std::time::Instant::now());
+            for rows in out {
+                self.write_rows(&rows);
+            }
+        }
+    }
+
+    fn write_rows(&mut self, rows: &Rows) {
+        match rows {
+            Rows::Samples(b) => {
+                self.shared
+                    .samples_written
+                    .fetch_add(b.len() as u64, Ordering::Relaxed);
+                self.trace.write(|w| w.append_samples(b));
+            }
+            Rows::Drops(rows) => {
+                if let Ok(mut t) = self.shared.tally.lock() {
+                    rows.iter().for_each(|r| t.add(r));
+                }
+                self.trace.write(|w| w.append_drops(rows));
+            }
+            Rows::Nvml(rows) => {
                 self.shared
                     .nvml_rows
                     .fetch_add(rows.len() as u64, Ordering::Relaxed);
-                self.trace.write(|w| w.append_nvml(&rows));
-                self.live(LiveEvent::Nvml(rows));
+                self.trace.write(|w| w.append_nvml(rows));
             }
-            SinkMsg::Nvtx(rows) => {
-                self.trace.write(|w| w.append_nvtx(&rows));
-                self.live(LiveEvent::Nvtx(rows));
-            }
-            SinkMsg::Kernels(rows) => {
-                self.trace.write(|w| w.append_kernels(&rows));
-                self.live(LiveEvent::Kernels(rows));
-            }
-            SinkMsg::Api(rows) => self.trace.write(|w| w.append_api(&rows)),
-            SinkMsg::Capture(rows) => self.trace.write(|w| w.append_capture(&rows)),
-            SinkMsg::Message(m) => self.message(m),
+            Rows::Nvtx(rows) => self.trace.write(|w| w.append_nvtx(rows)),
+            Rows::Kernels(rows) => self.trace.write(|w| w.append_kernels(rows)),
+            Rows::Api(rows) => self.trace.write(|w| w.append_api(rows)),
         }
     }
 
@@ -193,17 +268,13 @@ batches wait for it); writing the later ones without it"
     }
 
     fn write_batch(&mut self, b: SampleBatch) {
-        if b.is_empty() {
-            return;
+        if !b.is_empty() {
+            self.route(Rows::Samples(b));
         }
-        self.shared
-            .samples_written
-            .fetch_add(b.len() as u64, Ordering::Relaxed);
-        self.trace.write(|w| w.append_samples(&b));
-        self.live(LiveEvent::Samples(b));
     }
 
-    /// Anything still out of order (a batch that never came) is written rather than kept back.
+    /// Anything still out of order (a batch that never came) is written rather than kept back;
+    /// a window still open is closed at the last moment anything was recorded.
     fn finish(mut self) -> SinkResult {
         let rest: Vec<SampleBatch> = self
             .pending
@@ -214,10 +285,23 @@ batches wait for it); writing the later ones without it"
             if b.is_empty() {
                 continue;
             }
-            self.shared
-                .samples_written
-                .fetch_add(b.len() as u64, Ordering::Relaxed);
-            self.trace.write(|w| w.append_samples(&b));
+            let rows = Rows::Samples(b);
+            match self.gate.as_mut() {
+                Some(g) => g.hold(std::time::Instant::now(), rows),
+                None => self.write_rows(&rows),
+            }
+        }
+        if let Some(mut g) = self.gate.take() {
+            let closed = g.close_all(crate::now_unix_ns(), "the end of the recording");
+            if let Ok(mut l) = self.shared.windows.lock() {
+                *l = g.log();
+            }
+            if let Some(row) = closed {
+                self.trace.write(|w| w.append_capture(&[row]));
+            }
+            for rows in g.drain() {
+                self.write_rows(&rows);
+            }
         }
         self.live(LiveEvent::End);
         SinkResult {
@@ -253,6 +337,7 @@ impl TraceSink<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::window::Gate;
     use cufall_live::FeedInfo;
     use cufall_trace::model::NvmlRow;
     use cufall_trace::model::{DeviceInfo, Manifest, MetricInfo, SamplingInfo};
@@ -320,6 +405,87 @@ mod tests {
             .collect()
     }
 
+    /// A recording limited to windows: samples and NVML readings outside the window never
+    /// reach the trace, the live view sees everything, and the window is a capture row.
+    #[test]
+    fn a_gated_sink_writes_only_what_falls_in_the_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("window.cufall");
+        let writer = TraceWriter::create(&path, manifest(), WriterOptions::default()).unwrap();
+        let (live_tx, live_rx) = live();
+        let (tx, rx) = mpsc::channel();
+        let send = |m| tx.send(m).unwrap();
+        // Ten samples of 10 µs from T0; the window covers samples 3..=5.
+        send(SinkMsg::Samples {
+            device: DeviceId(0),
+            seq: 0,
+            batch: batch(0, T0, 10, 1),
+        });
+        send(SinkMsg::Nvml(vec![
+            NvmlRow {
+                device: DeviceId(0),
+                t_ns: T0 + 5_000,
+                ..NvmlRow::default()
+            },
+            NvmlRow {
+                device: DeviceId(0),
+                t_ns: T0 + 45_000,
+                ..NvmlRow::default()
+            },
+        ]));
+        let edge = |t_ns, open| {
+            SinkMsg::Window(Edge {
+                t_ns,
+                open,
+                source: 42,
+                why: "cudaProfilerStart/Stop in process 42".into(),
+            })
+        };
+        send(edge(T0 + 35_000, true));
+        send(edge(T0 + 55_000, false));
+        drop(tx);
+        let shared = Arc::new(SinkShared::default());
+        let out = sink_main(
+            rx,
+            Some(writer),
+            Some(live_tx),
+            Arc::clone(&shared),
+            Some(Gate::new()),
+        );
+        out.writer.unwrap().finish(T0 + 1_000_000).unwrap();
+
+        assert_eq!(shared.samples_written.load(Ordering::Relaxed), 3);
+        assert_eq!(
+            *shared.windows.lock().unwrap(),
+            WindowLog {
+                opened: 1,
+                closed: 1,
+                closed_ns: 20_000
+            }
+        );
+        let events = live_rx.drain(Duration::from_millis(50));
+        assert_eq!(sample_starts(&events), vec![(0, T0)], "live sees all ten");
+
+        let t = Trace::open(&path).unwrap();
+        let starts: Vec<i64> = t
+            .sample_batches()
+            .unwrap()
+            .iter()
+            .flat_map(|b| b.start_ns.clone())
+            .collect();
+        assert_eq!(starts, vec![T0 + 30_000, T0 + 40_000, T0 + 50_000]);
+        let nvml = t.nvml().unwrap();
+        assert_eq!(nvml.len(), 1);
+        assert_eq!(nvml[0].t_ns, T0 + 45_000);
+        let capture = t.capture_events().unwrap();
+        let w = capture
+            .iter()
+            .find(|e| e.event == cufall_capture::event::WINDOW)
+            .expect("the window is in the trace");
+        assert_eq!((w.t_ns, w.count), (T0 + 35_000, 20_000));
+        assert!(w.detail.contains("process 42"), "{}", w.detail);
+    }
+
     #[test]
     fn the_sink_writes_batches_in_sequence_order_and_tallies_drops() {
         let dir = tempfile::tempdir().unwrap();
@@ -375,7 +541,7 @@ mod tests {
         send(SinkMsg::Message("hello".into()));
         drop(tx);
         let shared = Arc::new(SinkShared::default());
-        let out = sink_main(rx, Some(writer), Some(live_tx), Arc::clone(&shared));
+        let out = sink_main(rx, Some(writer), Some(live_tx), Arc::clone(&shared), None);
         out.writer.unwrap().finish(T0 + 1_000_000).unwrap();
 
         assert_eq!(shared.samples_written.load(Ordering::Relaxed), 20);
@@ -434,7 +600,7 @@ mod tests {
         }
         drop(tx);
         let shared = Arc::new(SinkShared::default());
-        let out = sink_main(rx, Some(writer), Some(live_tx), Arc::clone(&shared));
+        let out = sink_main(rx, Some(writer), Some(live_tx), Arc::clone(&shared), None);
         assert!(out.writer.is_some());
         let err = shared
             .error
@@ -457,7 +623,7 @@ mod tests {
         let shared = Arc::new(SinkShared::default());
         let sink = {
             let shared = Arc::clone(&shared);
-            std::thread::spawn(move || sink_main(rx, None, None, shared))
+            std::thread::spawn(move || sink_main(rx, None, None, shared, None))
         };
         let extra = 10u64;
         for seq in 1..=(MAX_PENDING_BATCHES as u64 + extra) {

@@ -191,6 +191,9 @@ pub struct Recorder {
     rows: Arc<AtomicU64>,
     listener: Option<JoinHandle<()>>,
     readers: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    /// The recording ends while the program runs on by design (a closed capture window): its
+    /// open connections are not stragglers to warn about.
+    runs_on: AtomicBool,
 }
 
 impl Recorder {
@@ -266,6 +269,7 @@ impl Recorder {
             rows,
             listener: Some(handle),
             readers,
+            runs_on: AtomicBool::new(false),
         })
     }
 
@@ -366,6 +370,12 @@ impl Recorder {
         }
     }
 
+    /// Says that the recording ends while the program runs on, by design (the end of a
+    /// capture window): the processes still connected get no warning.
+    pub fn program_runs_on(&self) {
+        self.runs_on.store(true, Ordering::Relaxed);
+    }
+
     /// Stops listening, lets every reader hand over what it has, and removes the socket.
     pub fn finish(mut self) -> CaptureSummary {
         let stragglers = self.state.lock().map_or(0, |s| s.open);
@@ -413,7 +423,7 @@ impl Recorder {
                 detail: "no process of the program initialised CUDA or called NVTX, so no CUDA activity was seen (or the capture library failed to load in it)".into(),
             }]);
         }
-        if stragglers > 0 {
+        if stragglers > 0 && !self.runs_on.load(Ordering::Relaxed) {
             self.report(vec![CaptureEvent {
                 t_ns: now,
                 pid: 0,
@@ -511,6 +521,10 @@ struct Connection {
     last_record_ns: Option<i64>,
     /// The stream was broken and closed by the recorder.
     broken: bool,
+    /// Kernel, copy and call records CUPTI sent without timestamps (left out).
+    untimed: u64,
+    /// The recording closed while the process was still connected (it did not end).
+    still_running: bool,
     demangled: HashMap<u32, String>,
     devices: HashMap<u32, DeviceId>,
     held: Vec<Held>,
@@ -538,6 +552,8 @@ impl Connection {
             windows_open: 0,
             last_record_ns: None,
             broken: false,
+            untimed: 0,
+            still_running: false,
             demangled: HashMap::new(),
             devices: HashMap::new(),
             held: Vec::new(),
@@ -589,6 +605,8 @@ impl Connection {
                 // The recording is closing: read what is already queued, then stop.
                 let since = *stopping_since.get_or_insert_with(Instant::now);
                 if since.elapsed() > Duration::from_millis(200) {
+                    // The process is still running: the recorder's straggler row covers it.
+                    self.still_running = true;
                     break;
                 }
             }
@@ -780,6 +798,13 @@ impl Connection {
                 });
             }
             Held::Activity(a) => {
+                // CUPTI leaves a record's times 0 when it could not timestamp it (seen on the
+                // H200 for two kernels of a JAX program): kept, it would stretch the trace back
+                // to 1970.
+                if a.start_ns <= 0 || a.end_ns < a.start_ns {
+                    self.untimed += 1;
+                    return;
+                }
                 let name = match a.kind {
                     cufall_capture::ActivityKind::Kernel => {
                         if let Some(n) = self.demangled.get(&a.name) {
@@ -831,6 +856,10 @@ impl Connection {
                 });
             }
             Held::Api(c) => {
+                if c.start_ns <= 0 || c.end_ns < c.start_ns {
+                    self.untimed += 1;
+                    return;
+                }
                 let Some(name) = self.name(c.name, last_chance) else {
                     self.held.push(Held::Api(c));
                     return;
@@ -899,6 +928,16 @@ impl Connection {
         }
         // A process that never did GPU work nor sent a range (a compile worker, a data loader)
         // has nothing that could be missing: no warnings, one summary line for all of them.
+        if self.untimed > 0 {
+            self.event(
+                event::UNTIMED,
+                self.untimed,
+                format!(
+                    "process {}: CUPTI delivered {} kernel, copy or call record(s) without timestamps; they are left out",
+                    self.pid, self.untimed
+                ),
+            );
+        }
         let quiet = self.pid != 0 && !self.me.touched_gpu_or_nvtx() && !self.broken;
         if !quiet {
             self.warn_about_missing(now);
@@ -929,7 +968,7 @@ impl Connection {
                 ),
             );
         }
-        if self.pid != 0 && !self.me.said_goodbye && !self.broken {
+        if self.pid != 0 && !self.me.said_goodbye && !self.broken && !self.still_running {
             let since = match self.last_record_ns {
                 Some(t) => format!(
                     "records of its last {} (after the last one delivered) may be missing",

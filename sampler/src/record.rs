@@ -644,6 +644,7 @@ fn record_with(
         let wait = if why_stopped == "the program exited" {
             capture_wait
         } else if child.is_some() && child_status.is_none() {
+            r.program_runs_on();
             Duration::from_millis(300)
         } else {
             capture_wait.min(Duration::from_secs(2))

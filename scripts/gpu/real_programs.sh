@@ -98,7 +98,8 @@ if want kill; then
   "${REC[@]}" -o "$T/killed.cufall" --interval 200us -- $PY $WL/matmul_copy.py --bench 20 > "$T/killed.log" 2>&1 &
   rec=$!
   sleep 8
-  pkill -9 -f "matmul_copy.py --bench 20"
+  # Only the program: cufall's own command line holds the same words.
+  pkill -9 -f "^$PY $WL/matmul_copy.py --bench 20"
   wait $rec
   tail -8 "$T/killed.log"
   "$C" info "$T/killed.cufall" | grep -iE "kernel|capture|goodbye" | head

@@ -426,6 +426,9 @@ pub mod event {
     pub const WINDOW: &str = "capture_window";
     /// The recorder wrote this: a capture range was asked for and no window opened.
     pub const NO_WINDOW: &str = "no_capture_window";
+    /// The recorder wrote this: records CUPTI delivered without timestamps (start 0, or an end
+    /// before the start), left out of the trace; count = records.
+    pub const UNTIMED: &str = "untimed_records";
     /// The library could not set up the `--capture-range` trigger in this process.
     pub const RANGE_UNAVAILABLE: &str = "capture_range_unavailable";
 }

@@ -732,6 +732,12 @@ impl Trace {
                 }
                 s.segments += 1;
                 s.bytes += std::fs::metadata(&seg.path).map(|m| m.len()).unwrap_or(0);
+                // Capture rows say how the recording went (a process attached, a window
+                // opened); they are not part of the recorded time, which a recording limited
+                // to windows starts long after them.
+                if table == Table::Capture {
+                    continue;
+                }
                 if let Some(e) = &seg.entry {
                     s.first_ns = min_opt(s.first_ns, e.t_min_ns);
                     s.last_ns = max_opt(s.last_ns, e.t_max_ns);

@@ -16,9 +16,7 @@ use cudarc::cupti::sys::{
     CUpti_ActivityGraphTrace2, CUpti_ActivityKernel10, CUpti_ActivityKind, CUpti_ActivityMemcpy6,
     CUpti_ActivityMemset4,
 };
-use cufall_capture::{
-    Activity, ActivityKind, ApiCall, ApiDomain, Frame, Kinds, RangeTrigger, event,
-};
+use cufall_capture::{Activity, ActivityKind, ApiCall, ApiDomain, Frame, Kinds, event};
 use libloading::os::unix::{Library, RTLD_LAZY, RTLD_LOCAL};
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_void};
@@ -31,7 +29,7 @@ const SUCCESS: Res = 0;
 type RequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
 type CompleteFn = unsafe extern "C" fn(*mut c_void, u32, *mut u8, usize, usize);
 /// `CUpti_CallbackFunc`: userdata, domain, callback id, `CUpti_CallbackData*`.
-type CallbackFn = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
+pub type CallbackFn = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
 
 /// The CUPTI entry points capture uses, from the process's own CUPTI.
 struct Api {
@@ -49,9 +47,64 @@ struct Api {
     callback_name: Option<unsafe extern "C" fn(u32, u32, *mut *const c_char) -> Res>,
     subscribe: Option<unsafe extern "C" fn(*mut *mut c_void, CallbackFn, *mut c_void) -> Res>,
     enable_callback: Option<unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> Res>,
+    graph_id: Option<unsafe extern "C" fn(*mut c_void, *mut u32) -> Res>,
 }
 
 static API: OnceLock<Api> = OnceLock::new();
+
+/// The process's CUPTI, loaded on first use.
+fn api() -> Result<&'static Api, String> {
+    match API.get() {
+        Some(a) => Ok(a),
+        None => {
+            let a = load()?;
+            Ok(API.get_or_init(|| a))
+        }
+    }
+}
+
+/// Subscribes `callback` as CUPTI's one callback subscriber of the process and enables it for
+/// `(domain, callback id)` pairs. Fails when another tool holds the subscriber.
+pub fn subscribe(callback: CallbackFn, wanted: &[(u32, u32)]) -> Result<(), String> {
+    let api = api()?;
+    let (Some(subscribe), Some(enable)) = (api.subscribe, api.enable_callback) else {
+        return Err(format!(
+            "{} lacks cuptiSubscribe/cuptiEnableCallback",
+            api.soname
+        ));
+    };
+    let mut subscriber: *mut c_void = std::ptr::null_mut();
+    // SAFETY: `callback` has CUPTI's callback signature and never unwinds.
+    let r = unsafe { subscribe(&mut subscriber, callback, std::ptr::null_mut()) };
+    if r != SUCCESS {
+        return Err(format!(
+            "cuptiSubscribe failed ({}): another CUPTI tool in the program holds the one subscriber CUPTI allows",
+            api.describe(r)
+        ));
+    }
+    for (domain, cbid) in wanted {
+        // SAFETY: plain call with the subscriber CUPTI just returned.
+        let r = unsafe { enable(1, subscriber, *domain, *cbid) };
+        if r != SUCCESS {
+            return Err(format!(
+                "cuptiEnableCallback for domain {domain} callback {cbid} failed: {}",
+                api.describe(r)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// CUPTI's id of a CUDA graph (the id its graph-trace and kernel records carry).
+///
+/// # Safety
+/// `graph` must be a live `CUgraph`.
+pub unsafe fn graph_id(graph: *mut c_void) -> Option<u32> {
+    let f = api().ok()?.graph_id?;
+    let mut id = 0u32;
+    // SAFETY: `graph` is live (the caller's promise); CUPTI writes the id.
+    (unsafe { f(graph, &mut id) } == SUCCESS).then_some(id)
+}
 /// Serialises flushes: concurrent `cuptiActivityFlushAll` calls can deadlock.
 static FLUSH: Mutex<()> = Mutex::new(());
 /// Names already sent: kernel-name pointers (CUPTI owns them for the process's life) and API
@@ -74,11 +127,7 @@ const FLUSH_PERIOD_MS: u32 = 100;
 const FORCED_FLUSH_MS: u64 = 100;
 /// Environment variable overriding [`FORCED_FLUSH_MS`].
 pub const ENV_FORCED_FLUSH_MS: &str = "CUFALL_CAPTURE_FLUSH_MS";
-const DOMAIN_DRIVER_API: u32 = 1;
-const CBID_PROFILER_START: u32 = 308;
-const CBID_PROFILER_STOP: u32 = 309;
-const SITE_ENTER: u32 = 0;
-const SITE_EXIT: u32 = 1;
+
 const THREAD_ID_SYSTEM: u32 = 1;
 const FLUSH_FORCED: u32 = 1;
 const DOMAIN_DRIVER: u32 = 1;
@@ -139,6 +188,7 @@ fn bind(lib: Library, soname: &'static str) -> Result<Api, String> {
         callback_name: opt!("cuptiGetCallbackName"),
         subscribe: opt!("cuptiSubscribe"),
         enable_callback: opt!("cuptiEnableCallback"),
+        graph_id: opt!("cuptiGetGraphId"),
         soname,
         _lib: lib,
     };
@@ -175,13 +225,7 @@ pub struct Attached {
 
 /// Sets up activity tracing for `kinds`; returns what is captured, or why nothing is.
 pub fn attach(kinds: Kinds) -> Result<Attached, String> {
-    let api = match API.get() {
-        Some(a) => a,
-        None => {
-            let a = load()?;
-            API.get_or_init(|| a)
-        }
-    };
+    let api = api()?;
     let mut version = 0u32;
     // SAFETY: writes the CUPTI API version into `version`.
     unsafe { (api.get_version)(&mut version) };
@@ -272,73 +316,6 @@ fn start_forced_flushes(period: std::time::Duration) {
                 flush();
             }
         });
-}
-
-/// Sets up the `--capture-range cuda-profiler-api` trigger: a CUPTI callback on the driver's
-/// `cuProfilerStart` (its exit opens a window) and `cuProfilerStop` (its entry closes it);
-/// `cudaProfilerStart`/`Stop` and `torch.cuda.profiler.start()`/`stop()` go through them.
-/// It takes CUPTI's one callback subscriber of the process: a tracer started later in the
-/// program (torch.profiler) cannot subscribe; its activity records are unaffected.
-pub fn attach_profiler_range() -> Result<(), String> {
-    let api = match API.get() {
-        Some(a) => a,
-        None => {
-            let a = load()?;
-            API.get_or_init(|| a)
-        }
-    };
-    let (Some(subscribe), Some(enable)) = (api.subscribe, api.enable_callback) else {
-        return Err(format!(
-            "{} lacks cuptiSubscribe/cuptiEnableCallback",
-            api.soname
-        ));
-    };
-    let mut subscriber: *mut c_void = std::ptr::null_mut();
-    // SAFETY: `profiler_callback` has CUPTI's callback signature and never unwinds.
-    let r = unsafe { subscribe(&mut subscriber, profiler_callback, std::ptr::null_mut()) };
-    if r != SUCCESS {
-        return Err(format!(
-            "cuptiSubscribe failed ({}): another CUPTI tool in the program holds the one subscriber CUPTI allows",
-            api.describe(r)
-        ));
-    }
-    for cbid in [CBID_PROFILER_START, CBID_PROFILER_STOP] {
-        // SAFETY: plain call with the subscriber CUPTI just returned.
-        let r = unsafe { enable(1, subscriber, DOMAIN_DRIVER_API, cbid) };
-        if r != SUCCESS {
-            return Err(format!(
-                "cuptiEnableCallback for callback {cbid} failed: {}",
-                api.describe(r)
-            ));
-        }
-    }
-    Ok(())
-}
-
-unsafe extern "C" fn profiler_callback(
-    _userdata: *mut c_void,
-    domain: u32,
-    cbid: u32,
-    data: *const c_void,
-) {
-    let _ = std::panic::catch_unwind(|| {
-        if domain != DOMAIN_DRIVER_API || data.is_null() {
-            return;
-        }
-        // SAFETY: for API domains CUPTI passes a `CUpti_CallbackData` whose first field is the
-        // call site (`CUpti_ApiCallbackSite`, 32 bits).
-        let site = unsafe { data.cast::<u32>().read_unaligned() };
-        let h = hub();
-        if !h.live() || !matches!(h.range, Some(RangeTrigger::ProfilerApi)) {
-            return;
-        }
-        let t_ns = crate::delivery::now_ns();
-        match (cbid, site) {
-            (CBID_PROFILER_START, SITE_EXIT) => h.send_urgent(&Frame::Window { t_ns, open: true }),
-            (CBID_PROFILER_STOP, SITE_ENTER) => h.send_urgent(&Frame::Window { t_ns, open: false }),
-            _ => {}
-        }
-    });
 }
 
 /// Hands every buffered record to the hub (at exit).

@@ -15,6 +15,7 @@
 // say why not.
 #![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
+pub mod callbacks;
 pub mod cupti;
 pub mod delivery;
 pub mod ffi;
@@ -80,10 +81,8 @@ pub extern "C" fn InitializeInjection() -> i32 {
         } else {
             h.status(event::CUDA_ATTACHED, 0, "NVTX only: CUPTI not used");
         }
-        if matches!(h.range, Some(cufall_capture::RangeTrigger::ProfilerApi))
-            && let Err(why) = cupti::attach_profiler_range()
-        {
-            h.status(event::RANGE_UNAVAILABLE, 0, &why);
+        if let Err(why) = callbacks::attach(h.kinds, h.range.as_ref()) {
+            h.status(event::CALLBACKS_UNAVAILABLE, 0, &why);
         }
     });
     1

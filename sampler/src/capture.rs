@@ -703,6 +703,11 @@ impl Connection {
             Frame::Bye { .. } => self.me.said_goodbye = true,
             Frame::Window { t_ns, open } => self.window_edge(t_ns, open, None),
             Frame::Context { .. } => self.me.contexts += 1,
+            Frame::Graph {
+                graph_id,
+                nodes,
+                kernels,
+            } => self.graph_contents(graph_id, nodes, &kernels),
         }
         if self.held.len() > MAX_HELD {
             return Err(format!(
@@ -713,6 +718,36 @@ impl Connection {
             self.send_batches();
         }
         Ok(())
+    }
+
+    /// A CUDA graph the process instantiated: one capture row with its kernels, by demangled
+    /// name, most nodes first.
+    fn graph_contents(
+        &mut self,
+        graph_id: u32,
+        nodes: u32,
+        kernels: &[cufall_capture::GraphKernel],
+    ) {
+        let mut named: Vec<(String, u32)> = Vec::new();
+        for k in kernels {
+            let raw = self.name(k.name, true).unwrap_or_default();
+            let name = demangle(&raw);
+            match named.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, c)) => *c += k.count,
+                None => named.push((name, k.count)),
+            }
+        }
+        named.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let kernel_nodes: u64 = named.iter().map(|(_, c)| u64::from(*c)).sum();
+        let list: Vec<String> = named.iter().map(|(n, c)| format!("{c} × {n}")).collect();
+        self.event(
+            event::GRAPH_CONTENTS,
+            u64::from(nodes),
+            format!(
+                "graph {graph_id}: {nodes} nodes, {kernel_nodes} kernels: {}",
+                list.join("; ")
+            ),
+        );
     }
 
     /// A window edge of this process; `closing_at_exit` closes one the process left open.
@@ -995,7 +1030,8 @@ fn problem_text(e: &CaptureEvent) -> Option<String> {
         | event::NVTX_ATTACHED
         | event::FORKED
         | event::QUIET
-        | event::WINDOW => None,
+        | event::WINDOW
+        | event::GRAPH_CONTENTS => None,
         _ => Some(format!("process {}: {} ({})", e.pid, e.detail, e.event)),
     }
 }
@@ -1537,6 +1573,49 @@ mod tests {
             warn.detail
         );
         assert!(summary.quiet.is_empty());
+    }
+
+    /// A graph's contents, learnt once when it is instantiated: one capture row naming its
+    /// kernels, demangled, most nodes first (names defined after their use included).
+    #[test]
+    fn graph_contents_become_one_row_per_graph() {
+        let (msgs, _) = one_process(
+            None,
+            vec![
+                hello(96),
+                Frame::String {
+                    id: 1,
+                    text: "_Z4gemmv".into(),
+                },
+                Frame::Graph {
+                    graph_id: 12,
+                    nodes: 30,
+                    kernels: vec![
+                        cufall_capture::GraphKernel { name: 2, count: 4 },
+                        cufall_capture::GraphKernel {
+                            name: 1,
+                            count: 24,
+                        },
+                    ],
+                },
+                Frame::String {
+                    id: 2,
+                    text: "rmsnorm".into(),
+                },
+                Frame::Bye { t_ns: 2 },
+            ],
+        );
+        let events = events_of(&msgs);
+        let g = events
+            .iter()
+            .find(|e| e.event == event::GRAPH_CONTENTS)
+            .expect("a row per graph");
+        assert_eq!((g.pid, g.count), (96, 30));
+        assert!(
+            g.detail.starts_with("graph 12: 30 nodes, 28 kernels: 24 × gemm; 4 × "),
+            "{}",
+            g.detail
+        );
     }
 
     /// Window edges of a process reach the sink, and a window the process leaves open is

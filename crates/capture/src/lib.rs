@@ -46,6 +46,8 @@ pub const ENV_RANGE: &str = "CUFALL_CAPTURE_RANGE";
 pub const LIBRARY_FILE: &str = "libcufall_inject.so";
 /// Longest name sent; longer ones are cut, and a longer one received is a broken stream.
 pub const MAX_NAME_BYTES: usize = 65_536;
+/// Most distinct kernels one [`Frame::Graph`] lists (the most frequent first).
+pub const MAX_GRAPH_KERNELS: usize = 4096;
 /// Largest frame body accepted; anything larger is a broken stream.
 pub const MAX_FRAME_BYTES: usize = 16 << 20;
 
@@ -321,6 +323,14 @@ pub struct ApiCall {
     pub name: u32,
 }
 
+/// One kernel of a CUDA graph, with how many nodes run it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GraphKernel {
+    /// String id of the (mangled) kernel name.
+    pub name: u32,
+    pub count: u32,
+}
+
 /// A frame of the wire format.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Frame<'a> {
@@ -371,6 +381,13 @@ pub enum Frame<'a> {
     Context {
         device: u32,
         context: u32,
+    },
+    /// A CUDA graph was instantiated (graphs traced whole): its id (as its graph-trace records
+    /// carry it), its node count (child graphs included) and its kernels.
+    Graph {
+        graph_id: u32,
+        nodes: u32,
+        kernels: Vec<GraphKernel>,
     },
 }
 
@@ -429,8 +446,15 @@ pub mod event {
     /// The recorder wrote this: records CUPTI delivered without timestamps (start 0, or an end
     /// before the start), left out of the trace; count = records.
     pub const UNTIMED: &str = "untimed_records";
-    /// The library could not set up the `--capture-range` trigger in this process.
-    pub const RANGE_UNAVAILABLE: &str = "capture_range_unavailable";
+    /// The library could not subscribe to CUPTI's callbacks in this process (another tool
+    /// holds CUPTI's one subscriber): no `--capture-range cuda-profiler-api` trigger and no
+    /// graph contents there.
+    pub const CALLBACKS_UNAVAILABLE: &str = "cupti_callbacks_unavailable";
+    /// The recorder wrote this, once per CUDA graph a process instantiated: `count` is the
+    /// graph's node count, `detail` its id and kernels (`graph 12: 48 nodes; 24 × gemm, ...`).
+    pub const GRAPH_CONTENTS: &str = "graph_contents";
+    /// The library could not read graphs' kernels (libcuda lacks the graph functions).
+    pub const GRAPH_CONTENTS_UNAVAILABLE: &str = "graph_contents_unavailable";
 }
 
 mod tag {
@@ -444,6 +468,7 @@ mod tag {
     pub const DEVICE: u8 = 8;
     pub const WINDOW: u8 = 9;
     pub const CONTEXT: u8 = 10;
+    pub const GRAPH: u8 = 11;
 }
 
 /// Appends the encoding of `frame` to `out`.
@@ -474,56 +499,7 @@ pub fn encode(frame: &Frame<'_>, out: &mut Vec<u8>) {
             w.u32(*id);
             w.str(text);
         }
-        Frame::Range(r) => {
-            w.u8(tag::RANGE);
-            w.i64(r.start_ns);
-            w.i64(r.end_ns);
-            w.u32(r.tid);
-            w.u32(r.depth);
-            w.u8(match r.kind {
-                RangeKind::PushPop => 0,
-                RangeKind::StartEnd => 1,
-                RangeKind::Mark => 2,
-            });
-            w.u32(r.domain);
-            w.u32(r.category);
-            match r.color {
-                Some(c) => {
-                    w.u8(1);
-                    w.u32(c);
-                }
-                None => w.u8(0),
-            }
-            match r.payload {
-                Payload::None => w.u8(0),
-                Payload::Int(v) => {
-                    w.u8(1);
-                    w.i64(v);
-                }
-                Payload::UInt(v) => {
-                    w.u8(2);
-                    w.u64(v);
-                }
-                Payload::Float(v) => {
-                    w.u8(3);
-                    w.u64(v.to_bits());
-                }
-            }
-            match &r.name {
-                Name::Text(t) => {
-                    w.u8(0);
-                    w.str(t);
-                }
-                Name::Bytes(b) => {
-                    w.u8(0);
-                    w.bytes(b);
-                }
-                Name::Registered(id) => {
-                    w.u8(1);
-                    w.u32(*id);
-                }
-            }
-        }
+        Frame::Range(r) => encode_range(&mut w, r),
         Frame::Activity(a) => {
             w.u8(tag::ACTIVITY);
             w.u8(match a.kind {
@@ -589,10 +565,77 @@ pub fn encode(frame: &Frame<'_>, out: &mut Vec<u8>) {
             w.u32(*device);
             w.u32(*context);
         }
+        Frame::Graph {
+            graph_id,
+            nodes,
+            kernels,
+        } => {
+            w.u8(tag::GRAPH);
+            w.u32(*graph_id);
+            w.u32(*nodes);
+            let kernels = &kernels[..kernels.len().min(MAX_GRAPH_KERNELS)];
+            w.u32(u32::try_from(kernels.len()).unwrap_or(0));
+            for k in kernels {
+                w.u32(k.name);
+                w.u32(k.count);
+            }
+        }
     }
     let body = out.len() - at - 4;
     let len = u32::try_from(body).unwrap_or(u32::MAX).to_le_bytes();
     out[at..at + 4].copy_from_slice(&len);
+}
+
+/// The body of a [`Frame::Range`].
+fn encode_range(w: &mut Writer<'_>, r: &Range<'_>) {
+    w.u8(tag::RANGE);
+    w.i64(r.start_ns);
+    w.i64(r.end_ns);
+    w.u32(r.tid);
+    w.u32(r.depth);
+    w.u8(match r.kind {
+        RangeKind::PushPop => 0,
+        RangeKind::StartEnd => 1,
+        RangeKind::Mark => 2,
+    });
+    w.u32(r.domain);
+    w.u32(r.category);
+    match r.color {
+        Some(c) => {
+            w.u8(1);
+            w.u32(c);
+        }
+        None => w.u8(0),
+    }
+    match r.payload {
+        Payload::None => w.u8(0),
+        Payload::Int(v) => {
+            w.u8(1);
+            w.i64(v);
+        }
+        Payload::UInt(v) => {
+            w.u8(2);
+            w.u64(v);
+        }
+        Payload::Float(v) => {
+            w.u8(3);
+            w.u64(v.to_bits());
+        }
+    }
+    match &r.name {
+        Name::Text(t) => {
+            w.u8(0);
+            w.str(t);
+        }
+        Name::Bytes(b) => {
+            w.u8(0);
+            w.bytes(b);
+        }
+        Name::Registered(id) => {
+            w.u8(1);
+            w.u32(*id);
+        }
+    }
 }
 
 struct Writer<'a>(&'a mut Vec<u8>);
@@ -644,6 +687,8 @@ pub enum ProtocolError {
     BadValue { what: &'static str, value: u8 },
     #[error("a string of {0} bytes is longer than the {MAX_NAME_BYTES}-byte limit")]
     NameTooLong(usize),
+    #[error("a graph listing {0} kernels, more than the {MAX_GRAPH_KERNELS} allowed")]
+    TooManyGraphKernels(usize),
 }
 
 /// Splits a byte stream into frames; feed it bytes as they arrive.
@@ -758,6 +803,26 @@ pub fn decode_body(body: &[u8]) -> Result<Frame<'static>, ProtocolError> {
             device: r.u32()?,
             context: r.u32()?,
         },
+        tag::GRAPH => {
+            let graph_id = r.u32()?;
+            let nodes = r.u32()?;
+            let n = r.u32()? as usize;
+            if n > MAX_GRAPH_KERNELS {
+                return Err(ProtocolError::TooManyGraphKernels(n));
+            }
+            let mut kernels = Vec::with_capacity(n);
+            for _ in 0..n {
+                kernels.push(GraphKernel {
+                    name: r.u32()?,
+                    count: r.u32()?,
+                });
+            }
+            Frame::Graph {
+                graph_id,
+                nodes,
+                kernels,
+            }
+        }
         other => return Err(ProtocolError::UnknownTag(other)),
     };
     if !r.b.is_empty() {
@@ -996,6 +1061,14 @@ mod tests {
             Frame::Context {
                 device: 1,
                 context: 3,
+            },
+            Frame::Graph {
+                graph_id: 12,
+                nodes: 48,
+                kernels: vec![
+                    GraphKernel { name: 7, count: 24 },
+                    GraphKernel { name: 9, count: 1 },
+                ],
             },
         ]
     }

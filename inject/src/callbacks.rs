@@ -29,6 +29,8 @@ const DOMAIN_RESOURCE: u32 = 3;
 const CBID_PROFILER_START: u32 = 308;
 const CBID_PROFILER_STOP: u32 = 309;
 const CBID_GRAPHEXEC_CREATED: u32 = 18;
+/// Offset of `graphExec` in `CUpti_GraphData`.
+const GRAPH_EXEC_OFFSET: usize = 48;
 const SITE_ENTER: u32 = 0;
 const SITE_EXIT: u32 = 1;
 /// `CUgraphNodeType`: a kernel node, a child-graph node.
@@ -75,19 +77,26 @@ unsafe extern "C" fn on_callback(
             (DOMAIN_RESOURCE, CBID_GRAPHEXEC_CREATED) => {
                 // SAFETY: for the resource domain CUPTI passes a `CUpti_ResourceData`: context,
                 // resource handle (8 bytes), then `resourceDescriptor`, which for graph
-                // callbacks points at a `CUpti_GraphData` whose first field is the graph.
-                let graph = unsafe {
+                // callbacks points at a `CUpti_GraphData` (the graph first, the instantiated
+                // graph at GRAPH_EXEC_OFFSET; checked against CUPTI 13's layout in a test).
+                let (graph, exec) = unsafe {
                     let descriptor = data
                         .cast::<u8>()
                         .add(16)
-                        .cast::<*const c_void>()
+                        .cast::<*const u8>()
                         .read_unaligned();
                     if descriptor.is_null() {
                         return;
                     }
-                    descriptor.cast::<*mut c_void>().read_unaligned()
+                    (
+                        descriptor.cast::<*mut c_void>().read_unaligned(),
+                        descriptor
+                            .add(GRAPH_EXEC_OFFSET)
+                            .cast::<*mut c_void>()
+                            .read_unaligned(),
+                    )
                 };
-                graph_instantiated(graph);
+                graph_instantiated(graph, exec);
             }
             _ => {}
         }
@@ -230,14 +239,21 @@ fn kernel_node_name(d: &Driver, node: *mut c_void) -> Option<String> {
     )
 }
 
-fn graph_instantiated(graph: *mut c_void) {
+fn graph_instantiated(graph: *mut c_void, exec: *mut c_void) {
     if graph.is_null() {
         return;
     }
     let h = hub();
-    // SAFETY: CUPTI hands the callback the graph just instantiated, alive during the call.
-    let Some(id) = (unsafe { cupti::graph_id(graph) }) else {
+    // SAFETY: CUPTI hands the callback the graph and the instantiated graph, alive during the
+    // call.
+    let Some(id) = (unsafe { cupti::graph_id(graph, false) }) else {
         return;
+    };
+    let exec_id = if exec.is_null() {
+        0
+    } else {
+        // SAFETY: as above.
+        unsafe { cupti::graph_id(exec, true) }.unwrap_or(0)
     };
     let Some(d) = driver() else {
         h.status(
@@ -261,7 +277,35 @@ fn graph_instantiated(graph: *mut c_void) {
     kernels.truncate(cufall_capture::MAX_GRAPH_KERNELS);
     h.send(&Frame::Graph {
         graph_id: id,
+        exec_id,
         nodes: u32::try_from(c.nodes).unwrap_or(u32::MAX),
         kernels,
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn graph_data_and_kernel_params_are_where_cuda_13_puts_them() {
+        use cudarc::cupti::sys::{CUpti_GraphData, CUpti_ResourceData};
+        assert_eq!(
+            std::mem::offset_of!(CUpti_ResourceData, resourceDescriptor),
+            16
+        );
+        assert_eq!(std::mem::offset_of!(CUpti_GraphData, graph), 0);
+        assert_eq!(
+            std::mem::offset_of!(CUpti_GraphData, graphExec),
+            GRAPH_EXEC_OFFSET
+        );
+        assert_eq!(
+            std::mem::size_of::<KernelNodeParams>(),
+            std::mem::size_of::<cudarc::driver::sys::CUDA_KERNEL_NODE_PARAMS_v2_st>()
+        );
+        assert_eq!(
+            std::mem::offset_of!(KernelNodeParams, kern),
+            std::mem::offset_of!(cudarc::driver::sys::CUDA_KERNEL_NODE_PARAMS_v2_st, kern)
+        );
+    }
 }

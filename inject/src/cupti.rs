@@ -48,6 +48,7 @@ struct Api {
     subscribe: Option<unsafe extern "C" fn(*mut *mut c_void, CallbackFn, *mut c_void) -> Res>,
     enable_callback: Option<unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> Res>,
     graph_id: Option<unsafe extern "C" fn(*mut c_void, *mut u32) -> Res>,
+    graph_exec_id: Option<unsafe extern "C" fn(*mut c_void, *mut u32) -> Res>,
 }
 
 static API: OnceLock<Api> = OnceLock::new();
@@ -95,15 +96,20 @@ pub fn subscribe(callback: CallbackFn, wanted: &[(u32, u32)]) -> Result<(), Stri
     Ok(())
 }
 
-/// CUPTI's id of a CUDA graph (the id its graph-trace and kernel records carry).
+/// CUPTI's id of a CUDA graph (`exec` false) or of an instantiated graph (`exec` true).
 ///
 /// # Safety
-/// `graph` must be a live `CUgraph`.
-pub unsafe fn graph_id(graph: *mut c_void) -> Option<u32> {
-    let f = api().ok()?.graph_id?;
+/// `handle` must be a live `CUgraph` (or `CUgraphExec` when `exec`).
+pub unsafe fn graph_id(handle: *mut c_void, exec: bool) -> Option<u32> {
+    let api = api().ok()?;
+    let f = if exec {
+        api.graph_exec_id?
+    } else {
+        api.graph_id?
+    };
     let mut id = 0u32;
-    // SAFETY: `graph` is live (the caller's promise); CUPTI writes the id.
-    (unsafe { f(graph, &mut id) } == SUCCESS).then_some(id)
+    // SAFETY: `handle` is live (the caller's promise); CUPTI writes the id.
+    (unsafe { f(handle, &mut id) } == SUCCESS).then_some(id)
 }
 /// Serialises flushes: concurrent `cuptiActivityFlushAll` calls can deadlock.
 static FLUSH: Mutex<()> = Mutex::new(());
@@ -120,9 +126,9 @@ struct Names {
 const SONAMES: [&str; 1] = ["libcupti.so.13"];
 const BUFFER_BYTES: usize = 8 << 20;
 const FLUSH_PERIOD_MS: u32 = 100;
-/// How often capture forces CUPTI to hand over its partly filled buffers, so records reach the
-/// recorder while the program runs (CUPTI's own flush period hands over full buffers only: a
-/// program killed after 10 s of matmuls had delivered no kernel record). Overridden by
+/// How often capture asks CUPTI to hand over its partly filled buffers of complete records, so
+/// records reach the recorder while the program runs (CUPTI's own flush period hands over full
+/// buffers only: a program killed after 10 s of matmuls had delivered no kernel record). Overridden by
 /// [`ENV_FORCED_FLUSH_MS`] (0 turns it off), for measuring its cost.
 const FORCED_FLUSH_MS: u64 = 100;
 /// Environment variable overriding [`FORCED_FLUSH_MS`].
@@ -189,6 +195,7 @@ fn bind(lib: Library, soname: &'static str) -> Result<Api, String> {
         subscribe: opt!("cuptiSubscribe"),
         enable_callback: opt!("cuptiEnableCallback"),
         graph_id: opt!("cuptiGetGraphId"),
+        graph_exec_id: opt!("cuptiGetGraphExecId"),
         soname,
         _lib: lib,
     };
@@ -304,7 +311,7 @@ fn forced_flush_period() -> Option<std::time::Duration> {
     (ms > 0).then(|| std::time::Duration::from_millis(ms))
 }
 
-/// A thread that forces a flush every `period` while capture delivers. It never sends itself
+/// A thread that flushes every `period` while capture delivers. It never sends itself
 /// (CUPTI calls `buffer_completed` on it, which only appends to this thread's buffer), so it
 /// cannot wait on the sender that waits on it.
 fn start_forced_flushes(period: std::time::Duration) {
@@ -313,17 +320,29 @@ fn start_forced_flushes(period: std::time::Duration) {
         .spawn(move || {
             while hub().live() {
                 std::thread::sleep(period);
-                flush();
+                flush_completed();
             }
         });
 }
 
-/// Hands every buffered record to the hub (at exit).
+/// Hands every buffered record to the hub, incomplete ones too (at exit, when nothing runs
+/// any more).
 pub fn flush() {
+    flush_with(FLUSH_FORCED);
+}
+
+/// Hands over every buffer whose records are all complete (CUPTI's default flush: a forced
+/// one would also hand over kernels still running, with no timestamps, and they would be lost;
+/// seen on the H200: 2,007 of a matmul loop's records).
+fn flush_completed() {
+    flush_with(0);
+}
+
+fn flush_with(flag: u32) {
     let Some(api) = API.get() else { return };
     let _one = FLUSH.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: plain call; serialised by FLUSH.
-    unsafe { (api.flush_all)(FLUSH_FORCED) };
+    unsafe { (api.flush_all)(flag) };
 }
 
 fn buffer_layout() -> std::alloc::Layout {

@@ -705,9 +705,10 @@ impl Connection {
             Frame::Context { .. } => self.me.contexts += 1,
             Frame::Graph {
                 graph_id,
+                exec_id,
                 nodes,
                 kernels,
-            } => self.graph_contents(graph_id, nodes, &kernels),
+            } => self.graph_contents(graph_id, exec_id, nodes, &kernels),
         }
         if self.held.len() > MAX_HELD {
             return Err(format!(
@@ -725,6 +726,7 @@ impl Connection {
     fn graph_contents(
         &mut self,
         graph_id: u32,
+        exec_id: u32,
         nodes: u32,
         kernels: &[cufall_capture::GraphKernel],
     ) {
@@ -744,7 +746,7 @@ impl Connection {
             event::GRAPH_CONTENTS,
             u64::from(nodes),
             format!(
-                "graph {graph_id}: {nodes} nodes, {kernel_nodes} kernels: {}",
+                "graph {graph_id} (instantiated as {exec_id}): {nodes} nodes, {kernel_nodes} kernels: {}",
                 list.join("; ")
             ),
         );
@@ -1006,8 +1008,8 @@ impl Connection {
         if self.pid != 0 && !self.me.said_goodbye && !self.broken && !self.still_running {
             let since = match self.last_record_ns {
                 Some(t) => format!(
-                    "records of its last {} (after the last one delivered) may be missing",
-                    cufall_cupti::pm::format_ns(u64::try_from(now.saturating_sub(t)).unwrap_or(0))
+                    "records of its last {:.0} ms (after the last one delivered) may be missing",
+                    now.saturating_sub(t) as f64 / 1e6
                 ),
                 None => "it delivered no record before it ended".to_string(),
             };
@@ -1589,13 +1591,11 @@ mod tests {
                 },
                 Frame::Graph {
                     graph_id: 12,
+                    exec_id: 13,
                     nodes: 30,
                     kernels: vec![
                         cufall_capture::GraphKernel { name: 2, count: 4 },
-                        cufall_capture::GraphKernel {
-                            name: 1,
-                            count: 24,
-                        },
+                        cufall_capture::GraphKernel { name: 1, count: 24 },
                     ],
                 },
                 Frame::String {
@@ -1612,7 +1612,9 @@ mod tests {
             .expect("a row per graph");
         assert_eq!((g.pid, g.count), (96, 30));
         assert!(
-            g.detail.starts_with("graph 12: 30 nodes, 28 kernels: 24 × gemm; 4 × "),
+            g.detail.starts_with(
+                "graph 12 (instantiated as 13): 30 nodes, 28 kernels: 24 × gemm; 4 × "
+            ),
             "{}",
             g.detail
         );

@@ -695,6 +695,12 @@ fn print_capture(c: &CaptureSummary) {
         c.api_calls,
         c.processes.len()
     ));
+    if !c.quiet.is_empty() {
+        say(format!(
+            "{} process(es) of the program never did GPU work nor sent NVTX ranges (compile workers, data loaders, ...): nothing to capture from them",
+            c.quiet.len()
+        ));
+    }
     if c.cupti_dropped > 0 {
         say(format!(
             "WARNING: CUPTI dropped {} activity record(s) (recorded in the trace's capture table)",

@@ -382,10 +382,11 @@ pub enum Frame<'a> {
         device: u32,
         context: u32,
     },
-    /// A CUDA graph was instantiated (graphs traced whole): its id (as its graph-trace records
-    /// carry it), its node count (child graphs included) and its kernels.
+    /// A CUDA graph was instantiated (graphs traced whole): its id, the id of the instantiated
+    /// graph (0 if unknown), its node count (child graphs included) and its kernels.
     Graph {
         graph_id: u32,
+        exec_id: u32,
         nodes: u32,
         kernels: Vec<GraphKernel>,
     },
@@ -567,11 +568,13 @@ pub fn encode(frame: &Frame<'_>, out: &mut Vec<u8>) {
         }
         Frame::Graph {
             graph_id,
+            exec_id,
             nodes,
             kernels,
         } => {
             w.u8(tag::GRAPH);
             w.u32(*graph_id);
+            w.u32(*exec_id);
             w.u32(*nodes);
             let kernels = &kernels[..kernels.len().min(MAX_GRAPH_KERNELS)];
             w.u32(u32::try_from(kernels.len()).unwrap_or(0));
@@ -805,6 +808,7 @@ pub fn decode_body(body: &[u8]) -> Result<Frame<'static>, ProtocolError> {
         },
         tag::GRAPH => {
             let graph_id = r.u32()?;
+            let exec_id = r.u32()?;
             let nodes = r.u32()?;
             let n = r.u32()? as usize;
             if n > MAX_GRAPH_KERNELS {
@@ -819,6 +823,7 @@ pub fn decode_body(body: &[u8]) -> Result<Frame<'static>, ProtocolError> {
             }
             Frame::Graph {
                 graph_id,
+                exec_id,
                 nodes,
                 kernels,
             }
@@ -1064,6 +1069,7 @@ mod tests {
             },
             Frame::Graph {
                 graph_id: 12,
+                exec_id: 13,
                 nodes: 48,
                 kernels: vec![
                     GraphKernel { name: 7, count: 24 },

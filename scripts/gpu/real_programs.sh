@@ -21,6 +21,7 @@ export PYTHONUNBUFFERED=1
 if [ -x /opt/torch/.venv/bin/python ]; then PY=${PY:-/opt/torch/.venv/bin/python}; else PY=${PY:-python3}; fi
 hdr() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 parts="${*:-library compile graphs server kill flush}"
+ROUNDS=${ROUNDS:-3} # interleaved rounds of the overhead measurements (0: recordings only)
 want() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 REC=("$C" record --force --devices 0)
 # Traces are folders: they come back as one archive per run ($OUT/traces-PARTS.tar.xz).
@@ -45,7 +46,7 @@ if want compile; then
   "${REC[@]}" -o "$T/torch-compile.cufall" --interval 200us -- $PY $WL/torch_compile_decode.py --steps 500 2>&1 | tail -14
   keep "$T/torch-compile.cufall"
   hdr "compile: step p50 (us), 3 interleaved rounds: bare, graphs whole (default), graph-nodes (--nvml-only)"
-  for round in 1 2 3; do
+  for round in $(seq "$ROUNDS"); do
     echo "bare $($PY $WL/torch_compile_decode.py --steps 2000 2>/dev/null | tail -1)"
     echo "graphs $("${REC[@]}" --nvml-only -o "$T/o.cufall" -- $PY $WL/torch_compile_decode.py --steps 2000 2>/dev/null | tail -1)"
     echo "graph-nodes $("${REC[@]}" --nvml-only -o "$T/o.cufall" --capture nvtx,kernels,memcpy,graph-nodes -- $PY $WL/torch_compile_decode.py --steps 2000 2>/dev/null | tail -1)"
@@ -56,14 +57,14 @@ if want graphs; then
   hdr "graphs: specdec --graphs on, 3 interleaved rounds: none, graphs whole (default), graph-nodes (--nvml-only)"
   A=(--preset 0.5b --context 256 --graphs on --new-tokens 64)
   med() { "$@" 2>&1 | grep -o 'median step [0-9.]* ms' | head -1; }
-  for round in 1 2 3; do
+  for round in $(seq "$ROUNDS"); do
     echo "bare $(med "$S" "${A[@]}")"
     echo "none $(med "${REC[@]}" --nvml-only -o "$T/o.cufall" --capture none -- "$S" "${A[@]}")"
     echo "graphs $(med "${REC[@]}" --nvml-only -o "$T/o.cufall" -- "$S" "${A[@]}")"
     echo "graph-nodes $(med "${REC[@]}" --nvml-only -o "$T/o.cufall" --capture nvtx,kernels,memcpy,graph-nodes -- "$S" "${A[@]}")"
   done | tee "$OUT/specdec-graphs.txt"
   "${REC[@]}" -o "$T/specdec-graphs-whole.cufall" --interval 100us -- "$S" --preset 0.5b --context 256 --graphs on --new-tokens 32 2>&1 | tail -8
-  "$C" info "$T/specdec-graphs-whole.cufall" | grep -iE "kernel|graph" | head
+  keep "$T/specdec-graphs-whole.cufall"
 fi
 
 serve() { # name, port, cufall flags... (the driver runs server and client; client output to $T/NAME.client)

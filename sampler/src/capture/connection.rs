@@ -1,0 +1,573 @@
+//! One process's connection: its frames become trace rows, names resolved per connection,
+//! records held until their names arrive, warnings where records may really be missing.
+
+use super::{
+    BATCH_AGE, BATCH_ROWS, MAX_HELD, MAX_STRING_BYTES, ProcessSummary, Shared, State, problem_text,
+};
+use crate::pipeline::SinkMsg;
+use crate::pipeline::window::Edge;
+use cufall_capture::{Decoder, Frame, Name, Payload, RangeKind as WireKind, event};
+use cufall_trace::model::{
+    ActivityKind, ApiCall, ApiDomain, CaptureEvent, DeviceId, KernelRecord, NvtxRange, RangeKind,
+};
+use std::collections::HashMap;
+use std::io::Read;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A frame whose names are not all known yet.
+enum Held {
+    Range(cufall_capture::Range<'static>),
+    Activity(cufall_capture::Activity),
+    Api(cufall_capture::ApiCall),
+}
+
+pub(super) struct Connection {
+    tx: Sender<SinkMsg>,
+    state: Arc<Mutex<State>>,
+    rows: Arc<AtomicU64>,
+    uuids: Arc<HashMap<String, DeviceId>>,
+    trigger: Arc<str>,
+    pid: u32,
+    strings: HashMap<u32, String>,
+    string_bytes: usize,
+    /// Windows this process opened and has not closed.
+    windows_open: u32,
+    /// End of the latest record delivered (NVTX range, kernel, copy or call).
+    last_record_ns: Option<i64>,
+    /// The stream was broken and closed by the recorder.
+    broken: bool,
+    /// Kernel, copy and call records CUPTI sent without timestamps (left out).
+    untimed: u64,
+    /// The recording closed while the process was still connected (it did not end).
+    still_running: bool,
+    demangled: HashMap<u32, String>,
+    devices: HashMap<u32, DeviceId>,
+    held: Vec<Held>,
+    nvtx: Vec<NvtxRange>,
+    kernels: Vec<KernelRecord>,
+    api: Vec<ApiCall>,
+    events: Vec<CaptureEvent>,
+    last_send: Instant,
+    me: ProcessSummary,
+    /// The process set up CUPTI activity tracing.
+    cupti_attached: bool,
+}
+
+impl Connection {
+    pub(super) fn new(shared: &Shared) -> Self {
+        Connection {
+            tx: shared.tx.clone(),
+            state: Arc::clone(&shared.state),
+            rows: Arc::clone(&shared.rows),
+            uuids: Arc::clone(&shared.uuids),
+            trigger: Arc::clone(&shared.trigger),
+            pid: 0,
+            strings: HashMap::new(),
+            string_bytes: 0,
+            windows_open: 0,
+            last_record_ns: None,
+            broken: false,
+            untimed: 0,
+            still_running: false,
+            demangled: HashMap::new(),
+            devices: HashMap::new(),
+            held: Vec::new(),
+            nvtx: Vec::new(),
+            kernels: Vec::new(),
+            api: Vec::new(),
+            events: Vec::new(),
+            last_send: Instant::now(),
+            me: ProcessSummary::default(),
+            cupti_attached: false,
+        }
+    }
+
+    pub(super) fn serve(&mut self, mut stream: UnixStream, stop: &AtomicBool) {
+        let _ = stream.set_read_timeout(Some(Duration::from_millis(50)));
+        let mut decoder = Decoder::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut stopping_since: Option<Instant> = None;
+        loop {
+            match stream.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    decoder.push(&buf[..n]);
+                    loop {
+                        let outcome = match decoder.next_frame() {
+                            Ok(Some(f)) => self.on_frame(f),
+                            Ok(None) => break,
+                            Err(e) => Err(e.to_string()),
+                        };
+                        if let Err(why) = outcome {
+                            self.protocol_error(why);
+                            self.finish_connection();
+                            return;
+                        }
+                    }
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+            if self.last_send.elapsed() >= BATCH_AGE {
+                self.send_batches();
+            }
+            if stop.load(Ordering::Relaxed) {
+                // The recording is closing: read what is already queued, then stop.
+                let since = *stopping_since.get_or_insert_with(Instant::now);
+                if since.elapsed() > Duration::from_millis(200) {
+                    // The process is still running: the recorder's straggler row covers it.
+                    self.still_running = true;
+                    break;
+                }
+            }
+        }
+        self.finish_connection();
+    }
+
+    fn protocol_error(&mut self, why: String) {
+        let msg = format!(
+            "process {}: broken capture stream ({why}); its connection was closed and its later records are not in the trace",
+            self.pid
+        );
+        if let Ok(mut s) = self.state.lock() {
+            s.summary.protocol_errors.push(msg.clone());
+        }
+        self.broken = true;
+        self.event(event::BROKEN_STREAM, 0, msg);
+    }
+
+    fn event(&mut self, name: &str, count: u64, detail: String) {
+        self.events.push(CaptureEvent {
+            t_ns: crate::now_unix_ns(),
+            pid: self.pid,
+            event: name.into(),
+            count,
+            detail,
+        });
+    }
+
+    fn on_frame(&mut self, f: Frame<'static>) -> Result<(), String> {
+        match f {
+            Frame::Hello {
+                version, pid, exe, ..
+            } => {
+                self.pid = pid;
+                self.me.pid = pid;
+                self.me.exe = exe.into_owned();
+                if version != cufall_capture::PROTOCOL_VERSION {
+                    self.protocol_error(format!(
+                        "protocol {version}, this cufall speaks {}",
+                        cufall_capture::PROTOCOL_VERSION
+                    ));
+                }
+            }
+            Frame::String { id, text } => {
+                self.string_bytes += text.len();
+                if self.string_bytes > MAX_STRING_BYTES {
+                    return Err(format!(
+                        "it defined more than {} MiB of names",
+                        MAX_STRING_BYTES >> 20
+                    ));
+                }
+                if let Some(old) = self.strings.insert(id, text.into_owned()) {
+                    self.string_bytes -= old.len();
+                }
+                if !self.held.is_empty() {
+                    let held = std::mem::take(&mut self.held);
+                    for h in held {
+                        self.admit(h, false);
+                    }
+                }
+            }
+            Frame::Range(r) => self.admit(Held::Range(r), false),
+            Frame::Activity(a) => self.admit(Held::Activity(a), false),
+            Frame::Api(c) => self.admit(Held::Api(c), false),
+            Frame::Device { id, uuid } => {
+                let key = cufall_capture::uuid_string(&uuid);
+                if let Some(d) = self.uuids.get(&key) {
+                    self.devices.insert(id, *d);
+                }
+            }
+            Frame::Status {
+                t_ns,
+                event: name,
+                count,
+                detail,
+            } => {
+                if name == event::CUPTI_DROPPED
+                    && let Ok(mut s) = self.state.lock()
+                {
+                    s.summary.cupti_dropped += count;
+                }
+                if name == event::CUDA_ATTACHED && count > 0 {
+                    self.cupti_attached = true;
+                }
+                self.events.push(CaptureEvent {
+                    t_ns,
+                    pid: self.pid,
+                    event: name.into_owned(),
+                    count,
+                    detail: detail.into_owned(),
+                });
+            }
+            Frame::Bye { .. } => self.me.said_goodbye = true,
+            Frame::Window { t_ns, open } => self.window_edge(t_ns, open, None),
+            Frame::Context { .. } => self.me.contexts += 1,
+            Frame::Graph {
+                graph_id,
+                exec_id,
+                nodes,
+                kernels,
+            } => self.graph_contents(graph_id, exec_id, nodes, &kernels),
+        }
+        if self.held.len() > MAX_HELD {
+            return Err(format!(
+                "more than {MAX_HELD} records wait for names it never defined"
+            ));
+        }
+        if self.rows_buffered() >= BATCH_ROWS {
+            self.send_batches();
+        }
+        Ok(())
+    }
+
+    /// A CUDA graph the process instantiated: one capture row with its kernels, by demangled
+    /// name, most nodes first.
+    fn graph_contents(
+        &mut self,
+        graph_id: u32,
+        exec_id: u32,
+        nodes: u32,
+        kernels: &[cufall_capture::GraphKernel],
+    ) {
+        let mut named: Vec<(String, u32)> = Vec::new();
+        for k in kernels {
+            let raw = self.name(k.name, true).unwrap_or_default();
+            let name = demangle(&raw);
+            match named.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, c)) => *c += k.count,
+                None => named.push((name, k.count)),
+            }
+        }
+        named.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let kernel_nodes: u64 = named.iter().map(|(_, c)| u64::from(*c)).sum();
+        let list: Vec<String> = named.iter().map(|(n, c)| format!("{c} × {n}")).collect();
+        self.event(
+            event::GRAPH_CONTENTS,
+            u64::from(nodes),
+            format!(
+                "graph {graph_id} (instantiated as {exec_id}): {nodes} nodes, {kernel_nodes} kernels: {}",
+                list.join("; ")
+            ),
+        );
+    }
+
+    /// A window edge of this process; `closing_at_exit` closes one the process left open.
+    fn window_edge(&mut self, t_ns: i64, open: bool, closing_at_exit: Option<&str>) {
+        if open {
+            self.windows_open += 1;
+        } else if self.windows_open == 0 {
+            return;
+        } else {
+            self.windows_open -= 1;
+        }
+        let what = match (open, closing_at_exit) {
+            (_, Some(why)) => why.to_string(),
+            (true, None) => format!("{} (start) in process {}", self.trigger, self.pid),
+            (false, None) => format!("{} (end) in process {}", self.trigger, self.pid),
+        };
+        let _ = self.tx.send(SinkMsg::Window(Edge {
+            t_ns,
+            open,
+            source: self.pid,
+            why: what,
+        }));
+    }
+
+    fn rows_buffered(&self) -> usize {
+        self.nvtx.len() + self.kernels.len() + self.api.len()
+    }
+
+    fn name(&self, id: u32, last_chance: bool) -> Option<String> {
+        match self.strings.get(&id) {
+            Some(s) => Some(s.clone()),
+            None if last_chance => Some(format!("<unnamed #{id}>")),
+            None => None,
+        }
+    }
+
+    /// Turns a frame into a row, or holds it until its names arrive.
+    fn admit(&mut self, h: Held, last_chance: bool) {
+        match h {
+            Held::Range(r) => {
+                let name = match &r.name {
+                    Name::Text(t) => Some(t.to_string()),
+                    Name::Bytes(b) => Some(String::from_utf8_lossy(b).into_owned()),
+                    Name::Registered(id) => self.name(*id, last_chance),
+                };
+                let domain = if r.domain == 0 {
+                    Some(String::new())
+                } else {
+                    self.name(r.domain, last_chance)
+                };
+                let (Some(name), Some(domain)) = (name, domain) else {
+                    self.held.push(Held::Range(r));
+                    return;
+                };
+                let (payload_int, payload_float) = match r.payload {
+                    Payload::None => (None, None),
+                    Payload::Int(v) => (Some(v), None),
+                    Payload::UInt(v) => match i64::try_from(v) {
+                        Ok(v) => (Some(v), None),
+                        Err(_) => (None, Some(v as f64)),
+                    },
+                    Payload::Float(v) => (None, Some(v)),
+                };
+                self.me.nvtx_ranges += 1;
+                self.saw_record(r.end_ns);
+                self.nvtx.push(NvtxRange {
+                    start_ns: r.start_ns,
+                    end_ns: r.end_ns,
+                    name,
+                    domain,
+                    kind: match r.kind {
+                        WireKind::PushPop => RangeKind::PushPop,
+                        WireKind::StartEnd => RangeKind::StartEnd,
+                        WireKind::Mark => RangeKind::Mark,
+                    },
+                    depth: r.depth,
+                    pid: self.pid,
+                    tid: r.tid,
+                    category: r.category,
+                    color: r.color,
+                    payload_int,
+                    payload_float,
+                });
+            }
+            Held::Activity(a) => {
+                // CUPTI leaves a record's times 0 when it could not timestamp it (seen on the
+                // H200 for two kernels of a JAX program): kept, it would stretch the trace back
+                // to 1970.
+                if a.start_ns <= 0 || a.end_ns < a.start_ns {
+                    self.untimed += 1;
+                    return;
+                }
+                let name = match a.kind {
+                    cufall_capture::ActivityKind::Kernel => {
+                        if let Some(n) = self.demangled.get(&a.name) {
+                            n.clone()
+                        } else if let Some(raw) = self.name(a.name, last_chance) {
+                            let n = demangle(&raw);
+                            self.demangled.insert(a.name, n.clone());
+                            n
+                        } else {
+                            self.held.push(Held::Activity(a));
+                            return;
+                        }
+                    }
+                    cufall_capture::ActivityKind::Memcpy => {
+                        format!("memcpy {}", copy_kind_name(a.copy_kind))
+                    }
+                    cufall_capture::ActivityKind::Memset => "memset".into(),
+                    cufall_capture::ActivityKind::Graph => format!("graph {}", a.graph_id),
+                };
+                let kind = match a.kind {
+                    cufall_capture::ActivityKind::Kernel => ActivityKind::Kernel,
+                    cufall_capture::ActivityKind::Memcpy => ActivityKind::Memcpy,
+                    cufall_capture::ActivityKind::Memset => ActivityKind::Memset,
+                    cufall_capture::ActivityKind::Graph => ActivityKind::Graph,
+                };
+                let dims = |d: [i32; 3]| d.map(|v| u32::try_from(v).unwrap_or(0));
+                let is_kernel = kind == ActivityKind::Kernel;
+                self.me.activities += 1;
+                self.saw_record(a.end_ns);
+                self.kernels.push(KernelRecord {
+                    device: self
+                        .devices
+                        .get(&a.device)
+                        .copied()
+                        .unwrap_or(DeviceId(a.device)),
+                    start_ns: a.start_ns,
+                    end_ns: a.end_ns,
+                    kind,
+                    name,
+                    stream: a.stream,
+                    correlation_id: a.correlation,
+                    bytes: matches!(kind, ActivityKind::Memcpy | ActivityKind::Memset)
+                        .then_some(a.bytes),
+                    pid: self.pid,
+                    grid: is_kernel.then(|| dims(a.grid)),
+                    block: is_kernel.then(|| dims(a.block)),
+                    context_id: Some(a.context),
+                    graph_id: (a.graph_id != 0).then_some(a.graph_id),
+                });
+            }
+            Held::Api(c) => {
+                if c.start_ns <= 0 || c.end_ns < c.start_ns {
+                    self.untimed += 1;
+                    return;
+                }
+                let Some(name) = self.name(c.name, last_chance) else {
+                    self.held.push(Held::Api(c));
+                    return;
+                };
+                self.me.api_calls += 1;
+                self.saw_record(c.end_ns);
+                self.api.push(ApiCall {
+                    start_ns: c.start_ns,
+                    end_ns: c.end_ns,
+                    domain: match c.domain {
+                        cufall_capture::ApiDomain::Runtime => ApiDomain::Runtime,
+                        cufall_capture::ApiDomain::Driver => ApiDomain::Driver,
+                    },
+                    name,
+                    pid: self.pid,
+                    tid: c.tid,
+                    correlation_id: c.correlation,
+                });
+            }
+        }
+    }
+
+    fn saw_record(&mut self, end_ns: i64) {
+        self.last_record_ns = Some(self.last_record_ns.map_or(end_ns, |t| t.max(end_ns)));
+    }
+
+    fn send_batches(&mut self) {
+        self.last_send = Instant::now();
+        let n = self.rows_buffered() as u64;
+        if n > 0 {
+            self.rows.fetch_add(n, Ordering::Relaxed);
+        }
+        if !self.nvtx.is_empty() {
+            let _ = self.tx.send(SinkMsg::Nvtx(std::mem::take(&mut self.nvtx)));
+        }
+        if !self.kernels.is_empty() {
+            let _ = self
+                .tx
+                .send(SinkMsg::Kernels(std::mem::take(&mut self.kernels)));
+        }
+        if !self.api.is_empty() {
+            let _ = self.tx.send(SinkMsg::Api(std::mem::take(&mut self.api)));
+        }
+        if !self.events.is_empty() {
+            let events = std::mem::take(&mut self.events);
+            if let Ok(mut s) = self.state.lock() {
+                for e in &events {
+                    if let Some(p) = problem_text(e) {
+                        s.summary.problems.push(p);
+                    }
+                }
+            }
+            let _ = self.tx.send(SinkMsg::Capture(events));
+        }
+    }
+
+    fn finish_connection(&mut self) {
+        let held = std::mem::take(&mut self.held);
+        for h in held {
+            self.admit(h, true);
+        }
+        let now = crate::now_unix_ns();
+        while self.windows_open > 0 {
+            let why = format!("the exit of process {}", self.pid);
+            self.window_edge(now, false, Some(&why));
+        }
+        // A process that never did GPU work nor sent a range (a compile worker, a data loader)
+        // has nothing that could be missing: no warnings, one summary line for all of them.
+        if self.untimed > 0 {
+            self.event(
+                event::UNTIMED,
+                self.untimed,
+                format!(
+                    "process {}: CUPTI delivered {} kernel, copy or call record(s) without timestamps; they are left out",
+                    self.pid, self.untimed
+                ),
+            );
+        }
+        let quiet = self.pid != 0 && !self.me.touched_gpu_or_nvtx() && !self.broken;
+        if !quiet {
+            self.warn_about_missing(now);
+        }
+        self.send_batches();
+        if let Ok(mut s) = self.state.lock() {
+            s.summary.nvtx_ranges += self.me.nvtx_ranges;
+            s.summary.activities += self.me.activities;
+            s.summary.api_calls += self.me.api_calls;
+            if self.pid != 0 {
+                s.summary.processes.push(self.me.clone());
+            }
+            if quiet {
+                s.summary.quiet.push(self.me.clone());
+            }
+        }
+    }
+
+    /// Warnings for a process whose records may really be incomplete.
+    fn warn_about_missing(&mut self, now: i64) {
+        if self.cupti_attached && self.me.contexts > 0 && self.me.activities == 0 {
+            self.event(
+                event::NO_ACTIVITY,
+                0,
+                format!(
+                    "process {} created a CUDA context but delivered no kernel or copy records: it launched no GPU work, or another CUPTI client in it (torch.profiler, Nsight, another tracer) took over CUPTI's activity buffers, which CUPTI gives to one client only",
+                    self.pid
+                ),
+            );
+        }
+        if self.pid != 0 && !self.me.said_goodbye && !self.broken && !self.still_running {
+            let since = match self.last_record_ns {
+                Some(t) => format!(
+                    "records of its last {:.0} ms (after the last one delivered) may be missing",
+                    now.saturating_sub(t) as f64 / 1e6
+                ),
+                None => "it delivered no record before it ended".to_string(),
+            };
+            self.event(
+                event::NO_GOODBYE,
+                0,
+                format!(
+                    "process {} ended without flushing capture (killed, crashed or _exit): {since}",
+                    self.pid
+                ),
+            );
+        }
+    }
+}
+
+fn copy_kind_name(k: u8) -> &'static str {
+    match k {
+        1 => "HtoD",
+        2 => "DtoH",
+        3 => "HtoA",
+        4 => "AtoH",
+        5 => "AtoA",
+        6 => "AtoD",
+        7 => "DtoA",
+        8 => "DtoD",
+        9 => "HtoH",
+        10 => "PtoP",
+        _ => "unknown",
+    }
+}
+
+/// A kernel's readable name: demangled, without parameter lists (as timelines show them);
+/// names that are not Itanium-mangled (`extern "C"` kernels) stay as they are.
+pub fn demangle(raw: &str) -> String {
+    let options = cpp_demangle::DemangleOptions::new()
+        .no_params()
+        .no_return_type();
+    cpp_demangle::Symbol::new(raw)
+        .ok()
+        .and_then(|s| s.demangle_with_options(&options).ok())
+        .unwrap_or_else(|| raw.to_string())
+}

@@ -1,0 +1,699 @@
+use super::*;
+use crate::pipeline::window::Edge;
+use cufall_capture::{Frame, Name, Payload, RangeKind as WireKind, encode};
+use cufall_trace::model::{KernelRecord, NvtxRange, RangeKind};
+use std::io::Write;
+use std::os::unix::net::UnixStream;
+use std::sync::mpsc::{Receiver, channel};
+
+/// A binary of this workspace's build (`scripts/check.sh` builds them before the tests).
+fn built(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(Path::parent).unwrap();
+    let p = profile_dir.join(name);
+    assert!(
+        p.is_file(),
+        "{} is missing: run `cargo build --workspace` before the tests (scripts/check.sh does)",
+        p.display()
+    );
+    p
+}
+
+fn drain(rx: &Receiver<SinkMsg>) -> (Vec<NvtxRange>, Vec<KernelRecord>, Vec<CaptureEvent>) {
+    let (mut n, mut k, mut c) = (Vec::new(), Vec::new(), Vec::new());
+    while let Ok(m) = rx.try_recv() {
+        match m {
+            SinkMsg::Nvtx(r) => n.extend(r),
+            SinkMsg::Kernels(r) => k.extend(r),
+            SinkMsg::Capture(r) => c.extend(r),
+            _ => {}
+        }
+    }
+    (n, k, c)
+}
+
+fn run_under_capture(
+    kinds: Kinds,
+    program: &Path,
+    args: &[&str],
+) -> (
+    Vec<NvtxRange>,
+    Vec<KernelRecord>,
+    Vec<CaptureEvent>,
+    CaptureSummary,
+) {
+    let (tx, rx) = channel();
+    let (n, k, c, summary) = run_under_capture_to(kinds, None, program, args, tx);
+    let (mut n2, mut k2, mut c2) = drain(&rx);
+    n2.extend(n);
+    k2.extend(k);
+    c2.extend(c);
+    (n2, k2, c2, summary)
+}
+
+/// Runs a program under capture, its messages to `tx`.
+fn run_under_capture_to(
+    kinds: Kinds,
+    range: Option<RangeTrigger>,
+    program: &Path,
+    args: &[&str],
+    tx: std::sync::mpsc::Sender<SinkMsg>,
+) -> (
+    Vec<NvtxRange>,
+    Vec<KernelRecord>,
+    Vec<CaptureEvent>,
+    CaptureSummary,
+) {
+    let lib = built(cufall_capture::LIBRARY_FILE);
+    check_library(&lib).unwrap();
+    let rec = Recorder::start(kinds, range, lib, &[], tx).unwrap();
+    let status = std::process::Command::new(program)
+        .args(args)
+        .envs(rec.child_env_given(|_| None))
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    rec.wait_for_processes(Duration::from_secs(10));
+    let summary = rec.finish();
+    (Vec::new(), Vec::new(), Vec::new(), summary)
+}
+
+/// `--capture-range nvtx:prefill` inside a real program: the capture library sees the
+/// range begin and end and sends both edges at those instants.
+#[test]
+fn an_nvtx_range_opens_and_closes_a_window() {
+    let specdec = built("specdec");
+    let args = [
+        "--preset",
+        "tiny",
+        "--backend",
+        "cpu",
+        "--context",
+        "32",
+        "--new-tokens",
+        "4",
+    ];
+    let (tx, rx) = channel();
+    let range = Some(RangeTrigger::Nvtx("prefill".into()));
+    run_under_capture_to(Kinds::NVTX, range, &specdec, &args, tx);
+    let msgs: Vec<SinkMsg> = rx.try_iter().collect();
+    let edges: Vec<&Edge> = msgs
+        .iter()
+        .filter_map(|m| match m {
+            SinkMsg::Window(e) => Some(e),
+            _ => None,
+        })
+        .collect();
+    let prefill: Vec<&NvtxRange> = msgs
+        .iter()
+        .filter_map(|m| match m {
+            SinkMsg::Nvtx(r) => Some(r),
+            _ => None,
+        })
+        .flatten()
+        .filter(|r| r.name == "prefill")
+        .collect();
+    assert_eq!(prefill.len(), 1);
+    assert_eq!(edges.len(), 2, "{edges:?}");
+    assert!(edges[0].open && !edges[1].open);
+    assert_eq!(
+        (edges[0].t_ns, edges[1].t_ns),
+        (prefill[0].start_ns, prefill[0].end_ns)
+    );
+    assert!(
+        edges[0].why.contains("NVTX range `prefill`"),
+        "{}",
+        edges[0].why
+    );
+}
+
+/// The real capture library inside a real program: the engine's CPU backend emits NVTX
+/// phases (prefill, then draft / verify / accept per step, each with the step as payload).
+#[test]
+fn the_engine_nvtx_phases_arrive_whole() {
+    let specdec = built("specdec");
+    let args = [
+        "--preset",
+        "tiny",
+        "--backend",
+        "cpu",
+        "--context",
+        "32",
+        "--new-tokens",
+        "8",
+    ];
+    let (ranges, kernels, events, summary) = run_under_capture(Kinds::NVTX, &specdec, &args);
+    assert!(kernels.is_empty());
+    let count = |n: &str| ranges.iter().filter(|r| r.name == n).count();
+    assert_eq!(count("prefill"), 1, "{ranges:#?}");
+    assert!(count("draft") >= 1 && count("verify") >= 1 && count("accept") >= 1);
+    assert_eq!(count("draft"), count("accept"));
+    for r in &ranges {
+        assert_eq!(r.kind, RangeKind::PushPop);
+        assert!(r.end_ns >= r.start_ns);
+        assert!(
+            r.start_ns > 1_600_000_000_000_000_000,
+            "Unix-epoch nanoseconds"
+        );
+        assert!(r.pid > 0 && r.tid > 0);
+    }
+    let steps: Vec<i64> = ranges
+        .iter()
+        .filter(|r| r.name == "draft")
+        .filter_map(|r| r.payload_int)
+        .collect();
+    assert_eq!(steps.len(), count("draft"), "every draft carries its step");
+    assert!(events.iter().any(|e| e.event == event::NVTX_ATTACHED));
+    assert_eq!(summary.processes.len(), 1);
+    assert!(summary.processes[0].said_goodbye);
+    assert_eq!(summary.nvtx_ranges as usize, ranges.len());
+}
+
+/// Several processes (a shell starting two engines): one connection each, all captured,
+/// and the recorder waits for both.
+#[test]
+fn every_process_of_the_program_is_captured() {
+    let specdec = built("specdec");
+    let cmd = format!(
+        "{s} --preset tiny --backend cpu --context 16 --new-tokens 4 & {s} --preset tiny --backend cpu --context 16 --new-tokens 4 --seed 2; wait",
+        s = specdec.display()
+    );
+    let (ranges, _, _, summary) =
+        run_under_capture(Kinds::DEFAULT, Path::new("/bin/sh"), &["-c", &cmd]);
+    let pids: std::collections::BTreeSet<u32> = ranges.iter().map(|r| r.pid).collect();
+    assert_eq!(pids.len(), 2, "{pids:?}");
+    assert_eq!(summary.processes.len(), 2);
+    assert!(ranges.iter().filter(|r| r.name == "prefill").count() == 2);
+}
+
+/// A process that forks: the child's ranges come on a connection of its own, the parent's
+/// exactly once (the child never re-sends what the parent had buffered).
+#[test]
+fn a_forked_child_reports_on_its_own_connection() {
+    let program = built("examples/nvtx_fork");
+    let (ranges, _, events, summary) = run_under_capture(Kinds::NVTX, &program, &[]);
+    let by_name = |n: &str| ranges.iter().filter(|r| r.name == n).collect::<Vec<_>>();
+    let (parent, child) = (by_name("parent"), by_name("child"));
+    assert_eq!((parent.len(), child.len()), (1, 1), "{ranges:#?}");
+    assert_ne!(parent[0].pid, child[0].pid);
+    assert_eq!(by_name("parent-run").len(), 1);
+    assert_eq!(by_name("parent-run")[0].kind, RangeKind::StartEnd);
+    let mark = by_name("before-fork");
+    assert_eq!(mark.len(), 1);
+    assert_eq!(
+        (mark[0].kind, mark[0].start_ns),
+        (RangeKind::Mark, mark[0].end_ns)
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e.event == event::FORKED && e.pid == child[0].pid)
+    );
+    assert_eq!(summary.processes.len(), 2);
+    assert!(summary.processes.iter().all(|p| p.said_goodbye));
+}
+
+/// A program that never touches CUDA or NVTX: the trace says so instead of staying silent.
+#[test]
+fn a_program_without_cuda_is_reported() {
+    let (ranges, _, events, summary) =
+        run_under_capture(Kinds::DEFAULT, Path::new("/bin/true"), &[]);
+    assert!(ranges.is_empty());
+    assert!(summary.processes.is_empty());
+    assert!(
+        events.iter().any(|e| e.event == event::NO_CUDA),
+        "{events:?}"
+    );
+}
+
+/// A connection to the recorder's socket, as a process of the program would open.
+fn connect_like_a_process(rec: &Recorder) -> UnixStream {
+    let socket = rec
+        .child_env()
+        .into_iter()
+        .find(|(k, _)| k == cufall_capture::ENV_SOCKET)
+        .map(|(_, v)| PathBuf::from(v))
+        .unwrap();
+    UnixStream::connect(socket).unwrap()
+}
+
+fn frame(f: Frame<'_>) -> Vec<u8> {
+    let mut b = Vec::new();
+    encode(&f, &mut b);
+    b
+}
+
+/// Names defined after their first use, a kernel name to demangle, a device mapped by UUID,
+/// and a process that ends without a goodbye (killed): every record arrives, the end is
+/// reported.
+#[test]
+fn late_names_devices_and_a_missing_goodbye() {
+    let (tx, rx) = channel();
+    let uuid = [0x11u8; 16];
+    let devices = vec![DeviceInfo {
+        id: DeviceId(3),
+        name: "GPU".into(),
+        chip: String::new(),
+        uuid: cufall_capture::uuid_string(&uuid),
+        pci_bus_id: String::new(),
+        sm_count: None,
+        memory_total_bytes: None,
+    }];
+    let rec = Recorder::start(
+        Kinds::DEFAULT,
+        None,
+        PathBuf::from("/nonexistent"),
+        &devices,
+        tx,
+    )
+    .unwrap();
+    let mut c = connect_like_a_process(&rec);
+    let mut bytes = frame(Frame::Hello {
+        version: cufall_capture::PROTOCOL_VERSION,
+        pid: 77,
+        ppid: 1,
+        kinds: Kinds::DEFAULT,
+        exe: "fake".into(),
+    });
+    bytes.extend(frame(Frame::Status {
+        t_ns: 1,
+        event: event::CUDA_ATTACHED.into(),
+        count: 1,
+        detail: "libcupti.so.13 (CUPTI API 130001): kernels".into(),
+    }));
+    bytes.extend(frame(Frame::Device { id: 0, uuid }));
+    bytes.extend(frame(Frame::Range(cufall_capture::Range {
+        start_ns: 10,
+        end_ns: 20,
+        tid: 5,
+        depth: 0,
+        kind: WireKind::PushPop,
+        domain: 2,
+        category: 4,
+        color: Some(0xff00ff00),
+        payload: Payload::UInt(u64::MAX),
+        name: Name::Registered(1),
+    })));
+    bytes.extend(frame(Frame::Activity(cufall_capture::Activity {
+        kind: cufall_capture::ActivityKind::Kernel,
+        device: 0,
+        context: 1,
+        stream: 7,
+        correlation: 9,
+        start_ns: 12,
+        end_ns: 18,
+        grid: [4, 1, 1],
+        block: [128, 1, 1],
+        graph_id: 0,
+        bytes: 0,
+        copy_kind: 0,
+        name: 3,
+    })));
+    bytes.extend(frame(Frame::String {
+        id: 1,
+        text: "verify".into(),
+    }));
+    bytes.extend(frame(Frame::String {
+        id: 2,
+        text: "engine".into(),
+    }));
+    bytes.extend(frame(Frame::String {
+        id: 3,
+        text: "_Z12empty_kernelv".into(),
+    }));
+    // Split the stream mid-frame, as a socket may.
+    let cut = bytes.len() / 2;
+    c.write_all(&bytes[..cut]).unwrap();
+    std::thread::sleep(Duration::from_millis(30));
+    c.write_all(&bytes[cut..]).unwrap();
+    drop(c);
+    rec.wait_for_processes(Duration::from_secs(5));
+    let summary = rec.finish();
+    let (ranges, kernels, events) = drain(&rx);
+    assert_eq!(ranges.len(), 1);
+    let r = &ranges[0];
+    assert_eq!(
+        (r.name.as_str(), r.domain.as_str(), r.pid),
+        ("verify", "engine", 77)
+    );
+    assert_eq!((r.category, r.color), (4, Some(0xff00ff00)));
+    assert_eq!(
+        (r.payload_int, r.payload_float),
+        (None, Some(u64::MAX as f64))
+    );
+    assert_eq!(kernels.len(), 1);
+    let k = &kernels[0];
+    assert_eq!((k.name.as_str(), k.device), ("empty_kernel", DeviceId(3)));
+    assert_eq!((k.grid, k.block), (Some([4, 1, 1]), Some([128, 1, 1])));
+    assert!(
+        events
+            .iter()
+            .any(|e| e.event == event::NO_GOODBYE && e.pid == 77)
+    );
+    assert!(!summary.processes[0].said_goodbye);
+    assert!(
+        summary
+            .problems
+            .iter()
+            .any(|p| p.contains("ended without flushing"))
+    );
+}
+
+/// Sends `frames` on one connection, as a process would, and returns what the recorder
+/// made of them.
+fn one_process(
+    range: Option<RangeTrigger>,
+    frames: Vec<Frame<'static>>,
+) -> (Vec<SinkMsg>, CaptureSummary) {
+    let (tx, rx) = channel();
+    let rec = Recorder::start(
+        Kinds::DEFAULT,
+        range,
+        PathBuf::from("/nonexistent"),
+        &[],
+        tx,
+    )
+    .unwrap();
+    let mut c = connect_like_a_process(&rec);
+    let mut bytes = Vec::new();
+    for f in frames {
+        encode(&f, &mut bytes);
+    }
+    c.write_all(&bytes).unwrap();
+    drop(c);
+    rec.wait_for_processes(Duration::from_secs(5));
+    let summary = rec.finish();
+    (rx.try_iter().collect(), summary)
+}
+
+fn hello(pid: u32) -> Frame<'static> {
+    Frame::Hello {
+        version: cufall_capture::PROTOCOL_VERSION,
+        pid,
+        ppid: 1,
+        kinds: Kinds::DEFAULT,
+        exe: "/usr/bin/python3".into(),
+    }
+}
+
+fn attached() -> Frame<'static> {
+    Frame::Status {
+        t_ns: 1,
+        event: event::CUDA_ATTACHED.into(),
+        count: 1,
+        detail: "libcupti.so.13 (CUPTI API 130001): kernels, memcpy, memset".into(),
+    }
+}
+
+fn events_of(msgs: &[SinkMsg]) -> Vec<CaptureEvent> {
+    msgs.iter()
+        .filter_map(|m| match m {
+            SinkMsg::Capture(e) => Some(e.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+/// A CUDA context, then no kernel record: another CUPTI client (torch.profiler) took the
+/// buffers, or the process launched nothing. The user is told which.
+#[test]
+fn kernel_capture_that_delivers_nothing_is_reported() {
+    let (msgs, summary) = one_process(
+        None,
+        vec![
+            hello(88),
+            attached(),
+            Frame::Context {
+                device: 0,
+                context: 1,
+            },
+            Frame::Bye { t_ns: 2 },
+        ],
+    );
+    let events = events_of(&msgs);
+    assert!(
+        events
+            .iter()
+            .any(|e| e.event == event::NO_ACTIVITY && e.pid == 88)
+    );
+    assert!(
+        summary
+            .problems
+            .iter()
+            .any(|p| p.contains("torch.profiler"))
+    );
+}
+
+/// A compile worker: CUDA initialised (CUPTI attached), no context, no record, and `_exit`
+/// (no goodbye). Nothing could be missing, so no warning; one summary row counts it.
+#[test]
+fn a_process_that_never_touched_the_gpu_gets_no_warning() {
+    let (msgs, summary) = one_process(None, vec![hello(91), attached()]);
+    let events = events_of(&msgs);
+    assert!(
+        !events
+            .iter()
+            .any(|e| e.event == event::NO_GOODBYE || e.event == event::NO_ACTIVITY),
+        "{events:?}"
+    );
+    assert!(summary.problems.is_empty(), "{:?}", summary.problems);
+    assert_eq!(summary.quiet.len(), 1);
+    let quiet = events.iter().find(|e| e.event == event::QUIET).unwrap();
+    assert_eq!(quiet.count, 1);
+    assert!(quiet.detail.contains("91 (python3)"), "{}", quiet.detail);
+}
+
+/// A process that did GPU work and was killed: the warning says how much may be missing,
+/// counted from its last delivered record.
+#[test]
+fn a_killed_process_is_told_from_its_last_record() {
+    let now = crate::now_unix_ns();
+    let kernel = Frame::Activity(cufall_capture::Activity {
+        kind: cufall_capture::ActivityKind::Memcpy,
+        device: 0,
+        context: 1,
+        stream: 7,
+        correlation: 9,
+        start_ns: now - 2_000_000,
+        end_ns: now - 1_000_000,
+        grid: [0; 3],
+        block: [0; 3],
+        graph_id: 0,
+        bytes: 64,
+        copy_kind: 1,
+        name: 0,
+    });
+    let (msgs, summary) = one_process(
+        None,
+        vec![
+            hello(92),
+            attached(),
+            Frame::Context {
+                device: 0,
+                context: 1,
+            },
+            kernel,
+        ],
+    );
+    let events = events_of(&msgs);
+    let warn = events
+        .iter()
+        .find(|e| e.event == event::NO_GOODBYE && e.pid == 92)
+        .expect("warned");
+    assert!(
+        warn.detail.contains("after the last one delivered"),
+        "{}",
+        warn.detail
+    );
+    assert!(summary.quiet.is_empty());
+}
+
+/// A graph's contents, learnt once when it is instantiated: one capture row naming its
+/// kernels, demangled, most nodes first (names defined after their use included).
+#[test]
+fn graph_contents_become_one_row_per_graph() {
+    let (msgs, _) = one_process(
+        None,
+        vec![
+            hello(96),
+            Frame::String {
+                id: 1,
+                text: "_Z4gemmv".into(),
+            },
+            Frame::Graph {
+                graph_id: 12,
+                exec_id: 13,
+                nodes: 30,
+                kernels: vec![
+                    cufall_capture::GraphKernel { name: 2, count: 4 },
+                    cufall_capture::GraphKernel { name: 1, count: 24 },
+                ],
+            },
+            Frame::String {
+                id: 2,
+                text: "rmsnorm".into(),
+            },
+            Frame::Bye { t_ns: 2 },
+        ],
+    );
+    let events = events_of(&msgs);
+    let g = events
+        .iter()
+        .find(|e| e.event == event::GRAPH_CONTENTS)
+        .expect("a row per graph");
+    assert_eq!((g.pid, g.count), (96, 30));
+    assert!(
+        g.detail
+            .starts_with("graph 12 (instantiated as 13): 30 nodes, 28 kernels: 24 × gemm; 4 × "),
+        "{}",
+        g.detail
+    );
+}
+
+/// Window edges of a process reach the sink, and a window the process leaves open is
+/// closed when its connection ends.
+#[test]
+fn window_edges_are_forwarded_and_closed_at_exit() {
+    let (msgs, _) = one_process(
+        Some(RangeTrigger::ProfilerApi),
+        vec![
+            hello(93),
+            Frame::Window {
+                t_ns: 10,
+                open: true,
+            },
+            Frame::Window {
+                t_ns: 20,
+                open: false,
+            },
+            Frame::Window {
+                t_ns: 30,
+                open: true,
+            },
+        ],
+    );
+    let edges: Vec<(i64, bool, u32)> = msgs
+        .iter()
+        .filter_map(|m| match m {
+            SinkMsg::Window(e) => Some((e.t_ns, e.open, e.source)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(edges.len(), 4, "{edges:?}");
+    assert_eq!(
+        &edges[..3],
+        &[(10, true, 93), (20, false, 93), (30, true, 93)]
+    );
+    assert!(!edges[3].1 && edges[3].0 > 30, "closed at the exit");
+    let why: Vec<String> = msgs
+        .iter()
+        .filter_map(|m| match m {
+            SinkMsg::Window(e) => Some(e.why.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(why[0].contains("cudaProfilerStart"), "{why:?}");
+    assert!(why[3].contains("exit of process 93"), "{why:?}");
+}
+
+/// Garbage on a connection closes it with a row in the capture table; the recorder goes on
+/// taking other processes.
+#[test]
+fn a_connection_sending_garbage_is_closed_and_the_recording_goes_on() {
+    let (tx, rx) = channel();
+    let rec =
+        Recorder::start(Kinds::DEFAULT, None, PathBuf::from("/nonexistent"), &[], tx).unwrap();
+    let mut bad = connect_like_a_process(&rec);
+    let mut bytes = frame(hello(94));
+    // A frame whose string claims more bytes than any name may have.
+    let mut body = vec![2u8];
+    body.extend_from_slice(&1u32.to_le_bytes());
+    body.extend_from_slice(&u32::MAX.to_le_bytes());
+    bytes.extend_from_slice(&u32::try_from(body.len()).unwrap().to_le_bytes());
+    bytes.extend_from_slice(&body);
+    bad.write_all(&bytes).unwrap();
+    let mut good = connect_like_a_process(&rec);
+    let mut ok = frame(hello(95));
+    ok.extend(frame(Frame::Range(cufall_capture::Range {
+        start_ns: 1,
+        end_ns: 2,
+        tid: 1,
+        depth: 0,
+        kind: WireKind::PushPop,
+        domain: 0,
+        category: 0,
+        color: None,
+        payload: Payload::None,
+        name: Name::Text("step".into()),
+    })));
+    ok.extend(frame(Frame::Bye { t_ns: 3 }));
+    good.write_all(&ok).unwrap();
+    drop(good);
+    rec.wait_for_processes(Duration::from_secs(2));
+    drop(bad);
+    let summary = rec.finish();
+    let (ranges, _, events) = drain(&rx);
+    assert_eq!(ranges.len(), 1, "the other process is recorded");
+    let broken = events
+        .iter()
+        .find(|e| e.event == event::BROKEN_STREAM)
+        .expect("a row says so");
+    assert_eq!(broken.pid, 94);
+    assert!(broken.detail.contains("longer than"), "{}", broken.detail);
+    assert_eq!(summary.protocol_errors.len(), 1);
+}
+
+#[test]
+fn another_tools_injection_is_left_alone_and_reported() {
+    let (tx, rx) = channel();
+    let rec =
+        Recorder::start(Kinds::DEFAULT, None, PathBuf::from("/lib/ours.so"), &[], tx).unwrap();
+    let env = rec.child_env_given(|v| {
+        (v == "CUDA_INJECTION64_PATH").then(|| OsString::from("/opt/other/libtool.so"))
+    });
+    assert!(!env.iter().any(|(k, _)| k == "CUDA_INJECTION64_PATH"));
+    assert!(
+        env.iter()
+            .any(|(k, v)| k == "NVTX_INJECTION64_PATH" && v == "/lib/ours.so")
+    );
+    let _ = rec.finish();
+    let (_, _, events) = drain(&rx);
+    assert!(
+        events
+            .iter()
+            .any(|e| e.event == event::NOT_INJECTED && e.detail.contains("/opt/other/libtool.so"))
+    );
+}
+
+#[test]
+fn kernel_names_are_demangled_without_parameters() {
+    assert_eq!(demangle("_Z12empty_kernelv"), "empty_kernel");
+    assert_eq!(
+        demangle("_ZN2at6native18elementwise_kernelILi128ELi2EEEviT1_"),
+        "at::native::elementwise_kernel<128, 2>"
+    );
+    assert_eq!(demangle("plain_c_kernel"), "plain_c_kernel");
+}
+
+#[test]
+fn a_library_without_the_entry_points_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("lib.so");
+    std::fs::write(&p, b"not an elf").unwrap();
+    assert!(matches!(
+        check_library(&p),
+        Err(CaptureError::LibraryUnusable { .. })
+    ));
+    let mut elf = vec![0u8; 64];
+    elf[..4].copy_from_slice(b"\x7fELF");
+    elf[4] = 2;
+    elf[16] = 3;
+    std::fs::write(&p, &elf).unwrap();
+    let e = check_library(&p).unwrap_err().to_string();
+    assert!(e.contains("does not export InitializeInjection"), "{e}");
+    elf.extend_from_slice(b"InitializeInjection\0InitializeInjectionNvtx2\0");
+    std::fs::write(&p, &elf).unwrap();
+    assert!(check_library(&p).is_ok());
+}

@@ -766,6 +766,8 @@ impl Worker {
         let opts = ReportOptions {
             gap_rows: Some(crate::panel::GAPS_LISTED),
             window_samples: REPORT_WINDOW_SAMPLES,
+            // The selection panel counts kernels itself, for any span.
+            kernel_rows: Some(0),
             ..ReportOptions::default()
         };
         let mut building: BTreeMap<u32, DeviceGaps> = BTreeMap::new();

@@ -17,7 +17,8 @@
 //! log-bucketed histogram of durations for the median (32 buckets per octave: a bucket's
 //! midpoint is within 1.6 % of any duration in it, exact below 64 ns; the median is
 //! clamped to the smallest and largest duration seen). No list of kernels is kept; besides the
-//! aggregates, the union of busy intervals per device is (as the gaps' kernel coverage is).
+//! aggregates, the busy intervals per device are, a kernel that starts where the previous one
+//! of its device ended extending that one's (figures in `docs/benchmarks-analysis.md`).
 
 use crate::gaps::{CoverageBuilder, KernelCoverage};
 use crate::names::short_kernel_name;
@@ -25,6 +26,7 @@ use crate::phases::Phases;
 use cufall_trace::model::{ActivityKind, DeviceId, KernelRecord};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// How many kernels the text report lists per phase and device unless told otherwise.
 pub const KERNEL_ROWS_SHOWN: usize = 5;
@@ -84,10 +86,11 @@ pub struct KernelRow {
     pub max_ns: i64,
 }
 
-/// Durations in log-linear buckets: exact below 64 ns, then 32 buckets per power of two.
+/// Durations in log-linear buckets: exact below 64 ns, then 32 buckets per power of two. A
+/// sorted list: one kernel's durations fall in a few buckets.
 #[derive(Clone, Debug, Default)]
 struct Histogram {
-    buckets: BTreeMap<u16, u64>,
+    buckets: Vec<(u16, u64)>,
 }
 
 const EXACT_BELOW: i64 = 64;
@@ -95,7 +98,11 @@ const SUB_BITS: u32 = 5;
 
 impl Histogram {
     fn add(&mut self, ns: i64) {
-        *self.buckets.entry(bucket_of(ns)).or_default() += 1;
+        let b = bucket_of(ns);
+        match self.buckets.binary_search_by_key(&b, |(k, _)| *k) {
+            Ok(i) => self.buckets[i].1 += 1,
+            Err(i) => self.buckets.insert(i, (b, 1)),
+        }
     }
 
     /// The nearest-rank median, as its bucket's midpoint.
@@ -208,8 +215,68 @@ impl Covering {
     }
 }
 
+/// Busy intervals collected per device as they are read; a kernel that starts where the previous
+/// one of its device ended (or inside it) extends it rather than adding an interval, so back to
+/// back work costs no memory per kernel.
+#[derive(Default)]
+struct BusyIntervals {
+    builder: CoverageBuilder,
+    open: BTreeMap<DeviceId, (i64, i64)>,
+}
+
+impl BusyIntervals {
+    fn add(&mut self, device: DeviceId, start: i64, end: i64) {
+        match self.open.get_mut(&device) {
+            Some((s, e)) if start >= *s && start <= *e => *e = (*e).max(end),
+            Some(run) => {
+                let (s, e) = std::mem::replace(run, (start, end));
+                self.builder.add(device, s, e);
+            }
+            None => {
+                self.open.insert(device, (start, end));
+            }
+        }
+    }
+
+    fn finish(mut self) -> KernelCoverage {
+        for (device, (s, e)) in std::mem::take(&mut self.open) {
+            self.builder.add(device, s, e);
+        }
+        self.builder.finish()
+    }
+}
+
+/// FxHash (rustc's): kernel names are hashed once per launch, and SipHash's protection against
+/// crafted keys buys nothing for names read from a trace.
+#[derive(Default)]
+struct FxHasher {
+    hash: u64,
+}
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.hash = (self.hash.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(SEED);
+        }
+        for b in chunks.remainder() {
+            self.hash = (self.hash.rotate_left(5) ^ u64::from(*b)).wrapping_mul(SEED);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.hash
+    }
+}
+
 /// Far enough before and after any trace time for the open-ended outer segments.
 const FAR_NS: i64 = i64::MAX / 4;
+
+/// One kernel name's aggregates on one device, by slot.
+type SlotAggs = Vec<(u32, Agg)>;
 
 /// Kernels folded in as they are read ([`KernelFold::add`]), then made into tables
 /// ([`KernelFold::finish`]). Slots: the phases by index, then the whole run, then the time
@@ -217,10 +284,12 @@ const FAR_NS: i64 = i64::MAX / 4;
 pub struct KernelFold<'a> {
     phases: &'a Phases,
     covering: Covering,
-    names: HashMap<String, u32>,
+    names: HashMap<String, u32, BuildHasherDefault<FxHasher>>,
     kinds: Vec<ActivityKind>,
-    aggs: HashMap<(DeviceId, u32, u32), Agg>,
-    busy: CoverageBuilder,
+    /// By name id: per device, the aggregate of each slot the name ran in (a name runs in a few
+    /// phases: a short list searched in order beats hashing every launch).
+    aggs: Vec<Vec<(DeviceId, SlotAggs)>>,
+    busy: BusyIntervals,
     /// The slots of the kernel being added, with its time in each.
     scratch: Vec<(u32, i64)>,
 }
@@ -230,10 +299,10 @@ impl<'a> KernelFold<'a> {
         KernelFold {
             phases,
             covering: Covering::build(phases),
-            names: HashMap::new(),
+            names: HashMap::default(),
             kinds: Vec::new(),
-            aggs: HashMap::new(),
-            busy: CoverageBuilder::default(),
+            aggs: Vec::new(),
+            busy: BusyIntervals::default(),
             scratch: Vec::new(),
         }
     }
@@ -264,6 +333,7 @@ impl<'a> KernelFold<'a> {
             None => {
                 self.names.insert(k.name, next);
                 self.kinds.push(k.kind);
+                self.aggs.push(Vec::new());
                 next
             }
         };
@@ -272,11 +342,25 @@ impl<'a> KernelFold<'a> {
         if !self.phases.is_empty() {
             self.place(start, end);
         }
+        let devices = &mut self.aggs[name as usize];
+        let at = match devices.iter().position(|(d, _)| *d == k.device) {
+            Some(i) => i,
+            None => {
+                devices.push((k.device, Vec::new()));
+                devices.len() - 1
+            }
+        };
+        let slots = &mut devices[at].1;
         for (slot, inside) in &self.scratch {
-            self.aggs
-                .entry((k.device, *slot, name))
-                .or_insert_with(Agg::new)
-                .add(duration, *inside);
+            let agg = match slots.iter_mut().position(|(s, _)| s == slot) {
+                Some(i) => &mut slots[i].1,
+                None => {
+                    slots.push((*slot, Agg::new()));
+                    let last = slots.len() - 1;
+                    &mut slots[last].1
+                }
+            };
+            agg.add(duration, *inside);
         }
     }
 
@@ -326,11 +410,16 @@ impl<'a> KernelFold<'a> {
             _ => 1,
         };
         let mut grouped: BTreeMap<(u8, u32, DeviceId), Vec<(u32, Agg)>> = BTreeMap::new();
-        for ((dev, slot, name), agg) in aggs {
-            grouped
-                .entry((order(slot), slot, dev))
-                .or_default()
-                .push((name, agg));
+        for (name, devices) in aggs.into_iter().enumerate() {
+            let name = u32::try_from(name).unwrap_or(u32::MAX);
+            for (dev, slots) in devices {
+                for (slot, agg) in slots {
+                    grouped
+                        .entry((order(slot), slot, dev))
+                        .or_default()
+                        .push((name, agg));
+                }
+            }
         }
         grouped
             .into_iter()
@@ -586,6 +675,33 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Busy time is the union of the intervals, whatever order they come in, and each
+        /// phase's rows add up to the time of the kernels inside it.
+        #[test]
+        fn busy_time_is_the_union_in_any_order(
+            ks in proptest::collection::vec((0i64..300, 0i64..40), 1..30),
+        ) {
+            let ranges = [range(50, 150, "a"), range(150, 260, "b")];
+            let records = ks.iter().map(|(s, l)| k(0, *s, s + l, "x")).collect();
+            let t = tables(&ranges, records, None);
+            let covered = |lo: i64, hi: i64| {
+                (lo..hi).filter(|t| ks.iter().any(|(s, l)| t >= s && *t < s + l)).count() as i64
+            };
+            let inside = |lo: i64, hi: i64| -> i64 {
+                ks.iter().map(|(s, l)| ((s + l).min(hi) - (*s).max(lo)).max(0)).sum()
+            };
+            let busy = |p: &str| t.iter().find(|x| x.phase == p).map_or(0, |x| x.busy_ns);
+            let total = |p: &str| t.iter().find(|x| x.phase == p).map_or(0, |x| x.total_ns);
+            proptest::prop_assert_eq!(busy("(whole run)"), covered(0, 400));
+            proptest::prop_assert_eq!(busy("a"), covered(50, 150));
+            proptest::prop_assert_eq!(busy("b"), covered(150, 260));
+            proptest::prop_assert_eq!(total("a"), inside(50, 150));
+            proptest::prop_assert_eq!(
+                busy("(outside phases)"),
+                covered(0, 50) + covered(260, 400)
+            );
+        }
+
         /// The median is within 1.6 % of the exact nearest-rank median.
         #[test]
         fn median_is_close_to_exact(mut ds in proptest::collection::vec(1i64..10_000_000, 1..60)) {

@@ -351,6 +351,13 @@ fn kernels_per_phase_on_a_real_recording() {
         rows(&report_json(trace, &["--kernels", "0"])),
         Vec::<usize>::new()
     );
+    let none = cufall()
+        .current_dir(&root)
+        .args(["report", trace, "--kernels", "0"])
+        .output()
+        .unwrap();
+    assert!(none.status.success());
+    assert!(!String::from_utf8_lossy(&none.stdout).contains("KERNELS"));
 }
 
 /// With CUDA graphs traced whole, verify's GPU time is its graph launches, one per step; the

@@ -444,8 +444,9 @@ fn gaps_text(r: &Report) -> String {
 }
 
 /// The KERNELS section: per phase and device, the kernels by GPU time inside the phase.
+/// Left out where kernels were not captured, or not tabled (`--kernels 0`).
 fn kernels_text(r: &Report) -> String {
-    if !r.kernels_captured {
+    if r.kernels.is_empty() {
         return String::new();
     }
     let mut o = String::new();
@@ -453,10 +454,6 @@ fn kernels_text(r: &Report) -> String {
         "\nKERNELS by GPU time in each phase (time inside the phase; share of its GPU-busy time; \
          mean, p50, max of whole launches)\n",
     );
-    if r.kernels.is_empty() {
-        o.push_str("  not tabled\n");
-        return o;
-    }
     for t in &r.kernels {
         o.push_str(&kernel_table_text(t));
     }

@@ -72,6 +72,7 @@ pub struct KernelRow {
     pub name: String,
     /// [`short_kernel_name`] of it.
     pub short_name: String,
+    /// Kernel, copy, memset or graph (rows are per name: the kind of the name's first record).
     pub kind: ActivityKind,
     /// Launches overlapping the phase.
     pub count: u64,
@@ -174,7 +175,8 @@ impl Agg {
     }
 }
 
-/// For each segment of the timeline, the phases covering it (compressed rows).
+/// For each segment of the timeline, the phases covering it (compressed rows). The report's
+/// cells keep the same index of their own; this one keeps the kernels apart from them.
 struct Covering {
     offsets: Vec<usize>,
     phases: Vec<u32>,

@@ -436,16 +436,13 @@ pub fn diff_text_for(d: &DiffReport, cmd: &str) -> String {
     o
 }
 
-/// The KERNELS section of a diff: the biggest changes of whole-run GPU time.
+/// The KERNELS section of a diff: the biggest changes of whole-run GPU time; left out where
+/// neither trace has kernels (or they were not tabled).
 fn kernel_diff_text(d: &DiffReport) -> String {
-    if !(d.a.kernels_captured || d.b.kernels_captured) {
+    if d.kernels.is_empty() {
         return String::new();
     }
     let mut o = String::from("\nKERNELS (whole run, all GPUs; biggest change in GPU time first)\n");
-    if d.kernels.is_empty() {
-        o.push_str("  none tabled\n");
-        return o;
-    }
     let busy = |r: &Report| -> i64 {
         r.kernels
             .iter()

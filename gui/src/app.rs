@@ -250,8 +250,8 @@ impl GuiApp {
                 // The panel compares phases and gap totals by place: no single gap is kept, and
                 // no kernel is tabled.
                 let opts = ReportOptions {
-                    gap_rows: Some(0),
                     kernel_rows: Some(0),
+                    gap_rows: Some(0),
                     ..ReportOptions::default()
                 };
                 let r = build_diff(&ta, &tb, &opts).map_err(|e| e.to_string());

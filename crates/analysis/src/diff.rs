@@ -166,8 +166,8 @@ pub fn build_diff(a: &Trace, b: &Trace, opts: &ReportOptions) -> Result<DiffRepo
                 .unwrap_or_default(),
         ),
         gap_rows: opts.gap_rows,
-        window_samples: opts.window_samples,
         kernel_rows: opts.kernel_rows,
+        window_samples: opts.window_samples,
     };
     let rb = build_report(b, &opts_b).map_err(|e| match e {
         AnalysisError::Trace(source @ TraceError::UnknownMetric { .. }) => {

@@ -1,6 +1,5 @@
 //! Plain-text tables for reports and diffs.
 
-use crate::kernels::KernelTable;
 use crate::report::{Note, PhaseReport, Report, Verdict};
 use crate::samples::FullScaleSource;
 
@@ -460,7 +459,7 @@ fn kernels_text(r: &Report) -> String {
     o
 }
 
-fn kernel_table_text(k: &KernelTable) -> String {
+fn kernel_table_text(k: &crate::kernels::KernelTable) -> String {
     let mut o = format!(
         "  {}, GPU {}: busy {}, {} launch(es) of {} kernel(s)\n",
         k.phase,

@@ -33,12 +33,12 @@ pub struct ReportOptions {
     /// How many gaps [`Report::gaps`] lists, longest first; `None`: every gap. The totals
     /// (phases, places, [`Report::gap_count`]) always count every gap.
     pub gap_rows: Option<usize>,
-    /// Samples per time window of the scan ([`samples::SAMPLES_PER_WINDOW`] by default): fewer
-    /// hold less memory at once and take longer (figures in `docs/benchmarks-analysis.md`).
-    pub window_samples: u64,
     /// How many kernels [`Report::kernels`] lists per phase and device, by GPU time; `None`:
     /// every kernel name; `Some(0)`: the kernels are not tabled at all (nothing is folded).
     pub kernel_rows: Option<usize>,
+    /// Samples per time window of the scan ([`samples::SAMPLES_PER_WINDOW`] by default): fewer
+    /// hold less memory at once and take longer (figures in `docs/benchmarks-analysis.md`).
+    pub window_samples: u64,
 }
 
 /// Default idle threshold: below 5 % of full scale.
@@ -55,8 +55,8 @@ impl Default for ReportOptions {
             min_gap_ns: None,
             also_low: None,
             gap_rows: None,
-            window_samples: samples::SAMPLES_PER_WINDOW,
             kernel_rows: None,
+            window_samples: samples::SAMPLES_PER_WINDOW,
         }
     }
 }

@@ -247,8 +247,10 @@ impl GuiApp {
         let spawned = std::thread::Builder::new()
             .name("cufall-gui-diff".into())
             .spawn(move || {
-                // The panel compares phases and gap totals by place: no single gap is kept.
+                // The panel compares phases and gap totals by place: no single gap is kept, and
+                // no kernel is tabled.
                 let opts = ReportOptions {
+                    kernel_rows: Some(0),
                     gap_rows: Some(0),
                     ..ReportOptions::default()
                 };

@@ -764,6 +764,8 @@ impl Worker {
         }
         // The panel lists the longest gaps; the timeline draws every one, kept here compactly.
         let opts = ReportOptions {
+            // The selection panel counts kernels itself, for any span.
+            kernel_rows: Some(0),
             gap_rows: Some(crate::panel::GAPS_LISTED),
             window_samples: REPORT_WINDOW_SAMPLES,
             ..ReportOptions::default()

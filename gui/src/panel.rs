@@ -6,6 +6,7 @@ use crate::fmt::{fmt_dur, fmt_pct, fmt_value};
 use crate::stats::SelectionStats;
 use crate::timeline::{Locked, shared_extent, short_metric};
 use crate::view::{SideTab, ViewState};
+use cufall_analysis::names::short_kernel_name;
 use cufall_analysis::report::{PhaseReport, Report};
 use eframe::egui::{self, RichText, Ui};
 
@@ -291,12 +292,17 @@ fn selection_ui(ui: &mut Ui, sel: Option<&SelectionStats>) {
                 .default_open(true)
                 .show(ui, |ui| {
                     for n in list.iter().take(12) {
-                        ui.label(format!(
-                            "{:>5}×  {}  {}",
-                            n.count,
-                            fmt_dur(n.inside_ns as f64),
-                            n.name
-                        ));
+                        // Kernels by their short name, the full one on hover.
+                        let shown = match what {
+                            "kernels" => short_kernel_name(&n.name),
+                            _ => n.name.as_str().into(),
+                        };
+                        let line =
+                            format!("{:>5}×  {}  {shown}", n.count, fmt_dur(n.inside_ns as f64),);
+                        let label = ui.label(line);
+                        if shown != n.name.as_str() {
+                            label.on_hover_text(&n.name);
+                        }
                     }
                     if list.len() > 12 {
                         ui.label(format!("… {} more names", list.len() - 12));

@@ -16,6 +16,7 @@ use crate::tables::{
     NVML_UTIL, Names, NvtxLane,
 };
 use crate::view::{Drag, Settings, TimeView, TrackStyle, ViewState};
+use cufall_analysis::names::short_kernel_name;
 use cufall_trace::model::NvtxRange;
 use eframe::egui::{
     self, Align2, Color32, CornerRadius, FontId, Mesh, Pos2, Rect, Sense, Shape, Stroke,
@@ -902,7 +903,7 @@ fn nvtx_lane(
             area,
             geom,
             (r.start_ns, r.end_ns),
-            &r.name,
+            (&r.name, &r.name),
             &NVTX_BOX,
         );
         if pointer.is_some_and(|p| p.x >= x0 - 1.0 && p.x <= x1 + 1.0) {
@@ -1030,13 +1031,15 @@ fn kernel_lane(
             continue;
         };
         let r = k.get(j, names);
+        // Labelled with the short name; coloured by the full one, so that two instantiations of
+        // one template still differ.
         let (x0, x1) = span_box(
             painter,
             t,
             area,
             geom,
             (r.start_ns, r.end_ns),
-            r.name,
+            (r.name, &short_kernel_name(r.name)),
             &KERNEL_BOX,
         );
         if pointer.is_some_and(|p| p.x >= x0 && p.x <= x1) {
@@ -1069,14 +1072,14 @@ const KERNEL_BOX: BoxStyle = BoxStyle {
 };
 
 /// Draws the span `(start_ns, end_ns)` of a lane as a box coloured by its name, labelled where
-/// wide enough; returns its x range (unclipped, for the pointer's hit test).
+/// wide enough (`(name, label)`); returns its x range (unclipped, for the pointer's hit test).
 fn span_box(
     painter: &egui::Painter,
     t: &Locked<'_>,
     area: Rect,
     geom: &Geom,
     (start_ns, end_ns): (i64, i64),
-    name: &str,
+    (name, label): (&str, &str),
     style: &BoxStyle,
 ) -> (f32, f32) {
     let x0 = geom.x(t.slot.disp(start_ns));
@@ -1091,7 +1094,7 @@ fn span_box(
         painter.with_clip_rect(rr).text(
             Pos2::new(rr.left() + 3.0, rr.center().y),
             Align2::LEFT_CENTER,
-            name,
+            label,
             FontId::proportional(style.font),
             Color32::BLACK,
         );
@@ -1156,10 +1159,16 @@ fn shared_origin(traces: &[Locked<'_>]) -> f64 {
     shared_extent(traces).0
 }
 
+/// A kernel's tooltip: its short name, the full one below it when it differs, then its figures.
 fn kernel_text(r: &KernelView<'_>) -> String {
+    let short = short_kernel_name(r.name);
+    let full = if short == r.name {
+        String::new()
+    } else {
+        format!("\n{}", r.name)
+    };
     let mut s = format!(
-        "{}\n{} {} on stream {}",
-        r.name,
+        "{short}{full}\n{} {} on stream {}",
         r.shape.kind.as_str(),
         fmt_dur((r.end_ns - r.start_ns) as f64),
         r.shape.stream
@@ -1416,4 +1425,44 @@ pub fn short_metric(name: &str) -> String {
         s = s.chars().take(29).collect::<String>() + "…";
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tables::Shape;
+    use cufall_trace::model::ActivityKind;
+
+    fn view(name: &str) -> KernelView<'_> {
+        KernelView {
+            name,
+            start_ns: 0,
+            end_ns: 1500,
+            shape: Shape {
+                kind: ActivityKind::Kernel,
+                stream: 7,
+                grid: None,
+                block: None,
+            },
+            bytes: None,
+        }
+    }
+
+    #[test]
+    fn a_kernel_tooltip_leads_with_the_short_name_and_keeps_the_full_one() {
+        let full = "cublasLt::splitKreduce_kernel<32, 16, int, float, float, float, float, false, float, float, float, true, false, false, false>";
+        let text = kernel_text(&view(full));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "splitKreduce_kernel");
+        assert_eq!(lines[1], full);
+        assert!(lines[2].starts_with("kernel "), "{text}");
+        // A plain name is not repeated.
+        let text = kernel_text(&view("rmsnorm"));
+        assert_eq!(text.lines().next(), Some("rmsnorm"));
+        assert!(
+            text.lines()
+                .nth(1)
+                .is_some_and(|l| l.starts_with("kernel "))
+        );
+    }
 }

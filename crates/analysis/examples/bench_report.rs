@@ -10,7 +10,8 @@
 //! gap (0.5 ms), verify (4.5 ms) and an idle gap (1 ms), with NVTX ranges, kernels and NVML,
 //! one segment per table per second of data as the recorder writes them.
 //! `report` times the report in a fresh process and prints wall time and peak RSS (VmHWM).
-//! Options: `--seconds N --gpus N --rate-hz N`. `breakdown PATH [--window N]` times the samples
+//! Options: `--seconds N --gpus N --rate-hz N --kernels-per-range N` (the last splits each range's
+//! one kernel into N back-to-back kernels of 20 templated names, for a trace heavy in kernels). `breakdown PATH [--window N]` times the samples
 //! scan alone; `export PATH parquet|csv|perfetto OUT` times an export.
 
 use cufall_analysis::{ReportOptions, build_report};
@@ -56,6 +57,7 @@ fn generate(
     seconds: i64,
     gpus: u32,
     rate_hz: i64,
+    per_range: i64,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let interval = 1_000_000_000 / rate_hz;
     let mut m = Manifest::new("bench", T0);
@@ -157,18 +159,25 @@ fn generate(
                     (0, 4_000_000, "draft_gemm"),
                     (4_500_000, 9_000_000, "verify_gemm"),
                 ] {
-                    kernels.push(KernelRecord {
-                        device: DeviceId(d),
-                        start_ns: step + a,
-                        end_ns: step + b,
-                        kind: ActivityKind::Kernel,
-                        name: name.into(),
-                        stream: 7,
-                        correlation_id: 0,
-                        bytes: None,
-                        pid: 42,
-                        ..Default::default()
-                    });
+                    let len = (b - a) / per_range;
+                    for j in 0..per_range {
+                        kernels.push(KernelRecord {
+                            device: DeviceId(d),
+                            start_ns: step + a + j * len,
+                            end_ns: step + a + (j + 1) * len,
+                            kind: ActivityKind::Kernel,
+                            name: if per_range == 1 {
+                                name.into()
+                            } else {
+                                format!("bench::{name}_{}<float, {}>", j % 20, j % 3)
+                            },
+                            stream: 7,
+                            correlation_id: 0,
+                            bytes: None,
+                            pid: 42,
+                            ..Default::default()
+                        });
+                    }
                 }
                 nvml.push(NvmlRow {
                     device: DeviceId(d),
@@ -205,7 +214,9 @@ fn generate(
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let (Some(cmd), Some(path)) = (args.get(1), args.get(2)) else {
-        eprintln!("usage: bench_report generate|report PATH [--seconds N --gpus N --rate-hz N]");
+        eprintln!(
+            "usage: bench_report generate|report PATH [--seconds N --gpus N --rate-hz N --kernels-per-range N]"
+        );
         std::process::exit(2);
     };
     match cmd.as_str() {
@@ -216,6 +227,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 arg(&args, "--seconds", 60),
                 arg(&args, "--gpus", 8) as u32,
                 arg(&args, "--rate-hz", 100_000),
+                arg(&args, "--kernels-per-range", 1).max(1),
             )?;
             println!("generated in {:.1} s", t.elapsed().as_secs_f64());
         }

@@ -3,6 +3,7 @@
 //! that idle time means the same on both sides.
 
 use crate::error::{AnalysisError, Result};
+use crate::kernels::KernelScope;
 use crate::render::{TextTable, fmt_ns, fmt_num, fmt_pct, note_text};
 use crate::report::{PhaseReport, Report, ReportOptions, build_report};
 use cufall_trace::{Trace, TraceError};
@@ -47,6 +48,22 @@ pub struct GapDiff {
     pub delta_total_ns: i64,
 }
 
+/// A kernel name's GPU time over the whole run (all devices) in A and/or B.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct KernelDiff {
+    pub name: String,
+    pub short_name: String,
+    pub count_a: u64,
+    pub count_b: u64,
+    pub total_a_ns: i64,
+    pub total_b_ns: i64,
+    /// B minus A.
+    pub delta_total_ns: i64,
+}
+
+/// How many kernels the text of a diff lists.
+pub const KERNEL_CHANGES_SHOWN: usize = 10;
+
 /// The comparison of two traces.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DiffReport {
@@ -56,6 +73,9 @@ pub struct DiffReport {
     pub whole_run: PhaseDiff,
     pub phases: Vec<PhaseDiff>,
     pub gaps: Vec<GapDiff>,
+    /// Kernels by the change of their whole-run GPU time, biggest first (complete when the
+    /// reports list every kernel, [`ReportOptions::kernel_rows`] `None`).
+    pub kernels: Vec<KernelDiff>,
 }
 
 fn side(p: &PhaseReport) -> PhaseSide {
@@ -146,6 +166,7 @@ pub fn build_diff(a: &Trace, b: &Trace, opts: &ReportOptions) -> Result<DiffRepo
                 .unwrap_or_default(),
         ),
         gap_rows: opts.gap_rows,
+        kernel_rows: opts.kernel_rows,
         window_samples: opts.window_samples,
     };
     let rb = build_report(b, &opts_b).map_err(|e| match e {
@@ -252,6 +273,7 @@ pub fn build_diff(a: &Trace, b: &Trace, opts: &ReportOptions) -> Result<DiffRepo
             .cmp(&x.delta_total_ns.unsigned_abs())
             .then(x.place.cmp(&y.place))
     });
+    let kernels = kernel_diffs(&ra, &rb);
     Ok(DiffReport {
         a: ra,
         b: rb,
@@ -259,7 +281,51 @@ pub fn build_diff(a: &Trace, b: &Trace, opts: &ReportOptions) -> Result<DiffRepo
         whole_run,
         phases,
         gaps,
+        kernels,
     })
+}
+
+/// The whole-run kernel rows of A and B matched by name (devices summed), biggest change first.
+fn kernel_diffs(ra: &Report, rb: &Report) -> Vec<KernelDiff> {
+    let mut by_name: BTreeMap<&str, KernelDiff> = BTreeMap::new();
+    for (is_a, r) in [(true, ra), (false, rb)] {
+        let whole = r
+            .kernels
+            .iter()
+            .filter(|t| t.scope == KernelScope::WholeRun);
+        for row in whole.flat_map(|t| t.rows.iter()) {
+            let e = by_name.entry(&row.name).or_insert_with(|| KernelDiff {
+                name: row.name.clone(),
+                short_name: row.short_name.clone(),
+                count_a: 0,
+                count_b: 0,
+                total_a_ns: 0,
+                total_b_ns: 0,
+                delta_total_ns: 0,
+            });
+            if is_a {
+                e.count_a += row.count;
+                e.total_a_ns += row.total_ns;
+            } else {
+                e.count_b += row.count;
+                e.total_b_ns += row.total_ns;
+            }
+        }
+    }
+    let mut out: Vec<KernelDiff> = by_name
+        .into_values()
+        .map(|mut k| {
+            k.delta_total_ns = k.total_b_ns - k.total_a_ns;
+            k
+        })
+        .collect();
+    out.sort_by(|x, y| {
+        y.delta_total_ns
+            .unsigned_abs()
+            .cmp(&x.delta_total_ns.unsigned_abs())
+            .then(x.name.cmp(&y.name))
+    });
+    out
 }
 
 fn signed_ns(ns: i64) -> String {
@@ -365,6 +431,56 @@ pub fn diff_text_for(d: &DiffReport, cmd: &str) -> String {
             ]);
         }
         o.push_str(&t.render("  "));
+    }
+    o.push_str(&kernel_diff_text(d));
+    o
+}
+
+/// The KERNELS section of a diff: the biggest changes of whole-run GPU time; left out where
+/// neither trace has kernels (or they were not tabled).
+fn kernel_diff_text(d: &DiffReport) -> String {
+    if d.kernels.is_empty() {
+        return String::new();
+    }
+    let mut o = String::from("\nKERNELS (whole run, all GPUs; biggest change in GPU time first)\n");
+    let busy = |r: &Report| -> i64 {
+        r.kernels
+            .iter()
+            .filter(|t| t.scope == KernelScope::WholeRun)
+            .map(|t| t.busy_ns)
+            .sum()
+    };
+    let (busy_a, busy_b) = (busy(&d.a), busy(&d.b));
+    o.push_str(&format!(
+        "  GPU-busy time (kernels, copies, graphs): A {}, B {}, {}\n",
+        fmt_ns(busy_a),
+        fmt_ns(busy_b),
+        signed_ns(busy_b - busy_a)
+    ));
+    let mut t = TextTable::new(&[
+        "kernel", "count A", "count B", "total A", "total B", "Δ total",
+    ]);
+    for k in d.kernels.iter().take(KERNEL_CHANGES_SHOWN) {
+        t.row(vec![
+            k.short_name.clone(),
+            k.count_a.to_string(),
+            k.count_b.to_string(),
+            fmt_ns(k.total_a_ns),
+            fmt_ns(k.total_b_ns),
+            signed_ns(k.delta_total_ns),
+        ]);
+    }
+    o.push_str(&t.render("  "));
+    let rest = d.kernels.len().saturating_sub(KERNEL_CHANGES_SHOWN);
+    if rest > 0 {
+        let moved: i64 = d.kernels[KERNEL_CHANGES_SHOWN..]
+            .iter()
+            .map(|k| k.delta_total_ns)
+            .sum();
+        o.push_str(&format!(
+            "  … {rest} more kernel(s), {} change in all\n",
+            signed_ns(moved)
+        ));
     }
     o
 }

@@ -79,7 +79,12 @@ pub fn export(trace: &Trace, opts: &ExportOptions) -> Result<ExportSummary> {
         .output
         .clone()
         .unwrap_or_else(|| default_output(trace.path(), opts.format));
-    let report = build_report(trace, &opts.report)?;
+    // The kernels are exported one by one, not tabled per phase.
+    let report_opts = ReportOptions {
+        kernel_rows: Some(0),
+        ..opts.report.clone()
+    };
+    let report = build_report(trace, &report_opts)?;
     match opts.format {
         Format::Parquet | Format::Csv => export_tables(trace, &report, &out, opts),
         Format::Perfetto => export_perfetto(trace, &report, &out, opts),

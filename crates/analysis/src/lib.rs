@@ -10,6 +10,8 @@
 //!   a second).
 //! - [`gaps`]: idle runs become gaps: merged, cut at drops, placed in or between phases, and
 //!   split into *no kernel resident* and *kernel resident but counters idle*.
+//! - [`kernels`]: which kernels took each phase's GPU time (per device), and
+//!   [`names`]: their short names.
 //! - [`report`]: `cufall report`, the per-phase statistics per device with a verdict (the
 //!   window totals folded into each phase as they are read).
 //! - [`diff`]: `cufall diff`, two reports matched by phase.
@@ -25,6 +27,8 @@ pub mod diff;
 mod error;
 pub mod export;
 pub mod gaps;
+pub mod kernels;
+pub mod names;
 pub mod phases;
 pub mod render;
 pub mod report;

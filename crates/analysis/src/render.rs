@@ -295,6 +295,7 @@ pub fn report_text_for(r: &Report, cmd: &str) -> String {
     o.push_str(&t.render("  "));
 
     o.push_str(&per_device_text(r, &all));
+    o.push_str(&kernels_text(r));
     o.push_str(&gaps_text(r));
 
     o.push_str("\nDROPS (time without samples, never counted as idle)\n");
@@ -437,6 +438,58 @@ fn gaps_text(r: &Report) -> String {
             ]);
         }
         o.push_str(&t.render("  "));
+    }
+    o
+}
+
+/// The KERNELS section: per phase and device, the kernels by GPU time inside the phase.
+/// Left out where kernels were not captured, or not tabled (`--kernels 0`).
+fn kernels_text(r: &Report) -> String {
+    if r.kernels.is_empty() {
+        return String::new();
+    }
+    let mut o = String::new();
+    o.push_str(
+        "\nKERNELS by GPU time in each phase (time inside the phase; share of its GPU-busy time; \
+         mean, p50, max of whole launches)\n",
+    );
+    for t in &r.kernels {
+        o.push_str(&kernel_table_text(t));
+    }
+    o
+}
+
+fn kernel_table_text(k: &crate::kernels::KernelTable) -> String {
+    let mut o = format!(
+        "  {}, GPU {}: busy {}, {} launch(es) of {} kernel(s)\n",
+        k.phase,
+        k.device.0,
+        fmt_ns(k.busy_ns),
+        k.count,
+        k.names
+    );
+    let mut t = TextTable::new(&["kernel", "count", "total", "share", "mean", "p50", "max"]);
+    for row in &k.rows {
+        t.row(vec![
+            row.short_name.clone(),
+            row.count.to_string(),
+            fmt_ns(row.total_ns),
+            fmt_pct(row.share),
+            fmt_ns(row.mean_ns),
+            fmt_ns(row.p50_ns),
+            fmt_ns(row.max_ns),
+        ]);
+    }
+    if !k.rows.is_empty() {
+        o.push_str(&t.render("    "));
+    }
+    let rest = k.names.saturating_sub(k.rows.len() as u64);
+    if rest > 0 {
+        let listed: i64 = k.rows.iter().map(|r| r.total_ns).sum();
+        o.push_str(&format!(
+            "    … {rest} more kernel(s), {} in all\n",
+            fmt_ns(k.total_ns - listed)
+        ));
     }
     o
 }

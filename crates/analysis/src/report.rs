@@ -4,10 +4,11 @@
 
 use crate::error::{AnalysisError, Result};
 use crate::gaps::{self, Gap, HostCoverage, HostTime, KernelCoverage};
+use crate::kernels::{KernelFold, KernelTable};
 use crate::phases::{self, Phases, Place};
 use crate::samples::{self, Activity, FullScaleSource, SegAgg};
 use cufall_trace::Trace;
-use cufall_trace::model::{DeviceId, DropRecord, NvmlRow, NvtxRange};
+use cufall_trace::model::{DeviceId, DropRecord, KernelRecord, NvmlRow, NvtxRange};
 use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -32,6 +33,9 @@ pub struct ReportOptions {
     /// How many gaps [`Report::gaps`] lists, longest first; `None`: every gap. The totals
     /// (phases, places, [`Report::gap_count`]) always count every gap.
     pub gap_rows: Option<usize>,
+    /// How many kernels [`Report::kernels`] lists per phase and device, by GPU time; `None`:
+    /// every kernel name; `Some(0)`: the kernels are not tabled at all (nothing is folded).
+    pub kernel_rows: Option<usize>,
     /// Samples per time window of the scan ([`samples::SAMPLES_PER_WINDOW`] by default): fewer
     /// hold less memory at once and take longer (figures in `docs/benchmarks-analysis.md`).
     pub window_samples: u64,
@@ -51,6 +55,7 @@ impl Default for ReportOptions {
             min_gap_ns: None,
             also_low: None,
             gap_rows: None,
+            kernel_rows: None,
             window_samples: samples::SAMPLES_PER_WINDOW,
         }
     }
@@ -310,6 +315,9 @@ pub struct Report {
     /// asks for.
     pub gaps: Vec<GapRow>,
     pub drops: Vec<DeviceDrops>,
+    /// Which kernels took each phase's GPU time, per device: the whole run, the phases in tree
+    /// order, then the time outside every phase ([`crate::kernels`]); empty without kernels.
+    pub kernels: Vec<KernelTable>,
     pub notes: Vec<Note>,
     pub warnings: Vec<String>,
 }
@@ -627,7 +635,13 @@ pub fn build_report_with(
     })?;
     let drops = trace.drops()?;
     cells.add_drops(&phases, &drops);
-    let coverage = kernel_coverage(trace)?;
+    // Which kernels ran in each phase, folded in as the kernels are read for the coverage.
+    let mut kernel_fold = (opts.kernel_rows != Some(0)).then(|| KernelFold::new(&phases));
+    let coverage = kernel_coverage(trace, &mut |ks| {
+        if let Some(fold) = &mut kernel_fold {
+            fold.add_all(ks);
+        }
+    })?;
     let host = HostCoverage::build(&trace.api_calls()?);
     let merged = gaps::merge_fragments(fragments, &drops, min_gap_ns, hole_ns);
 
@@ -700,14 +714,21 @@ pub fn build_report_with(
         gap_count,
         gaps: folded.rows,
         drops: drop_reports,
+        kernels: kernel_fold
+            .map(|f| f.finish(opts.kernel_rows))
+            .unwrap_or_default(),
         notes,
         warnings: trace.warnings(),
     })
 }
 
 /// The kernels' busy intervals, read a segment at a time (only the intervals are kept); `None`
-/// when the trace has no kernel records (kernels were not captured).
-fn kernel_coverage(trace: &Trace) -> Result<Option<KernelCoverage>> {
+/// when the trace has no kernel records (kernels were not captured). Each segment's records are
+/// then handed to `each`.
+fn kernel_coverage(
+    trace: &Trace,
+    each: &mut dyn FnMut(Vec<KernelRecord>),
+) -> Result<Option<KernelCoverage>> {
     let mut builder = gaps::CoverageBuilder::default();
     let mut any_kernels = false;
     trace.kernels_by_segment(|ks| {
@@ -715,6 +736,7 @@ fn kernel_coverage(trace: &Trace) -> Result<Option<KernelCoverage>> {
         for k in ks.iter().filter(|k| gaps::keeps_gpu_busy(k.kind)) {
             builder.add(k.device, k.start_ns, k.end_ns);
         }
+        each(ks);
     })?;
     Ok(any_kernels.then(|| builder.finish()))
 }

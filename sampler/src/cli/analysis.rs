@@ -7,6 +7,7 @@ use super::number::{parse_fraction, parse_full_scale};
 use anyhow::Result;
 use cufall_analysis::diff::{build_diff, diff_text_for};
 use cufall_analysis::export::{self, DEFAULT_MAX_COUNTER_POINTS, ExportOptions, Format};
+use cufall_analysis::kernels::KERNEL_ROWS_SHOWN;
 use cufall_analysis::render::{LONGEST_GAPS_SHOWN, fmt_ns, report_text_for};
 use cufall_analysis::report::{DEFAULT_IDLE_BELOW, ReportOptions, build_report};
 use cufall_trace::Trace;
@@ -59,6 +60,10 @@ pub struct ReportArgs {
     /// Print JSON instead of text tables.
     #[arg(long)]
     pub json: bool,
+    /// Kernels listed per phase and GPU, by GPU time. Default: 5 in text, every kernel in
+    /// --json; 0 leaves the kernels out.
+    #[arg(long, value_name = "N")]
+    pub kernels: Option<usize>,
 }
 
 /// `cufall diff A B`.
@@ -117,6 +122,7 @@ pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<ExitCode> {
     // The text lists the longest gaps only; JSON lists every gap.
     let opts = ReportOptions {
         gap_rows: (!args.json).then_some(LONGEST_GAPS_SHOWN),
+        kernel_rows: args.kernels.or((!args.json).then_some(KERNEL_ROWS_SHOWN)),
         ..args.analysis.options()
     };
     let report = build_report(&trace, &opts)?;

@@ -18,6 +18,7 @@ fn display(metric: &str) -> DisplayArgs {
             print: true,
             ..LookArgs::default()
         },
+        phases: Default::default(),
     }
 }
 

@@ -49,7 +49,7 @@ pub const LIBRARY_DOMAINS: &[LibraryDomain] = &[
     // `TraceMe` annotations (`jax.profiler.TraceAnnotation` too).
     LibraryDomain {
         domain: "TSL",
-        library: "XLA, JAX and TensorFlow (TSL profiler)",
+        library: "XLA, JAX and TensorFlow's TSL profiler",
     },
     // XLA's newer profiler library.
     LibraryDomain {

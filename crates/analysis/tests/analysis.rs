@@ -528,7 +528,7 @@ fn library_ranges_are_not_phases_and_never_name_a_gap() {
     assert!(
         text.contains(
             "  not phases: CCCL (6 ranges, CUB and Thrust), TSL (3 ranges, XLA, JAX and \
-             TensorFlow (TSL profiler)); make them phases with \
+             TensorFlow's TSL profiler); make them phases with \
              `--phases program,domain:CCCL,domain:TSL`\n"
         ),
         "{text}"
@@ -606,8 +606,8 @@ fn an_unknown_domain_is_one_error_listing_the_recorded_ones() {
     assert_eq!(
         e.to_string(),
         "no NVTX range of domain NCCL in this trace; it records domain:default (9 ranges), \
-         domain:CCCL (6 ranges, CUB and Thrust), domain:TSL (3 ranges, XLA, JAX and TensorFlow \
-         (TSL profiler))"
+         domain:CCCL (6 ranges, CUB and Thrust), domain:TSL (3 ranges, XLA, JAX and TensorFlow's \
+         TSL profiler)"
     );
     // A diff accepts a domain recorded in either trace.
     let dir = tempfile::tempdir().expect("tempdir");

@@ -1,8 +1,11 @@
 //! The `cufall view` and `cufall replay` subcommands: their arguments and what they run over
 //! the terminal viewer (`cufall_viewer`); the live view shares the look flags.
 
+use super::analysis::PhasesArg;
 use super::duration::parse_offset_ns;
 use anyhow::{Context, Result, bail};
+use cufall_analysis::AnalysisError;
+use cufall_analysis::select::domain_counts;
 use cufall_live::feed;
 use cufall_trace::Trace;
 use cufall_viewer::app::{self, ViewSetup};
@@ -87,6 +90,9 @@ pub struct DisplayArgs {
     pub heatmaps: HeatmapArgs,
     #[command(flatten)]
     pub look: LookArgs,
+    /// The NVTX ranges the phase lane shows.
+    #[command(flatten)]
+    pub phases: PhasesArg,
 }
 
 impl DisplayArgs {
@@ -198,7 +204,14 @@ fn open(path: &PathBuf, display: &DisplayArgs) -> Result<Recording> {
         names.push(d);
     }
     trace.check_metrics(&names)?;
-    Ok(Recording::load(&trace)?)
+    let mut rec = Recording::load(&trace)?;
+    // The phase lane shows the chosen phases only: library ranges are not the program's phases.
+    let select = display.phases.select();
+    select
+        .check_domains(&domain_counts(&rec.nvtx))
+        .map_err(AnalysisError::UnknownDomains)?;
+    rec.nvtx = select.apply(&rec.nvtx);
+    Ok(rec)
 }
 
 /// One frame of `state` as `--print` writes it (the window from `--from/--to` if given).

@@ -5,7 +5,7 @@
 use crate::error::{AnalysisError, Result};
 use crate::render::{TextTable, fmt_ns, fmt_num, fmt_pct, note_text};
 use crate::report::{PhaseReport, Report, ReportOptions, build_report_checked};
-use crate::select::DomainCount;
+use crate::select::{DomainCount, domain_label, ranges_text};
 use cufall_trace::{Trace, TraceError};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -326,6 +326,21 @@ pub fn diff_text_for(d: &DiffReport, cmd: &str) -> String {
     }
     for w in &d.warnings {
         o.push_str(&format!("  warning: {w}\n"));
+    }
+    // Library domains left out of either side's phases, with the value that adds them.
+    for (tag, r) in [("A", &d.a), ("B", &d.b)] {
+        if let Some(include) = &r.phase_domains.include_left_out {
+            let left: Vec<String> = r
+                .phase_domains
+                .left_out
+                .iter()
+                .map(|c| format!("{} ({})", domain_label(&c.domain), ranges_text(c.ranges)))
+                .collect();
+            o.push_str(&format!(
+                "  not phases ({tag}): {}; make them phases with `--phases {include}`\n",
+                left.join(", ")
+            ));
+        }
     }
     for n in
         d.a.notes

@@ -407,16 +407,6 @@ impl PhaseSelect {
     pub fn is_default(&self) -> bool {
         *self == PhaseSelect::default()
     }
-
-    /// Name patterns given, if any.
-    pub fn name_patterns(&self) -> &[String] {
-        &self.names
-    }
-
-    /// The maximum depth given, if any.
-    pub fn max_depth(&self) -> Option<usize> {
-        self.max_depth
-    }
 }
 
 /// `1 range`, `66 ranges`.

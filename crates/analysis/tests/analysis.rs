@@ -661,3 +661,26 @@ fn capture_problems_come_from_the_trace() {
     let (_d, r) = report_of(&Fixture::default());
     assert!(r.capture.is_empty());
 }
+
+#[test]
+fn diff_names_the_library_domains_left_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = Trace::open(with_libraries().write(dir.path(), "a.cufall")).expect("a");
+    let b = Trace::open(Fixture::default().write(dir.path(), "b.cufall")).expect("b");
+    let d = build_diff(&a, &b, &opts()).expect("diff");
+    // The library ranges change nothing: same phases, same gap places on both sides.
+    assert_eq!(
+        d.a.phases.iter().map(|p| &p.path).collect::<Vec<_>>(),
+        d.b.phases.iter().map(|p| &p.path).collect::<Vec<_>>()
+    );
+    assert!(d.gaps.iter().all(|g| g.delta_total_ns == 0), "{:?}", d.gaps);
+    let text = diff_text(&d);
+    assert!(
+        text.contains(
+            "  not phases (A): CCCL (6 ranges), TSL (3 ranges); make them phases with \
+             `--phases program,domain:CCCL,domain:TSL`\n"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("not phases (B)"), "{text}");
+}

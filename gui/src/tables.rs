@@ -535,6 +535,51 @@ mod tests {
     }
 
     #[test]
+    fn phases_follow_the_selection_and_every_range_keeps_a_lane() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.cufall");
+        let m = cufall_trace::model::Manifest::new("test", 0);
+        let mut w =
+            cufall_trace::TraceWriter::create(&path, m, cufall_trace::WriterOptions::default())
+                .unwrap();
+        // Depths as recorded: nesting on the thread.
+        let in_domain = |s: i64, e: i64, depth: u32, name: &str, domain: &str| NvtxRange {
+            name: name.into(),
+            domain: domain.into(),
+            ..range(s, e, depth, RangeKind::PushPop)
+        };
+        w.append_nvtx(&[
+            in_domain(0, 100, 0, "step", ""),
+            in_domain(10, 20, 1, "cub::DeviceScan::InclusiveScan", "CCCL"),
+            in_domain(30, 60, 1, "verify", ""),
+        ])
+        .unwrap();
+        w.finish(100).unwrap();
+        let trace = Trace::open(&path).unwrap();
+        let paths = |t: &Tables| -> Vec<String> {
+            t.phases.phases.iter().map(|p| p.path.clone()).collect()
+        };
+        let problems = std::cell::RefCell::new(Vec::new());
+        let say = |what: &str, e: String| problems.borrow_mut().push(format!("{what}: {e}"));
+        let t = Tables::load(&trace, 1, &PhaseSelect::default(), &say);
+        assert_eq!(paths(&t), ["step", "step/verify"]);
+        let titles: Vec<&str> = t.lanes.lanes.iter().map(|l| l.title.as_str()).collect();
+        assert_eq!(titles, ["NVTX depth 0", "NVTX depth 1", "CCCL depth 1"]);
+        let t = Tables::load(&trace, 1, &"program,domain:CCCL".parse().unwrap(), &say);
+        assert_eq!(
+            paths(&t),
+            ["step", "step/cub::DeviceScan::InclusiveScan", "step/verify"]
+        );
+        assert!(problems.borrow().is_empty(), "{:?}", problems.borrow());
+        Tables::load(&trace, 1, &"domain:NCCL".parse().unwrap(), &say);
+        assert!(
+            problems.borrow()[0].contains("no NVTX range of domain NCCL"),
+            "{:?}",
+            problems.borrow()
+        );
+    }
+
+    #[test]
     fn kernels_from_segments_in_any_order_are_sorted_with_names_and_shapes_shared() {
         let k =
             |dev: u32, s: i64, e: i64, name: &str, stream: u32, bytes: Option<u64>| KernelRecord {

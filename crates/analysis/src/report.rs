@@ -293,8 +293,8 @@ pub struct ReasonTotals {
 pub struct PhaseDomains {
     /// The selection, as `--phases` spells it.
     pub phases: String,
-    /// Recorded domains whose ranges are phases (those of their ranges the names and depth
-    /// keep), with their range counts.
+    /// Recorded domains whose ranges can be phases (name and depth terms may narrow them),
+    /// with their range counts.
     pub used: Vec<DomainCount>,
     /// Recorded domains whose ranges are not phases.
     pub left_out: Vec<DomainCount>,
@@ -739,6 +739,15 @@ pub(crate) fn build_report_checked(
     let phase_reports = ctx.phase_reports(&phases);
 
     let drop_reports = drop_summary(&drops);
+    // The capture table only adds to the report: one that cannot be read is a warning.
+    let mut warnings = trace.warnings();
+    let capture = match trace.capture_events() {
+        Ok(events) => capture::capture_lines(&events),
+        Err(e) => {
+            warnings.push(format!("the capture table could not be read: {e}"));
+            Vec::new()
+        }
+    };
     let notes = notes(
         &phases,
         (!nvtx.is_empty()).then_some(&opts.phases),
@@ -768,7 +777,7 @@ pub(crate) fn build_report_checked(
         min_gap_ns,
         nvtx_captured: !nvtx.is_empty(),
         phase_domains,
-        capture: capture::capture_lines(&trace.capture_events()?),
+        capture,
         kernels_captured,
         nvml_captured: nvml_span.is_some(),
         whole_run,
@@ -778,7 +787,7 @@ pub(crate) fn build_report_checked(
         gaps: folded.rows,
         drops: drop_reports,
         notes,
-        warnings: trace.warnings(),
+        warnings,
     })
 }
 

@@ -45,8 +45,8 @@ pub const LIBRARY_DOMAINS: &[LibraryDomain] = &[
         domain: "CCCL",
         library: "CUB and Thrust",
     },
-    // tsl/profiler/lib/nvtx_utils: XLA's compiler passes and thunks, TensorFlow's and JAX's
-    // `TraceMe` annotations (`jax.profiler.TraceAnnotation` too).
+    // tsl/profiler/lib/nvtx_utils: XLA's compiler passes, thunks and profiler annotations
+    // (TensorFlow's and JAX's XLA).
     LibraryDomain {
         domain: "TSL",
         library: "XLA, JAX and TensorFlow's TSL profiler",
@@ -61,7 +61,7 @@ pub const LIBRARY_DOMAINS: &[LibraryDomain] = &[
         domain: "NCCL",
         library: "NCCL",
     },
-    // NCCL's proxy thread, with NCCL_PROXY_TRACE_NVTX.
+    // NCCL's proxy thread, when its NVTX tracing is turned on.
     LibraryDomain {
         domain: "com.nvidia.nccl.proxy",
         library: "NCCL (proxy thread)",

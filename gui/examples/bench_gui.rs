@@ -343,7 +343,13 @@ fn whole_run(f: &mut Frames) -> Result<(), Box<dyn std::error::Error>> {
 fn open(path: &str, wait_s: u64) -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     let ctx = egui::Context::default();
-    let app = GuiApp::new(&ctx, &[PathBuf::from(path)], None, Settings::default());
+    let app = GuiApp::new(
+        &ctx,
+        &[PathBuf::from(path)],
+        None,
+        Default::default(),
+        Settings::default(),
+    );
     let mut f = Frames {
         ctx,
         app,

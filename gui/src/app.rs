@@ -8,6 +8,7 @@ use crate::timeline::{Locked, shared_extent, timeline_ui};
 use crate::view::{Settings, SideTab, TimeView, TrackStyle, ViewState};
 use cufall_analysis::diff::{DiffReport, build_diff};
 use cufall_analysis::report::ReportOptions;
+use cufall_analysis::select::PhaseSelect;
 use eframe::egui::{self, Ui};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -54,14 +55,18 @@ pub struct GuiApp {
     diff: DiffState,
     /// The alignment the offsets were computed for, and whether both sides had their tables.
     aligned: Option<(Option<String>, bool)>,
+    /// Which NVTX ranges are phases, in every recording opened.
+    phases: PhaseSelect,
 }
 
 impl GuiApp {
-    /// Opens `traces` (at most two: A and B) with `align` as the phase to align them at.
+    /// Opens `traces` (at most two: A and B) with `align` as the phase to align them at and
+    /// `phases` choosing the NVTX ranges that are phases.
     pub fn new(
         ctx: &egui::Context,
         traces: &[PathBuf],
         align: Option<String>,
+        phases: PhaseSelect,
         settings: Settings,
     ) -> GuiApp {
         let mut app = GuiApp {
@@ -72,6 +77,7 @@ impl GuiApp {
             sel: None,
             diff: DiffState::None,
             aligned: None,
+            phases,
         };
         app.st.align_phase = align;
         // Names come from the profiled program: a character no font has is drawn as a box,
@@ -97,7 +103,7 @@ impl GuiApp {
         let path = trace_root(path);
         let ctx = self.ctx.clone();
         let budget = self.settings.raw_budget_mib.max(16) << 20;
-        match LoadedTrace::open(&path, budget, move || ctx.request_repaint()) {
+        match LoadedTrace::open(&path, budget, &self.phases, move || ctx.request_repaint()) {
             Ok(data) => {
                 self.settings.remember(&path.display().to_string());
                 if self.slots.len() >= 2 {
@@ -242,6 +248,7 @@ impl GuiApp {
             return;
         };
         let (ta, tb) = (a.data.trace.clone(), b.data.trace.clone());
+        let phases = self.phases.clone();
         let (tx, rx) = mpsc::channel();
         let ctx = self.ctx.clone();
         let spawned = std::thread::Builder::new()
@@ -252,6 +259,7 @@ impl GuiApp {
                 let opts = ReportOptions {
                     kernel_rows: Some(0),
                     gap_rows: Some(0),
+                    phases,
                     ..ReportOptions::default()
                 };
                 let r = build_diff(&ta, &tb, &opts).map_err(|e| e.to_string());

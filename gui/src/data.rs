@@ -21,6 +21,7 @@
 use crate::lod::{DevicePyramid, RawSeries, RawSlice};
 use cufall_analysis::report::{GapRow, Report, ReportOptions, build_report_with, resolve_activity};
 use cufall_analysis::samples::Activity;
+use cufall_analysis::select::PhaseSelect;
 use cufall_trace::model::{Manifest, MetricInfo};
 use cufall_trace::{SampleColumns, Trace};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -390,6 +391,7 @@ impl LoadedTrace {
     pub fn open(
         path: &Path,
         raw_budget: usize,
+        phases: &PhaseSelect,
         repaint: impl Fn() + Send + 'static,
     ) -> Result<LoadedTrace, OpenError> {
         let trace = Trace::open(path).map_err(|source| OpenError {
@@ -443,6 +445,7 @@ impl LoadedTrace {
             metrics: metrics.iter().map(|m| m.name.clone()).collect(),
             interval_ns,
             rule: None,
+            phases: phases.clone(),
         };
         let spawned = std::thread::Builder::new()
             .name("cufall-gui-load".into())
@@ -498,6 +501,8 @@ struct Worker {
     interval_ns: i64,
     /// Set once the activity is resolved: computes the idle series of tiles.
     rule: Option<IdleRule>,
+    /// Which NVTX ranges are phases.
+    phases: PhaseSelect,
 }
 
 /// How each sample's idle flag is computed: column indices of the activity value's parts.
@@ -566,7 +571,9 @@ impl Worker {
 
     fn load_tables(&self) {
         let interval = self.trace.manifest().nvml_interval_ns.unwrap_or(10_000_000);
-        let tables = Tables::load(&self.trace, interval, &|what, e| self.problem(what, e));
+        let tables = Tables::load(&self.trace, interval, &self.phases, &|what, e| {
+            self.problem(what, e)
+        });
         self.set(|s| s.tables = Some(tables));
     }
 
@@ -768,6 +775,7 @@ impl Worker {
             kernel_rows: Some(0),
             gap_rows: Some(crate::panel::GAPS_LISTED),
             window_samples: REPORT_WINDOW_SAMPLES,
+            phases: self.phases.clone(),
             ..ReportOptions::default()
         };
         let mut building: BTreeMap<u32, DeviceGaps> = BTreeMap::new();

@@ -48,6 +48,9 @@ pub struct GuiOptions {
     pub traces: Vec<PathBuf>,
     /// Phase path to align B at (its first range starts where A's first does).
     pub align: Option<String>,
+    /// Which NVTX ranges are phases (the report, the phase lane, alignment); every range is
+    /// drawn on the NVTX lanes either way.
+    pub phases: cufall_analysis::select::PhaseSelect,
 }
 
 /// Why the window could not run.
@@ -114,6 +117,7 @@ pub fn run(opts: GuiOptions) -> Result<(), GuiError> {
                 &cc.egui_ctx,
                 &opts.traces,
                 opts.align.clone(),
+                opts.phases.clone(),
                 settings,
             )))
         }),

@@ -8,6 +8,7 @@ use crate::timeline::{Locked, shared_extent, short_metric};
 use crate::view::{SideTab, ViewState};
 use cufall_analysis::names::short_kernel_name;
 use cufall_analysis::report::{PhaseReport, Report};
+use cufall_analysis::select::domain_label;
 use eframe::egui::{self, RichText, Ui};
 
 /// Gaps listed, longest first.
@@ -84,8 +85,27 @@ fn phases_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, st: &mut ViewState) {
     let Some(report) = report_or_placeholder(ui, t) else {
         return;
     };
-    if report.phases.is_empty() {
+    let domains = &report.phase_domains;
+    if report.phases.is_empty() && report.nvtx_captured {
+        ui.label(format!(
+            "No NVTX range is a phase with --phases {}: the whole run is one phase.",
+            domains.phases
+        ));
+    } else if report.phases.is_empty() {
         ui.label("No NVTX phases in this recording: the whole run is one phase.");
+    }
+    if let Some(include) = &domains.include_left_out {
+        // Library ranges are drawn on lanes of their own; the panel says why they are not here.
+        let left: Vec<String> = domains
+            .left_out
+            .iter()
+            .map(|d| format!("{} ({})", domain_label(&d.domain), d.ranges))
+            .collect();
+        ui.label(RichText::new(format!("Not phases: {}", left.join(", "))).weak())
+            .on_hover_text(format!(
+                "Ranges of library domains are drawn on lanes of their own. To make them \
+                 phases, open the window with --phases {include}"
+            ));
     }
     let metrics: Vec<&str> = report.metrics.iter().map(String::as_str).collect();
     egui::Grid::new(("phases", ti))

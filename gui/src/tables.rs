@@ -7,6 +7,7 @@
 use crate::lod::{DevicePyramid, RawSeries};
 use crate::spans::Spans;
 use cufall_analysis::phases::Phases;
+use cufall_analysis::select::{PhaseSelect, domain_counts, library_of};
 use cufall_trace::Trace;
 use cufall_trace::model::{ActivityKind, DropRecord, KernelRecord, NvmlRow, NvtxRange, RangeKind};
 use std::collections::{BTreeMap, HashMap};
@@ -175,7 +176,9 @@ impl KernelsBuilder {
 }
 
 /// NVTX ranges arranged in lanes: a thread's push/pop ranges one lane per depth, start/end
-/// ranges packed into lanes where they do not overlap, marks in a lane of their own.
+/// ranges packed into lanes where they do not overlap, marks in a lane of their own. Ranges of a
+/// library's domain ([`cufall_analysis::select::LIBRARY_DOMAINS`]: CUB's `CCCL`, XLA's `TSL`,
+/// ...) get lanes of their own, titled with the domain, below the program's.
 #[derive(Debug, Default)]
 pub struct NvtxLanes {
     pub lanes: Vec<NvtxLane>,
@@ -200,33 +203,32 @@ impl NvtxLanes {
             .map(|r| (r.pid, r.tid))
             .collect();
         let many = threads.len() > 1;
-        let mut lanes: BTreeMap<(u8, u32, u32, u32), NvtxLane> = BTreeMap::new();
-        let mut packed_ends: Vec<i64> = Vec::new();
+        // Keyed by the library's domain ("" for the program's ranges, which come first), kind,
+        // pid, tid and depth or packing slot.
+        let mut lanes: BTreeMap<(&str, u8, u32, u32, u32), NvtxLane> = BTreeMap::new();
+        let mut packed_ends: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
         for i in order {
             let r = &nvtx[i];
+            let library = library_of(&r.domain).map_or("", |l| l.domain);
             let key = match r.kind {
-                RangeKind::PushPop => (0, r.pid, r.tid, r.depth),
+                RangeKind::PushPop => (library, 0, r.pid, r.tid, r.depth),
                 RangeKind::StartEnd => {
-                    let slot = packed_ends.iter().position(|e| *e <= r.start_ns);
+                    let ends = packed_ends.entry(library).or_default();
+                    let slot = ends.iter().position(|e| *e <= r.start_ns);
                     let slot = match slot {
                         Some(s) => s,
                         None => {
-                            packed_ends.push(i64::MIN);
-                            packed_ends.len() - 1
+                            ends.push(i64::MIN);
+                            ends.len() - 1
                         }
                     };
-                    packed_ends[slot] = r.end_ns;
-                    (1, 0, 0, slot as u32)
+                    ends[slot] = r.end_ns;
+                    (library, 1, 0, 0, slot as u32)
                 }
-                RangeKind::Mark => (2, r.pid, 0, 0),
+                RangeKind::Mark => (library, 2, r.pid, 0, 0),
             };
             let lane = lanes.entry(key).or_insert_with(|| NvtxLane {
-                title: match key.0 {
-                    0 if many => format!("NVTX {}:{} d{}", key.1, key.2, key.3),
-                    0 => format!("NVTX depth {}", key.3),
-                    1 => format!("NVTX start/end {}", key.3),
-                    _ => "NVTX marks".to_string(),
-                },
+                title: lane_title(key, many),
                 ranges: Vec::new(),
                 spans: Spans::default(),
             });
@@ -241,6 +243,17 @@ impl NvtxLanes {
             }));
         }
         NvtxLanes { lanes }
+    }
+}
+
+/// A lane's title: `NVTX depth 1` for the program's ranges, `CCCL depth 0` for a library's.
+fn lane_title((library, kind, pid, tid, slot): (&str, u8, u32, u32, u32), many: bool) -> String {
+    let who = if library.is_empty() { "NVTX" } else { library };
+    match kind {
+        0 if many => format!("{who} {pid}:{tid} d{slot}"),
+        0 => format!("{who} depth {slot}"),
+        1 => format!("{who} start/end {slot}"),
+        _ => format!("{who} marks"),
     }
 }
 
@@ -371,11 +384,20 @@ pub struct Tables {
 impl Tables {
     /// Reads every table of `trace`; a table that cannot be read is left empty and `problem`
     /// is told what is not shown and why.
-    pub fn load(trace: &Trace, nvml_interval_ns: i64, problem: &dyn Fn(&str, String)) -> Tables {
+    pub fn load(
+        trace: &Trace,
+        nvml_interval_ns: i64,
+        select: &PhaseSelect,
+        problem: &dyn Fn(&str, String),
+    ) -> Tables {
         let nvtx = trace.nvtx().unwrap_or_else(|e| {
             problem("NVTX ranges not shown", e.to_string());
             Vec::new()
         });
+        if let Err(e) = select.check_domains(&domain_counts(&nvtx)) {
+            problem("phases", e.to_string());
+        }
+        let phases = Phases::build(&select.apply(&nvtx));
         let mut names = Names::default();
         let mut kb = KernelsBuilder::default();
         if let Err(e) = trace.kernels_by_segment(|k| kb.add(k, &mut names)) {
@@ -405,7 +427,7 @@ impl Tables {
         }
         Tables {
             lanes: NvtxLanes::build(&nvtx),
-            phases: Phases::build(&nvtx),
+            phases,
             nvtx,
             names,
             kernels: kb.finish(),
@@ -481,6 +503,80 @@ mod tests {
                 assert_eq!((l.spans.start(j), l.spans.end(j)), (r.start_ns, r.end_ns));
             }
         }
+    }
+
+    #[test]
+    fn library_domains_get_lanes_of_their_own() {
+        let in_domain = |s: i64, e: i64, depth: u32, domain: &str| NvtxRange {
+            domain: domain.into(),
+            ..range(s, e, depth, RangeKind::PushPop)
+        };
+        let nvtx = vec![
+            in_domain(0, 100, 0, ""),
+            in_domain(10, 20, 1, "CCCL"),
+            in_domain(30, 40, 1, "CCCL"),
+            in_domain(50, 60, 1, "mine"),
+            in_domain(0, 90, 0, "TSL"),
+        ];
+        let titles: Vec<(String, usize)> = NvtxLanes::build(&nvtx)
+            .lanes
+            .iter()
+            .map(|l| (l.title.clone(), l.ranges.len()))
+            .collect();
+        assert_eq!(
+            titles,
+            vec![
+                ("NVTX depth 0".to_string(), 1),
+                ("NVTX depth 1".to_string(), 1),
+                ("CCCL depth 1".to_string(), 2),
+                ("TSL depth 0".to_string(), 1),
+            ]
+        );
+    }
+
+    #[test]
+    fn phases_follow_the_selection_and_every_range_keeps_a_lane() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.cufall");
+        let m = cufall_trace::model::Manifest::new("test", 0);
+        let mut w =
+            cufall_trace::TraceWriter::create(&path, m, cufall_trace::WriterOptions::default())
+                .unwrap();
+        // Depths as recorded: nesting on the thread.
+        let in_domain = |s: i64, e: i64, depth: u32, name: &str, domain: &str| NvtxRange {
+            name: name.into(),
+            domain: domain.into(),
+            ..range(s, e, depth, RangeKind::PushPop)
+        };
+        w.append_nvtx(&[
+            in_domain(0, 100, 0, "step", ""),
+            in_domain(10, 20, 1, "cub::DeviceScan::InclusiveScan", "CCCL"),
+            in_domain(30, 60, 1, "verify", ""),
+        ])
+        .unwrap();
+        w.finish(100).unwrap();
+        let trace = Trace::open(&path).unwrap();
+        let paths = |t: &Tables| -> Vec<String> {
+            t.phases.phases.iter().map(|p| p.path.clone()).collect()
+        };
+        let problems = std::cell::RefCell::new(Vec::new());
+        let say = |what: &str, e: String| problems.borrow_mut().push(format!("{what}: {e}"));
+        let t = Tables::load(&trace, 1, &PhaseSelect::default(), &say);
+        assert_eq!(paths(&t), ["step", "step/verify"]);
+        let titles: Vec<&str> = t.lanes.lanes.iter().map(|l| l.title.as_str()).collect();
+        assert_eq!(titles, ["NVTX depth 0", "NVTX depth 1", "CCCL depth 1"]);
+        let t = Tables::load(&trace, 1, &"program,domain:CCCL".parse().unwrap(), &say);
+        assert_eq!(
+            paths(&t),
+            ["step", "step/cub::DeviceScan::InclusiveScan", "step/verify"]
+        );
+        assert!(problems.borrow().is_empty(), "{:?}", problems.borrow());
+        Tables::load(&trace, 1, &"domain:NCCL".parse().unwrap(), &say);
+        assert!(
+            problems.borrow()[0].contains("no NVTX range of domain NCCL"),
+            "{:?}",
+            problems.borrow()
+        );
     }
 
     #[test]

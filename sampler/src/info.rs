@@ -1,6 +1,9 @@
 //! `cufall info TRACE`: what a recording holds.
 
 use anyhow::Result;
+use cufall_analysis::capture::{CaptureLine, capture_lines};
+use cufall_analysis::render::capture_text;
+use cufall_analysis::select::{DomainCount, domain_counts, domain_label, ranges_text};
 use cufall_trace::Trace;
 use cufall_trace::model::RecordingStatus;
 use std::path::PathBuf;
@@ -23,21 +26,13 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode> {
         (Some(a), Some(b)) => (b - a).max(0),
         _ => 0,
     };
+    let nvtx = trace.nvtx()?;
+    let domains = domain_counts(&nvtx);
+    let events = trace.capture_events()?;
+    let capture = capture_lines(&events);
     let warnings = trace.warnings();
     if args.json {
-        let devices: Vec<_> = m
-            .devices
-            .iter()
-            .map(|d| {
-                let s = summary.devices.get(&d.id.0).cloned().unwrap_or_default();
-                serde_json::json!({
-                    "index": d.id.0, "name": d.name, "chip": d.chip, "uuid": d.uuid,
-                    "pci_bus_id": d.pci_bus_id, "sm_count": d.sm_count,
-                    "samples": s.samples, "drops": s.drops, "dropped_ns": s.dropped_ns,
-                    "nvml_rows": s.nvml_rows,
-                })
-            })
-            .collect();
+        let devices = devices_json(m, &summary);
         let out = serde_json::json!({
             "path": args.trace.display().to_string(),
             "format": m.format,
@@ -58,6 +53,9 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode> {
             "nvml_interval_ns": m.nvml_interval_ns,
             "devices": devices,
             "nvtx_ranges": summary.nvtx_names.iter().map(|(n, c)| serde_json::json!({"name": n, "count": c})).collect::<Vec<_>>(),
+            "nvtx_domains": domains_json(&domains),
+            "capture_events": events.len(),
+            "capture": capture,
             "kernels": summary.kernels,
             "segments": summary.segments,
             "bytes": summary.bytes,
@@ -141,15 +139,13 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode> {
             s.nvml_rows
         ));
     }
-    if summary.nvtx_names.is_empty() {
+    if nvtx.is_empty() {
         line(&mut o, "nvtx ranges", "none captured".into());
     } else {
-        o.push_str("nvtx ranges\n");
-        for (name, count) in &summary.nvtx_names {
-            o.push_str(&format!("  {name:<24} {count}\n"));
-        }
+        o.push_str(&nvtx_text(&nvtx, &domains));
     }
     line(&mut o, "kernels", summary.kernels.to_string());
+    o.push_str(&capture_section(&events, &capture));
     line(
         &mut o,
         "size",
@@ -164,6 +160,94 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode> {
     }
     cufall_sampler::cli::print(&o)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Each device of the manifest with its counts, for `--json`.
+fn devices_json(
+    m: &cufall_trace::model::Manifest,
+    summary: &cufall_trace::TraceSummary,
+) -> Vec<serde_json::Value> {
+    m.devices
+        .iter()
+        .map(|d| {
+            let s = summary.devices.get(&d.id.0).cloned().unwrap_or_default();
+            serde_json::json!({
+                "index": d.id.0, "name": d.name, "chip": d.chip, "uuid": d.uuid,
+                "pci_bus_id": d.pci_bus_id, "sm_count": d.sm_count,
+                "samples": s.samples, "drops": s.drops, "dropped_ns": s.dropped_ns,
+                "nvml_rows": s.nvml_rows,
+            })
+        })
+        .collect()
+}
+
+/// The NVTX domains for `--json`: ranges, the library that writes each, whether its ranges
+/// are phases by default.
+fn domains_json(domains: &[DomainCount]) -> Vec<serde_json::Value> {
+    domains
+        .iter()
+        .map(|d| {
+            serde_json::json!({
+                "domain": d.domain, "ranges": d.ranges, "library": d.library,
+                "phases_by_default": d.library.is_none(),
+            })
+        })
+        .collect()
+}
+
+/// The NVTX domains (program or library, with their counts), then the names of the program's
+/// ranges (a library's can number thousands: XLA names each compiler pass).
+fn nvtx_text(nvtx: &[cufall_trace::model::NvtxRange], domains: &[DomainCount]) -> String {
+    let mut o = String::from("nvtx domains\n");
+    let width = domains
+        .iter()
+        .map(|d| domain_label(&d.domain).chars().count())
+        .max()
+        .unwrap_or(0);
+    for d in domains {
+        let (kind, what) = match d.library {
+            Some(lib) => (
+                "library",
+                format!(" ({lib}): not phases unless --phases names the domain"),
+            ),
+            None => ("program", ": phases".to_string()),
+        };
+        o.push_str(&format!(
+            "  {:<width$}  {kind}  {}{what}\n",
+            domain_label(&d.domain),
+            ranges_text(d.ranges)
+        ));
+    }
+    let mut names: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for r in nvtx
+        .iter()
+        .filter(|r| cufall_analysis::select::library_of(&r.domain).is_none())
+    {
+        *names.entry(r.name.as_str()).or_default() += 1;
+    }
+    if !names.is_empty() {
+        let mut names: Vec<(&str, u64)> = names.into_iter().collect();
+        names.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        o.push_str("nvtx ranges (the program's domains)\n");
+        for (name, count) in names {
+            o.push_str(&format!("  {name:<24} {count}\n"));
+        }
+    }
+    o
+}
+
+/// The capture table's problems, one line per kind; a capture without any says so.
+fn capture_section(events: &[cufall_trace::model::CaptureEvent], lines: &[CaptureLine]) -> String {
+    if events.is_empty() {
+        return String::new();
+    }
+    if lines.is_empty() {
+        return format!("{:<14}no problems recorded\n", "capture");
+    }
+    capture_text(lines)
+        .lines()
+        .map(|l| format!("{}\n", l.trim_start()))
+        .collect()
 }
 
 fn shell_join(args: &[String]) -> String {

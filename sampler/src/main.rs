@@ -164,6 +164,8 @@ struct GuiArgs {
     /// first samples line up.
     #[arg(long, value_name = "PHASE")]
     align: Option<String>,
+    #[command(flatten)]
+    phases: cufall_sampler::cli::analysis::PhasesArg,
 }
 
 /// Problems with the recordings are shown in the window (and on stderr); the error is for a
@@ -173,6 +175,7 @@ fn run_gui(args: GuiArgs) -> anyhow::Result<ExitCode> {
     cufall_gui::run(cufall_gui::GuiOptions {
         traces: args.traces,
         align: args.align,
+        phases: args.phases.select(),
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -239,3 +239,122 @@ fn a_cut_segment_is_warned_about_and_never_idle() {
             .stderr(predicate::str::contains(warning));
     }
 }
+
+/// Library NVTX domains are not phases unless `--phases` names them; a domain the trace does not
+/// record is one error listing those it does.
+#[test]
+fn phases_choose_the_program_s_ranges_and_name_library_domains_on_request() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = common::Fixture {
+        library_nvtx: true,
+        ..Default::default()
+    }
+    .write(tmp.path(), "lib.cufall");
+    let out = cufall().arg("report").arg(&t).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("cub::"), "{text}");
+    assert!(
+        text.contains("make them phases with `--phases program,domain:CCCL,domain:TSL`"),
+        "{text}"
+    );
+    cufall()
+        .arg("report")
+        .arg(&t)
+        .args(["--phases", "program,domain:CCCL", "--min-gap", "50us"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "step/draft/cub::DeviceScan::InclusiveScan → step/verify/cub::DeviceScan::InclusiveScan",
+        ));
+    let out = cufall()
+        .arg("report")
+        .arg(&t)
+        .args(["--json", "--phases", "depth:0"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["phases"].as_array().unwrap().len(), 1);
+    assert_eq!(v["phase_domains"]["phases"], "program,depth:0");
+    assert_eq!(v["phase_domains"]["left_out"][0]["domain"], "CCCL");
+    assert_eq!(v["phase_domains"]["left_out"][0]["ranges"], 6);
+
+    let report = std::ffi::OsStr::new("report");
+    let phases = std::ffi::OsStr::new("--phases");
+    fails_with(
+        &[report, t.as_os_str(), phases, "domain:NCCL".as_ref()],
+        "no NVTX range of domain NCCL in this trace; it records domain:default (9 ranges), \
+         domain:CCCL (6 ranges, CUB and Thrust), domain:TSL (3 ranges",
+    );
+    // A bad value is clap's usage error, naming the terms there are.
+    cufall()
+        .arg("report")
+        .arg(&t)
+        .args(["--phases", "cccl"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(
+            "`cccl` is not a phase selection: use `program`, `all`, `domain:NAME`",
+        ));
+    // diff: both traces, a domain recorded in either.
+    let plain = common::Fixture::default().write(tmp.path(), "plain.cufall");
+    cufall()
+        .arg("diff")
+        .arg(&t)
+        .arg(&plain)
+        .args(["--phases", "program,domain:CCCL"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "step/draft/cub::DeviceScan::InclusiveScan",
+        ));
+    fails_with(
+        &[
+            "diff".as_ref(),
+            t.as_os_str(),
+            plain.as_os_str(),
+            phases,
+            "domain:TSX".as_ref(),
+        ],
+        "no NVTX range of domain TSX",
+    );
+    // view: the phase lane shows the chosen phases only.
+    let frame = |extra: &[&str]| {
+        let out = cufall()
+            .arg("view")
+            .arg(&t)
+            .args([
+                "--print", "--width", "200", "--from", "300us", "--to", "600us",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let lane = |text: &str| {
+        text.lines()
+            .find(|l| l.starts_with("phase"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let default = lane(&frame(&[]));
+    // A CUB call is three columns wide here: `|cu`.
+    assert!(
+        default.contains("|draft") && !default.contains("|cu"),
+        "{default}"
+    );
+    let cccl = lane(&frame(&["--phases", "domain:CCCL"]));
+    assert!(cccl.contains("|cu") && !cccl.contains("draft"), "{cccl}");
+    fails_with(
+        &[
+            "view".as_ref(),
+            t.as_os_str(),
+            "--print".as_ref(),
+            phases,
+            "domain:NCCL".as_ref(),
+        ],
+        "no NVTX range of domain NCCL",
+    );
+}

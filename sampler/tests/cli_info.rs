@@ -120,3 +120,74 @@ fn info_bad_inputs_give_one_clear_message() {
     fs::write(&m, text).unwrap();
     fails_with(&[info, dir.as_os_str()], "Upgrade cufall");
 }
+
+/// Info lists NVTX ranges per domain, marked program or library, and the capture table's
+/// problems, one line per kind.
+#[test]
+fn info_lists_domains_and_capture_problems() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = cufall_testkit::fixture::Fixture {
+        library_nvtx: true,
+        capture_problems: true,
+        ..Default::default()
+    }
+    .write(tmp.path(), "lib.cufall");
+    let out = cufall().arg("info").arg(&t).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("  (default)  program  9 ranges: phases\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "  CCCL       library  6 ranges (CUB and Thrust): not phases unless --phases names the domain\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("  TSL        library  3 ranges"), "{text}");
+    // The names listed are the program's, not the libraries'.
+    assert!(!text.contains("cub::"), "{text}");
+    assert!(
+        text.contains(
+            "capture problem: cupti_records_dropped: CUPTI dropped 17 activity record(s)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "capture problem: no_activity_records: kernel capture was set up in 2 processes but no \
+             kernel or copy records arrived (pid 1234, 1240): another CUPTI client"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("capture: quiet_processes: 2 processes"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "capture event: future_event: 1 row(s), count 3: something a newer recorder says"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("cuda_attached"), "{text}");
+    let out = cufall().arg("info").arg(&t).arg("--json").output().unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["nvtx_domains"][1]["domain"], "CCCL");
+    assert_eq!(v["nvtx_domains"][1]["phases_by_default"], false);
+    assert_eq!(v["capture"][0]["event"], "cupti_records_dropped");
+    assert_eq!(v["capture"][0]["severity"], "problem");
+    assert_eq!(v["capture"].as_array().unwrap().len(), 4);
+
+    // The report says the same.
+    cufall()
+        .arg("report")
+        .arg(&t)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "  capture problem: no_activity_records: kernel capture was set up in 2 processes",
+        ));
+}

@@ -18,6 +18,7 @@ fn display(metric: &str) -> DisplayArgs {
             print: true,
             ..LookArgs::default()
         },
+        phases: Default::default(),
     }
 }
 
@@ -72,4 +73,20 @@ fn bad_input_names_the_problem() {
     })
     .expect_err("unknown metric");
     assert!(e.to_string().contains("sm__not_a_metric.avg"), "{e}");
+}
+
+/// The live view's phase lane keeps the program's ranges, not a library's, as they arrive.
+#[test]
+fn the_live_phase_lane_leaves_library_domains_out() {
+    let options = cufall_sampler::cli::view::live_options(&LookArgs::default());
+    let keep = options.setup.phases.expect("a phase filter").0;
+    let range = |domain: &str| cufall_trace::model::NvtxRange {
+        name: "r".into(),
+        domain: domain.into(),
+        ..Default::default()
+    };
+    assert!(keep(&range("")));
+    assert!(keep(&range("specdec")));
+    assert!(!keep(&range("CCCL")));
+    assert!(!keep(&range("TSL")));
 }

@@ -58,6 +58,7 @@ fn setup(metrics: &[&str], palette: Palette, spread: bool) -> ViewSetup {
             metrics: metrics.iter().map(|s| s.to_string()).collect(),
             ..HeatmapOverrides::default()
         },
+        phases: None,
         source: "bench".into(),
     }
 }

@@ -18,6 +18,8 @@ pub struct ViewSetup {
     pub overrides: HeatmapOverrides,
     /// Shown in the title bar.
     pub source: String,
+    /// The NVTX ranges the phase lane shows; `None`: every range the feed or recording holds.
+    pub phases: Option<store::NvtxFilter>,
 }
 
 /// An empty store for `info`, with the heatmaps the user asked for. Unknown metrics are an
@@ -74,7 +76,7 @@ const NVML_DEFAULT_INTERVAL_NS: i64 = 10_000_000;
 /// A live or replay view over `receiver` (nothing ingested yet).
 pub fn live_state(receiver: &LiveReceiver, setup: &ViewSetup, mode: Mode) -> Result<HeatmapState> {
     let info = &receiver.info;
-    let store = store_for(
+    let mut store = store_for(
         info,
         &setup.overrides,
         Retention::Ring {
@@ -82,6 +84,7 @@ pub fn live_state(receiver: &LiveReceiver, setup: &ViewSetup, mode: Mode) -> Res
         },
         store::base_bin_ns(info.interval_ns),
     )?;
+    store.nvtx_filter = setup.phases.clone();
     Ok(HeatmapState::new(
         store,
         mode,
@@ -100,6 +103,7 @@ pub fn browse_state(rec: Recording, setup: &ViewSetup) -> Result<HeatmapState> {
         }
     }
     let mut store = store_for(&rec.info, &setup.overrides, Retention::All, base)?;
+    store.nvtx_filter = setup.phases.clone();
     for ev in rec.into_events() {
         store.ingest(ev);
     }

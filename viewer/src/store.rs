@@ -295,6 +295,17 @@ pub struct DeviceData {
     pub samples: u64,
 }
 
+/// Which NVTX ranges the phase lane keeps, decided by the caller: the command line knows which
+/// NVTX domains are the program's phases and which a library's.
+#[derive(Clone)]
+pub struct NvtxFilter(pub std::sync::Arc<dyn Fn(&NvtxRange) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for NvtxFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NvtxFilter")
+    }
+}
+
 /// All data of a view.
 #[derive(Clone, Debug)]
 pub struct Store {
@@ -313,6 +324,8 @@ pub struct Store {
     pub kernels: u64,
     /// Events the feed discarded because the view fell behind.
     pub discarded: u64,
+    /// NVTX ranges of the feed kept for the phase lane; `None`: every range.
+    pub nvtx_filter: Option<NvtxFilter>,
     scratch: Vec<f64>,
 }
 
@@ -346,6 +359,7 @@ impl Store {
             ended: false,
             kernels: 0,
             discarded: 0,
+            nvtx_filter: None,
             scratch: Vec::new(),
         };
         for d in &info.devices {
@@ -477,7 +491,9 @@ impl Store {
             }
             LiveEvent::Nvtx(ranges) => {
                 for r in ranges {
-                    push_capped(&mut self.nvtx, r, cap);
+                    if self.nvtx_filter.as_ref().is_none_or(|f| (f.0)(&r)) {
+                        push_capped(&mut self.nvtx, r, cap);
+                    }
                 }
             }
             LiveEvent::Kernels(k) => self.kernels += k.len() as u64,
@@ -577,6 +593,35 @@ mod tests {
             unit: String::new(),
             description: String::new(),
         }
+    }
+
+    #[test]
+    fn the_nvtx_filter_keeps_the_phase_lane_s_ranges_only() {
+        let info = FeedInfo {
+            devices: Vec::new(),
+            metrics: Vec::new(),
+            heatmaps: Vec::new(),
+            interval_ns: 10_000,
+            nvml_interval_ns: 0,
+            counters_unavailable: None,
+        };
+        let range = |name: &str, domain: &str| NvtxRange {
+            name: name.into(),
+            domain: domain.into(),
+            end_ns: 10,
+            ..Default::default()
+        };
+        let feed = || LiveEvent::Nvtx(vec![range("step", ""), range("cub::Scan", "CCCL")]);
+        let mut all = Store::new(&info, Vec::new(), Retention::All, 16_384);
+        all.ingest(feed());
+        assert_eq!(all.nvtx.len(), 2);
+        let mut program = Store::new(&info, Vec::new(), Retention::All, 16_384);
+        program.nvtx_filter = Some(NvtxFilter(std::sync::Arc::new(|r: &NvtxRange| {
+            r.domain != "CCCL"
+        })));
+        program.ingest(feed());
+        let names: Vec<&str> = program.nvtx.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["step"]);
     }
 
     #[test]

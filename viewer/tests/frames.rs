@@ -29,6 +29,7 @@ fn setup(palette: Palette, metrics: &[&str]) -> ViewSetup {
             ..HeatmapOverrides::default()
         },
         source: "test.cufall".into(),
+        phases: None,
     }
 }
 

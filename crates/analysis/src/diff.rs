@@ -5,7 +5,8 @@
 use crate::error::{AnalysisError, Result};
 use crate::kernels::KernelScope;
 use crate::render::{TextTable, fmt_ns, fmt_num, fmt_pct, note_text};
-use crate::report::{PhaseReport, Report, ReportOptions, build_report};
+use crate::report::{PhaseReport, Report, ReportOptions, build_report_checked};
+use crate::select::{DomainCount, domain_label, ranges_text};
 use cufall_trace::{Trace, TraceError};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -133,6 +134,21 @@ fn phase_diff(path: &str, a: Option<&PhaseReport>, b: Option<&PhaseReport>) -> P
     }
 }
 
+/// The NVTX domains recorded in either trace, with their ranges in both together.
+fn recorded_in_either(a: &Report, b: &Report) -> Vec<DomainCount> {
+    let mut out: Vec<DomainCount> = Vec::new();
+    for r in [a, b] {
+        let d = &r.phase_domains;
+        for c in d.used.iter().chain(d.left_out.iter()) {
+            match out.iter_mut().find(|x| x.domain == c.domain) {
+                Some(x) => x.ranges += c.ranges,
+                None => out.push(c.clone()),
+            }
+        }
+    }
+    out
+}
+
 fn gpu_summary(r: &Report) -> String {
     let mut names: BTreeMap<String, usize> = BTreeMap::new();
     for g in &r.gpus {
@@ -151,9 +167,10 @@ fn gpu_summary(r: &Report) -> String {
         .join(", ")
 }
 
-/// Compares traces `a` and `b`.
+/// Compares traces `a` and `b`, choosing the phases of both with [`ReportOptions::phases`]: a
+/// domain it names must be recorded in at least one of them.
 pub fn build_diff(a: &Trace, b: &Trace, opts: &ReportOptions) -> Result<DiffReport> {
-    let ra = build_report(a, opts)?;
+    let ra = build_report_checked(a, opts, false, &mut |_| {}, &mut |_, _| {})?;
     let opts_b = ReportOptions {
         metric: ra.activity.as_ref().map(|a| a.metric.clone()),
         full_scale: ra.activity.as_ref().map(|a| a.full_scale),
@@ -168,16 +185,23 @@ pub fn build_diff(a: &Trace, b: &Trace, opts: &ReportOptions) -> Result<DiffRepo
         gap_rows: opts.gap_rows,
         kernel_rows: opts.kernel_rows,
         window_samples: opts.window_samples,
+        phases: opts.phases.clone(),
     };
-    let rb = build_report(b, &opts_b).map_err(|e| match e {
-        AnalysisError::Trace(source @ TraceError::UnknownMetric { .. }) => {
-            AnalysisError::MetricNotInB {
-                path: b.path().to_path_buf(),
-                source,
-            }
-        }
-        other => other,
-    })?;
+    let rb =
+        build_report_checked(b, &opts_b, false, &mut |_| {}, &mut |_, _| {}).map_err(
+            |e| match e {
+                AnalysisError::Trace(source @ TraceError::UnknownMetric { .. }) => {
+                    AnalysisError::MetricNotInB {
+                        path: b.path().to_path_buf(),
+                        source,
+                    }
+                }
+                other => other,
+            },
+        )?;
+    opts.phases
+        .check_domains(&recorded_in_either(&ra, &rb))
+        .map_err(AnalysisError::UnknownDomains)?;
     // What each trace's reader found (a cut segment, an unfinished recording) comes first.
     let mut warnings: Vec<String> = (ra.warnings.iter().map(|w| format!("A: {w}")))
         .chain(rb.warnings.iter().map(|w| format!("B: {w}")))
@@ -368,6 +392,21 @@ pub fn diff_text_for(d: &DiffReport, cmd: &str) -> String {
     }
     for w in &d.warnings {
         o.push_str(&format!("  warning: {w}\n"));
+    }
+    // Library domains left out of either side's phases, with the value that adds them.
+    for (tag, r) in [("A", &d.a), ("B", &d.b)] {
+        if let Some(include) = &r.phase_domains.include_left_out {
+            let left: Vec<String> = r
+                .phase_domains
+                .left_out
+                .iter()
+                .map(|c| format!("{} ({})", domain_label(&c.domain), ranges_text(c.ranges)))
+                .collect();
+            o.push_str(&format!(
+                "  not phases ({tag}): {}; make them phases with `--phases {include}`\n",
+                left.join(", ")
+            ));
+        }
     }
     for n in
         d.a.notes

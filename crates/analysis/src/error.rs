@@ -31,6 +31,10 @@ pub enum AnalysisError {
     #[error("the shortest gap to report must be a positive duration, not {0} ns")]
     MinGapNotPositive(i64),
 
+    /// `--phases` names NVTX domains the trace does not record; the message lists those it does.
+    #[error("{0}")]
+    UnknownDomains(crate::select::UnknownDomains),
+
     #[error("{path} already exists", path = .0.display())]
     OutputExists(PathBuf),
 

@@ -3,7 +3,9 @@
 //! Everything is built on the trace crate's readers: typed rows for the small tables, and the
 //! samples streamed a segment at a time ([`cufall_trace::Trace::samples_between`]):
 //!
-//! - [`phases`]: NVTX ranges become *phases* (paths of range names, nesting kept), and the
+//! - [`select`]: which NVTX ranges are phases: the program's own by default, library domains
+//!   (CUB's `CCCL`, XLA's `TSL`, NCCL, ...) left out unless asked for (`--phases`).
+//! - [`phases`]: the chosen NVTX ranges become *phases* (paths of range names, nesting kept), and the
 //!   timeline is cut into segments at every range boundary.
 //! - [`samples`]: the one pass over the samples table: totals per `(device, segment)`, and
 //!   runs of idle samples (the peak of the activity value, when a full scale must be found, is
@@ -16,6 +18,7 @@
 //!   window totals folded into each phase as they are read).
 //! - [`diff`]: `cufall diff`, two reports matched by phase.
 //! - [`export`]: `cufall export`, Parquet/CSV tables and a Perfetto trace.
+//! - [`capture`]: the problems the recorder wrote in the trace's `capture` table, worded.
 //!
 //! The user guide with example output is `docs/analysis.md`.
 #![forbid(unsafe_code)]
@@ -23,6 +26,7 @@
 // say why not.
 #![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
+pub mod capture;
 pub mod diff;
 mod error;
 pub mod export;
@@ -33,6 +37,8 @@ pub mod phases;
 pub mod render;
 pub mod report;
 pub mod samples;
+pub mod select;
 
 pub use error::{AnalysisError, Result, WriteFailure};
 pub use report::{Report, ReportOptions, build_report};
+pub use select::{PhaseSelect, PhaseSelectError};

@@ -1,7 +1,9 @@
 //! Plain-text tables for reports and diffs.
 
-use crate::report::{Note, PhaseReport, Report, Verdict};
+use crate::capture::{self, CaptureLine, Severity};
+use crate::report::{Note, PhaseDomains, PhaseReport, Report, Verdict};
 use crate::samples::FullScaleSource;
+use crate::select::{DomainCount, ranges_text};
 
 /// A duration for people: `850 ns`, `12.3 µs`, `4.56 ms`, `1.234 s`.
 pub fn fmt_ns(ns: i64) -> String {
@@ -208,6 +210,11 @@ pub fn note_text(n: &Note, cmd: &str) -> String {
                 .map(|w| format!(" ({w})"))
                 .unwrap_or_default()
         ),
+        Note::NoPhasesChosen { phases } => format!(
+            "no NVTX range is a phase with `--phases {phases}`: the whole run is reported as one \
+             phase. `{cmd} info TRACE` lists the NVTX domains recorded; `--phases all` makes every \
+             range a phase."
+        ),
         Note::NoKernels => format!(
             "kernel activity was not captured: gaps are not split into host-bound (no kernel \
              resident) and latency-bound (kernel resident, counters idle). Record with \
@@ -270,9 +277,13 @@ pub fn report_text_for(r: &Report, cmd: &str) -> String {
         )),
         None => o.push_str("  idle: not measured (no GPU counters in this recording)\n"),
     }
+    if r.nvtx_captured {
+        o.push_str(&phase_domains_text(&r.phase_domains));
+    }
     for n in &r.notes {
         o.push_str(&format!("  note: {}\n", note_text(n, cmd)));
     }
+    o.push_str(&capture_text(&r.capture));
     for w in &r.warnings {
         o.push_str(&format!("  warning: {w}\n"));
     }
@@ -322,6 +333,60 @@ pub fn report_text_for(r: &Report, cmd: &str) -> String {
     o.push_str("\nVERDICT\n");
     for p in &all {
         o.push_str(&format!("  {}: {}\n", p.path, verdict_text(&p.verdict)));
+    }
+    o
+}
+
+fn domains_list(ds: &[DomainCount]) -> String {
+    ds.iter()
+        .map(|d| {
+            let lib = d.library.map_or(String::new(), |l| format!(", {l}"));
+            let name = if d.domain.is_empty() {
+                "the default domain"
+            } else {
+                d.domain.as_str()
+            };
+            format!("{name} ({}{lib})", ranges_text(d.ranges))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Which NVTX domains made the phases and which were left out, with the `--phases` value that
+/// adds them: one or two lines.
+pub fn phase_domains_text(d: &PhaseDomains) -> String {
+    let used = if d.used.is_empty() {
+        "none recorded".to_string()
+    } else {
+        domains_list(&d.used)
+    };
+    let mut o = if d.phases == crate::select::PhaseSelect::default().to_string() {
+        format!("  phases: the program's NVTX ranges: {used}\n")
+    } else {
+        format!(
+            "  phases: NVTX ranges chosen by `--phases {}`: {used}\n",
+            d.phases
+        )
+    };
+    if let Some(include) = &d.include_left_out {
+        o.push_str(&format!(
+            "  not phases: {}; make them phases with `--phases {include}`\n",
+            domains_list(&d.left_out)
+        ));
+    }
+    o
+}
+
+/// The trace's capture problems, one line per kind (nothing for a clean capture).
+pub fn capture_text(lines: &[CaptureLine]) -> String {
+    let mut o = String::new();
+    for l in lines {
+        let head = match l.severity {
+            Severity::Problem => "capture problem",
+            Severity::Info => "capture",
+            Severity::Unknown => "capture event",
+        };
+        o.push_str(&format!("  {head}: {}\n", capture::line_text(l)));
     }
     o
 }

@@ -2,11 +2,13 @@
 //! drops, and a verdict per phase. [`build_report`] computes a [`Report`] (serialisable, for
 //! `--json` and for `diff`); [`crate::render`] prints it as text.
 
+use crate::capture::{self, CaptureLine};
 use crate::error::{AnalysisError, Result};
 use crate::gaps::{self, Gap, HostCoverage, HostTime, KernelCoverage};
 use crate::kernels::{KernelFold, KernelTable};
 use crate::phases::{self, Phases, Place};
 use crate::samples::{self, Activity, FullScaleSource, SegAgg};
+use crate::select::{self, DomainCount, PhaseSelect};
 use cufall_trace::Trace;
 use cufall_trace::model::{DeviceId, DropRecord, KernelRecord, NvmlRow, NvtxRange};
 use serde::Serialize;
@@ -39,6 +41,8 @@ pub struct ReportOptions {
     /// Samples per time window of the scan ([`samples::SAMPLES_PER_WINDOW`] by default): fewer
     /// hold less memory at once and take longer (figures in `docs/benchmarks-analysis.md`).
     pub window_samples: u64,
+    /// Which NVTX ranges are phases; by default the program's own.
+    pub phases: PhaseSelect,
 }
 
 /// Default idle threshold: below 5 % of full scale.
@@ -57,6 +61,7 @@ impl Default for ReportOptions {
             gap_rows: None,
             kernel_rows: None,
             window_samples: samples::SAMPLES_PER_WINDOW,
+            phases: PhaseSelect::default(),
         }
     }
 }
@@ -215,6 +220,8 @@ pub const HOST_BOUND_FROM: f64 = 0.6;
 pub enum Note {
     /// No NVTX ranges: the whole run is one phase.
     NoNvtx,
+    /// NVTX ranges, but none chosen as phases: the whole run is one phase.
+    NoPhasesChosen { phases: String },
     /// No GPU counters, with the reason the recorder wrote, if any.
     NoCounters { why: Option<String> },
     /// No kernel activity: gaps are not split by cause.
@@ -286,6 +293,38 @@ pub struct ReasonTotals {
     pub dropped_ns: i64,
 }
 
+/// Which NVTX domains made the phases, and which were left out.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PhaseDomains {
+    /// The selection, as `--phases` spells it.
+    pub phases: String,
+    /// Recorded domains whose ranges can be phases (name and depth terms may narrow them),
+    /// with their range counts.
+    pub used: Vec<DomainCount>,
+    /// Recorded domains whose ranges are not phases.
+    pub left_out: Vec<DomainCount>,
+    /// The selection that adds the left-out domains (`None` when none was left out).
+    pub include_left_out: Option<String>,
+}
+
+impl PhaseDomains {
+    fn of(sel: &PhaseSelect, recorded: Vec<DomainCount>) -> PhaseDomains {
+        let (used, left_out): (Vec<DomainCount>, Vec<DomainCount>) = recorded
+            .into_iter()
+            .partition(|d| sel.keeps_domain(&d.domain));
+        let include_left_out = (!left_out.is_empty()).then(|| {
+            sel.with_domains(left_out.iter().map(|d| d.domain.as_str()))
+                .to_string()
+        });
+        PhaseDomains {
+            phases: sel.to_string(),
+            used,
+            left_out,
+            include_left_out,
+        }
+    }
+}
+
 /// The whole report.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Report {
@@ -300,7 +339,12 @@ pub struct Report {
     pub activity: Option<Activity>,
     pub idle_threshold: Option<f64>,
     pub min_gap_ns: i64,
+    /// The trace has NVTX ranges (of any domain).
     pub nvtx_captured: bool,
+    /// The NVTX domains of the trace: which made the phases.
+    pub phase_domains: PhaseDomains,
+    /// Problems the recorder wrote in the trace's `capture` table, one line per kind.
+    pub capture: Vec<CaptureLine>,
     pub kernels_captured: bool,
     pub nvml_captured: bool,
     /// Every device over the whole recording.
@@ -575,6 +619,23 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
     build_report_with(trace, opts, &mut |_| {}, &mut |_, _| {})
 }
 
+/// The trace's NVTX ranges, and those [`ReportOptions::phases`] makes phases; with
+/// `check_domains`, a domain it names that the trace does not record is an error.
+pub(crate) fn chosen_ranges(
+    trace: &Trace,
+    sel: &PhaseSelect,
+    check_domains: bool,
+) -> Result<(Vec<NvtxRange>, Vec<NvtxRange>, PhaseDomains)> {
+    let nvtx = trace.nvtx()?;
+    let recorded = select::domain_counts(&nvtx);
+    if check_domains {
+        sel.check_domains(&recorded)
+            .map_err(AnalysisError::UnknownDomains)?;
+    }
+    let chosen = sel.apply(&nvtx);
+    Ok((nvtx, chosen, PhaseDomains::of(sel, recorded)))
+}
+
 /// [`build_report`], handing every gap to `each_gap` as it is found (by device, then time),
 /// whatever [`ReportOptions::gap_rows`] keeps in the report: a viewer that draws every gap keeps
 /// them in a form of its own, and no list of every gap is held here. `each_window(done, total)`
@@ -583,6 +644,18 @@ pub fn build_report(trace: &Trace, opts: &ReportOptions) -> Result<Report> {
 pub fn build_report_with(
     trace: &Trace,
     opts: &ReportOptions,
+    each_gap: &mut dyn FnMut(&GapRow),
+    each_window: &mut dyn FnMut(usize, usize),
+) -> Result<Report> {
+    build_report_checked(trace, opts, true, each_gap, each_window)
+}
+
+/// [`build_report_with`]; without `check_domains`, domains named in the phase selection that
+/// the trace does not record choose nothing (`diff` checks them against both traces).
+pub(crate) fn build_report_checked(
+    trace: &Trace,
+    opts: &ReportOptions,
+    check_domains: bool,
     each_gap: &mut dyn FnMut(&GapRow),
     each_window: &mut dyn FnMut(usize, usize),
 ) -> Result<Report> {
@@ -605,8 +678,9 @@ pub fn build_report_with(
     // Samples closer than half an interval are contiguous; further apart, a hole.
     let hole_ns = (interval_ns / 2).max(1);
 
-    let nvtx = trace.nvtx()?;
-    let phases = Phases::build(&nvtx);
+    let (nvtx, chosen, phase_domains) = chosen_ranges(trace, &opts.phases, check_domains)?;
+    let phases = Phases::build(&chosen);
+    drop(chosen);
     let mut cells = Cells::new(&phases);
     let fragments = match &activity {
         Some(activity) => {
@@ -679,8 +753,18 @@ pub fn build_report_with(
     let phase_reports = ctx.phase_reports(&phases);
 
     let drop_reports = drop_summary(&drops);
+    // The capture table only adds to the report: one that cannot be read is a warning.
+    let mut warnings = trace.warnings();
+    let capture = match trace.capture_events() {
+        Ok(events) => capture::capture_lines(&events),
+        Err(e) => {
+            warnings.push(format!("the capture table could not be read: {e}"));
+            Vec::new()
+        }
+    };
     let notes = notes(
         &phases,
+        (!nvtx.is_empty()).then_some(&opts.phases),
         activity.is_none().then(|| m.counters_unavailable.clone()),
         kernels_captured,
         &drops,
@@ -705,7 +789,9 @@ pub fn build_report_with(
         idle_threshold: activity.as_ref().map(Activity::threshold),
         activity,
         min_gap_ns,
-        nvtx_captured: !phases.is_empty(),
+        nvtx_captured: !nvtx.is_empty(),
+        phase_domains,
+        capture,
         kernels_captured,
         nvml_captured: nvml_span.is_some(),
         whole_run,
@@ -718,7 +804,7 @@ pub fn build_report_with(
             .map(|f| f.finish(opts.kernel_rows))
             .unwrap_or_default(),
         notes,
-        warnings: trace.warnings(),
+        warnings,
     })
 }
 
@@ -1135,13 +1221,19 @@ fn verdict(idle: Option<f64>, gaps: &GapTotals, kernels: bool, min_gap_ns: i64) 
 /// recording has no GPU counters.
 fn notes(
     phases: &Phases,
+    nvtx_chosen_by: Option<&PhaseSelect>,
     no_counters: Option<Option<String>>,
     kernels_captured: bool,
     drops: &[DropRecord],
 ) -> Vec<Note> {
     let mut notes = Vec::new();
     if phases.is_empty() {
-        notes.push(Note::NoNvtx);
+        notes.push(match nvtx_chosen_by {
+            None => Note::NoNvtx,
+            Some(sel) => Note::NoPhasesChosen {
+                phases: sel.to_string(),
+            },
+        });
     }
     if let Some(why) = no_counters {
         notes.push(Note::NoCounters { why });

@@ -475,3 +475,212 @@ fn empty_and_counterless_traces() {
     // What to pass instead is the command line's to say (sampler/tests/cli_analysis.rs).
     assert!(err.contains("A's activity metric"), "{err}");
 }
+
+fn report_with(fx: &Fixture, phases: &str) -> cufall_analysis::Result<Report> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = fx.write(dir.path(), "fixture.cufall");
+    let trace = Trace::open(&path).expect("open");
+    let opts = ReportOptions {
+        phases: phases.parse().expect("a phase selection"),
+        ..opts()
+    };
+    build_report(&trace, &opts)
+}
+
+fn with_libraries() -> Fixture {
+    Fixture {
+        library_nvtx: true,
+        ..Fixture::default()
+    }
+}
+
+#[test]
+fn library_ranges_are_not_phases_and_never_name_a_gap() {
+    let (_d, plain) = report_of(&Fixture::default());
+    let r = report_with(&with_libraries(), "program").expect("report");
+    let paths: Vec<&str> = r.phases.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(paths, ["step", "step/draft", "step/verify"]);
+    // The gaps fall where they fall without the library ranges: the program's path names them.
+    assert_eq!(r.gap_groups, plain.gap_groups);
+    assert_eq!(r.phases, plain.phases);
+    let d = &r.phase_domains;
+    let used: Vec<(&str, u64)> = d
+        .used
+        .iter()
+        .map(|c| (c.domain.as_str(), c.ranges))
+        .collect();
+    assert_eq!(used, [("", 9)]);
+    let left: Vec<(&str, u64)> = d
+        .left_out
+        .iter()
+        .map(|c| (c.domain.as_str(), c.ranges))
+        .collect();
+    assert_eq!(left, [("CCCL", 6), ("TSL", 3)]);
+    assert_eq!(
+        d.include_left_out.as_deref(),
+        Some("program,domain:CCCL,domain:TSL")
+    );
+    let text = report_text(&r);
+    assert!(
+        text.contains("  phases: the program's NVTX ranges: the default domain (9 ranges)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "  not phases: CCCL (6 ranges, CUB and Thrust), TSL (3 ranges, XLA, JAX and \
+             TensorFlow's TSL profiler); make them phases with \
+             `--phases program,domain:CCCL,domain:TSL`\n"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("cub::"), "{text}");
+    assert!(!text.contains("XlaPass"), "{text}");
+}
+
+#[test]
+fn naming_a_library_domain_makes_its_ranges_phases_again() {
+    let r = report_with(&with_libraries(), "program,domain:CCCL").expect("report");
+    let paths: Vec<&str> = r.phases.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "step",
+            "step/draft",
+            "step/draft/cub::DeviceScan::InclusiveScan",
+            "step/verify",
+            "step/verify/cub::DeviceScan::InclusiveScan"
+        ]
+    );
+    // The draft → verify gap now lies between two CUB calls, as the issue saw it.
+    assert!(
+        r.gap_groups.iter().any(|g| g.place
+            == "step/draft/cub::DeviceScan::InclusiveScan → step/verify/cub::DeviceScan::InclusiveScan"),
+        "{:?}",
+        r.gap_groups
+    );
+    let left: Vec<&str> = r
+        .phase_domains
+        .left_out
+        .iter()
+        .map(|c| c.domain.as_str())
+        .collect();
+    assert_eq!(left, ["TSL"]);
+    // Only CCCL: its ranges are outermost phases of their own.
+    let r = report_with(&with_libraries(), "domain:CCCL").expect("report");
+    let paths: Vec<&str> = r.phases.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(paths, ["cub::DeviceScan::InclusiveScan"]);
+    assert_eq!(r.phases[0].count, 6);
+    // TSL's range encloses verify: with every domain, verify nests under it.
+    let r = report_with(&with_libraries(), "all").expect("report");
+    assert!(
+        r.phases
+            .iter()
+            .any(|p| p.path == "step/XlaPassPipeline:#name=fusion#/verify"),
+        "{:?}",
+        r.phases.iter().map(|p| &p.path).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn names_and_depth_narrow_the_phases() {
+    let r = report_with(&Fixture::default(), "depth:0").expect("report");
+    let paths: Vec<&str> = r.phases.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(paths, ["step"]);
+    let r = report_with(&Fixture::default(), "name:*r*").expect("report");
+    let paths: Vec<&str> = r.phases.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(paths, ["draft", "verify"]);
+    // Nothing chosen: one phase, the whole run, and a note that says so.
+    let r = report_with(&Fixture::default(), "name:nothing").expect("report");
+    assert!(r.phases.is_empty());
+    assert!(r.nvtx_captured);
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| matches!(n, cufall_analysis::report::Note::NoPhasesChosen { .. }))
+    );
+}
+
+#[test]
+fn an_unknown_domain_is_one_error_listing_the_recorded_ones() {
+    let e = report_with(&with_libraries(), "domain:NCCL").expect_err("NCCL is not recorded");
+    assert_eq!(
+        e.to_string(),
+        "no NVTX range of domain NCCL in this trace; it records domain:default (9 ranges), \
+         domain:CCCL (6 ranges, CUB and Thrust), domain:TSL (3 ranges, XLA, JAX and TensorFlow's \
+         TSL profiler)"
+    );
+    // A diff accepts a domain recorded in either trace.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = Trace::open(with_libraries().write(dir.path(), "a.cufall")).expect("a");
+    let b = Trace::open(Fixture::default().write(dir.path(), "b.cufall")).expect("b");
+    let opts = ReportOptions {
+        phases: "program,domain:CCCL".parse().expect("selection"),
+        ..opts()
+    };
+    let d = build_diff(&a, &b, &opts).expect("diff");
+    assert!(d.a.phases.len() > d.b.phases.len());
+    let opts = ReportOptions {
+        phases: "domain:NCCL".parse().expect("selection"),
+        ..opts
+    };
+    assert!(build_diff(&a, &b, &opts).is_err());
+}
+
+#[test]
+fn capture_problems_come_from_the_trace() {
+    let fx = Fixture {
+        capture_problems: true,
+        ..Fixture::default()
+    };
+    let (_d, r) = report_of(&fx);
+    let events: Vec<&str> = r.capture.iter().map(|l| l.event.as_str()).collect();
+    assert_eq!(
+        events,
+        [
+            "cupti_records_dropped",
+            "no_activity_records",
+            "quiet_processes",
+            "future_event"
+        ]
+    );
+    let text = report_text(&r);
+    assert!(
+        text.contains(
+            "  capture problem: cupti_records_dropped: CUPTI dropped 17 activity record(s)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("torch.profiler"), "{text}");
+    assert!(
+        text.contains(
+            "  capture event: future_event: 1 row(s), count 3: something a newer recorder says\n"
+        ),
+        "{text}"
+    );
+    // A clean capture shows nothing.
+    let (_d, r) = report_of(&Fixture::default());
+    assert!(r.capture.is_empty());
+}
+
+#[test]
+fn diff_names_the_library_domains_left_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = Trace::open(with_libraries().write(dir.path(), "a.cufall")).expect("a");
+    let b = Trace::open(Fixture::default().write(dir.path(), "b.cufall")).expect("b");
+    let d = build_diff(&a, &b, &opts()).expect("diff");
+    // The library ranges change nothing: same phases, same gap places on both sides.
+    assert_eq!(
+        d.a.phases.iter().map(|p| &p.path).collect::<Vec<_>>(),
+        d.b.phases.iter().map(|p| &p.path).collect::<Vec<_>>()
+    );
+    assert!(d.gaps.iter().all(|g| g.delta_total_ns == 0), "{:?}", d.gaps);
+    let text = diff_text(&d);
+    assert!(
+        text.contains(
+            "  not phases (A): CCCL (6 ranges), TSL (3 ranges); make them phases with \
+             `--phases program,domain:CCCL,domain:TSL`\n"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("not phases (B)"), "{text}");
+}

@@ -16,10 +16,18 @@
 //! [1930, 1950) cuts the verify → draft gap at 1900 into 30 µs (below the 50 µs minimum gap)
 //! and 50 µs. Device 1 has no drops. Busy samples have tensor = 0.8 × elapsed, idle ones 0.
 //! Samples are written in batches of 450 µs, devices interleaved, so file blocks split gaps.
+//!
+//! With `library_nvtx`, library ranges on the same thread, inside the program's (never phases by
+//! default): per step, `cub::DeviceScan::InclusiveScan` of domain `CCCL` at [350, 400) in draft
+//! and [500, 550) in verify (taken as phases, they name the draft → verify gap), and
+//! `XlaPassPipeline:#name=fusion#` of domain `TSL` at [450, 920), enclosing verify. With
+//! `capture_problems`, the capture table holds a routine `cuda_attached`, two processes'
+//! `no_activity_records`, a `cupti_records_dropped` of 17 records, a `quiet_processes` of 2 and
+//! an event this version does not know (`future_event`).
 
 use cufall_trace::model::{
-    ActivityKind, DeviceId, DeviceInfo, DropReason, DropRecord, HeatmapSpec, KernelRecord,
-    Manifest, MetricInfo, NvmlRow, NvtxRange, RangeKind, SampleBatch, SamplingInfo,
+    ActivityKind, CaptureEvent, DeviceId, DeviceInfo, DropReason, DropRecord, HeatmapSpec,
+    KernelRecord, Manifest, MetricInfo, NvmlRow, NvtxRange, RangeKind, SampleBatch, SamplingInfo,
 };
 use cufall_trace::{TraceWriter, WriterOptions};
 use std::path::{Path, PathBuf};
@@ -41,6 +49,10 @@ pub struct Fixture {
     /// Extra idle time at the end of every verify (makes the verify → draft gap longer).
     pub extra_verify_gap_us: i64,
     pub heatmap: bool,
+    /// CCCL and TSL ranges inside the program's (see the module docs).
+    pub library_nvtx: bool,
+    /// Problems in the capture table (see the module docs).
+    pub capture_problems: bool,
 }
 
 impl Default for Fixture {
@@ -52,6 +64,8 @@ impl Default for Fixture {
             drops: true,
             extra_verify_gap_us: 0,
             heatmap: true,
+            library_nvtx: false,
+            capture_problems: false,
         }
     }
 }
@@ -79,6 +93,52 @@ impl Fixture {
         } else {
             Vec::new()
         }
+    }
+
+    /// The NVTX ranges: the program's steps, and library ranges with `library_nvtx`.
+    fn ranges(&self) -> Vec<NvtxRange> {
+        let mut r = Vec::new();
+        for k in 0..3 {
+            let b = k * 1000;
+            let mut ranges = vec![
+                (b, b + 1000, "step", "", 0),
+                (b, b + 400, "draft", "", 1),
+                (b + 500, b + self.verify_end_us(), "verify", "", 1),
+            ];
+            if self.library_nvtx {
+                ranges.extend([
+                    (
+                        b + 350,
+                        b + 400,
+                        "cub::DeviceScan::InclusiveScan",
+                        "CCCL",
+                        2,
+                    ),
+                    (b + 450, b + 920, "XlaPassPipeline:#name=fusion#", "TSL", 1),
+                    (
+                        b + 500,
+                        b + 550,
+                        "cub::DeviceScan::InclusiveScan",
+                        "CCCL",
+                        2,
+                    ),
+                ]);
+            }
+            for (s, e, name, domain, depth) in ranges {
+                r.push(NvtxRange {
+                    start_ns: rel(s),
+                    end_ns: rel(e),
+                    name: name.into(),
+                    domain: domain.into(),
+                    kind: RangeKind::PushPop,
+                    depth,
+                    pid: 1234,
+                    tid: 1234,
+                    ..Default::default()
+                });
+            }
+        }
+        r
     }
 
     /// Writes the trace into `dir/name`.
@@ -159,28 +219,7 @@ impl Fixture {
         }
         w.append_drops(&drops).expect("drops");
         if self.nvtx {
-            let mut r = Vec::new();
-            for k in 0..3 {
-                let b = k * 1000;
-                for (s, e, name, depth) in [
-                    (b, b + 1000, "step", 0),
-                    (b, b + 400, "draft", 1),
-                    (b + 500, b + self.verify_end_us(), "verify", 1),
-                ] {
-                    r.push(NvtxRange {
-                        start_ns: rel(s),
-                        end_ns: rel(e),
-                        name: name.into(),
-                        domain: String::new(),
-                        kind: RangeKind::PushPop,
-                        depth,
-                        pid: 1234,
-                        tid: 1234,
-                        ..Default::default()
-                    });
-                }
-            }
-            w.append_nvtx(&r).expect("nvtx");
+            w.append_nvtx(&self.ranges()).expect("nvtx");
         }
         if self.kernels {
             let mut ks = Vec::new();
@@ -223,7 +262,44 @@ impl Fixture {
             }
         }
         w.append_nvml(&nvml).expect("nvml");
+        if self.capture_problems {
+            w.append_capture(&capture_problems()).expect("capture");
+        }
         w.finish(rel(3000)).expect("finish");
         path
     }
+}
+
+/// The capture table of a fixture with `capture_problems`.
+fn capture_problems() -> Vec<CaptureEvent> {
+    let ev = |pid: u32, event: &str, count: u64, detail: &str| CaptureEvent {
+        t_ns: rel(3000),
+        pid,
+        event: event.into(),
+        count,
+        detail: detail.into(),
+    };
+    vec![
+        ev(1234, "cuda_attached", 4, "kernels, memcpy, graphs, api"),
+        ev(
+            1234,
+            "no_activity_records",
+            0,
+            "process 1234 had kernel capture set up but delivered no kernel or copy records",
+        ),
+        ev(
+            1240,
+            "no_activity_records",
+            0,
+            "process 1240 had kernel capture set up but delivered no kernel or copy records",
+        ),
+        ev(
+            1234,
+            "cupti_records_dropped",
+            17,
+            "CUPTI dropped 17 records",
+        ),
+        ev(0, "quiet_processes", 2, "2 processes sent no records"),
+        ev(0, "future_event", 3, "something a newer recorder says"),
+    ]
 }

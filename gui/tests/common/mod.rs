@@ -62,6 +62,7 @@ pub fn harness(
                     ui.ctx(),
                     &s.traces,
                     s.align.clone(),
+                    Default::default(),
                     s.settings.clone(),
                 ));
             }

@@ -10,6 +10,7 @@ use cufall_analysis::export::{self, DEFAULT_MAX_COUNTER_POINTS, ExportOptions, F
 use cufall_analysis::kernels::KERNEL_ROWS_SHOWN;
 use cufall_analysis::render::{LONGEST_GAPS_SHOWN, fmt_ns, report_text_for};
 use cufall_analysis::report::{DEFAULT_IDLE_BELOW, ReportOptions, build_report};
+use cufall_analysis::select::PhaseSelect;
 use cufall_trace::Trace;
 use std::io::Write;
 use std::path::PathBuf;
@@ -33,6 +34,30 @@ pub struct AnalysisArgs {
     /// intervals.
     #[arg(long, value_parser = parse_positive_ns, value_name = "DURATION")]
     pub min_gap: Option<i64>,
+    #[command(flatten)]
+    pub phases: PhasesArg,
+}
+
+/// Which NVTX ranges are phases; shared by report, diff, export, view, replay and gui.
+#[derive(clap::Args, Debug, Clone, PartialEq, Default)]
+pub struct PhasesArg {
+    /// Which NVTX ranges are phases: comma-separated `program` (the program's own domains: the
+    /// default), `all`, `domain:NAME` (`domain:default` for the unnamed domain), `name:PATTERN`
+    /// (`*` matches anything), `depth:N`. Library domains (CCCL, TSL, NCCL, ...) are phases only
+    /// when named, e.g. `--phases program,domain:CCCL`.
+    #[arg(long = "phases", value_name = "SELECTION", value_parser = parse_phases)]
+    pub phases: Option<PhaseSelect>,
+}
+
+impl PhasesArg {
+    /// The selection given, or the program's own ranges.
+    pub fn select(&self) -> PhaseSelect {
+        self.phases.clone().unwrap_or_default()
+    }
+}
+
+fn parse_phases(s: &str) -> Result<PhaseSelect, String> {
+    s.parse::<PhaseSelect>().map_err(|e| e.to_string())
 }
 
 /// A fraction strictly between 0 and 1: `--idle-below 5` is a mistake for 0.05, not 500 %.
@@ -45,6 +70,7 @@ impl AnalysisArgs {
             min_gap_ns: self.min_gap,
             also_low: None,
             gap_rows: None,
+            phases: self.phases.select(),
             ..ReportOptions::default()
         }
     }

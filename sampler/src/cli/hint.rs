@@ -106,6 +106,10 @@ fn analysis_advice(e: &AnalysisError, cmd: &str) -> Option<String> {
         AnalysisError::MinGapNotPositive(_) => {
             Some("Pass --min-gap as a positive duration, e.g. 50us.".into())
         }
+        AnalysisError::UnknownDomains(_) => Some(
+            "Name one of these with --phases domain:NAME, or leave --phases out for the program's own ranges."
+                .into(),
+        ),
         _ => None,
     }
 }

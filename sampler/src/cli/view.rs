@@ -1,10 +1,14 @@
 //! The `cufall view` and `cufall replay` subcommands: their arguments and what they run over
 //! the terminal viewer (`cufall_viewer`); the live view shares the look flags.
 
+use super::analysis::PhasesArg;
 use super::duration::parse_offset_ns;
 use anyhow::{Context, Result, bail};
+use cufall_analysis::AnalysisError;
+use cufall_analysis::select::{PhaseSelect, domain_counts};
 use cufall_live::feed;
 use cufall_trace::Trace;
+use cufall_trace::model::NvtxRange;
 use cufall_viewer::app::{self, ViewSetup};
 use cufall_viewer::bucket::Agg;
 use cufall_viewer::color::Palette;
@@ -15,8 +19,10 @@ use cufall_viewer::print;
 use cufall_viewer::replay::{self, Recording};
 use cufall_viewer::state::{HeatmapState, Mode, ViewOptions};
 use cufall_viewer::store::HeatmapOverrides;
+use cufall_viewer::store::NvtxFilter;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Which heatmaps a recording shows (the live command takes these from the sampler's flags).
@@ -87,6 +93,9 @@ pub struct DisplayArgs {
     pub heatmaps: HeatmapArgs,
     #[command(flatten)]
     pub look: LookArgs,
+    /// The NVTX ranges the phase lane shows.
+    #[command(flatten)]
+    pub phases: PhasesArg,
 }
 
 impl DisplayArgs {
@@ -101,6 +110,8 @@ impl DisplayArgs {
                 full_scale: h.full_scale,
             },
             source,
+            // `open` already keeps the chosen phases of the recording only.
+            phases: None,
         }
     }
 }
@@ -198,7 +209,14 @@ fn open(path: &PathBuf, display: &DisplayArgs) -> Result<Recording> {
         names.push(d);
     }
     trace.check_metrics(&names)?;
-    Ok(Recording::load(&trace)?)
+    let mut rec = Recording::load(&trace)?;
+    // The phase lane shows the chosen phases only: library ranges are not the program's phases.
+    let select = display.phases.select();
+    select
+        .check_domains(&domain_counts(&rec.nvtx))
+        .map_err(AnalysisError::UnknownDomains)?;
+    rec.nvtx = select.apply(&rec.nvtx);
+    Ok(rec)
 }
 
 /// One frame of `state` as `--print` writes it (the window from `--from/--to` if given).
@@ -324,13 +342,19 @@ pub fn run_replay(args: &ReplayArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The live view's options from the look flags (the heatmaps come with the sampler's feed).
+/// The live view's options from the look flags (the heatmaps come with the sampler's feed). Its
+/// phase lane shows the program's own ranges, as ranges arrive: those of libraries' NVTX domains
+/// (CUB's `CCCL`, XLA's `TSL`, ...) are not phases.
 pub fn live_options(look: &LookArgs) -> live::LiveOptions {
+    let program = PhaseSelect::default();
     live::LiveOptions {
         setup: ViewSetup {
             view: look.view_options(),
             overrides: HeatmapOverrides::default(),
             source: String::new(),
+            phases: Some(NvtxFilter(Arc::new(move |r: &NvtxRange| {
+                program.keeps(&r.domain, &r.name)
+            }))),
         },
         fps: 30,
     }

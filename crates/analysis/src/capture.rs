@@ -1,0 +1,251 @@
+//! What went wrong while the program was captured, read back from the trace's `capture` table:
+//! one [`CaptureLine`] per kind of event, with its processes and, for the kinds known, what it
+//! means and what to do. `cufall info` and `cufall report` show them, so that a recording whose
+//! kernels are missing says why long after the recording ended.
+//!
+//! The event names are the capture library's and the recorder's (`cufall_capture::event`,
+//! listed in `docs/trace-format.md`); they are matched here by their text because this crate
+//! does not depend on the capture crate. Routine events are not shown; an event this version
+//! does not know (a newer recorder's) is shown with the detail the recorder wrote.
+
+use cufall_trace::model::CaptureEvent;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// How much a kind of capture event matters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Records are missing from the trace, or capture did not run as asked.
+    Problem,
+    /// Worth knowing, nothing is missing.
+    Info,
+    /// Not known to this version: shown with the recorder's detail.
+    Unknown,
+}
+
+/// One kind of capture event in a trace.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CaptureLine {
+    /// The event's name in the `capture` table.
+    pub event: String,
+    pub severity: Severity,
+    /// Rows of this event.
+    pub rows: u64,
+    /// Their counts summed (records dropped, ranges left open, ...; 0 where the event has none).
+    pub count: u64,
+    /// The processes they came from (pid 0, the recorder itself, left out).
+    pub pids: Vec<u32>,
+    /// The first row's detail, as the recorder or the capture library wrote it.
+    pub detail: String,
+    /// What it means, for the kinds known.
+    pub meaning: Option<String>,
+    /// What to do about it, for the kinds known.
+    pub fix: Option<&'static str>,
+}
+
+/// Events that say capture ran as it should: never shown.
+const ROUTINE: &[&str] = &["cuda_attached", "nvtx_attached", "forked"];
+
+/// The problems and notes of a trace's capture events, problems first, then by event name.
+pub fn capture_lines(events: &[CaptureEvent]) -> Vec<CaptureLine> {
+    let mut by: BTreeMap<&str, Vec<&CaptureEvent>> = BTreeMap::new();
+    for e in events {
+        if !ROUTINE.contains(&e.event.as_str()) {
+            by.entry(e.event.as_str()).or_default().push(e);
+        }
+    }
+    let mut out: Vec<CaptureLine> = by
+        .into_iter()
+        .map(|(event, rows)| {
+            let count: u64 = rows.iter().map(|e| e.count).sum();
+            let mut pids: Vec<u32> = rows.iter().map(|e| e.pid).filter(|p| *p != 0).collect();
+            pids.sort_unstable();
+            pids.dedup();
+            let (severity, meaning, fix) = known(event, count, pids.len());
+            CaptureLine {
+                event: event.to_string(),
+                severity,
+                rows: rows.len() as u64,
+                count,
+                pids,
+                detail: rows.first().map(|e| e.detail.clone()).unwrap_or_default(),
+                meaning,
+                fix,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.severity.cmp(&b.severity).then(a.event.cmp(&b.event)));
+    out
+}
+
+/// Severity, meaning and fix of the event kinds this version knows.
+fn known(
+    event: &str,
+    count: u64,
+    processes: usize,
+) -> (Severity, Option<String>, Option<&'static str>) {
+    let problem =
+        |meaning: String, fix: &'static str| (Severity::Problem, Some(meaning), Some(fix));
+    match event {
+        "no_activity_records" => problem(
+            format!(
+                "kernel capture was set up in {} but no kernel or copy records arrived",
+                processes_text(processes)
+            ),
+            "another CUPTI client in the program (torch.profiler, Nsight Systems, another tracer) \
+             took CUPTI's activity buffers, which CUPTI gives to one client only, or the process \
+             ran no GPU work: record without the other profiler",
+        ),
+        "cupti_records_dropped" => problem(
+            format!("CUPTI dropped {count} activity record(s): kernels or copies are missing"),
+            "record fewer kinds (`--capture nvtx,kernels`) or a shorter run",
+        ),
+        "ended_without_goodbye" => problem(
+            format!(
+                "{} ended without flushing capture (killed, crashed, _exit, or still running when \
+                 the recording closed)",
+                processes_text(processes.max(usize::try_from(count).unwrap_or(usize::MAX)))
+            ),
+            "records of its last flush period (about 100 ms) may be missing; let the program \
+             exit normally before the recording ends",
+        ),
+        "open_ranges_at_exit" => problem(
+            format!("{count} NVTX range(s) were still open when their process exited"),
+            "they are not in the trace (never invented): pop every push and end every start \
+             before the program exits",
+        ),
+        "unmatched_pops" => problem(
+            format!("{count} NVTX pop(s) had no matching push"),
+            "the program pops more ranges than it pushes: phases around them may be cut short",
+        ),
+        "not_injected" => problem(
+            "the program was started without part of capture".to_string(),
+            "unset the other tool's injection variable named below to capture everything",
+        ),
+        "cupti_unavailable" => problem(
+            "kernel, copy or API capture was asked for but CUPTI could not be used: only NVTX \
+             ranges were captured"
+                .to_string(),
+            "kernel capture needs CUDA 13's CUPTI in the program (docs/capture.md)",
+        ),
+        "no_cuda_seen" => problem(
+            "no process of the program initialised CUDA or called NVTX: nothing was captured"
+                .to_string(),
+            "check that the program uses the GPU, and that the capture library loads in it \
+             (docs/troubleshooting.md)",
+        ),
+        "quiet_processes" => (
+            Severity::Info,
+            Some(format!(
+                "{} of the program never started GPU work or sent records (helpers such as \
+                 data-loader workers)",
+                processes_text(usize::try_from(count).unwrap_or(usize::MAX))
+            )),
+            None,
+        ),
+        _ => (Severity::Unknown, None, None),
+    }
+}
+
+fn processes_text(n: usize) -> String {
+    if n == 1 {
+        "1 process".into()
+    } else {
+        format!("{n} processes")
+    }
+}
+
+/// One line for people: what happened, in which processes, what to do, and the recorder's
+/// detail where it adds to the meaning.
+pub fn line_text(l: &CaptureLine) -> String {
+    let pids = match l.pids.len() {
+        0 => String::new(),
+        1..=4 => format!(
+            " (pid {})",
+            l.pids
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        n => format!(" ({n} processes, pid {} ...)", l.pids[0]),
+    };
+    match (&l.meaning, l.fix) {
+        (Some(m), Some(fix)) => {
+            let detail = if l.event == "not_injected" || l.event == "cupti_unavailable" {
+                format!(" [{}]", l.detail)
+            } else {
+                String::new()
+            };
+            format!("{}: {m}{pids}: {fix}{detail}", l.event)
+        }
+        (Some(m), None) => format!("{}: {m}{pids}", l.event),
+        _ => {
+            let count = if l.count > 0 {
+                format!(", count {}", l.count)
+            } else {
+                String::new()
+            };
+            format!("{}: {} row(s){count}{pids}: {}", l.event, l.rows, l.detail)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(pid: u32, event: &str, count: u64, detail: &str) -> CaptureEvent {
+        CaptureEvent {
+            t_ns: 0,
+            pid,
+            event: event.into(),
+            count,
+            detail: detail.into(),
+        }
+    }
+
+    #[test]
+    fn routine_events_are_not_shown_and_kinds_are_grouped() {
+        let lines = capture_lines(&[
+            ev(10, "cuda_attached", 3, "kernels"),
+            ev(10, "nvtx_attached", 0, ""),
+            ev(10, "no_activity_records", 0, "process 10 had ..."),
+            ev(11, "no_activity_records", 0, "process 11 had ..."),
+            ev(11, "cupti_records_dropped", 40, "dropped"),
+            ev(12, "cupti_records_dropped", 2, "dropped"),
+            ev(0, "quiet_processes", 3, "3 processes"),
+            ev(0, "brand_new_event", 5, "something new"),
+        ]);
+        let names: Vec<&str> = lines.iter().map(|l| l.event.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "cupti_records_dropped",
+                "no_activity_records",
+                "quiet_processes",
+                "brand_new_event"
+            ]
+        );
+        assert_eq!(lines[0].count, 42);
+        assert_eq!(lines[0].pids, [11, 12]);
+        assert_eq!(lines[1].pids, [10, 11]);
+        let text = line_text(&lines[1]);
+        assert!(text.contains("2 processes"), "{text}");
+        assert!(text.contains("torch.profiler"), "{text}");
+        assert!(text.contains("(pid 10, 11)"), "{text}");
+        assert_eq!(lines[2].severity, Severity::Info);
+        assert!(line_text(&lines[2]).contains("3 processes"));
+        assert_eq!(lines[3].severity, Severity::Unknown);
+        assert_eq!(
+            line_text(&lines[3]),
+            "brand_new_event: 1 row(s), count 5: something new"
+        );
+    }
+
+    #[test]
+    fn nothing_to_show_for_a_clean_capture() {
+        assert!(capture_lines(&[ev(1, "cuda_attached", 3, ""), ev(2, "forked", 0, "")]).is_empty());
+    }
+}

@@ -44,8 +44,63 @@ pub struct CaptureLine {
     pub fix: Option<&'static str>,
 }
 
-/// Events that say capture ran as it should: never shown.
-const ROUTINE: &[&str] = &["cuda_attached", "nvtx_attached", "forked"];
+/// Events that say capture ran as it should: never shown (`graph_contents` is shown with the
+/// graph launches it describes, in the report's kernel tables).
+const ROUTINE: &[&str] = &["cuda_attached", "nvtx_attached", "forked", "graph_contents"];
+
+/// What a CUDA graph runs, as the recorder learnt it when the graph was instantiated (a
+/// `graph_contents` row): its launches are the `graph ID` rows of the kernels table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GraphContents {
+    /// The id its launches carry (the instantiated graph's).
+    pub graph_id: u32,
+    /// The id of the graph it was instantiated from.
+    pub from_graph: Option<u32>,
+    pub pid: u32,
+    pub nodes: u64,
+    /// Kernels by node count, most first, with their full names.
+    pub kernels: Vec<(String, u32)>,
+}
+
+/// The graphs a trace's `graph_contents` rows describe (rows the recorder wrote as
+/// `graph G (instantiated as E): N nodes, K kernels: 24 × name; ...`; a row that does not read
+/// so is left out).
+pub fn graph_contents(events: &[CaptureEvent]) -> Vec<GraphContents> {
+    events
+        .iter()
+        .filter(|e| e.event == "graph_contents")
+        .filter_map(|e| parse_graph_contents(e.pid, e.count, &e.detail))
+        .collect()
+}
+
+fn parse_graph_contents(pid: u32, nodes: u64, detail: &str) -> Option<GraphContents> {
+    let rest = detail.strip_prefix("graph ")?;
+    let (head, list) = rest.split_once(": ")?;
+    let (graph, exec) = match head.split_once(" (instantiated as ") {
+        Some((g, e)) => (g, e.split_once(')')?.0),
+        None => (head, head),
+    };
+    let from: u32 = graph.trim().parse().ok()?;
+    let launched: u32 = exec.trim().parse().ok()?;
+    let kernels = list
+        .split_once(" kernels: ")
+        .map(|(_, k)| k)
+        .unwrap_or_default()
+        .split("; ")
+        .filter_map(|k| {
+            let (count, name) = k.split_once(" × ")?;
+            Some((name.to_string(), count.trim().parse().ok()?))
+        })
+        .collect();
+    Some(GraphContents {
+        // 0: the instantiated graph's id was unknown; its launches carry the graph's own.
+        graph_id: if launched == 0 { from } else { launched },
+        from_graph: (launched != 0 && launched != from).then_some(from),
+        pid,
+        nodes,
+        kernels,
+    })
+}
 
 /// The problems and notes of a trace's capture events, problems first, then by event name.
 pub fn capture_lines(events: &[CaptureEvent]) -> Vec<CaptureLine> {
@@ -135,6 +190,52 @@ fn known(
             "check that the program uses the GPU, and that the capture library loads in it \
              (docs/troubleshooting.md)",
         ),
+        "capture_window" => (
+            Severity::Info,
+            Some(format!(
+                "the recording kept capture windows only, {:.3} s in all: nothing outside them \
+                 is in the trace",
+                count as f64 / 1e9
+            )),
+            None,
+        ),
+        "no_capture_window" => problem(
+            "a capture range was asked for and no window opened: the trace holds no samples"
+                .to_string(),
+            "the program must call cudaProfilerStart (torch.cuda.profiler.start()) or begin the \
+             named NVTX range; or record with --capture-range signal and open the window with \
+             `cufall control start` (docs/server.md)",
+        ),
+        "broken_capture_stream" => problem(
+            format!(
+                "{} sent bytes that are not capture's wire format, or beyond its bounds: the \
+                 connection was closed and its later records are missing",
+                processes_text(processes)
+            ),
+            "use the capture library of the same build as cufall (docs/capture.md)",
+        ),
+        "cupti_callbacks_unavailable" => problem(
+            format!(
+                "capture could not subscribe to CUPTI's callbacks in {}: no cudaProfilerStart \
+                 windows and no graph contents there",
+                processes_text(processes)
+            ),
+            "another CUPTI tool in the program holds CUPTI's one callback subscriber: run \
+             without it",
+        ),
+        "untimed_records" => (
+            Severity::Info,
+            Some(format!(
+                "CUPTI delivered {count} kernel, copy or call record(s) without timestamps; \
+                 they are left out"
+            )),
+            None,
+        ),
+        "graph_contents_unavailable" => (
+            Severity::Info,
+            Some("graph launches are recorded without their kernels' names".to_string()),
+            None,
+        ),
         "quiet_processes" => (
             Severity::Info,
             Some(format!(
@@ -195,6 +296,65 @@ pub fn line_text(l: &CaptureLine) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn graph_contents_rows_read_back_with_the_id_launches_carry() {
+        let rows = [
+            ev(
+                7,
+                "graph_contents",
+                24,
+                "graph 4 (instantiated as 5): 24 nodes, 24 kernels: 12 × nvjet_a; 11 × triton_b; 1 × c",
+            ),
+            ev(
+                7,
+                "graph_contents",
+                0,
+                "graph 1 (instantiated as 0): 0 nodes, 0 kernels: ",
+            ),
+            ev(7, "graph_contents", 3, "not a graph row"),
+        ];
+        let g = graph_contents(&rows);
+        assert_eq!(g.len(), 2);
+        assert_eq!(
+            (g[0].graph_id, g[0].from_graph, g[0].nodes),
+            (5, Some(4), 24)
+        );
+        assert_eq!(g[0].kernels[0], ("nvjet_a".to_string(), 12));
+        assert_eq!(g[0].kernels.len(), 3);
+        assert_eq!((g[1].graph_id, g[1].from_graph), (1, None));
+        assert!(g[1].kernels.is_empty());
+        assert!(
+            capture_lines(&rows).is_empty(),
+            "routine rows are not shown"
+        );
+    }
+
+    #[test]
+    fn window_rows_are_told_and_a_missing_window_is_a_problem() {
+        let l = capture_lines(&[
+            ev(
+                0,
+                "capture_window",
+                121_398_262,
+                "opened by cudaProfilerStart in process 9",
+            ),
+            ev(
+                0,
+                "no_capture_window",
+                0,
+                "the program never called cudaProfilerStart",
+            ),
+        ]);
+        assert_eq!(l[0].event, "no_capture_window");
+        assert_eq!(l[0].severity, Severity::Problem);
+        assert_eq!(l[1].severity, Severity::Info);
+        assert!(
+            line_text(&l[1]).contains("0.121 s in all"),
+            "{}",
+            line_text(&l[1])
+        );
+    }
 
     fn ev(pid: u32, event: &str, count: u64, detail: &str) -> CaptureEvent {
         CaptureEvent {

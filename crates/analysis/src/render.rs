@@ -520,6 +520,43 @@ fn kernels_text(r: &Report) -> String {
     );
     for t in &r.kernels {
         o.push_str(&kernel_table_text(t));
+        o.push_str(&graph_lines(t, &r.graphs));
+    }
+    o
+}
+
+/// Under a kernel table, what each CUDA graph listed in it runs (learnt when it was
+/// instantiated): `graph 5 = 24 nodes: 12 × nvjet_..., 11 × triton_..., ...`.
+fn graph_lines(
+    k: &crate::kernels::KernelTable,
+    graphs: &[crate::capture::GraphContents],
+) -> String {
+    let mut o = String::new();
+    for row in &k.rows {
+        let Some(id) = row
+            .name
+            .strip_prefix("graph ")
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Some(g) = graphs.iter().find(|g| g.graph_id == id) else {
+            continue;
+        };
+        let mut kernels: Vec<String> = g
+            .kernels
+            .iter()
+            .take(3)
+            .map(|(name, n)| format!("{n} × {}", crate::names::short_kernel_name(name)))
+            .collect();
+        if g.kernels.len() > 3 {
+            kernels.push(format!("{} more", g.kernels.len() - 3));
+        }
+        o.push_str(&format!(
+            "    graph {id} = {} nodes: {}\n",
+            g.nodes,
+            kernels.join(", ")
+        ));
     }
     o
 }

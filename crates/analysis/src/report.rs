@@ -2,7 +2,7 @@
 //! drops, and a verdict per phase. [`build_report`] computes a [`Report`] (serialisable, for
 //! `--json` and for `diff`); [`crate::render`] prints it as text.
 
-use crate::capture::{self, CaptureLine};
+use crate::capture::{self, CaptureLine, GraphContents};
 use crate::error::{AnalysisError, Result};
 use crate::gaps::{self, Gap, HostCoverage, HostTime, KernelCoverage};
 use crate::kernels::{KernelFold, KernelTable};
@@ -345,6 +345,8 @@ pub struct Report {
     pub phase_domains: PhaseDomains,
     /// Problems the recorder wrote in the trace's `capture` table, one line per kind.
     pub capture: Vec<CaptureLine>,
+    /// What each CUDA graph runs (`graph_contents` rows), for its `graph ID` kernel rows.
+    pub graphs: Vec<GraphContents>,
     pub kernels_captured: bool,
     pub nvml_captured: bool,
     /// Every device over the whole recording.
@@ -755,11 +757,14 @@ pub(crate) fn build_report_checked(
     let drop_reports = drop_summary(&drops);
     // The capture table only adds to the report: one that cannot be read is a warning.
     let mut warnings = trace.warnings();
-    let capture = match trace.capture_events() {
-        Ok(events) => capture::capture_lines(&events),
+    let (capture, graphs) = match trace.capture_events() {
+        Ok(events) => (
+            capture::capture_lines(&events),
+            capture::graph_contents(&events),
+        ),
         Err(e) => {
             warnings.push(format!("the capture table could not be read: {e}"));
-            Vec::new()
+            (Vec::new(), Vec::new())
         }
     };
     let notes = notes(
@@ -792,6 +797,7 @@ pub(crate) fn build_report_checked(
         nvtx_captured: !nvtx.is_empty(),
         phase_domains,
         capture,
+        graphs,
         kernels_captured,
         nvml_captured: nvml_span.is_some(),
         whole_run,

@@ -30,7 +30,7 @@ pub(super) struct Connection {
     state: Arc<Mutex<State>>,
     rows: Arc<AtomicU64>,
     uuids: Arc<HashMap<String, DeviceId>>,
-    trigger: Arc<str>,
+    trigger: Arc<(String, String)>,
     pid: u32,
     strings: HashMap<u32, String>,
     string_bytes: usize,
@@ -282,8 +282,8 @@ impl Connection {
         }
         let what = match (open, closing_at_exit) {
             (_, Some(why)) => why.to_string(),
-            (true, None) => format!("{} (start) in process {}", self.trigger, self.pid),
-            (false, None) => format!("{} (end) in process {}", self.trigger, self.pid),
+            (true, None) => format!("{} in process {}", self.trigger.0, self.pid),
+            (false, None) => format!("{} in process {}", self.trigger.1, self.pid),
         };
         let _ = self.tx.send(SinkMsg::Window(Edge {
             t_ns,

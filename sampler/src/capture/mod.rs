@@ -138,11 +138,17 @@ impl Recorder {
         let readers = Arc::new(Mutex::new(Vec::new()));
         let uuids: HashMap<String, DeviceId> =
             devices.iter().map(|d| (d.uuid.clone(), d.id)).collect();
-        let trigger: Arc<str> = match &range {
-            Some(RangeTrigger::ProfilerApi) => "cudaProfilerStart/Stop".into(),
-            Some(RangeTrigger::Nvtx(n)) => format!("NVTX range `{n}`").into(),
-            None => "".into(),
-        };
+        // How each edge of a window is named in the trace: (opening, closing).
+        let trigger: Arc<(String, String)> = Arc::new(match &range {
+            Some(RangeTrigger::ProfilerApi) => {
+                ("cudaProfilerStart".into(), "cudaProfilerStop".into())
+            }
+            Some(RangeTrigger::Nvtx(n)) => (
+                format!("the start of NVTX range `{n}`"),
+                format!("the end of NVTX range `{n}`"),
+            ),
+            None => (String::new(), String::new()),
+        });
         let handle = {
             let (stop, state, readers, rows) = (
                 Arc::clone(&stop),
@@ -365,8 +371,8 @@ struct Shared {
     state: Arc<Mutex<State>>,
     rows: Arc<AtomicU64>,
     uuids: Arc<HashMap<String, DeviceId>>,
-    /// What opens a capture window, for the trace's words (empty: no capture range).
-    trigger: Arc<str>,
+    /// How the edges of a capture window are named in the trace (empty: no capture range).
+    trigger: Arc<(String, String)>,
 }
 
 fn accept_loop(listener: UnixListener, shared: &Shared, readers: &Arc<Mutex<Vec<JoinHandle<()>>>>) {

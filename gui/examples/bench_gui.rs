@@ -372,7 +372,7 @@ fn open(path: &str, wait_s: u64) -> Result<(), Box<dyn std::error::Error>> {
         let (done, report, tables) = {
             let s = f.app.slots[0].data.lock();
             let tables = s.tables.as_ref().map(|t| t.bytes());
-            (s.samples_done, s.report.is_some(), tables)
+            (s.samples_done, s.report.is_done(), tables)
         };
         if let (Some(bytes), None) = (tables, tables_at) {
             tables_at = Some(started.elapsed());

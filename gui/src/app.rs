@@ -1,12 +1,12 @@
 //! The window: a top bar (open, view options, help), the message bar, the side panel and the
 //! timeline, over one or two recordings.
 
-use crate::data::LoadedTrace;
+use crate::model::{DiffState, LoadedTrace, Locked, TraceSlot, shared_extent};
 use crate::panel::{common_phases, side_panel_ui};
 use crate::stats::{SelectionStats, selection_stats};
-use crate::timeline::{Locked, shared_extent, timeline_ui};
-use crate::view::{Settings, SideTab, TimeView, TrackStyle, ViewState};
-use cufall_analysis::diff::{DiffReport, build_diff};
+use crate::timeline::timeline_ui;
+use crate::view::{Input, Settings, SideTab, TimeView, TrackStyle, ViewState};
+use cufall_analysis::diff::build_diff;
 use cufall_analysis::report::ReportOptions;
 use cufall_analysis::select::PhaseSelect;
 use eframe::egui::{self, Ui};
@@ -15,35 +15,6 @@ use std::sync::mpsc;
 
 /// Key of the settings in eframe's storage.
 pub const SETTINGS_KEY: &str = "cufall-gui-settings";
-
-/// An open recording and where it sits on the shared axis.
-#[derive(Debug)]
-pub struct TraceSlot {
-    pub data: LoadedTrace,
-    /// Added to the recording's times to place them on the shared axis (0 for the first).
-    pub offset_ns: i64,
-}
-
-impl TraceSlot {
-    /// A time of this recording on the shared axis.
-    pub fn disp(&self, t_ns: i64) -> f64 {
-        t_ns.saturating_add(self.offset_ns) as f64
-    }
-
-    /// A time of the shared axis on this recording's clock.
-    pub fn local(&self, d: f64) -> i64 {
-        (d.round() as i64).saturating_sub(self.offset_ns)
-    }
-}
-
-/// The comparison of two recordings, computed off the UI thread.
-#[derive(Debug, Default)]
-pub enum DiffState {
-    #[default]
-    None,
-    Computing(mpsc::Receiver<Result<DiffReport, String>>),
-    Done(Box<Result<DiffReport, String>>),
-}
 
 /// The application: the open recordings, the settings and the view state.
 pub struct GuiApp {
@@ -146,14 +117,7 @@ impl GuiApp {
         {
             b.offset_ns = offset;
         }
-        let mut locked: Vec<Locked<'_>> = self
-            .slots
-            .iter()
-            .map(|slot| Locked {
-                slot,
-                s: slot.data.lock(),
-            })
-            .collect();
+        let mut locked: Vec<Locked<'_>> = self.slots.iter().map(Locked::new).collect();
         for t in &locked {
             for p in t.s.problems.iter() {
                 self.st.say(true, p.clone());
@@ -334,13 +298,7 @@ fn align_offset(
     if slots.len() < 2 {
         return None;
     }
-    let locked: Vec<Locked<'_>> = slots
-        .iter()
-        .map(|slot| Locked {
-            slot,
-            s: slot.data.lock(),
-        })
-        .collect();
+    let locked: Vec<Locked<'_>> = slots.iter().map(Locked::new).collect();
     let ready = locked
         .iter()
         .all(|t| t.s.tables.is_some() && t.s.samples_done);
@@ -461,7 +419,7 @@ fn top_bar_ui(
             ui.checkbox(&mut settings.side_panel, "panel");
             if ui.button("Fit").on_hover_text("F").clicked() {
                 let (a, b) = shared_extent(locked);
-                st.view.fit(a, b, 0.01);
+                st.apply(Input::Fit { a, b, margin: 0.01 }, (a, b));
             }
             if ui.button("?").on_hover_text("controls").clicked() {
                 st.show_help = !st.show_help;

@@ -41,6 +41,27 @@ pub fn plain(s: &str) -> String {
     s.replace('→', "->")
 }
 
+/// A metric name short enough for a label: the counter without its unit prefix and rollup,
+/// `%` for a percentage of peak (`sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed`
+/// becomes `sm pipe_tensor_cycles_active %`); the full name is in the tooltip.
+pub fn short_metric(name: &str) -> String {
+    let base = name.split('.').next().unwrap_or(name);
+    let base = base.replace("__", " ");
+    let rollup = name.split('.').nth(1).filter(|r| *r != "avg");
+    let mut s = base;
+    if let Some(r) = rollup {
+        s.push('.');
+        s.push_str(r);
+    }
+    if name.contains("pct") {
+        s.push_str(" %");
+    }
+    if s.chars().count() > 30 {
+        s = s.chars().take(29).collect::<String>() + "…";
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

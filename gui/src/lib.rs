@@ -5,22 +5,25 @@
 //! a side panel with per-phase statistics and the largest gaps from `cufall_analysis`, the
 //! statistics of a selected range, and two recordings compared, aligned at a phase.
 //!
-//! How the pieces fit:
+//! How the pieces fit (each layer uses only those above it, never one below):
 //!
-//! - [`lod`]: the level-of-detail pyramid (min, max, time-weighted sum and count per block of
-//!   samples, blocks of blocks above), the only thing held for the whole samples table;
-//! - [`data`]: one open recording, loaded by a worker thread: the tables beside the samples
-//!   ([`tables`], compact: kernels and NVTX lanes as [`spans::Spans`], NVML with a pyramid),
-//!   then the samples in time tiles feeding the pyramid, then the analysis report; raw tiles on
-//!   demand;
-//! - [`spans`]: what a frame draws of a lane of kernels or NVTX ranges at any zoom, in time
-//!   proportional to the pixel columns;
-//! - [`view`]: the state apart from drawing (time window, navigation, selection, settings);
-//! - [`timeline`], [`panel`], [`app`]: drawing (`*_ui` functions) and input; [`browse`]: the
-//!   Browse… window that opens recordings;
-//! - [`stats`]: the statistics of a selection;
-//! - [`memory`]: freed memory handed back to the system after loading (the one `unsafe` call,
-//!   allowed in that module alone).
+//! - data structures: [`lod`], the level-of-detail pyramid (min, max, time-weighted sum and
+//!   count per block of samples, blocks of blocks above), the only thing held for the whole
+//!   samples table; [`spans`], what a frame draws of a lane of kernels or NVTX ranges at any
+//!   zoom, in time proportional to the pixel columns; [`tables`], the tables beside the samples
+//!   in compact form; [`tiles`], raw samples in time tiles; [`gaps`], every idle gap; [`fmt`];
+//! - [`model`]: the state the loader and the views share ([`model::Shared`] behind
+//!   [`model::LoadedTrace`], [`model::TraceSlot`], [`model::Locked`], the report and the
+//!   comparison as states);
+//! - [`data`]: the loader, a worker thread per recording: the tables, then the samples in time
+//!   tiles feeding the pyramid, then the analysis report; raw tiles on demand; [`stats`]: the
+//!   statistics of a selection; [`memory`]: freed memory handed back to the system after
+//!   loading (the one `unsafe` call, allowed in that module alone);
+//! - [`view`]: the state apart from drawing (time window, selection, settings) and
+//!   [`view::Input`], everything navigation can do to it;
+//! - the views, drawing (`*_ui` functions) and turning egui's input into [`view::Input`]s:
+//!   [`timeline`] (rows, input, tracks), [`panel`], [`browse`] (the Browse… window);
+//! - [`app`]: the window, which holds the recordings and lays the views out.
 //!
 //! The `cufall gui` subcommand (flags in the binary) calls [`run`]; tests drive
 //! [`app::GuiApp::ui_root`] through egui_kittest without a window.
@@ -30,12 +33,15 @@ pub mod app;
 pub mod browse;
 pub mod data;
 pub mod fmt;
+pub mod gaps;
 pub mod lod;
 pub mod memory;
+pub mod model;
 pub mod panel;
 pub mod spans;
 pub mod stats;
 pub mod tables;
+pub mod tiles;
 pub mod timeline;
 pub mod view;
 

@@ -1,19 +1,14 @@
 //! The side panel: per-phase statistics and the largest gaps from the analysis report (a click
 //! zooms there), the statistics of the selection, and the comparison of two recordings.
 
-use crate::app::DiffState;
-use crate::fmt::{fmt_dur, fmt_pct, fmt_value};
+use crate::fmt::{fmt_dur, fmt_pct, fmt_value, short_metric};
+use crate::model::{DiffState, GAPS_LISTED, Locked, ReportState, shared_extent};
 use crate::stats::SelectionStats;
-use crate::timeline::{Locked, shared_extent, short_metric};
-use crate::view::{SideTab, ViewState};
+use crate::view::{Input, SideTab, ViewState};
 use cufall_analysis::names::short_kernel_name;
 use cufall_analysis::report::{PhaseReport, Report};
 use cufall_analysis::select::domain_label;
 use eframe::egui::{self, RichText, Ui};
-
-/// Gaps listed, longest first.
-/// How many of the longest gaps the panel lists (the report keeps as many).
-pub(crate) const GAPS_LISTED: usize = 60;
 
 pub fn side_panel_ui(
     ui: &mut Ui,
@@ -36,7 +31,7 @@ pub fn side_panel_ui(
         .show(ui, |ui| match st.side_tab {
             SideTab::Phases => {
                 for (ti, t) in traces.iter().enumerate() {
-                    phases_ui(ui, ti, t, st);
+                    phases_ui(ui, ti, t, traces, st);
                 }
             }
             SideTab::Gaps => {
@@ -51,10 +46,10 @@ pub fn side_panel_ui(
 
 fn report_or_placeholder<'a>(ui: &mut Ui, t: &'a Locked<'_>) -> Option<&'a Report> {
     match &t.s.report {
-        None => {
+        ReportState::Computing { scanned } => {
             ui.horizontal(|ui| {
                 ui.spinner();
-                match t.s.report_progress {
+                match *scanned {
                     Some((done, total)) => ui.label(format!(
                         "computing the report… samples scanned: {} %",
                         done * 100 / total.max(1)
@@ -64,11 +59,18 @@ fn report_or_placeholder<'a>(ui: &mut Ui, t: &'a Locked<'_>) -> Option<&'a Repor
             });
             None
         }
-        Some(Err(e)) => {
+        ReportState::NvmlOnly => {
+            ui.colored_label(
+                ui.visuals().warn_fg_color,
+                "this recording has no GPU counters (NVML only): no per-phase statistics",
+            );
+            None
+        }
+        ReportState::Failed(e) => {
             ui.colored_label(ui.visuals().warn_fg_color, e);
             None
         }
-        Some(Ok(r)) => Some(r),
+        ReportState::Ready(r) => Some(r),
     }
 }
 
@@ -80,7 +82,7 @@ fn title(ti: usize, t: &Locked<'_>, n: usize) -> String {
     }
 }
 
-fn phases_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, st: &mut ViewState) {
+fn phases_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], st: &mut ViewState) {
     ui.heading(title(ti, t, if ti > 0 { 2 } else { 1 }));
     let Some(report) = report_or_placeholder(ui, t) else {
         return;
@@ -128,7 +130,7 @@ fn phases_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, st: &mut ViewState) {
                     p.path, p.verdict
                 ));
                 if resp.clicked() {
-                    zoom_to_phase(t, p, st);
+                    zoom_to_phase(t, p, st, shared_extent(traces));
                 }
                 ui.label(p.count.to_string());
                 ui.label(fmt_dur(p.total_ns as f64));
@@ -167,13 +169,14 @@ fn phase_metric(p: &PhaseReport, m: usize) -> (Option<f64>, Option<f64>) {
     ((w > 0).then(|| acc / w as f64), peak)
 }
 
-fn zoom_to_phase(t: &Locked<'_>, p: &PhaseReport, st: &mut ViewState) {
+fn zoom_to_phase(t: &Locked<'_>, p: &PhaseReport, st: &mut ViewState, extent: (f64, f64)) {
     if p.path == "(whole run)" {
-        st.view.fit(
-            t.slot.disp(t.s.extent.start_ns),
-            t.slot.disp(t.s.extent.end_ns),
-            0.01,
-        );
+        let fit = Input::Fit {
+            a: t.slot.disp(t.s.extent.start_ns),
+            b: t.slot.disp(t.s.extent.end_ns),
+            margin: 0.01,
+        };
+        st.apply(fit, extent);
         return;
     }
     let Some(tables) = &t.s.tables else {
@@ -196,8 +199,9 @@ fn zoom_to_phase(t: &Locked<'_>, p: &PhaseReport, st: &mut ViewState) {
     let cursor = st.phase_cursor.entry(p.path.clone()).or_insert(0);
     let (a, b) = insts[*cursor % insts.len()];
     *cursor += 1;
-    st.view.fit(t.slot.disp(a), t.slot.disp(b), 0.1);
-    st.selection = Some((t.slot.disp(a), t.slot.disp(b)));
+    let (a, b) = (t.slot.disp(a), t.slot.disp(b));
+    st.apply(Input::Fit { a, b, margin: 0.1 }, extent);
+    st.apply(Input::Select { a, b }, extent);
 }
 
 fn gaps_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], st: &mut ViewState) {
@@ -218,7 +222,8 @@ fn gaps_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], st: &m
                 fmt_value(a.threshold())
             ))
     ));
-    let origin = shared_extent(traces).0;
+    let extent = shared_extent(traces);
+    let origin = extent.0;
     egui::Grid::new(("gaps", ti))
         .striped(true)
         .num_columns(4)
@@ -239,8 +244,8 @@ fn gaps_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], st: &m
                 ui.end_row();
                 if resp.clicked() {
                     let (a, b) = (t.slot.disp(g.start_ns), t.slot.disp(g.end_ns));
-                    st.view.fit(a, b, 1.0);
-                    st.selection = Some((a, b));
+                    st.apply(Input::Fit { a, b, margin: 1.0 }, extent);
+                    st.apply(Input::Select { a, b }, extent);
                 }
             }
         });

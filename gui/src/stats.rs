@@ -3,7 +3,7 @@
 //! blocks) and raw samples at the edges, so they are exact once the edge tiles are loaded.
 
 use crate::lod::Summary;
-use crate::timeline::Locked;
+use crate::model::Locked;
 use std::collections::BTreeMap;
 
 /// One metric of one GPU over the selection.

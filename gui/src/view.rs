@@ -1,8 +1,11 @@
-//! The state of the window apart from drawing: the visible time window and how navigation
-//! changes it, the selection, the settings that persist between runs.
+//! The state of the window apart from drawing: the visible time window, the selection, the
+//! settings that persist between runs, and everything navigation can do to them as one enum,
+//! [`Input`], that [`ViewState::apply`] alone acts on. The views turn egui's pointer and keys
+//! into inputs (`crate::timeline::input`, the side panel, the top bar); nothing else moves the
+//! window.
 //!
 //! Times on the shared axis are nanoseconds on the clock of the first recording; a second
-//! recording is shifted onto it by its alignment offset ([`crate::app::TraceSlot::offset_ns`]).
+//! recording is shifted onto it by its alignment offset ([`crate::model::TraceSlot::offset_ns`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -45,7 +48,7 @@ impl Default for Settings {
             show_gaps: true,
             side_panel: true,
             track_height: 26.0,
-            raw_budget_mib: crate::data::DEFAULT_RAW_BUDGET_BYTES >> 20,
+            raw_budget_mib: crate::tiles::DEFAULT_RAW_BUDGET_BYTES >> 20,
             recent: Vec::new(),
         }
     }
@@ -141,6 +144,61 @@ pub enum Drag {
     BoxZoom { from: f64 },
 }
 
+/// Which drag a press on the timeline starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DragKind {
+    Pan,
+    Select,
+    BoxZoom,
+}
+
+/// Everything navigation can do to the view, in times of the shared axis (and, for a drag that
+/// pans, the pointer's x in points, as [`Drag::Pan`] keeps it). [`ViewState::apply`] is the
+/// only place that acts on them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Input {
+    /// Zooms by `factor` (above 1: in), keeping the time at fraction `anchor` of the window where
+    /// it is (Ctrl + wheel, W / S).
+    Zoom {
+        anchor: f64,
+        factor: f64,
+    },
+    /// Moves the window by a fraction of its span, positive: later (horizontal wheel, A / D).
+    Pan(f64),
+    /// Shows `[a, b)` with a margin of `margin` of its length on each side (box zoom, a
+    /// double-click, Fit, a phase or gap in the side panel).
+    Fit {
+        a: f64,
+        b: f64,
+        margin: f64,
+    },
+    /// F: fits the selection, or the whole run without one.
+    FitSelection,
+    /// Centres the window at a time, keeping its span (the overview strip).
+    CenterAt(f64),
+    /// A drag began at time `t`, pointer x `x`.
+    DragStart {
+        kind: DragKind,
+        t: f64,
+        x: f32,
+    },
+    /// The drag went on to time `t`, pointer x `x`, over a data area `w` points wide.
+    DragTo {
+        t: f64,
+        x: f32,
+        w: f32,
+    },
+    DragEnd,
+    /// Selects `[a, b)` (a click on a range, kernel or gap).
+    Select {
+        a: f64,
+        b: f64,
+    },
+    /// Esc: clears the selection and the drag, closes the help.
+    Clear,
+    ToggleHelp,
+}
+
 /// Which page the side panel shows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SideTab {
@@ -213,6 +271,50 @@ impl ViewState {
         self.messages.push(Message { error, text });
     }
 
+    /// Applies one input; `extent` is the whole run on the shared axis (the view zooms out to
+    /// twice its length at most, and F without a selection fits it).
+    pub fn apply(&mut self, input: Input, extent: (f64, f64)) {
+        let max_span = (extent.1 - extent.0) * 2.0;
+        match input {
+            Input::Zoom { anchor, factor } => self.view.zoom_at(anchor, factor, max_span),
+            Input::Pan(frac) => self.view.pan(frac),
+            Input::Fit { a, b, margin } => self.view.fit(a, b, margin),
+            Input::FitSelection => match self.selection() {
+                Some((a, b)) => self.view.fit(a, b, 0.02),
+                None => self.view.fit(extent.0, extent.1, 0.01),
+            },
+            Input::CenterAt(t) => {
+                let span = self.view.span();
+                self.view.t0 = t - span / 2.0;
+                self.view.t1 = t + span / 2.0;
+            }
+            Input::DragStart { kind, t, x } => {
+                self.drag = Some(match kind {
+                    DragKind::BoxZoom => Drag::BoxZoom { from: t },
+                    DragKind::Select => Drag::Select { from: t },
+                    DragKind::Pan => Drag::Pan { view: self.view, x },
+                });
+            }
+            Input::DragTo { t, x, w } => match self.drag {
+                Some(Drag::Pan { view, x: x0 }) => {
+                    let mut v = view;
+                    v.pan(-f64::from((x - x0) / w));
+                    self.view = v;
+                }
+                Some(Drag::Select { from }) => self.selection = Some((from, t)),
+                Some(Drag::BoxZoom { .. }) | None => {}
+            },
+            Input::DragEnd => self.drag = None,
+            Input::Select { a, b } => self.selection = Some((a, b)),
+            Input::Clear => {
+                self.selection = None;
+                self.drag = None;
+                self.show_help = false;
+            }
+            Input::ToggleHelp => self.show_help = !self.show_help,
+        }
+    }
+
     /// Normalised selection `(start, end)` with start ≤ end.
     pub fn selection(&self) -> Option<(f64, f64)> {
         self.selection
@@ -244,6 +346,66 @@ mod tests {
         assert_eq!(v.span(), MIN_SPAN_NS);
         v.zoom_at(0.5, 1e-9, 5000.0);
         assert_eq!(v.span(), 5000.0);
+    }
+
+    #[test]
+    fn a_pan_drag_moves_the_window_from_where_it_began() {
+        let mut st = ViewState::default();
+        let extent = (0.0, 1e9);
+        st.apply(
+            Input::DragStart {
+                kind: DragKind::Pan,
+                t: 5e8,
+                x: 100.0,
+            },
+            extent,
+        );
+        let start = st.view;
+        // Two moves in one drag: the second is measured from the start, not from the first.
+        for x in [150.0, 200.0] {
+            st.apply(
+                Input::DragTo {
+                    t: 0.0,
+                    x,
+                    w: 1000.0,
+                },
+                extent,
+            );
+        }
+        // 100 points of 1000 is a tenth of the span (to f32's precision).
+        assert!((st.view.t0 - (start.t0 - 0.1 * start.span())).abs() < start.span() * 1e-6);
+        assert_eq!(st.view.span(), start.span());
+        st.apply(Input::DragEnd, extent);
+        assert_eq!(st.drag, None);
+    }
+
+    #[test]
+    fn a_select_drag_selects_and_esc_clears() {
+        let mut st = ViewState::default();
+        let extent = (0.0, 1e9);
+        let start = Input::DragStart {
+            kind: DragKind::Select,
+            t: 300.0,
+            x: 0.0,
+        };
+        st.apply(start, extent);
+        st.apply(
+            Input::DragTo {
+                t: 100.0,
+                x: 0.0,
+                w: 1.0,
+            },
+            extent,
+        );
+        assert_eq!(st.selection(), Some((100.0, 300.0)));
+        st.apply(Input::FitSelection, extent);
+        assert!(st.view.t0 < 100.0 && st.view.t1 > 300.0 && st.view.span() < 1000.0);
+        st.show_help = true;
+        st.apply(Input::Clear, extent);
+        assert_eq!((st.selection, st.drag, st.show_help), (None, None, false));
+        // Without a selection, F fits the whole run.
+        st.apply(Input::FitSelection, extent);
+        assert!(st.view.t0 < 0.0 && st.view.t1 > 1e9);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{example, harness};
+use cufall_gui::model::ReportState;
 use cufall_gui::view::Settings;
 use eframe::egui::Vec2;
 use std::path::{Path, PathBuf};
@@ -159,5 +160,21 @@ fn unknown_phase_names_the_common_ones() {
         msgs.iter()
             .any(|m| m.contains("not in both recordings") && m.contains("verify")),
         "{msgs:?}"
+    );
+}
+
+#[test]
+fn an_nvml_only_recording_has_no_statistics_and_that_is_no_error() {
+    let (msgs, mut app) = messages(
+        &[example("counters-unavailable/h200-nvml-only.cufall")],
+        None,
+    );
+    let slot = &app.app().slots[0];
+    let s = slot.data.lock();
+    assert!(matches!(s.report, ReportState::NvmlOnly), "{:?}", s.report);
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+    assert!(
+        !msgs.iter().any(|m| m.contains("statistics")),
+        "not a message: {msgs:?}"
     );
 }

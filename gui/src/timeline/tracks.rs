@@ -1,0 +1,748 @@
+//! What each row draws: NVTX and kernel lanes (spans wide enough one by one, runs of narrower
+//! ones as one box), metric tracks from the pyramid or raw samples with the loading frontier,
+//! drops and idle gaps over them, NVML lines; and the tooltip of what is under the pointer.
+
+use super::paint::{hatch, heat_mesh, line_mesh, name_color};
+use super::rows::{NvmlField, Row};
+use super::{Geom, Hit};
+use crate::fmt::{fmt_dur, fmt_offset, fmt_value, short_metric};
+use crate::lod::{DevicePyramid, RawSeries, Summary};
+use crate::model::{Locked, ReportState, shared_extent};
+use crate::spans::{Piece, Spans, floor_i64, gallop};
+use crate::tables::{
+    DeviceKernels, KernelView, NVML_MEM_CLOCK, NVML_POWER, NVML_SM_CLOCK, NVML_TEMPERATURE,
+    NVML_UTIL, Names, NvtxLane,
+};
+use crate::view::{Settings, TrackStyle};
+use cufall_analysis::names::short_kernel_name;
+use cufall_trace::model::{MetricInfo, NvtxRange};
+use eframe::egui::{
+    self, Align2, Color32, CornerRadius, FontId, Mesh, Pos2, Rect, Shape, Stroke, Ui, Vec2,
+};
+
+/// The value at the top of a metric's scale: the recording's heatmap full scale, 100 for
+/// percentages, else the largest value in the trace.
+pub fn full_scale(t: &Locked<'_>, m: usize) -> f64 {
+    let Some(info) = t.slot.data.metrics.get(m) else {
+        return 1.0;
+    };
+    if let Some(f) = t
+        .slot
+        .data
+        .manifest
+        .heatmaps
+        .iter()
+        .find(|h| h.metric == info.name && h.denominator.is_none())
+        .and_then(|h| h.full_scale)
+    {
+        return f;
+    }
+    if info.unit == "%" || info.name.contains("pct") {
+        return 100.0;
+    }
+    let peak =
+        t.s.pyramids
+            .values()
+            .filter_map(|p| {
+                // The coarsest level with blocks (levels above are reserved while loading).
+                let top = p.levels.iter().rev().find(|l| !l.is_empty())?;
+                top.stats
+                    .get(m)
+                    .map(|c| c.iter().map(|s| s.max).fold(f32::NEG_INFINITY, f32::max))
+            })
+            .fold(f32::NEG_INFINITY, f32::max);
+    if peak.is_finite() && peak > 0.0 {
+        f64::from(peak)
+    } else {
+        1.0
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn draw_row(
+    ui: &Ui,
+    painter: &egui::Painter,
+    row: Row,
+    label: Rect,
+    area: Rect,
+    traces: &[Locked<'_>],
+    geom: &Geom,
+    settings: &Settings,
+    pointer: Option<Pos2>,
+) -> Option<Hit> {
+    let weak = ui.visuals().weak_text_color();
+    let text = ui.visuals().text_color();
+    let tag = |ti: usize| {
+        if traces.len() > 1 {
+            if ti == 0 { "A " } else { "B " }
+        } else {
+            ""
+        }
+    };
+    let put_label = |s: &str, color: Color32| {
+        let p = painter.with_clip_rect(label);
+        p.text(
+            Pos2::new(label.left() + 6.0, label.center().y),
+            Align2::LEFT_CENTER,
+            s,
+            FontId::proportional(12.0),
+            color,
+        );
+    };
+    match row {
+        Row::Device { dev } => {
+            let name = traces
+                .iter()
+                .flat_map(|t| t.slot.data.manifest.devices.iter())
+                .find(|d| d.id.0 == dev)
+                .map(|d| d.name.clone())
+                .unwrap_or_default();
+            painter.hline(
+                label.left()..=area.right(),
+                label.top(),
+                Stroke::new(1.0, ui.visuals().widgets.noninteractive.bg_stroke.color),
+            );
+            put_label(&format!("GPU {dev}  {name}"), text);
+            None
+        }
+        Row::Nvtx { ti, lane } => {
+            let t = &traces[ti];
+            let tables = t.s.tables.as_ref()?;
+            let l = tables.lanes.lanes.get(lane)?;
+            put_label(&format!("{}{}", tag(ti), l.title), weak);
+            nvtx_lane(
+                painter,
+                t,
+                l,
+                &tables.nvtx,
+                area,
+                geom,
+                pointer,
+                shared_origin(traces),
+            )
+        }
+        Row::Metric { ti, dev, m } => {
+            let t = &traces[ti];
+            let info = &t.slot.data.metrics[m];
+            put_label(&format!("{}{}", tag(ti), short_metric(&info.name)), text);
+            metric_track(ui, painter, t, dev, m, area, geom, settings, pointer)
+        }
+        Row::Kernels { ti, dev } => {
+            let t = &traces[ti];
+            put_label(&format!("{}kernels", tag(ti)), weak);
+            let tables = t.s.tables.as_ref()?;
+            let k = tables.kernels.get(&dev)?;
+            kernel_lane(painter, t, k, &tables.names, area, geom, pointer)
+        }
+        Row::Nvml { ti, dev, field } => {
+            let t = &traces[ti];
+            put_label(&format!("{}{}", tag(ti), field.title()), weak);
+            let tables = t.s.tables.as_ref()?;
+            let n = tables.nvml.get(&dev)?;
+            let ncols = area.width().max(1.0) as usize;
+            let t0 = t.slot.local(geom.view.t0);
+            let cols = match n.series.fine.as_deref() {
+                Some(p) => p.columns(field.column(), t0, geom.px_ns(), ncols, Some(&[&n.series])),
+                None => vec![Summary::EMPTY; ncols],
+            };
+            let scale = match field {
+                NvmlField::GpuUtil => 100.0,
+                NvmlField::Power => n.peak_power_w.max(1.0),
+                NvmlField::SmClock => n.peak_sm_clock_mhz.max(1.0),
+            };
+            painter.rect_filled(area, 0.0, ui.visuals().extreme_bg_color);
+            line_mesh(painter, area, &cols, scale, Color32::from_rgb(240, 190, 90));
+            let p = pointer?;
+            let i = n.at(t.slot.local(geom.t(p.x)))?;
+            let v = |m: usize| opt(n.value(m, i));
+            Some(Hit {
+                text: format!(
+                    "NVML at {}: power {} W, SM {} MHz, mem {} MHz, util {} % (nvidia-smi), {} °C",
+                    fmt_offset(
+                        t.slot.disp(n.series.start_ns[i]) - shared_origin(traces),
+                        1.0
+                    ),
+                    v(NVML_POWER),
+                    v(NVML_SM_CLOCK),
+                    v(NVML_MEM_CLOCK),
+                    v(NVML_UTIL),
+                    v(NVML_TEMPERATURE),
+                ),
+                span: None,
+            })
+        }
+    }
+}
+
+/// Spans narrower than this many pixels are drawn as part of a run.
+const MIN_SPAN_PX: f64 = 2.0;
+
+/// One NVTX lane: ranges wide enough drawn and labelled, runs of narrower ones as one box.
+#[allow(clippy::too_many_arguments)]
+fn nvtx_lane(
+    painter: &egui::Painter,
+    t: &Locked<'_>,
+    l: &NvtxLane,
+    nvtx: &[NvtxRange],
+    area: Rect,
+    geom: &Geom,
+    pointer: Option<Pos2>,
+    origin: f64,
+) -> Option<Hit> {
+    let mut hit = None;
+    for piece in lane_pieces(&l.spans, t, area, geom) {
+        let Piece::Span(j) = piece else {
+            if let Some(h) = run_hit(painter, area, geom, piece, pointer, "NVTX ranges") {
+                hit = Some(h);
+            }
+            continue;
+        };
+        let r = &nvtx[l.ranges[j] as usize];
+        let (x0, x1) = span_box(
+            painter,
+            t,
+            area,
+            geom,
+            (r.start_ns, r.end_ns),
+            (&r.name, &r.name),
+            &NVTX_BOX,
+        );
+        if pointer.is_some_and(|p| p.x >= x0 - 1.0 && p.x <= x1 + 1.0) {
+            hit = Some(Hit {
+                text: format!(
+                    "{}\n{} ({})\nstarts at {}\ndepth {}, pid {} tid {}{}",
+                    r.name,
+                    fmt_dur((r.end_ns - r.start_ns) as f64),
+                    r.kind.as_str(),
+                    fmt_offset(t.slot.disp(r.start_ns) - origin, 1.0),
+                    r.depth,
+                    r.pid,
+                    r.tid,
+                    if r.domain.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", domain {}", r.domain)
+                    }
+                ),
+                span: Some((t.slot.disp(r.start_ns), t.slot.disp(r.end_ns))),
+            });
+        }
+    }
+    hit
+}
+
+/// One metric track: the summaries per pixel column as a heat strip or a line, the loading
+/// frontier, drops and idle gaps over them.
+#[allow(clippy::too_many_arguments)]
+fn metric_track(
+    ui: &Ui,
+    painter: &egui::Painter,
+    t: &Locked<'_>,
+    dev: u32,
+    m: usize,
+    area: Rect,
+    geom: &Geom,
+    settings: &Settings,
+    pointer: Option<Pos2>,
+) -> Option<Hit> {
+    let info = &t.slot.data.metrics[m];
+    let weak = ui.visuals().weak_text_color();
+    painter.rect_filled(area, 0.0, ui.visuals().extreme_bg_color);
+    let scale = full_scale(t, m);
+    let t0 = t.slot.local(geom.view.t0);
+    let px = geom.px_ns();
+    let ncols = area.width().max(1.0) as usize;
+    let mut hit = None;
+    if let Some(p) = t.s.pyramids.get(&dev) {
+        let need_raw = p.level_for(px).is_none();
+        let raw = if need_raw {
+            t.s.tiles.series(dev, t0, t.slot.local(geom.view.t1))
+        } else {
+            None
+        };
+        let cols = p.columns(m, t0, px, ncols, raw.as_deref());
+        match settings.style {
+            TrackStyle::Heat => heat_mesh(painter, area, &cols, scale),
+            TrackStyle::Line => line_mesh(
+                painter,
+                area,
+                &cols,
+                scale,
+                Color32::from_rgb(110, 200, 255),
+            ),
+        }
+        if let Some(ptr) = pointer {
+            hit = Some(metric_hit(
+                t,
+                p,
+                dev,
+                m,
+                ptr,
+                area,
+                geom,
+                &cols,
+                raw.as_deref(),
+                info,
+            ));
+        }
+    }
+    // Not loaded yet: a placeholder past the frontier.
+    if !t.s.samples_done {
+        let x = geom.x(t.slot.disp(t.s.loaded_until_ns)).max(area.left());
+        if x < area.right() {
+            let r = Rect::from_x_y_ranges(x..=area.right(), area.y_range());
+            hatch(painter, r, Color32::from_gray(90));
+            painter.text(
+                r.left_center() + Vec2::new(4.0, 0.0),
+                Align2::LEFT_CENTER,
+                "loading…",
+                FontId::proportional(11.0),
+                weak,
+            );
+        }
+    }
+    if let Some(h) = drops_overlay(painter, t, dev, area, geom, pointer) {
+        hit = Some(h);
+    }
+    if settings.show_gaps
+        && let Some(h) = gaps_overlay(painter, t, dev, area, geom, pointer, m == 0)
+    {
+        hit = Some(h);
+    }
+    hit
+}
+
+/// One device's kernel lane: kernels wide enough drawn and labelled, runs of narrower ones as
+/// one hatched box.
+fn kernel_lane(
+    painter: &egui::Painter,
+    t: &Locked<'_>,
+    k: &DeviceKernels,
+    names: &Names,
+    area: Rect,
+    geom: &Geom,
+    pointer: Option<Pos2>,
+) -> Option<Hit> {
+    let mut hit = None;
+    for piece in lane_pieces(&k.spans, t, area, geom) {
+        let Piece::Span(j) = piece else {
+            if let Some(h) = run_hit(painter, area, geom, piece, pointer, "kernels") {
+                hit = Some(h);
+            }
+            continue;
+        };
+        let r = k.get(j, names);
+        // Labelled with the short name; coloured by the full one, so that two instantiations of
+        // one template still differ.
+        let (x0, x1) = span_box(
+            painter,
+            t,
+            area,
+            geom,
+            (r.start_ns, r.end_ns),
+            (r.name, &short_kernel_name(r.name)),
+            &KERNEL_BOX,
+        );
+        if pointer.is_some_and(|p| p.x >= x0 && p.x <= x1) {
+            hit = Some(Hit {
+                text: kernel_text(&r),
+                span: Some((t.slot.disp(r.start_ns), t.slot.disp(r.end_ns))),
+            });
+        }
+    }
+    hit
+}
+
+/// How a lane draws a span wide enough to see on its own.
+struct BoxStyle {
+    radius: u8,
+    /// Labelled from this width (points).
+    label_from: f32,
+    font: f32,
+}
+
+const NVTX_BOX: BoxStyle = BoxStyle {
+    radius: 2,
+    label_from: 30.0,
+    font: 11.0,
+};
+const KERNEL_BOX: BoxStyle = BoxStyle {
+    radius: 1,
+    label_from: 40.0,
+    font: 10.0,
+};
+
+/// Draws the span `(start_ns, end_ns)` of a lane as a box coloured by its name, labelled where
+/// wide enough (`(name, label)`); returns its x range (unclipped, for the pointer's hit test).
+fn span_box(
+    painter: &egui::Painter,
+    t: &Locked<'_>,
+    area: Rect,
+    geom: &Geom,
+    (start_ns, end_ns): (i64, i64),
+    (name, label): (&str, &str),
+    style: &BoxStyle,
+) -> (f32, f32) {
+    let x0 = geom.x(t.slot.disp(start_ns));
+    let x1 = geom.x(t.slot.disp(end_ns));
+    let rr = Rect::from_x_y_ranges(
+        x0.max(area.left() - 2.0)..=x1.min(area.right() + 2.0),
+        area.y_range(),
+    )
+    .shrink2(Vec2::new(0.0, 1.0));
+    painter.rect_filled(rr, CornerRadius::same(style.radius), name_color(name));
+    if rr.width() > style.label_from {
+        painter.with_clip_rect(rr).text(
+            Pos2::new(rr.left() + 3.0, rr.center().y),
+            Align2::LEFT_CENTER,
+            label,
+            FontId::proportional(style.font),
+            Color32::BLACK,
+        );
+    }
+    (x0, x1)
+}
+
+/// The pieces of one lane in `area` (columns of one pixel from its left edge).
+fn lane_pieces(spans: &Spans, t: &Locked<'_>, area: Rect, geom: &Geom) -> Vec<Piece> {
+    let ncols = area.width().max(1.0) as usize;
+    let px = geom.px_ns();
+    let t0 = t.slot.local(geom.view.t0) as f64 + f64::from(area.left() - geom.x0) * px;
+    spans.pieces(t0, px, ncols, MIN_SPAN_PX)
+}
+
+/// Draws a run of spans too short to draw one by one (grey for one, hatched for several), and
+/// returns its tooltip if the pointer is on it.
+fn run_hit(
+    painter: &egui::Painter,
+    area: Rect,
+    geom: &Geom,
+    piece: Piece,
+    pointer: Option<Pos2>,
+    what: &str,
+) -> Option<Hit> {
+    let Piece::Run {
+        cols,
+        spans,
+        narrow,
+        busy_ns,
+    } = piece
+    else {
+        return None;
+    };
+    let x0 = area.left() + cols.0 as f32;
+    let x1 = (area.left() + cols.1 as f32).max(x0 + 1.0);
+    let rr = Rect::from_x_y_ranges(x0..=x1, area.y_range()).shrink2(Vec2::new(0.0, 1.0));
+    let count = spans.1 - spans.0;
+    if count <= 1 {
+        painter.rect_filled(rr, 0.0, Color32::from_gray(200));
+    } else {
+        painter.rect_filled(rr, 0.0, Color32::from_gray(70));
+        hatch(painter, rr, Color32::from_gray(210));
+    }
+    let p = pointer?;
+    (p.x >= x0 - 1.0 && p.x <= x1 + 1.0 && narrow > 0).then(|| Hit {
+        text: format!(
+            "{count} {what}, {narrow} too short to draw one by one\nbusy {} over {}\n(zoom in to \
+             see each)",
+            fmt_dur(busy_ns as f64),
+            fmt_dur(geom.t(x1) - geom.t(x0))
+        ),
+        span: Some((geom.t(x0), geom.t(x1))),
+    })
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".into(), |v| format!("{v:.0}"))
+}
+
+fn shared_origin(traces: &[Locked<'_>]) -> f64 {
+    shared_extent(traces).0
+}
+
+/// A kernel's tooltip: its short name, the full one below it when it differs, then its figures.
+fn kernel_text(r: &KernelView<'_>) -> String {
+    let short = short_kernel_name(r.name);
+    let full = if short == r.name {
+        String::new()
+    } else {
+        format!("\n{}", r.name)
+    };
+    let mut s = format!(
+        "{short}{full}\n{} {} on stream {}",
+        r.shape.kind.as_str(),
+        fmt_dur((r.end_ns - r.start_ns) as f64),
+        r.shape.stream
+    );
+    if let (Some(g), Some(b)) = (r.shape.grid, r.shape.block) {
+        s.push_str(&format!(
+            "\ngrid {}×{}×{}, block {}×{}×{}",
+            g[0], g[1], g[2], b[0], b[1], b[2]
+        ));
+    }
+    if let Some(bytes) = r.bytes {
+        s.push_str(&format!("\n{bytes} bytes"));
+    }
+    s
+}
+
+#[allow(clippy::too_many_arguments)]
+fn metric_hit(
+    t: &Locked<'_>,
+    p: &DevicePyramid,
+    dev: u32,
+    m: usize,
+    ptr: Pos2,
+    area: Rect,
+    geom: &Geom,
+    cols: &[Summary],
+    raw: Option<&[&RawSeries]>,
+    info: &MetricInfo,
+) -> Hit {
+    let tp = t.slot.local(geom.t(ptr.x));
+    let mut text = format!("GPU {dev} {}", info.name);
+    if let Some(raw) = raw {
+        let sample = raw.iter().find_map(|r| {
+            let i = r.overlapping(tp, tp + 1);
+            (!i.is_empty()).then(|| (r.start_ns[i.start], r.end_ns[i.start], r.values[m][i.start]))
+        });
+        match sample {
+            Some((s, e, v)) => {
+                text.push_str(&format!(
+                    "\nsample {} {}\nfrom {} to {} ({})",
+                    fmt_value(f64::from(v)),
+                    info.unit,
+                    fmt_offset(t.slot.disp(s) - geom_origin(t), 1.0),
+                    fmt_offset(t.slot.disp(e) - geom_origin(t), 1.0),
+                    fmt_dur((e - s) as f64)
+                ));
+                return Hit {
+                    text,
+                    span: Some((t.slot.disp(s), t.slot.disp(e))),
+                };
+            }
+            None => text.push_str("\nno sample here"),
+        }
+        return Hit { text, span: None };
+    }
+    let c = ((ptr.x - area.left()).max(0.0) as usize).min(cols.len().saturating_sub(1));
+    match cols.get(c) {
+        Some(s) if !s.is_empty() => text.push_str(&format!(
+            "\nmean {} (min {}, max {}) {}\nover {} at this zoom ({} summarised)",
+            s.mean().map_or("–".into(), fmt_value),
+            fmt_value(f64::from(s.min)),
+            fmt_value(f64::from(s.max)),
+            info.unit,
+            fmt_dur(geom.px_ns()),
+            if p.level_for(geom.px_ns()).is_some() {
+                "blocks"
+            } else {
+                "blocks wider than a pixel; raw samples loading"
+            },
+        )),
+        _ => text.push_str("\nno samples here"),
+    }
+    Hit { text, span: None }
+}
+
+fn geom_origin(t: &Locked<'_>) -> f64 {
+    t.slot.disp(t.s.extent.start_ns)
+}
+
+fn drops_overlay(
+    painter: &egui::Painter,
+    t: &Locked<'_>,
+    dev: u32,
+    area: Rect,
+    geom: &Geom,
+    pointer: Option<Pos2>,
+) -> Option<Hit> {
+    let drops = t.s.tables.as_ref()?.drops.get(&dev)?;
+    let mut hit = None;
+    // Drops of a device are sorted by start and do not overlap: skip those before the window.
+    let t0 = t.slot.local(geom.view.t0);
+    let t1 = t.slot.local(geom.view.t1);
+    let lo = drops.partition_point(|d| d.end_ns < t0);
+    let hi = drops.partition_point(|d| d.start_ns <= t1).max(lo);
+    for d in &drops[lo..hi] {
+        let x0 = geom.x(t.slot.disp(d.start_ns));
+        let x1 = geom.x(t.slot.disp(d.end_ns)).max(x0 + 1.0);
+        if x1 < area.left() || x0 > area.right() {
+            continue;
+        }
+        let r = Rect::from_x_y_ranges(x0.max(area.left())..=x1.min(area.right()), area.y_range());
+        painter.rect_filled(r, 0.0, Color32::from_gray(40));
+        hatch(painter, r, Color32::from_rgb(200, 80, 80));
+        if r.width() > 70.0 {
+            painter.text(
+                r.center(),
+                Align2::CENTER_CENTER,
+                format!("no data: {}", d.reason.as_str()),
+                FontId::proportional(10.0),
+                Color32::WHITE,
+            );
+        }
+        if pointer.is_some_and(|p| p.x >= x0 - 1.0 && p.x <= x1 + 1.0) {
+            hit = Some(Hit {
+                text: format!(
+                    "no samples for {} ({}){}",
+                    fmt_dur((d.end_ns - d.start_ns) as f64),
+                    d.reason.as_str(),
+                    d.lost_samples
+                        .map_or(String::new(), |n| format!(", about {n} samples lost"))
+                ),
+                span: Some((t.slot.disp(d.start_ns), t.slot.disp(d.end_ns))),
+            });
+        }
+    }
+    hit
+}
+
+fn gaps_overlay(
+    painter: &egui::Painter,
+    t: &Locked<'_>,
+    dev: u32,
+    area: Rect,
+    geom: &Geom,
+    pointer: Option<Pos2>,
+    label: bool,
+) -> Option<Hit> {
+    let ReportState::Ready(_) = &t.s.report else {
+        return None;
+    };
+    let g = t.s.gaps_by_device.get(&dev)?;
+    let t0 = t.slot.local(geom.view.t0);
+    let t1 = t.slot.local(geom.view.t1);
+    let lo = g.end_ns.partition_point(|e| *e < t0);
+    let hi = g.start_ns.partition_point(|s| *s <= t1).max(lo);
+    let x_start = |k: usize| geom.x(t.slot.disp(g.start_ns[k]));
+    let x_end = |k: usize| geom.x(t.slot.disp(g.end_ns[k])).max(x_start(k) + 1.0);
+    // Gaps closer than a pixel are drawn as one box (labelled with their count when zoomed
+    // out), so a frame draws at most one box per pixel column. The boxes are one mesh, placed
+    // under the labels.
+    let boxes_at = painter.add(Shape::Noop);
+    let mut boxes = Mesh::default();
+    let mut draw = |run: (f32, f32, usize, i64)| {
+        // A gap found by rounded times may end a fraction of a pixel before the area.
+        if run.1 < area.left() || run.0 > area.right() {
+            return;
+        }
+        let r = Rect::from_x_y_ranges(
+            run.0.max(area.left())..=run.1.min(area.right()),
+            area.y_range(),
+        );
+        boxes.add_colored_rect(r, Color32::from_rgba_unmultiplied(255, 140, 0, 22));
+        let bar = Rect::from_min_max(r.min, Pos2::new(r.right(), r.top() + 3.0));
+        boxes.add_colored_rect(bar, Color32::from_rgb(255, 150, 30));
+        if label && r.width() > 50.0 {
+            let text = if run.2 == 1 {
+                fmt_dur(run.3 as f64)
+            } else {
+                format!("{} gaps, {}", run.2, fmt_dur(run.3 as f64))
+            };
+            let galley = painter.layout_no_wrap(text, FontId::proportional(10.0), Color32::WHITE);
+            if galley.size().x < r.width() {
+                let at = Pos2::new(r.center().x - galley.size().x / 2.0, r.top() + 4.0);
+                let bg = Rect::from_min_size(at, galley.size()).expand(1.0);
+                painter.rect_filled(bg, 2.0, Color32::from_rgba_unmultiplied(60, 30, 0, 200));
+                painter.galley(at, galley, Color32::WHITE);
+            }
+        }
+    };
+    // A run takes every following gap that starts within a pixel of its end. A device's gaps are
+    // sorted and never overlap, so their ends only grow: the gaps a run takes are found by a
+    // galloping search, a pixel or more at a time, and a frame costs about one search per box.
+    // The search compares trace times with the time a pixel past the run's end, not pixels.
+    // Gaps that start well within a pixel of the previous one's end (with room for the
+    // rounding of pixel positions) are taken in whole blocks first: the search would take each.
+    let px = geom.px_ns();
+    let surely_within = floor_i64(px * 0.99) - 2;
+    let mut i = lo;
+    while i < hi {
+        let x0 = x_start(i);
+        let mut j = i + 1;
+        let mut x1 = x_end(i);
+        loop {
+            let k = g.close_run_until(j, hi, surely_within);
+            if k > j {
+                j = k;
+                x1 = x1.max(x_end(j - 1));
+            }
+            let until = geom.t(x1 + 1.0);
+            let k = j + gallop(&g.start_ns[j..hi], |s| t.slot.disp(*s) <= until);
+            if k == j {
+                break;
+            }
+            j = k;
+            x1 = x1.max(x_end(j - 1));
+        }
+        draw((x0, x1, j - i, g.dur_prefix[j] - g.dur_prefix[i]));
+        i = j;
+    }
+    painter.set(boxes_at, Shape::mesh(boxes));
+    // The gap under the pointer: the last one starting at or before it, if it reaches it.
+    if let Some(p) = pointer {
+        let k = lo + g.start_ns[lo..hi].partition_point(|s| geom.x(t.slot.disp(*s)) <= p.x);
+        if k > lo && x_end(k - 1) >= p.x {
+            let k = k - 1;
+            let duration_ns = g.duration_ns(k);
+            let mut text = format!(
+                "idle gap {} in {}",
+                fmt_dur(duration_ns as f64),
+                crate::fmt::plain(g.place(k))
+            );
+            if let Some(kr) = g.kernel_resident_ns(k) {
+                text.push_str(&format!(
+                    "\nno kernel resident {}, kernel resident but counters idle {}",
+                    fmt_dur((duration_ns - kr) as f64),
+                    fmt_dur(kr as f64)
+                ));
+            }
+            return Some(Hit {
+                text,
+                span: Some((t.slot.disp(g.start_ns[k]), t.slot.disp(g.end_ns[k]))),
+            });
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tables::Shape;
+    use cufall_trace::model::ActivityKind;
+
+    fn view(name: &str) -> KernelView<'_> {
+        KernelView {
+            name,
+            start_ns: 0,
+            end_ns: 1500,
+            shape: Shape {
+                kind: ActivityKind::Kernel,
+                stream: 7,
+                grid: None,
+                block: None,
+            },
+            bytes: None,
+        }
+    }
+
+    #[test]
+    fn a_kernel_tooltip_leads_with_the_short_name_and_keeps_the_full_one() {
+        let full = "cublasLt::splitKreduce_kernel<32, 16, int, float, float, float, float, false, float, float, float, true, false, false, false>";
+        let text = kernel_text(&view(full));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "splitKreduce_kernel");
+        assert_eq!(lines[1], full);
+        assert!(lines[2].starts_with("kernel "), "{text}");
+        // A plain name is not repeated.
+        let text = kernel_text(&view("rmsnorm"));
+        assert_eq!(text.lines().next(), Some("rmsnorm"));
+        assert!(
+            text.lines()
+                .nth(1)
+                .is_some_and(|l| l.starts_with("kernel "))
+        );
+    }
+}

@@ -7,9 +7,9 @@
 //! target/release/examples/bench_gui open /tmp/big.cufall [--wait-s N]
 //! ```
 //!
-//! `generate` writes a synthetic trace with `TraceWriter` (10 ms steps: draft 4 ms, idle
-//! 0.5 ms, verify 4.5 ms, idle 1 ms, with NVTX ranges and one kernel per phase; NVML every
-//! 10 ms). The values are made up; nothing here is a measurement of a GPU.
+//! `generate` writes the synthetic trace of `cufall_testkit::bench`, its `Gui` kind (10 ms
+//! steps: draft 4 ms, idle 0.5 ms, verify 4.5 ms, idle 1 ms, with NVTX ranges and one kernel
+//! per phase; NVML every 10 ms). The values are made up; nothing here is a measurement of a GPU.
 //!
 //! `open` runs the whole window (`GuiApp::ui_root`) headless at 1600×1000 points in a fresh
 //! process and prints: the time to the first frame (the manifest read, the tracks laid out,
@@ -21,17 +21,11 @@
 
 use cufall_gui::app::GuiApp;
 use cufall_gui::view::Settings;
-use cufall_trace::model::{
-    ActivityKind, DeviceId, DeviceInfo, HeatmapSpec, KernelRecord, Manifest, MetricInfo, NvmlRow,
-    NvtxRange, RangeKind, SampleBatch, SamplingInfo,
-};
-use cufall_trace::{TraceWriter, WriterOptions};
+use cufall_testkit::bench::{BenchKind, BenchTrace, write_bench_trace};
+use cufall_trace::WriterOptions;
 use eframe::egui;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-const T0: i64 = 1_764_000_000_000_000_000;
-const STEP_NS: i64 = 10_000_000;
 
 fn arg(args: &[String], name: &str, default: i64) -> i64 {
     args.iter()
@@ -53,140 +47,23 @@ fn status_kb(key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-fn busy(t: i64) -> bool {
-    t < 4_000_000 || (4_500_000..9_000_000).contains(&t)
-}
-
+/// Writes the trace (`cufall_testkit::bench`, the window's kind) and says what it wrote.
 fn generate(path: &str, args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
     let seconds = arg(args, "--seconds", 60);
     let gpus = arg(args, "--gpus", 8) as u32;
     let metrics = arg(args, "--metrics", 4).clamp(1, 4) as usize;
     let interval = arg(args, "--interval-us", 10) * 1000;
     let started = Instant::now();
-    let names = [
-        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
-        "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-        "sm__cycles_active.avg",
-        "gr__cycles_elapsed.max",
-    ];
-    let mut m = Manifest::new("bench", T0);
-    m.devices = (0..gpus)
-        .map(|i| DeviceInfo {
-            id: DeviceId(i),
-            name: "NVIDIA H200".into(),
-            chip: "GH100".into(),
-            uuid: String::new(),
-            pci_bus_id: String::new(),
-            sm_count: Some(132),
-            memory_total_bytes: None,
-        })
-        .collect();
-    m.sampling = Some(SamplingInfo {
-        interval_ns: interval,
-        metrics: names[..metrics]
-            .iter()
-            .map(|n| MetricInfo {
-                name: (*n).into(),
-                unit: if n.contains("pct") {
-                    "%".into()
-                } else {
-                    "cycle".into()
-                },
-                description: String::new(),
-            })
-            .collect(),
-        source: "synthetic".into(),
-    });
-    m.heatmaps = vec![HeatmapSpec {
-        metric: names[0].into(),
-        denominator: None,
-        full_scale: Some(100.0),
-    }];
-    m.nvml_interval_ns = Some(10_000_000);
-    let mut w = TraceWriter::create(path, m, WriterOptions::default())?;
+    let spec = BenchTrace {
+        seconds,
+        gpus,
+        kind: BenchKind::Gui {
+            interval_ns: interval,
+            metrics,
+        },
+    };
+    write_bench_trace(Path::new(path), &spec, WriterOptions::default())?;
     let per_second = 1_000_000_000 / interval;
-    for sec in 0..seconds {
-        for d in 0..gpus {
-            let mut b = SampleBatch::new(DeviceId(d), metrics);
-            let mut row = vec![0f64; metrics];
-            for i in 0..per_second {
-                let start = T0 + sec * 1_000_000_000 + i * interval;
-                let in_step = (start - T0) % STEP_NS;
-                let r = mix((start as u64) ^ u64::from(d)) % 1000;
-                let on = busy(in_step);
-                row[0] = if on {
-                    60.0 + (r % 300) as f64 / 10.0
-                } else {
-                    (r % 10) as f64 / 10.0
-                };
-                if metrics > 1 {
-                    row[1] = if on {
-                        20.0 + (r % 500) as f64 / 10.0
-                    } else {
-                        0.5
-                    };
-                }
-                if metrics > 2 {
-                    row[2] = if on { 18_000.0 } else { 200.0 };
-                }
-                if metrics > 3 {
-                    row[3] = 19_800.0;
-                }
-                b.push(start, start + interval, &row);
-            }
-            w.append_samples(&b)?;
-        }
-        let mut nvtx = Vec::new();
-        let mut kernels = Vec::new();
-        let mut nvml = Vec::new();
-        for s in 0..(1_000_000_000 / STEP_NS) {
-            let t = T0 + sec * 1_000_000_000 + s * STEP_NS;
-            for (name, a, b) in [("draft", 0, 4_000_000), ("verify", 4_500_000, 9_000_000)] {
-                nvtx.push(NvtxRange {
-                    start_ns: t + a,
-                    end_ns: t + b,
-                    name: name.into(),
-                    kind: RangeKind::PushPop,
-                    depth: 0,
-                    pid: 1,
-                    tid: 1,
-                    ..Default::default()
-                });
-                for d in 0..gpus {
-                    kernels.push(KernelRecord {
-                        device: DeviceId(d),
-                        start_ns: t + a + 10_000,
-                        end_ns: t + b - 10_000,
-                        kind: ActivityKind::Kernel,
-                        name: format!("{name}_kernel"),
-                        ..Default::default()
-                    });
-                }
-            }
-            for d in 0..gpus {
-                nvml.push(NvmlRow {
-                    device: DeviceId(d),
-                    t_ns: t,
-                    power_w: Some(400.0 + (mix(t as u64) % 100) as f32),
-                    sm_clock_mhz: Some(1980),
-                    gpu_util_pct: Some(100),
-                    ..Default::default()
-                });
-            }
-        }
-        w.append_nvtx(&nvtx)?;
-        w.append_kernels(&kernels)?;
-        w.append_nvml(&nvml)?;
-        w.flush_if_due()?;
-    }
-    w.finish(T0 + seconds * 1_000_000_000)?;
     let bytes: u64 = walk_size(&PathBuf::from(path));
     println!(
         "generated {path}: {seconds} s × {gpus} GPUs × {metrics} metrics at {} µs = {} values, {:.0} MB, in {:.1} s",

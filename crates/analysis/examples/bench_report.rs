@@ -5,8 +5,8 @@
 //! cargo run --release -p cufall-analysis --example bench_report -- report /tmp/big.cufall
 //! ```
 //!
-//! `generate` writes a synthetic trace (default: 60 s, 8 GPUs, 100 kHz, 4 metrics: about 48
-//! million samples, 190 million values) with TraceWriter: 10 ms steps of draft (4 ms), an idle
+//! `generate` writes the synthetic trace of `cufall_testkit::bench` (its `Report` kind; default:
+//! 60 s, 8 GPUs, 100 kHz, 4 metrics: about 48 million samples, 190 million values): 10 ms steps of draft (4 ms), an idle
 //! gap (0.5 ms), verify (4.5 ms) and an idle gap (1 ms), with NVTX ranges, kernels and NVML,
 //! one segment per table per second of data as the recorder writes them.
 //! `report` times the report in a fresh process and prints wall time and peak RSS (VmHWM).
@@ -15,15 +15,10 @@
 //! scan alone; `export PATH parquet|csv|perfetto OUT` times an export.
 
 use cufall_analysis::{ReportOptions, build_report};
-use cufall_trace::model::{
-    ActivityKind, DeviceId, DeviceInfo, HeatmapSpec, KernelRecord, Manifest, MetricInfo, NvmlRow,
-    NvtxRange, RangeKind, SampleBatch, SamplingInfo,
-};
-use cufall_trace::{Trace, TraceWriter, WriterOptions};
+use cufall_testkit::bench::{BenchKind, BenchTrace, write_bench_trace};
+use cufall_trace::{Trace, WriterOptions};
+use std::path::Path;
 use std::time::Instant;
-
-const T0: i64 = 1_764_000_000_000_000_000;
-const STEP_NS: i64 = 10_000_000;
 
 fn arg(args: &[String], name: &str, default: i64) -> i64 {
     args.iter()
@@ -39,172 +34,31 @@ fn vm_hwm_kb() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// A cheap, fixed pseudo-random mix (splitmix64).
-fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// Busy in [0, 4 ms) and [4.5 ms, 9 ms) of every step.
-fn busy(t_in_step: i64) -> bool {
-    t_in_step < 4_000_000 || (4_500_000..9_000_000).contains(&t_in_step)
-}
-
+/// Writes the trace (`cufall_testkit::bench`, the report's kind) and says what it wrote.
 fn generate(
     path: &str,
     seconds: i64,
     gpus: u32,
     rate_hz: i64,
-    per_range: i64,
+    kernels_per_range: i64,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let interval = 1_000_000_000 / rate_hz;
-    let mut m = Manifest::new("bench", T0);
-    m.devices = (0..gpus)
-        .map(|i| DeviceInfo {
-            id: DeviceId(i),
-            name: "NVIDIA H200".into(),
-            chip: "GH100".into(),
-            uuid: String::new(),
-            pci_bus_id: String::new(),
-            sm_count: Some(132),
-            memory_total_bytes: None,
-        })
-        .collect();
-    let names = [
-        "sm__pipe_tensor_cycles_active.avg",
-        "gr__cycles_elapsed.max",
-        "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-        "sm__cycles_active.avg",
-    ];
-    m.sampling = Some(SamplingInfo {
-        interval_ns: interval,
-        metrics: names
-            .iter()
-            .map(|n| MetricInfo {
-                name: n.to_string(),
-                unit: String::new(),
-                description: String::new(),
-            })
-            .collect(),
-        source: "synthetic".into(),
-    });
-    m.heatmaps = vec![HeatmapSpec {
-        metric: names[0].into(),
-        denominator: Some(names[1].into()),
-        full_scale: Some(1.0),
-    }];
+    let spec = BenchTrace {
+        seconds,
+        gpus,
+        kind: BenchKind::Report {
+            rate_hz,
+            kernels_per_range,
+        },
+    };
     let opts = WriterOptions {
         overwrite: true,
         ..Default::default()
     };
-    let mut w = TraceWriter::create(path, m, opts)?;
-    let per_batch = rate_hz / 10; // 100 ms of samples per batch
-    let total = seconds * rate_hz;
-    let mut i0 = 0;
-    while i0 < total {
-        let n = per_batch.min(total - i0);
-        for d in 0..gpus {
-            let mut b = SampleBatch::new(DeviceId(d), names.len());
-            for i in i0..i0 + n {
-                // Timestamps jitter by up to 63 ns (consecutive samples stay contiguous) and
-                // values are noisy, as in real recordings, so the Parquet columns do not
-                // compress to nothing.
-                let s = T0 + i * interval + (mix(i as u64) % 64) as i64;
-                let e = T0 + (i + 1) * interval + (mix(i as u64 + 1) % 64) as i64;
-                let on = busy((s - T0) % STEP_NS);
-                let r = mix((i as u64) << 8 | u64::from(d));
-                let u = |k: u32| ((r >> (k * 16)) & 0xffff) as f64 / 65536.0;
-                let elapsed = 1750.0 + 10.0 * u(0);
-                let (tensor, dram, sm) = if on {
-                    (
-                        (0.55 + 0.1 * u(1)) * elapsed,
-                        60.0 + 20.0 * u(2),
-                        0.8 + 0.2 * u(3),
-                    )
-                } else {
-                    (0.02 * u(1) * elapsed, 2.0 * u(2), 0.05 * u(3))
-                };
-                b.push(s, e, &[tensor, elapsed, dram, sm]);
-            }
-            w.append_samples(&b)?;
-        }
-        let t_lo = T0 + i0 * interval;
-        let t_hi = T0 + (i0 + n) * interval;
-        let mut nvtx = Vec::new();
-        let mut kernels = Vec::new();
-        let mut nvml = Vec::new();
-        let mut step = t_lo;
-        while step < t_hi {
-            for (a, b, name, depth) in [
-                (0, STEP_NS, "step", 0),
-                (0, 4_000_000, "draft", 1),
-                (4_500_000, 9_000_000, "verify", 1),
-            ] {
-                nvtx.push(NvtxRange {
-                    start_ns: step + a,
-                    end_ns: step + b,
-                    name: name.into(),
-                    domain: String::new(),
-                    kind: RangeKind::PushPop,
-                    depth,
-                    pid: 42,
-                    tid: 42,
-                    ..Default::default()
-                });
-            }
-            for d in 0..gpus {
-                for (a, b, name) in [
-                    (0, 4_000_000, "draft_gemm"),
-                    (4_500_000, 9_000_000, "verify_gemm"),
-                ] {
-                    let len = (b - a) / per_range;
-                    for j in 0..per_range {
-                        kernels.push(KernelRecord {
-                            device: DeviceId(d),
-                            start_ns: step + a + j * len,
-                            end_ns: step + a + (j + 1) * len,
-                            kind: ActivityKind::Kernel,
-                            name: if per_range == 1 {
-                                name.into()
-                            } else {
-                                format!("bench::{name}_{}<float, {}>", j % 20, j % 3)
-                            },
-                            stream: 7,
-                            correlation_id: 0,
-                            bytes: None,
-                            pid: 42,
-                            ..Default::default()
-                        });
-                    }
-                }
-                nvml.push(NvmlRow {
-                    device: DeviceId(d),
-                    t_ns: step,
-                    power_w: Some(450.0),
-                    sm_clock_mhz: Some(1755),
-                    mem_clock_mhz: Some(2619),
-                    gpu_util_pct: Some(100),
-                    ..Default::default()
-                });
-            }
-            step += STEP_NS;
-        }
-        w.append_nvtx(&nvtx)?;
-        w.append_kernels(&kernels)?;
-        w.append_nvml(&nvml)?;
-        i0 += n;
-        // Like the recorder: one segment per table per second of data.
-        if i0 % rate_hz == 0 {
-            w.flush()?;
-        }
-    }
-    let stats = w.finish(T0 + total * interval)?;
+    let stats = write_bench_trace(Path::new(path), &spec, opts)?;
     println!(
         "wrote {path}: {} samples ({} values), {} segments, {:.1} MB",
         stats.samples,
-        stats.samples * names.len() as u64,
+        stats.samples * 4,
         stats.segments,
         stats.bytes as f64 / 1e6
     );

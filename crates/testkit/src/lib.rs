@@ -1,6 +1,7 @@
 //! Synthetic data for cufall's tests, snapshots and benchmarks: nothing here is a measurement,
 //! and nothing here ships in the `cufall` binary (crates take it as a dev-dependency only).
 //!
+//! - [`bench`]: the large synthetic trace of the benchmarks (`bench_report`, `bench_gui`);
 //! - [`fixture`]: a trace on disk with known phases, gaps, kernels and drops, for the analysis
 //!   and the command line's end-to-end tests;
 //! - [`synth`]: live feeds and demo traces (devices named like H200s, a waveform per device), for
@@ -8,6 +9,7 @@
 //! - [`tables`]: small traces with rows in every table, for the trace format's tests.
 #![forbid(unsafe_code)]
 
+pub mod bench;
 pub mod fixture;
 pub mod synth;
 pub mod tables;

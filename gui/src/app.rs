@@ -417,12 +417,13 @@ fn top_bar_ui(
             ui.checkbox(&mut settings.show_nvml, "NVML");
             ui.checkbox(&mut settings.show_gaps, "gaps");
             ui.checkbox(&mut settings.side_panel, "panel");
+            let extent = shared_extent(locked);
             if ui.button("Fit").on_hover_text("F").clicked() {
-                let (a, b) = shared_extent(locked);
-                st.apply(Input::Fit { a, b, margin: 0.01 }, (a, b));
+                let (a, b) = extent;
+                st.apply(Input::Fit { a, b, margin: 0.01 }, extent);
             }
             if ui.button("?").on_hover_text("controls").clicked() {
-                st.show_help = !st.show_help;
+                st.apply(Input::ToggleHelp, extent);
             }
         });
     });

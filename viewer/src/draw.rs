@@ -24,13 +24,31 @@ pub fn draw(f: &mut Frame, state: &HeatmapState) {
     draw_into(f.buffer_mut(), area, state);
 }
 
-/// The smallest frame drawn; below it the screen says "too small".
+/// The smallest frame drawn; below it the screen says "too small". A trace may need more rows
+/// than [`MIN_HEIGHT`]: [`min_height`] says how many.
 pub const MIN_WIDTH: u16 = 20;
 pub const MIN_HEIGHT: u16 = 4;
+/// The largest frame `--print` draws (a frame is held in memory whole: 1000 × 1000 cells are
+/// about 50 MB).
+pub const MAX_WIDTH: u16 = 1000;
+pub const MAX_HEIGHT: u16 = 1000;
+
+/// Rows outside the heatmap sections: title, phase lane (when the trace has NVTX ranges), time
+/// axis, status line, key footer.
+fn fixed_rows(state: &HeatmapState) -> u16 {
+    4 + u16::from(!state.store.nvtx.is_empty())
+}
+
+/// The fewest rows that show `state` without overdrawing: the fixed rows, one legend, one GPU row
+/// and, with more than one GPU, the line that says how many GPUs are not shown.
+pub fn min_height(state: &HeatmapState) -> u16 {
+    let hidden_line = u16::from(state.store.devices.len() > 1);
+    (fixed_rows(state) + 2 + hidden_line).max(MIN_HEIGHT)
+}
 
 /// [`draw`] on a plain buffer (for `--print` and benchmarks).
 pub fn draw_into(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
-    if area.height < MIN_HEIGHT || area.width < MIN_WIDTH {
+    if area.height < min_height(state) || area.width < MIN_WIDTH {
         buf.set_stringn(
             area.x,
             area.y,
@@ -41,7 +59,7 @@ pub fn draw_into(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
         return;
     }
     let has_phases = !state.store.nvtx.is_empty();
-    let fixed = 4 + u16::from(has_phases);
+    let fixed = fixed_rows(state);
     let mut y = area.y;
     draw_title(buf, Rect::new(area.x, y, area.width, 1), state);
     y += 1;
@@ -89,7 +107,15 @@ fn draw_heatmap_buf(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
         buf.set_stringn(area.x + 1, area.y, msg, area.width as usize, BOLD);
         return;
     }
-    let g = store.devices.len() as u16;
+    // GPUs that fit with one row each under one legend; the last row then says how many not.
+    let all = store.devices.len();
+    let fit = usize::from(area.height.saturating_sub(1));
+    let devs = if all <= fit {
+        all
+    } else {
+        fit.saturating_sub(1).max(1)
+    };
+    let g = u16::try_from(devs).unwrap_or(u16::MAX);
     let mut shown = state.visible_heatmaps();
     let color = state.options.palette.is_color();
     let lane_sets: Vec<Vec<usize>> = shown
@@ -107,17 +133,28 @@ fn draw_heatmap_buf(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
             }
         })
         .collect();
-    let need = |hs: &[u16], n: usize| -> u16 { hs[..n].iter().map(|h| 1 + g * h).sum() };
+    let need = |hs: &[u16], n: usize| -> u32 {
+        hs[..n]
+            .iter()
+            .map(|h| 1 + u32::from(g) * u32::from(*h))
+            .sum()
+    };
+    let body_h = if devs < all {
+        area.height - 1
+    } else {
+        area.height
+    };
+    let limit = u32::from(body_h);
     let mut n = shown.len();
     let mut hs: Vec<u16> = min_h.iter().map(|h| (*h).max(2)).collect();
-    if need(&hs, n) > area.height {
+    if need(&hs, n) > limit {
         hs.clone_from(&min_h);
     }
-    if need(&hs, n) > area.height {
+    if need(&hs, n) > limit {
         hs.iter_mut().for_each(|h| *h = 1);
     }
     // Stack as many metrics as fit with at least one row per band.
-    while n > 1 && need(&hs, n) > area.height {
+    while n > 1 && need(&hs, n) > limit {
         n -= 1;
     }
     shown.truncate(n);
@@ -131,13 +168,21 @@ fn draw_heatmap_buf(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
         }
     }
     // Spare rows make bands taller, up to 4 rows.
-    let spare = area.height.saturating_sub(need(&hs, n)) / (g * n as u16).max(1);
+    let spare = limit.saturating_sub(need(&hs, n)) / (u32::from(g) * n as u32).max(1);
+    let spare = u16::try_from(spare).unwrap_or(u16::MAX);
+    let bottom = area.y + body_h;
     let mut y = area.y;
     for (i, &h) in shown.iter().enumerate() {
         // Only single-lane bands grow: split bands keep one row (or half row) per lane.
         let cap = if lane_sets[i].len() == 1 { 4 } else { hs[i] };
-        let band_h = (hs[i] + spare).min(cap.max(hs[i]));
-        let height = (1 + band_h * g).min(area.bottom().saturating_sub(y));
+        let band_h = hs[i].saturating_add(spare).min(cap.max(hs[i]));
+        let height = band_h
+            .saturating_mul(g)
+            .saturating_add(1)
+            .min(bottom.saturating_sub(y));
+        if height < 2 {
+            break;
+        }
         draw_section(
             buf,
             Rect::new(area.x, y, area.width, height),
@@ -147,6 +192,13 @@ fn draw_heatmap_buf(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
             band_h,
         );
         y += height;
+    }
+    if devs < all {
+        let line = format!(
+            "{} of {all} GPUs not shown: the frame has room for {devs} (a taller frame shows more)",
+            all - devs
+        );
+        buf.set_stringn(area.x, bottom, line, usize::from(area.width), BOLD);
     }
 }
 
@@ -248,7 +300,9 @@ fn draw_section(
     // Query every band first: an unscaled raw metric is scaled to the largest value in view.
     let mut bins: Vec<Vec<Vec<Bin>>> = Vec::with_capacity(store.devices.len());
     let mut peak = 0.0f64;
-    for dev in &store.devices {
+    // Bands that fit in `area` (one row at least); the caller says how many GPUs are left out.
+    let fit = usize::from(area.height.saturating_sub(1) / band_h.max(1));
+    for dev in store.devices.iter().take(fit) {
         let mut per_lane = Vec::with_capacity(lane_ix.len());
         for &l in lane_ix {
             let mut out = Vec::new();
@@ -278,7 +332,7 @@ fn draw_section(
 
     let x0 = heat_x(area);
     let panel_x = x0 + cols as u16 + 1;
-    for (d, dev) in store.devices.iter().enumerate() {
+    for (d, dev) in store.devices.iter().enumerate().take(fit) {
         let y = area.y + 1 + d as u16 * band_h;
         // Which columns lost samples, and how much of each.
         let lost = store.dropped_per_column(d, t0, t1, col_ns, cols);

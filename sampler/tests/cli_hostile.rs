@@ -1,0 +1,231 @@
+//! Damaged or hostile input, made in each test from a copy of a bundled recording: frame sizes
+//! the trace cannot fill, traces that span years, non-regular files, control characters and
+//! endless names. None may panic, hang, abort, overdraw the frame or reach the terminal raw.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use assert_cmd::Command;
+use cufall_sampler::cli::view::{
+    DisplayArgs, LookArgs, MAX_HEIGHT, MAX_WIDTH, ReplayArgs, ViewArgs, replay_text, view_text,
+};
+use proptest::prelude::*;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The bundled recording with rows in every table (NVTX phases, kernels, drops, NVML).
+const PHASES: &str = "h200-torch-phases-api.cufall";
+/// A two-GPU recording without NVTX.
+const TWO_GPUS: &str = "h200x2-two-gpu-bursts.cufall";
+
+fn cufall() -> Command {
+    Command::cargo_bin("cufall").expect("binary")
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+/// A copy of `examples/NAME` in `dir`, to damage.
+fn copy_example(dir: &Path, name: &str) -> PathBuf {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(name);
+    let dst = dir.join(name);
+    copy_dir(&src, &dst);
+    dst
+}
+
+fn edit_manifest(trace: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let p = trace.join("manifest.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&fs::read(&p).unwrap()).unwrap();
+    edit(&mut v);
+    fs::write(&p, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+}
+
+/// The manifest lists `n` GPUs (the first one's data, the others with none).
+fn with_devices(trace: &Path, n: u32) {
+    edit_manifest(trace, |v| {
+        let first = v["devices"][0].clone();
+        let devs: Vec<serde_json::Value> = (0..n)
+            .map(|i| {
+                let mut d = first.clone();
+                d["id"] = i.into();
+                d["uuid"] = format!("GPU-{i:08}").into();
+                d
+            })
+            .collect();
+        v["devices"] = devs.into();
+    });
+}
+
+fn look(width: u16, height: Option<u16>) -> DisplayArgs {
+    DisplayArgs {
+        look: LookArgs {
+            width,
+            height,
+            print: true,
+            ..LookArgs::default()
+        },
+        ..DisplayArgs::default()
+    }
+}
+
+/// Every line of `text` fits in `width` columns, there are exactly `height` lines, and the
+/// time axis and the keys are the last rows but one (nothing drew over them).
+fn check_frame(text: &str, width: u16, height: usize) {
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), height, "{text}");
+    for l in &lines {
+        assert!(l.chars().count() <= usize::from(width), "{l:?} in\n{text}");
+    }
+    assert!(
+        lines[height - 3].starts_with('t'),
+        "axis overdrawn:\n{text}"
+    );
+    assert!(lines[height - 2].starts_with("drops in view"), "{text}");
+}
+
+#[test]
+fn the_smallest_height_refuses_with_the_minimum_for_the_trace() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = copy_example(tmp.path(), PHASES);
+    for cmd in ["view", "replay"] {
+        let out = cufall()
+            .args([cmd, "--print", "--height", "4"])
+            .arg(&trace)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{cmd}: {err}");
+        assert!(
+            err.contains("--height 4 is too low for this trace: its frame needs at least 7 rows"),
+            "{cmd}: {err}"
+        );
+        assert!(!err.contains("bug in cufall"), "{err}");
+    }
+    // The minimum itself draws every row once.
+    let text = view_text(&ViewArgs {
+        trace,
+        display: look(80, Some(7)),
+    })
+    .unwrap();
+    check_frame(&text, 80, 7);
+    assert!(text.lines().any(|l| l.starts_with("phase")), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("GPU0")), "{text}");
+}
+
+#[test]
+fn gpus_that_do_not_fit_are_counted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = copy_example(tmp.path(), PHASES);
+    with_devices(&trace, 8);
+    let text = view_text(&ViewArgs {
+        trace: trace.clone(),
+        display: look(100, Some(10)),
+    })
+    .unwrap();
+    check_frame(&text, 100, 10);
+    assert!(text.contains("5 of 8 GPUs not shown"), "{text}");
+    assert!(text.contains("GPU2") && !text.contains("GPU3"), "{text}");
+    // More GPUs than the tallest frame: the automatic height stops at the maximum.
+    with_devices(&trace, 13_000);
+    let text = view_text(&ViewArgs {
+        trace,
+        display: look(80, None),
+    })
+    .unwrap();
+    check_frame(&text, 80, usize::from(MAX_HEIGHT));
+    assert!(text.contains("of 13000 GPUs not shown"), "{text}");
+}
+
+#[test]
+fn a_frame_past_the_maximum_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = copy_example(tmp.path(), PHASES);
+    cufall()
+        .args(["view", "--print", "--width", "65535", "--height", "65535"])
+        .arg(&trace)
+        .assert()
+        .failure()
+        .stderr(format!(
+            "cufall: --width 65535 is too wide: a printed frame has at most {MAX_WIDTH} columns\n"
+        ));
+    cufall()
+        .args(["view", "--print", "--height", "1001"])
+        .arg(&trace)
+        .assert()
+        .failure()
+        .stderr(format!(
+            "cufall: --height 1001 is too tall: a printed frame has at most {MAX_HEIGHT} rows\n"
+        ));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Any frame size and GPU count over the bundled recordings, over their whole length or a
+    /// window of it: a frame within its size with the axis in place, or the refusal that names
+    /// the minimum.
+    #[test]
+    fn print_frames_never_overdraw(
+        two in any::<bool>(),
+        gpus in 1u32..40,
+        width in 20u16..300,
+        height in 4u16..60,
+        window in proptest::option::of((0i64..6_000_000_000, 1i64..3_000_000_000)),
+    ) {
+        let tmp = tempfile::tempdir().unwrap();
+        let trace = copy_example(tmp.path(), if two { TWO_GPUS } else { PHASES });
+        with_devices(&trace, gpus);
+        let mut display = look(width, Some(height));
+        if let Some((from, len)) = window {
+            display.look.from = Some(from);
+            display.look.to = Some(from + len);
+        }
+        let phases = u16::from(!two);
+        let min = 6 + phases + u16::from(gpus > 1);
+        match view_text(&ViewArgs { trace, display }) {
+            Ok(text) => {
+                prop_assert!(height >= min, "{height} < {min} drawn:\n{text}");
+                check_frame(&text, width, usize::from(height));
+                let rows = text.lines().filter(|l| l.starts_with("GPU")).count();
+                if rows < gpus as usize {
+                    let line = format!("{} of {gpus} GPUs not shown", gpus as usize - rows);
+                    prop_assert!(text.contains(&line), "{line}:\n{text}");
+                }
+            }
+            Err(e) => {
+                let e = e.to_string();
+                if height < min {
+                    let want = format!("its frame needs at least {min} rows");
+                    prop_assert!(e.contains(&want), "{e}");
+                } else {
+                    prop_assert!(e.contains("past the end"), "{e}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn replay_print_at_small_heights_counts_hidden_gpus() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = copy_example(tmp.path(), TWO_GPUS);
+    let text = replay_text(&ReplayArgs {
+        trace,
+        speed: 1.0,
+        display: look(90, Some(7)),
+    })
+    .unwrap();
+    check_frame(&text, 90, 7);
+    assert!(text.contains("GPU0") && text.contains("GPU1"), "{text}");
+}

@@ -8,6 +8,8 @@ use assert_cmd::Command;
 use cufall_sampler::cli::view::{
     DisplayArgs, LookArgs, MAX_HEIGHT, MAX_WIDTH, ReplayArgs, ViewArgs, replay_text, view_text,
 };
+use cufall_trace::model::{DeviceId, DropReason, DropRecord, NvmlRow, SampleBatch};
+use cufall_trace::{Trace, TraceWriter, WriterOptions};
 use proptest::prelude::*;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -65,6 +67,29 @@ fn with_devices(trace: &Path, n: u32) {
             .collect();
         v["devices"] = devs.into();
     });
+}
+
+/// Rows written by `add` appended to the copy `trace` as new segments (listed in its index as
+/// the writer lists them), beside its own.
+fn append_rows(trace: &Path, add: impl FnOnce(&mut TraceWriter)) {
+    let manifest = Trace::open(trace).unwrap().manifest().clone();
+    let scratch = trace.with_extension("extra");
+    let mut w = TraceWriter::create(&scratch, manifest, WriterOptions::default()).unwrap();
+    add(&mut w);
+    w.finish(0).unwrap();
+    let extra = fs::read_to_string(scratch.join("index.jsonl")).unwrap();
+    let mut index = fs::read_to_string(trace.join("index.jsonl")).unwrap();
+    for (i, line) in extra.lines().enumerate() {
+        let mut e: serde_json::Value = serde_json::from_str(line).unwrap();
+        let file = e["file"].as_str().unwrap().to_string();
+        let table = file.split('/').next().unwrap();
+        let renamed = format!("{table}/9{i:05}.parquet");
+        fs::copy(scratch.join(&file), trace.join(&renamed)).unwrap();
+        e["file"] = renamed.into();
+        index.push_str(&format!("{e}\n"));
+    }
+    fs::write(trace.join("index.jsonl"), index).unwrap();
+    fs::remove_dir_all(scratch).unwrap();
 }
 
 fn look(width: u16, height: Option<u16>) -> DisplayArgs {
@@ -228,4 +253,85 @@ fn replay_print_at_small_heights_counts_hidden_gpus() {
     .unwrap();
     check_frame(&text, 90, 7);
     assert!(text.contains("GPU0") && text.contains("GPU1"), "{text}");
+}
+
+/// Rows to append to a copy.
+type AddRows = dyn Fn(&mut TraceWriter);
+
+/// Replays and views a trace as `replay --print` and `view --print` do and says how long it
+/// took.
+fn replay_secs(trace: &Path) -> f64 {
+    let t0 = std::time::Instant::now();
+    let text = replay_text(&ReplayArgs {
+        trace: trace.to_path_buf(),
+        speed: 1.0,
+        display: look(100, None),
+    })
+    .unwrap();
+    check_frame(&text, 100, text.lines().count());
+    assert!(text.contains("GPU0"), "{text}");
+    let text = view_text(&ViewArgs {
+        trace: trace.to_path_buf(),
+        display: look(100, None),
+    })
+    .unwrap();
+    check_frame(&text, 100, text.lines().count());
+    t0.elapsed().as_secs_f64()
+}
+
+#[test]
+fn replay_print_of_a_trace_spanning_centuries_is_quick() {
+    let tmp = tempfile::tempdir().unwrap();
+    let metrics = {
+        let t = copy_example(tmp.path(), PHASES);
+        Trace::open(&t).unwrap().manifest().metric_names().len()
+    };
+    let cases: [(&str, Box<AddRows>); 3] = [
+        (
+            "sample",
+            Box::new(move |w| {
+                let mut b = SampleBatch::new(DeviceId(0), metrics);
+                b.start_ns.push(0);
+                b.end_ns.push(30_000);
+                b.values.iter_mut().for_each(|v| v.push(1.0));
+                w.append_samples(&b).unwrap();
+            }),
+        ),
+        (
+            "nvml",
+            Box::new(|w| {
+                let row = NvmlRow {
+                    t_ns: 0,
+                    ..NvmlRow::default()
+                };
+                w.append_nvml(&[row]).unwrap();
+            }),
+        ),
+        (
+            "drop",
+            Box::new(|w| {
+                let d = DropRecord {
+                    device: DeviceId(0),
+                    start_ns: 0,
+                    end_ns: i64::MAX,
+                    reason: DropReason::Gap,
+                    lost_samples: None,
+                };
+                w.append_drops(&[d]).unwrap();
+            }),
+        ),
+    ];
+    for (i, (what, add)) in cases.iter().enumerate() {
+        for interval in [30_000i64, 1, 0] {
+            let dir = tmp.path().join(format!("{what}-{interval}"));
+            let trace = copy_example(&dir, PHASES);
+            append_rows(&trace, |w| add(w));
+            edit_manifest(&trace, |v| v["sampling"]["interval_ns"] = interval.into());
+            let secs = replay_secs(&trace);
+            assert!(
+                secs < 10.0,
+                "case {i} ({what}, interval {interval}): {secs:.1} s"
+            );
+        }
+    }
 }

@@ -552,7 +552,7 @@ fn draw_title(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
     let left = format!(
         "cufall {mode}{source} │ {gpus} GPU{} │ window {} ({}/col, {}) │ {}",
         if gpus == 1 { "" } else { "s" },
-        fmt_dur(t1 - t0),
+        fmt_dur(t1.saturating_sub(t0)),
         fmt_dur(state.col_ns()),
         state.options.agg.name(),
         state.options.palette.name(),
@@ -685,9 +685,21 @@ fn draw_phases(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
             continue;
         }
         // Deeper ranges win once they are wide enough to carry a label.
-        let wide = r.end_ns - r.start_ns >= 4 * col;
-        let a = ((r.start_ns - t0 - col / 2).max(0) + col - 1) / col;
-        let b = (r.end_ns - t0 - col / 2 - 1).div_euclid(col);
+        // Saturating: a damaged trace may hold ranges that reach the ends of i64.
+        let len = r.end_ns.saturating_sub(r.start_ns);
+        let wide = len >= col.saturating_mul(4);
+        let a = r
+            .start_ns
+            .saturating_sub(t0)
+            .saturating_sub(col / 2)
+            .max(0)
+            .saturating_add(col - 1)
+            / col;
+        let b = r
+            .end_ns
+            .saturating_sub(t0)
+            .saturating_sub(col / 2 + 1)
+            .div_euclid(col);
         let mut c = a;
         while c <= b && (c as usize) < cols {
             let slot = &mut best[c as usize];
@@ -696,7 +708,8 @@ fn draw_phases(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
                 Some(j) => {
                     let o = &state.store.nvtx[*j];
                     (wide && r.depth > o.depth)
-                        || (o.end_ns - o.start_ns < 4 * col && r.depth < o.depth)
+                        || (o.end_ns.saturating_sub(o.start_ns) < col.saturating_mul(4)
+                            && r.depth < o.depth)
                 }
             };
             if take {
@@ -738,11 +751,11 @@ fn nice_step(min_ns: i64) -> i64 {
     let mut s = 1i64;
     loop {
         for m in [1, 2, 5] {
-            if s * m >= min_ns {
-                return s * m;
+            if s.saturating_mul(m) >= min_ns {
+                return s.saturating_mul(m);
             }
         }
-        s *= 10;
+        s = s.saturating_mul(10);
     }
 }
 
@@ -761,28 +774,28 @@ fn draw_axis(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
         usize::from(layout::LABEL_W - 1),
         DIM,
     );
-    let step = nice_step(col * 12);
+    let step = nice_step(col.saturating_mul(12));
     let origin = if rel_to_end {
         t1
     } else {
         state.origin_ns.unwrap_or(t0)
     };
-    let mut k = (t0 - origin).div_euclid(step);
+    let mut k = t0.saturating_sub(origin).div_euclid(step);
     let mut last_end = 0usize;
     loop {
-        let t = origin + k * step;
+        let t = origin.saturating_add(k.saturating_mul(step));
         k += 1;
-        if t >= t1 {
+        if t >= t1 || t == i64::MAX {
             break;
         }
         if t < t0 {
             continue;
         }
-        let c = ((t - t0) / col) as usize;
+        let c = (t.saturating_sub(t0) / col) as usize;
         if c >= cols || c < last_end {
             continue;
         }
-        let label = format!("╵{}", fmt_dur(t - origin));
+        let label = format!("╵{}", fmt_dur(t.saturating_sub(origin)));
         let n = label.chars().count();
         if c + n > cols {
             break;
@@ -794,8 +807,8 @@ fn draw_axis(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
     let color = state.options.palette.is_color();
     for d in 0..state.store.devices.len() {
         for r in state.store.drops_in(d, t0, t1) {
-            let a = ((r.start_ns.max(t0) - t0) / col) as usize;
-            let b = (((r.end_ns.min(t1) - t0 - 1) / col) as usize).max(a);
+            let a = (r.start_ns.max(t0).saturating_sub(t0) / col) as usize;
+            let b = ((r.end_ns.min(t1).saturating_sub(t0).saturating_sub(1) / col) as usize).max(a);
             for c in a..=b.min(cols.saturating_sub(1)) {
                 let cell = &mut buf[(x0 + c as u16, area.y)];
                 if color {
@@ -820,7 +833,7 @@ fn draw_status(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
         let (mut n, mut ns, mut lost) = (0u64, 0i64, 0u64);
         for r in store.drops_in(d, t0, t1) {
             n += 1;
-            ns += r.end_ns - r.start_ns;
+            ns = ns.saturating_add(r.end_ns.saturating_sub(r.start_ns));
             lost += r.lost_samples.unwrap_or(0);
         }
         if n > 0 {

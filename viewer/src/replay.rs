@@ -234,7 +234,32 @@ pub fn play(rec: Recording, speed: f64, chunk_ns: i64, tx: &LiveSender) {
         if !r.is_empty() {
             tx.send(LiveEvent::Kernels(rec.kernels[r].to_vec()));
         }
-        t = end;
+        // Empty chunks are skipped: the loop runs once per chunk with data, however long the
+        // recording (a stray timestamp at 0 would otherwise mean decades of 10 ms steps).
+        let next = [
+            rec.drops.get(di).map(|r| r.start_ns),
+            rec.nvml.get(ni).map(|r| r.t_ns),
+            rec.nvtx.get(vi).map(|r| r.end_ns),
+            rec.kernels.get(ki).map(|r| r.end_ns),
+        ]
+        .into_iter()
+        .flatten()
+        .chain(
+            rec.batches
+                .iter()
+                .zip(&pos)
+                .filter_map(|(b, p)| b.start_ns.get(*p).copied()),
+        )
+        .min()
+        .unwrap_or(i64::MAX);
+        t = if next > end {
+            end.saturating_add((next - end) / chunk_ns * chunk_ns)
+        } else {
+            end
+        };
+        if end == i64::MAX {
+            break;
+        }
         if speed.is_finite() && speed > 0.0 && t > start {
             let due = Duration::from_secs_f64((t - start) as f64 / 1e9 / speed);
             let now = wall0.elapsed();

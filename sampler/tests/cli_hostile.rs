@@ -335,3 +335,80 @@ fn replay_print_of_a_trace_spanning_centuries_is_quick() {
         }
     }
 }
+
+/// `cufall ARGS TRACE` fails within 20 s with one line containing `needle`.
+fn refused_quickly(args: &[&str], trace: &Path, needle: &str) {
+    let out = cufall()
+        .args(args)
+        .arg(trace)
+        .timeout(std::time::Duration::from_secs(20))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+    assert!(err.contains(needle), "{args:?}: {err}");
+    assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+}
+
+#[cfg(unix)]
+#[test]
+fn files_that_are_not_plain_files_are_refused_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out.json");
+    let out = out.to_str().unwrap();
+    let export: &[&str] = &["export", "--format", "perfetto", "-o", out];
+    let commands: [&[&str]; 4] = [&["info"], &["report"], &["view", "--print"], export];
+    // The index, then a segment, as a never-ending device.
+    let trace = copy_example(&tmp.path().join("index"), PHASES);
+    fs::remove_file(trace.join("index.jsonl")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", trace.join("index.jsonl")).unwrap();
+    for args in commands {
+        refused_quickly(
+            args,
+            &trace,
+            "index.jsonl is a character device, not a plain file",
+        );
+    }
+    let trace = copy_example(&tmp.path().join("segment"), PHASES);
+    fs::remove_file(trace.join("nvtx/000000.parquet")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", trace.join("nvtx/000000.parquet")).unwrap();
+    for args in commands {
+        refused_quickly(
+            args,
+            &trace,
+            "nvtx/000000.parquet is a character device, not a plain file",
+        );
+    }
+    // The manifest as a FIFO nobody writes to: opening it would wait forever.
+    let trace = copy_example(&tmp.path().join("fifo"), PHASES);
+    fs::remove_file(trace.join("manifest.json")).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(trace.join("manifest.json"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    for args in commands {
+        refused_quickly(
+            args,
+            &trace,
+            "manifest.json is a FIFO (named pipe), not a plain file",
+        );
+    }
+}
+
+#[test]
+fn a_segment_longer_than_its_index_says_is_read_no_further() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = copy_example(tmp.path(), PHASES);
+    let seg = trace.join("nvtx/000000.parquet");
+    let written = fs::metadata(&seg).unwrap().len();
+    let mut bytes = fs::read(&seg).unwrap();
+    bytes.resize(bytes.len() + (8 << 20), 0);
+    fs::write(&seg, bytes).unwrap();
+    let now = written + (8 << 20);
+    refused_quickly(
+        &["info"],
+        &trace,
+        &format!("nvtx/000000.parquet has {now} bytes where {written} were written"),
+    );
+}

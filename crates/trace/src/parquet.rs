@@ -324,27 +324,11 @@ fn read_chunk(reader: ColumnReader, n: usize, col: &mut Column) -> PResult<()> {
             read_into(r, n, &mut col.valid, out, |x| x)
         }
         (ColumnReader::ByteArrayColumnReader(r), Values::Str(out)) => {
-            let mut bad_utf8 = false;
-            read_into(
-                r,
-                n,
-                &mut col.valid,
-                out,
-                |x: ByteArray| match std::str::from_utf8(x.data()) {
-                    Ok(s) => s.to_string(),
-                    Err(_) => {
-                        bad_utf8 = true;
-                        String::new()
-                    }
-                },
-            )?;
-            if bad_utf8 {
-                return Err(bad(format!(
-                    "column `{}` holds text that is not UTF-8",
-                    col.name
-                )));
-            }
-            Ok(())
+            // Text is read as capture writes it: bytes that are not UTF-8 (a program may name a
+            // range anything) become U+FFFD instead of refusing the whole trace.
+            read_into(r, n, &mut col.valid, out, |x: ByteArray| {
+                String::from_utf8_lossy(x.data()).into_owned()
+            })
         }
         _ => Err(bad(format!(
             "column `{}` does not decode as its type",
@@ -426,6 +410,40 @@ mod tests {
         assert!(bytes.starts_with(b"PAR1") && bytes.ends_with(b"PAR1"));
         let back = read_frame(bytes.into(), None).unwrap();
         assert_eq!(back, frame);
+    }
+
+    #[test]
+    fn text_that_is_not_utf8_reads_lossily() {
+        // A program may name a range with any bytes; capture keeps them as they come.
+        let field = parquet_type(&Field {
+            name: "name".into(),
+            ty: ColumnType::Str,
+            nullable: false,
+        })
+        .unwrap();
+        let root = Type::group_type_builder("schema")
+            .with_fields(vec![Arc::new(field)])
+            .build()
+            .unwrap();
+        let props = WriterProperties::builder().build();
+        let mut w = SerializedFileWriter::new(Vec::new(), Arc::new(root), Arc::new(props)).unwrap();
+        let mut group = w.next_row_group().unwrap();
+        let mut col = group.next_column().unwrap().unwrap();
+        let names = [
+            ByteArray::from(vec![b'a', 0xff, b'b']),
+            ByteArray::from("ok"),
+        ];
+        col.typed::<ByteArrayType>()
+            .write_batch(&names, None, None)
+            .unwrap();
+        col.close().unwrap();
+        group.close().unwrap();
+        let bytes = w.into_inner().unwrap();
+        let back = read_frame(bytes.into(), None).unwrap();
+        assert_eq!(
+            back,
+            Frame::new(vec![Column::strings("name", ["a\u{fffd}b", "ok"])])
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use assert_cmd::Command;
 use cufall_sampler::cli::view::{
     DisplayArgs, LookArgs, MAX_HEIGHT, MAX_WIDTH, ReplayArgs, ViewArgs, replay_text, view_text,
 };
-use cufall_trace::model::{DeviceId, DropReason, DropRecord, NvmlRow, SampleBatch};
+use cufall_trace::model::{DeviceId, DropReason, DropRecord, NvmlRow, NvtxRange, SampleBatch};
 use cufall_trace::{Trace, TraceWriter, WriterOptions};
 use proptest::prelude::*;
 use std::fs;
@@ -411,4 +411,147 @@ fn a_segment_longer_than_its_index_says_is_read_no_further() {
         &trace,
         &format!("nvtx/000000.parquet has {now} bytes where {written} were written"),
     );
+}
+
+/// Control sequences a profiled program could name a range with: clear the screen, set the
+/// window title, ring the bell, return to the start of the line.
+const HOSTILE: &str = "wipe\x1b[2J\x1b]0;owned\x07\rbell\x07";
+/// What text output shows for it.
+const HOSTILE_SHOWN: &str = "wipe\\e[2J\\e]0;owned\\u{7}\\rbell\\u{7}";
+
+/// A copy of the phases recording with NVTX ranges named `names` inside its first range, and a
+/// hostile host name and command line.
+fn hostile_copy(dir: &Path, names: &[String]) -> PathBuf {
+    let trace = copy_example(dir, PHASES);
+    let first = Trace::open(&trace).unwrap().nvtx().unwrap()[0].clone();
+    let ranges: Vec<NvtxRange> = names
+        .iter()
+        .map(|n| NvtxRange {
+            name: n.clone(),
+            depth: first.depth + 1,
+            ..first.clone()
+        })
+        .collect();
+    append_rows(&trace, |w| w.append_nvtx(&ranges).unwrap());
+    edit_manifest(&trace, |v| {
+        v["hostname"] = HOSTILE.into();
+        v["command"][0] = format!("cufall{HOSTILE}").into();
+    });
+    trace
+}
+
+fn stdout_of(args: &[&std::ffi::OsStr]) -> String {
+    let out = cufall()
+        .args(args)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?}: {err}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// No control character but line ends reaches the terminal.
+fn assert_no_control(what: &str, text: &str) {
+    if let Some(c) = text.chars().find(|c| c.is_control() && *c != '\n') {
+        panic!("{what}: raw {c:?} in\n{text}");
+    }
+}
+
+#[test]
+fn control_characters_in_names_are_escaped_on_text_and_kept_in_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = hostile_copy(tmp.path(), &[HOSTILE.to_string()]);
+    let bundled = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(PHASES);
+    let t = trace.as_os_str();
+    let runs: [(&str, Vec<&std::ffi::OsStr>); 4] = [
+        ("info", vec!["info".as_ref(), t]),
+        ("report", vec!["report".as_ref(), t]),
+        ("diff", vec!["diff".as_ref(), bundled.as_os_str(), t]),
+        (
+            "view",
+            vec![
+                "view".as_ref(),
+                "--print".as_ref(),
+                "--width".as_ref(),
+                "300".as_ref(),
+                t,
+            ],
+        ),
+    ];
+    for (what, args) in &runs {
+        let text = stdout_of(args);
+        assert_no_control(what, &text);
+        if *what != "view" {
+            assert!(text.contains(HOSTILE_SHOWN), "{what}: {text}");
+        }
+    }
+    let info = stdout_of(&["info".as_ref(), t]);
+    assert!(
+        info.contains(&format!("host          {HOSTILE_SHOWN}\n")),
+        "{info}"
+    );
+    assert!(info.contains(&format!("cufall{HOSTILE_SHOWN}")), "{info}");
+    // --json keeps the names as recorded (JSON escapes them itself).
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout_of(&["info".as_ref(), t, "--json".as_ref()])).unwrap();
+    assert_eq!(json["hostname"], HOSTILE);
+    let report: serde_json::Value =
+        serde_json::from_str(&stdout_of(&["report".as_ref(), t, "--json".as_ref()])).unwrap();
+    assert!(
+        report
+            .to_string()
+            .contains(&serde_json::to_string(HOSTILE).unwrap())
+    );
+    // So does an export.
+    let csv = tmp.path().join("csv");
+    stdout_of(&[
+        "export".as_ref(),
+        t,
+        "--format".as_ref(),
+        "csv".as_ref(),
+        "-o".as_ref(),
+        csv.as_os_str(),
+    ]);
+    let nvtx = fs::read_to_string(csv.join("nvtx.csv")).unwrap();
+    assert!(nvtx.contains(HOSTILE), "{nvtx:?}");
+}
+
+#[test]
+fn long_and_wide_names_are_cut_and_aligned_on_text_and_whole_in_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let long = "x".repeat(10_000);
+    let huge = "y".repeat(1 << 20);
+    let wide = "解码🚀".repeat(3);
+    let trace = hostile_copy(tmp.path(), &[long.clone(), huge.clone(), wide.clone()]);
+    let t = trace.as_os_str();
+    let report = stdout_of(&["report".as_ref(), t]);
+    assert!(report.len() < 200_000, "report of {} bytes", report.len());
+    let widest = report.lines().map(cufall_text::width).max().unwrap();
+    assert!(widest < 600, "a line {widest} columns wide");
+    assert!(report.contains(&format!("{}…", "x".repeat(cufall_text::NAME_WIDTH - 5))));
+    assert!(report.contains(&wide), "{report}");
+    // The PHASES table: every row as wide as its header (right-aligned columns line up).
+    let table: Vec<&str> = report
+        .lines()
+        .skip_while(|l| !l.starts_with("PHASES"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert!(table.len() > 3, "{report}");
+    let w = cufall_text::width(table[0]);
+    for row in &table {
+        assert_eq!(
+            cufall_text::width(row),
+            w,
+            "{row:?} in\n{}",
+            table.join("\n")
+        );
+    }
+    let info = stdout_of(&["info".as_ref(), t]);
+    assert!(info.len() < 20_000, "info of {} bytes", info.len());
+    let json = stdout_of(&["report".as_ref(), t, "--json".as_ref()]);
+    assert!(json.contains(&long) && json.contains(&huge) && json.contains(&wide));
 }

@@ -730,7 +730,9 @@ fn draw_phases(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
         while e + 1 < cols && best[e + 1] == Some(i) {
             e += 1;
         }
-        let name = &state.store.nvtx[i].name;
+        // Escaped as every text output escapes names from a recording (the buffer would drop
+        // control characters silently).
+        let name = cufall_text::escape(&state.store.nvtx[i].name);
         let len = e - c + 1;
         let text: String = if color {
             format!("{name:<len$}").chars().take(len).collect()
@@ -738,7 +740,7 @@ fn draw_phases(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
             format!("|{name:<len$}").chars().take(len).collect()
         };
         let style = if color {
-            Style::new().bg(phase_color(name)).fg(Color::White)
+            Style::new().bg(phase_color(&name)).fg(Color::White)
         } else {
             Style::new()
         };

@@ -555,3 +555,43 @@ fn long_and_wide_names_are_cut_and_aligned_on_text_and_whole_in_json() {
     let json = stdout_of(&["report".as_ref(), t, "--json".as_ref()]);
     assert!(json.contains(&long) && json.contains(&huge) && json.contains(&wide));
 }
+
+#[test]
+fn names_from_the_trace_in_warnings_and_errors_are_escaped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = copy_example(tmp.path(), PHASES);
+    // An index line naming a segment that is not there: its name is quoted in a warning.
+    let mut index = fs::read_to_string(trace.join("index.jsonl")).unwrap();
+    let line = index.lines().next().unwrap().to_string();
+    let mut e: serde_json::Value = serde_json::from_str(&line).unwrap();
+    e["file"] = format!("samples/{HOSTILE}.parquet").into();
+    index.push_str(&format!("{e}\n"));
+    fs::write(trace.join("index.jsonl"), index).unwrap();
+    for args in [
+        &["view", "--print"][..],
+        &["report"],
+        &["export", "--format", "perfetto", "-o"],
+    ] {
+        let mut cmd = cufall();
+        cmd.args(args);
+        if args[0] == "export" {
+            cmd.arg(tmp.path().join("out.json"));
+        }
+        let out = cmd.arg(&trace).output().unwrap();
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{args:?}: {all}");
+        assert_no_control(args[0], &all);
+        assert!(all.contains(HOSTILE_SHOWN), "{args:?}: {all}");
+    }
+    // A manifest naming another format: the refusal quotes the name.
+    edit_manifest(&trace, |v| v["format"] = HOSTILE.into());
+    let out = cufall().arg("info").arg(&trace).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_no_control("info", &err);
+    assert!(err.contains(HOSTILE_SHOWN), "{err}");
+}

@@ -250,7 +250,7 @@ pub fn frame_text(state: &HeatmapState, display: &LookArgs) -> Result<String> {
 /// its status line; a printed frame has none).
 fn warn_stderr(rec: &Recording) {
     for w in &rec.warnings {
-        eprintln!("cufall: warning: {w}");
+        eprintln!("cufall: warning: {}", cufall_text::escape(w));
     }
 }
 

@@ -194,10 +194,17 @@ fn draw_heatmap_buf(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
         y += height;
     }
     if devs < all {
-        let line = format!(
-            "{} of {all} GPUs not shown: the frame has room for {devs} (a taller frame shows more)",
-            all - devs
-        );
+        // The longest wording that fits the width.
+        let hidden = all - devs;
+        let line = [
+            format!("{hidden} of {all} GPUs not shown: the frame has room for {devs} (a taller frame shows more)"),
+            format!("{hidden} of {all} GPUs not shown"),
+            format!("+{hidden} GPUs not shown"),
+            format!("+{hidden} GPUs"),
+        ]
+        .into_iter()
+        .find(|l| l.chars().count() <= usize::from(area.width))
+        .unwrap_or_else(|| format!("+{hidden}"));
         buf.set_stringn(area.x, bottom, line, usize::from(area.width), BOLD);
     }
 }

@@ -105,6 +105,12 @@ impl<W: Write + Send> ParquetWriter<W> {
     /// schema's types; a nullable column may lack a validity mask and a frame with no rows
     /// writes nothing.
     pub fn write(&mut self, frame: &Frame) -> PResult<()> {
+        self.write_with(frame, &|s| ByteArray::from(s))
+    }
+
+    /// [`ParquetWriter::write`] with text turned into bytes by `text` (tests write bytes that are
+    /// not UTF-8 with it, as another program could).
+    fn write_with(&mut self, frame: &Frame, text: &dyn Fn(&str) -> ByteArray) -> PResult<()> {
         if frame.height() == 0 {
             return Ok(());
         }
@@ -163,7 +169,7 @@ impl<W: Write + Send> ParquetWriter<W> {
                     write_values::<DoubleType>(&mut w, v, column, def)?;
                 }
                 Values::Str(v) => {
-                    let v: Vec<ByteArray> = dense(v, &keep, |s| ByteArray::from(s.as_str()));
+                    let v: Vec<ByteArray> = dense(v, &keep, |s| text(s));
                     w.typed::<ByteArrayType>().write_batch(&v, def, None)?;
                 }
             }
@@ -414,36 +420,37 @@ mod tests {
 
     #[test]
     fn text_that_is_not_utf8_reads_lossily() {
-        // A program may name a range with any bytes; capture keeps them as they come.
-        let field = parquet_type(&Field {
-            name: "name".into(),
-            ty: ColumnType::Str,
-            nullable: false,
+        // The NVTX segment of a bundled recording, written again with one name's bytes not
+        // UTF-8 (a program may name a range with any bytes; capture keeps them as they come).
+        let seg = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples/h200-torch-phases-api.cufall/nvtx/000000.parquet");
+        let frame = read_frame(std::fs::read(seg).unwrap().into(), None).unwrap();
+        let Some(Values::Str(names)) = frame.column("name").map(|c| &c.values) else {
+            panic!("no name column");
+        };
+        let first = names[0].clone();
+        let mut w = ParquetWriter::new(Vec::new(), &frame.schema()).unwrap();
+        w.write_with(&frame, &|s| {
+            let mut b = s.as_bytes().to_vec();
+            if s == first {
+                b.push(0xff);
+            }
+            ByteArray::from(b)
         })
         .unwrap();
-        let root = Type::group_type_builder("schema")
-            .with_fields(vec![Arc::new(field)])
-            .build()
-            .unwrap();
-        let props = WriterProperties::builder().build();
-        let mut w = SerializedFileWriter::new(Vec::new(), Arc::new(root), Arc::new(props)).unwrap();
-        let mut group = w.next_row_group().unwrap();
-        let mut col = group.next_column().unwrap().unwrap();
-        let names = [
-            ByteArray::from(vec![b'a', 0xff, b'b']),
-            ByteArray::from("ok"),
-        ];
-        col.typed::<ByteArrayType>()
-            .write_batch(&names, None, None)
-            .unwrap();
-        col.close().unwrap();
-        group.close().unwrap();
-        let bytes = w.into_inner().unwrap();
-        let back = read_frame(bytes.into(), None).unwrap();
-        assert_eq!(
-            back,
-            Frame::new(vec![Column::strings("name", ["a\u{fffd}b", "ok"])])
-        );
+        let back = read_frame(w.finish().unwrap().into(), None).unwrap();
+        let Some(Values::Str(back_names)) = back.column("name").map(|c| &c.values) else {
+            panic!("no name column");
+        };
+        for (a, b) in names.iter().zip(back_names) {
+            let want = if *a == first {
+                format!("{a}\u{fffd}")
+            } else {
+                a.clone()
+            };
+            assert_eq!(*b, want);
+        }
+        assert_eq!(back.height(), frame.height());
     }
 
     #[test]

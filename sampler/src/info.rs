@@ -85,7 +85,7 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode> {
         ),
     );
     if !m.hostname.is_empty() {
-        line(&mut o, "host", m.hostname.clone());
+        line(&mut o, "host", cufall_text::name(&m.hostname).into_owned());
     }
     line(&mut o, "command", shell_join(&m.command));
     if let Some(t) = &m.target_command {
@@ -158,7 +158,8 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode> {
     for w in &warnings {
         o.push_str(&format!("warning: {w}\n"));
     }
-    cufall_sampler::cli::print(&o)?;
+    // Names from the recording reach the terminal only escaped.
+    cufall_sampler::cli::print(&cufall_text::escape_lines(&o))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -230,7 +231,8 @@ fn nvtx_text(nvtx: &[cufall_trace::model::NvtxRange], domains: &[DomainCount]) -
         names.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
         o.push_str("nvtx ranges (the program's domains)\n");
         for (name, count) in names {
-            o.push_str(&format!("  {name:<24} {count}\n"));
+            let name = cufall_text::pad_right(&cufall_text::name(name), 24);
+            o.push_str(&format!("  {name} {count}\n"));
         }
     }
     o
@@ -250,8 +252,10 @@ fn capture_section(events: &[cufall_trace::model::CaptureEvent], lines: &[Captur
         .collect()
 }
 
+/// A command line as a shell would take it, cut to a few lines' width (the program chose it).
 fn shell_join(args: &[String]) -> String {
-    args.iter()
+    let joined = args
+        .iter()
         .map(|a| {
             if a.is_empty() || a.contains(|c: char| c.is_whitespace() || "'\"$\\".contains(c)) {
                 format!("'{}'", a.replace('\'', r"'\''"))
@@ -260,7 +264,8 @@ fn shell_join(args: &[String]) -> String {
             }
         })
         .collect::<Vec<_>>()
-        .join(" ")
+        .join(" ");
+    cufall_text::fit(&joined, 4 * cufall_text::NAME_WIDTH).into_owned()
 }
 
 /// `1.234 s`, `12.5 ms`, `10 µs`, `250 ns`.

@@ -121,7 +121,9 @@ fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
         Ok(code) => code,
         Err(e) if hint::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("cufall: {}", hint::message(&e, &hint::command_name()));
+            // A message may quote a name from a trace; it reaches the terminal escaped.
+            let msg = hint::message(&e, &hint::command_name());
+            eprintln!("cufall: {}", cufall_text::escape_lines(&msg));
             ExitCode::FAILURE
         }
     }

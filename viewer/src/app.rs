@@ -98,7 +98,7 @@ pub fn live_state(receiver: &LiveReceiver, setup: &ViewSetup, mode: Mode) -> Res
 pub fn browse_state(rec: Recording, setup: &ViewSetup) -> Result<HeatmapState> {
     let mut base = store::base_bin_ns(rec.info.interval_ns);
     if let Some((a, b)) = rec.extent() {
-        while (b - a) / base > 1 << 21 {
+        while b.saturating_sub(a) / base > 1 << 21 {
             base *= 2;
         }
     }

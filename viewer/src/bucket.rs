@@ -250,7 +250,8 @@ impl Pyramid {
 
     /// Width of a level-`k` bin.
     pub fn bin_ns(&self, level: usize) -> i64 {
-        self.base_ns << level.min(LEVELS - 1)
+        // Saturating: the base of a recording that spans centuries is large (a damaged trace).
+        self.base_ns.saturating_mul(1 << level.min(LEVELS - 1))
     }
 
     /// Start time of the newest sample added.
@@ -354,7 +355,7 @@ impl Pyramid {
             if let Some(b) = level.get(idx)
                 && !b.is_empty()
             {
-                let c = ((idx * w).saturating_sub(t0_ns)).div_euclid(col_ns);
+                let c = (idx.saturating_mul(w).saturating_sub(t0_ns)).div_euclid(col_ns);
                 if let Some(slot) = usize::try_from(c).ok().and_then(|c| out.get_mut(c)) {
                     slot.merge(b);
                 }

@@ -24,13 +24,31 @@ pub fn draw(f: &mut Frame, state: &HeatmapState) {
     draw_into(f.buffer_mut(), area, state);
 }
 
-/// The smallest frame drawn; below it the screen says "too small".
+/// The smallest frame drawn; below it the screen says "too small". A trace may need more rows
+/// than [`MIN_HEIGHT`]: [`min_height`] says how many.
 pub const MIN_WIDTH: u16 = 20;
 pub const MIN_HEIGHT: u16 = 4;
+/// The largest frame `--print` draws (a frame is held in memory whole: 1000 × 1000 cells are
+/// about 50 MB).
+pub const MAX_WIDTH: u16 = 1000;
+pub const MAX_HEIGHT: u16 = 1000;
+
+/// Rows outside the heatmap sections: title, phase lane (when the trace has NVTX ranges), time
+/// axis, status line, key footer.
+fn fixed_rows(state: &HeatmapState) -> u16 {
+    4 + u16::from(!state.store.nvtx.is_empty())
+}
+
+/// The fewest rows that show `state` without overdrawing: the fixed rows, one legend, one GPU row
+/// and, with more than one GPU, the line that says how many GPUs are not shown.
+pub fn min_height(state: &HeatmapState) -> u16 {
+    let hidden_line = u16::from(state.store.devices.len() > 1);
+    (fixed_rows(state) + 2 + hidden_line).max(MIN_HEIGHT)
+}
 
 /// [`draw`] on a plain buffer (for `--print` and benchmarks).
 pub fn draw_into(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
-    if area.height < MIN_HEIGHT || area.width < MIN_WIDTH {
+    if area.height < min_height(state) || area.width < MIN_WIDTH {
         buf.set_stringn(
             area.x,
             area.y,
@@ -41,7 +59,7 @@ pub fn draw_into(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
         return;
     }
     let has_phases = !state.store.nvtx.is_empty();
-    let fixed = 4 + u16::from(has_phases);
+    let fixed = fixed_rows(state);
     let mut y = area.y;
     draw_title(buf, Rect::new(area.x, y, area.width, 1), state);
     y += 1;
@@ -89,7 +107,15 @@ fn draw_heatmap_buf(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
         buf.set_stringn(area.x + 1, area.y, msg, area.width as usize, BOLD);
         return;
     }
-    let g = store.devices.len() as u16;
+    // GPUs that fit with one row each under one legend; the last row then says how many not.
+    let all = store.devices.len();
+    let fit = usize::from(area.height.saturating_sub(1));
+    let devs = if all <= fit {
+        all
+    } else {
+        fit.saturating_sub(1).max(1)
+    };
+    let g = u16::try_from(devs).unwrap_or(u16::MAX);
     let mut shown = state.visible_heatmaps();
     let color = state.options.palette.is_color();
     let lane_sets: Vec<Vec<usize>> = shown
@@ -107,17 +133,28 @@ fn draw_heatmap_buf(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
             }
         })
         .collect();
-    let need = |hs: &[u16], n: usize| -> u16 { hs[..n].iter().map(|h| 1 + g * h).sum() };
+    let need = |hs: &[u16], n: usize| -> u32 {
+        hs[..n]
+            .iter()
+            .map(|h| 1 + u32::from(g) * u32::from(*h))
+            .sum()
+    };
+    let body_h = if devs < all {
+        area.height - 1
+    } else {
+        area.height
+    };
+    let limit = u32::from(body_h);
     let mut n = shown.len();
     let mut hs: Vec<u16> = min_h.iter().map(|h| (*h).max(2)).collect();
-    if need(&hs, n) > area.height {
+    if need(&hs, n) > limit {
         hs.clone_from(&min_h);
     }
-    if need(&hs, n) > area.height {
+    if need(&hs, n) > limit {
         hs.iter_mut().for_each(|h| *h = 1);
     }
     // Stack as many metrics as fit with at least one row per band.
-    while n > 1 && need(&hs, n) > area.height {
+    while n > 1 && need(&hs, n) > limit {
         n -= 1;
     }
     shown.truncate(n);
@@ -131,13 +168,21 @@ fn draw_heatmap_buf(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
         }
     }
     // Spare rows make bands taller, up to 4 rows.
-    let spare = area.height.saturating_sub(need(&hs, n)) / (g * n as u16).max(1);
+    let spare = limit.saturating_sub(need(&hs, n)) / (u32::from(g) * n as u32).max(1);
+    let spare = u16::try_from(spare).unwrap_or(u16::MAX);
+    let bottom = area.y + body_h;
     let mut y = area.y;
     for (i, &h) in shown.iter().enumerate() {
         // Only single-lane bands grow: split bands keep one row (or half row) per lane.
         let cap = if lane_sets[i].len() == 1 { 4 } else { hs[i] };
-        let band_h = (hs[i] + spare).min(cap.max(hs[i]));
-        let height = (1 + band_h * g).min(area.bottom().saturating_sub(y));
+        let band_h = hs[i].saturating_add(spare).min(cap.max(hs[i]));
+        let height = band_h
+            .saturating_mul(g)
+            .saturating_add(1)
+            .min(bottom.saturating_sub(y));
+        if height < 2 {
+            break;
+        }
         draw_section(
             buf,
             Rect::new(area.x, y, area.width, height),
@@ -147,6 +192,20 @@ fn draw_heatmap_buf(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
             band_h,
         );
         y += height;
+    }
+    if devs < all {
+        // The longest wording that fits the width.
+        let hidden = all - devs;
+        let line = [
+            format!("{hidden} of {all} GPUs not shown: the frame has room for {devs} (a taller frame shows more)"),
+            format!("{hidden} of {all} GPUs not shown"),
+            format!("+{hidden} GPUs not shown"),
+            format!("+{hidden} GPUs"),
+        ]
+        .into_iter()
+        .find(|l| l.chars().count() <= usize::from(area.width))
+        .unwrap_or_else(|| format!("+{hidden}"));
+        buf.set_stringn(area.x, bottom, line, usize::from(area.width), BOLD);
     }
 }
 
@@ -248,7 +307,9 @@ fn draw_section(
     // Query every band first: an unscaled raw metric is scaled to the largest value in view.
     let mut bins: Vec<Vec<Vec<Bin>>> = Vec::with_capacity(store.devices.len());
     let mut peak = 0.0f64;
-    for dev in &store.devices {
+    // Bands that fit in `area` (one row at least); the caller says how many GPUs are left out.
+    let fit = usize::from(area.height.saturating_sub(1) / band_h.max(1));
+    for dev in store.devices.iter().take(fit) {
         let mut per_lane = Vec::with_capacity(lane_ix.len());
         for &l in lane_ix {
             let mut out = Vec::new();
@@ -278,7 +339,7 @@ fn draw_section(
 
     let x0 = heat_x(area);
     let panel_x = x0 + cols as u16 + 1;
-    for (d, dev) in store.devices.iter().enumerate() {
+    for (d, dev) in store.devices.iter().enumerate().take(fit) {
         let y = area.y + 1 + d as u16 * band_h;
         // Which columns lost samples, and how much of each.
         let lost = store.dropped_per_column(d, t0, t1, col_ns, cols);
@@ -498,7 +559,7 @@ fn draw_title(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
     let left = format!(
         "cufall {mode}{source} │ {gpus} GPU{} │ window {} ({}/col, {}) │ {}",
         if gpus == 1 { "" } else { "s" },
-        fmt_dur(t1 - t0),
+        fmt_dur(t1.saturating_sub(t0)),
         fmt_dur(state.col_ns()),
         state.options.agg.name(),
         state.options.palette.name(),
@@ -631,9 +692,21 @@ fn draw_phases(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
             continue;
         }
         // Deeper ranges win once they are wide enough to carry a label.
-        let wide = r.end_ns - r.start_ns >= 4 * col;
-        let a = ((r.start_ns - t0 - col / 2).max(0) + col - 1) / col;
-        let b = (r.end_ns - t0 - col / 2 - 1).div_euclid(col);
+        // Saturating: a damaged trace may hold ranges that reach the ends of i64.
+        let len = r.end_ns.saturating_sub(r.start_ns);
+        let wide = len >= col.saturating_mul(4);
+        let a = r
+            .start_ns
+            .saturating_sub(t0)
+            .saturating_sub(col / 2)
+            .max(0)
+            .saturating_add(col - 1)
+            / col;
+        let b = r
+            .end_ns
+            .saturating_sub(t0)
+            .saturating_sub(col / 2 + 1)
+            .div_euclid(col);
         let mut c = a;
         while c <= b && (c as usize) < cols {
             let slot = &mut best[c as usize];
@@ -642,7 +715,8 @@ fn draw_phases(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
                 Some(j) => {
                     let o = &state.store.nvtx[*j];
                     (wide && r.depth > o.depth)
-                        || (o.end_ns - o.start_ns < 4 * col && r.depth < o.depth)
+                        || (o.end_ns.saturating_sub(o.start_ns) < col.saturating_mul(4)
+                            && r.depth < o.depth)
                 }
             };
             if take {
@@ -663,7 +737,9 @@ fn draw_phases(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
         while e + 1 < cols && best[e + 1] == Some(i) {
             e += 1;
         }
-        let name = &state.store.nvtx[i].name;
+        // Escaped as every text output escapes names from a recording (the buffer would drop
+        // control characters silently).
+        let name = cufall_text::escape(&state.store.nvtx[i].name);
         let len = e - c + 1;
         let text: String = if color {
             format!("{name:<len$}").chars().take(len).collect()
@@ -671,7 +747,7 @@ fn draw_phases(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
             format!("|{name:<len$}").chars().take(len).collect()
         };
         let style = if color {
-            Style::new().bg(phase_color(name)).fg(Color::White)
+            Style::new().bg(phase_color(&name)).fg(Color::White)
         } else {
             Style::new()
         };
@@ -684,11 +760,11 @@ fn nice_step(min_ns: i64) -> i64 {
     let mut s = 1i64;
     loop {
         for m in [1, 2, 5] {
-            if s * m >= min_ns {
-                return s * m;
+            if s.saturating_mul(m) >= min_ns {
+                return s.saturating_mul(m);
             }
         }
-        s *= 10;
+        s = s.saturating_mul(10);
     }
 }
 
@@ -707,28 +783,28 @@ fn draw_axis(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
         usize::from(layout::LABEL_W - 1),
         DIM,
     );
-    let step = nice_step(col * 12);
+    let step = nice_step(col.saturating_mul(12));
     let origin = if rel_to_end {
         t1
     } else {
         state.origin_ns.unwrap_or(t0)
     };
-    let mut k = (t0 - origin).div_euclid(step);
+    let mut k = t0.saturating_sub(origin).div_euclid(step);
     let mut last_end = 0usize;
     loop {
-        let t = origin + k * step;
+        let t = origin.saturating_add(k.saturating_mul(step));
         k += 1;
-        if t >= t1 {
+        if t >= t1 || t == i64::MAX {
             break;
         }
         if t < t0 {
             continue;
         }
-        let c = ((t - t0) / col) as usize;
+        let c = (t.saturating_sub(t0) / col) as usize;
         if c >= cols || c < last_end {
             continue;
         }
-        let label = format!("╵{}", fmt_dur(t - origin));
+        let label = format!("╵{}", fmt_dur(t.saturating_sub(origin)));
         let n = label.chars().count();
         if c + n > cols {
             break;
@@ -740,8 +816,8 @@ fn draw_axis(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
     let color = state.options.palette.is_color();
     for d in 0..state.store.devices.len() {
         for r in state.store.drops_in(d, t0, t1) {
-            let a = ((r.start_ns.max(t0) - t0) / col) as usize;
-            let b = (((r.end_ns.min(t1) - t0 - 1) / col) as usize).max(a);
+            let a = (r.start_ns.max(t0).saturating_sub(t0) / col) as usize;
+            let b = ((r.end_ns.min(t1).saturating_sub(t0).saturating_sub(1) / col) as usize).max(a);
             for c in a..=b.min(cols.saturating_sub(1)) {
                 let cell = &mut buf[(x0 + c as u16, area.y)];
                 if color {
@@ -766,7 +842,7 @@ fn draw_status(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
         let (mut n, mut ns, mut lost) = (0u64, 0i64, 0u64);
         for r in store.drops_in(d, t0, t1) {
             n += 1;
-            ns += r.end_ns - r.start_ns;
+            ns = ns.saturating_add(r.end_ns.saturating_sub(r.start_ns));
             lost += r.lost_samples.unwrap_or(0);
         }
         if n > 0 {

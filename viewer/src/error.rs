@@ -13,6 +13,12 @@ pub enum ViewError {
     )]
     NoTerminal,
 
+    /// A printed frame too low to hold the rows this view needs (see [`crate::draw::min_height`]).
+    #[error(
+        "a frame of {height} rows is too low for this view: it needs at least {min} (title, legend, one GPU row, phase lane if any, time axis, status, keys, and with several GPUs a line counting those not shown)"
+    )]
+    FrameTooLow { height: u16, min: u16 },
+
     /// Drawing on, or reading keys from, the terminal failed.
     #[error("the terminal failed: {0}")]
     Terminal(#[from] std::io::Error),

@@ -76,6 +76,10 @@ pub fn print_after(
     } else {
         height
     };
+    let min = crate::draw::min_height(&state);
+    if h < min {
+        return Err(crate::ViewError::FrameTooLow { height: h, min });
+    }
     state.update(Input::Resize(width, h));
     let buf = print::render(&state, width, h);
     Ok(if state.options.palette.is_color() {

@@ -1,21 +1,22 @@
 //! `--print`: one frame as text, for logs, scripts and tests. Without colour it is plain text
 //! (trailing spaces trimmed); with colour, ANSI SGR sequences.
 
-use crate::draw::draw_into;
+use crate::draw::{MAX_HEIGHT, draw_into, min_height};
 use crate::state::HeatmapState;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier};
 use std::fmt::Write;
 
-/// Rows the frame needs to show every GPU band at its natural height.
+/// Rows the frame needs to show every GPU band at its natural height, at most
+/// [`MAX_HEIGHT`](crate::draw::MAX_HEIGHT) (a taller trace shows the GPUs that fit).
 pub fn natural_height(state: &HeatmapState) -> u16 {
-    let g = state.store.devices.len().max(1) as u16;
-    let mut h = 4 + u16::from(!state.store.nvtx.is_empty());
+    let g = state.store.devices.len().max(1) as u64;
+    let mut h = 4 + u64::from(!state.store.nvtx.is_empty());
     for i in state.visible_heatmaps() {
         let hm = &state.store.heatmaps[i];
         let l = if state.options.spread && !hm.spread.is_empty() {
-            hm.spread.len() as u16
+            hm.spread.len() as u64
         } else {
             1
         };
@@ -24,9 +25,10 @@ pub fn natural_height(state: &HeatmapState) -> u16 {
         } else {
             l
         };
-        h += 1 + g * min_h.max(2);
+        h = h.saturating_add(1 + g.saturating_mul(min_h.max(2)));
     }
-    h.max(8)
+    let h = u16::try_from(h).unwrap_or(u16::MAX);
+    h.clamp(8.max(min_height(state)), MAX_HEIGHT)
 }
 
 /// Draws `state` into a buffer of `width` × `height`.

@@ -234,7 +234,34 @@ pub fn play(rec: Recording, speed: f64, chunk_ns: i64, tx: &LiveSender) {
         if !r.is_empty() {
             tx.send(LiveEvent::Kernels(rec.kernels[r].to_vec()));
         }
-        t = end;
+        // Empty chunks are skipped: the loop runs once per chunk with data, however long the
+        // recording (a stray timestamp at 0 would otherwise mean decades of 10 ms steps).
+        let next = [
+            rec.drops.get(di).map(|r| r.start_ns),
+            rec.nvml.get(ni).map(|r| r.t_ns),
+            rec.nvtx.get(vi).map(|r| r.end_ns),
+            rec.kernels.get(ki).map(|r| r.end_ns),
+        ]
+        .into_iter()
+        .flatten()
+        .chain(
+            rec.batches
+                .iter()
+                .zip(&pos)
+                .filter_map(|(b, p)| b.start_ns.get(*p).copied()),
+        )
+        .min();
+        // Everything is sent: the end comes now, not after waiting out a stray end time (a drop
+        // that a damaged trace ends at i64::MAX).
+        let Some(next) = next else { break };
+        t = if next > end {
+            end.saturating_add((next - end) / chunk_ns * chunk_ns)
+        } else {
+            end
+        };
+        if end == i64::MAX {
+            break;
+        }
         if speed.is_finite() && speed > 0.0 && t > start {
             let due = Duration::from_secs_f64((t - start) as f64 / 1e9 / speed);
             let now = wall0.elapsed();
@@ -323,6 +350,27 @@ mod tests {
             ..KernelRecord::default()
         });
         assert_eq!(rec.playback_start_ns(), Some(2_500_000_000));
+    }
+
+    #[test]
+    fn a_drop_to_the_end_of_time_does_not_hold_back_the_end() {
+        let mut rec = recording(0);
+        rec.drops.push(DropRecord {
+            device: DeviceId(0),
+            start_ns: 500_000_000,
+            end_ns: i64::MAX,
+            reason: cufall_trace::model::DropReason::Gap,
+            lost_samples: None,
+        });
+        let (tx, rx) = cufall_live::feed(rec.info.clone(), 1 << 16);
+        let (done_tx, done) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            play(rec, 100.0, 10_000_000, &tx);
+            let _ = done_tx.send(());
+        });
+        // One second of samples at 100× real time: 10 ms, not 292 years.
+        assert!(done.recv_timeout(Duration::from_secs(10)).is_ok());
+        assert!(rx.drain(Duration::ZERO).contains(&LiveEvent::End));
     }
 
     #[test]

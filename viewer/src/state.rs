@@ -95,12 +95,13 @@ pub struct HeatmapState {
 /// column is one or three bins of some pyramid level (exact and cheap queries).
 pub fn col_ns_for(base_ns: i64, z: u32) -> i64 {
     let z = z.min(2 * crate::bucket::LEVELS as u32 - 2);
+    // Saturating: the base of a recording that spans centuries is large (a damaged trace).
     if z == 0 {
         base_ns
     } else if z % 2 == 1 {
-        base_ns << z.div_ceil(2)
+        base_ns.saturating_mul(1 << z.div_ceil(2))
     } else {
-        (3 * base_ns) << ((z - 2) / 2)
+        base_ns.saturating_mul(3).saturating_mul(1 << ((z - 2) / 2))
     }
 }
 
@@ -174,22 +175,28 @@ impl HeatmapState {
     /// rounded down to the bin grid.
     pub fn set_window(&mut self, from_ns: i64, to_ns: i64) {
         self.follow = false;
-        self.zoom = self.zoom_for((to_ns - from_ns).max(1), self.cols());
+        self.zoom = self.zoom_for(to_ns.saturating_sub(from_ns).max(1), self.cols());
         let start = self.align(from_ns);
-        self.end_ns = start + self.col_ns() * self.cols() as i64;
+        self.end_ns = start.saturating_add(self.span_ns());
     }
 
     /// `[t0, t1)` of the window on screen.
     pub fn window(&self) -> (i64, i64) {
-        let span = self.col_ns() * self.cols() as i64;
+        let span = self.span_ns();
         let end = if self.follow {
             let c = self.col_ns();
             let last = self.store.last_ns.unwrap_or(0);
-            (last.div_euclid(c) + 1) * c
+            (last.div_euclid(c) + 1).saturating_mul(c)
         } else {
             self.end_ns
         };
-        (end - span, end)
+        // Saturating: a damaged trace may hold timestamps near the ends of i64.
+        (end.saturating_sub(span), end)
+    }
+
+    /// The time the columns on screen cover.
+    fn span_ns(&self) -> i64 {
+        self.col_ns().saturating_mul(self.cols() as i64)
     }
 
     /// The value shown for a bin of heatmap `h`.
@@ -199,19 +206,19 @@ impl HeatmapState {
 
     fn center(&self) -> i64 {
         let (a, b) = self.window();
-        a + (b - a) / 2
+        a + b.saturating_sub(a) / 2
     }
 
     fn center_on(&mut self, t: i64) {
-        let span = self.col_ns() * self.cols() as i64;
+        let span = self.span_ns();
         self.follow = false;
-        self.end_ns = self.align(t + span / 2);
+        self.end_ns = self.align(t.saturating_add(span / 2));
     }
 
     fn pan(&mut self, by_ns: i64) {
         let (_, end) = self.window();
         self.follow = false;
-        self.end_ns = self.align(end + by_ns);
+        self.end_ns = self.align(end.saturating_add(by_ns));
         // Panning right past the newest data of a live feed resumes following it.
         if self.mode != Mode::Browse
             && let Some(last) = self.store.last_ns
@@ -270,7 +277,7 @@ impl HeatmapState {
 
     /// Applies one input.
     pub fn update(&mut self, input: Input) {
-        let span = self.col_ns() * self.cols() as i64;
+        let span = self.span_ns();
         match input {
             Input::Quit => self.quit = true,
             Input::Back if self.show_help => self.show_help = false,

@@ -329,10 +329,15 @@ pub struct Store {
     scratch: Vec<f64>,
 }
 
+/// The finest sampling interval cufall records (`sampler::sizing::MIN_INTERVAL_NS`). A manifest
+/// that says less (0 or 1 ns: a damaged file) would make bins far finer than the samples, and
+/// every sample would step over thousands of empty bins.
+const MIN_INTERVAL_NS: i64 = 1_000;
+
 /// The level-0 bin width for an interval: the next power of two above it, so that every base
 /// bin of an uninterrupted recording holds at least one sample.
 pub fn base_bin_ns(interval_ns: i64) -> i64 {
-    let i = interval_ns.clamp(1, 1 << 40) as u64;
+    let i = interval_ns.clamp(MIN_INTERVAL_NS, 1 << 40) as u64;
     (i + 1).next_power_of_two() as i64
 }
 
@@ -543,12 +548,15 @@ impl Store {
         let mut lost = vec![0i64; cols];
         let col_ns = col_ns.max(1);
         for r in self.drops_in(d, t0, t1) {
-            let a = (r.start_ns.max(t0) - t0) / col_ns;
-            let b = ((r.end_ns.min(t1) - t0 - 1) / col_ns).max(a);
+            // Saturating: a damaged trace may hold drops that reach the ends of i64.
+            let a = r.start_ns.max(t0).saturating_sub(t0) / col_ns;
+            let b = (r.end_ns.min(t1).saturating_sub(t0).saturating_sub(1) / col_ns).max(a);
             for c in a..=b {
                 if let Some(slot) = usize::try_from(c).ok().and_then(|c| lost.get_mut(c)) {
-                    let cs = t0 + c * col_ns;
-                    *slot += r.end_ns.min(cs + col_ns) - r.start_ns.max(cs);
+                    let cs = t0.saturating_add(c.saturating_mul(col_ns));
+                    let ce = cs.saturating_add(col_ns);
+                    *slot =
+                        slot.saturating_add(r.end_ns.min(ce).saturating_sub(r.start_ns.max(cs)));
                 }
             }
         }

@@ -476,3 +476,25 @@ fn a_live_view_without_counters_fills_from_nvml() {
     assert!(text.contains("████"), "{text}");
     assert!(text.contains("counters unavailable"), "{text}");
 }
+
+#[test]
+fn a_live_frame_too_low_for_its_gpus_is_refused_with_the_minimum() {
+    let (tx, rx) = feed(synth::info(2, IV), 1024);
+    tx.send(LiveEvent::Samples(synth::batch(0, T0, 100, IV, |_| 0.5)));
+    tx.send(LiveEvent::End);
+    let s = setup(Palette::Mono, TENSOR);
+    let short = std::time::Duration::from_secs(1);
+    let err = cufall_viewer::live::print_after(&rx, &s, Mode::Live, short, 100, 6)
+        .expect_err("6 rows hold no two-GPU frame");
+    assert!(
+        matches!(
+            err,
+            cufall_viewer::ViewError::FrameTooLow { height: 6, min: 7 }
+        ),
+        "{err}"
+    );
+    let (tx, rx) = feed(synth::info(2, IV), 1024);
+    tx.send(LiveEvent::End);
+    let text = cufall_viewer::live::print_after(&rx, &s, Mode::Live, short, 100, 7).expect("frame");
+    assert_eq!(text.lines().count(), 7, "{text}");
+}

@@ -472,7 +472,8 @@ pub fn diff_text_for(d: &DiffReport, cmd: &str) -> String {
         o.push_str(&t.render("  "));
     }
     o.push_str(&kernel_diff_text(d));
-    o
+    // Names from the recordings reach the terminal only escaped.
+    cufall_text::escape_lines(&o).into_owned()
 }
 
 /// The KERNELS section of a diff: the biggest changes of whole-run GPU time; left out where

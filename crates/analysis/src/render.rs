@@ -62,22 +62,29 @@ impl TextTable {
         }
     }
 
+    /// Adds a row. Cells are text for a terminal: escaped, and cut to
+    /// [`cufall_text::NAME_WIDTH`] columns (names from a recording can be any length).
     pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        self.rows.push(
+            cells
+                .iter()
+                .map(|c| cufall_text::name(c).into_owned())
+                .collect(),
+        );
     }
 
     pub fn render(&self, indent: &str) -> String {
         let n = self.header.len();
-        let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
+        let mut widths: Vec<usize> = self.header.iter().map(|h| cufall_text::width(h)).collect();
         for r in &self.rows {
             for (i, c) in r.iter().enumerate().take(n) {
-                widths[i] = widths[i].max(c.chars().count());
+                widths[i] = widths[i].max(cufall_text::width(c));
             }
         }
         let line = |cells: &[String]| {
             let mut s = String::from(indent);
             for (i, c) in cells.iter().enumerate().take(n) {
-                let pad = widths[i].saturating_sub(c.chars().count());
+                let pad = widths[i].saturating_sub(cufall_text::width(c));
                 if i == 0 {
                     s.push_str(c);
                     s.push_str(&" ".repeat(pad));
@@ -249,7 +256,8 @@ pub fn report_text_for(r: &Report, cmd: &str) -> String {
         } else {
             format!(" ({})", g.chip)
         };
-        o.push_str(&format!("  GPU {}: {}{}\n", g.device.0, g.name, chip));
+        let name = cufall_text::name(&g.name);
+        o.push_str(&format!("  GPU {}: {name}{chip}\n", g.device.0));
     }
     if r.metrics.is_empty() {
         o.push_str(&format!(
@@ -332,9 +340,11 @@ pub fn report_text_for(r: &Report, cmd: &str) -> String {
 
     o.push_str("\nVERDICT\n");
     for p in &all {
-        o.push_str(&format!("  {}: {}\n", p.path, verdict_text(&p.verdict)));
+        let path = cufall_text::name(&p.path);
+        o.push_str(&format!("  {path}: {}\n", verdict_text(&p.verdict)));
     }
-    o
+    // Names from the recording reach the terminal only escaped.
+    cufall_text::escape_lines(&o).into_owned()
 }
 
 fn domains_list(ds: &[DomainCount]) -> String {
@@ -564,7 +574,7 @@ fn graph_lines(
 fn kernel_table_text(k: &crate::kernels::KernelTable) -> String {
     let mut o = format!(
         "  {}, GPU {}: busy {}, {} launch(es) of {} kernel(s)\n",
-        k.phase,
+        cufall_text::name(&k.phase),
         k.device.0,
         fmt_ns(k.busy_ns),
         k.count,

@@ -23,6 +23,12 @@ pub enum TraceError {
     #[error("{path} is corrupted: {why}. The file was damaged after it was written; restore it from a copy or record again.", path = .path.display())]
     Corrupt { path: PathBuf, why: String },
 
+    #[error("{path} is {what}, not a plain file: a trace holds only plain files. Put back the file the recording wrote.", path = .path.display())]
+    NotAFile { path: PathBuf, what: &'static str },
+
+    #[error("{path} is larger than {limit} bytes, more than cufall ever writes there: it is not part of a cufall trace", path = .path.display())]
+    TooLarge { path: PathBuf, limit: u64 },
+
     #[error("{path} already exists", path = .0.display())]
     AlreadyExists(PathBuf),
 

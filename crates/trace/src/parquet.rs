@@ -105,6 +105,12 @@ impl<W: Write + Send> ParquetWriter<W> {
     /// schema's types; a nullable column may lack a validity mask and a frame with no rows
     /// writes nothing.
     pub fn write(&mut self, frame: &Frame) -> PResult<()> {
+        self.write_with(frame, &|s| ByteArray::from(s))
+    }
+
+    /// [`ParquetWriter::write`] with text turned into bytes by `text` (tests write bytes that are
+    /// not UTF-8 with it, as another program could).
+    fn write_with(&mut self, frame: &Frame, text: &dyn Fn(&str) -> ByteArray) -> PResult<()> {
         if frame.height() == 0 {
             return Ok(());
         }
@@ -163,7 +169,7 @@ impl<W: Write + Send> ParquetWriter<W> {
                     write_values::<DoubleType>(&mut w, v, column, def)?;
                 }
                 Values::Str(v) => {
-                    let v: Vec<ByteArray> = dense(v, &keep, |s| ByteArray::from(s.as_str()));
+                    let v: Vec<ByteArray> = dense(v, &keep, |s| text(s));
                     w.typed::<ByteArrayType>().write_batch(&v, def, None)?;
                 }
             }
@@ -324,27 +330,11 @@ fn read_chunk(reader: ColumnReader, n: usize, col: &mut Column) -> PResult<()> {
             read_into(r, n, &mut col.valid, out, |x| x)
         }
         (ColumnReader::ByteArrayColumnReader(r), Values::Str(out)) => {
-            let mut bad_utf8 = false;
-            read_into(
-                r,
-                n,
-                &mut col.valid,
-                out,
-                |x: ByteArray| match std::str::from_utf8(x.data()) {
-                    Ok(s) => s.to_string(),
-                    Err(_) => {
-                        bad_utf8 = true;
-                        String::new()
-                    }
-                },
-            )?;
-            if bad_utf8 {
-                return Err(bad(format!(
-                    "column `{}` holds text that is not UTF-8",
-                    col.name
-                )));
-            }
-            Ok(())
+            // Text is read as capture writes it: bytes that are not UTF-8 (a program may name a
+            // range anything) become U+FFFD instead of refusing the whole trace.
+            read_into(r, n, &mut col.valid, out, |x: ByteArray| {
+                String::from_utf8_lossy(x.data()).into_owned()
+            })
         }
         _ => Err(bad(format!(
             "column `{}` does not decode as its type",
@@ -426,6 +416,41 @@ mod tests {
         assert!(bytes.starts_with(b"PAR1") && bytes.ends_with(b"PAR1"));
         let back = read_frame(bytes.into(), None).unwrap();
         assert_eq!(back, frame);
+    }
+
+    #[test]
+    fn text_that_is_not_utf8_reads_lossily() {
+        // The NVTX segment of a bundled recording, written again with one name's bytes not
+        // UTF-8 (a program may name a range with any bytes; capture keeps them as they come).
+        let seg = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples/h200-torch-phases-api.cufall/nvtx/000000.parquet");
+        let frame = read_frame(std::fs::read(seg).unwrap().into(), None).unwrap();
+        let Some(Values::Str(names)) = frame.column("name").map(|c| &c.values) else {
+            panic!("no name column");
+        };
+        let first = names[0].clone();
+        let mut w = ParquetWriter::new(Vec::new(), &frame.schema()).unwrap();
+        w.write_with(&frame, &|s| {
+            let mut b = s.as_bytes().to_vec();
+            if s == first {
+                b.push(0xff);
+            }
+            ByteArray::from(b)
+        })
+        .unwrap();
+        let back = read_frame(w.finish().unwrap().into(), None).unwrap();
+        let Some(Values::Str(back_names)) = back.column("name").map(|c| &c.values) else {
+            panic!("no name column");
+        };
+        for (a, b) in names.iter().zip(back_names) {
+            let want = if *a == first {
+                format!("{a}\u{fffd}")
+            } else {
+                a.clone()
+            };
+            assert_eq!(*b, want);
+        }
+        assert_eq!(back.height(), frame.height());
     }
 
     #[test]

@@ -112,6 +112,81 @@ fn corrupt(path: &Path, why: impl Into<String>) -> TraceError {
     }
 }
 
+/// The most `manifest.json` and `index.jsonl` may hold. A manifest is a few KiB; an index line is
+/// about 250 bytes per segment, so 256 MiB is a million segments, far past any recording.
+const MANIFEST_LIMIT: u64 = 64 << 20;
+const INDEX_LIMIT: u64 = 256 << 20;
+
+/// What a file that is not a plain file is, for messages.
+fn file_kind(t: std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return "a FIFO (named pipe)";
+        }
+        if t.is_char_device() {
+            return "a character device";
+        }
+        if t.is_block_device() {
+            return "a block device";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    if t.is_dir() {
+        "a folder"
+    } else {
+        "not a plain file"
+    }
+}
+
+/// Reads `path` (following symlinks) if it is a plain file, at most `limit` bytes. A FIFO would
+/// block the reader forever and a device (`/dev/zero`) never ends, so both are refused before
+/// they are opened; a file longer than `limit` is refused without reading past it.
+fn read_plain(path: &Path, limit: u64) -> Result<Vec<u8>, ReadFail> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path).map_err(ReadFail::Io)?;
+    if !meta.is_file() {
+        return Err(ReadFail::Refused(TraceError::NotAFile {
+            path: path.to_path_buf(),
+            what: file_kind(meta.file_type()),
+        }));
+    }
+    let file = std::fs::File::open(path).map_err(ReadFail::Io)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len().min(limit)).unwrap_or(0));
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(ReadFail::Io)?;
+    if bytes.len() as u64 > limit {
+        return Err(ReadFail::Refused(TraceError::TooLarge {
+            path: path.to_path_buf(),
+            limit,
+        }));
+    }
+    Ok(bytes)
+}
+
+/// Why [`read_plain`] gave no bytes: an I/O error (the caller tells a missing file from others),
+/// or a refusal that is already the message.
+enum ReadFail {
+    Io(std::io::Error),
+    Refused(TraceError),
+}
+
+impl ReadFail {
+    fn into_error(self, path: &Path) -> TraceError {
+        match self {
+            ReadFail::Io(source) => TraceError::Read {
+                path: path.to_path_buf(),
+                source,
+            },
+            ReadFail::Refused(e) => e,
+        }
+    }
+}
+
 fn has_parquet_magic(bytes: &[u8]) -> bool {
     bytes.len() >= 12 && bytes.starts_with(b"PAR1") && bytes.ends_with(b"PAR1")
 }
@@ -144,23 +219,16 @@ impl Trace {
             });
         }
         let manifest_path = dir.join(MANIFEST_FILE);
-        let text = match std::fs::read_to_string(&manifest_path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        let text = match read_plain(&manifest_path, MANIFEST_LIMIT) {
+            Ok(bytes) => String::from_utf8(bytes)
+                .map_err(|_| corrupt(&manifest_path, "manifest.json is not text"))?,
+            Err(ReadFail::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(TraceError::NotATrace {
                     path: dir,
                     why: "the folder has no manifest.json".into(),
                 });
             }
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                return Err(corrupt(&manifest_path, "manifest.json is not text"));
-            }
-            Err(source) => {
-                return Err(TraceError::Read {
-                    path: manifest_path,
-                    source,
-                });
-            }
+            Err(e) => return Err(e.into_error(&manifest_path)),
         };
         let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
             corrupt(
@@ -206,7 +274,7 @@ impl Trace {
         }
 
         let index_path = dir.join(INDEX_FILE);
-        let entries = match std::fs::read(&index_path) {
+        let entries = match read_plain(&index_path, INDEX_LIMIT) {
             Ok(bytes) => {
                 let text = String::from_utf8_lossy(&bytes);
                 index::parse(&text).map_err(|line| {
@@ -216,16 +284,11 @@ impl Trace {
                     )
                 })?
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(ReadFail::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
                 warnings.push("index.jsonl is missing: segments cannot be checksummed".into());
                 Vec::new()
             }
-            Err(source) => {
-                return Err(TraceError::Read {
-                    path: index_path,
-                    source,
-                });
-            }
+            Err(e) => return Err(e.into_error(&index_path)),
         };
         let mut by_file: BTreeMap<String, SegmentEntry> =
             entries.into_iter().map(|e| (e.file.clone(), e)).collect();
@@ -326,18 +389,21 @@ impl Trace {
     fn verify(&self, table: Table) -> Result<Vec<PathBuf>, String> {
         let mut ok = Vec::new();
         for seg in &self.segments[&table] {
-            let bytes = std::fs::read(&seg.path)
-                .map_err(|e| format!("cannot read {}: {e}", self.rel(&seg.path)))?;
+            // The index knows each segment's size: a longer file is read no further than that.
+            let limit = seg.entry.as_ref().map_or(u64::MAX, |e| e.bytes);
+            let bytes = read_plain(&seg.path, limit).map_err(|e| match e {
+                ReadFail::Io(e) => format!("cannot read {}: {e}", self.rel(&seg.path)),
+                ReadFail::Refused(TraceError::NotAFile { what, .. }) => {
+                    format!("{} is {what}, not a plain file", self.rel(&seg.path))
+                }
+                ReadFail::Refused(_) => format!(
+                    "{} has {} bytes where {limit} were written",
+                    self.rel(&seg.path),
+                    std::fs::metadata(&seg.path).map_or(0, |m| m.len())
+                ),
+            })?;
             match &seg.entry {
                 Some(e) if (bytes.len() as u64) < e.bytes => continue, // truncated: warned
-                Some(e) if bytes.len() as u64 > e.bytes => {
-                    return Err(format!(
-                        "{} has {} bytes where {} were written",
-                        self.rel(&seg.path),
-                        bytes.len(),
-                        e.bytes
-                    ));
-                }
                 Some(e) if crc32fast::hash(&bytes) != e.crc32 => {
                     return Err(format!(
                         "{} fails its checksum (its bytes were changed)",
@@ -383,10 +449,15 @@ impl Trace {
     /// Decodes one segment file (the named columns, or all), turning decoder failures and
     /// decoder panics on damaged bytes into [`TraceError::Corrupt`] naming the file.
     fn read_segment(&self, path: &Path, only: Option<&[&str]>) -> Result<Frame> {
-        let bytes = std::fs::read(path).map_err(|source| TraceError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        // Segments reach here verified; the limit holds should one be swapped since.
+        let limit = self
+            .segments
+            .values()
+            .flatten()
+            .find(|s| s.path == path)
+            .and_then(|s| s.entry.as_ref())
+            .map_or(u64::MAX, |e| e.bytes);
+        let bytes = read_plain(path, limit).map_err(|e| e.into_error(path))?;
         GUARDED.with(|g| g.set(true));
         let run = std::panic::catch_unwind(|| crate::parquet::read_frame(bytes.into(), only));
         GUARDED.with(|g| g.set(false));

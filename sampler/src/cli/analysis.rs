@@ -194,7 +194,7 @@ pub fn export_to(args: &ExportArgs, out: &mut dyn Write) -> Result<ExitCode> {
     };
     let summary = export::export(&trace, &opts)?;
     for w in &summary.warnings {
-        eprintln!("cufall: warning: {w}");
+        eprintln!("cufall: warning: {}", cufall_text::escape(w));
     }
     for f in &summary.files {
         writeln!(out, "wrote {}", f.display()).map_err(io_err)?;

@@ -120,6 +120,7 @@ fn view_advice(e: &ViewError) -> Option<String> {
             Some("Choose one of those with --metric/--denominator.".into())
         }
         ViewError::NoTerminal => Some("Add --print to write one frame as text instead.".into()),
+        ViewError::FrameTooLow { min, .. } => Some(format!("Use --height {min} or more.")),
         ViewError::Terminal(_) => None,
     }
 }

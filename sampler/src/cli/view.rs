@@ -12,7 +12,7 @@ use cufall_trace::model::NvtxRange;
 use cufall_viewer::app::{self, ViewSetup};
 use cufall_viewer::bucket::Agg;
 use cufall_viewer::color::Palette;
-use cufall_viewer::draw::fmt_dur;
+use cufall_viewer::draw::{self, fmt_dur};
 use cufall_viewer::input::Input;
 use cufall_viewer::live;
 use cufall_viewer::print;
@@ -117,7 +117,7 @@ impl DisplayArgs {
 }
 
 /// The smallest frame the view draws (below it, the screen says "too small").
-pub use cufall_viewer::draw::{MIN_HEIGHT, MIN_WIDTH};
+pub use cufall_viewer::draw::{MAX_HEIGHT, MAX_WIDTH, MIN_HEIGHT, MIN_WIDTH};
 
 impl LookArgs {
     /// Checks the flags that need no data: a window that ends after it starts, a printable size.
@@ -139,6 +139,15 @@ impl LookArgs {
         }
         if let Some(h) = self.height.filter(|h| *h < MIN_HEIGHT) {
             bail!("--height {h} is too low: a frame needs at least {MIN_HEIGHT} rows");
+        }
+        if self.print && self.width > MAX_WIDTH {
+            bail!(
+                "--width {} is too wide: a printed frame has at most {MAX_WIDTH} columns",
+                self.width
+            );
+        }
+        if let Some(h) = self.height.filter(|h| *h > MAX_HEIGHT) {
+            bail!("--height {h} is too tall: a printed frame has at most {MAX_HEIGHT} rows");
         }
         Ok(())
     }
@@ -220,10 +229,27 @@ fn open(path: &PathBuf, display: &DisplayArgs) -> Result<Recording> {
 }
 
 /// One frame of `state` as `--print` writes it (the window from `--from/--to` if given).
-pub fn frame_text(state: &HeatmapState, display: &LookArgs) -> String {
+pub fn frame_text(state: &HeatmapState, display: &LookArgs) -> Result<String> {
     let h = display
         .height
         .unwrap_or_else(|| print::natural_height(state));
+    let min = draw::min_height(state);
+    if h < min {
+        bail!(
+            "--height {h} is too low for this trace: its frame needs at least {min} rows (title, \
+             legend, one GPU row{}{}, time axis, status, keys); try --height {min}",
+            if state.store.devices.len() > 1 {
+                ", a line counting the GPUs not shown"
+            } else {
+                ""
+            },
+            if state.store.nvtx.is_empty() {
+                ""
+            } else {
+                ", phase lane"
+            },
+        );
+    }
     let mut state = state.clone();
     state.update(Input::Resize(display.width, h));
     if state.mode == Mode::Browse {
@@ -231,18 +257,18 @@ pub fn frame_text(state: &HeatmapState, display: &LookArgs) -> String {
     }
     display.apply_window(&mut state);
     let buf = print::render(&state, display.width, h);
-    if state.options.palette.is_color() {
+    Ok(if state.options.palette.is_color() {
         print::to_ansi(&buf)
     } else {
         print::to_text(&buf)
-    }
+    })
 }
 
 /// Says on stderr what the reader found wrong with the trace (the interactive view shows it in
 /// its status line; a printed frame has none).
 fn warn_stderr(rec: &Recording) {
     for w in &rec.warnings {
-        eprintln!("cufall: warning: {w}");
+        eprintln!("cufall: warning: {}", cufall_text::escape(w));
     }
 }
 
@@ -254,7 +280,7 @@ pub fn view_text(args: &ViewArgs) -> Result<String> {
     let setup = args.display.setup(args.trace.display().to_string());
     let state = app::browse_state(rec, &setup)?;
     args.display.look.check_window(&state)?;
-    Ok(frame_text(&state, &args.display.look))
+    frame_text(&state, &args.display.look)
 }
 
 /// The recording a replay plays, its `--from` checked against its length; with `trim`, only
@@ -287,7 +313,7 @@ pub fn replay_text(args: &ReplayArgs) -> Result<String> {
     for ev in rx.drain(Duration::ZERO) {
         state.update(Input::Feed(ev));
     }
-    Ok(frame_text(&state, &args.display.look))
+    frame_text(&state, &args.display.look)
 }
 
 pub fn run_view(args: &ViewArgs) -> Result<ExitCode> {

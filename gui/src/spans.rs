@@ -279,6 +279,10 @@ impl Spans {
         let min_w = min_cols * px;
         let wide = |i: usize| (self.end[i] - self.start[i]) as f64 >= min_w;
         let Range { start: lo, end: hi } = self.overlapping(edge(0), edge(ncols));
+        // An instant (a span of no duration) at the view's first nanosecond is in the view, as
+        // it is in every column (`occupied` counts it); `overlapping` leaves out whatever ends
+        // there.
+        let lo = lo.min(self.reach[..lo].partition_point(|r| self.end[*r as usize] < edge(0)));
         if lo >= hi {
             return out;
         }

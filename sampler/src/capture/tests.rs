@@ -700,3 +700,49 @@ fn a_library_without_the_entry_points_is_refused() {
     std::fs::write(&p, &elf).unwrap();
     assert!(check_library(&p).is_ok());
 }
+
+/// A captured program killed mid-run (SIGKILL, as the OOM killer does): what it sent before
+/// is in the trace, and the warning says how long before its end its last record was.
+#[test]
+fn a_program_killed_mid_run_keeps_what_it_sent() {
+    let specdec = built("specdec");
+    let (tx, rx) = channel();
+    let lib = built(cufall_capture::LIBRARY_FILE);
+    let rec = Recorder::start(Kinds::NVTX, None, lib, &[], tx).unwrap();
+    let mut child = std::process::Command::new(&specdec)
+        .args([
+            "--preset",
+            "tiny",
+            "--backend",
+            "cpu",
+            "--context",
+            "32",
+            "--new-tokens",
+            "100000",
+        ])
+        .envs(rec.child_env_given(|_| None))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().unwrap();
+    let _ = child.wait();
+    rec.wait_for_processes(Duration::from_secs(10));
+    let summary = rec.finish();
+    let (ranges, _, events) = drain(&rx);
+    assert!(
+        ranges.iter().any(|r| r.name == "draft"),
+        "the ranges sent before the kill are kept: {}",
+        ranges.len()
+    );
+    let pid = child.id();
+    let warn = events
+        .iter()
+        .find(|e| e.event == event::NO_GOODBYE && e.pid == pid)
+        .unwrap_or_else(|| panic!("warned: {events:?}"));
+    assert!(warn.detail.contains("may be missing"), "{}", warn.detail);
+    assert!(
+        summary.quiet.is_empty(),
+        "a process that sent ranges is not quiet"
+    );
+}

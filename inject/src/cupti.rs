@@ -113,6 +113,11 @@ pub unsafe fn graph_id(handle: *mut c_void, exec: bool) -> Option<u32> {
 }
 /// Serialises flushes: concurrent `cuptiActivityFlushAll` calls can deadlock.
 static FLUSH: Mutex<()> = Mutex::new(());
+/// The process that set CUPTI up. A forked child inherits the library's state (and possibly a
+/// lock held by a thread that does not exist in it) but not a usable CUPTI: it never flushes.
+static OWNER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+/// Set at exit: the periodic flush thread stops before CUPTI and CUDA are torn down.
+static STOP_FLUSHES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 /// Names already sent: kernel-name pointers (CUPTI owns them for the process's life) and API
 /// callback ids, each to its string id (`None`: an API call capture leaves out).
 static NAMES: Mutex<Option<Names>> = Mutex::new(None);
@@ -233,6 +238,7 @@ pub struct Attached {
 /// Sets up activity tracing for `kinds`; returns what is captured, or why nothing is.
 pub fn attach(kinds: Kinds) -> Result<Attached, String> {
     let api = api()?;
+    OWNER.store(std::process::id(), std::sync::atomic::Ordering::Relaxed);
     let mut version = 0u32;
     // SAFETY: writes the CUPTI API version into `version`.
     unsafe { (api.get_version)(&mut version) };
@@ -318,16 +324,20 @@ fn start_forced_flushes(period: std::time::Duration) {
     let _ = std::thread::Builder::new()
         .name("cufall-cupti-flush".into())
         .spawn(move || {
-            while hub().live() {
+            while hub().live() && !STOP_FLUSHES.load(std::sync::atomic::Ordering::Relaxed) {
                 std::thread::sleep(period);
+                if STOP_FLUSHES.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
                 flush_completed();
             }
         });
 }
 
 /// Hands every buffered record to the hub, incomplete ones too (at exit, when nothing runs
-/// any more).
+/// any more); the periodic flushes stop first.
 pub fn flush() {
+    STOP_FLUSHES.store(true, std::sync::atomic::Ordering::Relaxed);
     flush_with(FLUSH_FORCED);
 }
 
@@ -340,6 +350,9 @@ fn flush_completed() {
 
 fn flush_with(flag: u32) {
     let Some(api) = API.get() else { return };
+    if OWNER.load(std::sync::atomic::Ordering::Relaxed) != std::process::id() {
+        return;
+    }
     let _one = FLUSH.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: plain call; serialised by FLUSH.
     unsafe { (api.flush_all)(flag) };

@@ -242,6 +242,8 @@ impl Hub {
             w.closing = true;
         }
         self.wait_for_round(timeout);
+        // Nothing is sent after the goodbye: later records are not made.
+        self.dead.store(true, Ordering::Relaxed);
     }
 
     fn flusher_main(&'static self) {
@@ -308,7 +310,7 @@ impl Hub {
                 });
             }
             if !out.is_empty() {
-                if conn.write_all(&out).is_err() {
+                if crate::ffi::send_all(&conn, &out).is_err() {
                     self.dead.store(true, Ordering::Relaxed);
                     break;
                 }

@@ -28,3 +28,34 @@ pub fn realtime_ns() -> i64 {
     unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut t) };
     t.tv_sec * 1_000_000_000 + t.tv_nsec
 }
+
+/// Writes all of `buf` to a connected socket with `MSG_NOSIGNAL`: a recorder that went away
+/// (the end of a capture window) must not kill the program with SIGPIPE, whatever the
+/// program does with that signal.
+pub fn send_all(sock: &std::os::unix::net::UnixStream, mut buf: &[u8]) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    while !buf.is_empty() {
+        // SAFETY: `buf` is valid for `buf.len()` bytes; the descriptor belongs to `sock`.
+        let n = unsafe {
+            libc::send(
+                sock.as_raw_fd(),
+                buf.as_ptr().cast(),
+                buf.len(),
+                libc::MSG_NOSIGNAL,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        let n = usize::try_from(n).unwrap_or(0);
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        buf = &buf[n.min(buf.len())..];
+    }
+    Ok(())
+}

@@ -62,7 +62,9 @@ pub fn running_in(dir: &Path) -> Vec<Running> {
         let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
             continue;
         };
-        if !os::process_exists(pid) {
+        // A file left by a recording that was killed names a pid that may now be another
+        // program's: only a live cufall is signalled.
+        if !os::process_exists(pid) || !is_cufall(pid) {
             let _ = std::fs::remove_file(e.path());
             continue;
         }
@@ -74,6 +76,20 @@ pub fn running_in(dir: &Path) -> Vec<Running> {
     }
     out.sort_by_key(|r| r.pid);
     out
+}
+
+/// Whether process `pid` runs a `cufall` binary (its executable's file name).
+fn is_cufall(pid: u32) -> bool {
+    std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| {
+        exe.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("cufall") || is_test_binary(n))
+    })
+}
+
+/// Test binaries of this crate take the place of `cufall` in its own tests.
+fn is_test_binary(name: &str) -> bool {
+    cfg!(test) && name.starts_with("cufall_sampler")
 }
 
 /// What `control` does.
@@ -166,6 +182,17 @@ mod tests {
             }]
         );
         assert!(!gone.exists());
+        // A pid reused by another program (a recording killed long ago) is never signalled.
+        let mut other = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let reused = dir.path().join(other.id().to_string());
+        std::fs::write(&reused, "killed.cufall").unwrap();
+        assert_eq!(running_in(dir.path()).len(), 1);
+        assert!(!reused.exists());
+        let _ = other.kill();
+        let _ = other.wait();
     }
 
     #[test]

@@ -470,37 +470,44 @@ impl WindowWatch {
         }
     }
 
-    /// After the recording: what the windows were, and a trace row when none opened.
-    fn report(&self, handle: &SessionHandle) {
-        let Some(w) = &self.windows else { return };
-        let log = handle.windows();
-        if log.opened == 0 {
-            let why = match w {
-                Windows::Program(RangeTrigger::ProfilerApi) => {
-                    "the program never called cudaProfilerStart (torch.cuda.profiler.start()); check that its profiling switch is on".to_string()
-                }
-                Windows::Program(RangeTrigger::Nvtx(n)) => format!(
-                    "the program never began an NVTX range named `{n}` (names are matched exactly, in any domain; `cufall info` on a recording without --capture-range lists them)"
-                ),
-                Windows::Signal => "no `cufall control start` arrived".into(),
-                Windows::Delay(_) => "the recording ended before --delay passed".into(),
-            };
-            say(format!(
-                "no capture window opened, so the trace holds no samples: {why}"
-            ));
-            handle.capture_event(cufall_trace::model::CaptureEvent {
-                t_ns: crate::now_unix_ns(),
-                pid: 0,
-                event: cufall_capture::event::NO_WINDOW.into(),
-                count: 0,
-                detail: why,
-            });
-        } else {
+    /// After the recording (the sink has taken every edge): what the windows were, and a
+    /// trace row when none opened.
+    fn report(
+        &self,
+        log: crate::pipeline::window::WindowLog,
+        writer: &mut TraceWriter,
+    ) -> anyhow::Result<()> {
+        let Some(w) = &self.windows else {
+            return Ok(());
+        };
+        if log.opened > 0 {
             say(format!(
                 "kept {} capture window(s); only they are in the trace",
                 log.opened
             ));
+            return Ok(());
         }
+        let why = match w {
+            Windows::Program(RangeTrigger::ProfilerApi) => {
+                "the program never called cudaProfilerStart (torch.cuda.profiler.start()); check that its profiling switch is on".to_string()
+            }
+            Windows::Program(RangeTrigger::Nvtx(n)) => format!(
+                "the program never began an NVTX range named `{n}` (names are matched exactly, in any domain; `cufall info` on a recording without --capture-range lists them)"
+            ),
+            Windows::Signal => "no `cufall control start` arrived".into(),
+            Windows::Delay(_) => "the recording ended before --delay passed".into(),
+        };
+        say(format!(
+            "no capture window opened, so the trace holds no samples: {why}"
+        ));
+        writer.append_capture(&[cufall_trace::model::CaptureEvent {
+            t_ns: crate::now_unix_ns(),
+            pid: 0,
+            event: cufall_capture::event::NO_WINDOW.into(),
+            count: 0,
+            detail: why,
+        }])?;
+        Ok(())
     }
 }
 
@@ -636,7 +643,6 @@ fn record_with(
     if tty {
         eprintln!();
     }
-    watch.report(&handle);
     let captured = recorder.map(|r| {
         // The program's own children may still be sending; a Ctrl-C or --duration stop waits
         // less, the user asked to stop; a program left running after its window is not waited
@@ -644,8 +650,10 @@ fn record_with(
         let wait = if why_stopped == "the program exited" {
             capture_wait
         } else if child.is_some() && child_status.is_none() {
+            // The window's last records are still on their way (CUPTI's buffers are taken
+            // every 100 ms, sent every 50 ms): wait for them, not for the program.
             r.program_runs_on();
-            Duration::from_millis(300)
+            Duration::from_millis(1000)
         } else {
             capture_wait.min(Duration::from_secs(2))
         };
@@ -659,6 +667,7 @@ fn record_with(
         .writer
         .context("the trace writer was lost; the trace may be incomplete")?;
     writer.update_manifest(|m| m.target_exit_code = code)?;
+    watch.report(outcome.windows, &mut writer)?;
     let stats = writer.finish(crate::now_unix_ns())?;
     print_summary(
         args,

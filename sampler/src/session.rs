@@ -746,6 +746,8 @@ pub struct SessionOutcome {
     /// The trace writer handed to `start`, still open: the caller finishes it.
     pub writer: Option<TraceWriter>,
     pub summary: Summary,
+    /// Capture windows, once the sink has taken every edge.
+    pub windows: pipeline::window::WindowLog,
 }
 
 /// A snapshot while running.
@@ -796,18 +798,10 @@ impl SessionHandle {
             .then(|| "a device's sampling thread ended early".to_string())
     }
 
-    /// Stops sampling, drains every image, waits for the writer; returns the writer unfinished.
     /// Opens or closes a capture window (a recording limited to windows).
     pub fn window_edge(&self, edge: pipeline::window::Edge) {
         if let Some(tx) = &self.window_tx {
             let _ = tx.send(SinkMsg::Window(edge));
-        }
-    }
-
-    /// Writes a capture-table row (a recording limited to windows).
-    pub fn capture_event(&self, e: cufall_trace::model::CaptureEvent) {
-        if let Some(tx) = &self.window_tx {
-            let _ = tx.send(SinkMsg::Capture(vec![e]));
         }
     }
 
@@ -816,6 +810,7 @@ impl SessionHandle {
         self.shared.windows.lock().map(|l| *l).unwrap_or_default()
     }
 
+    /// Stops sampling, drains every image, waits for the writer; returns the writer unfinished.
     pub fn stop(mut self) -> SessionOutcome {
         self.window_tx = None;
         self.stop.store(true, Ordering::Relaxed);
@@ -884,7 +879,12 @@ impl SessionHandle {
                 .unwrap_or_default(),
             errors,
         };
-        SessionOutcome { writer, summary }
+        let windows = self.shared.windows.lock().map(|l| *l).unwrap_or_default();
+        SessionOutcome {
+            writer,
+            summary,
+            windows,
+        }
     }
 }
 

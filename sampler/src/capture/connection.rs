@@ -2,7 +2,8 @@
 //! records held until their names arrive, warnings where records may really be missing.
 
 use super::{
-    BATCH_AGE, BATCH_ROWS, MAX_HELD, MAX_STRING_BYTES, ProcessSummary, Shared, State, problem_text,
+    BATCH_AGE, BATCH_ROWS, MAX_HELD, MAX_HELD_BYTES, MAX_STRING_BYTES, ProcessSummary, Shared,
+    State, problem_text,
 };
 use crate::pipeline::SinkMsg;
 use crate::pipeline::window::Edge;
@@ -17,6 +18,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// Distinct kernels a `graph_contents` row lists (most nodes first), and the characters kept
+/// of each name: a row stays small whatever a program sends.
+const GRAPH_KERNELS_LISTED: usize = 64;
+const GRAPH_NAME_CHARS: usize = 200;
 
 /// A frame whose names are not all known yet.
 enum Held {
@@ -36,6 +42,11 @@ pub(super) struct Connection {
     string_bytes: usize,
     /// Windows this process opened and has not closed.
     windows_open: u32,
+    /// Bytes (about) of the records in `held`.
+    held_bytes: usize,
+    /// Closes that arrived before their opens (the edges travel in different threads'
+    /// buffers), with their times: the next open is closed at once at that time.
+    early_closes: Vec<i64>,
     /// End of the latest record delivered (NVTX range, kernel, copy or call).
     last_record_ns: Option<i64>,
     /// The stream was broken and closed by the recorder.
@@ -69,6 +80,8 @@ impl Connection {
             strings: HashMap::new(),
             string_bytes: 0,
             windows_open: 0,
+            early_closes: Vec::new(),
+            held_bytes: 0,
             last_record_ns: None,
             broken: false,
             untimed: 0,
@@ -160,12 +173,18 @@ impl Connection {
             Frame::Hello {
                 version, pid, exe, ..
             } => {
+                if self.pid != 0 {
+                    return Err("a second hello on one connection".into());
+                }
+                if pid == 0 {
+                    return Err("a hello from process 0".into());
+                }
                 self.pid = pid;
                 self.me.pid = pid;
                 self.me.exe = exe.into_owned();
                 if version != cufall_capture::PROTOCOL_VERSION {
-                    self.protocol_error(format!(
-                        "protocol {version}, this cufall speaks {}",
+                    return Err(format!(
+                        "protocol {version}, this cufall speaks {}: use the capture library of the same build",
                         cufall_capture::PROTOCOL_VERSION
                     ));
                 }
@@ -182,6 +201,7 @@ impl Connection {
                     self.string_bytes -= old.len();
                 }
                 if !self.held.is_empty() {
+                    self.held_bytes = 0;
                     let held = std::mem::take(&mut self.held);
                     for h in held {
                         self.admit(h, false);
@@ -229,9 +249,10 @@ impl Connection {
                 kernels,
             } => self.graph_contents(graph_id, exec_id, nodes, &kernels),
         }
-        if self.held.len() > MAX_HELD {
+        if self.held.len() > MAX_HELD || self.held_bytes > MAX_HELD_BYTES {
             return Err(format!(
-                "more than {MAX_HELD} records wait for names it never defined"
+                "more than {MAX_HELD} records or {} MiB wait for names it never defined",
+                MAX_HELD_BYTES >> 20
             ));
         }
         if self.rows_buffered() >= BATCH_ROWS {
@@ -251,8 +272,15 @@ impl Connection {
     ) {
         let mut named: Vec<(String, u32)> = Vec::new();
         for k in kernels {
-            let raw = self.name(k.name, true).unwrap_or_default();
-            let name = demangle(&raw);
+            let name = match self.demangled.get(&k.name) {
+                Some(n) => n.clone(),
+                None => {
+                    let raw = self.name(k.name, true).unwrap_or_default();
+                    let n = demangle(&raw);
+                    self.demangled.insert(k.name, n.clone());
+                    n
+                }
+            };
             match named.iter_mut().find(|(n, _)| *n == name) {
                 Some((_, c)) => *c += k.count,
                 None => named.push((name, k.count)),
@@ -260,7 +288,22 @@ impl Connection {
         }
         named.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         let kernel_nodes: u64 = named.iter().map(|(_, c)| u64::from(*c)).sum();
-        let list: Vec<String> = named.iter().map(|(n, c)| format!("{c} × {n}")).collect();
+        // A row of bounded size whatever the program sends: the most frequent kernels, names
+        // cut (the kernels table holds every launch's full name).
+        let mut list: Vec<String> = named
+            .iter()
+            .take(GRAPH_KERNELS_LISTED)
+            .map(|(n, c)| {
+                let n: String = n.chars().take(GRAPH_NAME_CHARS).collect();
+                format!("{c} × {n}")
+            })
+            .collect();
+        if named.len() > GRAPH_KERNELS_LISTED {
+            list.push(format!(
+                "{} more kernels",
+                named.len() - GRAPH_KERNELS_LISTED
+            ));
+        }
         self.event(
             event::GRAPH_CONTENTS,
             u64::from(nodes),
@@ -276,6 +319,10 @@ impl Connection {
         if open {
             self.windows_open += 1;
         } else if self.windows_open == 0 {
+            // A close whose open has not arrived yet (at most a few per flush round).
+            if closing_at_exit.is_none() && self.early_closes.len() < 64 {
+                self.early_closes.push(t_ns);
+            }
             return;
         } else {
             self.windows_open -= 1;
@@ -291,6 +338,11 @@ impl Connection {
             source: self.pid,
             why: what,
         }));
+        // An open whose close came first: close it at that close's time.
+        if open && let Some(i) = self.early_closes.iter().position(|c| *c >= t_ns) {
+            let close = self.early_closes.remove(i);
+            self.window_edge(close, false, None);
+        }
     }
 
     fn rows_buffered(&self) -> usize {
@@ -320,6 +372,11 @@ impl Connection {
                     self.name(r.domain, last_chance)
                 };
                 let (Some(name), Some(domain)) = (name, domain) else {
+                    self.held_bytes += match &r.name {
+                        Name::Text(t) => t.len(),
+                        Name::Bytes(b) => b.len(),
+                        Name::Registered(_) => 0,
+                    } + 64;
                     self.held.push(Held::Range(r));
                     return;
                 };
@@ -370,6 +427,7 @@ impl Connection {
                             self.demangled.insert(a.name, n.clone());
                             n
                         } else {
+                            self.held_bytes += 96;
                             self.held.push(Held::Activity(a));
                             return;
                         }
@@ -417,6 +475,7 @@ impl Connection {
                     return;
                 }
                 let Some(name) = self.name(c.name, last_chance) else {
+                    self.held_bytes += 48;
                     self.held.push(Held::Api(c));
                     return;
                 };
@@ -473,6 +532,7 @@ impl Connection {
     }
 
     fn finish_connection(&mut self) {
+        self.held_bytes = 0;
         let held = std::mem::take(&mut self.held);
         for h in held {
             self.admit(h, true);

@@ -39,8 +39,10 @@ const BATCH_AGE: Duration = Duration::from_millis(50);
 /// than any real program (a PyTorch run defines a few MB), and a bound on what a broken or
 /// hostile process can make the recorder hold.
 const MAX_STRING_BYTES: usize = 256 << 20;
-/// Most records one process may have waiting for a name that was never defined.
+/// Most records one process may have waiting for a name that was never defined, and their
+/// bytes (about).
 const MAX_HELD: usize = 1 << 20;
+const MAX_HELD_BYTES: usize = 256 << 20;
 
 /// One process of the program, as the recorder saw it.
 #[derive(Clone, Debug, Default)]

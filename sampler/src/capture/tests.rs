@@ -746,3 +746,55 @@ fn a_program_killed_mid_run_keeps_what_it_sent() {
         "a process that sent ranges is not quiet"
     );
 }
+
+/// A close that arrives before its open (the two edges travelled in different threads'
+/// buffers) still makes the window, at the right times.
+#[test]
+fn a_close_before_its_open_still_makes_the_window() {
+    let (msgs, _) = one_process(
+        Some(RangeTrigger::Nvtx("w".into())),
+        vec![
+            hello(97),
+            Frame::Window {
+                t_ns: 20,
+                open: false,
+            },
+            Frame::Window {
+                t_ns: 10,
+                open: true,
+            },
+        ],
+    );
+    let edges: Vec<(i64, bool)> = msgs
+        .iter()
+        .filter_map(|m| match m {
+            SinkMsg::Window(e) => Some((e.t_ns, e.open)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(edges, [(10, true), (20, false)]);
+}
+
+/// Another protocol version, or a second hello, closes the connection at once.
+#[test]
+fn a_connection_of_another_version_is_closed() {
+    for frames in [
+        vec![Frame::Hello {
+            version: cufall_capture::PROTOCOL_VERSION + 1,
+            pid: 98,
+            ppid: 1,
+            kinds: Kinds::DEFAULT,
+            exe: "x".into(),
+        }],
+        vec![hello(99), hello(0)],
+    ] {
+        let (msgs, summary) = one_process(None, frames);
+        assert!(
+            events_of(&msgs)
+                .iter()
+                .any(|e| e.event == event::BROKEN_STREAM),
+            "{:?}",
+            summary.protocol_errors
+        );
+    }
+}

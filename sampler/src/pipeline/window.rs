@@ -90,6 +90,9 @@ pub struct Gate {
     queue: VecDeque<(Instant, Rows)>,
     holders: HashMap<u32, u32>,
     windows: Vec<Window>,
+    /// The latest close among the sources of the open window: edges of different processes
+    /// arrive in any order, and the window lasts until the last of them.
+    latest_close: Option<i64>,
     log: WindowLog,
 }
 
@@ -121,6 +124,7 @@ impl Gate {
         match (was_open, self.is_open()) {
             (false, true) => {
                 self.log.opened += 1;
+                self.latest_close = None;
                 self.windows.push(Window {
                     start_ns: e.t_ns,
                     end_ns: None,
@@ -130,15 +134,31 @@ impl Gate {
                 None
             }
             (true, false) => self.close_last(e.t_ns, e.why),
-            _ => None,
+            (true, true) if e.open => {
+                // Another source opened earlier than the edge that opened the window, but its
+                // edge came later: the window starts at the earliest open.
+                if let Some(w) = self.windows.last_mut().filter(|w| w.end_ns.is_none())
+                    && e.t_ns < w.start_ns
+                {
+                    w.start_ns = e.t_ns;
+                }
+                None
+            }
+            _ => {
+                if !e.open {
+                    self.latest_close = Some(self.latest_close.map_or(e.t_ns, |t| t.max(e.t_ns)));
+                }
+                None
+            }
         }
     }
 
     fn close_last(&mut self, t_ns: i64, why: String) -> Option<CaptureEvent> {
+        let latest = self.latest_close.take().map_or(t_ns, |t| t.max(t_ns));
         let w = self.windows.last_mut().filter(|w| w.end_ns.is_none())?;
         // Edges of different processes may disagree by a few microseconds: never end before
         // the start.
-        let end = t_ns.max(w.start_ns);
+        let end = latest.max(w.start_ns);
         w.end_ns = Some(end);
         w.closed_by = Some(why);
         self.log.closed += 1;
@@ -299,6 +319,20 @@ mod tests {
                 closed_ns: 210
             }
         );
+    }
+
+    #[test]
+    fn edges_of_several_processes_arriving_out_of_order_still_make_their_union() {
+        let mut g = Gate::new();
+        g.edge(edge(100, true, 1));
+        // Process 2 opened at 50, but its edge arrives after process 1's.
+        g.edge(edge(50, true, 2));
+        // Process 1 closes at 300 and its edge arrives first; process 2 closed at 280.
+        g.edge(edge(300, false, 1));
+        let w = g
+            .edge(edge(280, false, 2))
+            .expect("closed by the last holder");
+        assert_eq!((w.t_ns, w.count), (50, 250));
     }
 
     #[test]

@@ -26,8 +26,8 @@ pub struct LiveArgs {
     /// this long; the frame is printed when the program exits).
     #[arg(long, value_name = "TIME", default_value = "2s", value_parser = parse_positive_duration, requires = "print")]
     pub print_after: Duration,
-    /// What to capture from the program (nvtx, kernels, memcpy, api, graphs, all, none): its
-    /// NVTX ranges become the view's phase lane.
+    /// What to capture from the program (nvtx, kernels, memcpy, api, graphs, graph-nodes, all,
+    /// none): its NVTX ranges become the view's phase lane.
     #[arg(
         long,
         value_name = "KINDS",

@@ -77,17 +77,32 @@ pub fn harness(
 }
 
 /// Steps the harness until every recording is loaded, tiles asked for by the view included.
+/// The last frames drawn may ask for tiles of their own (a slow machine reaches them later):
+/// it waits again until a few frames pass with nothing loading, so a snapshot never catches a
+/// tile half-way.
 pub fn settle(h: &mut Harness<'static, TestApp>) {
+    for _ in 0..5 {
+        wait_idle(h);
+        h.run_steps(4);
+        if is_idle(h) {
+            return;
+        }
+    }
+}
+
+fn is_idle(h: &mut Harness<'static, TestApp>) -> bool {
+    h.state_mut().app.as_ref().is_none_or(|a| a.is_idle())
+}
+
+fn wait_idle(h: &mut Harness<'static, TestApp>) {
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut quiet = 0;
     while Instant::now() < deadline {
         h.step();
-        let idle = h.state_mut().app.as_ref().is_none_or(|a| a.is_idle());
-        quiet = if idle { quiet + 1 } else { 0 };
+        quiet = if is_idle(h) { quiet + 1 } else { 0 };
         if quiet >= 4 {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    h.run_steps(4);
 }

@@ -22,7 +22,7 @@
 
 use crate::gaps::{CoverageBuilder, KernelCoverage};
 use crate::names::short_kernel_name;
-use crate::phases::Phases;
+use crate::phases::{Phases, SegPhases};
 use cufall_trace::model::{ActivityKind, DeviceId, KernelRecord};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -175,48 +175,6 @@ impl Agg {
     }
 }
 
-/// For each segment of the timeline, the phases covering it (compressed rows). The report's
-/// cells keep the same index of their own; this one keeps the kernels apart from them.
-struct Covering {
-    offsets: Vec<usize>,
-    phases: Vec<u32>,
-}
-
-impl Covering {
-    fn build(phases: &Phases) -> Covering {
-        let nseg = phases.segment_count();
-        let mut offsets = vec![0usize; nseg + 1];
-        for p in &phases.phases {
-            for s in &p.segments {
-                offsets[*s as usize + 1] += 1;
-            }
-        }
-        for i in 0..nseg {
-            offsets[i + 1] += offsets[i];
-        }
-        let mut fill = offsets.clone();
-        let mut out = vec![0u32; offsets[nseg]];
-        for (pi, p) in phases.phases.iter().enumerate() {
-            for s in &p.segments {
-                let at = &mut fill[*s as usize];
-                out[*at] = u32::try_from(pi).unwrap_or(u32::MAX);
-                *at += 1;
-            }
-        }
-        Covering {
-            offsets,
-            phases: out,
-        }
-    }
-
-    fn of(&self, s: usize) -> &[u32] {
-        match (self.offsets.get(s), self.offsets.get(s + 1)) {
-            (Some(&a), Some(&b)) => &self.phases[a..b],
-            _ => &[],
-        }
-    }
-}
-
 /// Busy intervals collected per device as they are read; a kernel that starts where the previous
 /// one of its device ended (or inside it) extends it rather than adding an interval, so back to
 /// back work costs no memory per kernel.
@@ -285,7 +243,7 @@ type SlotAggs = Vec<(u32, Agg)>;
 /// outside every phase.
 pub struct KernelFold<'a> {
     phases: &'a Phases,
-    covering: Covering,
+    covering: SegPhases,
     names: HashMap<String, u32, BuildHasherDefault<FxHasher>>,
     kinds: Vec<ActivityKind>,
     /// By name id: per device, the aggregate of each slot the name ran in (a name runs in a few
@@ -300,7 +258,7 @@ impl<'a> KernelFold<'a> {
     pub fn new(phases: &'a Phases) -> KernelFold<'a> {
         KernelFold {
             phases,
-            covering: Covering::build(phases),
+            covering: SegPhases::build(phases),
             names: HashMap::default(),
             kinds: Vec::new(),
             aggs: Vec::new(),

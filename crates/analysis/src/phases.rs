@@ -329,6 +329,49 @@ fn tree_order(phases: &[Phase]) -> Vec<usize> {
     out
 }
 
+/// For each segment, the phases covering it (compressed rows): the inverse of
+/// [`Phase::segments`], which the report's cells and the kernel tables both look up per segment.
+pub(crate) struct SegPhases {
+    offsets: Vec<u32>,
+    phases: Vec<u32>,
+}
+
+impl SegPhases {
+    pub(crate) fn build(phases: &Phases) -> SegPhases {
+        let nseg = phases.segment_count();
+        let mut offsets = vec![0u32; nseg + 1];
+        for p in &phases.phases {
+            for s in &p.segments {
+                offsets[*s as usize + 1] += 1;
+            }
+        }
+        for i in 0..nseg {
+            offsets[i + 1] += offsets[i];
+        }
+        let mut fill = offsets.clone();
+        let mut out = vec![0u32; offsets[nseg] as usize];
+        for (pi, p) in phases.phases.iter().enumerate() {
+            for s in &p.segments {
+                let at = &mut fill[*s as usize];
+                out[*at as usize] = segment_id(pi);
+                *at += 1;
+            }
+        }
+        SegPhases {
+            offsets,
+            phases: out,
+        }
+    }
+
+    /// The phases covering segment `s` (none outside every range, or past the last segment).
+    pub(crate) fn of(&self, s: usize) -> &[u32] {
+        match (self.offsets.get(s), self.offsets.get(s + 1)) {
+            (Some(&a), Some(&b)) => &self.phases[a as usize..b as usize],
+            _ => &[],
+        }
+    }
+}
+
 /// A segment's or phase's index as the compact `u32` the tables keep: there are at most two
 /// boundaries per NVTX range, and a trace holds far fewer than 2³¹ ranges.
 pub(crate) fn segment_id(i: usize) -> u32 {

@@ -6,7 +6,7 @@ use crate::capture::{self, CaptureLine, GraphContents};
 use crate::error::{AnalysisError, Result};
 use crate::gaps::{self, Gap, HostCoverage, HostTime, KernelCoverage};
 use crate::kernels::{KernelFold, KernelTable};
-use crate::phases::{self, Phases, Place};
+use crate::phases::{self, Phases, Place, SegPhases};
 use crate::samples::{self, Activity, FullScaleSource, SegAgg};
 use crate::select::{self, DomainCount, PhaseSelect};
 use cufall_trace::Trace;
@@ -488,55 +488,14 @@ fn mean(slot: (f64, u64)) -> Option<f64> {
     (slot.1 > 0).then(|| slot.0 / slot.1 as f64)
 }
 
-/// For each segment, the phases covering it (compressed rows): the inverse of
-/// [`phases::Phase::segments`].
-struct SegPhases {
-    offsets: Vec<u32>,
-    phases: Vec<u32>,
-}
-
-impl SegPhases {
-    fn build(phases: &Phases) -> SegPhases {
-        let nseg = phases.segment_count();
-        let mut offsets = vec![0u32; nseg + 1];
-        for p in &phases.phases {
-            for s in &p.segments {
-                offsets[*s as usize + 1] += 1;
-            }
-        }
-        for i in 0..nseg {
-            offsets[i + 1] += offsets[i];
-        }
-        let mut fill = offsets.clone();
-        let mut out = vec![0u32; offsets[nseg] as usize];
-        for (pi, p) in phases.phases.iter().enumerate() {
-            for s in &p.segments {
-                let at = &mut fill[*s as usize];
-                out[*at as usize] = phases::segment_id(pi);
-                *at += 1;
-            }
-        }
-        SegPhases {
-            offsets,
-            phases: out,
-        }
-    }
-
-    fn of(&self, s: usize) -> &[u32] {
-        match (self.offsets.get(s), self.offsets.get(s + 1)) {
-            (Some(&a), Some(&b)) => &self.phases[a as usize..b as usize],
-            _ => &[],
-        }
-    }
-
-    /// The cells segment `s` counts in among `slots` (phases, then the whole run last): the
-    /// phases covering it, and the whole run.
-    fn slots_of(&self, s: usize, slots: usize) -> impl Iterator<Item = usize> + '_ {
-        self.of(s)
-            .iter()
-            .map(|p| *p as usize)
-            .chain(std::iter::once(slots - 1))
-    }
+/// The cells segment `s` counts in among `slots` (phases, then the whole run last): the phases
+/// covering it, and the whole run.
+fn slots_of(index: &SegPhases, s: usize, slots: usize) -> impl Iterator<Item = usize> + '_ {
+    index
+        .of(s)
+        .iter()
+        .map(|p| *p as usize)
+        .chain(std::iter::once(slots - 1))
 }
 
 /// Per device, the inputs of the statistics of each phase and of the whole run (the last slot):
@@ -573,7 +532,7 @@ impl Cells {
             .samples
             .entry(d)
             .or_insert_with(|| vec![SegAgg::default(); n]);
-        for slot in self.index.slots_of(s, n) {
+        for slot in slots_of(&self.index, s, n) {
             cells[slot].add(agg);
         }
     }
@@ -587,7 +546,7 @@ impl Cells {
                 .nvml
                 .entry(r.device)
                 .or_insert_with(|| (0..n).map(|_| NvmlAgg::new()).collect());
-            for slot in self.index.slots_of(s, n) {
+            for slot in slots_of(&self.index, s, n) {
                 cells[slot].push(r);
             }
         }
@@ -603,7 +562,7 @@ impl Cells {
             for s in lo..=hi {
                 let (a, b) = phases.segment_bounds(s, dr.start_ns, dr.end_ns);
                 let part = (b.min(dr.end_ns) - a.max(dr.start_ns)).max(0);
-                for slot in self.index.slots_of(s, n) {
+                for slot in slots_of(&self.index, s, n) {
                     cells[slot] += part;
                 }
             }
@@ -1000,7 +959,7 @@ impl<'a> GapFold<'a> {
             .totals
             .entry(g.device)
             .or_insert_with(|| vec![GapTotals::default(); slots]);
-        for slot in self.index.slots_of(seg, slots) {
+        for slot in slots_of(self.index, seg, slots) {
             cells[slot].add(g);
         }
         let phases = self.phases;

@@ -291,12 +291,7 @@ pub fn build_diff(a: &Trace, b: &Trace, opts: &ReportOptions) -> Result<DiffRepo
             g
         })
         .collect();
-    gaps.sort_by(|x, y| {
-        y.delta_total_ns
-            .unsigned_abs()
-            .cmp(&x.delta_total_ns.unsigned_abs())
-            .then(x.place.cmp(&y.place))
-    });
+    biggest_change_first(&mut gaps, |g| (g.delta_total_ns, &g.place));
     let kernels = kernel_diffs(&ra, &rb);
     Ok(DiffReport {
         a: ra,
@@ -343,13 +338,16 @@ fn kernel_diffs(ra: &Report, rb: &Report) -> Vec<KernelDiff> {
             k
         })
         .collect();
-    out.sort_by(|x, y| {
-        y.delta_total_ns
-            .unsigned_abs()
-            .cmp(&x.delta_total_ns.unsigned_abs())
-            .then(x.name.cmp(&y.name))
-    });
+    biggest_change_first(&mut out, |k| (k.delta_total_ns, &k.name));
     out
+}
+
+/// Sorts rows by the size of their change, largest first, ties by name.
+fn biggest_change_first<T, K: Ord + ?Sized>(rows: &mut [T], key: impl Fn(&T) -> (i64, &K)) {
+    rows.sort_by(|x, y| {
+        let ((dx, nx), (dy, ny)) = (key(x), key(y));
+        dy.unsigned_abs().cmp(&dx.unsigned_abs()).then(nx.cmp(ny))
+    });
 }
 
 fn signed_ns(ns: i64) -> String {

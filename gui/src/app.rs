@@ -129,7 +129,12 @@ impl GuiApp {
         // Fit the whole run once the extents are known, and again when every recording is
         // read (extents final, B aligned) unless the view was moved in between.
         let known = !locked.is_empty() && locked.iter().all(|t| t.s.tiles.count > 0);
+        // B's offset must come from the same finished state: the loader may finish between
+        // the alignment above and these locks, and a final fit made before B's final offset
+        // would leave the view off by the shift.
+        let aligned_final = locked.len() < 2 || self.aligned.as_ref().is_some_and(|(_, r)| *r);
         let done = known
+            && aligned_final
             && locked
                 .iter()
                 .all(|t| t.s.samples_done && t.s.tables.is_some());

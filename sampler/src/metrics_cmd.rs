@@ -17,6 +17,15 @@ pub struct MetricsArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Also measure what each listed metric costs to sample (its counter-data bytes per
+    /// sample, the finest interval sampled without loss, the default interval alone); on by
+    /// default with --filter. Needs access to the GPU's counters.
+    #[arg(long)]
+    pub cost: bool,
+    /// What sampling these metrics together costs (repeatable): bytes per sample, the default
+    /// interval `cufall record --metric ...` would choose, the finest lossless interval.
+    #[arg(long, value_name = "METRIC")]
+    pub metric: Vec<String>,
 }
 
 #[derive(serde::Serialize)]
@@ -28,6 +37,100 @@ struct Row {
     description: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     sub_metrics: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cost: Option<MetricCost>,
+}
+
+/// What sampling one metric (as a full name) or a set of metrics costs on this GPU.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct MetricCost {
+    /// The full names measured.
+    pub metrics: Vec<String>,
+    pub bytes_per_sample: u64,
+    /// The finest interval the cost model says the decoder holds without loss.
+    pub finest_lossless_ns: u64,
+    /// The interval `cufall record` chooses for these metrics alone.
+    pub default_interval_ns: u64,
+    /// CPU per GPU at the default interval, cores.
+    pub cores_at_default: f64,
+}
+
+impl MetricCost {
+    fn new(metrics: Vec<String>, bytes_per_sample: u64) -> MetricCost {
+        let model = crate::cost::CostModel::H200;
+        let n = metrics.len();
+        let default_interval_ns = model.default_interval_ns(bytes_per_sample, n);
+        MetricCost {
+            finest_lossless_ns: model.finest_lossless_ns(bytes_per_sample, n),
+            cores_at_default: model
+                .predict(bytes_per_sample, n, default_interval_ns)
+                .cores(),
+            default_interval_ns,
+            bytes_per_sample,
+            metrics,
+        }
+    }
+
+    /// `4729 B/sample as dram__throughput...: lossless down to 7us; alone the default is 12us
+    /// (0.95 cores)`.
+    fn line(&self) -> String {
+        format!(
+            "{} B/sample as {}: lossless down to {}; the default interval for it is {} ({:.2} cores)",
+            self.bytes_per_sample,
+            self.metrics.join(" + "),
+            cufall_cupti::pm::format_ns(self.finest_lossless_ns),
+            cufall_cupti::pm::format_ns(self.default_interval_ns),
+            self.cores_at_default
+        )
+    }
+}
+
+/// The full name a base metric is usually sampled as, for its cost line: the `%` of peak where
+/// the metric has it (what `--metric` defaults use), else its first sub-metric.
+pub fn usual_full_name(base: &str, sub_metrics: &[String]) -> Option<String> {
+    const USUAL: [&str; 3] = [".avg.pct_of_peak_sustained_elapsed", ".ratio", ".sum"];
+    USUAL
+        .iter()
+        .find(|u| sub_metrics.iter().any(|s| s == *u))
+        .map(|u| (*u).to_string())
+        .or_else(|| sub_metrics.first().cloned())
+        .map(|s| format!("{base}{s}"))
+}
+
+/// Measures bytes per sample on one GPU: PM sampling enabled once, configured per metric set.
+struct Coster {
+    sampler: cufall_cupti::PmSampler,
+    ctx: Option<cufall_cupti::PrimaryContext>,
+}
+
+impl Coster {
+    fn new(cupti: &Cupti, device: usize) -> Result<Coster, cufall_cupti::CuptiError> {
+        let (sampler, ctx) = crate::pipeline::device::enable(cupti, device)?;
+        Ok(Coster { sampler, ctx })
+    }
+
+    fn cost(
+        &mut self,
+        cupti: &Cupti,
+        host: &ProfilerHost,
+        metrics: &[String],
+    ) -> Result<MetricCost, cufall_cupti::CuptiError> {
+        let config = host.config_image(cupti, metrics)?;
+        let bytes = crate::pipeline::device::bytes_per_sample(
+            &mut self.sampler,
+            &config,
+            metrics,
+            100_000,
+        )?;
+        Ok(MetricCost::new(metrics.to_vec(), bytes))
+    }
+
+    /// Disables sampling while the context it was enabled under is still current.
+    fn close(self) {
+        let Coster { sampler, ctx } = self;
+        drop(sampler);
+        drop(ctx);
+    }
 }
 
 /// Whether a metric matches every word of the filter.
@@ -48,7 +151,23 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<i32> {
         Ok(a) => (Some(a), None),
         Err(e) => (None, Some(e.to_string())),
     };
+    let counters = availability.is_some();
     let host = ProfilerHost::new(&cupti, HostKind::PmSampling, &chip, availability)?;
+    if !args.metric.is_empty() {
+        return cost_of_set(&cupti, &host, args, note);
+    }
+    let want_cost = args.cost || args.filter.is_some();
+    let (mut coster, cost_note) = match (want_cost, counters) {
+        (true, true) => match Coster::new(&cupti, args.device) {
+            Ok(c) => (Some(c), None),
+            Err(e) => (None, Some(format!("costs not measured: {e}"))),
+        },
+        (true, false) => (
+            None,
+            Some("costs not measured: the GPU's counters are out of reach".to_string()),
+        ),
+        _ => (None, None),
+    };
     let all = host.all_base_metrics()?;
     let mut rows = Vec::new();
     let mut subs_by_kind: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
@@ -69,10 +188,22 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<i32> {
                 host.sub_metrics(name, *kind).unwrap_or_default(),
             );
         }
+        let own_subs = || host.sub_metrics(name, *kind).unwrap_or_default();
         let sub_metrics = if args.filter.is_some() || args.json {
-            host.sub_metrics(name, *kind).unwrap_or_default()
+            own_subs()
         } else {
             Vec::new()
+        };
+        let cost = match coster.as_mut() {
+            Some(c) => {
+                let subs = if sub_metrics.is_empty() {
+                    own_subs()
+                } else {
+                    sub_metrics.clone()
+                };
+                usual_full_name(name, &subs).and_then(|full| c.cost(&cupti, &host, &[full]).ok())
+            }
+            None => None,
         };
         rows.push(Row {
             name: name.clone(),
@@ -87,7 +218,11 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<i32> {
                 .unwrap_or_default(),
             description,
             sub_metrics,
+            cost,
         });
+    }
+    if let Some(c) = coster {
+        c.close();
     }
     if args.json {
         let text = serde_json::to_string_pretty(&rows)?;
@@ -111,12 +246,28 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<i32> {
     if let Some(n) = note {
         let _ = writeln!(out, "(counter availability unknown: {n})");
     }
+    if let Some(n) = cost_note {
+        let _ = writeln!(out, "({n})");
+    }
+    render_rows(&mut out, args, &rows, want_cost, &subs_by_kind);
+    emit(&out);
+    Ok(0)
+}
+
+/// The text listing's rows, the cost hint and the sub-metrics by type.
+fn render_rows(
+    out: &mut String,
+    args: &MetricsArgs,
+    rows: &[Row],
+    want_cost: bool,
+    subs_by_kind: &BTreeMap<&'static str, Vec<String>>,
+) {
     let _ = writeln!(
         out,
         "A metric is BASE + SUB-METRIC, e.g. sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed.\n"
     );
     let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(10);
-    for r in &rows {
+    for r in rows {
         let _ = writeln!(
             out,
             "{:width$}  {:10}  {:8}  {}",
@@ -129,6 +280,16 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<i32> {
         for line in sub_metric_lines(&r.sub_metrics, 100) {
             let _ = writeln!(out, "{:width$}  {line}", "", width = width);
         }
+        if let Some(c) = &r.cost {
+            let _ = writeln!(out, "{:width$}  cost: {}", "", c.line(), width = width);
+        }
+    }
+    if !want_cost {
+        let _ = writeln!(
+            out,
+            "\nWhat a metric costs to sample (bytes per sample, the finest lossless interval): \
+add --cost, or --filter WORD; --metric M --metric M2 for a set."
+        );
     }
     if args.filter.is_none() {
         let _ = writeln!(
@@ -144,7 +305,38 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<i32> {
             }
         }
     }
-    emit(&out);
+}
+
+/// `cufall metrics --metric M ...`: what sampling that set costs.
+fn cost_of_set(
+    cupti: &Cupti,
+    host: &ProfilerHost,
+    args: &MetricsArgs,
+    note: Option<String>,
+) -> anyhow::Result<i32> {
+    if let Some(n) = note {
+        anyhow::bail!(
+            "cannot measure what the metrics cost: the GPU's counters are out of reach ({n})"
+        );
+    }
+    let range = ProfilerHost::new(cupti, HostKind::RangeProfiler, &host.chip(), None).ok();
+    let catalogue = cufall_cupti::metric::Catalogue::read(host, range.as_ref())?;
+    for m in &args.metric {
+        catalogue.validate(host, m)?;
+    }
+    let mut coster = Coster::new(cupti, args.device)?;
+    let cost = coster.cost(cupti, host, &args.metric);
+    coster.close();
+    let cost = cost?;
+    if args.json {
+        emit(&format!("{}\n", serde_json::to_string_pretty(&cost)?));
+    } else {
+        emit(&format!(
+            "GPU {}: {}\n(model of an H200's CPU: docs/sampler.md; a faster CPU goes finer)\n",
+            args.device,
+            cost.line()
+        ));
+    }
     Ok(0)
 }
 
@@ -267,6 +459,35 @@ mod tests {
         // A near-product with a pair missing is not compressed.
         let gappy = strings(&[".avg", ".avg.per_second", ".max"]);
         assert!(sub_metric_lines(&gappy, 100)[0].contains(".avg.per_second"));
+    }
+
+    #[test]
+    fn a_metric_is_costed_as_it_is_usually_sampled() {
+        let subs = strings(&[".avg", ".avg.pct_of_peak_sustained_elapsed", ".sum"]);
+        assert_eq!(
+            usual_full_name("dram__throughput", &subs).as_deref(),
+            Some("dram__throughput.avg.pct_of_peak_sustained_elapsed")
+        );
+        let subs = strings(&[".max", ".sum", ".sum.per_second"]);
+        assert_eq!(
+            usual_full_name("lts__t_bytes", &subs).as_deref(),
+            Some("lts__t_bytes.sum")
+        );
+        assert_eq!(
+            usual_full_name("x__y", &strings(&[".max"])).as_deref(),
+            Some("x__y.max")
+        );
+        assert_eq!(usual_full_name("x__y", &[]), None);
+        let c = MetricCost::new(
+            strings(&["dram__throughput.avg.pct_of_peak_sustained_elapsed"]),
+            4_729,
+        );
+        assert!(
+            c.line().starts_with("4729 B/sample as dram__throughput"),
+            "{}",
+            c.line()
+        );
+        assert!(c.default_interval_ns <= 12_000 && c.finest_lossless_ns < c.default_interval_ns);
     }
 
     #[test]

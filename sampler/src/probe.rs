@@ -15,6 +15,11 @@ pub struct ProbeArgs {
     /// Only the image-reuse experiment: start it while a matmul load runs that ends within 3 s.
     #[arg(long)]
     pub reuse_test: bool,
+    /// Only the cost experiments behind the sampler's cost model: bytes per sample of single
+    /// metrics, decode cost per byte and per call, timestamps, evaluation by sample index and
+    /// by the image size passed.
+    #[arg(long)]
+    pub cost: bool,
 }
 
 const NAMES: [&str; 14] = [
@@ -131,6 +136,11 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<i32> {
         avail: &avail,
         host: &host,
     };
+    if args.cost {
+        out.insert("cost".into(), cost_probe(&ctx)?);
+        println!("{}", serde_json::to_string_pretty(&Value::Object(out))?);
+        return Ok(0);
+    }
     if args.reuse_test {
         let names = vec![NAMES[0].to_string(), NAMES[6].to_string()];
         out.insert("reuse_test".into(), reuse_test(&ctx, &names)?);
@@ -425,5 +435,177 @@ fn reuse_test(ctx: &Ctx, names: &[String]) -> anyhow::Result<Value> {
         "metrics": names, "busy": busy, "busy_populated": populated,
         "idle_into_dirty_slots": idle_dirty, "dirty_populated": dirty_populated,
         "idle_into_blank_slots": idle_clean,
+    }))
+}
+
+/// Single metrics whose counter-data bytes per sample the cost model is checked on.
+const COST_SINGLES: [&str; 16] = [
+    "sm__pipe_tensor_cycles_active.avg",
+    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
+    "sm__pipe_tensor_cycles_active.avg.peak_sustained",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "gr__cycles_elapsed.max",
+    "gpc__cycles_elapsed.max",
+    "sm__cycles_elapsed.avg",
+    "sm__cycles_elapsed.max",
+    "sm__cycles_active.avg",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_elapsed",
+    "lts__t_bytes.sum",
+    "dram__bytes_read.sum",
+    "pcie__read_bytes.sum",
+    "gpu__time_duration.sum",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+];
+
+/// The cost model's inputs, measured: bytes per sample of single metrics (with and without a
+/// configuration set first, and what one size query costs), then for four metric sets at 10 µs:
+/// one decode call over a 150 ms backlog (cost per sample and per byte), decode calls every 2 ms
+/// (cost per call), timestamps per sample, and evaluation per sample by index and by the image
+/// size passed to CUPTI.
+fn cost_probe(ctx: &Ctx<'_>) -> anyhow::Result<Value> {
+    let mut out = serde_json::Map::new();
+    // Bytes per sample of single metrics, each configured first as the recorder does (a first
+    // version of this probe asked an unconfigured object and died of SIGSEGV on the H200 before
+    // printing anything; where exactly was not found), and what configuring and asking cost.
+    let mut fresh = PmSampler::enable(ctx.cupti, ctx.device)?;
+    let range = ProfilerHost::new(ctx.cupti, HostKind::RangeProfiler, ctx.chip, None).ok();
+    let cat = Catalogue::read(ctx.host, range.as_ref())?;
+    let mut singles = Vec::new();
+    for n in COST_SINGLES {
+        let names = vec![n.to_string()];
+        if let Err(e) = cat.validate(ctx.host, n) {
+            singles.push(json!({"metric": n, "error": err(&e)}));
+            continue;
+        }
+        let t = Instant::now();
+        let configured = ctx
+            .host
+            .config_image(ctx.cupti, &names)
+            .and_then(|c| fresh.set_config(&c, 128 << 20, 100_000));
+        let config_ms = t.elapsed().as_secs_f64() * 1e3;
+        if let Err(e) = configured {
+            singles.push(json!({"metric": n, "error": err(&e)}));
+            continue;
+        }
+        let mut list = MetricList::new(&names)?;
+        let t = Instant::now();
+        let a = fresh.counter_data_size(&mut list, 1000);
+        let b = fresh.counter_data_size(&mut list, 2000);
+        let us = t.elapsed().as_secs_f64() * 1e6 / 2.0;
+        singles.push(match (a, b) {
+            (Ok(a), Ok(b)) => json!({"metric": n, "bytes_per_sample": b.saturating_sub(a) / 1000,
+                "header_bytes": a.saturating_sub(b.saturating_sub(a)), "size_query_us": us,
+                "config_ms": config_ms}),
+            (Err(e), _) | (_, Err(e)) => json!({"metric": n, "error": err(&e)}),
+        });
+    }
+    drop(fresh);
+    out.insert("bytes_of_single_metrics".into(), json!(singles));
+    let sets: [&[&str]; 4] = [&[NAMES[6]], &[NAMES[0]], &[NAMES[0], NAMES[6]], &[NAMES[7]]];
+    let mut rows = Vec::new();
+    for set in sets {
+        let names: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+        rows.push(
+            cost_set(ctx, &names)
+                .unwrap_or_else(|e| json!({"metrics": names, "error": e.to_string()})),
+        );
+    }
+    out.insert("sets_at_10us".into(), json!(rows));
+    Ok(Value::Object(out))
+}
+
+fn cost_set(ctx: &Ctx<'_>, names: &[String]) -> anyhow::Result<Value> {
+    const CAP: u32 = 24_000;
+    let (mut s, mut list) = ctx.configured(names, 512 << 20, 10_000)?;
+    let layout = s.image_layout(&mut list)?;
+    let blank = s.blank_image(&mut list, CAP)?;
+    // One call over a backlog: the decoder's cost per sample without per-call overhead.
+    let mut img = blank.new_image();
+    s.start()?;
+    std::thread::sleep(Duration::from_millis(150));
+    s.stop()?;
+    let t = Instant::now();
+    let o = s.decode(&mut img)?;
+    let backlog_s = t.elapsed().as_secs_f64();
+    let info = img.info()?;
+    let n = info.completed.max(1);
+    // Timestamps, per sample.
+    let t = Instant::now();
+    for i in 0..info.completed {
+        let _ = s.sample_times(&img, i);
+    }
+    let times_us = t.elapsed().as_secs_f64() * 1e6 / n as f64;
+    // Evaluation: the first and the last 2,000 samples with the whole image, then the first
+    // 2,000 with only the bytes up to each sample.
+    let h = ctx.evaluator(&mut list)?;
+    let mut values = vec![0.0; names.len()];
+    let k = info.completed.min(2_000);
+    let mut eval = |range: std::ops::Range<usize>, sliced: bool| -> Value {
+        let t = Instant::now();
+        let mut ok = 0usize;
+        let mut first_err = None;
+        for i in range.clone() {
+            let bytes = match (sliced, layout) {
+                (true, Some(l)) => &img.bytes()[..l.prefix_bytes(i + 1).min(img.bytes().len())],
+                _ => img.bytes(),
+            };
+            match h.evaluate(bytes, i, &mut list, &mut values) {
+                Ok(()) => ok += 1,
+                Err(e) => {
+                    first_err.get_or_insert(e.to_string());
+                }
+            }
+        }
+        json!({"us_per_sample": t.elapsed().as_secs_f64() * 1e6 / range.len().max(1) as f64,
+            "ok": ok, "error": first_err, "last_values": values.clone()})
+    };
+    let first = eval(0..k, false);
+    let last = eval(info.completed - k..info.completed, false);
+    let sliced = eval(0..k, true);
+    // Each metric alone, to see whether one call for two metrics is cheaper than two calls.
+    let mut alone = serde_json::Map::new();
+    if names.len() > 1 {
+        for m in names {
+            let one = vec![m.clone()];
+            let mut l = MetricList::new(&one)?;
+            let mut v = vec![0.0];
+            let t = Instant::now();
+            for i in 0..k {
+                let _ = h.evaluate(img.bytes(), i, &mut l, &mut v);
+            }
+            alone.insert(
+                m.clone(),
+                json!(t.elapsed().as_secs_f64() * 1e6 / k.max(1) as f64),
+            );
+        }
+    }
+    // Calls every 2 ms: what a call costs beyond its samples.
+    let mut img2 = blank.new_image();
+    s.start()?;
+    let end = Instant::now() + Duration::from_millis(100);
+    let (mut calls, mut spent) = (0u32, Duration::ZERO);
+    while Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(2));
+        let t = Instant::now();
+        let _ = s.decode(&mut img2);
+        spent += t.elapsed();
+        calls += 1;
+    }
+    s.stop()?;
+    let small = img2.info()?.completed;
+    let per_sample_s = backlog_s / n as f64;
+    let per_call_ms =
+        (spent.as_secs_f64() - per_sample_s * small as f64) * 1e3 / f64::from(calls.max(1));
+    let bytes = layout.map(|l| l.bytes_per_sample);
+    Ok(json!({
+        "metrics": names, "bytes_per_sample": bytes, "header_bytes": layout.map(|l| l.header_bytes),
+        "backlog_samples": info.completed, "backlog_stop": format!("{:?}", o.stop),
+        "decode_us_per_sample": per_sample_s * 1e6,
+        "decode_ns_per_byte": bytes.map(|b| per_sample_s * 1e9 / b as f64),
+        "small_calls": calls, "small_call_samples": small, "decode_ms_per_call_overhead": per_call_ms,
+        "sample_times_us_per_sample": times_us,
+        "evaluate_first_2000": first, "evaluate_last_2000": last, "evaluate_first_2000_sliced": sliced,
+        "evaluate_each_metric_alone_us": Value::Object(alone),
     }))
 }

@@ -16,7 +16,7 @@ use cufall_trace::model::Manifest;
 use cufall_trace::model::nanos_u64;
 use cufall_trace::{TraceWriter, WriterOptions};
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,9 +39,10 @@ pub struct SelectionArgs {
     /// Value mapped to the top of the colour scale (default: 100 for %, 1 for ratios).
     #[arg(long, value_name = "X", value_parser = crate::cli::number::parse_full_scale)]
     pub full_scale: Option<f64>,
-    /// GPU-time sampling interval, e.g. 30us, 50us, 1ms (default: 50us for up to 2 metrics,
-    /// 100us beyond: under one core and 512 MB per GPU; 30us is the finest held without loss on
-    /// an H200, at 1.5 cores; see docs/benchmarks-sampler.md).
+    /// GPU-time sampling interval, e.g. 10us, 50us, 1ms (default: chosen from the metrics'
+    /// counter-data bytes per sample, the finest at about one core per GPU: 50us for the
+    /// default pair, 12us for the DRAM metric alone on an H200; `cufall metrics` gives each
+    /// metric's bytes and finest lossless interval; see docs/sampler.md).
     #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
     pub interval: Option<Duration>,
     /// GPUs to sample: all, 0, 0,2 or 0-3 (CUDA numbering).
@@ -78,10 +79,7 @@ impl SelectionArgs {
             full_scale: self.full_scale,
             sm_spread: self.sm_spread,
         })?;
-        let interval_ns = match self.interval {
-            Some(d) => nanos_u64(d),
-            None => crate::default_interval_ns(selection.columns.len()),
-        };
+        let interval_ns = self.interval.map(nanos_u64);
         let devices = parse_devices(&self.devices).map_err(|e| anyhow!("--devices: {e}"))?;
         let cfg = SessionConfig {
             devices,
@@ -89,9 +87,7 @@ impl SelectionArgs {
             interval_ns,
             nvml_interval: Some(self.nvml_interval),
             counters: policy,
-            hw_buffer_bytes: self
-                .hw_buffer_mib
-                .map_or(session::default_hw_buffer_bytes(interval_ns), |m| m << 20),
+            hw_buffer_bytes: self.hw_buffer_mib.map(|m| m << 20),
             eval_threads: self.eval_threads.map(|n| n.max(1)),
             image_timing: crate::sizing::ImageTiming::from_flags(self.seal, self.margin),
         };
@@ -286,21 +282,8 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     }
     if let Some(cost) = &prepared.cost {
         say(cost.describe());
-    }
-    if prepared.has_counters() {
-        let n = prepared.metrics.len();
-        let iv = u64::try_from(prepared.interval_ns).unwrap_or(0);
-        match crate::lossless_floor_ns(n) {
-            Some(floor) if iv < floor => say(format!(
-                "note: {} is finer than this pipeline held without loss on an H200 for {n} metric(s) ({}; CUPTI's decoder costs 18-27 µs of CPU per sample on the one thread a GPU allows). Holes will be recorded as drops and reported.",
-                cufall_cupti::pm::format_ns(iv),
-                cufall_cupti::pm::format_ns(floor)
-            )),
-            None if iv < crate::default_interval_ns(n) => say(format!(
-                "note: {} with {n} metrics was never measured lossless (only up to 4 metrics were); any holes will be recorded as drops and reported.",
-                cufall_cupti::pm::format_ns(iv)
-            )),
-            _ => {}
+        if let Some(w) = cost.loss_warning() {
+            say(format!("note: {w}"));
         }
     }
     if let Some(why) = &prepared.counters_unavailable {
@@ -547,6 +530,7 @@ fn record_with(
     note_capture(&mut writer, recorder.as_ref(), windows.as_ref())?;
     let mut watch = WindowWatch::new(windows, args.capture_range_end, &args.output)?;
     let interval_ns = prepared.interval_ns;
+    let predicted = prepared.cost.as_ref().map(session::Cost::predicted);
     let n_devices = prepared.devices.len();
     let counters = prepared.has_counters();
     let handle = prepared.start(None, Some(writer))?;
@@ -682,8 +666,7 @@ fn record_with(
         print_capture(c);
     }
     if let Some(p) = &args.stats_json {
-        let json = serde_json::to_string_pretty(&summary)?;
-        std::fs::write(p, json).with_context(|| format!("writing {}", p.display()))?;
+        write_stats(p, &summary, predicted)?;
     }
     if !summary.errors.is_empty() {
         for e in &summary.errors {
@@ -694,6 +677,22 @@ fn record_with(
         }
     }
     Ok(code.unwrap_or(if why_stopped == "Ctrl-C" { 130 } else { 0 }))
+}
+
+/// `--stats-json`: the run's summary with the cost model's prediction beside it.
+fn write_stats(
+    path: &Path,
+    summary: &Summary,
+    predicted: Option<session::PredictedCost>,
+) -> anyhow::Result<()> {
+    #[derive(serde::Serialize)]
+    struct Stats<'a> {
+        #[serde(flatten)]
+        summary: &'a Summary,
+        predicted: Option<session::PredictedCost>,
+    }
+    let json = serde_json::to_string_pretty(&Stats { summary, predicted })?;
+    std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))
 }
 
 fn print_capture(c: &CaptureSummary) {

@@ -52,12 +52,15 @@ pub struct SessionConfig {
     pub devices: Option<Vec<usize>>,
     /// Metrics to collect (one column each).
     pub metrics: Vec<String>,
-    pub interval_ns: u64,
+    /// GPU-time sampling interval; `None`: the finest the cost model says holds without loss
+    /// at about one core per GPU for these metrics' counter-data bytes ([`crate::cost`]).
+    pub interval_ns: Option<u64>,
     /// NVML polling interval; `None` = no NVML.
     pub nvml_interval: Option<Duration>,
     pub counters: CounterPolicy,
-    /// PM sampling hardware buffer per device.
-    pub hw_buffer_bytes: usize,
+    /// PM sampling hardware buffer per device; `None`: by the rate of counter data
+    /// ([`crate::cost::hw_buffer_bytes`]).
+    pub hw_buffer_bytes: Option<usize>,
     /// Evaluation threads per device; `None`: as many as the interval and metrics need
     /// ([`sizing::eval_threads`]).
     pub eval_threads: Option<usize>,
@@ -65,17 +68,9 @@ pub struct SessionConfig {
     pub image_timing: Option<sizing::ImageTiming>,
 }
 
-/// The hardware buffer cufall asks CUPTI for on each device at `interval_ns`: 128 MiB at 50 µs
-/// and coarser (it holds about a second of samples there; the whole buffer is resident memory),
-/// 512 MiB finer, where the decoder runs closer to its limit and can fall further behind.
-pub fn default_hw_buffer_bytes(interval_ns: u64) -> usize {
-    if interval_ns >= 50_000 {
-        128 << 20
-    } else {
-        512 << 20
-    }
-}
 pub const DEFAULT_NVML_INTERVAL: Duration = Duration::from_millis(10);
+/// The interval configured while a chip's bytes per sample are measured (any CUPTI accepts).
+const PROBE_INTERVAL_NS: u64 = 100_000;
 
 impl Default for SessionConfig {
     fn default() -> Self {
@@ -85,10 +80,10 @@ impl Default for SessionConfig {
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
-            interval_ns: crate::default_interval_ns(2),
+            interval_ns: None,
             nvml_interval: Some(DEFAULT_NVML_INTERVAL),
             counters: CounterPolicy::BestEffort,
-            hw_buffer_bytes: default_hw_buffer_bytes(crate::default_interval_ns(2)),
+            hw_buffer_bytes: None,
             eval_threads: None,
             image_timing: None,
         }
@@ -178,9 +173,12 @@ pub struct Prepared {
 
 /// Validates the configuration against the machine and arms PM sampling on every device.
 pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
-    if cfg.interval_ns < sizing::MIN_INTERVAL_NS && cfg.counters != CounterPolicy::Off {
+    if let Some(iv) = cfg.interval_ns
+        && iv < sizing::MIN_INTERVAL_NS
+        && cfg.counters != CounterPolicy::Off
+    {
         return Err(SessionError::IntervalTooShort {
-            interval_ns: cfg.interval_ns,
+            interval_ns: iv,
             min_ns: sizing::MIN_INTERVAL_NS,
         });
     }
@@ -227,7 +225,7 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
     let mut counters_unavailable = None;
     let mut metrics = Vec::new();
     let mut threads = Vec::new();
-    let mut cost = None;
+    let mut cost: Option<Cost> = None;
     match cfg.counters {
         CounterPolicy::Off => {
             counters_unavailable =
@@ -273,7 +271,12 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
     Ok(Prepared {
         devices,
         metrics,
-        interval_ns: i64::try_from(cfg.interval_ns).unwrap_or(i64::MAX),
+        // Without counters there is no sampling interval; the manifest then has no sampling.
+        interval_ns: cost
+            .as_ref()
+            .map_or(cfg.interval_ns.unwrap_or(0), |c| c.interval_ns)
+            .try_into()
+            .unwrap_or(i64::MAX),
         counters_unavailable,
         nvml_unavailable,
         nvml_interval: cfg.nvml_interval.filter(|_| nvml.is_some()),
@@ -294,6 +297,21 @@ type Armed = (
     Cost,
 );
 
+/// The cost model's prediction for a recording, as `--stats-json` writes it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PredictedCost {
+    pub interval_ns: u64,
+    pub bytes_per_sample: u64,
+    pub decode_busy: f64,
+    pub eval_cores: f64,
+    pub restore_cores: f64,
+    pub cores: f64,
+    pub lossless: bool,
+    pub loss_fraction: f64,
+    pub finest_lossless_ns: u64,
+    pub interval_chosen: bool,
+}
+
 /// What sampling will cost, stated before it starts.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cost {
@@ -308,22 +326,40 @@ pub struct Cost {
     pub max_images: usize,
     pub hw_buffer_bytes: u64,
     pub eval_threads: usize,
-    /// Expected CPU per device (decode + evaluation), cores.
-    pub cores_per_device: f64,
+    /// What the cost model says of this rate (bytes per sample, decoder load, cores).
+    pub prediction: crate::cost::Prediction,
+    /// The finest interval the model says the decoder holds for these metrics.
+    pub finest_lossless_ns: u64,
+    /// Whether the interval was chosen by the model (no `--interval`).
+    pub interval_chosen: bool,
 }
 
 impl Cost {
     /// One line for the user.
     pub fn describe(&self) -> String {
         let per = self.image_bytes * self.initial_images as u64;
+        let why = if self.interval_chosen {
+            format!(
+                " (the finest interval at about one core per GPU for {} bytes of counter data per \
+sample; --interval sets another, down to {} without loss)",
+                self.prediction.bytes_per_sample,
+                cufall_cupti::pm::format_ns(self.finest_lossless_ns)
+            )
+        } else {
+            format!(
+                " ({} bytes of counter data per sample)",
+                self.prediction.bytes_per_sample
+            )
+        };
         format!(
-            "sampling {} GPU(s) at {} with {} metric(s): about {:.1} CPU cores and {} of \
-counter-data images per GPU ({} images of {} up front, up to {} on demand; plus a {} hardware \
-buffer), {} evaluation threads per GPU",
+            "sampling {} GPU(s) at {}{why} with {} metric(s): about {:.1} CPU cores (decoder {:.0} % \
+busy) and {} of counter-data images per GPU ({} images of {} up front, up to {} on demand; plus a \
+{} hardware buffer), {} evaluation threads per GPU",
             self.devices,
             cufall_cupti::pm::format_ns(self.interval_ns),
             self.metrics,
-            self.cores_per_device,
+            self.prediction.cores(),
+            self.prediction.decode_busy * 100.0,
             sizing::format_bytes(per),
             self.initial_images,
             sizing::format_bytes(self.image_bytes),
@@ -332,43 +368,100 @@ buffer), {} evaluation threads per GPU",
             self.eval_threads
         )
     }
+
+    /// The model's figures, for `--stats-json` (benchmarks put them beside what was measured).
+    pub fn predicted(&self) -> PredictedCost {
+        let p = &self.prediction;
+        PredictedCost {
+            interval_ns: self.interval_ns,
+            bytes_per_sample: p.bytes_per_sample,
+            decode_busy: p.decode_busy,
+            eval_cores: p.eval_cores,
+            restore_cores: p.restore_cores,
+            cores: p.cores(),
+            lossless: p.lossless(),
+            loss_fraction: p.loss_fraction(),
+            finest_lossless_ns: self.finest_lossless_ns,
+            interval_chosen: self.interval_chosen,
+        }
+    }
+
+    /// The line to print before sampling when the model predicts lost samples at this rate:
+    /// how many, and the interval that would lose none.
+    pub fn loss_warning(&self) -> Option<String> {
+        let p = &self.prediction;
+        (!p.lossless()).then(|| {
+            format!(
+                "at {} the decoder would need {:.0} % of a core for {} bytes of counter data per \
+sample (it keeps up to {:.0} %): expect up to {:.0} % of samples lost, each hole recorded as a \
+drop; {} or longer loses none (or choose cheaper metrics: `cufall metrics` gives each one's bytes \
+per sample)",
+                cufall_cupti::pm::format_ns(self.interval_ns),
+                p.decode_busy * 100.0,
+                p.bytes_per_sample,
+                crate::cost::DECODE_BUSY_MAX * 100.0,
+                (p.loss_fraction() * 100.0).ceil(),
+                cufall_cupti::pm::format_ns(self.finest_lossless_ns)
+            )
+        })
+    }
 }
 
-fn arm_counters(
+/// Counter-data bytes one sample of `metrics` takes on device `index`, asked of CUPTI the way a
+/// device thread asks when it arms (enable, configure, size the image), then disabled again: the
+/// interval is chosen from it before any device is armed.
+fn counter_bytes_per_sample(
+    cupti: &Cupti,
+    index: usize,
+    config: &[u8],
+    metrics: &[String],
+    interval_ns: u64,
+) -> Result<u64, CuptiError> {
+    let (mut sampler, ctx) = pipeline::device::enable(cupti, index)?;
+    let bytes = pipeline::device::bytes_per_sample(&mut sampler, config, metrics, interval_ns);
+    // Disabled while the context it was enabled under is still current.
+    drop(sampler);
+    drop(ctx);
+    bytes
+}
+
+/// What arming needs of one chip: its configuration image and the bytes a sample takes.
+struct ChipSetup {
+    config: Vec<u8>,
+    bytes_per_sample: u64,
+}
+
+/// A device to arm: its slot among the selected, CUDA index, chip and counter availability.
+type DeviceToArm = (usize, usize, String, Vec<u8>);
+/// Per chip what arming needs, the devices to arm, and the metrics' descriptions.
+type ChipSetups = (
+    HashMap<String, ChipSetup>,
+    Vec<DeviceToArm>,
+    Vec<MetricInfo>,
+);
+
+/// Validates the metrics on each chip of the selected devices and learns what arming needs of
+/// each chip (configuration image, bytes per sample); names each device's chip.
+fn chip_setups(
+    cupti: &Cupti,
     cfg: &SessionConfig,
     selected: &[usize],
     devices: &mut [DeviceInfo],
-    tx: &Sender<SinkMsg>,
-    stop: &Arc<AtomicBool>,
-    extra: &mut BTreeMap<String, String>,
-) -> Result<Armed, SessionError> {
-    let cupti = Cupti::init()?;
-    extra.insert("cupti_library".into(), cupti.cupti_source.clone());
-    let plan = sizing::plan_with(cfg.interval_ns, cfg.image_timing.unwrap_or_default());
-    let eval_threads = cfg
-        .eval_threads
-        .unwrap_or_else(|| sizing::eval_threads(cfg.interval_ns, cfg.metrics.len()))
-        .max(1);
-    extra.insert("eval_threads".into(), eval_threads.to_string());
-    extra.insert(
-        "samples_per_image".into(),
-        plan.samples_per_image.to_string(),
-    );
-    let mut per_chip: HashMap<String, Vec<u8>> = HashMap::new();
+) -> Result<ChipSetups, SessionError> {
+    let mut per_chip: HashMap<String, ChipSetup> = HashMap::new();
     let mut infos: Vec<MetricInfo> = Vec::new();
-    let (ready_tx, ready_rx) = mpsc::channel();
-    let mut threads = Vec::new();
+    let mut chips = Vec::new();
     for (slot, &index) in selected.iter().enumerate() {
         let chip = cupti.chip_name(index)?;
         let availability = cupti.pm_counter_availability(index)?;
         if !per_chip.contains_key(&chip) {
             let host = ProfilerHost::new(
-                &cupti,
+                cupti,
                 HostKind::PmSampling,
                 &chip,
                 Some(availability.clone()),
             )?;
-            let range = ProfilerHost::new(&cupti, HostKind::RangeProfiler, &chip, None).ok();
+            let range = ProfilerHost::new(cupti, HostKind::RangeProfiler, &chip, None).ok();
             let catalogue = Catalogue::read(&host, range.as_ref())?;
             for m in &cfg.metrics {
                 catalogue.validate(&host, m)?;
@@ -387,11 +480,73 @@ fn arm_counters(
                     });
                 }
             }
-            let config = host.config_image(&cupti, &cfg.metrics)?;
-            per_chip.insert(chip.clone(), config);
+            let config = host.config_image(cupti, &cfg.metrics)?;
+            let bytes_per_sample = counter_bytes_per_sample(
+                cupti,
+                index,
+                &config,
+                &cfg.metrics,
+                cfg.interval_ns.unwrap_or(PROBE_INTERVAL_NS),
+            )?;
+            per_chip.insert(
+                chip.clone(),
+                ChipSetup {
+                    config,
+                    bytes_per_sample,
+                },
+            );
         }
-        let config_image = per_chip.get(&chip).cloned().unwrap_or_default();
         devices[slot].chip = chip.clone();
+        chips.push((slot, index, chip, availability));
+    }
+    Ok((per_chip, chips, infos))
+}
+
+fn arm_counters(
+    cfg: &SessionConfig,
+    selected: &[usize],
+    devices: &mut [DeviceInfo],
+    tx: &Sender<SinkMsg>,
+    stop: &Arc<AtomicBool>,
+    extra: &mut BTreeMap<String, String>,
+) -> Result<Armed, SessionError> {
+    let cupti = Cupti::init()?;
+    extra.insert("cupti_library".into(), cupti.cupti_source.clone());
+    let (per_chip, chips, infos) = chip_setups(&cupti, cfg, selected, devices)?;
+    // One interval for every GPU (the trace has one): the one the costliest chip allows.
+    let model = crate::cost::CostModel::H200;
+    let n = cfg.metrics.len();
+    let bytes = per_chip
+        .values()
+        .map(|c| c.bytes_per_sample)
+        .max()
+        .unwrap_or(1);
+    let (interval_ns, interval_chosen) = match cfg.interval_ns {
+        Some(iv) => (iv, false),
+        None => (model.default_interval_ns(bytes, n), true),
+    };
+    let prediction = model.predict(bytes, n, interval_ns);
+    let hw_buffer_bytes = cfg
+        .hw_buffer_bytes
+        .unwrap_or_else(|| crate::cost::hw_buffer_bytes(bytes, interval_ns));
+    let plan = sizing::plan_with(interval_ns, cfg.image_timing.unwrap_or_default());
+    let eval_threads = cfg
+        .eval_threads
+        .unwrap_or_else(|| sizing::eval_threads(&prediction))
+        .max(1);
+    extra.insert("eval_threads".into(), eval_threads.to_string());
+    extra.insert(
+        "samples_per_image".into(),
+        plan.samples_per_image.to_string(),
+    );
+    extra.insert("counter_bytes_per_sample".into(), bytes.to_string());
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let mut threads = Vec::new();
+    for (slot, index, chip, availability) in chips {
+        let config_image = per_chip
+            .get(&chip)
+            .map(|c| c.config.clone())
+            .unwrap_or_default();
         let setup = DeviceSetup {
             device: devices[slot].id,
             index,
@@ -399,8 +554,8 @@ fn arm_counters(
             availability,
             metrics: cfg.metrics.clone(),
             config_image,
-            interval_ns: cfg.interval_ns,
-            hw_buffer_bytes: cfg.hw_buffer_bytes,
+            interval_ns,
+            hw_buffer_bytes,
             eval_threads,
             plan,
             devices_sharing_memory: selected.len(),
@@ -456,15 +611,17 @@ fn arm_counters(
     extra.insert("counter_data_image_bytes".into(), image_bytes.to_string());
     let cost = Cost {
         devices: selected.len(),
-        interval_ns: cfg.interval_ns,
-        metrics: cfg.metrics.len(),
+        interval_ns,
+        metrics: n,
         image_bytes: image_bytes as u64,
         samples_per_image: spi,
         initial_images: plan.initial_images,
         max_images: plan.max_images,
-        hw_buffer_bytes: cfg.hw_buffer_bytes as u64,
+        hw_buffer_bytes: hw_buffer_bytes as u64,
         eval_threads,
-        cores_per_device: sizing::expected_cores(cfg.interval_ns, cfg.metrics.len()),
+        prediction,
+        finest_lossless_ns: model.finest_lossless_ns(bytes, n),
+        interval_chosen,
     };
     Ok((infos, threads, cost))
 }
@@ -898,5 +1055,54 @@ mod tests {
         assert_eq!(unit_for("byte", ".sum.per_second"), "byte/second");
         assert_eq!(unit_for("cycle", ".max"), "cycle");
         assert_eq!(unit_for("inst", ".avg.per_cycle_active"), "inst/cycle");
+    }
+
+    fn cost_at(bytes: u64, metrics: usize, interval_ns: Option<u64>) -> Cost {
+        let model = crate::cost::CostModel::H200;
+        let iv = interval_ns.unwrap_or_else(|| model.default_interval_ns(bytes, metrics));
+        Cost {
+            devices: 1,
+            interval_ns: iv,
+            metrics,
+            image_bytes: 80_000_000,
+            samples_per_image: 17_000,
+            initial_images: 2,
+            max_images: 6,
+            hw_buffer_bytes: crate::cost::hw_buffer_bytes(bytes, iv) as u64,
+            eval_threads: 2,
+            prediction: model.predict(bytes, metrics, iv),
+            finest_lossless_ns: model.finest_lossless_ns(bytes, metrics),
+            interval_chosen: interval_ns.is_none(),
+        }
+    }
+
+    #[test]
+    fn the_lines_quoted_in_the_sampler_docs_are_what_the_model_prints() {
+        let docs = include_str!("../../docs/sampler.md");
+        let chosen = cost_at(4_729, 1, None).describe();
+        let head = "sampling 1 GPU(s) at 12us (the finest interval at about one core per GPU for \
+4729 bytes of counter data per sample; --interval sets another, down to 7us without loss) with 1 \
+metric(s): about 1.0 CPU cores (decoder 51 % busy) and ";
+        assert!(chosen.starts_with(head), "{chosen}");
+        assert!(docs.contains(&format!("cufall: {head}...")));
+        assert_eq!(cost_at(4_729, 1, None).loss_warning(), None);
+        let warning = cost_at(4_729, 1, Some(5_000))
+            .loss_warning()
+            .expect("5 µs loses samples");
+        assert!(
+            docs.contains(&format!("cufall: note: {warning}")),
+            "{warning}"
+        );
+        let pair = cost_at(25_529, 2, None).describe();
+        assert!(pair.contains("at 50us ("), "{pair}");
+        assert!(
+            pair.contains("about 0.9 CPU cores (decoder 55 % busy)"),
+            "{pair}"
+        );
+        let given = cost_at(25_529, 2, Some(30_000)).describe();
+        assert!(
+            given.contains("at 30us (25529 bytes of counter data per sample) with"),
+            "{given}"
+        );
     }
 }

@@ -128,40 +128,19 @@ impl ImagePlan {
     }
 }
 
-/// CPU one sample costs in CUPTI's metric evaluation, per metric and fixed (µs; H200, measured
-/// in 60 s runs: 8.6 µs for one metric, 13.6 two, 28.9 four; `docs/benchmarks-sampler.md`).
-pub const EVAL_US_PER_METRIC: f64 = 7.0;
-pub const EVAL_US_FIXED: f64 = 1.5;
-/// CPU one sample costs to restore its image slot (µs; 2.7–3.4 measured).
-pub const RESTORE_US_PER_SAMPLE: f64 = 3.0;
-/// CPU one sample costs in CUPTI's decoder, whatever the call size (µs; H200, 60 s runs: 18
-/// for one metric, 26–27 for two or four, the same in calls of 1,000 and of 27,000 samples).
-pub fn decode_us_per_sample(metrics: usize) -> f64 {
-    if metrics <= 1 { 18.0 } else { 27.0 }
-}
 /// Evaluator threads are sized to be busy at most this share of the time.
 const EVAL_BUSY: f64 = 0.6;
 
-/// Evaluator threads a device needs at `interval_ns` with `metrics` metrics (at least 2, so one
-/// slow image never holds back the next).
-pub fn eval_threads(interval_ns: u64, metrics: usize) -> usize {
-    let per_sample_us = EVAL_US_FIXED + EVAL_US_PER_METRIC * metrics.max(1) as f64;
-    let cores = per_sample_us * 1e3 / interval_ns.max(1) as f64;
+/// Evaluator threads a device needs for the rate the model predicts (at least 2, so one slow
+/// image never holds back the next): evaluation and restoring image slots run on them.
+pub fn eval_threads(p: &crate::cost::Prediction) -> usize {
+    let cores = p.eval_cores + p.restore_cores;
     #[expect(
         clippy::cast_possible_truncation,
         reason = "a small positive count, clamped after rounding up"
     )]
     let threads = (cores / EVAL_BUSY).ceil() as usize;
     threads.clamp(2, 16)
-}
-
-/// Expected CPU use of one device (cores): decoding plus evaluation.
-pub fn expected_cores(interval_ns: u64, metrics: usize) -> f64 {
-    let per_sample_us = decode_us_per_sample(metrics)
-        + RESTORE_US_PER_SAMPLE
-        + EVAL_US_FIXED
-        + EVAL_US_PER_METRIC * metrics.max(1) as f64;
-    per_sample_us * 1e3 / interval_ns.max(1) as f64
 }
 
 /// The memory a recording's counter-data images will hold.
@@ -174,9 +153,11 @@ pub struct MemoryNeed {
 }
 
 impl MemoryNeed {
-    /// Bytes made resident up front: every device's initial images.
+    /// Bytes made resident up front: every device's initial images and its hardware buffer
+    /// (CUPTI makes the whole buffer resident).
     pub fn up_front_bytes(&self) -> u64 {
-        self.devices as u64 * self.images_per_device as u64 * self.image_bytes
+        self.devices as u64
+            * (self.images_per_device as u64 * self.image_bytes + self.hw_buffer_bytes)
     }
 }
 
@@ -253,13 +234,12 @@ mod tests {
 
     #[test]
     fn evaluator_threads_follow_the_rate() {
-        assert_eq!(eval_threads(100_000, 2), 2);
-        assert_eq!(eval_threads(30_000, 2), 2);
-        // 15 µs per sample at 100,000 samples/s is 1.5 cores: 3 threads at 60 % or less.
-        assert_eq!(eval_threads(10_000, 2), 3);
-        assert_eq!(eval_threads(10_000, 4), 5);
-        assert_eq!(eval_threads(1_000, 4), 16);
-        assert!(expected_cores(10_000, 2) > expected_cores(30_000, 2));
+        let m = crate::cost::CostModel::H200;
+        assert_eq!(eval_threads(&m.predict(25_529, 2, 100_000)), 2);
+        assert_eq!(eval_threads(&m.predict(25_529, 2, 30_000)), 2);
+        // 17 µs per sample at 100,000 samples/s is 1.7 cores: 3 threads at 60 % or less.
+        assert_eq!(eval_threads(&m.predict(25_529, 2, 10_000)), 3);
+        assert_eq!(eval_threads(&m.predict(25_529, 2, 1_000)), 16);
     }
 
     #[test]
@@ -273,9 +253,9 @@ mod tests {
             devices: 2,
             image_bytes: 100,
             images_per_device: 2,
-            hw_buffer_bytes: 0,
+            hw_buffer_bytes: 50,
         };
-        assert_eq!(need.up_front_bytes(), 400);
+        assert_eq!(need.up_front_bytes(), 500);
     }
 
     proptest::proptest! {

@@ -20,6 +20,8 @@
 #     rate                RATE="2:10us,20us 1:10us 4:10us,20us": RATE_SECONDS-long runs under a
 #                         matmul load; per metric set, the first lossless interval ends the search
 #     slowdown            a bf16 matmul loop alone, sampled at SLOW_IV with SLOW_SET (1|2|4) metrics, alone
+#     cost_probe          the cost model's inputs under a matmul load: bytes per sample, decode per
+#                         byte and per call, timestamps, evaluation (cost_probe.json)
 #
 # Binaries come prebuilt in .dev-bin/sampler/ (the GPU machine has no Rust toolchain):
 #   cargo build --release -p cufall && strip -o .dev-bin/sampler/cufall target/release/cufall
@@ -267,9 +269,10 @@ PY
   kill $L 2>/dev/null; wait $L 2>/dev/null
 }
 
-metric_set() { # 1 | 2 | 4 -> M=(...)
+metric_set() { # 1 | 2 | 4 | d (DRAM alone) | t (tensor alone) -> M=(...)
   case $1 in
-    1) M=(--metric sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed);;
+    1|t) M=(--metric sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed);;
+    d) M=(--metric dram__throughput.avg.pct_of_peak_sustained_elapsed);;
     2) M=("${DEFAULTS[@]}");;
     4) M=("${DEFAULTS[@]}" --sm-spread);;
   esac
@@ -320,6 +323,23 @@ exit_stall() {
       grep -h 'max_decode_gap_ms' "$TMP/last.txt" | sed 's/^/EXIT2   /' >> "$OUT/bench.txt"
     done
   fi
+}
+
+cost_probe() {
+  hdr "cost model inputs (probe-sampler --cost) under a bf16 matmul load, GPU 0"
+  python3 $W --load 60 & L=$!; sleep 4
+  "$BIN" probe-sampler --cost > "$OUT/cost_probe.json"; echo "rc=$?"
+  kill $L 2>/dev/null; wait $L 2>/dev/null
+  python3 - "$OUT/cost_probe.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))["cost"]
+for r in c["bytes_of_single_metrics"]:
+    print(f"  {r['metric']:66s} {r.get('bytes_per_sample', r.get('error'))} B/sample (configure {r.get('config_ms', 0):.1f} ms, query {r.get('size_query_us', 0):.0f} us)")
+for r in c["sets_at_10us"]:
+    if "error" in r: print("  ", r["metrics"], r["error"]); continue
+    ev = lambda k: r[k]["us_per_sample"]
+    print(f"  {'+'.join(m.split('.')[0] for m in r['metrics']):50s} {r['bytes_per_sample']} B: decode {r['decode_us_per_sample']:.2f} us/sample ({r['decode_ns_per_byte']:.2f} ns/B, backlog {r['backlog_samples']}, {r['backlog_stop']}), call overhead {r['decode_ms_per_call_overhead']:.3f} ms, times {r['sample_times_us_per_sample']:.3f} us, eval first {ev('evaluate_first_2000'):.2f} last {ev('evaluate_last_2000'):.2f} sliced {ev('evaluate_first_2000_sliced'):.2f} us (sliced ok {r['evaluate_first_2000_sliced']['ok']}), alone {r['evaluate_each_metric_alone_us']}")
+PY
 }
 
 default_long() {

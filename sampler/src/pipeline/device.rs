@@ -39,17 +39,24 @@ pub enum ArmError {
     #[error(transparent)]
     Cupti(#[from] CuptiError),
     #[error(
-        "sampling at {interval} needs about {need} of memory for counter-data images ({devices} \
-GPU(s) × {images} images of {per}), but this machine has {available} available. Use a longer \
---interval, fewer metrics or fewer --devices"
+        "sampling at {} needs about {} of memory ({devices} GPU(s) × {images} counter-data \
+images of {} and a {} hardware buffer), but this machine has {} available. Use a longer \
+--interval, fewer or cheaper metrics (`cufall metrics` gives each one's bytes per sample) or \
+fewer --devices",
+        cufall_cupti::pm::format_ns(*interval_ns),
+        crate::sizing::format_bytes(*need_bytes),
+        crate::sizing::format_bytes(*image_bytes),
+        crate::sizing::format_bytes(*hw_buffer_bytes),
+        crate::sizing::format_bytes(*available_bytes)
     )]
     NotEnoughMemory {
-        interval: String,
-        need: String,
-        per: String,
+        interval_ns: u64,
+        need_bytes: u64,
+        image_bytes: u64,
+        hw_buffer_bytes: u64,
         devices: usize,
         images: usize,
-        available: String,
+        available_bytes: u64,
     },
 }
 
@@ -102,7 +109,10 @@ pub fn spawn_device(
     Ok(DeviceThread { handle, go: go_tx })
 }
 
-fn enable(cupti: &Cupti, index: usize) -> Result<(PmSampler, Option<PrimaryContext>), CuptiError> {
+pub(crate) fn enable(
+    cupti: &Cupti,
+    index: usize,
+) -> Result<(PmSampler, Option<PrimaryContext>), CuptiError> {
     match PmSampler::enable(cupti, index) {
         Ok(s) => Ok((s, None)),
         Err(e @ CuptiError::Api { .. }) => {
@@ -115,6 +125,24 @@ fn enable(cupti: &Cupti, index: usize) -> Result<(PmSampler, Option<PrimaryConte
         }
         Err(e) => Err(e),
     }
+}
+
+/// Counter-data bytes one sample of `metrics` takes, asked of CUPTI the way a device thread asks
+/// when it arms: configure `sampler` with `config` (the metrics' configuration image), then size
+/// images of 1 and 101 samples.
+///
+/// [cuptiPmSamplingGetCounterDataSize](https://docs.nvidia.com/cupti/api/group__CUPTI__PM__SAMPLING__API.html)
+pub(crate) fn bytes_per_sample(
+    sampler: &mut PmSampler,
+    config: &[u8],
+    metrics: &[String],
+    interval_ns: u64,
+) -> Result<u64, CuptiError> {
+    sampler.set_config(config, 128 << 20, interval_ns)?;
+    let mut list = MetricList::new(metrics)?;
+    let one = sampler.counter_data_size(&mut list, 1)?;
+    let hundred_one = sampler.counter_data_size(&mut list, 101)?;
+    Ok((hundred_one.saturating_sub(one) / 100).max(1) as u64)
 }
 
 /// A device armed: configured, its first image made, its evaluators' host objects ready.
@@ -138,12 +166,13 @@ fn check_memory(setup: &DeviceSetup, image_bytes: u64) -> Result<(), ArmError> {
     };
     match crate::sizing::mem_available_bytes() {
         Some(avail) if need.up_front_bytes() > avail => Err(ArmError::NotEnoughMemory {
-            interval: cufall_cupti::pm::format_ns(setup.interval_ns),
-            need: crate::sizing::format_bytes(need.up_front_bytes()),
-            per: crate::sizing::format_bytes(image_bytes),
+            interval_ns: setup.interval_ns,
+            need_bytes: need.up_front_bytes(),
+            image_bytes,
+            hw_buffer_bytes: need.hw_buffer_bytes,
             devices: need.devices,
             images: need.images_per_device,
-            available: crate::sizing::format_bytes(avail),
+            available_bytes: avail,
         }),
         _ => Ok(()),
     }

@@ -271,10 +271,11 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
     Ok(Prepared {
         devices,
         metrics,
-        // Without counters there is no sampling interval; the manifest then has no sampling.
+        // Without counters nothing is sampled (the manifest has no sampling); the interval then
+        // only sets the live view's finest bin, as the default pair's 50 µs always did.
         interval_ns: cost
             .as_ref()
-            .map_or(cfg.interval_ns.unwrap_or(0), |c| c.interval_ns)
+            .map_or(cfg.interval_ns.unwrap_or(50_000), |c| c.interval_ns)
             .try_into()
             .unwrap_or(i64::MAX),
         counters_unavailable,

@@ -169,58 +169,7 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<i32> {
         _ => (None, None),
     };
     let all = host.all_base_metrics()?;
-    let mut rows = Vec::new();
-    let mut subs_by_kind: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
-    for (name, kind) in &all {
-        let props = host.properties(name).ok();
-        let description = props
-            .as_ref()
-            .map(|p| p.description.clone())
-            .unwrap_or_default();
-        if let Some(f) = &args.filter
-            && !matches(f, name, &description)
-        {
-            continue;
-        }
-        if !subs_by_kind.contains_key(kind.as_str()) {
-            subs_by_kind.insert(
-                kind.as_str(),
-                host.sub_metrics(name, *kind).unwrap_or_default(),
-            );
-        }
-        let own_subs = || host.sub_metrics(name, *kind).unwrap_or_default();
-        let sub_metrics = if args.filter.is_some() || args.json {
-            own_subs()
-        } else {
-            Vec::new()
-        };
-        let cost = match coster.as_mut() {
-            Some(c) => {
-                let subs = if sub_metrics.is_empty() {
-                    own_subs()
-                } else {
-                    sub_metrics.clone()
-                };
-                usual_full_name(name, &subs).and_then(|full| c.cost(&cupti, &host, &[full]).ok())
-            }
-            None => None,
-        };
-        rows.push(Row {
-            name: name.clone(),
-            kind: kind.as_str(),
-            unit: props
-                .as_ref()
-                .map(|p| p.dim_unit.clone())
-                .unwrap_or_default(),
-            hw_unit: props
-                .as_ref()
-                .map(|p| p.hw_unit.clone())
-                .unwrap_or_default(),
-            description,
-            sub_metrics,
-            cost,
-        });
-    }
+    let (rows, subs_by_kind) = collect_rows(&cupti, &host, &all, args, coster.as_mut());
     if let Some(c) = coster {
         c.close();
     }
@@ -254,13 +203,80 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// Subtypes of a metric kind, as the listing shows them once per kind.
+type SubsByKind = BTreeMap<&'static str, Vec<String>>;
+
+/// The rows of the listing (those matching the filter), each with its cost where a coster is
+/// given, and one metric's sub-metrics per kind.
+fn collect_rows(
+    cupti: &Cupti,
+    host: &ProfilerHost,
+    all: &[(String, MetricKind)],
+    args: &MetricsArgs,
+    mut coster: Option<&mut Coster>,
+) -> (Vec<Row>, SubsByKind) {
+    let mut rows = Vec::new();
+    let mut subs_by_kind = SubsByKind::new();
+    for (name, kind) in all {
+        let props = host.properties(name).ok();
+        let description = props
+            .as_ref()
+            .map(|p| p.description.clone())
+            .unwrap_or_default();
+        if let Some(f) = &args.filter
+            && !matches(f, name, &description)
+        {
+            continue;
+        }
+        if !subs_by_kind.contains_key(kind.as_str()) {
+            subs_by_kind.insert(
+                kind.as_str(),
+                host.sub_metrics(name, *kind).unwrap_or_default(),
+            );
+        }
+        let own_subs = || host.sub_metrics(name, *kind).unwrap_or_default();
+        let sub_metrics = if args.filter.is_some() || args.json {
+            own_subs()
+        } else {
+            Vec::new()
+        };
+        let cost = match coster.as_mut() {
+            Some(c) => {
+                let subs = if sub_metrics.is_empty() {
+                    own_subs()
+                } else {
+                    sub_metrics.clone()
+                };
+                usual_full_name(name, &subs).and_then(|full| c.cost(cupti, host, &[full]).ok())
+            }
+            None => None,
+        };
+        rows.push(Row {
+            name: name.clone(),
+            kind: kind.as_str(),
+            unit: props
+                .as_ref()
+                .map(|p| p.dim_unit.clone())
+                .unwrap_or_default(),
+            hw_unit: props
+                .as_ref()
+                .map(|p| p.hw_unit.clone())
+                .unwrap_or_default(),
+            description,
+            sub_metrics,
+            cost,
+        });
+    }
+    (rows, subs_by_kind)
+}
+
 /// The text listing's rows, the cost hint and the sub-metrics by type.
 fn render_rows(
     out: &mut String,
     args: &MetricsArgs,
     rows: &[Row],
     want_cost: bool,
-    subs_by_kind: &BTreeMap<&'static str, Vec<String>>,
+    subs_by_kind: &SubsByKind,
 ) {
     let _ = writeln!(
         out,

@@ -147,66 +147,7 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<i32> {
         println!("{}", serde_json::to_string_pretty(&Value::Object(out))?);
         return Ok(0);
     }
-    let range = ProfilerHost::new(&cupti, HostKind::RangeProfiler, &chip, None).ok();
-    let all = host.all_base_metrics()?;
-    out.insert("pm_base_metrics".into(), json!(all.len()));
-    if let Some(r) = &range {
-        out.insert(
-            "range_profiler_base_metrics".into(),
-            json!(r.all_base_metrics().map(|v| v.len()).unwrap_or(0)),
-        );
-    }
-    out.insert(
-        "max_metrics_per_pass".into(),
-        json!(host.max_metrics_per_pass().ok()),
-    );
-    let cat = Catalogue::read(&host, range.as_ref())?;
-    let mut subs = serde_json::Map::new();
-    for base in [
-        "sm__pipe_tensor_cycles_active",
-        "dram__throughput",
-        "gr__cycles_elapsed",
-        "sm__cycles_elapsed",
-    ] {
-        if let Some(k) = cat.bases.get(base) {
-            let p = host.properties(base).ok();
-            subs.insert(
-                base.into(),
-                json!({
-                    "kind": k.as_str(),
-                    "sub_metrics": host.sub_metrics(base, *k).unwrap_or_default(),
-                    "dim_unit": p.as_ref().map(|p| p.dim_unit.clone()),
-                    "hw_unit": p.as_ref().map(|p| p.hw_unit.clone()),
-                    "description": p.as_ref().map(|p| p.description.clone()),
-                }),
-            );
-        } else {
-            subs.insert(base.into(), json!("not a PM sampling base metric"));
-        }
-    }
-    out.insert("bases".into(), Value::Object(subs));
-    let mut valid = serde_json::Map::new();
-    for n in NAMES {
-        valid.insert(
-            n.into(),
-            match cat.validate(&host, n) {
-                Ok(()) => json!("ok"),
-                Err(e) => err(&e),
-            },
-        );
-    }
-    out.insert("validate".into(), Value::Object(valid));
-    out.insert(
-        "replay_only_examples".into(),
-        json!(
-            cat.replay_only
-                .iter()
-                .filter(|n| n.starts_with("sm__"))
-                .take(8)
-                .collect::<Vec<_>>()
-        ),
-    );
-
+    catalogue_probe(&ctx, &mut out)?;
     image_probe(&ctx, &mut out)?;
     let one: Vec<String> = vec![NAMES[0].to_string(), NAMES[6].to_string()];
 
@@ -252,6 +193,72 @@ pub fn run(args: &ProbeArgs) -> anyhow::Result<i32> {
     out.insert("decode_cost_by_period_at_40us".into(), json!(exp));
     println!("{}", serde_json::to_string_pretty(&Value::Object(out))?);
     Ok(0)
+}
+
+/// The metric catalogue: base metric counts, the sub-metrics of the metrics cufall relies on,
+/// which of them validate for PM sampling, and examples of replay-only metrics.
+fn catalogue_probe(ctx: &Ctx<'_>, out: &mut serde_json::Map<String, Value>) -> anyhow::Result<()> {
+    let range = ProfilerHost::new(ctx.cupti, HostKind::RangeProfiler, ctx.chip, None).ok();
+    let all = ctx.host.all_base_metrics()?;
+    out.insert("pm_base_metrics".into(), json!(all.len()));
+    if let Some(r) = &range {
+        out.insert(
+            "range_profiler_base_metrics".into(),
+            json!(r.all_base_metrics().map(|v| v.len()).unwrap_or(0)),
+        );
+    }
+    out.insert(
+        "max_metrics_per_pass".into(),
+        json!(ctx.host.max_metrics_per_pass().ok()),
+    );
+    let cat = Catalogue::read(ctx.host, range.as_ref())?;
+    let mut subs = serde_json::Map::new();
+    for base in [
+        "sm__pipe_tensor_cycles_active",
+        "dram__throughput",
+        "gr__cycles_elapsed",
+        "sm__cycles_elapsed",
+    ] {
+        if let Some(k) = cat.bases.get(base) {
+            let p = ctx.host.properties(base).ok();
+            subs.insert(
+                base.into(),
+                json!({
+                    "kind": k.as_str(),
+                    "sub_metrics": ctx.host.sub_metrics(base, *k).unwrap_or_default(),
+                    "dim_unit": p.as_ref().map(|p| p.dim_unit.clone()),
+                    "hw_unit": p.as_ref().map(|p| p.hw_unit.clone()),
+                    "description": p.as_ref().map(|p| p.description.clone()),
+                }),
+            );
+        } else {
+            subs.insert(base.into(), json!("not a PM sampling base metric"));
+        }
+    }
+    out.insert("bases".into(), Value::Object(subs));
+    let mut valid = serde_json::Map::new();
+    for n in NAMES {
+        valid.insert(
+            n.into(),
+            match cat.validate(ctx.host, n) {
+                Ok(()) => json!("ok"),
+                Err(e) => err(&e),
+            },
+        );
+    }
+    out.insert("validate".into(), Value::Object(valid));
+    out.insert(
+        "replay_only_examples".into(),
+        json!(
+            cat.replay_only
+                .iter()
+                .filter(|n| n.starts_with("sm__"))
+                .take(8)
+                .collect::<Vec<_>>()
+        ),
+    );
+
+    Ok(())
 }
 
 /// What every probe experiment needs: the library, the device and its profiler host.

@@ -216,6 +216,62 @@ fn say(msg: impl AsRef<str>) {
     eprintln!("cufall: {}", msg.as_ref());
 }
 
+/// Refuses an output path that exists (without `--force`) or whose folder does not.
+fn check_output(output: &Path, force: bool) -> anyhow::Result<()> {
+    if output.exists() && !force {
+        bail!(
+            "{} already exists; choose another -o path or add --force to replace it",
+            output.display()
+        );
+    }
+    if let Some(parent) = output.parent().filter(|p| !p.as_os_str().is_empty())
+        && !parent.is_dir()
+    {
+        bail!(
+            "cannot write {}: the folder {} does not exist",
+            output.display(),
+            parent.display()
+        );
+    }
+    Ok(())
+}
+
+/// Prepares the session (everything that can fail before the trace exists) and says what it
+/// will cost and what it will not record.
+fn prepare_session(cfg: &SessionConfig) -> anyhow::Result<Prepared> {
+    let prepared = match session::prepare(cfg) {
+        Ok(p) => p,
+        Err(e) => {
+            let hint = match &e {
+                session::SessionError::Cupti(c) if c.counters_out_of_reach() => {
+                    "\n\nTo record NVML data only (power, clocks, nvidia-smi's utilisation, memory, temperature), add --nvml-only."
+                }
+                _ => "",
+            };
+            let e = anyhow::Error::from(e);
+            let text = crate::cli::hint::message(&e, &crate::cli::hint::command_name());
+            return Err(anyhow!("{text}{hint}"));
+        }
+    };
+    if os::interrupted() {
+        prepared.abort();
+        bail!("interrupted before recording started; nothing was written");
+    }
+    if let Some(cost) = &prepared.cost {
+        say(cost.describe());
+        if let Some(w) = cost.loss_warning() {
+            say(format!("note: {w}"));
+        }
+    }
+    if let Some(why) = &prepared.counters_unavailable {
+        say(format!("recording WITHOUT GPU counters: {why}"));
+    }
+    if let Some(why) = &prepared.nvml_unavailable {
+        say(format!("recording without NVML: {why}"));
+    }
+    Ok(prepared)
+}
+
 /// Runs `cufall record`; returns the process exit code.
 pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     // From here on Ctrl-C sets a flag instead of killing cufall, so a trace is always closed.
@@ -246,53 +302,8 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
             args.capture_range.as_deref().unwrap_or_default()
         );
     }
-    if args.output.exists() && !args.force {
-        bail!(
-            "{} already exists; choose another -o path or add --force to replace it",
-            args.output.display()
-        );
-    }
-    if let Some(parent) = args.output.parent().filter(|p| !p.as_os_str().is_empty())
-        && !parent.is_dir()
-    {
-        bail!(
-            "cannot write {}: the folder {} does not exist",
-            args.output.display(),
-            parent.display()
-        );
-    }
-
-    let mut prepared = match session::prepare(&cfg) {
-        Ok(p) => p,
-        Err(e) => {
-            let hint = match &e {
-                session::SessionError::Cupti(c) if c.counters_out_of_reach() => {
-                    "\n\nTo record NVML data only (power, clocks, nvidia-smi's utilisation, memory, temperature), add --nvml-only."
-                }
-                _ => "",
-            };
-            let e = anyhow::Error::from(e);
-            let text = crate::cli::hint::message(&e, &crate::cli::hint::command_name());
-            return Err(anyhow!("{text}{hint}"));
-        }
-    };
-    if os::interrupted() {
-        prepared.abort();
-        bail!("interrupted before recording started; nothing was written");
-    }
-    if let Some(cost) = &prepared.cost {
-        say(cost.describe());
-        if let Some(w) = cost.loss_warning() {
-            say(format!("note: {w}"));
-        }
-    }
-    if let Some(why) = &prepared.counters_unavailable {
-        say(format!("recording WITHOUT GPU counters: {why}"));
-    }
-    if let Some(why) = &prepared.nvml_unavailable {
-        say(format!("recording without NVML: {why}"));
-    }
-
+    check_output(&args.output, args.force)?;
+    let mut prepared = prepare_session(&cfg)?;
     let mut manifest = Manifest::new(env!("CARGO_PKG_VERSION"), crate::now_unix_ns());
     manifest.hostname = hostname();
     manifest.command = std::env::args().collect();
@@ -559,91 +570,10 @@ fn record_with(
         },
         None => None,
     };
-    let tty = std::io::stderr().is_terminal();
-    let mut last_status = Instant::now();
-    let mut child_status: Option<ExitStatus> = None;
-    let why_stopped;
-    loop {
-        std::thread::sleep(Duration::from_millis(25));
-        if os::interrupted() {
-            why_stopped = "Ctrl-C";
-            if let Some(c) = child.as_mut() {
-                child_status = stop_child(c);
-            }
-            break;
-        }
-        if let Some(c) = child.as_mut()
-            && let Ok(Some(s)) = c.try_wait()
-        {
-            child_status = Some(s);
-            why_stopped = "the program exited";
-            break;
-        }
-        if let Some((why, stop_program)) = watch.poll(&handle) {
-            why_stopped = why;
-            if stop_program && let Some(c) = child.as_mut() {
-                say(
-                    "the capture window closed: stopping the program (--capture-range-end stop-shutdown)",
-                );
-                child_status = stop_child(c);
-            } else if let Some(c) = child.as_ref() {
-                say(format!(
-                    "the capture window closed: the trace is closed; the program (process {}) runs on",
-                    c.id()
-                ));
-            }
-            break;
-        }
-        if let Some(d) = duration
-            && watch.duration_passed(d)
-        {
-            why_stopped = "--duration passed";
-            if let Some(c) = child.as_mut() {
-                say("--duration passed: stopping the program");
-                child_status = stop_child(c);
-            }
-            break;
-        }
-        if let Some(e) = handle.error() {
-            say(format!("sampling failed: {e}"));
-            why_stopped = "an error";
-            if let Some(c) = child.as_mut() {
-                child_status = stop_child(c);
-            }
-            break;
-        }
-        if tty && last_status.elapsed() >= Duration::from_secs(1) {
-            last_status = Instant::now();
-            let s = handle.status();
-            eprint!(
-                "\rcufall: recording {:>6.1} s · {} samples · {} lost      ",
-                started.elapsed().as_secs_f64(),
-                s.samples_written,
-                s.lost_samples
-            );
-            let _ = std::io::stderr().flush();
-        }
-    }
-    if tty {
-        eprintln!();
-    }
-    let captured = recorder.map(|r| {
-        // The program's own children may still be sending; a Ctrl-C or --duration stop waits
-        // less, the user asked to stop; a program left running after its window is not waited
-        // for.
-        let wait = if why_stopped == "the program exited" {
-            capture_wait
-        } else if child.is_some() && child_status.is_none() {
-            // The window's last records are still on their way (CUPTI's buffers are taken
-            // every 100 ms, sent every 50 ms): wait for them, not for the program.
-            r.program_runs_on();
-            Duration::from_millis(1000)
-        } else {
-            capture_wait.min(Duration::from_secs(2))
-        };
-        r.wait_for_processes(wait);
-        r.finish()
-    });
+    let (why_stopped, child_status) =
+        wait_for_end(child.as_mut(), &handle, &mut watch, duration, started);
+    let program_runs_on = child.is_some() && child_status.is_none();
+    let captured = recorder.map(|r| finish_capture(r, why_stopped, program_runs_on, capture_wait));
     let outcome = handle.stop();
     let summary = outcome.summary;
     let code = child_status.map(exit_code);
@@ -677,6 +607,110 @@ fn record_with(
         }
     }
     Ok(code.unwrap_or(if why_stopped == "Ctrl-C" { 130 } else { 0 }))
+}
+
+/// Waits until the recording ends: Ctrl-C, the program's exit, the capture window's end,
+/// `--duration` or a sampling error; stops the program where that is the rule. Returns why, and
+/// the program's exit status if it ended.
+fn wait_for_end(
+    mut child: Option<&mut std::process::Child>,
+    handle: &SessionHandle,
+    watch: &mut WindowWatch,
+    duration: Option<Duration>,
+    started: Instant,
+) -> (&'static str, Option<ExitStatus>) {
+    let tty = std::io::stderr().is_terminal();
+    let mut last_status = Instant::now();
+    let mut child_status: Option<ExitStatus> = None;
+    let why_stopped;
+    loop {
+        std::thread::sleep(Duration::from_millis(25));
+        if os::interrupted() {
+            why_stopped = "Ctrl-C";
+            if let Some(c) = child.as_deref_mut() {
+                child_status = stop_child(c);
+            }
+            break;
+        }
+        if let Some(c) = child.as_deref_mut()
+            && let Ok(Some(s)) = c.try_wait()
+        {
+            child_status = Some(s);
+            why_stopped = "the program exited";
+            break;
+        }
+        if let Some((why, stop_program)) = watch.poll(handle) {
+            why_stopped = why;
+            if stop_program && let Some(c) = child.as_deref_mut() {
+                say(
+                    "the capture window closed: stopping the program (--capture-range-end stop-shutdown)",
+                );
+                child_status = stop_child(c);
+            } else if let Some(c) = child.as_deref() {
+                say(format!(
+                    "the capture window closed: the trace is closed; the program (process {}) runs on",
+                    c.id()
+                ));
+            }
+            break;
+        }
+        if let Some(d) = duration
+            && watch.duration_passed(d)
+        {
+            why_stopped = "--duration passed";
+            if let Some(c) = child.as_deref_mut() {
+                say("--duration passed: stopping the program");
+                child_status = stop_child(c);
+            }
+            break;
+        }
+        if let Some(e) = handle.error() {
+            say(format!("sampling failed: {e}"));
+            why_stopped = "an error";
+            if let Some(c) = child.as_deref_mut() {
+                child_status = stop_child(c);
+            }
+            break;
+        }
+        if tty && last_status.elapsed() >= Duration::from_secs(1) {
+            last_status = Instant::now();
+            let s = handle.status();
+            eprint!(
+                "\rcufall: recording {:>6.1} s · {} samples · {} lost      ",
+                started.elapsed().as_secs_f64(),
+                s.samples_written,
+                s.lost_samples
+            );
+            let _ = std::io::stderr().flush();
+        }
+    }
+    if tty {
+        eprintln!();
+    }
+    (why_stopped, child_status)
+}
+
+/// Ends capture: waits for the program's processes to send what they hold (long when the
+/// program exited, short when the user stopped it, only for in-flight records when the program
+/// runs on after its window), then closes the recorder.
+fn finish_capture(
+    r: Recorder,
+    why_stopped: &str,
+    program_runs_on: bool,
+    capture_wait: Duration,
+) -> CaptureSummary {
+    let wait = if why_stopped == "the program exited" {
+        capture_wait
+    } else if program_runs_on {
+        // The window's last records are still on their way (CUPTI's buffers are taken every
+        // 100 ms, sent every 50 ms): wait for them, not for the program.
+        r.program_runs_on();
+        Duration::from_millis(1000)
+    } else {
+        capture_wait.min(Duration::from_secs(2))
+    };
+    r.wait_for_processes(wait);
+    r.finish()
 }
 
 /// `--stats-json`: the run's summary with the cost model's prediction beside it.

@@ -182,43 +182,7 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
             min_ns: sizing::MIN_INTERVAL_NS,
         });
     }
-    let facts = cufall_cupti::driver_devices()?;
-    if facts.is_empty() {
-        return Err(CuptiError::NoDevice.into());
-    }
-    let selected: Vec<usize> = match &cfg.devices {
-        None => (0..facts.len()).collect(),
-        Some(v) => {
-            for &i in v {
-                if i >= facts.len() {
-                    return Err(CuptiError::DeviceOutOfRange {
-                        index: i,
-                        count: facts.len(),
-                    }
-                    .into());
-                }
-            }
-            v.clone()
-        }
-    };
-    if selected.is_empty() {
-        return Err(SessionError::NoDeviceSelected);
-    }
-    let mut devices: Vec<DeviceInfo> = selected
-        .iter()
-        .map(|&i| {
-            let f = &facts[i];
-            DeviceInfo {
-                id: DeviceId(u32::try_from(i).unwrap_or(u32::MAX)),
-                name: f.name.clone(),
-                chip: String::new(),
-                uuid: f.uuid.clone(),
-                pci_bus_id: f.pci_bus_id.clone(),
-                sm_count: f.sm_count,
-                memory_total_bytes: f.memory_total_bytes,
-            }
-        })
-        .collect();
+    let (selected, mut devices) = select_devices(cfg.devices.as_deref())?;
     let (tx, rx) = mpsc::channel();
     let stop = Arc::new(AtomicBool::new(false));
     let mut extra = BTreeMap::new();
@@ -246,22 +210,7 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
             Err(e) => return Err(e),
         },
     }
-    let (nvml, nvml_unavailable) = match cfg.nvml_interval {
-        None => (None, Some("NVML polling was turned off".to_string())),
-        Some(_) => {
-            let ids: Vec<(DeviceId, String)> =
-                devices.iter().map(|d| (d.id, d.uuid.clone())).collect();
-            match NvmlSource::open(&ids) {
-                Ok(n) => {
-                    if let Some(v) = &n.driver_version {
-                        extra.insert("driver_version".into(), v.clone());
-                    }
-                    (Some(n), None)
-                }
-                Err(e) => (None, Some(e.to_string())),
-            }
-        }
-    };
+    let (nvml, nvml_unavailable) = open_nvml(cfg.nvml_interval, &devices, &mut extra);
     if threads.is_empty() && nvml.is_none() {
         return Err(SessionError::NothingToRecord {
             counters: counters_unavailable.unwrap_or_else(|| "no GPU counters".into()),
@@ -290,6 +239,68 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
         stop,
         windowed: false,
     })
+}
+
+/// The CUDA ordinals to sample (`None`: every GPU) checked against the driver's devices, and
+/// each one's facts for the manifest (its chip is filled in when it is armed).
+fn select_devices(asked: Option<&[usize]>) -> Result<(Vec<usize>, Vec<DeviceInfo>), SessionError> {
+    let facts = cufall_cupti::driver_devices()?;
+    if facts.is_empty() {
+        return Err(CuptiError::NoDevice.into());
+    }
+    let selected: Vec<usize> = match asked {
+        None => (0..facts.len()).collect(),
+        Some(v) => {
+            if let Some(&i) = v.iter().find(|&&i| i >= facts.len()) {
+                return Err(CuptiError::DeviceOutOfRange {
+                    index: i,
+                    count: facts.len(),
+                }
+                .into());
+            }
+            v.to_vec()
+        }
+    };
+    if selected.is_empty() {
+        return Err(SessionError::NoDeviceSelected);
+    }
+    let devices = selected
+        .iter()
+        .map(|&i| {
+            let f = &facts[i];
+            DeviceInfo {
+                id: DeviceId(u32::try_from(i).unwrap_or(u32::MAX)),
+                name: f.name.clone(),
+                chip: String::new(),
+                uuid: f.uuid.clone(),
+                pci_bus_id: f.pci_bus_id.clone(),
+                sm_count: f.sm_count,
+                memory_total_bytes: f.memory_total_bytes,
+            }
+        })
+        .collect();
+    Ok((selected, devices))
+}
+
+/// Opens NVML for `devices` unless polling is off; the reason when it cannot be had.
+fn open_nvml(
+    interval: Option<Duration>,
+    devices: &[DeviceInfo],
+    extra: &mut BTreeMap<String, String>,
+) -> (Option<NvmlSource>, Option<String>) {
+    if interval.is_none() {
+        return (None, Some("NVML polling was turned off".to_string()));
+    }
+    let ids: Vec<(DeviceId, String)> = devices.iter().map(|d| (d.id, d.uuid.clone())).collect();
+    match NvmlSource::open(&ids) {
+        Ok(n) => {
+            if let Some(v) = &n.driver_version {
+                extra.insert("driver_version".into(), v.clone());
+            }
+            (Some(n), None)
+        }
+        Err(e) => (None, Some(e.to_string())),
+    }
 }
 
 type Armed = (
@@ -424,6 +435,38 @@ fn counter_bytes_per_sample(
     drop(sampler);
     drop(ctx);
     bytes
+}
+
+/// Waits for `count` device threads to report ready: the largest image, and the samples an
+/// image holds; the first failure otherwise.
+fn wait_ready(
+    ready: &Receiver<(DeviceId, Result<Ready, ArmError>)>,
+    count: usize,
+) -> Result<(usize, Option<u32>), ArmError> {
+    let mut first_err = None;
+    let mut image_bytes = 0usize;
+    let mut spi = None;
+    for _ in 0..count {
+        match ready.recv_timeout(Duration::from_secs(120)) {
+            Ok((_, Ok(r))) => {
+                image_bytes = image_bytes.max(r.image_bytes);
+                spi = Some(r.samples_per_image);
+            }
+            Ok((_, Err(e))) => {
+                first_err.get_or_insert(e);
+            }
+            Err(_) => {
+                first_err.get_or_insert(ArmError::Cupti(CuptiError::InvalidArgument(
+                    "a device thread did not get ready within 120 s".into(),
+                )));
+                break;
+            }
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok((image_bytes, spi)),
+    }
 }
 
 /// What arming needs of one chip: its configuration image and the bytes a sample takes.
@@ -574,41 +617,18 @@ fn arm_counters(
         threads.push((devices[slot].id, t, counters));
     }
     drop(ready_tx);
-    let mut first_err = None;
-    let mut image_bytes = 0usize;
-    let mut spi = plan.samples_per_image;
-    for _ in 0..threads.len() {
-        match ready_rx.recv_timeout(Duration::from_secs(120)) {
-            Ok((
-                _,
-                Ok(Ready {
-                    image_bytes: b,
-                    samples_per_image,
-                }),
-            )) => {
-                image_bytes = image_bytes.max(b);
-                spi = samples_per_image;
-                extra.insert("samples_per_image".into(), samples_per_image.to_string());
+    let (image_bytes, spi) = match wait_ready(&ready_rx, threads.len()) {
+        Ok((b, s)) => (b, s.unwrap_or(plan.samples_per_image)),
+        Err(e) => {
+            // Dropping the threads' `go` senders tells them to disarm and exit.
+            for (_, t, _) in threads {
+                drop(t.go);
+                let _ = t.handle.join();
             }
-            Ok((_, Err(e))) => {
-                first_err.get_or_insert(e);
-            }
-            Err(_) => {
-                first_err.get_or_insert(ArmError::Cupti(CuptiError::InvalidArgument(
-                    "a device thread did not get ready within 120 s".into(),
-                )));
-                break;
-            }
+            return Err(e.into());
         }
-    }
-    if let Some(e) = first_err {
-        // Dropping the threads' `go` senders tells them to disarm and exit.
-        for (_, t, _) in threads {
-            drop(t.go);
-            let _ = t.handle.join();
-        }
-        return Err(e.into());
-    }
+    };
+    extra.insert("samples_per_image".into(), spi.to_string());
     extra.insert("counter_data_image_bytes".into(), image_bytes.to_string());
     let cost = Cost {
         devices: selected.len(),

@@ -12,7 +12,7 @@
 use super::evaluate::{Chunk, EvalShared, Sealed, evaluator_main};
 use super::source::{ImageStore, PmSource, SampleEvaluator};
 use super::{DeviceCounters, PipelineError, SLOW_DECODE, SinkMsg, call_size_bin, error_chain};
-use crate::gaps::{GapDetector, Verdict};
+use crate::holes::{HoleDetector, Verdict};
 use crate::sizing::ImagePlan;
 use cufall_cupti::{CounterDataInfo, CuptiError, DecodeStop};
 use cufall_trace::model::nanos_u64;
@@ -194,7 +194,7 @@ struct DecodeLoop<'a, S: PmSource, M> {
     source: S,
     images: Arc<M>,
     links: Links<'a, S::Image>,
-    gaps: GapDetector,
+    gaps: HoleDetector,
     pool: Vec<S::Image>,
     allocated: usize,
     cur: Option<S::Image>,
@@ -235,7 +235,7 @@ where
             source,
             images,
             links,
-            gaps: GapDetector::new(cfg.device, interval),
+            gaps: HoleDetector::new(cfg.device, interval),
             pool,
             allocated,
             cur,

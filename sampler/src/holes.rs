@@ -18,7 +18,7 @@ pub enum Verdict {
 }
 
 #[derive(Clone, Debug)]
-pub struct GapDetector {
+pub struct HoleDetector {
     device: DeviceId,
     interval_ns: i64,
     tolerance_ns: i64,
@@ -30,10 +30,10 @@ pub struct GapDetector {
     started_ns: Option<i64>,
 }
 
-impl GapDetector {
+impl HoleDetector {
     pub fn new(device: DeviceId, interval_ns: i64) -> Self {
         let interval_ns = interval_ns.max(1);
-        GapDetector {
+        HoleDetector {
             device,
             interval_ns,
             // Half an interval, but at least 1 µs of timestamp jitter.
@@ -154,8 +154,8 @@ impl GapDetector {
 mod tests {
     use super::*;
 
-    fn det() -> GapDetector {
-        GapDetector::new(DeviceId(0), 10_000)
+    fn det() -> HoleDetector {
+        HoleDetector::new(DeviceId(0), 10_000)
     }
 
     #[test]

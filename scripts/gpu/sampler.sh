@@ -22,6 +22,9 @@
 #     slowdown            a bf16 matmul loop alone, sampled at SLOW_IV with SLOW_SET (1|2|4) metrics, alone
 #     cost_probe          the cost model's inputs under a matmul load: bytes per sample, decode per
 #                         byte and per call, timestamps, evaluation (cost_probe.json)
+#     cost_model          the model against COST_SECONDS-long runs (default 60) under a matmul load:
+#                         DRAM alone, tensor alone and the pair at the model's default and finest
+#                         intervals, DRAM alone at 5us for 10 s; predicted beside measured (COST lines)
 #
 # Binaries come prebuilt in .dev-bin/sampler/ (the GPU machine has no Rust toolchain):
 #   cargo build --release -p cufall && strip -o .dev-bin/sampler/cufall target/release/cufall
@@ -340,6 +343,45 @@ for r in c["sets_at_10us"]:
     ev = lambda k: r[k]["us_per_sample"]
     print(f"  {'+'.join(m.split('.')[0] for m in r['metrics']):50s} {r['bytes_per_sample']} B: decode {r['decode_us_per_sample']:.2f} us/sample ({r['decode_ns_per_byte']:.2f} ns/B, backlog {r['backlog_samples']}, {r['backlog_stop']}), call overhead {r['decode_ms_per_call_overhead']:.3f} ms, times {r['sample_times_us_per_sample']:.3f} us, eval first {ev('evaluate_first_2000'):.2f} last {ev('evaluate_last_2000'):.2f} sliced {ev('evaluate_first_2000_sliced'):.2f} us (sliced ok {r['evaluate_first_2000_sliced']['ok']}), alone {r['evaluate_each_metric_alone_us']}")
 PY
+}
+
+cost_model() {
+  hdr "cost model against ${COST_SECONDS:-60}s runs under a bf16 matmul load, GPU 0"
+  python3 $W --load 3000 & L=$!; sleep 4
+  for spec in ${COST_RUNS:-d: d:10us d:7us t: t:25us 2: 2:30us}; do
+    local set=${spec%%:*} iv=${spec#*:}
+    metric_set "$set"
+    echo "--- $set at ${iv:-the default of the model}"
+    rec "cm_${set}_${iv:-default}" "$iv" --devices 0 --duration "${COST_SECONDS:-60}s" "${M[@]}" | tee "$TMP/last.txt"
+    cost_line "$set" "${COST_SECONDS:-60}" "$TMP/cm_${set}_${iv:-default}.stats.json"
+  done
+  metric_set d
+  rec cm_d_5us 5us --devices 0 --duration 10s "${M[@]}" | tee "$TMP/last.txt"
+  cost_line d 10 "$TMP/cm_d_5us.stats.json"
+  kill $L 2>/dev/null; wait $L 2>/dev/null
+  hdr "what cufall metrics says"
+  "$BIN" metrics --filter "dram__throughput" | tail -4
+  "$BIN" metrics --metric sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed --metric dram__throughput.avg.pct_of_peak_sustained_elapsed
+  grep "^COST" "$OUT/bench.txt"
+}
+
+# cost_line SET SECONDS STATS_JSON: the model's prediction beside what the run measured.
+cost_line() {
+  python3 - "$1" "$2" "$3" >> "$OUT/bench.txt" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[3])); p = s.get("predicted") or {}
+d = s["devices"][0]; n = max(d["samples_decoded"], 1)
+dec_busy = (d["decode_cpu_s"] + d.get("seal_cpu_s", 0)) / max(s["wall_s"], 1e-9)
+cores = s["cpu_s"] / max(s["wall_s"], 1e-9)
+err = (p.get("cores", 0) - cores) / cores * 100 if cores else 0
+print(f"COST set={sys.argv[1]} seconds={sys.argv[2]} interval_ns={p.get('interval_ns')} chosen={p.get('interval_chosen')} "
+      f"bytes={p.get('bytes_per_sample')} predicted_cores={p.get('cores', 0):.2f} measured_cores={cores:.2f} error={err:+.0f}% "
+      f"predicted_decoder={p.get('decode_busy', 0) * 100:.0f}% measured_decoder={dec_busy * 100:.0f}% "
+      f"predicted_lossless={p.get('lossless')} lost={s['lost_samples']} of {n} peak_rss_mib={s.get('peak_rss_mib', 0):.0f} "
+      f"decode_us={d['decode_cpu_s'] * 1e6 / n:.2f} eval_us={d['eval_us_per_sample']:.2f} reset_us={d['reset_cpu_s'] * 1e6 / n:.2f} "
+      f"finest_ns={p.get('finest_lossless_ns')}")
+PY
+  tail -1 "$OUT/bench.txt"
 }
 
 default_long() {

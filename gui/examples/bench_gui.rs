@@ -239,6 +239,56 @@ fn open(path: &str, wait_s: u64) -> Result<(), Box<dyn std::error::Error>> {
         first_frame.as_secs_f64() * 1e3,
         first.as_secs_f64() * 1e3
     );
+    let (mut loading, pyramid_at, report_at) = wait_loaded(&mut f, started, wait_s);
+    let samples: u64 = f.app.slots[0]
+        .data
+        .lock()
+        .pyramids
+        .values()
+        .map(|p| p.samples())
+        .sum();
+    let pyramid_bytes: usize = f.app.slots[0]
+        .data
+        .lock()
+        .pyramids
+        .values()
+        .map(|p| p.bytes())
+        .sum();
+    println!(
+        "samples in the pyramid: {samples} ({:.0} MB of summaries); pyramid complete after {:.1} s, report after {:.1} s",
+        pyramid_bytes as f64 / 1e6,
+        pyramid_at.map_or(f64::NAN, |d| d.as_secs_f64()),
+        report_at.map_or(f64::NAN, |d| d.as_secs_f64()),
+    );
+    if !loading.is_empty() {
+        let n = loading.len();
+        println!(
+            "while loading: {n} frames zooming/panning, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            pct(&mut loading, 0.5),
+            pct(&mut loading, 0.99),
+            pct(&mut loading, 1.0)
+        );
+    }
+    navigate_loaded(&mut f)?;
+    whole_run(&mut f)?;
+    let tiles = f.app.slots[0].data.lock().tiles.bytes();
+    println!(
+        "memory: peak RSS {} MiB, now {} MiB (raw-sample tiles held {:.0} MB)",
+        status_kb("VmHWM:") / 1024,
+        status_kb("VmRSS:") / 1024,
+        tiles as f64 / 1e6
+    );
+    Ok(())
+}
+
+/// Frames while the recording loads (zooming and panning), until the pyramid and the report
+/// are done or `wait_s` passes; prints when each part was ready. Returns the frame times and
+/// when the pyramid and the report were done.
+fn wait_loaded(
+    f: &mut Frames,
+    started: Instant,
+    wait_s: u64,
+) -> (Vec<Duration>, Option<Duration>, Option<Duration>) {
     // Frames while loading.
     let mut loading = Vec::new();
     let mut pyramid_at = None;
@@ -283,41 +333,18 @@ fn open(path: &str, wait_s: u64) -> Result<(), Box<dyn std::error::Error>> {
             break;
         }
         if loading.len() < 400 {
-            loading.extend(navigate(&mut f, 10));
+            loading.extend(navigate(f, 10));
         } else {
             std::thread::sleep(Duration::from_millis(50));
             f.frame(Vec::new());
         }
     }
-    let samples: u64 = f.app.slots[0]
-        .data
-        .lock()
-        .pyramids
-        .values()
-        .map(|p| p.samples())
-        .sum();
-    let pyramid_bytes: usize = f.app.slots[0]
-        .data
-        .lock()
-        .pyramids
-        .values()
-        .map(|p| p.bytes())
-        .sum();
-    println!(
-        "samples in the pyramid: {samples} ({:.0} MB of summaries); pyramid complete after {:.1} s, report after {:.1} s",
-        pyramid_bytes as f64 / 1e6,
-        pyramid_at.map_or(f64::NAN, |d| d.as_secs_f64()),
-        report_at.map_or(f64::NAN, |d| d.as_secs_f64()),
-    );
-    if !loading.is_empty() {
-        let n = loading.len();
-        println!(
-            "while loading: {n} frames zooming/panning, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-            pct(&mut loading, 0.5),
-            pct(&mut loading, 0.99),
-            pct(&mut loading, 1.0)
-        );
-    }
+    (loading, pyramid_at, report_at)
+}
+
+/// Fits the loaded recording, then times 600 frames zooming and panning it (raw tiles load on
+/// demand as the view zooms in).
+fn navigate_loaded(f: &mut Frames) -> Result<(), Box<dyn std::error::Error>> {
     // Fit, then navigate the loaded trace; raw tiles load on demand as the view zooms in.
     f.frame(vec![egui::Event::Key {
         key: egui::Key::F,
@@ -326,7 +353,7 @@ fn open(path: &str, wait_s: u64) -> Result<(), Box<dyn std::error::Error>> {
         repeat: false,
         modifiers: egui::Modifiers::NONE,
     }]);
-    let spans = navigate_spans(&mut f, 600);
+    let spans = navigate_spans(f, 600);
     if let Some(path) = std::env::var_os("BENCH_GUI_FRAMES") {
         // Every loaded frame: its window (ms) and its time (ms), for a closer look.
         let lines: String = spans
@@ -351,14 +378,6 @@ fn open(path: &str, wait_s: u64) -> Result<(), Box<dyn std::error::Error>> {
         pct(&mut times, 0.5),
         pct(&mut times, 0.99),
         pct(&mut times, 1.0)
-    );
-    whole_run(&mut f)?;
-    let tiles = f.app.slots[0].data.lock().tiles.bytes();
-    println!(
-        "memory: peak RSS {} MiB, now {} MiB (raw-sample tiles held {:.0} MB)",
-        status_kb("VmHWM:") / 1024,
-        status_kb("VmRSS:") / 1024,
-        tiles as f64 / 1e6
     );
     Ok(())
 }

@@ -288,30 +288,11 @@ impl Worker {
                     continue;
                 }
             };
-            for (dev, raw) in &tile.devices {
-                min_start = min_start.min(raw.start_ns.first().copied().unwrap_or(i64::MAX));
-                max_end = max_end.max(raw.end_ns.iter().copied().max().unwrap_or(i64::MIN));
-                let mut row = vec![0f32; series];
-                let mut at = 0;
-                debug_assert_eq!(raw.values.len(), series);
-                while at < raw.len() {
-                    let to = (at + PUSH_CHUNK).min(raw.len());
-                    let mut s = lock(&self.shared);
-                    let p = s.pyramids.entry(*dev).or_insert_with(|| {
-                        let mut p = DevicePyramid::new(series, hole_ns);
-                        p.reserve_for(summary.devices.get(dev).map_or(0, |d| d.samples));
-                        p
-                    });
-                    for i in at..to {
-                        for (m, col) in raw.values.iter().enumerate() {
-                            row[m] = col[i];
-                        }
-                        p.push(raw.start_ns[i], raw.end_ns[i], &row);
-                    }
-                    drop(s);
-                    at = to;
-                }
-            }
+            let (lo, hi) = self.push_tile(&tile, series, hole_ns, |dev| {
+                summary.devices.get(&dev).map_or(0, |d| d.samples)
+            });
+            min_start = min_start.min(lo);
+            max_end = max_end.max(hi);
             let until = if k + 1 == tiles {
                 last
             } else {
@@ -337,6 +318,44 @@ impl Worker {
             s.samples_done = true;
         });
         crate::memory::give_back();
+    }
+
+    /// Adds a tile's samples to each device's pyramid, a chunk at a time so the view is not
+    /// held up; `expected(device)` is its sample count, to reserve once. Returns the earliest
+    /// start and the latest end in the tile.
+    fn push_tile(
+        &self,
+        tile: &Tile,
+        series: usize,
+        hole_ns: i64,
+        expected: impl Fn(u32) -> u64,
+    ) -> (i64, i64) {
+        let (mut min_start, mut max_end) = (i64::MAX, i64::MIN);
+        for (dev, raw) in &tile.devices {
+            min_start = min_start.min(raw.start_ns.first().copied().unwrap_or(i64::MAX));
+            max_end = max_end.max(raw.end_ns.iter().copied().max().unwrap_or(i64::MIN));
+            let mut row = vec![0f32; series];
+            let mut at = 0;
+            debug_assert_eq!(raw.values.len(), series);
+            while at < raw.len() {
+                let to = (at + PUSH_CHUNK).min(raw.len());
+                let mut s = lock(&self.shared);
+                let p = s.pyramids.entry(*dev).or_insert_with(|| {
+                    let mut p = DevicePyramid::new(series, hole_ns);
+                    p.reserve_for(expected(*dev));
+                    p
+                });
+                for i in at..to {
+                    for (m, col) in raw.values.iter().enumerate() {
+                        row[m] = col[i];
+                    }
+                    p.push(raw.start_ns[i], raw.end_ns[i], &row);
+                }
+                drop(s);
+                at = to;
+            }
+        }
+        (min_start, max_end)
     }
 
     /// Reads tile `k`: samples starting in `[first + k·span, first + (k+1)·span)`, the first

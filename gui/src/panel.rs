@@ -5,6 +5,7 @@ use crate::fmt::{fmt_dur, fmt_pct, fmt_value, short_metric};
 use crate::model::{DiffState, GAPS_LISTED, Locked, ReportState, shared_extent};
 use crate::stats::SelectionStats;
 use crate::view::{Input, SideTab, ViewState};
+use cufall_analysis::diff::DiffReport;
 use cufall_analysis::names::short_kernel_name;
 use cufall_analysis::report::{PhaseReport, Report};
 use cufall_analysis::select::domain_label;
@@ -375,69 +376,74 @@ fn compare_ui(ui: &mut Ui, traces: &[Locked<'_>], st: &mut ViewState, diff: &Dif
                     return;
                 }
             };
-            ui.label("B minus A, biggest changes first (time is summed NVTX range time)");
-            egui::Grid::new("diff")
-                .striped(true)
-                .num_columns(5)
-                .show(ui, |ui| {
-                    ui.strong("phase");
-                    ui.strong("A");
-                    ui.strong("B");
-                    ui.strong("Δ time");
-                    ui.strong("Δ idle");
-                    ui.end_row();
-                    for p in std::iter::once(&d.whole_run).chain(d.phases.iter()) {
-                        ui.label(crate::fmt::plain(&p.path));
-                        ui.label(
-                            p.a.as_ref()
-                                .map_or("–".into(), |s| fmt_dur(s.total_ns as f64)),
-                        );
-                        ui.label(
-                            p.b.as_ref()
-                                .map_or("–".into(), |s| fmt_dur(s.total_ns as f64)),
-                        );
-                        let color = if p.delta_total_ns > 0 {
-                            ui.visuals().warn_fg_color
-                        } else {
-                            egui::Color32::from_rgb(120, 200, 120)
-                        };
-                        ui.colored_label(
-                            color,
-                            format!(
-                                "{}{}",
-                                if p.delta_total_ns > 0 { "+" } else { "" },
-                                fmt_dur(p.delta_total_ns as f64)
-                            ),
-                        );
-                        ui.label(
-                            p.delta_idle
-                                .map_or("–".into(), |x| format!("{:+.1} pt", x * 100.0)),
-                        );
-                        ui.end_row();
-                    }
-                });
-            if !d.gaps.is_empty() {
-                ui.add_space(6.0);
-                ui.strong("gaps by place");
-                egui::Grid::new("diffgaps")
-                    .striped(true)
-                    .num_columns(4)
-                    .show(ui, |ui| {
-                        ui.strong("place");
-                        ui.strong("A");
-                        ui.strong("B");
-                        ui.strong("Δ");
-                        ui.end_row();
-                        for g in d.gaps.iter().take(20) {
-                            ui.label(crate::fmt::plain(&g.place));
-                            ui.label(format!("{}× {}", g.count_a, fmt_dur(g.total_a_ns as f64)));
-                            ui.label(format!("{}× {}", g.count_b, fmt_dur(g.total_b_ns as f64)));
-                            ui.label(fmt_dur(g.delta_total_ns as f64));
-                            ui.end_row();
-                        }
-                    });
-            }
+            diff_tables_ui(ui, d);
         }
+    }
+}
+
+/// The comparison's tables: phases (time and idle share, B minus A) and gaps by place.
+fn diff_tables_ui(ui: &mut Ui, d: &DiffReport) {
+    ui.label("B minus A, biggest changes first (time is summed NVTX range time)");
+    egui::Grid::new("diff")
+        .striped(true)
+        .num_columns(5)
+        .show(ui, |ui| {
+            ui.strong("phase");
+            ui.strong("A");
+            ui.strong("B");
+            ui.strong("Δ time");
+            ui.strong("Δ idle");
+            ui.end_row();
+            for p in std::iter::once(&d.whole_run).chain(d.phases.iter()) {
+                ui.label(crate::fmt::plain(&p.path));
+                ui.label(
+                    p.a.as_ref()
+                        .map_or("–".into(), |s| fmt_dur(s.total_ns as f64)),
+                );
+                ui.label(
+                    p.b.as_ref()
+                        .map_or("–".into(), |s| fmt_dur(s.total_ns as f64)),
+                );
+                let color = if p.delta_total_ns > 0 {
+                    ui.visuals().warn_fg_color
+                } else {
+                    egui::Color32::from_rgb(120, 200, 120)
+                };
+                ui.colored_label(
+                    color,
+                    format!(
+                        "{}{}",
+                        if p.delta_total_ns > 0 { "+" } else { "" },
+                        fmt_dur(p.delta_total_ns as f64)
+                    ),
+                );
+                ui.label(
+                    p.delta_idle
+                        .map_or("–".into(), |x| format!("{:+.1} pt", x * 100.0)),
+                );
+                ui.end_row();
+            }
+        });
+    if !d.gaps.is_empty() {
+        ui.add_space(6.0);
+        ui.strong("gaps by place");
+        egui::Grid::new("diffgaps")
+            .striped(true)
+            .num_columns(4)
+            .show(ui, |ui| {
+                ui.strong("place");
+                ui.strong("A");
+                ui.strong("B");
+                ui.strong("Δ");
+                ui.end_row();
+                for g in d.gaps.iter().take(20) {
+                    ui.label(crate::fmt::plain(&g.place));
+                    ui.label(format!("{}× {}", g.count_a, fmt_dur(g.total_a_ns as f64)));
+                    ui.label(format!("{}× {}", g.count_b, fmt_dur(g.total_b_ns as f64)));
+                    ui.label(fmt_dur(g.delta_total_ns as f64));
+                    ui.end_row();
+                }
+            });
     }
 }
 

@@ -108,62 +108,87 @@ pub fn selection_stats(
             want.push((t0, t0 + 1));
             want.push((t1 - 1, t1));
         }
-        let mut kernels: BTreeMap<&str, (usize, i64)> = BTreeMap::new();
-        let mut kernel_count = 0;
-        let mut ranges: BTreeMap<&str, (usize, i64)> = BTreeMap::new();
-        let mut range_count = 0;
-        if let Some(tables) = &t.s.tables {
-            // Per name id first (a whole-run selection holds millions of kernels), then named.
-            let mut by_id: Vec<(usize, i64)> = vec![(0, 0); tables.names.len()];
-            for dk in tables.kernels.values() {
-                for i in dk.spans.overlapping(t0, t1) {
-                    let (s, e) = (dk.spans.start(i), dk.spans.end(i));
-                    let inside = e.min(t1) - s.max(t0);
-                    if inside <= 0 && !(s >= t0 && s < t1) {
-                        continue;
-                    }
-                    kernel_count += 1;
-                    let e = &mut by_id[dk.name[i] as usize];
-                    e.0 += 1;
-                    e.1 += inside.max(0);
-                }
-            }
-            for (id, (count, inside)) in by_id.into_iter().enumerate() {
-                if count > 0 {
-                    kernels.insert(tables.names.get(id as u32), (count, inside));
-                }
-            }
-            for r in &tables.nvtx {
-                let inside = r.end_ns.min(t1) - r.start_ns.max(t0);
-                if inside > 0 || (r.start_ns >= t0 && r.start_ns < t1) {
-                    range_count += 1;
-                    let e = ranges.entry(r.name.as_str()).or_default();
-                    e.0 += 1;
-                    e.1 += inside.max(0);
-                }
-            }
-        }
-        let sorted = |m: BTreeMap<&str, (usize, i64)>| {
-            let mut v: Vec<NameStat> = m
-                .into_iter()
-                .map(|(n, (c, d))| NameStat {
-                    name: n.to_string(),
-                    count: c,
-                    inside_ns: d,
-                })
-                .collect();
-            v.sort_by(|x, y| y.inside_ns.cmp(&x.inside_ns).then(x.name.cmp(&y.name)));
-            v
-        };
+        let inside =
+            t.s.tables
+                .as_ref()
+                .map(|tables| NamesInside::of(tables, t0, t1))
+                .unwrap_or_default();
         out.traces.push(TraceStat {
             name: t.slot.data.name.clone(),
             devices,
-            kernels: sorted(kernels),
-            kernel_count,
-            ranges: sorted(ranges),
-            range_count,
+            kernels: inside.kernels,
+            kernel_count: inside.kernel_count,
+            ranges: inside.ranges,
+            range_count: inside.range_count,
         });
         wanted.push(want);
     }
     (out, wanted)
+}
+
+/// The kernels and NVTX ranges of one recording that meet a selection, by name, largest time
+/// inside first.
+#[derive(Default)]
+struct NamesInside {
+    kernels: Vec<NameStat>,
+    kernel_count: usize,
+    ranges: Vec<NameStat>,
+    range_count: usize,
+}
+
+impl NamesInside {
+    fn of(tables: &crate::tables::Tables, t0: i64, t1: i64) -> NamesInside {
+        let mut kernels: BTreeMap<&str, (usize, i64)> = BTreeMap::new();
+        let mut kernel_count = 0;
+        // Per name id first (a whole-run selection holds millions of kernels), then named.
+        let mut by_id: Vec<(usize, i64)> = vec![(0, 0); tables.names.len()];
+        for dk in tables.kernels.values() {
+            for i in dk.spans.overlapping(t0, t1) {
+                let (s, e) = (dk.spans.start(i), dk.spans.end(i));
+                let inside = e.min(t1) - s.max(t0);
+                if inside <= 0 && !(s >= t0 && s < t1) {
+                    continue;
+                }
+                kernel_count += 1;
+                let e = &mut by_id[dk.name[i] as usize];
+                e.0 += 1;
+                e.1 += inside.max(0);
+            }
+        }
+        for (id, (count, inside)) in by_id.into_iter().enumerate() {
+            if count > 0 {
+                kernels.insert(tables.names.get(id as u32), (count, inside));
+            }
+        }
+        let mut ranges: BTreeMap<&str, (usize, i64)> = BTreeMap::new();
+        let mut range_count = 0;
+        for r in &tables.nvtx {
+            let inside = r.end_ns.min(t1) - r.start_ns.max(t0);
+            if inside > 0 || (r.start_ns >= t0 && r.start_ns < t1) {
+                range_count += 1;
+                let e = ranges.entry(r.name.as_str()).or_default();
+                e.0 += 1;
+                e.1 += inside.max(0);
+            }
+        }
+        NamesInside {
+            kernels: by_time_inside(kernels),
+            kernel_count,
+            ranges: by_time_inside(ranges),
+            range_count,
+        }
+    }
+}
+
+fn by_time_inside(m: BTreeMap<&str, (usize, i64)>) -> Vec<NameStat> {
+    let mut v: Vec<NameStat> = m
+        .into_iter()
+        .map(|(n, (c, d))| NameStat {
+            name: n.to_string(),
+            count: c,
+            inside_ns: d,
+        })
+        .collect();
+    v.sort_by(|x, y| y.inside_ns.cmp(&x.inside_ns).then(x.name.cmp(&y.name)));
+    v
 }

@@ -128,19 +128,7 @@ pub fn timeline_ui(
                     Pos2::new(data_x0 + data_w, row_rect.bottom()),
                 );
                 let hovered = pointer.filter(|p| area.contains(*p));
-                if let Row::Metric { ti, m, .. } = row
-                    && let Some(info) = traces[*ti].slot.data.metrics.get(*m)
-                {
-                    let id =
-                        egui::Id::unique(("cufall-metric-label", *ti, *m, row_rect.top() as i32));
-                    let unit = if info.unit.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({})", info.unit)
-                    };
-                    ui.interact(label_rect, id, Sense::hover())
-                        .on_hover_text(format!("{}{unit}\n{}", info.name, info.description));
-                }
+                metric_label_ui(ui, row, label_rect, traces);
                 let h = draw_row(
                     ui, &painter, *row, label_rect, area, traces, &geom, settings, hovered,
                 );
@@ -148,37 +136,7 @@ pub fn timeline_ui(
                     hit = h;
                 }
             }
-            // Selection and box-zoom overlays over every row.
-            if let Some((a, b)) = st.selection() {
-                let r = Rect::from_x_y_ranges(geom.x(a)..=geom.x(b), data_rect.y_range());
-                painter.rect_filled(r, 0.0, Color32::from_rgba_unmultiplied(120, 170, 255, 40));
-                painter.vline(
-                    r.left(),
-                    data_rect.y_range(),
-                    Stroke::new(1.0, Color32::LIGHT_BLUE),
-                );
-                painter.vline(
-                    r.right(),
-                    data_rect.y_range(),
-                    Stroke::new(1.0, Color32::LIGHT_BLUE),
-                );
-            }
-            if let (Some(Drag::BoxZoom { from }), Some(p)) = (st.drag, pointer) {
-                let r = Rect::from_x_y_ranges(geom.x(from)..=p.x, data_rect.y_range());
-                painter.rect_stroke(
-                    r,
-                    0.0,
-                    Stroke::new(1.5, Color32::YELLOW),
-                    StrokeKind::Inside,
-                );
-            }
-            if let Some(p) = pointer {
-                painter.vline(
-                    p.x,
-                    data_rect.y_range(),
-                    Stroke::new(1.0, Color32::from_gray(160)),
-                );
-            }
+            overlays(&painter, st, &geom, data_rect, pointer);
             input::pointer_input(ui, &resp, &geom, st, extent, hit.as_ref());
             if let Some(h) = &hit
                 && st.drag.is_none()
@@ -189,6 +147,51 @@ pub fn timeline_ui(
     st.last_data_rect = Some(data_rect.intersect(ui.clip_rect()));
     input::key_input(ui, st, &geom, extent);
     st.view.keep_near(extent.0, extent.1);
+}
+
+/// A metric row's label tells the metric's full name, unit and description on hover.
+fn metric_label_ui(ui: &Ui, row: &Row, label_rect: Rect, traces: &[Locked<'_>]) {
+    if let Row::Metric { ti, m, .. } = row
+        && let Some(info) = traces[*ti].slot.data.metrics.get(*m)
+    {
+        let id = egui::Id::unique(("cufall-metric-label", *ti, *m, label_rect.top() as i32));
+        let unit = if info.unit.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", info.unit)
+        };
+        ui.interact(label_rect, id, Sense::hover())
+            .on_hover_text(format!("{}{unit}\n{}", info.name, info.description));
+    }
+}
+
+/// The selection, the box being dragged to zoom and the pointer's time line, over every row.
+fn overlays(
+    painter: &egui::Painter,
+    st: &ViewState,
+    geom: &Geom,
+    data_rect: Rect,
+    pointer: Option<Pos2>,
+) {
+    let ys = data_rect.y_range();
+    if let Some((a, b)) = st.selection() {
+        let r = Rect::from_x_y_ranges(geom.x(a)..=geom.x(b), ys);
+        painter.rect_filled(r, 0.0, Color32::from_rgba_unmultiplied(120, 170, 255, 40));
+        painter.vline(r.left(), ys, Stroke::new(1.0, Color32::LIGHT_BLUE));
+        painter.vline(r.right(), ys, Stroke::new(1.0, Color32::LIGHT_BLUE));
+    }
+    if let (Some(Drag::BoxZoom { from }), Some(p)) = (st.drag, pointer) {
+        let r = Rect::from_x_y_ranges(geom.x(from)..=p.x, ys);
+        painter.rect_stroke(
+            r,
+            0.0,
+            Stroke::new(1.5, Color32::YELLOW),
+            StrokeKind::Inside,
+        );
+    }
+    if let Some(p) = pointer {
+        painter.vline(p.x, ys, Stroke::new(1.0, Color32::from_gray(160)));
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -135,43 +135,59 @@ pub(super) fn draw_row(
             kernel_lane(painter, t, k, &tables.names, area, geom, pointer)
         }
         Row::Nvml { ti, dev, field } => {
-            let t = &traces[ti];
             put_label(&format!("{}{}", tag(ti), field.title()), weak);
-            let tables = t.s.tables.as_ref()?;
-            let n = tables.nvml.get(&dev)?;
-            let ncols = area.width().max(1.0) as usize;
-            let t0 = t.slot.local(geom.view.t0);
-            let cols = match n.series.fine.as_deref() {
-                Some(p) => p.columns(field.column(), t0, geom.px_ns(), ncols, Some(&[&n.series])),
-                None => vec![Summary::EMPTY; ncols],
-            };
-            let scale = match field {
-                NvmlField::GpuUtil => 100.0,
-                NvmlField::Power => n.peak_power_w.max(1.0),
-                NvmlField::SmClock => n.peak_sm_clock_mhz.max(1.0),
-            };
-            painter.rect_filled(area, 0.0, ui.visuals().extreme_bg_color);
-            line_mesh(painter, area, &cols, scale, Color32::from_rgb(240, 190, 90));
-            let p = pointer?;
-            let i = n.at(t.slot.local(geom.t(p.x)))?;
-            let v = |m: usize| opt(n.value(m, i));
-            Some(Hit {
-                text: format!(
-                    "NVML at {}: power {} W, SM {} MHz, mem {} MHz, util {} % (nvidia-smi), {} °C",
-                    fmt_offset(
-                        t.slot.disp(n.series.start_ns[i]) - shared_origin(traces),
-                        1.0
-                    ),
-                    v(NVML_POWER),
-                    v(NVML_SM_CLOCK),
-                    v(NVML_MEM_CLOCK),
-                    v(NVML_UTIL),
-                    v(NVML_TEMPERATURE),
-                ),
-                span: None,
-            })
+            nvml_track(ui, painter, traces, ti, dev, field, area, geom, pointer)
         }
     }
+}
+
+/// An NVML field of one GPU as a line, with the readings under the pointer.
+#[allow(clippy::too_many_arguments)]
+fn nvml_track(
+    ui: &Ui,
+    painter: &egui::Painter,
+    traces: &[Locked<'_>],
+    ti: usize,
+    dev: u32,
+    field: NvmlField,
+    area: Rect,
+    geom: &Geom,
+    pointer: Option<Pos2>,
+) -> Option<Hit> {
+    let t = &traces[ti];
+    let tables = t.s.tables.as_ref()?;
+    let n = tables.nvml.get(&dev)?;
+    let ncols = area.width().max(1.0) as usize;
+    let t0 = t.slot.local(geom.view.t0);
+    let cols = match n.series.fine.as_deref() {
+        Some(p) => p.columns(field.column(), t0, geom.px_ns(), ncols, Some(&[&n.series])),
+        None => vec![Summary::EMPTY; ncols],
+    };
+    let scale = match field {
+        NvmlField::GpuUtil => 100.0,
+        NvmlField::Power => n.peak_power_w.max(1.0),
+        NvmlField::SmClock => n.peak_sm_clock_mhz.max(1.0),
+    };
+    painter.rect_filled(area, 0.0, ui.visuals().extreme_bg_color);
+    line_mesh(painter, area, &cols, scale, Color32::from_rgb(240, 190, 90));
+    let p = pointer?;
+    let i = n.at(t.slot.local(geom.t(p.x)))?;
+    let v = |m: usize| opt(n.value(m, i));
+    Some(Hit {
+        text: format!(
+            "NVML at {}: power {} W, SM {} MHz, mem {} MHz, util {} % (nvidia-smi), {} °C",
+            fmt_offset(
+                t.slot.disp(n.series.start_ns[i]) - shared_origin(traces),
+                1.0
+            ),
+            v(NVML_POWER),
+            v(NVML_SM_CLOCK),
+            v(NVML_MEM_CLOCK),
+            v(NVML_UTIL),
+            v(NVML_TEMPERATURE),
+        ),
+        span: None,
+    })
 }
 
 /// Spans narrower than this many pixels are drawn as part of a run.

@@ -245,11 +245,7 @@ fn a_cut_segment_is_warned_about_and_never_idle() {
 #[test]
 fn phases_choose_the_program_s_ranges_and_name_library_domains_on_request() {
     let tmp = tempfile::tempdir().unwrap();
-    let t = common::Fixture {
-        library_nvtx: true,
-        ..Default::default()
-    }
-    .write(tmp.path(), "lib.cufall");
+    let t = library_trace(tmp.path());
     let out = cufall().arg("report").arg(&t).output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
@@ -298,7 +294,23 @@ fn phases_choose_the_program_s_ranges_and_name_library_domains_on_request() {
         .stderr(predicate::str::contains(
             "`cccl` is not a phase selection: use `program`, `all`, `domain:NAME`",
         ));
-    // diff: both traces, a domain recorded in either.
+}
+
+/// A fixture whose ranges include CUB's (domain CCCL) and XLA's (domain TSL).
+fn library_trace(dir: &std::path::Path) -> std::path::PathBuf {
+    common::Fixture {
+        library_nvtx: true,
+        ..Default::default()
+    }
+    .write(dir, "lib.cufall")
+}
+
+/// `diff --phases` takes a domain recorded in either trace.
+#[test]
+fn diff_takes_library_phases_on_request() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = library_trace(tmp.path());
+    let phases = std::ffi::OsStr::new("--phases");
     let plain = common::Fixture::default().write(tmp.path(), "plain.cufall");
     cufall()
         .arg("diff")
@@ -320,7 +332,14 @@ fn phases_choose_the_program_s_ranges_and_name_library_domains_on_request() {
         ],
         "no NVTX range of domain TSX",
     );
-    // view: the phase lane shows the chosen phases only.
+}
+
+/// `view`'s phase lane shows the chosen phases only.
+#[test]
+fn view_shows_the_chosen_phases_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = library_trace(tmp.path());
+    let phases = std::ffi::OsStr::new("--phases");
     let frame = |extra: &[&str]| {
         let out = cufall()
             .arg("view")

@@ -96,6 +96,61 @@ fn lanes(state: &HeatmapState, hm: &Heatmap) -> Vec<usize> {
     }
 }
 
+/// Rows the first `n` bands take: a legend row each and `g` GPUs of `hs[i]` rows.
+fn rows_needed(hs: &[u16], n: usize, g: u16) -> u32 {
+    hs[..n]
+        .iter()
+        .map(|h| 1 + u32::from(g) * u32::from(*h))
+        .sum()
+}
+
+/// Band heights (rows per GPU) for the metrics to show: as tall as the frame allows, as many
+/// metrics as fit with at least one row per band; a band too short for one row (half row in
+/// colour) per lane shows its plain lane only. Returns how many metrics fit, their heights and
+/// their lanes.
+fn fit_bands(
+    lane_sets: Vec<Vec<usize>>,
+    shown: usize,
+    color: bool,
+    g: u16,
+    limit: u32,
+) -> (usize, Vec<u16>, Vec<Vec<usize>>) {
+    // Rows a band needs to show each of its lanes (half rows in colour).
+    let min_h: Vec<u16> = lane_sets
+        .iter()
+        .map(|l| {
+            if color {
+                (l.len() as u16).div_ceil(2)
+            } else {
+                l.len() as u16
+            }
+        })
+        .collect();
+    let need = |hs: &[u16], n: usize| rows_needed(hs, n, g);
+    let mut n = shown;
+    let mut hs: Vec<u16> = min_h.iter().map(|h| (*h).max(2)).collect();
+    if need(&hs, n) > limit {
+        hs.clone_from(&min_h);
+    }
+    if need(&hs, n) > limit {
+        hs.iter_mut().for_each(|h| *h = 1);
+    }
+    // Stack as many metrics as fit with at least one row per band.
+    while n > 1 && need(&hs, n) > limit {
+        n -= 1;
+    }
+    // Bands too short for one row (half row in colour) per lane show the plain lane only.
+    let mut lane_sets = lane_sets;
+    for (i, l) in lane_sets.iter_mut().enumerate().take(n) {
+        let rows = usize::from(hs[i]) * if color { 2 } else { 1 };
+        if rows < l.len() {
+            *l = vec![0];
+            hs[i] = hs[i].max(1);
+        }
+    }
+    (n, hs, lane_sets)
+}
+
 fn draw_heatmap_buf(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
     let store = &state.store;
     if store.heatmaps.is_empty() || store.devices.is_empty() {
@@ -122,51 +177,15 @@ fn draw_heatmap_buf(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
         .iter()
         .map(|&h| lanes(state, &store.heatmaps[h]))
         .collect();
-    // Rows a band needs to show each of its lanes (half rows in colour).
-    let min_h: Vec<u16> = lane_sets
-        .iter()
-        .map(|l| {
-            if color {
-                (l.len() as u16).div_ceil(2)
-            } else {
-                l.len() as u16
-            }
-        })
-        .collect();
-    let need = |hs: &[u16], n: usize| -> u32 {
-        hs[..n]
-            .iter()
-            .map(|h| 1 + u32::from(g) * u32::from(*h))
-            .sum()
-    };
     let body_h = if devs < all {
         area.height - 1
     } else {
         area.height
     };
     let limit = u32::from(body_h);
-    let mut n = shown.len();
-    let mut hs: Vec<u16> = min_h.iter().map(|h| (*h).max(2)).collect();
-    if need(&hs, n) > limit {
-        hs.clone_from(&min_h);
-    }
-    if need(&hs, n) > limit {
-        hs.iter_mut().for_each(|h| *h = 1);
-    }
-    // Stack as many metrics as fit with at least one row per band.
-    while n > 1 && need(&hs, n) > limit {
-        n -= 1;
-    }
+    let (n, hs, lane_sets) = fit_bands(lane_sets, shown.len(), color, g, limit);
     shown.truncate(n);
-    // Bands too short for one row (half row in colour) per lane show the plain lane only.
-    let mut lane_sets = lane_sets;
-    for (i, l) in lane_sets.iter_mut().enumerate().take(n) {
-        let rows = usize::from(hs[i]) * if color { 2 } else { 1 };
-        if rows < l.len() {
-            *l = vec![0];
-            hs[i] = hs[i].max(1);
-        }
-    }
+    let need = |hs: &[u16], n: usize| rows_needed(hs, n, g);
     // Spare rows make bands taller, up to 4 rows.
     let spare = limit.saturating_sub(need(&hs, n)) / (u32::from(g) * n as u32).max(1);
     let spare = u16::try_from(spare).unwrap_or(u16::MAX);
@@ -288,6 +307,38 @@ fn draw_cells(
     }
 }
 
+/// A GPU's band labels: its name on the first row, and each spread lane's label (`min`, `max`)
+/// on the lane's first row where the lanes have rows of their own.
+fn band_labels(
+    buf: &mut Buffer,
+    (x, y): (u16, u16),
+    band_h: u16,
+    name: &str,
+    hm: &Heatmap,
+    lane_ix: &[usize],
+    color: bool,
+) {
+    let nl = lane_ix.len();
+    for r in 0..band_h {
+        let lane = usize::from(r) * nl / usize::from(band_h);
+        let text = if r == 0 { name } else { "" };
+        let first_row_of_lane = r == 0 || (usize::from(r) - 1) * nl / usize::from(band_h) != lane;
+        let lane_label = if nl > 1 && first_row_of_lane && (!color || band_h >= nl as u16) {
+            hm.spread[lane_ix[lane] - 1].label.as_str()
+        } else {
+            ""
+        };
+        let label = format!("{text:<5}{lane_label:<3}");
+        buf.set_stringn(
+            x,
+            y + r,
+            label,
+            usize::from(layout::LABEL_W - 1),
+            if r == 0 { BOLD } else { DIM },
+        );
+    }
+}
+
 fn draw_section(
     buf: &mut Buffer,
     area: Rect,
@@ -353,28 +404,15 @@ fn draw_section(
             }
         };
         let nl = lane_ix.len();
-        // Labels.
-        let name = format!("GPU{}", dev.info.id.0);
-        for r in 0..band_h {
-            let lane = usize::from(r) * nl / usize::from(band_h);
-            let text = if r == 0 { name.clone() } else { String::new() };
-            let first_row_of_lane =
-                r == 0 || (usize::from(r) - 1) * nl / usize::from(band_h) != lane;
-            let lane_label =
-                if nl > 1 && first_row_of_lane && (!palette.is_color() || band_h >= nl as u16) {
-                    store.heatmaps[h].spread[lane_ix[lane] - 1].label.clone()
-                } else {
-                    String::new()
-                };
-            let label = format!("{text:<5}{lane_label:<3}");
-            buf.set_stringn(
-                area.x,
-                y + r,
-                label,
-                usize::from(layout::LABEL_W - 1),
-                if r == 0 { BOLD } else { DIM },
-            );
-        }
+        band_labels(
+            buf,
+            (area.x, y),
+            band_h,
+            &format!("GPU{}", dev.info.id.0),
+            hm,
+            lane_ix,
+            palette.is_color(),
+        );
         draw_cells(buf, (x0, y), band_h, nl, palette, &lost, &cell);
         // Right panel: current value, then NVML.
         let panel_w = layout::panel_w(area.width);

@@ -141,9 +141,8 @@ impl Fixture {
         r
     }
 
-    /// Writes the trace into `dir/name`.
-    pub fn write(&self, dir: &Path, name: &str) -> PathBuf {
-        let path = dir.join(name);
+    /// The manifest: two GPUs, the three metrics, the heatmap if asked for.
+    fn manifest(&self) -> Manifest {
         let mut m = Manifest::new("test", T0);
         m.devices = (0..2)
             .map(|i| DeviceInfo {
@@ -183,6 +182,41 @@ impl Fixture {
                 full_scale: None,
             }];
         }
+        m
+    }
+
+    /// Draft and verify kernels of the three steps on both GPUs.
+    fn kernel_records(&self) -> Vec<KernelRecord> {
+        let mut ks = Vec::new();
+        for d in 0..2 {
+            for k in 0..3 {
+                let b = k * 1000;
+                for (s, e, name) in [
+                    (b, b + 400, "draft_gemm"),
+                    (b + 500, b + self.verify_end_us(), "verify_gemm"),
+                ] {
+                    ks.push(KernelRecord {
+                        device: DeviceId(d),
+                        start_ns: rel(s),
+                        end_ns: rel(e),
+                        kind: ActivityKind::Kernel,
+                        name: name.into(),
+                        stream: 7,
+                        correlation_id: (k * 2) as u32,
+                        bytes: None,
+                        pid: 1234,
+                        ..Default::default()
+                    });
+                }
+            }
+        }
+        ks
+    }
+
+    /// Writes the trace into `dir/name`.
+    pub fn write(&self, dir: &Path, name: &str) -> PathBuf {
+        let path = dir.join(name);
+        let m = self.manifest();
         let mut w = TraceWriter::create(&path, m, WriterOptions::default()).expect("create");
         // Samples in 450 µs blocks, devices interleaved, one segment per block round.
         let mut block = 0;
@@ -222,30 +256,7 @@ impl Fixture {
             w.append_nvtx(&self.ranges()).expect("nvtx");
         }
         if self.kernels {
-            let mut ks = Vec::new();
-            for d in 0..2 {
-                for k in 0..3 {
-                    let b = k * 1000;
-                    for (s, e, name) in [
-                        (b, b + 400, "draft_gemm"),
-                        (b + 500, b + self.verify_end_us(), "verify_gemm"),
-                    ] {
-                        ks.push(KernelRecord {
-                            device: DeviceId(d),
-                            start_ns: rel(s),
-                            end_ns: rel(e),
-                            kind: ActivityKind::Kernel,
-                            name: name.into(),
-                            stream: 7,
-                            correlation_id: (k * 2) as u32,
-                            bytes: None,
-                            pid: 1234,
-                            ..Default::default()
-                        });
-                    }
-                }
-            }
-            w.append_kernels(&ks).expect("kernels");
+            w.append_kernels(&self.kernel_records()).expect("kernels");
         }
         let mut nvml = Vec::new();
         for d in 0..2u32 {

@@ -190,15 +190,6 @@ fn known(
             "check that the program uses the GPU, and that the capture library loads in it \
              (docs/troubleshooting.md)",
         ),
-        "capture_window" => (
-            Severity::Info,
-            Some(format!(
-                "the recording kept capture windows only, {:.3} s in all: nothing outside them \
-                 is in the trace",
-                count as f64 / 1e9
-            )),
-            None,
-        ),
         "no_capture_window" => problem(
             "a capture range was asked for and no window opened: the trace holds no samples"
                 .to_string(),
@@ -223,30 +214,35 @@ fn known(
             "another CUPTI tool in the program holds CUPTI's one callback subscriber: run \
              without it",
         ),
-        "untimed_records" => (
-            Severity::Info,
-            Some(format!(
-                "CUPTI delivered {count} kernel, copy or call record(s) without timestamps; \
-                 they are left out"
-            )),
-            None,
-        ),
-        "graph_contents_unavailable" => (
-            Severity::Info,
-            Some("graph launches are recorded without their kernels' names".to_string()),
-            None,
-        ),
-        "quiet_processes" => (
-            Severity::Info,
-            Some(format!(
-                "{} of the program never started GPU work or sent records (helpers such as \
-                 data-loader workers)",
-                processes_text(usize::try_from(count).unwrap_or(usize::MAX))
-            )),
-            None,
-        ),
-        _ => (Severity::Unknown, None, None),
+        _ => match known_info(event, count) {
+            Some(meaning) => (Severity::Info, Some(meaning), None),
+            None => (Severity::Unknown, None, None),
+        },
     }
+}
+
+/// The meaning of the informational event kinds this version knows.
+fn known_info(event: &str, count: u64) -> Option<String> {
+    Some(match event {
+        "capture_window" => format!(
+            "the recording kept capture windows only, {:.3} s in all: nothing outside them is in \
+             the trace",
+            count as f64 / 1e9
+        ),
+        "untimed_records" => format!(
+            "CUPTI delivered {count} kernel, copy or call record(s) without timestamps; they are \
+             left out"
+        ),
+        "graph_contents_unavailable" => {
+            "graph launches are recorded without their kernels' names".to_string()
+        }
+        "quiet_processes" => format!(
+            "{} of the program never started GPU work or sent records (helpers such as \
+             data-loader workers)",
+            processes_text(usize::try_from(count).unwrap_or(usize::MAX))
+        ),
+        _ => return None,
+    })
 }
 
 fn processes_text(n: usize) -> String {

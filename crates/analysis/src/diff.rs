@@ -167,6 +167,111 @@ fn gpu_summary(r: &Report) -> String {
         .join(", ")
 }
 
+/// What makes A and B less comparable: each reader's warnings, then different GPUs, intervals
+/// or activity values.
+fn comparability_warnings(ra: &Report, rb: &Report) -> Vec<String> {
+    // What each trace's reader found (a cut segment, an unfinished recording) comes first.
+    let mut warnings: Vec<String> = (ra.warnings.iter().map(|w| format!("A: {w}")))
+        .chain(rb.warnings.iter().map(|w| format!("B: {w}")))
+        .collect();
+    let ga = gpu_summary(ra);
+    let gb = gpu_summary(rb);
+    let chips = |r: &Report| {
+        let mut v: Vec<String> = r.gpus.iter().map(|g| g.chip.clone()).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    if ga != gb || chips(ra) != chips(rb) {
+        warnings.push(format!(
+            "the traces come from different GPUs (A: {ga}; B: {gb}): compared anyway, but counters and timings may not be comparable"
+        ));
+    }
+    if ra.interval_ns != rb.interval_ns {
+        warnings.push(format!(
+            "the sampling intervals differ (A: {}, B: {}): idle stretches shorter than the longer interval are seen only in one trace",
+            fmt_ns(ra.interval_ns),
+            fmt_ns(rb.interval_ns)
+        ));
+    }
+    let denominator = |r: &Report| r.activity.as_ref().map(|a| a.denominator.clone());
+    if ra.activity.is_some() != rb.activity.is_some() {
+        warnings.push(
+            "only one of the traces has GPU counters: idle time is compared where both have it"
+                .into(),
+        );
+    } else if denominator(ra) != denominator(rb) {
+        warnings
+            .push("the activity value is computed differently in B (another denominator)".into());
+    }
+    warnings
+}
+
+/// Every phase of A or B (A's order, then B's new ones), biggest change of time first.
+fn phase_diffs(ra: &Report, rb: &Report) -> Vec<PhaseDiff> {
+    let mut paths: Vec<&str> = ra.phases.iter().map(|p| p.path.as_str()).collect();
+    for p in &rb.phases {
+        if !paths.contains(&p.path.as_str()) {
+            paths.push(&p.path);
+        }
+    }
+    let mut phases: Vec<PhaseDiff> = paths
+        .iter()
+        .map(|path| {
+            phase_diff(
+                path,
+                ra.phases.iter().find(|p| p.path == *path),
+                rb.phases.iter().find(|p| p.path == *path),
+            )
+        })
+        .collect();
+    phases.sort_by(|x, y| {
+        y.delta_total_ns
+            .unsigned_abs()
+            .cmp(&x.delta_total_ns.unsigned_abs())
+            .then_with(|| {
+                let ix = x.delta_idle.map_or(0.0, f64::abs);
+                let iy = y.delta_idle.map_or(0.0, f64::abs);
+                iy.total_cmp(&ix)
+            })
+            .then(x.path.cmp(&y.path))
+    });
+    phases
+}
+
+/// Gaps by place in A and B, biggest change of time first.
+fn gap_diffs(ra: &Report, rb: &Report) -> Vec<GapDiff> {
+    let mut places: BTreeMap<String, GapDiff> = BTreeMap::new();
+    for (is_a, r) in [(true, ra), (false, rb)] {
+        for g in &r.gap_groups {
+            let e = places.entry(g.place.clone()).or_insert_with(|| GapDiff {
+                place: g.place.clone(),
+                count_a: 0,
+                count_b: 0,
+                total_a_ns: 0,
+                total_b_ns: 0,
+                delta_total_ns: 0,
+            });
+            if is_a {
+                e.count_a += g.totals.count;
+                e.total_a_ns += g.totals.total_ns;
+            } else {
+                e.count_b += g.totals.count;
+                e.total_b_ns += g.totals.total_ns;
+            }
+        }
+    }
+    let mut gaps: Vec<GapDiff> = places
+        .into_values()
+        .map(|mut g| {
+            g.delta_total_ns = g.total_b_ns - g.total_a_ns;
+            g
+        })
+        .collect();
+    biggest_change_first(&mut gaps, |g| (g.delta_total_ns, &g.place));
+    gaps
+}
+
 /// Compares traces `a` and `b`, choosing the phases of both with [`ReportOptions::phases`]: a
 /// domain it names must be recorded in at least one of them.
 pub fn build_diff(a: &Trace, b: &Trace, opts: &ReportOptions) -> Result<DiffReport> {
@@ -202,96 +307,10 @@ pub fn build_diff(a: &Trace, b: &Trace, opts: &ReportOptions) -> Result<DiffRepo
     opts.phases
         .check_domains(&recorded_in_either(&ra, &rb))
         .map_err(AnalysisError::UnknownDomains)?;
-    // What each trace's reader found (a cut segment, an unfinished recording) comes first.
-    let mut warnings: Vec<String> = (ra.warnings.iter().map(|w| format!("A: {w}")))
-        .chain(rb.warnings.iter().map(|w| format!("B: {w}")))
-        .collect();
-    let ga = gpu_summary(&ra);
-    let gb = gpu_summary(&rb);
-    let chips = |r: &Report| {
-        let mut v: Vec<String> = r.gpus.iter().map(|g| g.chip.clone()).collect();
-        v.sort();
-        v.dedup();
-        v
-    };
-    if ga != gb || chips(&ra) != chips(&rb) {
-        warnings.push(format!(
-            "the traces come from different GPUs (A: {ga}; B: {gb}): compared anyway, but counters and timings may not be comparable"
-        ));
-    }
-    if ra.interval_ns != rb.interval_ns {
-        warnings.push(format!(
-            "the sampling intervals differ (A: {}, B: {}): idle stretches shorter than the longer interval are seen only in one trace",
-            fmt_ns(ra.interval_ns),
-            fmt_ns(rb.interval_ns)
-        ));
-    }
-    let denominator = |r: &Report| r.activity.as_ref().map(|a| a.denominator.clone());
-    if ra.activity.is_some() != rb.activity.is_some() {
-        warnings.push(
-            "only one of the traces has GPU counters: idle time is compared where both have it"
-                .into(),
-        );
-    } else if denominator(&ra) != denominator(&rb) {
-        warnings
-            .push("the activity value is computed differently in B (another denominator)".into());
-    }
+    let warnings = comparability_warnings(&ra, &rb);
     let whole_run = phase_diff("(whole run)", Some(&ra.whole_run), Some(&rb.whole_run));
-    let mut paths: Vec<&str> = ra.phases.iter().map(|p| p.path.as_str()).collect();
-    for p in &rb.phases {
-        if !paths.contains(&p.path.as_str()) {
-            paths.push(&p.path);
-        }
-    }
-    let mut phases: Vec<PhaseDiff> = paths
-        .iter()
-        .map(|path| {
-            phase_diff(
-                path,
-                ra.phases.iter().find(|p| p.path == *path),
-                rb.phases.iter().find(|p| p.path == *path),
-            )
-        })
-        .collect();
-    phases.sort_by(|x, y| {
-        y.delta_total_ns
-            .unsigned_abs()
-            .cmp(&x.delta_total_ns.unsigned_abs())
-            .then_with(|| {
-                let ix = x.delta_idle.map_or(0.0, f64::abs);
-                let iy = y.delta_idle.map_or(0.0, f64::abs);
-                iy.total_cmp(&ix)
-            })
-            .then(x.path.cmp(&y.path))
-    });
-    let mut places: BTreeMap<String, GapDiff> = BTreeMap::new();
-    for (is_a, r) in [(true, &ra), (false, &rb)] {
-        for g in &r.gap_groups {
-            let e = places.entry(g.place.clone()).or_insert_with(|| GapDiff {
-                place: g.place.clone(),
-                count_a: 0,
-                count_b: 0,
-                total_a_ns: 0,
-                total_b_ns: 0,
-                delta_total_ns: 0,
-            });
-            if is_a {
-                e.count_a += g.totals.count;
-                e.total_a_ns += g.totals.total_ns;
-            } else {
-                e.count_b += g.totals.count;
-                e.total_b_ns += g.totals.total_ns;
-            }
-        }
-    }
-    let mut gaps: Vec<GapDiff> = places
-        .into_values()
-        .map(|mut g| {
-            g.delta_total_ns = g.total_b_ns - g.total_a_ns;
-            g
-        })
-        .collect();
-    biggest_change_first(&mut gaps, |g| (g.delta_total_ns, &g.place));
+    let phases = phase_diffs(&ra, &rb);
+    let gaps = gap_diffs(&ra, &rb);
     let kernels = kernel_diffs(&ra, &rb);
     Ok(DiffReport {
         a: ra,
@@ -363,6 +382,49 @@ pub fn diff_text(d: &DiffReport) -> String {
     diff_text_for(d, "cufall")
 }
 
+/// The PHASES table of a diff: the whole run, then each phase, biggest change first.
+fn phase_diff_text(d: &DiffReport) -> String {
+    let mut o = String::from("\nPHASES (biggest change in total time first)\n");
+    let mut t = TextTable::new(&[
+        "phase",
+        "count A",
+        "count B",
+        "total A",
+        "total B",
+        "Δ total",
+        "p50 A",
+        "p50 B",
+        "idle A",
+        "idle B",
+        "Δ idle",
+        "activity A",
+        "activity B",
+    ]);
+    for p in std::iter::once(&d.whole_run).chain(d.phases.iter()) {
+        let get = |s: &Option<PhaseSide>, f: &dyn Fn(&PhaseSide) -> String| {
+            s.as_ref().map_or("-".to_string(), f)
+        };
+        t.row(vec![
+            p.path.clone(),
+            get(&p.a, &|s| s.count.to_string()),
+            get(&p.b, &|s| s.count.to_string()),
+            get(&p.a, &|s| fmt_ns(s.total_ns)),
+            get(&p.b, &|s| fmt_ns(s.total_ns)),
+            signed_ns(p.delta_total_ns),
+            get(&p.a, &|s| fmt_ns(s.p50_ns)),
+            get(&p.b, &|s| fmt_ns(s.p50_ns)),
+            get(&p.a, &|s| fmt_pct(s.idle_fraction)),
+            get(&p.b, &|s| fmt_pct(s.idle_fraction)),
+            p.delta_idle
+                .map_or("-".into(), |v| format!("{:+.1} pp", v * 100.0)),
+            get(&p.a, &|s| fmt_num(s.activity_mean)),
+            get(&p.b, &|s| fmt_num(s.activity_mean)),
+        ]);
+    }
+    o.push_str(&t.render("  "));
+    o
+}
+
 /// The text form of a diff; `cmd` is the command as the user runs it (for the notes).
 pub fn diff_text_for(d: &DiffReport, cmd: &str) -> String {
     let mut o = String::new();
@@ -414,44 +476,7 @@ pub fn diff_text_for(d: &DiffReport, cmd: &str) -> String {
     {
         o.push_str(&format!("  note ({}): {}\n", n.0, note_text(n.1, cmd)));
     }
-    o.push_str("\nPHASES (biggest change in total time first)\n");
-    let mut t = TextTable::new(&[
-        "phase",
-        "count A",
-        "count B",
-        "total A",
-        "total B",
-        "Δ total",
-        "p50 A",
-        "p50 B",
-        "idle A",
-        "idle B",
-        "Δ idle",
-        "activity A",
-        "activity B",
-    ]);
-    for p in std::iter::once(&d.whole_run).chain(d.phases.iter()) {
-        let get = |s: &Option<PhaseSide>, f: &dyn Fn(&PhaseSide) -> String| {
-            s.as_ref().map_or("-".to_string(), f)
-        };
-        t.row(vec![
-            p.path.clone(),
-            get(&p.a, &|s| s.count.to_string()),
-            get(&p.b, &|s| s.count.to_string()),
-            get(&p.a, &|s| fmt_ns(s.total_ns)),
-            get(&p.b, &|s| fmt_ns(s.total_ns)),
-            signed_ns(p.delta_total_ns),
-            get(&p.a, &|s| fmt_ns(s.p50_ns)),
-            get(&p.b, &|s| fmt_ns(s.p50_ns)),
-            get(&p.a, &|s| fmt_pct(s.idle_fraction)),
-            get(&p.b, &|s| fmt_pct(s.idle_fraction)),
-            p.delta_idle
-                .map_or("-".into(), |v| format!("{:+.1} pp", v * 100.0)),
-            get(&p.a, &|s| fmt_num(s.activity_mean)),
-            get(&p.b, &|s| fmt_num(s.activity_mean)),
-        ]);
-    }
-    o.push_str(&t.render("  "));
+    o.push_str(&phase_diff_text(d));
     o.push_str("\nIDLE GAPS (biggest change in total time first)\n");
     if d.gaps.is_empty() {
         o.push_str("  none in either trace\n");

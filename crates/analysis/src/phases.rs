@@ -62,39 +62,46 @@ pub enum Place {
     Between(Option<usize>, Option<usize>),
 }
 
+/// Each range as (start, end, path, depth): push/pop ranges nest per thread by time
+/// containment (`parent/child`); start/end ranges are top-level; marks are left out.
+fn range_paths(ranges: &[NvtxRange]) -> Vec<(i64, i64, String, usize)> {
+    let mut paths: Vec<(i64, i64, String, usize)> = Vec::with_capacity(ranges.len());
+    let mut threads: BTreeMap<(u32, u32), Vec<&NvtxRange>> = BTreeMap::new();
+    for r in ranges {
+        match r.kind {
+            RangeKind::PushPop => threads.entry((r.pid, r.tid)).or_default().push(r),
+            RangeKind::StartEnd => paths.push((r.start_ns, r.end_ns, r.name.clone(), 0)),
+            // A mark is an instant, not a phase.
+            RangeKind::Mark => {}
+        }
+    }
+    for list in threads.values_mut() {
+        list.sort_by(|a, b| a.start_ns.cmp(&b.start_ns).then(b.end_ns.cmp(&a.end_ns)));
+        // Stack of (end, path) of the open ranges enclosing the current one.
+        let mut stack: Vec<(i64, String)> = Vec::new();
+        for r in list.iter() {
+            while stack
+                .last()
+                .is_some_and(|(end, _)| *end < r.end_ns || *end <= r.start_ns)
+            {
+                stack.pop();
+            }
+            let path = match stack.last() {
+                Some((_, parent)) => format!("{parent}/{}", r.name),
+                None => r.name.clone(),
+            };
+            paths.push((r.start_ns, r.end_ns, path.clone(), stack.len()));
+            stack.push((r.end_ns, path));
+        }
+    }
+    paths
+}
+
 impl Phases {
     /// Builds phases from NVTX ranges. Push/pop ranges nest per thread by time containment;
     /// start/end ranges cross threads and do not nest, so each is its own top-level phase.
     pub fn build(ranges: &[NvtxRange]) -> Phases {
-        let mut paths: Vec<(i64, i64, String, usize)> = Vec::with_capacity(ranges.len());
-        let mut threads: BTreeMap<(u32, u32), Vec<&NvtxRange>> = BTreeMap::new();
-        for r in ranges {
-            match r.kind {
-                RangeKind::PushPop => threads.entry((r.pid, r.tid)).or_default().push(r),
-                RangeKind::StartEnd => paths.push((r.start_ns, r.end_ns, r.name.clone(), 0)),
-                // A mark is an instant, not a phase.
-                RangeKind::Mark => {}
-            }
-        }
-        for list in threads.values_mut() {
-            list.sort_by(|a, b| a.start_ns.cmp(&b.start_ns).then(b.end_ns.cmp(&a.end_ns)));
-            // Stack of (end, path) of the open ranges enclosing the current one.
-            let mut stack: Vec<(i64, String)> = Vec::new();
-            for r in list.iter() {
-                while stack
-                    .last()
-                    .is_some_and(|(end, _)| *end < r.end_ns || *end <= r.start_ns)
-                {
-                    stack.pop();
-                }
-                let path = match stack.last() {
-                    Some((_, parent)) => format!("{parent}/{}", r.name),
-                    None => r.name.clone(),
-                };
-                paths.push((r.start_ns, r.end_ns, path.clone(), stack.len()));
-                stack.push((r.end_ns, path));
-            }
-        }
+        let mut paths = range_paths(ranges);
         // Phases in order of first appearance, then arranged as a tree.
         paths.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
         let mut index: HashMap<String, usize> = HashMap::new();

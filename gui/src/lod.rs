@@ -27,19 +27,12 @@ pub const FANOUT: usize = 8;
 /// Samples per level-0 block of a loaded tile's own pyramid.
 pub const FINE_BLOCK: usize = 8;
 
-/// Summary of a value over a set of samples (empty: no sample with a value).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Summary {
-    pub min: f32,
-    pub max: f32,
-    /// Σ value × duration (ns) over the samples.
-    pub weighted_sum: f64,
-    /// Σ duration (ns) of the samples with a value (NaN values are left out).
-    pub dur_ns: i64,
-}
+/// The summary the pyramid's queries return: shared with the terminal heatmap, so both show the
+/// same time-weighted means.
+pub use cufall_trace::model::Summary;
 
-/// A [`Summary`] as the pyramid stores it: 16 bytes instead of 24, the sums in single precision
-/// (min and max are `f32` in both, so they stay exact).
+/// A [`Summary`] as the pyramid stores it: 16 bytes instead of 32, the sums in single precision
+/// (min and max of `f32` samples are exact in `f32`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Packed {
     pub min: f32,
@@ -49,11 +42,12 @@ pub struct Packed {
 }
 
 impl From<&Summary> for Packed {
-    /// Rounds the sums to single precision (by design: see the module docs).
+    /// Rounds the sums to single precision (by design: see the module docs); min and max come
+    /// from `f32` samples, so they are exact in `f32`.
     fn from(s: &Summary) -> Packed {
         Packed {
-            min: s.min,
-            max: s.max,
+            min: s.min as f32,
+            max: s.max as f32,
             weighted_sum: s.weighted_sum as f32,
             dur_ns: s.dur_ns as f32,
         }
@@ -63,69 +57,13 @@ impl From<&Summary> for Packed {
 impl Packed {
     pub fn get(&self) -> Summary {
         Summary {
-            min: self.min,
-            max: self.max,
+            min: f64::from(self.min),
+            max: f64::from(self.max),
             weighted_sum: f64::from(self.weighted_sum),
             // A stored time is an `f32` made from a whole number of nanoseconds, so it is whole
             // already: no rounding call.
             dur_ns: self.dur_ns as i64,
         }
-    }
-}
-
-impl Summary {
-    pub const EMPTY: Summary = Summary {
-        min: f32::INFINITY,
-        max: f32::NEG_INFINITY,
-        weighted_sum: 0.0,
-        dur_ns: 0,
-    };
-
-    /// One sample lasting `dur_ns`.
-    pub fn of(value: f32, dur_ns: i64) -> Summary {
-        if value.is_nan() {
-            return Summary::EMPTY;
-        }
-        Summary {
-            min: value,
-            max: value,
-            weighted_sum: f64::from(value) * dur_ns as f64,
-            dur_ns,
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.min > self.max
-    }
-
-    pub fn merge(&mut self, o: &Summary) {
-        if o.is_empty() {
-            return;
-        }
-        self.min = self.min.min(o.min);
-        self.max = self.max.max(o.max);
-        self.weighted_sum += o.weighted_sum;
-        self.dur_ns += o.dur_ns;
-    }
-
-    /// Adds the fraction `frac` (0..=1) of `o`'s time, with `o`'s mean; min and max are those
-    /// of the whole of `o` (a part of a summary has no min of its own).
-    pub fn merge_part(&mut self, o: &Summary, frac: f64) {
-        if o.is_empty() || frac <= 0.0 {
-            return;
-        }
-        let mut part = *o;
-        if frac < 1.0 {
-            part.weighted_sum = o.weighted_sum * frac;
-            // Rounded to the nearest (both factors are positive) without a rounding call.
-            part.dur_ns = (((o.dur_ns as f64) * frac + 0.5) as i64).max(1);
-        }
-        self.merge(&part);
-    }
-
-    /// Time-weighted mean; for samples of zero duration, `None`.
-    pub fn mean(&self) -> Option<f64> {
-        (!self.is_empty() && self.dur_ns > 0).then(|| self.weighted_sum / self.dur_ns as f64)
     }
 }
 
@@ -317,7 +255,7 @@ impl DevicePyramid {
         block.end_ns = block.end_ns.max(end_ns);
         block.n += 1;
         for (s, v) in block.stats.iter_mut().zip(values) {
-            s.merge(&Summary::of(*v, dur));
+            s.merge(&Summary::of(f64::from(*v), dur));
         }
         self.samples += 1;
         self.last_end_ns = Some(self.last_end_ns.map_or(end_ns, |e| e.max(end_ns)));
@@ -537,7 +475,11 @@ impl DevicePyramid {
                     for i in raw.overlapping(t0, t1) {
                         let s = raw.start_ns[i];
                         let e = raw.end_ns[i];
-                        add(s, e, &Summary::of(raw.values[m][i], (e - s).max(0)));
+                        add(
+                            s,
+                            e,
+                            &Summary::of(f64::from(raw.values[m][i]), (e - s).max(0)),
+                        );
                     }
                 }
             }
@@ -604,7 +546,7 @@ impl DevicePyramid {
                     let (a, b) = (slice.start_ns[k], slice.end_ns[k]);
                     let overlap = b.min(t1) - a.max(t0);
                     if overlap > 0 || (a == b && a >= t0 && a < t1) {
-                        total.merge(&Summary::of(slice.values[k], overlap.max(0)));
+                        total.merge(&Summary::of(f64::from(slice.values[k]), overlap.max(0)));
                     }
                 }
             } else {
@@ -667,7 +609,7 @@ mod tests {
     }
 
     /// Min, max, Σ value × time, time and count of the samples overlapping `[t0, t1)`.
-    fn brute(raw: &RawSeries, t0: i64, t1: i64) -> (f32, f32, f64, i64, u32) {
+    fn brute(raw: &RawSeries, t0: i64, t1: i64) -> (f64, f64, f64, i64, u32) {
         let (mut mn, mut mx, mut ws, mut d, mut n) = (f32::INFINITY, f32::NEG_INFINITY, 0.0, 0, 0);
         for i in 0..raw.len() {
             let (s, e) = (raw.start_ns[i], raw.end_ns[i]);
@@ -681,7 +623,7 @@ mod tests {
                 n += 1;
             }
         }
-        (mn, mx, ws, d, n)
+        (f64::from(mn), f64::from(mx), ws, d, n)
     }
 
     #[test]

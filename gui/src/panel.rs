@@ -298,8 +298,8 @@ fn selection_ui(ui: &mut Ui, sel: Option<&SelectionStats>) {
                             ui.label("–");
                         } else {
                             ui.label(s.mean().map_or("–".into(), fmt_value));
-                            ui.label(fmt_value(f64::from(s.min)));
-                            ui.label(fmt_value(f64::from(s.max)));
+                            ui.label(fmt_value(s.min));
+                            ui.label(fmt_value(s.max));
                         }
                         ui.end_row();
                     }

@@ -16,7 +16,7 @@ use cudarc::cupti::sys::{
     CUpti_ActivityGraphTrace2, CUpti_ActivityKernel10, CUpti_ActivityKind, CUpti_ActivityMemcpy6,
     CUpti_ActivityMemset4,
 };
-use cufall_capture::{Activity, ActivityKind, ApiCall, ApiDomain, Frame, Kinds, event};
+use cufall_capture::{Activity, Frame, Kinds, WireActivityKind, WireApiCall, WireApiDomain, event};
 use libloading::os::unix::{Library, RTLD_LAZY, RTLD_LOCAL};
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_void};
@@ -505,24 +505,24 @@ unsafe fn forward(api: &Api, h: &'static Hub, names: &mut Names, rec: *const CUp
                     field!(rec, R, blockZ),
                 ],
                 name,
-                ..work!(rec, R, ActivityKind::Kernel)
+                ..work!(rec, R, WireActivityKind::Kernel)
             }));
         } else if k == kind(K::CUPTI_ACTIVITY_KIND_MEMCPY) {
             type R = CUpti_ActivityMemcpy6;
             h.send(&Frame::Activity(Activity {
                 bytes: field!(rec, R, bytes),
                 copy_kind: field!(rec, R, copyKind),
-                ..work!(rec, R, ActivityKind::Memcpy)
+                ..work!(rec, R, WireActivityKind::Memcpy)
             }));
         } else if k == kind(K::CUPTI_ACTIVITY_KIND_MEMSET) {
             type R = CUpti_ActivityMemset4;
             h.send(&Frame::Activity(Activity {
                 bytes: field!(rec, R, bytes),
-                ..work!(rec, R, ActivityKind::Memset)
+                ..work!(rec, R, WireActivityKind::Memset)
             }));
         } else if k == kind(K::CUPTI_ACTIVITY_KIND_GRAPH_TRACE) {
             type R = CUpti_ActivityGraphTrace2;
-            h.send(&Frame::Activity(work!(rec, R, ActivityKind::Graph)));
+            h.send(&Frame::Activity(work!(rec, R, WireActivityKind::Graph)));
         } else if k == kind(K::CUPTI_ACTIVITY_KIND_CONTEXT) {
             type R = CUpti_ActivityContext;
             h.send(&Frame::Context {
@@ -554,11 +554,11 @@ unsafe fn forward(api: &Api, h: &'static Hub, names: &mut Names, rec: *const CUp
                 }
             };
             if let Some(name) = name {
-                h.send(&Frame::Api(ApiCall {
+                h.send(&Frame::Api(WireApiCall {
                     domain: if runtime {
-                        ApiDomain::Runtime
+                        WireApiDomain::Runtime
                     } else {
-                        ApiDomain::Driver
+                        WireApiDomain::Driver
                     },
                     start_ns: ns(field!(rec, R, start)),
                     end_ns: ns(field!(rec, R, end)),

@@ -10,7 +10,7 @@
 #![allow(unsafe_code)]
 
 use crate::delivery::{hub, now_ns};
-use cufall_capture::{Frame, Kinds, Name, Payload, Range, RangeKind, event};
+use cufall_capture::{Frame, Kinds, Name, Payload, Range, WireRangeKind, event};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_void};
@@ -281,7 +281,7 @@ fn range_frame<'a>(
     end_ns: i64,
     tid: u32,
     depth: u32,
-    kind: RangeKind,
+    kind: WireRangeKind,
 ) -> Frame<'a> {
     Frame::Range(Range {
         start_ns: open.start_ns,
@@ -352,7 +352,7 @@ fn pop(domain: u32) -> i32 {
                 end_ns,
                 tid,
                 depth,
-                RangeKind::PushPop,
+                WireRangeKind::PushPop,
             ));
         }
         if s.entries[at].window {
@@ -408,7 +408,7 @@ fn end(id: u64) {
     if let Some((open, tid)) = open
         && h.live()
     {
-        h.send(&range_frame(&open, end_ns, tid, 0, RangeKind::StartEnd));
+        h.send(&range_frame(&open, end_ns, tid, 0, WireRangeKind::StartEnd));
         if open.window {
             window_edge(end_ns, false);
         }
@@ -431,7 +431,7 @@ fn mark(domain: u32, attrs: Attrs, message: Message<'_>) {
         name: message.to_text(),
         window: false,
     };
-    h.send(&range_frame(&open, t, tid, 0, RangeKind::Mark));
+    h.send(&range_frame(&open, t, tid, 0, WireRangeKind::Mark));
 }
 
 /// Reports ranges still open as the process exits (ranges on other threads' stacks cannot be

@@ -179,7 +179,7 @@ fn bench_live(seconds: u64) {
     let sent = producer.join().unwrap_or(0);
     let keep: &HeatmapState = &st;
     let mib = |b: usize| {
-        b as f64 * std::mem::size_of::<cufall_viewer::bucket::Bin>() as f64 / (1 << 20) as f64
+        b as f64 * std::mem::size_of::<cufall_viewer::bucket::Summary>() as f64 / (1 << 20) as f64
     };
     println!(
         "live  8 GPUs × 100 kHz, 30 fps, {} cols, {:.1} s: view thread CPU {:.1} ms = {:.2} % of a core; {} frames ({:.1}/s); {} samples shown of {} sent; {} batches discarded",

@@ -2,8 +2,10 @@
 //! cost independent of the number of raw samples.
 //!
 //! A sample belongs to the bucket that contains its `start_ns`; buckets are half-open
-//! `[t0 + i·w, t0 + (i+1)·w)`. [`bucket_samples`] is the plain definition (used by tests and as
-//! the reference); [`Pyramid`] gives the same answer without touching raw samples: it keeps, for
+//! `[t0 + i·w, t0 + (i+1)·w)`. A bucket is a [`Summary`] (shared with the desktop timeline): min,
+//! max and the mean weighted by each sample's time, so a sample cut short by a drop counts for
+//! the time it covers. [`bucket_samples`] is the plain definition (used by tests and as the
+//! reference); [`Pyramid`] gives the same answer without touching raw samples: it keeps, for
 //! one series, bins of `base_ns`, `2·base_ns`, `4·base_ns`, ... (level `k` bins are
 //! `base_ns << k` wide and aligned to multiples of their width on the epoch). A query whose
 //! start is aligned to a level's bin width and whose column width is a multiple of it is exact
@@ -14,11 +16,13 @@
 
 use std::collections::VecDeque;
 
+pub use cufall_trace::model::Summary;
+
 /// How the samples of one bucket become one value.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Agg {
-    /// The mean of the samples in the bucket.
+    /// The mean of the samples in the bucket, weighted by their time.
     #[default]
     Mean,
     /// The largest sample in the bucket (short bursts stay visible when zoomed out).
@@ -32,91 +36,40 @@ impl Agg {
             Agg::Max => "max",
         }
     }
-}
 
-/// Sum, count, min and max of the samples of one bucket.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Bin {
-    pub sum: f64,
-    pub count: u64,
-    pub min: f64,
-    pub max: f64,
-}
-
-impl Default for Bin {
-    fn default() -> Self {
-        Bin::EMPTY
-    }
-}
-
-impl Bin {
-    pub const EMPTY: Bin = Bin {
-        sum: 0.0,
-        count: 0,
-        min: f64::INFINITY,
-        max: f64::NEG_INFINITY,
-    };
-
-    pub fn of(v: f64) -> Bin {
-        Bin {
-            sum: v,
-            count: 1,
-            min: v,
-            max: v,
-        }
-    }
-
-    pub fn add(&mut self, v: f64) {
-        self.sum += v;
-        self.count += 1;
-        self.min = self.min.min(v);
-        self.max = self.max.max(v);
-    }
-
-    pub fn merge(&mut self, o: &Bin) {
-        self.sum += o.sum;
-        self.count += o.count;
-        self.min = self.min.min(o.min);
-        self.max = self.max.max(o.max);
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
-    pub fn mean(&self) -> Option<f64> {
-        (self.count > 0).then(|| self.sum / self.count as f64)
-    }
-
-    /// The bucket's value under `agg`, `None` for an empty bucket.
-    pub fn value(&self, agg: Agg) -> Option<f64> {
-        match agg {
-            Agg::Mean => self.mean(),
-            Agg::Max => (self.count > 0).then_some(self.max),
+    /// The value of bucket `s` under this aggregation, `None` for an empty bucket. Samples
+    /// without duration have no mean: a bucket of only those shows their maximum, as the
+    /// desktop timeline's heat strips do.
+    pub fn of(self, s: &Summary) -> Option<f64> {
+        match self {
+            Agg::Mean => s.mean().or((!s.is_empty()).then_some(s.max)),
+            Agg::Max => (!s.is_empty()).then_some(s.max),
         }
     }
 }
 
-/// The reference bucketing: `n` buckets of `width_ns` from `t0_ns`; samples outside are
-/// ignored; non-finite values are skipped.
+/// The reference bucketing: `n` buckets of `width_ns` from `t0_ns` of the samples
+/// `[start_ns[i], end_ns[i])`; samples starting outside are ignored; non-finite values are
+/// skipped.
 pub fn bucket_samples(
     start_ns: &[i64],
+    end_ns: &[i64],
     values: &[f64],
     t0_ns: i64,
     width_ns: i64,
     n: usize,
-) -> Vec<Bin> {
-    let mut out = vec![Bin::EMPTY; n];
+) -> Vec<Summary> {
+    let mut out = vec![Summary::EMPTY; n];
     if width_ns <= 0 {
         return out;
     }
-    for (&t, &v) in start_ns.iter().zip(values) {
+    for ((&t, &e), &v) in start_ns.iter().zip(end_ns).zip(values) {
         if !v.is_finite() || t < t0_ns {
             continue;
         }
         let i = (t - t0_ns) / width_ns;
         if let Some(b) = usize::try_from(i).ok().and_then(|i| out.get_mut(i)) {
-            b.add(v);
+            b.add(v, e.saturating_sub(t));
         }
     }
     out
@@ -129,7 +82,7 @@ pub const LEVELS: usize = 24;
 struct Level {
     /// Absolute index (time / bin width) of `bins[0]`.
     first: i64,
-    bins: VecDeque<Bin>,
+    bins: VecDeque<Summary>,
 }
 
 impl Level {
@@ -139,7 +92,7 @@ impl Level {
 
     /// Adds `bin` to the bin at absolute index `idx`. In a ring (`cap` set) indexes more than
     /// `cap` bins behind the newest are too old and ignored; a jump far ahead restarts the ring.
-    fn add(&mut self, idx: i64, bin: &Bin, cap: Option<usize>) {
+    fn add(&mut self, idx: i64, bin: &Summary, cap: Option<usize>) {
         // Fast path: samples arrive in time order, into the newest bin or the one after it.
         let end = self.end();
         if idx == end - 1 && !self.bins.is_empty() {
@@ -158,7 +111,7 @@ impl Level {
         }
         if self.bins.is_empty() {
             self.first = idx;
-            self.bins.push_back(Bin::EMPTY);
+            self.bins.push_back(Summary::EMPTY);
         }
         if idx < self.first {
             let need = (self.first - idx) as u64;
@@ -168,7 +121,7 @@ impl Level {
                 return;
             }
             for _ in 0..need {
-                self.bins.push_front(Bin::EMPTY);
+                self.bins.push_front(Summary::EMPTY);
             }
             self.first = idx;
         } else if idx >= self.end() {
@@ -177,11 +130,11 @@ impl Level {
                 Some(cap) if need >= cap as u64 => {
                     self.bins.clear();
                     self.first = idx;
-                    self.bins.push_back(Bin::EMPTY);
+                    self.bins.push_back(Summary::EMPTY);
                 }
                 _ => {
                     for _ in 0..need {
-                        self.bins.push_back(Bin::EMPTY);
+                        self.bins.push_back(Summary::EMPTY);
                     }
                 }
             }
@@ -197,7 +150,7 @@ impl Level {
         }
     }
 
-    fn get(&self, idx: i64) -> Option<&Bin> {
+    fn get(&self, idx: i64) -> Option<&Summary> {
         if idx < self.first {
             return None;
         }
@@ -205,7 +158,7 @@ impl Level {
     }
 }
 
-/// Min/max/sum bins of one series at every power-of-two resolution; see the module docs.
+/// Summaries of one series at every power-of-two resolution; see the module docs.
 #[derive(Clone, Debug)]
 pub struct Pyramid {
     base_ns: i64,
@@ -215,7 +168,7 @@ pub struct Pyramid {
     cap: Option<usize>,
     levels: Vec<Level>,
     /// Scratch runs reused between inserts: (absolute index, bin).
-    runs: Vec<(i64, Bin)>,
+    runs: Vec<(i64, Summary)>,
     newest_ns: Option<i64>,
     oldest_ns: Option<i64>,
 }
@@ -263,18 +216,24 @@ impl Pyramid {
         self.oldest_ns
     }
 
-    /// Adds samples (`start_ns[i]`, `values[i]`), best in time order; non-finite values are
-    /// skipped. Cost: about two bin updates per sample plus a few per level.
-    pub fn add_samples(&mut self, start_ns: &[i64], values: impl IntoIterator<Item = f64>) {
+    /// Adds samples (`[start_ns[i], end_ns[i])`, `values[i]`), best in time order; non-finite
+    /// values are skipped. Cost: about two bin updates per sample plus a few per level.
+    pub fn add_samples(
+        &mut self,
+        start_ns: &[i64],
+        end_ns: &[i64],
+        values: impl IntoIterator<Item = f64>,
+    ) {
         let mut runs = std::mem::take(&mut self.runs);
         runs.clear();
         let (mut lo, mut hi) = (i64::MAX, i64::MIN);
         let base = self.base_ns;
         let shift = self.shift;
-        for (&t, v) in start_ns.iter().zip(values) {
+        for ((&t, &e), v) in start_ns.iter().zip(end_ns).zip(values) {
             if !v.is_finite() {
                 continue;
             }
+            let dur_ns = e.saturating_sub(t);
             lo = lo.min(t);
             hi = hi.max(t);
             // An arithmetic shift floors like div_euclid.
@@ -283,8 +242,8 @@ impl Pyramid {
                 None => t.div_euclid(base),
             };
             match runs.last_mut() {
-                Some((i, b)) if *i == idx => b.add(v),
-                _ => runs.push((idx, Bin::of(v))),
+                Some((i, b)) if *i == idx => b.add(v, dur_ns),
+                _ => runs.push((idx, Summary::of(v, dur_ns))),
             }
         }
         if lo <= hi {
@@ -335,9 +294,9 @@ impl Pyramid {
     /// Fills `out` with `cols` buckets of `col_ns` from `t0_ns`. Exact when `t0_ns` and `col_ns`
     /// are multiples of `base_ns` (see [`Pyramid::aligned`]); otherwise each bin is counted in
     /// the column holding its start.
-    pub fn query(&self, t0_ns: i64, col_ns: i64, cols: usize, out: &mut Vec<Bin>) {
+    pub fn query(&self, t0_ns: i64, col_ns: i64, cols: usize, out: &mut Vec<Summary>) {
         out.clear();
-        out.resize(cols, Bin::EMPTY);
+        out.resize(cols, Summary::EMPTY);
         if col_ns <= 0 || cols == 0 {
             return;
         }
@@ -365,13 +324,13 @@ impl Pyramid {
     }
 
     /// The aggregate of everything in `[from_ns, to_ns)` at base resolution or coarser.
-    pub fn total(&self, from_ns: i64, to_ns: i64) -> Bin {
+    pub fn total(&self, from_ns: i64, to_ns: i64) -> Summary {
         let mut out = Vec::with_capacity(1);
         let w = self.base_ns;
         let from = from_ns.div_euclid(w) * w;
         let to = (to_ns + w - 1).div_euclid(w) * w;
         self.query(from, (to - from).max(w), 1, &mut out);
-        out.first().copied().unwrap_or(Bin::EMPTY)
+        out.first().copied().unwrap_or(Summary::EMPTY)
     }
 
     /// Bins held, over all levels (for memory accounting).
@@ -387,59 +346,90 @@ mod tests {
 
     #[test]
     fn bins_merge_and_report_values() {
-        let mut b = Bin::EMPTY;
-        assert_eq!(b.value(Agg::Mean), None);
-        b.add(1.0);
-        b.add(3.0);
-        assert_eq!(b.value(Agg::Mean), Some(2.0));
-        assert_eq!(b.value(Agg::Max), Some(3.0));
+        let mut b = Summary::EMPTY;
+        assert_eq!(Agg::Mean.of(&b), None);
+        b.add(1.0, 10);
+        b.add(3.0, 10);
+        assert_eq!(Agg::Mean.of(&b), Some(2.0));
+        assert_eq!(Agg::Max.of(&b), Some(3.0));
+    }
+
+    #[test]
+    fn a_bucket_mean_weights_samples_by_their_time() {
+        // A full 100 ns sample of 10 and one cut short to 20 ns (at a drop) of 40: the short
+        // one counts for its 20 ns, (1000 + 800) / 120 = 15, not (10 + 40) / 2.
+        let b = bucket_samples(&[0, 100], &[100, 120], &[10.0, 40.0], 0, 1000, 1);
+        assert_eq!(Agg::Mean.of(&b[0]), Some(15.0));
+        let mut p = Pyramid::unbounded(1024);
+        p.add_samples(&[0, 100], &[100, 120], [10.0, 40.0]);
+        assert_eq!(Agg::Mean.of(&p.total(0, 1024)), Some(15.0));
+        // Samples without duration have no mean; the bucket shows their maximum.
+        let b = bucket_samples(&[5, 6], &[5, 6], &[1.0, 2.0], 0, 1000, 1);
+        assert_eq!(Agg::Mean.of(&b[0]), Some(2.0));
     }
 
     #[test]
     fn ring_memory_is_bounded() {
         let mut p = Pyramid::ring(1024, 64);
         for i in 0..100_000i64 {
-            p.add_samples(&[i * 100], [1.0]);
+            p.add_samples(&[i * 100], &[i * 100 + 100], [1.0]);
         }
         assert!(p.bins_held() <= 64 * LEVELS);
         let mut out = Vec::new();
         // The newest 16 base bins are still there, exact.
         let t0 = (100_000 * 100 / 1024 - 16) * 1024;
         p.query(t0, 1024, 16, &mut out);
-        assert!(out.iter().all(|b| b.count > 0));
+        assert!(out.iter().all(|b| !b.is_empty() && b.dur_ns > 0));
     }
 
-    fn samples() -> impl Strategy<Value = (Vec<i64>, Vec<f64>)> {
-        prop::collection::vec((0i64..2_000_000, -1000i32..1000), 0..400).prop_map(|mut v| {
-            v.sort_by_key(|p| p.0);
-            (
-                v.iter().map(|p| p.0).collect(),
-                v.iter().map(|p| f64::from(p.1)).collect(),
-            )
-        })
+    /// Samples sorted by start: starts, ends (1 to 5000 ns later) and integer values.
+    fn samples() -> impl Strategy<Value = (Vec<i64>, Vec<i64>, Vec<f64>)> {
+        prop::collection::vec((0i64..2_000_000, 1i64..5000, -1000i32..1000), 0..400).prop_map(
+            |mut v| {
+                v.sort_by_key(|p| p.0);
+                (
+                    v.iter().map(|p| p.0).collect(),
+                    v.iter().map(|p| p.0 + p.1).collect(),
+                    v.iter().map(|p| f64::from(p.2)).collect(),
+                )
+            },
+        )
+    }
+
+    /// Time of the samples starting in `[lo, hi)`.
+    fn time_in(t: &[i64], e: &[i64], lo: i64, hi: i64) -> i64 {
+        t.iter()
+            .zip(e)
+            .filter(|(s, _)| **s >= lo && **s < hi)
+            .map(|(s, e)| e - s)
+            .sum()
     }
 
     proptest! {
-        /// Every sample inside the window lands in exactly one bucket, and none outside does.
+        /// Every sample inside the window lands in exactly one bucket, and none outside does:
+        /// each bucket holds the time of exactly the samples starting in it.
         #[test]
         fn every_sample_lands_in_exactly_one_bucket(
-            (t, v) in samples(), t0 in -100_000i64..1_000_000, w in 1i64..50_000, n in 1usize..200,
+            (t, e, v) in samples(), t0 in -100_000i64..1_000_000, w in 1i64..50_000,
+            n in 1usize..200,
         ) {
-            let buckets = bucket_samples(&t, &v, t0, w, n);
-            let inside = t.iter().filter(|&&s| s >= t0 && s < t0 + w * n as i64).count() as u64;
-            prop_assert_eq!(buckets.iter().map(|b| b.count).sum::<u64>(), inside);
+            let buckets = bucket_samples(&t, &e, &v, t0, w, n);
+            let inside = time_in(&t, &e, t0, t0 + w * n as i64);
+            prop_assert_eq!(buckets.iter().map(|b| b.dur_ns).sum::<i64>(), inside);
             for (i, b) in buckets.iter().enumerate() {
                 let lo = t0 + w * i as i64;
-                let own = t.iter().filter(|&&s| s >= lo && s < lo + w).count() as u64;
-                prop_assert_eq!(b.count, own);
+                prop_assert_eq!(b.dur_ns, time_in(&t, &e, lo, lo + w));
+                let own = t.iter().filter(|&&s| s >= lo && s < lo + w).count();
+                prop_assert_eq!(b.is_empty(), own == 0);
             }
         }
 
-        /// The pyramid gives the reference buckets exactly (integer values keep sums exact),
-        /// for any aligned window, column width and insertion batching, in a ring or not.
+        /// The pyramid gives the reference buckets exactly (integer values and times keep sums
+        /// exact), for any aligned window, column width and insertion batching, in a ring or
+        /// not.
         #[test]
         fn pyramid_matches_reference(
-            (t, v) in samples(), shift in 0u32..6, m in 1i64..4, start in 0i64..64,
+            (t, e, v) in samples(), shift in 0u32..6, m in 1i64..4, start in 0i64..64,
             n in 1usize..300, split in 0usize..400, ring in any::<bool>(),
         ) {
             let base = 1024;
@@ -447,32 +437,36 @@ mod tests {
             let t0 = start * (base << shift);
             let mut p = if ring { Pyramid::ring(base, 4096) } else { Pyramid::unbounded(base) };
             let split = split.min(t.len());
-            p.add_samples(&t[..split], v[..split].iter().copied());
-            p.add_samples(&t[split..], v[split..].iter().copied());
+            p.add_samples(&t[..split], &e[..split], v[..split].iter().copied());
+            p.add_samples(&t[split..], &e[split..], v[split..].iter().copied());
             let mut got = Vec::new();
             p.query(t0, col, n, &mut got);
-            let want = bucket_samples(&t, &v, t0, col, n);
+            let want = bucket_samples(&t, &e, &v, t0, col, n);
             for (g, w) in got.iter().zip(&want) {
-                prop_assert_eq!(g.count, w.count);
-                prop_assert_eq!(g.value(Agg::Mean), w.value(Agg::Mean));
-                prop_assert_eq!(g.value(Agg::Max), w.value(Agg::Max));
-                if w.count > 0 {
+                prop_assert_eq!(g.dur_ns, w.dur_ns);
+                prop_assert_eq!(Agg::Mean.of(g), Agg::Mean.of(w));
+                prop_assert_eq!(Agg::Max.of(g), Agg::Max.of(w));
+                if !w.is_empty() {
                     prop_assert_eq!(g.min, w.min);
                 }
             }
         }
 
-        /// Bucket means are exact: sum/count of exactly the samples in the bucket.
+        /// Bucket means are exact: Σ value × time / Σ time of exactly the samples in the
+        /// bucket.
         #[test]
         fn bucket_means_are_exact(
-            (t, v) in samples(), w in 1i64..100_000, n in 1usize..100,
+            (t, e, v) in samples(), w in 1i64..100_000, n in 1usize..100,
         ) {
-            let buckets = bucket_samples(&t, &v, 0, w, n);
+            let buckets = bucket_samples(&t, &e, &v, 0, w, n);
             for (i, b) in buckets.iter().enumerate() {
                 let lo = w * i as i64;
-                let own: Vec<f64> = t.iter().zip(&v)
-                    .filter(|(s, _)| **s >= lo && **s < lo + w).map(|(_, x)| *x).collect();
-                let want = (!own.is_empty()).then(|| own.iter().sum::<f64>() / own.len() as f64);
+                let own: Vec<(f64, i64)> = t.iter().zip(&e).zip(&v)
+                    .filter(|((s, _), _)| **s >= lo && **s < lo + w)
+                    .map(|((s, e), x)| (*x, e - s)).collect();
+                let dur: i64 = own.iter().map(|o| o.1).sum();
+                let want = (!own.is_empty())
+                    .then(|| own.iter().map(|(x, d)| x * *d as f64).sum::<f64>() / dur as f64);
                 prop_assert_eq!(b.mean(), want);
             }
         }

@@ -5,7 +5,7 @@
 //! current value and NVML); the NVTX phase lane; the time axis with drop marks; a status line;
 //! the key footer. Cells query the pyramids, so a frame costs the same at any sample rate.
 
-use crate::bucket::Bin;
+use crate::bucket::Summary;
 use crate::color::{self, Palette};
 use crate::input::KEYS;
 use crate::state::{HeatmapState, Mode, layout};
@@ -356,7 +356,7 @@ fn draw_section(
     let col_ns = state.col_ns();
     let palette = state.options.palette;
     // Query every band first: an unscaled raw metric is scaled to the largest value in view.
-    let mut bins: Vec<Vec<Vec<Bin>>> = Vec::with_capacity(store.devices.len());
+    let mut bins: Vec<Vec<Vec<Summary>>> = Vec::with_capacity(store.devices.len());
     let mut peak = 0.0f64;
     // Bands that fit in `area` (one row at least); the caller says how many GPUs are left out.
     let fit = usize::from(area.height.saturating_sub(1) / band_h.max(1));
@@ -456,11 +456,11 @@ fn draw_section(
 
 /// The value of a band "now": the newest column with data when following a feed, the mean of
 /// the window when browsing.
-fn current(state: &HeatmapState, bins: &[Bin]) -> Option<f64> {
+fn current(state: &HeatmapState, bins: &[Summary]) -> Option<f64> {
     if state.follow {
         bins.iter().rev().find_map(|b| state.value(b))
     } else {
-        let mut all = Bin::EMPTY;
+        let mut all = Summary::EMPTY;
         for b in bins {
             all.merge(b);
         }

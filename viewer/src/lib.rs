@@ -1,8 +1,8 @@
-//! cufall's terminal heatmap: one band per GPU, time running to the right, each cell the mean
-//! (or max) of its time bucket, coloured so that saturation reads as red.
+//! cufall's terminal heatmap: one band per GPU, time running to the right, each cell the
+//! time-weighted mean (or max) of its time bucket, coloured so that saturation reads as red.
 //!
 //! How the pieces fit:
-//! - [`bucket`]: time bucketing and the min/max/sum [`bucket::Pyramid`] that makes a frame cost
+//! - [`bucket`]: time bucketing and the pyramid of summaries ([`bucket::Pyramid`]) that makes a frame cost
 //!   the same at any sample rate;
 //! - [`store`]: everything received, fed by [`cufall_live::LiveEvent`]s;
 //! - [`state`]: the view (window, zoom, options), changed only by [`input::Input`]s;

@@ -2,7 +2,7 @@
 //! display options. Drawing (`crate::draw`) only reads it; [`HeatmapState::update`] is the only
 //! way it changes.
 
-use crate::bucket::{Agg, Bin};
+use crate::bucket::{Agg, Summary};
 use crate::color::Palette;
 use crate::input::Input;
 use crate::store::Store;
@@ -200,8 +200,8 @@ impl HeatmapState {
     }
 
     /// The value shown for a bin of heatmap `h`.
-    pub fn value(&self, bin: &Bin) -> Option<f64> {
-        bin.value(self.options.agg)
+    pub fn value(&self, bin: &Summary) -> Option<f64> {
+        self.options.agg.of(bin)
     }
 
     fn center(&self) -> i64 {

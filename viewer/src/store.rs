@@ -3,7 +3,7 @@
 //! loaded whole; memory is bounded in live use (rings) and proportional to the recording when
 //! browsing.
 
-use crate::bucket::{Bin, Pyramid};
+use crate::bucket::{Pyramid, Summary};
 use cufall_live::{FeedInfo, LiveEvent};
 use cufall_trace::model::{
     DeviceId, DeviceInfo, DropRecord, HeatmapSpec, MetricInfo, NvmlRow, NvtxRange,
@@ -326,6 +326,9 @@ pub struct Store {
     pub discarded: u64,
     /// NVTX ranges of the feed kept for the phase lane; `None`: every range.
     pub nvtx_filter: Option<NvtxFilter>,
+    /// The time an NVML reading counts for in a heatmap's mean: the polling interval (readings
+    /// come at a steady rate, so each weighs the same).
+    nvml_weight_ns: i64,
     scratch: Vec<f64>,
 }
 
@@ -365,6 +368,7 @@ impl Store {
             kernels: 0,
             discarded: 0,
             nvtx_filter: None,
+            nvml_weight_ns: info.nvml_interval_ns.max(1),
             scratch: Vec::new(),
         };
         for d in &info.devices {
@@ -456,7 +460,7 @@ impl Store {
                         if let Some(p) =
                             self.devices[d].series.get_mut(h).and_then(|s| s.get_mut(l))
                         {
-                            p.add_samples(&b.start_ns, scratch.iter().copied());
+                            p.add_samples(&b.start_ns, &b.end_ns, scratch.iter().copied());
                         }
                     }
                 }
@@ -485,7 +489,8 @@ impl Store {
                         if let Some(p) =
                             self.devices[d].series.get_mut(h).and_then(|s| s.get_mut(0))
                         {
-                            p.add_samples(&[r.t_ns], std::iter::once(v));
+                            let end = r.t_ns.saturating_add(self.nvml_weight_ns);
+                            p.add_samples(&[r.t_ns], &[end], std::iter::once(v));
                         }
                     }
                     if self.heatmaps.iter().any(|hm| hm.nvml.is_some()) {
@@ -564,12 +569,12 @@ impl Store {
     }
 
     /// The aggregate of heatmap `h`, lane `l` of device `d` over `[from, to)`.
-    pub fn total(&self, d: usize, h: usize, l: usize, from: i64, to: i64) -> Bin {
+    pub fn total(&self, d: usize, h: usize, l: usize, from: i64, to: i64) -> Summary {
         self.devices
             .get(d)
             .and_then(|dev| Some((dev.series.get(h)?, self.heatmaps.get(h)?)))
             .and_then(|(s, hm)| s.get(hm.series_index(l)))
-            .map_or(Bin::EMPTY, |p| p.total(from, to))
+            .map_or(Summary::EMPTY, |p| p.total(from, to))
     }
 
     /// Bins held over all pyramids (memory accounting for benchmarks).

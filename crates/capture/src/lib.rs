@@ -26,6 +26,10 @@
 //! Timestamps are nanoseconds since the Unix epoch (CLOCK_REALTIME), the clock of CUPTI's
 //! activity records and of PM samples on Linux, so records and counter samples line up without
 //! conversion.
+//!
+//! The types that mirror a trace row type of the same meaning carry a `Wire` prefix
+//! ([`WireRangeKind`], [`WireActivityKind`], [`WireApiDomain`], [`WireApiCall`]), so the recorder,
+//! which turns one into the other, names both without renaming imports.
 #![forbid(unsafe_code)]
 // Truncating casts on the data path (tests aside) are errors in CI: convert with `try_from`, or
 // say why not.
@@ -225,7 +229,7 @@ pub enum BadRange {
 
 /// How an NVTX range was made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RangeKind {
+pub enum WireRangeKind {
     PushPop,
     StartEnd,
     /// An instantaneous marker (`nvtxMark`): start equals end.
@@ -260,7 +264,7 @@ pub struct Range<'a> {
     pub tid: u32,
     /// Push/pop nesting depth within the domain on that thread (0 = outermost).
     pub depth: u32,
-    pub kind: RangeKind,
+    pub kind: WireRangeKind,
     /// String id of the domain's name; 0 is the default domain.
     pub domain: u32,
     pub category: u32,
@@ -272,7 +276,7 @@ pub struct Range<'a> {
 
 /// What a GPU activity record describes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ActivityKind {
+pub enum WireActivityKind {
     Kernel,
     Memcpy,
     Memset,
@@ -283,7 +287,7 @@ pub enum ActivityKind {
 /// One kernel, copy, memset or graph launch on a GPU.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Activity {
-    pub kind: ActivityKind,
+    pub kind: WireActivityKind,
     /// CUDA device ordinal.
     pub device: u32,
     pub context: u32,
@@ -304,17 +308,17 @@ pub struct Activity {
     pub name: u32,
 }
 
-/// Which CUDA API an [`ApiCall`] belongs to.
+/// Which CUDA API a [`WireApiCall`] belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ApiDomain {
+pub enum WireApiDomain {
     Runtime,
     Driver,
 }
 
 /// One CUDA runtime or driver call, with its host-side duration.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ApiCall {
-    pub domain: ApiDomain,
+pub struct WireApiCall {
+    pub domain: WireApiDomain,
     pub start_ns: i64,
     pub end_ns: i64,
     pub tid: u32,
@@ -351,7 +355,7 @@ pub enum Frame<'a> {
     },
     Range(Range<'a>),
     Activity(Activity),
-    Api(ApiCall),
+    Api(WireApiCall),
     /// Something the user must hear about capture in this process: CUPTI missing, records
     /// dropped by CUPTI, ranges left open at exit, ...
     Status {
@@ -504,10 +508,10 @@ pub fn encode(frame: &Frame<'_>, out: &mut Vec<u8>) {
         Frame::Activity(a) => {
             w.u8(tag::ACTIVITY);
             w.u8(match a.kind {
-                ActivityKind::Kernel => 0,
-                ActivityKind::Memcpy => 1,
-                ActivityKind::Memset => 2,
-                ActivityKind::Graph => 3,
+                WireActivityKind::Kernel => 0,
+                WireActivityKind::Memcpy => 1,
+                WireActivityKind::Memset => 2,
+                WireActivityKind::Graph => 3,
             });
             w.u32(a.device);
             w.u32(a.context);
@@ -526,8 +530,8 @@ pub fn encode(frame: &Frame<'_>, out: &mut Vec<u8>) {
         Frame::Api(c) => {
             w.u8(tag::API);
             w.u8(match c.domain {
-                ApiDomain::Runtime => 0,
-                ApiDomain::Driver => 1,
+                WireApiDomain::Runtime => 0,
+                WireApiDomain::Driver => 1,
             });
             w.i64(c.start_ns);
             w.i64(c.end_ns);
@@ -597,9 +601,9 @@ fn encode_range(w: &mut Writer<'_>, r: &Range<'_>) {
     w.u32(r.tid);
     w.u32(r.depth);
     w.u8(match r.kind {
-        RangeKind::PushPop => 0,
-        RangeKind::StartEnd => 1,
-        RangeKind::Mark => 2,
+        WireRangeKind::PushPop => 0,
+        WireRangeKind::StartEnd => 1,
+        WireRangeKind::Mark => 2,
     });
     w.u32(r.domain);
     w.u32(r.category);
@@ -761,10 +765,10 @@ pub fn decode_body(body: &[u8]) -> Result<Frame<'static>, ProtocolError> {
         },
         tag::RANGE => decode_range(&mut r)?,
         tag::ACTIVITY => decode_activity(&mut r)?,
-        tag::API => Frame::Api(ApiCall {
+        tag::API => Frame::Api(WireApiCall {
             domain: match r.u8()? {
-                0 => ApiDomain::Runtime,
-                1 => ApiDomain::Driver,
+                0 => WireApiDomain::Runtime,
+                1 => WireApiDomain::Driver,
                 v => {
                     return Err(ProtocolError::BadValue {
                         what: "API domain",
@@ -845,9 +849,9 @@ fn decode_range(r: &mut Reader<'_>) -> Result<Frame<'static>, ProtocolError> {
     let tid = r.u32()?;
     let depth = r.u32()?;
     let kind = match r.u8()? {
-        0 => RangeKind::PushPop,
-        1 => RangeKind::StartEnd,
-        2 => RangeKind::Mark,
+        0 => WireRangeKind::PushPop,
+        1 => WireRangeKind::StartEnd,
+        2 => WireRangeKind::Mark,
         v => {
             return Err(ProtocolError::BadValue {
                 what: "range kind",
@@ -893,10 +897,10 @@ fn decode_range(r: &mut Reader<'_>) -> Result<Frame<'static>, ProtocolError> {
 
 fn decode_activity(r: &mut Reader<'_>) -> Result<Frame<'static>, ProtocolError> {
     let kind = match r.u8()? {
-        0 => ActivityKind::Kernel,
-        1 => ActivityKind::Memcpy,
-        2 => ActivityKind::Memset,
-        3 => ActivityKind::Graph,
+        0 => WireActivityKind::Kernel,
+        1 => WireActivityKind::Memcpy,
+        2 => WireActivityKind::Memset,
+        3 => WireActivityKind::Graph,
         v => {
             return Err(ProtocolError::BadValue {
                 what: "activity kind",
@@ -1002,7 +1006,7 @@ mod tests {
                 end_ns: 1_764_000_000_000_123_456,
                 tid: 4242,
                 depth: 2,
-                kind: RangeKind::PushPop,
+                kind: WireRangeKind::PushPop,
                 domain: 0,
                 category: 3,
                 color: Some(0xff00_ff00),
@@ -1014,7 +1018,7 @@ mod tests {
                 end_ns: 5,
                 tid: 1,
                 depth: 0,
-                kind: RangeKind::Mark,
+                kind: WireRangeKind::Mark,
                 domain: 9,
                 category: 0,
                 color: None,
@@ -1022,7 +1026,7 @@ mod tests {
                 name: Name::Registered(11),
             }),
             Frame::Activity(Activity {
-                kind: ActivityKind::Kernel,
+                kind: WireActivityKind::Kernel,
                 device: 1,
                 context: 2,
                 stream: 7,
@@ -1036,8 +1040,8 @@ mod tests {
                 copy_kind: 0,
                 name: 7,
             }),
-            Frame::Api(ApiCall {
-                domain: ApiDomain::Driver,
+            Frame::Api(WireApiCall {
+                domain: WireApiDomain::Driver,
                 start_ns: 1,
                 end_ns: 2,
                 tid: 3,
@@ -1108,7 +1112,7 @@ mod tests {
                 end_ns: 2,
                 tid: 3,
                 depth: 0,
-                kind: RangeKind::PushPop,
+                kind: WireRangeKind::PushPop,
                 domain: 0,
                 category: 0,
                 color: None,
@@ -1276,7 +1280,7 @@ mod tests {
             let f = Frame::Range(Range {
                 start_ns: start,
                 end_ns: start.saturating_add(len),
-                tid, depth, kind: RangeKind::StartEnd, domain: 3, category: cat, color,
+                tid, depth, kind: WireRangeKind::StartEnd, domain: 3, category: cat, color,
                 payload: Payload::Int(payload),
                 name: Name::Text(name.into()),
             });

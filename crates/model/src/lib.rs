@@ -4,10 +4,16 @@
 //! live channel carries. They know nothing of Parquet (this crate depends on serde alone, so the
 //! live feed builds without it); the column layout they map to is documented in `cufall-trace`'s
 //! crate root and in `docs/trace-format.md`. `cufall_trace::model` re-exports this crate.
+//!
+//! [`summary`] holds the one summary of sample values (min, max, time-weighted mean) that the
+//! terminal heatmap and the desktop timeline both draw from.
 #![forbid(unsafe_code)]
 // Truncating casts on the data path (tests aside) are errors in CI: convert with `try_from`, or
 // say why not.
 #![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
+
+pub mod summary;
+pub use summary::Summary;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -94,6 +94,8 @@ impl Values {
 
 /// A type a column can hold (all but strings, which [`Column::str`] reads).
 pub trait Element: Copy + Default + 'static {
+    /// The column type holding this element type.
+    const TYPE: ColumnType;
     fn wrap(v: Vec<Self>) -> Values;
     fn slice(v: &Values) -> Option<&[Self]>;
     fn take(v: Values) -> Option<Vec<Self>>;
@@ -102,6 +104,7 @@ pub trait Element: Copy + Default + 'static {
 macro_rules! element {
     ($t:ty, $variant:ident) => {
         impl Element for $t {
+            const TYPE: ColumnType = ColumnType::$variant;
             fn wrap(v: Vec<Self>) -> Values {
                 Values::$variant(v)
             }

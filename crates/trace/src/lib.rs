@@ -47,7 +47,10 @@ mod writer;
 pub use error::{Result, TraceError};
 pub use frame::{Column, ColumnType, Field, Frame, Values};
 pub use reader::{DeviceSummary, Table, Trace, TraceSummary, in_guarded_decode};
-pub use tables::{SampleColumns, col, schema};
+pub use tables::{
+    ColumnError, ColumnSpec, SAMPLE_COLUMNS, SampleColumns, TableRow, col, columns, frame_of,
+    schema,
+};
 pub use writer::{TraceWriter, WriteStats, WriterOptions};
 
 /// The row and metadata types (the `cufall-model` crate, which needs serde alone).

@@ -664,14 +664,14 @@ impl Trace {
     /// segment skipped on reading (cut short), as [`DropReason::SegmentUnreadable`], so that no
     /// reader takes missing data for idle time.
     pub fn drops(&self) -> Result<Vec<DropRecord>> {
-        let mut rows = self.rows(Table::Drops, tables::drops_from)?;
+        let mut rows = self.rows(Table::Drops, tables::rows::<DropRecord>)?;
         rows.extend(self.unreadable_spans());
         Ok(rows)
     }
 
     /// The drops table as [`Trace::drops`] gives it, as a frame (for export).
     pub fn drops_frame(&self) -> Result<Frame> {
-        Ok(tables::drops_frame(&self.drops()?))
+        Ok(tables::frame_of(&self.drops()?))
     }
 
     /// One drop per device of every truncated samples segment, over the segment's time span as
@@ -711,27 +711,27 @@ impl Trace {
     }
 
     pub fn nvml(&self) -> Result<Vec<NvmlRow>> {
-        self.rows(Table::Nvml, tables::nvml_from)
+        self.rows(Table::Nvml, tables::rows::<NvmlRow>)
     }
 
     pub fn nvtx(&self) -> Result<Vec<NvtxRange>> {
-        self.rows(Table::Nvtx, tables::nvtx_from)
+        self.rows(Table::Nvtx, tables::rows::<NvtxRange>)
     }
 
     pub fn kernels(&self) -> Result<Vec<KernelRecord>> {
-        self.rows(Table::Kernels, tables::kernels_from)
+        self.rows(Table::Kernels, tables::rows::<KernelRecord>)
     }
 
     /// The kernels one segment at a time, in segment order, so that a reader that keeps them in
     /// a form of its own never holds the whole table twice (a segment is at most a few MB).
     pub fn kernels_by_segment(&self, each: impl FnMut(Vec<KernelRecord>)) -> Result<()> {
-        self.by_segment(Table::Kernels, tables::kernels_from, each)
+        self.by_segment(Table::Kernels, tables::rows::<KernelRecord>, each)
     }
 
     /// The NVML readings one segment at a time, in segment order (see
     /// [`Trace::kernels_by_segment`]).
     pub fn nvml_by_segment(&self, each: impl FnMut(Vec<NvmlRow>)) -> Result<()> {
-        self.by_segment(Table::Nvml, tables::nvml_from, each)
+        self.by_segment(Table::Nvml, tables::rows::<NvmlRow>, each)
     }
 
     /// The rows of `table` one verified segment file at a time, converted by `rows`.
@@ -741,9 +741,10 @@ impl Trace {
         rows: RowsOf<R>,
         mut each: impl FnMut(Vec<R>),
     ) -> Result<()> {
+        let minor = parse_version(&self.manifest.schema_version).map_or(SCHEMA_MINOR, |v| v.1);
         for path in self.verified_paths(table)? {
             let frame = self.read_segment(&path, None)?;
-            let part = rows(&frame)
+            let part = rows(&frame, minor)
                 .map_err(|why| corrupt(&self.dir, format!("{}: {why}", self.rel(&path))))?;
             each(part);
         }
@@ -752,12 +753,12 @@ impl Trace {
 
     /// CUDA API calls (`--capture api`); empty for traces without them.
     pub fn api_calls(&self) -> Result<Vec<ApiCall>> {
-        self.rows(Table::Api, tables::api_from)
+        self.rows(Table::Api, tables::rows::<ApiCall>)
     }
 
     /// What capture reported per process; empty for traces without capture.
     pub fn capture_events(&self) -> Result<Vec<CaptureEvent>> {
-        self.rows(Table::Capture, tables::capture_from)
+        self.rows(Table::Capture, tables::rows::<CaptureEvent>)
     }
 
     /// Counts and extents for `cufall info`. Sample counts come from the index where it has
@@ -889,5 +890,5 @@ fn parse_version(v: &str) -> Option<(u32, u32)> {
     Some((a.parse().ok()?, b.parse().ok()?))
 }
 
-/// Converts a frame of one table into its rows.
-type RowsOf<R> = fn(&Frame) -> Result<Vec<R>, tables::Why>;
+/// Converts a frame of one table, from a trace of the given schema minor, into its rows.
+type RowsOf<R> = fn(&Frame, u32) -> Result<Vec<R>, tables::ColumnError>;

@@ -1,4 +1,17 @@
-//! Column layouts of the tables and conversions between row types and [`Frame`]s.
+//! The column layout of every table, declared once per row type, and the conversions between
+//! row types and [`Frame`]s that the declarations generate.
+//!
+//! Each row type of `cufall-model` is declared by `rows!`: per field, the column (or columns)
+//! it is stored in and the schema minor version that added it; the column's type and whether it
+//! may hold nulls follow from the field's type ([`Cell`]). From that one declaration come the
+//! table's schema ([`schema`], [`columns`]), the writer's frame ([`frame_of`]) and the reader's
+//! rows ([`rows`]); a test keeps `docs/trace-format.md`'s tables equal to it. Reading checks each
+//! column: a column that the file lacks is an error naming the table and the column
+//! ([`ColumnError::Missing`]) unless the column may hold nulls (then every row reads `None`) or
+//! the trace's version predates it (then every row reads `None`, or 0 for a count such as
+//! NVTX's `category`); a null where a value is required, a column of another type, or a name
+//! that is no known kind is an error too. The samples table, whose metric columns a manifest
+//! names, is [`SampleColumns`], its fixed columns declared in [`SAMPLE_COLUMNS`].
 
 use crate::Table;
 use crate::frame::{Column, ColumnType, Element, Field, Frame};
@@ -15,103 +28,451 @@ pub mod col {
     pub const T_NS: &str = "t_ns";
 }
 
-/// Why a frame does not hold a table's rows; the reader wraps it into a corruption error.
-pub(crate) type Why = String;
+/// One column of a table as cufall declares it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ColumnSpec {
+    pub name: &'static str,
+    pub ty: ColumnType,
+    /// Whether the column may hold nulls (Parquet `OPTIONAL`).
+    pub nullable: bool,
+    /// The schema minor version (of major 1) that added the column.
+    pub since_minor: u32,
+}
 
-/// Columns of the NVML table after `device` and `t_ns`, with their types (all may be null).
-pub(crate) const NVML_COLUMNS: [(&str, ColumnType); 8] = [
-    ("power_w", ColumnType::F32),
-    ("sm_clock_mhz", ColumnType::U32),
-    ("mem_clock_mhz", ColumnType::U32),
-    ("gpu_util_pct", ColumnType::U32),
-    ("mem_util_pct", ColumnType::U32),
-    ("mem_used_bytes", ColumnType::U64),
-    ("temperature_c", ColumnType::U32),
-    ("throttle_reasons", ColumnType::U64),
+impl ColumnSpec {
+    pub fn field(&self) -> Field {
+        Field::new(self.name, self.ty, self.nullable)
+    }
+}
+
+/// Why a frame does not hold a table's rows; the reader names the file and reports it as a
+/// corrupted trace.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ColumnError {
+    #[error("the {table} table has no column `{column}`")]
+    Missing { table: &'static str, column: String },
+    #[error("column `{column}` of the {table} table holds {found:?} values, not {expected:?}")]
+    WrongType {
+        table: &'static str,
+        column: String,
+        expected: ColumnType,
+        found: ColumnType,
+    },
+    #[error(
+        "column `{column}` of the {table} table is null in row {row}, where a value is required"
+    )]
+    Null {
+        table: &'static str,
+        column: String,
+        row: usize,
+    },
+    #[error(
+        "column `{column}` of the {table} table holds `{value}` in row {row}, which is none of the values cufall writes there"
+    )]
+    Unknown {
+        table: &'static str,
+        column: String,
+        row: usize,
+        value: String,
+    },
+    #[error("the columns of the {table} table differ in length")]
+    Lengths { table: &'static str },
+}
+
+/// What is wrong with one cell; [`Lookup`] adds the table, column and row.
+pub(crate) enum Bad {
+    Null,
+    Unknown(String),
+}
+
+/// A field type and how it is stored: the type of its column(s), whether they may hold nulls,
+/// and the conversions. Most fields fill one column; a launch dimension fills three.
+pub(crate) trait Cell: Sized {
+    const TYPE: ColumnType;
+    const NULLABLE: bool;
+    /// The columns `names` holding `values`, one per name.
+    fn write<'a>(names: &[&str], values: impl Iterator<Item = &'a Self> + Clone) -> Vec<Column>
+    where
+        Self: 'a;
+    /// Row `i` of `cols` (one per name; each of type `TYPE` and long enough).
+    fn read(cols: &[&Column], i: usize) -> Result<Self, Bad>;
+    /// The value of every row of a file that predates the column; `None`: the column is
+    /// required whatever the version.
+    fn absent() -> Option<Self>;
+}
+
+/// The first of `cols` (single-column cells get exactly one).
+fn first<'a>(cols: &[&'a Column]) -> Result<&'a Column, Bad> {
+    cols.first().copied().ok_or(Bad::Null)
+}
+
+macro_rules! number_cell {
+    ($($t:ty),*) => {$(
+        impl Cell for $t {
+            const TYPE: ColumnType = <$t as Element>::TYPE;
+            const NULLABLE: bool = false;
+            fn write<'a>(names: &[&str], values: impl Iterator<Item = &'a Self> + Clone) -> Vec<Column> {
+                names.iter().take(1).map(|n| Column::new(n, values.clone().copied().collect())).collect()
+            }
+            fn read(cols: &[&Column], i: usize) -> Result<Self, Bad> {
+                first(cols)?.get::<$t>(i).ok_or(Bad::Null)
+            }
+            fn absent() -> Option<Self> {
+                Some(<$t>::default())
+            }
+        }
+
+        impl Cell for Option<$t> {
+            const TYPE: ColumnType = <$t as Element>::TYPE;
+            const NULLABLE: bool = true;
+            fn write<'a>(names: &[&str], values: impl Iterator<Item = &'a Self> + Clone) -> Vec<Column> {
+                names.iter().take(1).map(|n| Column::optional(n, values.clone().copied())).collect()
+            }
+            fn read(cols: &[&Column], i: usize) -> Result<Self, Bad> {
+                Ok(first(cols)?.get::<$t>(i))
+            }
+            fn absent() -> Option<Self> {
+                Some(None)
+            }
+        }
+    )*};
+}
+
+number_cell!(u32, u64, i64, f32, f64);
+
+impl Cell for String {
+    const TYPE: ColumnType = ColumnType::Str;
+    const NULLABLE: bool = false;
+    fn write<'a>(names: &[&str], values: impl Iterator<Item = &'a Self> + Clone) -> Vec<Column> {
+        names
+            .iter()
+            .take(1)
+            .map(|n| Column::strings(n, values.clone().map(String::as_str)))
+            .collect()
+    }
+    fn read(cols: &[&Column], i: usize) -> Result<Self, Bad> {
+        first(cols)?.str(i).map(str::to_string).ok_or(Bad::Null)
+    }
+    fn absent() -> Option<Self> {
+        None
+    }
+}
+
+impl Cell for DeviceId {
+    const TYPE: ColumnType = ColumnType::U16;
+    const NULLABLE: bool = false;
+    fn write<'a>(names: &[&str], values: impl Iterator<Item = &'a Self> + Clone) -> Vec<Column> {
+        names
+            .iter()
+            .take(1)
+            .map(|n| Column::new(n, values.clone().map(|d| device_u16(*d)).collect()))
+            .collect()
+    }
+    fn read(cols: &[&Column], i: usize) -> Result<Self, Bad> {
+        let d = first(cols)?.get::<u16>(i).ok_or(Bad::Null)?;
+        Ok(DeviceId(u32::from(d)))
+    }
+    fn absent() -> Option<Self> {
+        None
+    }
+}
+
+/// Kinds stored as their names (`as_str`, `parse`).
+macro_rules! name_cell {
+    ($($t:ty),*) => {$(
+        impl Cell for $t {
+            const TYPE: ColumnType = ColumnType::Str;
+            const NULLABLE: bool = false;
+            fn write<'a>(names: &[&str], values: impl Iterator<Item = &'a Self> + Clone) -> Vec<Column> {
+                names.iter().take(1).map(|n| Column::strings(n, values.clone().map(|v| v.as_str()))).collect()
+            }
+            fn read(cols: &[&Column], i: usize) -> Result<Self, Bad> {
+                let s = first(cols)?.str(i).ok_or(Bad::Null)?;
+                <$t>::parse(s).ok_or_else(|| Bad::Unknown(s.to_string()))
+            }
+            fn absent() -> Option<Self> {
+                None
+            }
+        }
+    )*};
+}
+
+name_cell!(DropReason, RangeKind, ActivityKind, ApiDomain);
+
+/// A launch dimension: three columns (x, y, z), null together.
+impl Cell for Option<[u32; 3]> {
+    const TYPE: ColumnType = ColumnType::U32;
+    const NULLABLE: bool = true;
+    fn write<'a>(names: &[&str], values: impl Iterator<Item = &'a Self> + Clone) -> Vec<Column> {
+        names
+            .iter()
+            .take(3)
+            .enumerate()
+            .map(|(k, n)| Column::optional(n, values.clone().map(move |v| v.map(|d| d[k]))))
+            .collect()
+    }
+    fn read(cols: &[&Column], i: usize) -> Result<Self, Bad> {
+        let at = |k: usize| cols.get(k).and_then(|c| c.get::<u32>(i));
+        Ok((|| Some([at(0)?, at(1)?, at(2)?]))())
+    }
+    fn absent() -> Option<Self> {
+        Some(None)
+    }
+}
+
+/// The columns of one field in a frame being read: checked once, then read row by row.
+pub(crate) struct Lookup<'a> {
+    table: &'static str,
+    names: &'static [&'static str],
+    /// `None`: the file predates the column(s), or lacks a column that may hold nulls.
+    cols: Option<Vec<&'a Column>>,
+}
+
+impl<'a> Lookup<'a> {
+    /// Finds the columns `names` of a field of type `T`, added in schema minor `since`, in a
+    /// frame of `table` from a trace of schema minor `minor`.
+    pub(crate) fn new<T: Cell>(
+        df: &'a Frame,
+        table: Table,
+        names: &'static [&'static str],
+        since: u32,
+        minor: u32,
+    ) -> Result<Self, ColumnError> {
+        let table = table.dir_name();
+        let mut cols = Vec::with_capacity(names.len());
+        for name in names {
+            let Some(c) = df.column(name) else {
+                if T::NULLABLE || (minor < since && T::absent().is_some()) {
+                    return Ok(Lookup {
+                        table,
+                        names,
+                        cols: None,
+                    });
+                }
+                return Err(ColumnError::Missing {
+                    table,
+                    column: (*name).to_string(),
+                });
+            };
+            if c.values.ty() != T::TYPE {
+                return Err(ColumnError::WrongType {
+                    table,
+                    column: (*name).to_string(),
+                    expected: T::TYPE,
+                    found: c.values.ty(),
+                });
+            }
+            if c.len() != df.height() || c.valid.as_ref().is_some_and(|v| v.len() != c.len()) {
+                return Err(ColumnError::Lengths { table });
+            }
+            cols.push(c);
+        }
+        Ok(Lookup {
+            table,
+            names,
+            cols: Some(cols),
+        })
+    }
+
+    /// Row `i` of the field.
+    pub(crate) fn get<T: Cell>(&self, i: usize) -> Result<T, ColumnError> {
+        let Some(cols) = &self.cols else {
+            return T::absent().ok_or_else(|| ColumnError::Missing {
+                table: self.table,
+                column: self.names.first().copied().unwrap_or("").to_string(),
+            });
+        };
+        T::read(cols, i).map_err(|bad| {
+            let column = self.names.first().copied().unwrap_or("").to_string();
+            match bad {
+                Bad::Null => ColumnError::Null {
+                    table: self.table,
+                    column,
+                    row: i,
+                },
+                Bad::Unknown(value) => ColumnError::Unknown {
+                    table: self.table,
+                    column,
+                    row: i,
+                    value,
+                },
+            }
+        })
+    }
+}
+
+/// A row type of one table, declared with `rows!`.
+pub trait TableRow: Sized {
+    const TABLE: Table;
+    /// The table's columns, in file order.
+    const COLUMNS: &'static [ColumnSpec];
+    /// The rows as a frame of the table.
+    fn to_frame(rows: &[Self]) -> Frame;
+    /// The rows of a frame of the table, from a trace of schema minor `minor`.
+    fn from_frame(df: &Frame, minor: u32) -> Result<Vec<Self>, ColumnError>;
+}
+
+/// Declares a row type's table: `field: Type => ["column", ...] since MINOR`, in column order.
+/// The schema, [`TableRow::to_frame`] and [`TableRow::from_frame`] all come from this list.
+macro_rules! rows {
+    ($row:ident in $table:ident {
+        $($field:ident: $ty:ty => [$($col:literal),+] since $since:literal,)+
+    }) => {
+        impl TableRow for $row {
+            const TABLE: Table = Table::$table;
+            const COLUMNS: &'static [ColumnSpec] = &[$($(
+                ColumnSpec {
+                    name: $col,
+                    ty: <$ty as Cell>::TYPE,
+                    nullable: <$ty as Cell>::NULLABLE,
+                    since_minor: $since,
+                },
+            )+)+];
+
+            fn to_frame(rows: &[Self]) -> Frame {
+                let mut cols = Vec::with_capacity(Self::COLUMNS.len());
+                $(cols.extend(<$ty as Cell>::write(&[$($col),+], rows.iter().map(|r| &r.$field)));)+
+                Frame::new(cols)
+            }
+
+            fn from_frame(df: &Frame, minor: u32) -> Result<Vec<Self>, ColumnError> {
+                $(let $field = Lookup::new::<$ty>(df, Table::$table, &[$($col),+], $since, minor)?;)+
+                (0..df.height())
+                    .map(|row| Ok($row { $($field: $field.get::<$ty>(row)?,)+ }))
+                    .collect()
+            }
+        }
+    };
+}
+
+rows!(DropRecord in Drops {
+    device: DeviceId => ["device"] since 0,
+    start_ns: i64 => ["start_ns"] since 0,
+    end_ns: i64 => ["end_ns"] since 0,
+    reason: DropReason => ["reason"] since 0,
+    lost_samples: Option<u64> => ["lost_samples"] since 0,
+});
+
+rows!(NvmlRow in Nvml {
+    device: DeviceId => ["device"] since 0,
+    t_ns: i64 => ["t_ns"] since 0,
+    power_w: Option<f32> => ["power_w"] since 0,
+    sm_clock_mhz: Option<u32> => ["sm_clock_mhz"] since 0,
+    mem_clock_mhz: Option<u32> => ["mem_clock_mhz"] since 0,
+    gpu_util_pct: Option<u32> => ["gpu_util_pct"] since 0,
+    mem_util_pct: Option<u32> => ["mem_util_pct"] since 0,
+    mem_used_bytes: Option<u64> => ["mem_used_bytes"] since 0,
+    temperature_c: Option<u32> => ["temperature_c"] since 0,
+    throttle_reasons: Option<u64> => ["throttle_reasons"] since 0,
+});
+
+rows!(NvtxRange in Nvtx {
+    start_ns: i64 => ["start_ns"] since 0,
+    end_ns: i64 => ["end_ns"] since 0,
+    name: String => ["name"] since 0,
+    domain: String => ["domain"] since 0,
+    kind: RangeKind => ["kind"] since 0,
+    depth: u32 => ["depth"] since 0,
+    pid: u32 => ["pid"] since 0,
+    tid: u32 => ["tid"] since 0,
+    category: u32 => ["category"] since 1,
+    color: Option<u32> => ["color"] since 1,
+    payload_int: Option<i64> => ["payload_int"] since 1,
+    payload_float: Option<f64> => ["payload_float"] since 1,
+});
+
+rows!(KernelRecord in Kernels {
+    device: DeviceId => ["device"] since 0,
+    start_ns: i64 => ["start_ns"] since 0,
+    end_ns: i64 => ["end_ns"] since 0,
+    kind: ActivityKind => ["kind"] since 0,
+    name: String => ["name"] since 0,
+    stream: u32 => ["stream"] since 0,
+    correlation_id: u32 => ["correlation_id"] since 0,
+    bytes: Option<u64> => ["bytes"] since 0,
+    pid: u32 => ["pid"] since 0,
+    grid: Option<[u32; 3]> => ["grid_x", "grid_y", "grid_z"] since 1,
+    block: Option<[u32; 3]> => ["block_x", "block_y", "block_z"] since 1,
+    context_id: Option<u32> => ["context_id"] since 1,
+    graph_id: Option<u32> => ["graph_id"] since 1,
+});
+
+rows!(ApiCall in Api {
+    start_ns: i64 => ["start_ns"] since 1,
+    end_ns: i64 => ["end_ns"] since 1,
+    domain: ApiDomain => ["domain"] since 1,
+    name: String => ["name"] since 1,
+    pid: u32 => ["pid"] since 1,
+    tid: u32 => ["tid"] since 1,
+    correlation_id: u32 => ["correlation_id"] since 1,
+});
+
+rows!(CaptureEvent in Capture {
+    t_ns: i64 => ["t_ns"] since 1,
+    pid: u32 => ["pid"] since 1,
+    event: String => ["event"] since 1,
+    count: u64 => ["count"] since 1,
+    detail: String => ["detail"] since 1,
+});
+
+/// The fixed columns of the samples table; one `Float32` column per metric follows them.
+pub const SAMPLE_COLUMNS: [ColumnSpec; 3] = [
+    ColumnSpec {
+        name: col::DEVICE,
+        ty: ColumnType::U16,
+        nullable: false,
+        since_minor: 0,
+    },
+    ColumnSpec {
+        name: col::START_NS,
+        ty: ColumnType::I64,
+        nullable: false,
+        since_minor: 0,
+    },
+    ColumnSpec {
+        name: col::END_NS,
+        ty: ColumnType::I64,
+        nullable: false,
+        since_minor: 0,
+    },
 ];
+
+/// The declared columns of `table` (for the samples table, those before the metric columns).
+pub fn columns(table: Table) -> &'static [ColumnSpec] {
+    match table {
+        Table::Samples => &SAMPLE_COLUMNS,
+        Table::Drops => DropRecord::COLUMNS,
+        Table::Nvml => NvmlRow::COLUMNS,
+        Table::Nvtx => NvtxRange::COLUMNS,
+        Table::Kernels => KernelRecord::COLUMNS,
+        Table::Api => ApiCall::COLUMNS,
+        Table::Capture => CaptureEvent::COLUMNS,
+    }
+}
 
 /// The schema of `table` (the samples table with these metric columns).
 pub fn schema(table: Table, metrics: &[&str]) -> Vec<Field> {
-    use ColumnType::{F32, F64, I64, Str, U16, U32, U64};
-    let req = |n: &str, t| Field::new(n, t, false);
-    let opt = |n: &str, t| Field::new(n, t, true);
+    let fixed = columns(table).iter().map(ColumnSpec::field);
     match table {
-        Table::Samples => [
-            req(col::DEVICE, U16),
-            req(col::START_NS, I64),
-            req(col::END_NS, I64),
-        ]
-        .into_iter()
-        .chain(metrics.iter().map(|m| req(m, F32)))
-        .collect(),
-        Table::Drops => vec![
-            req(col::DEVICE, U16),
-            req(col::START_NS, I64),
-            req(col::END_NS, I64),
-            req("reason", Str),
-            opt("lost_samples", U64),
-        ],
-        Table::Nvml => [req(col::DEVICE, U16), req(col::T_NS, I64)]
-            .into_iter()
-            .chain(NVML_COLUMNS.iter().map(|(n, t)| opt(n, *t)))
+        Table::Samples => fixed
+            .chain(
+                metrics
+                    .iter()
+                    .map(|m| Field::new(*m, ColumnType::F32, false)),
+            )
             .collect(),
-        Table::Nvtx => vec![
-            req(col::START_NS, I64),
-            req(col::END_NS, I64),
-            req("name", Str),
-            req("domain", Str),
-            req("kind", Str),
-            req("depth", U32),
-            req("pid", U32),
-            req("tid", U32),
-            req("category", U32),
-            opt("color", U32),
-            opt("payload_int", I64),
-            opt("payload_float", F64),
-        ],
-        Table::Kernels => [
-            req(col::DEVICE, U16),
-            req(col::START_NS, I64),
-            req(col::END_NS, I64),
-            req("kind", Str),
-            req("name", Str),
-            req("stream", U32),
-            req("correlation_id", U32),
-            opt("bytes", U64),
-            req("pid", U32),
-        ]
-        .into_iter()
-        .chain(
-            [
-                "grid_x",
-                "grid_y",
-                "grid_z",
-                "block_x",
-                "block_y",
-                "block_z",
-                "context_id",
-                "graph_id",
-            ]
-            .map(|n| opt(n, U32)),
-        )
-        .collect(),
-        Table::Api => vec![
-            req(col::START_NS, I64),
-            req(col::END_NS, I64),
-            req("domain", Str),
-            req("name", Str),
-            req("pid", U32),
-            req("tid", U32),
-            req("correlation_id", U32),
-        ],
-        Table::Capture => vec![
-            req(col::T_NS, I64),
-            req("pid", U32),
-            req("event", Str),
-            req("count", U64),
-            req("detail", Str),
-        ],
+        _ => fixed.collect(),
     }
+}
+
+/// `rows` as a frame of their table.
+pub fn frame_of<R: TableRow>(rows: &[R]) -> Frame {
+    R::to_frame(rows)
+}
+
+/// The rows of a frame of `R`'s table, from a trace of schema minor `minor`.
+pub(crate) fn rows<R: TableRow>(df: &Frame, minor: u32) -> Result<Vec<R>, ColumnError> {
+    R::from_frame(df, minor)
 }
 
 fn device_u16(d: DeviceId) -> u16 {
@@ -186,10 +547,11 @@ impl SampleColumns {
 
     /// The buffered rows as a frame of the samples table (the buffers are left empty).
     pub(crate) fn take_frame(&mut self, metrics: &[String]) -> Frame {
+        let [device, start_ns, end_ns] = SAMPLE_COLUMNS.map(|c| c.name);
         let mut cols = vec![
-            Column::new(col::DEVICE, std::mem::take(&mut self.device)),
-            Column::new(col::START_NS, std::mem::take(&mut self.start_ns)),
-            Column::new(col::END_NS, std::mem::take(&mut self.end_ns)),
+            Column::new(device, std::mem::take(&mut self.device)),
+            Column::new(start_ns, std::mem::take(&mut self.start_ns)),
+            Column::new(end_ns, std::mem::take(&mut self.end_ns)),
         ];
         for (name, values) in metrics.iter().zip(self.values.iter_mut()) {
             cols.push(Column::new(name, std::mem::take(values)));
@@ -197,19 +559,26 @@ impl SampleColumns {
         Frame::new(cols)
     }
 
-    /// The rows of a samples frame with the named metric columns.
-    pub(crate) fn from_frame(mut df: Frame, metrics: &[&str]) -> Result<Self, Why> {
-        let mut take = |name: &str| -> Result<Column, Why> {
+    /// The rows of a samples frame with the named metric columns. A null metric value reads as
+    /// NaN; a null in a fixed column is an error.
+    pub(crate) fn from_frame(mut df: Frame, metrics: &[&str]) -> Result<Self, ColumnError> {
+        let table = Table::Samples.dir_name();
+        let height = df.height();
+        let mut take = |name: &str| -> Result<Column, ColumnError> {
             let i = df
                 .columns
                 .iter()
                 .position(|c| c.name == name)
-                .ok_or_else(|| format!("the samples table has no column `{name}`"))?;
+                .ok_or_else(|| ColumnError::Missing {
+                    table,
+                    column: name.to_string(),
+                })?;
             Ok(df.columns.swap_remove(i))
         };
-        let device = into_vec::<u16>(take(col::DEVICE)?)?;
-        let start_ns = into_vec::<i64>(take(col::START_NS)?)?;
-        let end_ns = into_vec::<i64>(take(col::END_NS)?)?;
+        let [device, start_ns, end_ns] = SAMPLE_COLUMNS.map(|c| take(c.name));
+        let device = required::<u16>(device?)?;
+        let start_ns = required::<i64>(start_ns?)?;
+        let end_ns = required::<i64>(end_ns?)?;
         let mut values: Vec<Vec<f32>> = Vec::with_capacity(metrics.len());
         for (i, m) in metrics.iter().enumerate() {
             // A metric asked for twice is read once.
@@ -230,8 +599,12 @@ impl SampleColumns {
             values.push(v);
         }
         let n = start_ns.len();
-        if device.len() != n || end_ns.len() != n || values.iter().any(|v| v.len() != n) {
-            return Err("the samples table's columns differ in length".into());
+        if n != height
+            || device.len() != n
+            || end_ns.len() != n
+            || values.iter().any(|v| v.len() != n)
+        {
+            return Err(ColumnError::Lengths { table });
         }
         Ok(SampleColumns {
             device,
@@ -260,318 +633,282 @@ impl SampleColumns {
     }
 }
 
-/// The values of a column (a null slot reads as 0, as the sampler never writes one there).
-fn into_vec<T: Element>(c: Column) -> Result<Vec<T>, Why> {
-    let name = c.name;
-    T::take(c.values).ok_or_else(|| format!("column `{name}` has the wrong type"))
+/// The values of a column of the samples table, of type `T` (a null slot reads as the type's
+/// default, which [`SampleColumns::from_frame`] turns into NaN for metric values).
+fn into_vec<T: Element>(c: Column) -> Result<Vec<T>, ColumnError> {
+    let found = c.values.ty();
+    T::take(c.values).ok_or_else(|| ColumnError::WrongType {
+        table: Table::Samples.dir_name(),
+        column: c.name,
+        expected: T::TYPE,
+        found,
+    })
 }
 
-pub(crate) fn drops_frame(rows: &[DropRecord]) -> Frame {
-    Frame::new(vec![
-        Column::new(
-            col::DEVICE,
-            rows.iter().map(|r| device_u16(r.device)).collect(),
-        ),
-        Column::new(col::START_NS, rows.iter().map(|r| r.start_ns).collect()),
-        Column::new(col::END_NS, rows.iter().map(|r| r.end_ns).collect()),
-        Column::strings("reason", rows.iter().map(|r| r.reason.as_str())),
-        Column::optional("lost_samples", rows.iter().map(|r| r.lost_samples)),
-    ])
-}
-
-pub(crate) fn nvml_frame(rows: &[NvmlRow]) -> Frame {
-    Frame::new(vec![
-        Column::new(
-            col::DEVICE,
-            rows.iter().map(|r| device_u16(r.device)).collect(),
-        ),
-        Column::new(col::T_NS, rows.iter().map(|r| r.t_ns).collect()),
-        Column::optional("power_w", rows.iter().map(|r| r.power_w)),
-        Column::optional("sm_clock_mhz", rows.iter().map(|r| r.sm_clock_mhz)),
-        Column::optional("mem_clock_mhz", rows.iter().map(|r| r.mem_clock_mhz)),
-        Column::optional("gpu_util_pct", rows.iter().map(|r| r.gpu_util_pct)),
-        Column::optional("mem_util_pct", rows.iter().map(|r| r.mem_util_pct)),
-        Column::optional("mem_used_bytes", rows.iter().map(|r| r.mem_used_bytes)),
-        Column::optional("temperature_c", rows.iter().map(|r| r.temperature_c)),
-        Column::optional("throttle_reasons", rows.iter().map(|r| r.throttle_reasons)),
-    ])
-}
-
-pub(crate) fn nvtx_frame(rows: &[NvtxRange]) -> Frame {
-    Frame::new(vec![
-        Column::new(col::START_NS, rows.iter().map(|r| r.start_ns).collect()),
-        Column::new(col::END_NS, rows.iter().map(|r| r.end_ns).collect()),
-        Column::strings("name", rows.iter().map(|r| r.name.as_str())),
-        Column::strings("domain", rows.iter().map(|r| r.domain.as_str())),
-        Column::strings("kind", rows.iter().map(|r| r.kind.as_str())),
-        Column::new("depth", rows.iter().map(|r| r.depth).collect()),
-        Column::new("pid", rows.iter().map(|r| r.pid).collect()),
-        Column::new("tid", rows.iter().map(|r| r.tid).collect()),
-        Column::new("category", rows.iter().map(|r| r.category).collect()),
-        Column::optional("color", rows.iter().map(|r| r.color)),
-        Column::optional("payload_int", rows.iter().map(|r| r.payload_int)),
-        Column::optional("payload_float", rows.iter().map(|r| r.payload_float)),
-    ])
-}
-
-pub(crate) fn kernels_frame(rows: &[KernelRecord]) -> Frame {
-    let dim = |name: &str, f: &dyn Fn(&KernelRecord) -> Option<u32>| {
-        Column::optional(name, rows.iter().map(f))
-    };
-    Frame::new(vec![
-        Column::new(
-            col::DEVICE,
-            rows.iter().map(|r| device_u16(r.device)).collect(),
-        ),
-        Column::new(col::START_NS, rows.iter().map(|r| r.start_ns).collect()),
-        Column::new(col::END_NS, rows.iter().map(|r| r.end_ns).collect()),
-        Column::strings("kind", rows.iter().map(|r| r.kind.as_str())),
-        Column::strings("name", rows.iter().map(|r| r.name.as_str())),
-        Column::new("stream", rows.iter().map(|r| r.stream).collect()),
-        Column::new(
-            "correlation_id",
-            rows.iter().map(|r| r.correlation_id).collect(),
-        ),
-        Column::optional("bytes", rows.iter().map(|r| r.bytes)),
-        Column::new("pid", rows.iter().map(|r| r.pid).collect()),
-        dim("grid_x", &|r| r.grid.map(|g| g[0])),
-        dim("grid_y", &|r| r.grid.map(|g| g[1])),
-        dim("grid_z", &|r| r.grid.map(|g| g[2])),
-        dim("block_x", &|r| r.block.map(|b| b[0])),
-        dim("block_y", &|r| r.block.map(|b| b[1])),
-        dim("block_z", &|r| r.block.map(|b| b[2])),
-        dim("context_id", &|r| r.context_id),
-        dim("graph_id", &|r| r.graph_id),
-    ])
-}
-
-pub(crate) fn api_frame(rows: &[ApiCall]) -> Frame {
-    Frame::new(vec![
-        Column::new(col::START_NS, rows.iter().map(|r| r.start_ns).collect()),
-        Column::new(col::END_NS, rows.iter().map(|r| r.end_ns).collect()),
-        Column::strings("domain", rows.iter().map(|r| r.domain.as_str())),
-        Column::strings("name", rows.iter().map(|r| r.name.as_str())),
-        Column::new("pid", rows.iter().map(|r| r.pid).collect()),
-        Column::new("tid", rows.iter().map(|r| r.tid).collect()),
-        Column::new(
-            "correlation_id",
-            rows.iter().map(|r| r.correlation_id).collect(),
-        ),
-    ])
-}
-
-pub(crate) fn capture_frame(rows: &[CaptureEvent]) -> Frame {
-    Frame::new(vec![
-        Column::new(col::T_NS, rows.iter().map(|r| r.t_ns).collect()),
-        Column::new("pid", rows.iter().map(|r| r.pid).collect()),
-        Column::strings("event", rows.iter().map(|r| r.event.as_str())),
-        Column::new("count", rows.iter().map(|r| r.count).collect()),
-        Column::strings("detail", rows.iter().map(|r| r.detail.as_str())),
-    ])
-}
-
-/// A column the table must have, of element type `T`.
-fn need<'a, T: Element>(df: &'a Frame, name: &str) -> Result<&'a Column, Why> {
-    let c = df
-        .column(name)
-        .ok_or_else(|| format!("the table has no column `{name}`"))?;
-    if c.slice::<T>().is_none() {
-        return Err(format!("column `{name}` has the wrong type"));
+/// The values of a fixed column of the samples table, which holds no null.
+fn required<T: Element>(mut c: Column) -> Result<Vec<T>, ColumnError> {
+    if let Some(row) = c.valid.take().and_then(|v| v.iter().position(|ok| !ok)) {
+        return Err(ColumnError::Null {
+            table: Table::Samples.dir_name(),
+            column: c.name,
+            row,
+        });
     }
-    Ok(c)
+    into_vec(c)
 }
 
-/// A string column the table must have.
-fn need_str<'a>(df: &'a Frame, name: &str) -> Result<&'a Column, Why> {
-    let c = df
-        .column(name)
-        .ok_or_else(|| format!("the table has no column `{name}`"))?;
-    if c.values.ty() != ColumnType::Str {
-        return Err(format!("column `{name}` has the wrong type"));
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The name `docs/trace-format.md` gives a column type.
+    fn doc_type(ty: ColumnType) -> &'static str {
+        match ty {
+            ColumnType::U16 => "UInt16",
+            ColumnType::U32 => "UInt32",
+            ColumnType::U64 => "UInt64",
+            ColumnType::I64 => "Int64",
+            ColumnType::F32 => "Float32",
+            ColumnType::F64 => "Float64",
+            ColumnType::Str => "String",
+        }
     }
-    Ok(c)
-}
 
-/// A column that traces of schema 1.0 lack: `None` when absent.
-fn optional<'a, T: Element>(df: &'a Frame, name: &str) -> Result<Option<&'a Column>, Why> {
-    match df.column(name) {
-        Some(_) => need::<T>(df, name).map(Some),
-        None => Ok(None),
+    /// One column as the docs list it: name, type, nullable, since (minor).
+    type DocColumn = (String, String, bool, u32);
+
+    /// The column tables of the docs' "Tables" section, by table name. A cell naming several
+    /// columns (`` `start_ns`, `end_ns` ``) gives one entry per name; the samples table's
+    /// *metric name* row is kept as the name `*`.
+    fn documented() -> Vec<(String, Vec<DocColumn>)> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/trace-format.md");
+        let text = std::fs::read_to_string(path).expect("docs/trace-format.md");
+        let tables = text
+            .split("\n## Tables\n")
+            .nth(1)
+            .and_then(|t| t.split("\n## ").next())
+            .expect("a Tables section");
+        let mut out: Vec<(String, Vec<DocColumn>)> = Vec::new();
+        for line in tables.lines() {
+            if let Some(h) = line.strip_prefix("### ") {
+                let name = h.split_whitespace().next().expect("a table name");
+                out.push((name.to_string(), Vec::new()));
+                continue;
+            }
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            // `| a | b | c | d |` splits into six, empty at both ends.
+            if cells.len() != 6 || cells[1] == "column" || cells[1].starts_with("---") {
+                continue;
+            }
+            let (col, ty, since) = (cells[1], cells[2], cells[3]);
+            let (ty, nullable) = match ty.strip_suffix(", nullable") {
+                Some(t) => (t, true),
+                None => (ty, false),
+            };
+            let since = match since {
+                "1.0" => 0,
+                "1.1" => 1,
+                other => panic!("`since` {other} in row `{line}`"),
+            };
+            let names: Vec<String> = if col == "*metric name*" {
+                vec!["*".into()]
+            } else {
+                col.split(',')
+                    .map(|n| n.trim().trim_matches('`').to_string())
+                    .collect()
+            };
+            let table = &mut out.last_mut().expect("a row under a table heading").1;
+            for n in names {
+                table.push((n, ty.to_string(), nullable, since));
+            }
+        }
+        out
     }
-}
 
-fn device_at(c: &Column, i: usize) -> DeviceId {
-    DeviceId(u32::from(c.get::<u16>(i).unwrap_or(0)))
-}
+    #[test]
+    fn the_docs_list_every_table_and_column_as_declared() {
+        let docs = documented();
+        let names: Vec<&str> = docs.iter().map(|(n, _)| n.as_str()).collect();
+        let want: Vec<&str> = Table::ALL.iter().map(|t| t.dir_name()).collect();
+        assert_eq!(names, want, "the tables of docs/trace-format.md");
+        for (table, (name, doc)) in Table::ALL.iter().zip(&docs) {
+            let mut declared: Vec<DocColumn> = columns(*table)
+                .iter()
+                .map(|c| {
+                    let ty = doc_type(c.ty).to_string();
+                    (c.name.to_string(), ty, c.nullable, c.since_minor)
+                })
+                .collect();
+            if *table == Table::Samples {
+                declared.push(("*".into(), "Float32".into(), false, 0));
+            }
+            assert_eq!(doc, &declared, "columns of the {name} table");
+        }
+    }
 
-/// Typed rows back from frames.
-pub(crate) fn drops_from(df: &Frame) -> Result<Vec<DropRecord>, Why> {
-    let device = need::<u16>(df, col::DEVICE)?;
-    let start = need::<i64>(df, col::START_NS)?;
-    let end = need::<i64>(df, col::END_NS)?;
-    let reason = need_str(df, "reason")?;
-    let lost = need::<u64>(df, "lost_samples")?;
-    (0..df.height())
-        .map(|i| {
-            let r = reason.str(i).unwrap_or("");
-            Ok(DropRecord {
-                device: device_at(device, i),
-                start_ns: start.get(i).unwrap_or(0),
-                end_ns: end.get(i).unwrap_or(0),
-                reason: DropReason::parse(r).ok_or_else(|| format!("unknown drop reason `{r}`"))?,
-                lost_samples: lost.get(i),
+    #[test]
+    fn the_schema_is_the_declared_columns() {
+        let nvtx = schema(Table::Nvtx, &[]);
+        assert_eq!(nvtx.len(), NvtxRange::COLUMNS.len());
+        assert_eq!(nvtx[8], Field::new("category", ColumnType::U32, false));
+        let kernels = schema(Table::Kernels, &[]);
+        let names: Vec<&str> = kernels.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names[9..12], ["grid_x", "grid_y", "grid_z"]);
+        let samples = schema(Table::Samples, &["m"]);
+        assert_eq!(samples[3], Field::new("m", ColumnType::F32, false));
+        assert_eq!(samples.len(), 4);
+    }
+
+    fn range(name: &str) -> NvtxRange {
+        NvtxRange {
+            start_ns: 10,
+            end_ns: 20,
+            name: name.into(),
+            domain: String::new(),
+            kind: RangeKind::PushPop,
+            depth: 0,
+            pid: 1,
+            tid: 2,
+            category: 7,
+            color: Some(0xff00_00ff),
+            payload_int: None,
+            payload_float: Some(0.5),
+        }
+    }
+
+    fn kernel() -> KernelRecord {
+        KernelRecord {
+            device: DeviceId(1),
+            start_ns: 5,
+            end_ns: 9,
+            kind: ActivityKind::Kernel,
+            name: "k".into(),
+            stream: 7,
+            correlation_id: 3,
+            bytes: None,
+            pid: 11,
+            grid: Some([4, 2, 1]),
+            block: None,
+            context_id: Some(1),
+            graph_id: None,
+        }
+    }
+
+    fn without(mut f: Frame, name: &str) -> Frame {
+        f.columns.retain(|c| c.name != name);
+        f
+    }
+
+    #[test]
+    fn rows_come_back_as_written() {
+        let nvtx = vec![range("a"), range("b")];
+        let frame = frame_of(&nvtx);
+        assert_eq!(frame.schema(), schema(Table::Nvtx, &[]));
+        assert_eq!(rows::<NvtxRange>(&frame, 1), Ok(nvtx));
+        let kernels = vec![kernel()];
+        let frame = frame_of(&kernels);
+        assert_eq!(frame.schema(), schema(Table::Kernels, &[]));
+        assert_eq!(rows::<KernelRecord>(&frame, 1), Ok(kernels));
+    }
+
+    #[test]
+    fn a_missing_required_column_is_an_error_naming_table_and_column() {
+        let frame = without(frame_of(&[range("a")]), "tid");
+        assert_eq!(
+            rows::<NvtxRange>(&frame, 1),
+            Err(ColumnError::Missing {
+                table: "nvtx",
+                column: "tid".into()
             })
-        })
-        .collect()
-}
+        );
+        let text = rows::<NvtxRange>(&frame, 1).unwrap_err().to_string();
+        assert_eq!(text, "the nvtx table has no column `tid`");
+        // `category` came with 1.1: a 1.1 trace must have it, a 1.0 trace reads it as 0.
+        let frame = without(frame_of(&[range("a")]), "category");
+        assert!(matches!(
+            rows::<NvtxRange>(&frame, 1),
+            Err(ColumnError::Missing { column, .. }) if column == "category"
+        ));
+        assert_eq!(rows::<NvtxRange>(&frame, 0).unwrap()[0].category, 0);
+    }
 
-pub(crate) fn nvml_from(df: &Frame) -> Result<Vec<NvmlRow>, Why> {
-    let device = need::<u16>(df, col::DEVICE)?;
-    let t = need::<i64>(df, col::T_NS)?;
-    let power = need::<f32>(df, "power_w")?;
-    let sm = need::<u32>(df, "sm_clock_mhz")?;
-    let mem = need::<u32>(df, "mem_clock_mhz")?;
-    let gpu_util = need::<u32>(df, "gpu_util_pct")?;
-    let mem_util = need::<u32>(df, "mem_util_pct")?;
-    let used = need::<u64>(df, "mem_used_bytes")?;
-    let temp = need::<u32>(df, "temperature_c")?;
-    let throttle = need::<u64>(df, "throttle_reasons")?;
-    Ok((0..df.height())
-        .map(|i| NvmlRow {
-            device: device_at(device, i),
-            t_ns: t.get(i).unwrap_or(0),
-            power_w: power.get(i),
-            sm_clock_mhz: sm.get(i),
-            mem_clock_mhz: mem.get(i),
-            gpu_util_pct: gpu_util.get(i),
-            mem_util_pct: mem_util.get(i),
-            mem_used_bytes: used.get(i),
-            temperature_c: temp.get(i),
-            throttle_reasons: throttle.get(i),
-        })
-        .collect())
-}
+    #[test]
+    fn a_missing_nullable_column_reads_as_none() {
+        let frame = without(frame_of(&[range("a")]), "color");
+        let back = rows::<NvtxRange>(&frame, 1).unwrap();
+        assert_eq!(back[0].color, None);
+        assert_eq!(back[0].payload_float, Some(0.5));
+        let frame = without(frame_of(&[kernel()]), "grid_y");
+        assert_eq!(rows::<KernelRecord>(&frame, 1).unwrap()[0].grid, None);
+    }
 
-pub(crate) fn nvtx_from(df: &Frame) -> Result<Vec<NvtxRange>, Why> {
-    let start = need::<i64>(df, col::START_NS)?;
-    let end = need::<i64>(df, col::END_NS)?;
-    let name = need_str(df, "name")?;
-    let domain = need_str(df, "domain")?;
-    let kind = need_str(df, "kind")?;
-    let depth = need::<u32>(df, "depth")?;
-    let pid = need::<u32>(df, "pid")?;
-    let tid = need::<u32>(df, "tid")?;
-    let category = optional::<u32>(df, "category")?;
-    let color = optional::<u32>(df, "color")?;
-    let payload_int = optional::<i64>(df, "payload_int")?;
-    let payload_float = optional::<f64>(df, "payload_float")?;
-    (0..df.height())
-        .map(|i| {
-            let k = kind.str(i).unwrap_or("");
-            Ok(NvtxRange {
-                category: category.and_then(|c| c.get(i)).unwrap_or(0),
-                color: color.and_then(|c| c.get(i)),
-                payload_int: payload_int.and_then(|c| c.get(i)),
-                payload_float: payload_float.and_then(|c| c.get(i)),
-                start_ns: start.get(i).unwrap_or(0),
-                end_ns: end.get(i).unwrap_or(0),
-                name: name.str(i).unwrap_or("").to_string(),
-                domain: domain.str(i).unwrap_or("").to_string(),
-                kind: RangeKind::parse(k).ok_or_else(|| format!("unknown range kind `{k}`"))?,
-                depth: depth.get(i).unwrap_or(0),
-                pid: pid.get(i).unwrap_or(0),
-                tid: tid.get(i).unwrap_or(0),
+    #[test]
+    fn nulls_types_and_unknown_names_are_errors_naming_the_column() {
+        let mut frame = frame_of(&[range("a"), range("b")]);
+        for c in &mut frame.columns {
+            if c.name == "depth" {
+                c.valid = Some(vec![true, false]);
+            }
+        }
+        assert_eq!(
+            rows::<NvtxRange>(&frame, 1),
+            Err(ColumnError::Null {
+                table: "nvtx",
+                column: "depth".into(),
+                row: 1
             })
-        })
-        .collect()
-}
-
-pub(crate) fn kernels_from(df: &Frame) -> Result<Vec<KernelRecord>, Why> {
-    let device = need::<u16>(df, col::DEVICE)?;
-    let start = need::<i64>(df, col::START_NS)?;
-    let end = need::<i64>(df, col::END_NS)?;
-    let kind = need_str(df, "kind")?;
-    let name = need_str(df, "name")?;
-    let stream = need::<u32>(df, "stream")?;
-    let corr = need::<u32>(df, "correlation_id")?;
-    let bytes = need::<u64>(df, "bytes")?;
-    let pid = need::<u32>(df, "pid")?;
-    let [gx, gy, gz, bx, by, bz, context, graph] = [
-        "grid_x",
-        "grid_y",
-        "grid_z",
-        "block_x",
-        "block_y",
-        "block_z",
-        "context_id",
-        "graph_id",
-    ]
-    .map(|n| optional::<u32>(df, n));
-    let (gx, gy, gz, bx, by, bz) = (gx?, gy?, gz?, bx?, by?, bz?);
-    let (context, graph) = (context?, graph?);
-    let triple = |a: Option<&Column>, b: Option<&Column>, c: Option<&Column>, i| {
-        Some([a?.get(i)?, b?.get(i)?, c?.get(i)?])
-    };
-    (0..df.height())
-        .map(|i| {
-            let k = kind.str(i).unwrap_or("");
-            Ok(KernelRecord {
-                grid: triple(gx, gy, gz, i),
-                block: triple(bx, by, bz, i),
-                context_id: context.and_then(|c| c.get(i)),
-                graph_id: graph.and_then(|c| c.get(i)),
-                device: device_at(device, i),
-                start_ns: start.get(i).unwrap_or(0),
-                end_ns: end.get(i).unwrap_or(0),
-                kind: ActivityKind::parse(k)
-                    .ok_or_else(|| format!("unknown activity kind `{k}`"))?,
-                name: name.str(i).unwrap_or("").to_string(),
-                stream: stream.get(i).unwrap_or(0),
-                correlation_id: corr.get(i).unwrap_or(0),
-                bytes: bytes.get(i),
-                pid: pid.get(i).unwrap_or(0),
+        );
+        let mut frame = frame_of(&[range("a")]);
+        for c in &mut frame.columns {
+            if c.name == "pid" {
+                c.values = crate::frame::Values::U64(vec![1]);
+            }
+        }
+        assert!(matches!(
+            rows::<NvtxRange>(&frame, 1),
+            Err(ColumnError::WrongType { column, found: ColumnType::U64, .. }) if column == "pid"
+        ));
+        let mut frame = frame_of(&[range("a")]);
+        for c in &mut frame.columns {
+            if c.name == "kind" {
+                c.values = crate::frame::Values::Str(vec!["sideways".into()]);
+            }
+        }
+        assert_eq!(
+            rows::<NvtxRange>(&frame, 1),
+            Err(ColumnError::Unknown {
+                table: "nvtx",
+                column: "kind".into(),
+                row: 0,
+                value: "sideways".into()
             })
-        })
-        .collect()
-}
+        );
+    }
 
-pub(crate) fn api_from(df: &Frame) -> Result<Vec<ApiCall>, Why> {
-    let start = need::<i64>(df, col::START_NS)?;
-    let end = need::<i64>(df, col::END_NS)?;
-    let domain = need_str(df, "domain")?;
-    let name = need_str(df, "name")?;
-    let pid = need::<u32>(df, "pid")?;
-    let tid = need::<u32>(df, "tid")?;
-    let corr = need::<u32>(df, "correlation_id")?;
-    (0..df.height())
-        .map(|i| {
-            let d = domain.str(i).unwrap_or("");
-            Ok(ApiCall {
-                start_ns: start.get(i).unwrap_or(0),
-                end_ns: end.get(i).unwrap_or(0),
-                domain: ApiDomain::parse(d).ok_or_else(|| format!("unknown API domain `{d}`"))?,
-                name: name.str(i).unwrap_or("").to_string(),
-                pid: pid.get(i).unwrap_or(0),
-                tid: tid.get(i).unwrap_or(0),
-                correlation_id: corr.get(i).unwrap_or(0),
+    #[test]
+    fn samples_keep_nan_for_null_values_and_refuse_null_times() {
+        let mut rows = SampleColumns::new(1);
+        let mut batch = SampleBatch::new(DeviceId(0), 1);
+        batch.push(0, 10, &[1.0]);
+        batch.push(10, 20, &[2.0]);
+        rows.extend(&batch);
+        let mut frame = rows.into_frame(&["m"]);
+        frame.columns[3].valid = Some(vec![true, false]);
+        let back = SampleColumns::from_frame(frame.clone(), &["m"]).unwrap();
+        assert_eq!(back.values[0][0], 1.0);
+        assert!(back.values[0][1].is_nan());
+        assert!(matches!(
+            SampleColumns::from_frame(frame.clone(), &["other"]),
+            Err(ColumnError::Missing { column, .. }) if column == "other"
+        ));
+        frame.columns[1].valid = Some(vec![false, true]);
+        assert_eq!(
+            SampleColumns::from_frame(frame, &["m"]),
+            Err(ColumnError::Null {
+                table: "samples",
+                column: "start_ns".into(),
+                row: 0
             })
-        })
-        .collect()
-}
-
-pub(crate) fn capture_from(df: &Frame) -> Result<Vec<CaptureEvent>, Why> {
-    let t = need::<i64>(df, col::T_NS)?;
-    let pid = need::<u32>(df, "pid")?;
-    let event = need_str(df, "event")?;
-    let count = need::<u64>(df, "count")?;
-    let detail = need_str(df, "detail")?;
-    Ok((0..df.height())
-        .map(|i| CaptureEvent {
-            t_ns: t.get(i).unwrap_or(0),
-            pid: pid.get(i).unwrap_or(0),
-            event: event.str(i).unwrap_or("").to_string(),
-            count: count.get(i).unwrap_or(0),
-            detail: detail.str(i).unwrap_or("").to_string(),
-        })
-        .collect())
+        );
+    }
 }

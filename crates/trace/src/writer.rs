@@ -266,37 +266,37 @@ impl TraceWriter {
             }
             Table::Drops if !self.drops.is_empty() => {
                 self.stats.drops += self.drops.len() as u64;
-                let f = tables::drops_frame(&self.drops);
+                let f = tables::frame_of(&self.drops);
                 self.drops.clear();
                 Some(f)
             }
             Table::Nvml if !self.nvml.is_empty() => {
                 self.stats.nvml_rows += self.nvml.len() as u64;
-                let f = tables::nvml_frame(&self.nvml);
+                let f = tables::frame_of(&self.nvml);
                 self.nvml.clear();
                 Some(f)
             }
             Table::Nvtx if !self.nvtx.is_empty() => {
                 self.stats.nvtx_ranges += self.nvtx.len() as u64;
-                let f = tables::nvtx_frame(&self.nvtx);
+                let f = tables::frame_of(&self.nvtx);
                 self.nvtx.clear();
                 Some(f)
             }
             Table::Kernels if !self.kernels.is_empty() => {
                 self.stats.kernels += self.kernels.len() as u64;
-                let f = tables::kernels_frame(&self.kernels);
+                let f = tables::frame_of(&self.kernels);
                 self.kernels.clear();
                 Some(f)
             }
             Table::Api if !self.api.is_empty() => {
                 self.stats.api_calls += self.api.len() as u64;
-                let f = tables::api_frame(&self.api);
+                let f = tables::frame_of(&self.api);
                 self.api.clear();
                 Some(f)
             }
             Table::Capture if !self.capture.is_empty() => {
                 self.stats.capture_events += self.capture.len() as u64;
-                let f = tables::capture_frame(&self.capture);
+                let f = tables::frame_of(&self.capture);
                 self.capture.clear();
                 Some(f)
             }

@@ -48,7 +48,7 @@ pub(super) fn heat_mesh(painter: &egui::Painter, area: Rect, cols: &[Summary], s
     for (c, s) in cols.iter().enumerate() {
         let color = s
             .mean()
-            .or((!s.is_empty()).then_some(f64::from(s.max)))
+            .or((!s.is_empty()).then_some(s.max))
             .map(|mean| turbo((mean / scale) as f32));
         if open.map(|o| o.1) != color {
             close(&mut mesh, open.take(), c);
@@ -95,7 +95,7 @@ pub(super) fn line_mesh(
     };
     let mut bands = Mesh::default();
     for (c, s) in cols.iter().enumerate() {
-        let b = (!s.is_empty()).then(|| (y(f64::from(s.max)) - 0.5, y(f64::from(s.min)) + 0.5));
+        let b = (!s.is_empty()).then(|| (y(s.max) - 0.5, y(s.min) + 0.5));
         if band_run.map(|r| (r.1, r.2)) != b {
             close_band(&mut bands, band_run.take(), c);
             band_run = b.map(|(top, bottom)| (c, top, bottom));

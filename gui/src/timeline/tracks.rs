@@ -546,8 +546,8 @@ fn metric_hit(
         Some(s) if !s.is_empty() => text.push_str(&format!(
             "\nmean {} (min {}, max {}) {}\nover {} at this zoom ({} summarised)",
             s.mean().map_or("–".into(), fmt_value),
-            fmt_value(f64::from(s.min)),
-            fmt_value(f64::from(s.max)),
+            fmt_value(s.min),
+            fmt_value(s.max),
             info.unit,
             fmt_dur(geom.px_ns()),
             if p.level_for(geom.px_ns()).is_some() {

@@ -7,7 +7,7 @@ use super::{
 };
 use crate::pipeline::SinkMsg;
 use crate::pipeline::window::Edge;
-use cufall_capture::{Decoder, Frame, Name, Payload, RangeKind as WireKind, event};
+use cufall_capture::{Decoder, Frame, Name, Payload, WireRangeKind, event};
 use cufall_trace::model::{
     ActivityKind, ApiCall, ApiDomain, CaptureEvent, DeviceId, KernelRecord, NvtxRange, RangeKind,
 };
@@ -28,7 +28,7 @@ const GRAPH_NAME_CHARS: usize = 200;
 enum Held {
     Range(cufall_capture::Range<'static>),
     Activity(cufall_capture::Activity),
-    Api(cufall_capture::ApiCall),
+    Api(cufall_capture::WireApiCall),
 }
 
 pub(super) struct Connection {
@@ -397,9 +397,9 @@ impl Connection {
                     name,
                     domain,
                     kind: match r.kind {
-                        WireKind::PushPop => RangeKind::PushPop,
-                        WireKind::StartEnd => RangeKind::StartEnd,
-                        WireKind::Mark => RangeKind::Mark,
+                        WireRangeKind::PushPop => RangeKind::PushPop,
+                        WireRangeKind::StartEnd => RangeKind::StartEnd,
+                        WireRangeKind::Mark => RangeKind::Mark,
                     },
                     depth: r.depth,
                     pid: self.pid,
@@ -419,7 +419,7 @@ impl Connection {
                     return;
                 }
                 let name = match a.kind {
-                    cufall_capture::ActivityKind::Kernel => {
+                    cufall_capture::WireActivityKind::Kernel => {
                         if let Some(n) = self.demangled.get(&a.name) {
                             n.clone()
                         } else if let Some(raw) = self.name(a.name, last_chance) {
@@ -432,17 +432,17 @@ impl Connection {
                             return;
                         }
                     }
-                    cufall_capture::ActivityKind::Memcpy => {
+                    cufall_capture::WireActivityKind::Memcpy => {
                         format!("memcpy {}", copy_kind_name(a.copy_kind))
                     }
-                    cufall_capture::ActivityKind::Memset => "memset".into(),
-                    cufall_capture::ActivityKind::Graph => format!("graph {}", a.graph_id),
+                    cufall_capture::WireActivityKind::Memset => "memset".into(),
+                    cufall_capture::WireActivityKind::Graph => format!("graph {}", a.graph_id),
                 };
                 let kind = match a.kind {
-                    cufall_capture::ActivityKind::Kernel => ActivityKind::Kernel,
-                    cufall_capture::ActivityKind::Memcpy => ActivityKind::Memcpy,
-                    cufall_capture::ActivityKind::Memset => ActivityKind::Memset,
-                    cufall_capture::ActivityKind::Graph => ActivityKind::Graph,
+                    cufall_capture::WireActivityKind::Kernel => ActivityKind::Kernel,
+                    cufall_capture::WireActivityKind::Memcpy => ActivityKind::Memcpy,
+                    cufall_capture::WireActivityKind::Memset => ActivityKind::Memset,
+                    cufall_capture::WireActivityKind::Graph => ActivityKind::Graph,
                 };
                 let dims = |d: [i32; 3]| d.map(|v| u32::try_from(v).unwrap_or(0));
                 let is_kernel = kind == ActivityKind::Kernel;
@@ -485,8 +485,8 @@ impl Connection {
                     start_ns: c.start_ns,
                     end_ns: c.end_ns,
                     domain: match c.domain {
-                        cufall_capture::ApiDomain::Runtime => ApiDomain::Runtime,
-                        cufall_capture::ApiDomain::Driver => ApiDomain::Driver,
+                        cufall_capture::WireApiDomain::Runtime => ApiDomain::Runtime,
+                        cufall_capture::WireApiDomain::Driver => ApiDomain::Driver,
                     },
                     name,
                     pid: self.pid,

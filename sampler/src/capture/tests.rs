@@ -1,6 +1,6 @@
 use super::*;
 use crate::pipeline::window::Edge;
-use cufall_capture::{Frame, Name, Payload, RangeKind as WireKind, encode};
+use cufall_capture::{Frame, Name, Payload, WireRangeKind, encode};
 use cufall_trace::model::{KernelRecord, NvtxRange, RangeKind};
 use std::io::Write;
 use std::os::unix::net::UnixStream;
@@ -290,7 +290,7 @@ fn late_names_devices_and_a_missing_goodbye() {
         end_ns: 20,
         tid: 5,
         depth: 0,
-        kind: WireKind::PushPop,
+        kind: WireRangeKind::PushPop,
         domain: 2,
         category: 4,
         color: Some(0xff00ff00),
@@ -298,7 +298,7 @@ fn late_names_devices_and_a_missing_goodbye() {
         name: Name::Registered(1),
     })));
     bytes.extend(frame(Frame::Activity(cufall_capture::Activity {
-        kind: cufall_capture::ActivityKind::Kernel,
+        kind: cufall_capture::WireActivityKind::Kernel,
         device: 0,
         context: 1,
         stream: 7,
@@ -473,7 +473,7 @@ fn a_process_that_never_touched_the_gpu_gets_no_warning() {
 fn a_killed_process_is_told_from_its_last_record() {
     let now = crate::now_unix_ns();
     let kernel = Frame::Activity(cufall_capture::Activity {
-        kind: cufall_capture::ActivityKind::Memcpy,
+        kind: cufall_capture::WireActivityKind::Memcpy,
         device: 0,
         context: 1,
         stream: 7,
@@ -624,7 +624,7 @@ fn a_connection_sending_garbage_is_closed_and_the_recording_goes_on() {
         end_ns: 2,
         tid: 1,
         depth: 0,
-        kind: WireKind::PushPop,
+        kind: WireRangeKind::PushPop,
         domain: 0,
         category: 0,
         color: None,

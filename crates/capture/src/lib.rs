@@ -505,28 +505,7 @@ pub fn encode(frame: &Frame<'_>, out: &mut Vec<u8>) {
             w.str(text);
         }
         Frame::Range(r) => encode_range(&mut w, r),
-        Frame::Activity(a) => {
-            w.u8(tag::ACTIVITY);
-            w.u8(match a.kind {
-                WireActivityKind::Kernel => 0,
-                WireActivityKind::Memcpy => 1,
-                WireActivityKind::Memset => 2,
-                WireActivityKind::Graph => 3,
-            });
-            w.u32(a.device);
-            w.u32(a.context);
-            w.u32(a.stream);
-            w.u32(a.correlation);
-            w.i64(a.start_ns);
-            w.i64(a.end_ns);
-            for v in a.grid.iter().chain(&a.block) {
-                w.i32(*v);
-            }
-            w.u32(a.graph_id);
-            w.u64(a.bytes);
-            w.u8(a.copy_kind);
-            w.u32(a.name);
-        }
+        Frame::Activity(a) => encode_activity(&mut w, a),
         Frame::Api(c) => {
             w.u8(tag::API);
             w.u8(match c.domain {
@@ -575,22 +554,55 @@ pub fn encode(frame: &Frame<'_>, out: &mut Vec<u8>) {
             exec_id,
             nodes,
             kernels,
-        } => {
-            w.u8(tag::GRAPH);
-            w.u32(*graph_id);
-            w.u32(*exec_id);
-            w.u32(*nodes);
-            let kernels = &kernels[..kernels.len().min(MAX_GRAPH_KERNELS)];
-            w.u32(u32::try_from(kernels.len()).unwrap_or(0));
-            for k in kernels {
-                w.u32(k.name);
-                w.u32(k.count);
-            }
-        }
+        } => encode_graph(&mut w, *graph_id, *exec_id, *nodes, kernels),
     }
     let body = out.len() - at - 4;
     let len = u32::try_from(body).unwrap_or(u32::MAX).to_le_bytes();
     out[at..at + 4].copy_from_slice(&len);
+}
+
+/// The body of a [`Frame::Activity`].
+fn encode_activity(w: &mut Writer<'_>, a: &Activity) {
+    w.u8(tag::ACTIVITY);
+    w.u8(match a.kind {
+        WireActivityKind::Kernel => 0,
+        WireActivityKind::Memcpy => 1,
+        WireActivityKind::Memset => 2,
+        WireActivityKind::Graph => 3,
+    });
+    w.u32(a.device);
+    w.u32(a.context);
+    w.u32(a.stream);
+    w.u32(a.correlation);
+    w.i64(a.start_ns);
+    w.i64(a.end_ns);
+    for v in a.grid.iter().chain(&a.block) {
+        w.i32(*v);
+    }
+    w.u32(a.graph_id);
+    w.u64(a.bytes);
+    w.u8(a.copy_kind);
+    w.u32(a.name);
+}
+
+/// The body of a [`Frame::Graph`]: at most [`MAX_GRAPH_KERNELS`] kernels.
+fn encode_graph(
+    w: &mut Writer<'_>,
+    graph_id: u32,
+    exec_id: u32,
+    nodes: u32,
+    kernels: &[GraphKernel],
+) {
+    w.u8(tag::GRAPH);
+    w.u32(graph_id);
+    w.u32(exec_id);
+    w.u32(nodes);
+    let kernels = &kernels[..kernels.len().min(MAX_GRAPH_KERNELS)];
+    w.u32(u32::try_from(kernels.len()).unwrap_or(0));
+    for k in kernels {
+        w.u32(k.name);
+        w.u32(k.count);
+    }
 }
 
 /// The body of a [`Frame::Range`].

@@ -360,141 +360,146 @@ impl Connection {
     /// Turns a frame into a row, or holds it until its names arrive.
     fn admit(&mut self, h: Held, last_chance: bool) {
         match h {
-            Held::Range(r) => {
-                let name = match &r.name {
-                    Name::Text(t) => Some(t.to_string()),
-                    Name::Bytes(b) => Some(String::from_utf8_lossy(b).into_owned()),
-                    Name::Registered(id) => self.name(*id, last_chance),
-                };
-                let domain = if r.domain == 0 {
-                    Some(String::new())
-                } else {
-                    self.name(r.domain, last_chance)
-                };
-                let (Some(name), Some(domain)) = (name, domain) else {
-                    self.held_bytes += match &r.name {
-                        Name::Text(t) => t.len(),
-                        Name::Bytes(b) => b.len(),
-                        Name::Registered(_) => 0,
-                    } + 64;
-                    self.held.push(Held::Range(r));
-                    return;
-                };
-                let (payload_int, payload_float) = match r.payload {
-                    Payload::None => (None, None),
-                    Payload::Int(v) => (Some(v), None),
-                    Payload::UInt(v) => match i64::try_from(v) {
-                        Ok(v) => (Some(v), None),
-                        Err(_) => (None, Some(v as f64)),
-                    },
-                    Payload::Float(v) => (None, Some(v)),
-                };
-                self.me.nvtx_ranges += 1;
-                self.saw_record(r.end_ns);
-                self.nvtx.push(NvtxRange {
-                    start_ns: r.start_ns,
-                    end_ns: r.end_ns,
-                    name,
-                    domain,
-                    kind: match r.kind {
-                        WireRangeKind::PushPop => RangeKind::PushPop,
-                        WireRangeKind::StartEnd => RangeKind::StartEnd,
-                        WireRangeKind::Mark => RangeKind::Mark,
-                    },
-                    depth: r.depth,
-                    pid: self.pid,
-                    tid: r.tid,
-                    category: r.category,
-                    color: r.color,
-                    payload_int,
-                    payload_float,
-                });
-            }
-            Held::Activity(a) => {
-                // CUPTI leaves a record's times 0 when it could not timestamp it (seen on the
-                // H200 for two kernels of a JAX program): kept, it would stretch the trace back
-                // to 1970.
-                if a.start_ns <= 0 || a.end_ns < a.start_ns {
-                    self.untimed += 1;
-                    return;
-                }
-                let name = match a.kind {
-                    cufall_capture::WireActivityKind::Kernel => {
-                        if let Some(n) = self.demangled.get(&a.name) {
-                            n.clone()
-                        } else if let Some(raw) = self.name(a.name, last_chance) {
-                            let n = demangle(&raw);
-                            self.demangled.insert(a.name, n.clone());
-                            n
-                        } else {
-                            self.held_bytes += 96;
-                            self.held.push(Held::Activity(a));
-                            return;
-                        }
-                    }
-                    cufall_capture::WireActivityKind::Memcpy => {
-                        format!("memcpy {}", copy_kind_name(a.copy_kind))
-                    }
-                    cufall_capture::WireActivityKind::Memset => "memset".into(),
-                    cufall_capture::WireActivityKind::Graph => format!("graph {}", a.graph_id),
-                };
-                let kind = match a.kind {
-                    cufall_capture::WireActivityKind::Kernel => ActivityKind::Kernel,
-                    cufall_capture::WireActivityKind::Memcpy => ActivityKind::Memcpy,
-                    cufall_capture::WireActivityKind::Memset => ActivityKind::Memset,
-                    cufall_capture::WireActivityKind::Graph => ActivityKind::Graph,
-                };
-                let dims = |d: [i32; 3]| d.map(|v| u32::try_from(v).unwrap_or(0));
-                let is_kernel = kind == ActivityKind::Kernel;
-                self.me.activities += 1;
-                self.saw_record(a.end_ns);
-                self.kernels.push(KernelRecord {
-                    device: self
-                        .devices
-                        .get(&a.device)
-                        .copied()
-                        .unwrap_or(DeviceId(a.device)),
-                    start_ns: a.start_ns,
-                    end_ns: a.end_ns,
-                    kind,
-                    name,
-                    stream: a.stream,
-                    correlation_id: a.correlation,
-                    bytes: matches!(kind, ActivityKind::Memcpy | ActivityKind::Memset)
-                        .then_some(a.bytes),
-                    pid: self.pid,
-                    grid: is_kernel.then(|| dims(a.grid)),
-                    block: is_kernel.then(|| dims(a.block)),
-                    context_id: Some(a.context),
-                    graph_id: (a.graph_id != 0).then_some(a.graph_id),
-                });
-            }
-            Held::Api(c) => {
-                if c.start_ns <= 0 || c.end_ns < c.start_ns {
-                    self.untimed += 1;
-                    return;
-                }
-                let Some(name) = self.name(c.name, last_chance) else {
-                    self.held_bytes += 48;
-                    self.held.push(Held::Api(c));
-                    return;
-                };
-                self.me.api_calls += 1;
-                self.saw_record(c.end_ns);
-                self.api.push(ApiCall {
-                    start_ns: c.start_ns,
-                    end_ns: c.end_ns,
-                    domain: match c.domain {
-                        cufall_capture::WireApiDomain::Runtime => ApiDomain::Runtime,
-                        cufall_capture::WireApiDomain::Driver => ApiDomain::Driver,
-                    },
-                    name,
-                    pid: self.pid,
-                    tid: c.tid,
-                    correlation_id: c.correlation,
-                });
-            }
+            Held::Range(r) => self.admit_range(r, last_chance),
+            Held::Activity(a) => self.admit_activity(a, last_chance),
+            Held::Api(c) => self.admit_api(c, last_chance),
         }
+    }
+
+    fn admit_range(&mut self, r: cufall_capture::Range<'static>, last_chance: bool) {
+        let name = match &r.name {
+            Name::Text(t) => Some(t.to_string()),
+            Name::Bytes(b) => Some(String::from_utf8_lossy(b).into_owned()),
+            Name::Registered(id) => self.name(*id, last_chance),
+        };
+        let domain = if r.domain == 0 {
+            Some(String::new())
+        } else {
+            self.name(r.domain, last_chance)
+        };
+        let (Some(name), Some(domain)) = (name, domain) else {
+            self.held_bytes += match &r.name {
+                Name::Text(t) => t.len(),
+                Name::Bytes(b) => b.len(),
+                Name::Registered(_) => 0,
+            } + 64;
+            self.held.push(Held::Range(r));
+            return;
+        };
+        let (payload_int, payload_float) = match r.payload {
+            Payload::None => (None, None),
+            Payload::Int(v) => (Some(v), None),
+            Payload::UInt(v) => match i64::try_from(v) {
+                Ok(v) => (Some(v), None),
+                Err(_) => (None, Some(v as f64)),
+            },
+            Payload::Float(v) => (None, Some(v)),
+        };
+        self.me.nvtx_ranges += 1;
+        self.saw_record(r.end_ns);
+        self.nvtx.push(NvtxRange {
+            start_ns: r.start_ns,
+            end_ns: r.end_ns,
+            name,
+            domain,
+            kind: match r.kind {
+                WireRangeKind::PushPop => RangeKind::PushPop,
+                WireRangeKind::StartEnd => RangeKind::StartEnd,
+                WireRangeKind::Mark => RangeKind::Mark,
+            },
+            depth: r.depth,
+            pid: self.pid,
+            tid: r.tid,
+            category: r.category,
+            color: r.color,
+            payload_int,
+            payload_float,
+        });
+    }
+
+    fn admit_activity(&mut self, a: cufall_capture::Activity, last_chance: bool) {
+        // CUPTI leaves a record's times 0 when it could not timestamp it (seen on the
+        // H200 for two kernels of a JAX program): kept, it would stretch the trace back
+        // to 1970.
+        if a.start_ns <= 0 || a.end_ns < a.start_ns {
+            self.untimed += 1;
+            return;
+        }
+        let name = match a.kind {
+            cufall_capture::WireActivityKind::Kernel => {
+                if let Some(n) = self.demangled.get(&a.name) {
+                    n.clone()
+                } else if let Some(raw) = self.name(a.name, last_chance) {
+                    let n = demangle(&raw);
+                    self.demangled.insert(a.name, n.clone());
+                    n
+                } else {
+                    self.held_bytes += 96;
+                    self.held.push(Held::Activity(a));
+                    return;
+                }
+            }
+            cufall_capture::WireActivityKind::Memcpy => {
+                format!("memcpy {}", copy_kind_name(a.copy_kind))
+            }
+            cufall_capture::WireActivityKind::Memset => "memset".into(),
+            cufall_capture::WireActivityKind::Graph => format!("graph {}", a.graph_id),
+        };
+        let kind = match a.kind {
+            cufall_capture::WireActivityKind::Kernel => ActivityKind::Kernel,
+            cufall_capture::WireActivityKind::Memcpy => ActivityKind::Memcpy,
+            cufall_capture::WireActivityKind::Memset => ActivityKind::Memset,
+            cufall_capture::WireActivityKind::Graph => ActivityKind::Graph,
+        };
+        let dims = |d: [i32; 3]| d.map(|v| u32::try_from(v).unwrap_or(0));
+        let is_kernel = kind == ActivityKind::Kernel;
+        self.me.activities += 1;
+        self.saw_record(a.end_ns);
+        self.kernels.push(KernelRecord {
+            device: self
+                .devices
+                .get(&a.device)
+                .copied()
+                .unwrap_or(DeviceId(a.device)),
+            start_ns: a.start_ns,
+            end_ns: a.end_ns,
+            kind,
+            name,
+            stream: a.stream,
+            correlation_id: a.correlation,
+            bytes: matches!(kind, ActivityKind::Memcpy | ActivityKind::Memset).then_some(a.bytes),
+            pid: self.pid,
+            grid: is_kernel.then(|| dims(a.grid)),
+            block: is_kernel.then(|| dims(a.block)),
+            context_id: Some(a.context),
+            graph_id: (a.graph_id != 0).then_some(a.graph_id),
+        });
+    }
+
+    fn admit_api(&mut self, c: cufall_capture::WireApiCall, last_chance: bool) {
+        if c.start_ns <= 0 || c.end_ns < c.start_ns {
+            self.untimed += 1;
+            return;
+        }
+        let Some(name) = self.name(c.name, last_chance) else {
+            self.held_bytes += 48;
+            self.held.push(Held::Api(c));
+            return;
+        };
+        self.me.api_calls += 1;
+        self.saw_record(c.end_ns);
+        self.api.push(ApiCall {
+            start_ns: c.start_ns,
+            end_ns: c.end_ns,
+            domain: match c.domain {
+                cufall_capture::WireApiDomain::Runtime => ApiDomain::Runtime,
+                cufall_capture::WireApiDomain::Driver => ApiDomain::Driver,
+            },
+            name,
+            pid: self.pid,
+            tid: c.tid,
+            correlation_id: c.correlation,
+        });
     }
 
     fn saw_record(&mut self, end_ns: i64) {

@@ -246,31 +246,10 @@ fn frame(f: Frame<'_>) -> Vec<u8> {
     b
 }
 
-/// Names defined after their first use, a kernel name to demangle, a device mapped by UUID,
-/// and a process that ends without a goodbye (killed): every record arrives, the end is
-/// reported.
-#[test]
-fn late_names_devices_and_a_missing_goodbye() {
-    let (tx, rx) = channel();
+/// A process's stream whose range, kernel and domain names come after their first use, with a
+/// device known by UUID only (`[0x11; 16]`), and no goodbye.
+fn late_names_stream() -> Vec<u8> {
     let uuid = [0x11u8; 16];
-    let devices = vec![DeviceInfo {
-        id: DeviceId(3),
-        name: "GPU".into(),
-        chip: String::new(),
-        uuid: cufall_capture::uuid_string(&uuid),
-        pci_bus_id: String::new(),
-        sm_count: None,
-        memory_total_bytes: None,
-    }];
-    let rec = Recorder::start(
-        Kinds::DEFAULT,
-        None,
-        PathBuf::from("/nonexistent"),
-        &devices,
-        tx,
-    )
-    .unwrap();
-    let mut c = connect_like_a_process(&rec);
     let mut bytes = frame(Frame::Hello {
         version: cufall_capture::PROTOCOL_VERSION,
         pid: 77,
@@ -324,6 +303,35 @@ fn late_names_devices_and_a_missing_goodbye() {
         id: 3,
         text: "_Z12empty_kernelv".into(),
     }));
+    bytes
+}
+
+/// Names defined after their first use, a kernel name to demangle, a device mapped by UUID,
+/// and a process that ends without a goodbye (killed): every record arrives, the end is
+/// reported.
+#[test]
+fn late_names_devices_and_a_missing_goodbye() {
+    let (tx, rx) = channel();
+    let uuid = [0x11u8; 16];
+    let devices = vec![DeviceInfo {
+        id: DeviceId(3),
+        name: "GPU".into(),
+        chip: String::new(),
+        uuid: cufall_capture::uuid_string(&uuid),
+        pci_bus_id: String::new(),
+        sm_count: None,
+        memory_total_bytes: None,
+    }];
+    let rec = Recorder::start(
+        Kinds::DEFAULT,
+        None,
+        PathBuf::from("/nonexistent"),
+        &devices,
+        tx,
+    )
+    .unwrap();
+    let mut c = connect_like_a_process(&rec);
+    let bytes = late_names_stream();
     // Split the stream mid-frame, as a socket may.
     let cut = bytes.len() / 2;
     c.write_all(&bytes[..cut]).unwrap();

@@ -6,7 +6,7 @@
 //! |---|---|
 //! | [`session`] | the reusable API: prepare (validate + arm GPUs), start (to a trace and/or a live feed), stop |
 //! | [`pipeline`] | per-device decode thread, evaluator threads, the single writer/sink thread (`decode`, `evaluate`, `sink`, behind small traits over CUPTI) |
-//! | [`capture`] | the program's NVTX ranges, kernels, copies and API calls, from the capture library |
+//! | [`recorder`] | the program's NVTX ranges, kernels, copies and API calls, from the capture library |
 //! | [`holes`] | timestamps → kept samples + explicit drop records (holes, warm-up) |
 //! | [`cost`] | what a metric set costs from its counter-data bytes per sample: decoder load, cores, the finest lossless and the default interval |
 //! | [`sizing`] | counter-data image sizes and when to swap them so no sample is silently lost; evaluator threads, memory and CPU a rate needs |
@@ -20,7 +20,6 @@
 // say why not.
 #![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
-pub mod capture;
 pub mod cli;
 pub mod control;
 pub mod cost;
@@ -31,6 +30,7 @@ mod os;
 pub mod pipeline;
 pub mod program;
 pub mod record;
+pub mod recorder;
 pub mod session;
 pub mod sizing;
 pub mod spec;

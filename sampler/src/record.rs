@@ -1,11 +1,11 @@
 //! `cufall record -o TRACE [flags] [-- CMD ARGS]`: sample every selected GPU into a trace until
 //! CMD exits, `--duration` passes, or Ctrl-C; the trace is always closed properly.
 
-use crate::capture::{CaptureSummary, Recorder};
 use crate::cli::duration::{parse_duration, parse_positive_duration};
 use crate::os;
 use crate::pipeline::window::Edge;
 use crate::program::{exit_code, stop_child, which};
+use crate::recorder::{CaptureSummary, Recorder};
 use crate::session::SessionHandle;
 use crate::session::{self, CounterPolicy, Prepared, SessionConfig, Summary};
 use crate::spec::{self, MetricRequest, Selection};
@@ -368,7 +368,7 @@ impl CaptureRequest {
         let library = if command.is_empty() || kinds.is_empty() {
             None
         } else {
-            Some(crate::capture::find_library()?)
+            Some(crate::recorder::find_library()?)
         };
         Ok(CaptureRequest {
             kinds,

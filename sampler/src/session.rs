@@ -703,8 +703,8 @@ impl Prepared {
         kinds: cufall_capture::Kinds,
         range: Option<cufall_capture::RangeTrigger>,
         library: std::path::PathBuf,
-    ) -> Result<crate::capture::Recorder, crate::capture::CaptureError> {
-        crate::capture::Recorder::start(kinds, range, library, &self.devices, self.tx.clone())
+    ) -> Result<crate::recorder::Recorder, crate::recorder::CaptureError> {
+        crate::recorder::Recorder::start(kinds, range, library, &self.devices, self.tx.clone())
     }
 
     /// Starts sampling. Data goes to `writer` (a trace) and/or `live` (a view).

@@ -58,7 +58,7 @@ pub enum SinkMsg {
     Drops(Vec<DropRecord>),
     Nvml(Vec<NvmlRow>),
     Message(String),
-    /// Captured from the profiled program (see [`crate::capture`]).
+    /// Captured from the profiled program (see [`crate::recorder`]).
     Nvtx(Vec<NvtxRange>),
     Kernels(Vec<KernelRecord>),
     Api(Vec<ApiCall>),

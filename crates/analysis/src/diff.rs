@@ -483,20 +483,35 @@ pub fn diff_text_for(d: &DiffReport, cmd: &str) -> String {
     } else {
         let mut t = TextTable::new(&["where", "gaps A", "gaps B", "total A", "total B", "Δ total"]);
         for g in &d.gaps {
-            t.row(vec![
-                g.place.clone(),
-                g.count_a.to_string(),
-                g.count_b.to_string(),
-                fmt_ns(g.total_a_ns),
-                fmt_ns(g.total_b_ns),
-                signed_ns(g.delta_total_ns),
-            ]);
+            t.row(change_row(
+                &g.place,
+                (g.count_a, g.count_b),
+                (g.total_a_ns, g.total_b_ns),
+                g.delta_total_ns,
+            ));
         }
         o.push_str(&t.render("  "));
     }
     o.push_str(&kernel_diff_text(d));
     // Names from the recordings reach the terminal only escaped.
     cufall_text::escape_lines(&o).into_owned()
+}
+
+/// One row of a table of changes: name, count in A and B, total time in A and B, B minus A.
+fn change_row(
+    name: &str,
+    (count_a, count_b): (impl ToString, impl ToString),
+    (total_a_ns, total_b_ns): (i64, i64),
+    delta_ns: i64,
+) -> Vec<String> {
+    vec![
+        name.to_string(),
+        count_a.to_string(),
+        count_b.to_string(),
+        fmt_ns(total_a_ns),
+        fmt_ns(total_b_ns),
+        signed_ns(delta_ns),
+    ]
 }
 
 /// The KERNELS section of a diff: the biggest changes of whole-run GPU time; left out where
@@ -524,14 +539,12 @@ fn kernel_diff_text(d: &DiffReport) -> String {
         "kernel", "count A", "count B", "total A", "total B", "Δ total",
     ]);
     for k in d.kernels.iter().take(KERNEL_CHANGES_SHOWN) {
-        t.row(vec![
-            k.short_name.clone(),
-            k.count_a.to_string(),
-            k.count_b.to_string(),
-            fmt_ns(k.total_a_ns),
-            fmt_ns(k.total_b_ns),
-            signed_ns(k.delta_total_ns),
-        ]);
+        t.row(change_row(
+            &k.short_name,
+            (k.count_a, k.count_b),
+            (k.total_a_ns, k.total_b_ns),
+            k.delta_total_ns,
+        ));
     }
     o.push_str(&t.render("  "));
     let rest = d.kernels.len().saturating_sub(KERNEL_CHANGES_SHOWN);

@@ -620,6 +620,9 @@ pub(crate) fn build_report_checked(
     each_gap: &mut dyn FnMut(&GapRow),
     each_window: &mut dyn FnMut(usize, usize),
 ) -> Result<Report> {
+    // A damaged segment of any table is refused as every command refuses it
+    // (`docs/trace-format.md`, Crash tolerance), before the long scan.
+    trace.check()?;
     let m = trace.manifest();
     let activity = resolve_activity(trace, opts)?;
     let metrics: Vec<String> = m.metric_names().into_iter().map(str::to_string).collect();

@@ -208,6 +208,9 @@ pub struct ReplayArgs {
 
 fn open(path: &PathBuf, display: &DisplayArgs) -> Result<Recording> {
     let trace = Trace::open(path)?;
+    // The view reads neither API calls nor capture rows, but a damaged segment of any table is
+    // refused as `info` and `report` refuse it.
+    trace.check()?;
     let mut names: Vec<&str> = display
         .heatmaps
         .metrics

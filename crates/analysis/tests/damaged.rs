@@ -4,8 +4,11 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use cufall_analysis::export::{DEFAULT_MAX_COUNTER_POINTS, ExportOptions, Format, export};
-use cufall_analysis::{AnalysisError, ReportOptions};
-use cufall_trace::Trace;
+use cufall_analysis::render::report_text;
+use cufall_analysis::report::{Note, Verdict};
+use cufall_analysis::{AnalysisError, ReportOptions, build_report};
+use cufall_trace::parquet::write_frame;
+use cufall_trace::{Column, Frame, Table, Trace, Values};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -95,4 +98,69 @@ fn a_failed_export_leaves_no_partial_output() {
     let damaged = Trace::open(&trace_dir).unwrap();
     assert!(export(&damaged, &export_opts(Format::Csv, &fresh)).is_err());
     assert!(!fresh.exists(), "nothing written");
+}
+
+/// Rewrites the samples as one segment whose metric columns are `OPTIONAL` (as traces of older
+/// writers have them), null where `null(row)` says; the index goes (its checksums no longer
+/// hold).
+fn with_null_values(dir: &Path, null: impl Fn(usize) -> bool) {
+    let frame = Trace::open(dir).unwrap().frame(Table::Samples).unwrap();
+    let columns = frame
+        .columns
+        .into_iter()
+        .map(|c| match &c.values {
+            Values::F32(v) => Column::optional(
+                &c.name,
+                v.iter().enumerate().map(|(i, x)| (!null(i)).then_some(*x)),
+            ),
+            _ => c,
+        })
+        .collect();
+    for e in fs::read_dir(dir.join("samples")).unwrap() {
+        fs::remove_file(e.unwrap().path()).unwrap();
+    }
+    let file = fs::File::create(dir.join("samples/000000.parquet")).unwrap();
+    write_frame(&Frame::new(columns), file).unwrap();
+    fs::remove_file(dir.join("index.jsonl")).unwrap();
+}
+
+/// A null metric value is unknown: neither idle nor busy, and said.
+#[test]
+fn null_metric_values_are_unknown_not_busy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = example_copy(&tmp);
+    let whole = build_report(&Trace::open(&dir).unwrap(), &ReportOptions::default()).unwrap();
+    let idle = whole.whole_run.idle_fraction.unwrap();
+    assert!(idle > 0.99, "{idle}");
+
+    // Every other sample without values: the rest still reads as idle as the whole did.
+    with_null_values(&dir, |i| i % 2 == 0);
+    let r = build_report(&Trace::open(&dir).unwrap(), &ReportOptions::default()).unwrap();
+    let half = r.whole_run.idle_fraction.unwrap();
+    assert!((half - idle).abs() < 0.01, "{half} vs {idle}");
+    let n = whole.whole_run.devices[0].samples;
+    let unknown = r
+        .notes
+        .iter()
+        .find_map(|note| match note {
+            Note::UnknownValues { samples, .. } => Some(*samples),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(unknown, n.div_ceil(2));
+    let gpu = &r.whole_run.devices[0];
+    assert!(gpu.unknown_ns > 0 && gpu.sampled_ns + gpu.unknown_ns > 0);
+    // Means are over the known values.
+    assert!(gpu.activity.mean.is_some_and(f64::is_finite));
+    let text = report_text(&r);
+    assert!(text.contains("lack a value the idle test needs"), "{text}");
+
+    // No values at all: idle time unknown, not 0 % idle.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = example_copy(&tmp);
+    with_null_values(&dir, |_| true);
+    let r = build_report(&Trace::open(&dir).unwrap(), &ReportOptions::default()).unwrap();
+    assert_eq!(r.whole_run.idle_fraction, None);
+    assert_eq!(r.whole_run.verdict, Verdict::ValuesUnknown);
+    assert_eq!(r.gap_count, 0);
 }

@@ -139,3 +139,49 @@ fn every_command_applies_the_same_rule_to_damaged_segments() {
         .stdout(predicate::str::contains("drops in view: GPU0 2×"))
         .stderr(predicate::str::contains(missing));
 }
+
+/// `--to` is refused where it cannot mean a window, and where the view cannot show exactly the
+/// window asked for, it says what it shows.
+#[test]
+fn a_window_the_view_cannot_show_is_refused_or_said() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(EXAMPLE);
+    let view = |to: &str| {
+        let mut c = cufall();
+        c.args(["view", "--print", "--width", "100", "--to", to])
+            .arg(&src);
+        c
+    };
+    for (to, why) in [
+        ("100000000h", "292 years"),
+        ("0", "later than the start of the data"),
+        (
+            "1ns",
+            "shorter than one column of the view at its finest zoom",
+        ),
+    ] {
+        view(to)
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains(why));
+    }
+    cufall()
+        .args(["replay", "--print", "--to", "1ns"])
+        .arg(&src)
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("shorter than one column"));
+    view("7s")
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "note: the view shows -67.4ms – 7.72s for the window 0 – 7s",
+        ));
+    view("1h")
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "--to 60m00s is past the end of the data (it lasts 7.47s): the window ends there",
+        ));
+}

@@ -30,7 +30,9 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode> {
     let domains = domain_counts(&nvtx);
     let events = trace.capture_events()?;
     let capture = capture_lines(&events);
-    let warnings = trace.warnings();
+    let mut warnings = trace.warnings();
+    // Absurd manifest values are named here as `report` and `view` name them.
+    warnings.extend(cufall_analysis::manifest::check(&trace)?.warnings);
     if args.json {
         let devices = devices_json(m, &summary);
         let out = serde_json::json!({

@@ -185,3 +185,37 @@ fn a_window_the_view_cannot_show_is_refused_or_said() {
             "--to 60m00s is past the end of the data (it lasts 7.47s): the window ends there",
         ));
 }
+
+/// An absurd manifest interval is named by `info`, `report` and `view` alike, and the view
+/// shows the recording as it does with the recorded interval.
+#[test]
+fn an_absurd_interval_is_named_and_replaced_in_every_command() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = example_copy(&tmp);
+    let view = || {
+        let out = cufall()
+            .args(["view", "--print", "--width", "100"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let (good, _) = view();
+    edit_manifest(&dir, |m| m["sampling"]["interval_ns"] = (1i64 << 62).into());
+    let named = "manifest.json's sampling.interval_ns is 4611686018427387904";
+    let (shown, warned) = view();
+    assert_eq!(shown.lines().next(), good.lines().next(), "same window");
+    assert!(warned.contains(named), "{warned}");
+    for cmd in ["info", "report"] {
+        cufall()
+            .arg(cmd)
+            .arg(&dir)
+            .assert()
+            .success()
+            .stdout(predicate::str::contains(named));
+    }
+}

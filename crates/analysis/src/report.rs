@@ -431,7 +431,7 @@ pub fn resolve_activity(trace: &Trace, opts: &ReportOptions) -> Result<Option<Ac
     };
     let (full_scale, source) = if let Some(f) = opts.full_scale {
         (f, FullScaleSource::Given)
-    } else if let Some(f) = heatmap.and_then(|h| h.full_scale) {
+    } else if let Some(f) = crate::manifest::usable_full_scale(heatmap.and_then(|h| h.full_scale)) {
         (f, FullScaleSource::Heatmap)
     } else if activity.denominator.is_some() {
         (1.0, FullScaleSource::Ratio)
@@ -640,15 +640,11 @@ pub(crate) fn build_report_checked(
     let m = trace.manifest();
     let activity = resolve_activity(trace, opts)?;
     let metrics: Vec<String> = m.metric_names().into_iter().map(str::to_string).collect();
-    let interval_ns = m
-        .sampling
-        .as_ref()
-        .map(|s| s.interval_ns)
-        .unwrap_or(0)
-        .max(1);
+    let checked = crate::manifest::check(trace)?;
+    let interval_ns = checked.interval_ns;
     let min_gap_ns = opts
         .min_gap_ns
-        .unwrap_or(DEFAULT_GAP_INTERVALS * interval_ns)
+        .unwrap_or(DEFAULT_GAP_INTERVALS.saturating_mul(interval_ns))
         .max(1);
     if let Some(g) = opts.min_gap_ns.filter(|g| *g <= 0) {
         return Err(AnalysisError::MinGapNotPositive(g));
@@ -660,7 +656,7 @@ pub(crate) fn build_report_checked(
     let phases = Phases::build(&chosen);
     drop(chosen);
     let mut cells = Cells::new(&phases);
-    let fragments = match &activity {
+    let (fragments, outside) = match &activity {
         Some(activity) => {
             let spec = samples::ScanSpec {
                 phases: &phases,
@@ -669,12 +665,13 @@ pub(crate) fn build_report_checked(
                 min_gap_ns,
                 hole_ns,
                 samples_per_window: opts.window_samples,
+                span: checked.span,
             };
             samples::scan_samples_into(trace, &spec, each_window, &mut |(d, s), agg| {
                 cells.add_samples(d, s as usize, agg);
             })?
         }
-        None => Vec::new(),
+        None => (Vec::new(), 0),
     };
     // NVML readings a segment at a time, placed in their phases as they are read.
     let mut nvml_span: Option<(i64, i64)> = None;
@@ -733,6 +730,13 @@ pub(crate) fn build_report_checked(
     let drop_reports = drop_summary(&drops);
     // The capture table only adds to the report: one that cannot be read is a warning.
     let mut warnings = trace.warnings();
+    warnings.extend(checked.warnings);
+    if outside > 0 {
+        warnings.push(format!(
+            "{outside} sample(s) lie more than a minute outside the recording (manifest.json's \
+             created_unix_ns to end_unix_ns): left out of the analysis"
+        ));
+    }
     let (capture, graphs) = match trace.capture_events() {
         Ok(events) => (
             capture::capture_lines(&events),

@@ -268,6 +268,7 @@ fn open(path: &PathBuf, display: &DisplayArgs) -> Result<Recording> {
     }
     trace.check_metrics(&names)?;
     let mut rec = Recording::load(&trace)?;
+    sanitise(&trace, &mut rec)?;
     // The phase lane shows the chosen phases only: library ranges are not the program's phases.
     let select = display.phases.select();
     select
@@ -275,6 +276,32 @@ fn open(path: &PathBuf, display: &DisplayArgs) -> Result<Recording> {
         .map_err(AnalysisError::UnknownDomains)?;
     rec.nvtx = select.apply(&rec.nvtx);
     Ok(rec)
+}
+
+/// Applies what `report` takes from the manifest to the view: an absurd sampling interval or
+/// heatmap full scale is replaced by what the samples show, samples outside the recording's
+/// time are left out, and each is a warning ([`cufall_analysis::manifest`]).
+fn sanitise(trace: &Trace, rec: &mut Recording) -> Result<()> {
+    let checked = cufall_analysis::manifest::check(trace)?;
+    rec.info.interval_ns = checked.interval_ns;
+    for h in &mut rec.info.heatmaps {
+        h.full_scale = cufall_analysis::manifest::usable_full_scale(h.full_scale);
+    }
+    rec.warnings.extend(checked.warnings);
+    let count = |rec: &Recording| rec.batches.iter().map(|b| b.len()).sum::<usize>();
+    let before = count(rec);
+    let (lo, hi) = checked.span;
+    if (lo, hi) != (i64::MIN, i64::MAX) {
+        rec.keep_between(lo, hi);
+    }
+    let outside = before - count(rec);
+    if outside > 0 {
+        rec.warnings.push(format!(
+            "{outside} sample(s) lie more than a minute outside the recording (manifest.json's \
+             created_unix_ns to end_unix_ns): left out of the view"
+        ));
+    }
+    Ok(())
 }
 
 /// One frame of `state` as `--print` writes it (the window from `--from/--to` if given).

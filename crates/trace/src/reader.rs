@@ -774,7 +774,8 @@ impl Trace {
     /// as [`DropReason::SegmentUnreadable`], so that no reader takes missing data for idle time.
     pub fn drops(&self) -> Result<Vec<DropRecord>> {
         let mut rows = self.rows(Table::Drops, tables::drops_from)?;
-        rows.extend(self.unreadable_spans()?);
+        let spans = self.unreadable_spans(&rows)?;
+        rows.extend(spans);
         Ok(rows)
     }
 
@@ -785,9 +786,10 @@ impl Trace {
 
     /// One drop per device of every samples segment left out: over its span as its index entry
     /// recorded it, with its rows as the lost samples; a segment the index does not describe
-    /// spans from the device's last sample before it to its first sample after it (the
-    /// recording's end when none follows), its lost samples unknown.
-    fn unreadable_spans(&self) -> Result<Vec<DropRecord>> {
+    /// spans from the device's last sample before it (without one, the end of its last recorded
+    /// drop before, such as the warm-up, or the recording's start) to its first sample after it
+    /// (the recording's end when none follows), its lost samples unknown.
+    fn unreadable_spans(&self, recorded: &[DropRecord]) -> Result<Vec<DropRecord>> {
         let mut out = Vec::new();
         let segs = &self.segments[&Table::Samples];
         let usable = self.verified_paths(Table::Samples)?;
@@ -837,10 +839,16 @@ impl Trace {
                         }
                     }
                     for (device, (lo, hi)) in ends {
-                        let lo = lo.unwrap_or(self.manifest.created_unix_ns);
                         let Some(hi) = hi.or(self.manifest.end_unix_ns) else {
                             continue;
                         };
+                        let lo = lo.unwrap_or_else(|| {
+                            recorded
+                                .iter()
+                                .filter(|d| d.device.0 == u32::from(device) && d.end_ns <= hi)
+                                .map(|d| d.end_ns)
+                                .fold(self.manifest.created_unix_ns, i64::max)
+                        });
                         if hi > lo {
                             out.push(DropRecord {
                                 device: DeviceId(u32::from(device)),

@@ -176,3 +176,25 @@ fn changed_bytes_of_a_table_a_reader_skips_are_refused_by_check() {
     );
     assert!(trace.frame(Table::Api).is_err());
 }
+
+/// Without the index, a cut first samples segment starts where the warm-up drop before it ends,
+/// not at the recording's creation.
+#[test]
+fn without_the_index_a_cut_first_segment_starts_after_the_warm_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = example_copy(&tmp);
+    let e = index_entry(&dir, "samples/000000.parquet");
+    let (first, last) = (
+        e["t_min_ns"].as_i64().unwrap(),
+        e["t_max_ns"].as_i64().unwrap(),
+    );
+    fs::remove_file(dir.join("index.jsonl")).unwrap();
+    let seg = dir.join("samples/000000.parquet");
+    fs::write(&seg, &fs::read(&seg).unwrap()[..3000]).unwrap();
+    let trace = Trace::open(&dir).unwrap();
+    let holes = unreadable(&trace);
+    assert_eq!(holes.len(), 1, "{holes:?}");
+    let (lo, hi, _) = holes[0];
+    assert_eq!(lo, first, "the warm-up drop ends at the first sample");
+    assert!(hi >= last && hi - last < 1_000_000, "{hi} {last}");
+}

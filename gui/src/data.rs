@@ -71,12 +71,23 @@ impl LoadedTrace {
             .map(|s| s.metrics.clone())
             .unwrap_or_default();
         let devices: Vec<u32> = manifest.devices.iter().map(|d| d.id.0).collect();
-        let interval_ns = manifest
-            .sampling
-            .as_ref()
-            .map(|s| s.interval_ns)
-            .unwrap_or(0)
-            .max(1);
+        // The interval and warnings `report` uses: an absurd manifest value is named and
+        // replaced by what the samples show (a samples table that cannot be read is reported
+        // when the loader reads it).
+        let checked = cufall_analysis::manifest::check(&trace).ok();
+        let interval_ns = checked.as_ref().map_or_else(
+            || {
+                manifest
+                    .sampling
+                    .as_ref()
+                    .map(|s| s.interval_ns)
+                    .unwrap_or(0)
+                    .max(1)
+            },
+            |c| c.interval_ns,
+        );
+        let mut warnings = trace.warnings();
+        warnings.extend(checked.into_iter().flat_map(|c| c.warnings));
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -97,7 +108,7 @@ impl LoadedTrace {
             report: ReportState::Computing { scanned: None },
             gaps_by_device: BTreeMap::new(),
             problems: Vec::new(),
-            warnings: trace.warnings(),
+            warnings,
             idle: false,
         }));
         let trace = Arc::new(trace);

@@ -359,21 +359,24 @@ impl Trace {
         }
 
         let index_path = dir.join(INDEX_FILE);
+        let mut indexed = true;
         let entries = match read_plain(&index_path, INDEX_LIMIT) {
             Ok(bytes) => {
                 let text = String::from_utf8_lossy(&bytes);
-                Some(index::parse(&text).map_err(|line| {
+                index::parse(&text).map_err(|line| {
                     corrupt(
                         &index_path,
                         format!("line {line} of index.jsonl is not valid"),
                     )
-                })?)
+                })?
             }
-            Err(ReadFail::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(ReadFail::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Said once, with the number of segments, below.
+                indexed = false;
+                Vec::new()
+            }
             Err(e) => return Err(e.into_error(&index_path)),
         };
-        let indexed = entries.is_some();
-        let entries = entries.unwrap_or_default();
         let by_file: BTreeMap<String, SegmentEntry> =
             entries.into_iter().map(|e| (e.file.clone(), e)).collect();
 

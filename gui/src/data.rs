@@ -71,12 +71,23 @@ impl LoadedTrace {
             .map(|s| s.metrics.clone())
             .unwrap_or_default();
         let devices: Vec<u32> = manifest.devices.iter().map(|d| d.id.0).collect();
-        let interval_ns = manifest
-            .sampling
-            .as_ref()
-            .map(|s| s.interval_ns)
-            .unwrap_or(0)
-            .max(1);
+        // The interval and warnings `report` uses: an absurd manifest value is named and
+        // replaced by what the samples show (a samples table that cannot be read is reported
+        // when the loader reads it).
+        let checked = cufall_analysis::manifest::check(&trace).ok();
+        let interval_ns = checked.as_ref().map_or_else(
+            || {
+                manifest
+                    .sampling
+                    .as_ref()
+                    .map(|s| s.interval_ns)
+                    .unwrap_or(0)
+                    .max(1)
+            },
+            |c| c.interval_ns,
+        );
+        let mut warnings = trace.warnings();
+        warnings.extend(checked.into_iter().flat_map(|c| c.warnings));
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -97,7 +108,7 @@ impl LoadedTrace {
             report: ReportState::Computing { scanned: None },
             gaps_by_device: BTreeMap::new(),
             problems: Vec::new(),
-            warnings: trace.warnings(),
+            warnings,
             idle: false,
         }));
         let trace = Arc::new(trace);
@@ -171,13 +182,20 @@ impl IdleRule {
         })
     }
 
+    /// 1 for an idle sample, 0 for a busy one, and NaN for one lacking a value the test needs
+    /// (null in the trace): unknown, which the pyramid leaves out of the idle fraction as the
+    /// report leaves it out of idle time.
     fn idle(&self, v: &[f32]) -> f32 {
         let num = v[self.metric];
         let act = match self.denominator {
             Some(d) if v[d] > 0.0 => num / v[d],
+            Some(d) if v[d].is_nan() => f32::NAN,
             Some(_) => 0.0,
             None => num,
         };
+        if act.is_nan() || self.also_low.iter().any(|i| v[*i].is_nan()) {
+            return f32::NAN;
+        }
         let idle = act < self.threshold && self.also_low.iter().all(|i| v[*i] < self.pct);
         if idle { 1.0 } else { 0.0 }
     }
@@ -460,5 +478,35 @@ impl Worker {
             };
             s.gaps_by_device = by_device;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IdleRule;
+
+    #[test]
+    fn a_sample_lacking_a_value_is_unknown_not_busy() {
+        let rule = IdleRule {
+            metric: 0,
+            denominator: Some(1),
+            threshold: 0.05,
+            also_low: vec![2],
+            pct: 5.0,
+        };
+        assert_eq!(rule.idle(&[0.0, 1.0, 0.0]), 1.0);
+        assert_eq!(rule.idle(&[0.9, 1.0, 0.0]), 0.0);
+        assert_eq!(
+            rule.idle(&[0.0, 0.0, 0.0]),
+            1.0,
+            "a zero denominator is idle"
+        );
+        for unknown in [
+            [f32::NAN, 1.0, 0.0],
+            [0.0, f32::NAN, 0.0],
+            [0.0, 1.0, f32::NAN],
+        ] {
+            assert!(rule.idle(&unknown).is_nan(), "{unknown:?}");
+        }
     }
 }

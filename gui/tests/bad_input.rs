@@ -178,3 +178,23 @@ fn an_nvml_only_recording_has_no_statistics_and_that_is_no_error() {
         "not a message: {msgs:?}"
     );
 }
+
+#[test]
+fn an_absurd_manifest_interval_is_named_and_replaced() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = copy_example("h200-specdec-0.5b-graphs-off.cufall", &dir);
+    let m = t.join("manifest.json");
+    let text = std::fs::read_to_string(&m).expect("read");
+    std::fs::write(
+        &m,
+        text.replace("\"interval_ns\": 30000", "\"interval_ns\": 0"),
+    )
+    .expect("write");
+    let (msgs, mut app) = messages(&[t], None);
+    assert!(
+        msgs.iter()
+            .any(|m| m.contains("manifest.json's sampling.interval_ns is 0")),
+        "{msgs:?}"
+    );
+    assert_eq!(app.app().slots[0].data.interval_ns, 30_000);
+}

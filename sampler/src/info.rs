@@ -30,7 +30,9 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode> {
     let domains = domain_counts(&nvtx);
     let events = trace.capture_events()?;
     let capture = capture_lines(&events);
-    let warnings = trace.warnings();
+    let mut warnings = trace.warnings();
+    // Absurd manifest values are named here as `report` and `view` name them.
+    warnings.extend(cufall_analysis::manifest::check(&trace)?.warnings);
     if args.json {
         let devices = devices_json(m, &summary);
         let out = serde_json::json!({
@@ -122,17 +124,16 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode> {
         line(&mut o, "nvml every", fmt_duration(ns));
     }
     o.push_str("devices\n");
-    for d in &m.devices {
-        let s = summary.devices.get(&d.id.0).cloned().unwrap_or_default();
-        let chip = if d.chip.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", d.chip)
+    // Every device the manifest lists or the data holds: a device with samples but missing from
+    // the manifest is shown, and said to be missing.
+    for (id, s) in &summary.devices {
+        let about = match m.devices.iter().find(|d| d.id.0 == *id) {
+            Some(d) if d.chip.is_empty() => format!(" {}", d.name),
+            Some(d) => format!(" {} ({})", d.name, d.chip),
+            None => " (not in manifest.json's devices: name unknown)".to_string(),
         };
         o.push_str(&format!(
-            "  GPU {}  {}{chip}: {} samples, {} drops ({} lost), {} NVML readings\n",
-            d.id.0,
-            d.name,
+            "  GPU {id} {about}: {} samples, {} drops ({} lost), {} NVML readings\n",
             s.samples,
             s.drops,
             fmt_duration(s.dropped_ns),
@@ -163,18 +164,22 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Each device of the manifest with its counts, for `--json`.
+/// Each device of the manifest or the data with its counts, for `--json` (`name`, `chip` and
+/// the rest null for a device missing from the manifest).
 fn devices_json(
     m: &cufall_trace::model::Manifest,
     summary: &cufall_trace::TraceSummary,
 ) -> Vec<serde_json::Value> {
-    m.devices
+    summary
+        .devices
         .iter()
-        .map(|d| {
-            let s = summary.devices.get(&d.id.0).cloned().unwrap_or_default();
+        .map(|(id, s)| {
+            let d = m.devices.iter().find(|d| d.id.0 == *id);
             serde_json::json!({
-                "index": d.id.0, "name": d.name, "chip": d.chip, "uuid": d.uuid,
-                "pci_bus_id": d.pci_bus_id, "sm_count": d.sm_count,
+                "index": id, "in_manifest": d.is_some(),
+                "name": d.map(|d| &d.name), "chip": d.map(|d| &d.chip),
+                "uuid": d.map(|d| &d.uuid), "pci_bus_id": d.map(|d| &d.pci_bus_id),
+                "sm_count": d.map(|d| d.sm_count),
                 "samples": s.samples, "drops": s.drops, "dropped_ns": s.dropped_ns,
                 "nvml_rows": s.nvml_rows,
             })

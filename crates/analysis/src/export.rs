@@ -84,6 +84,8 @@ pub fn export(trace: &Trace, opts: &ExportOptions) -> Result<ExportSummary> {
         kernel_rows: Some(0),
         ..opts.report.clone()
     };
+    // Every table is checked before anything is written, as every command checks them.
+    trace.check()?;
     let report = build_report(trace, &report_opts)?;
     match opts.format {
         Format::Parquet | Format::Csv => export_tables(trace, &report, &out, opts),
@@ -96,6 +98,82 @@ fn check_target(path: &Path, force: bool) -> Result<()> {
         return Err(AnalysisError::OutputExists(path.to_path_buf()));
     }
     Ok(())
+}
+
+/// The files of one export while they are written: each goes to a hidden temporary name beside
+/// its final one (`.NAME.tmp`), and all are renamed into place only once every one is written.
+/// Dropped before [`Staged::commit`] succeeds (an error on the way), it removes what the export
+/// made: its temporary files, any file already renamed into place, and the output folder if the
+/// export created it. A failed export so leaves no partial output behind.
+struct Staged {
+    /// The output folder, if this export created it.
+    created_dir: Option<PathBuf>,
+    /// (temporary, final) names, in the order the files were begun.
+    files: Vec<(PathBuf, PathBuf)>,
+    placed: Vec<PathBuf>,
+    committed: bool,
+}
+
+impl Staged {
+    fn new() -> Self {
+        Staged {
+            created_dir: None,
+            files: Vec::new(),
+            placed: Vec::new(),
+            committed: false,
+        }
+    }
+
+    /// Creates `dir` (and its parents), remembering it for removal if it did not exist.
+    fn create_dir(&mut self, dir: &Path) -> Result<()> {
+        let existed = dir.is_dir();
+        std::fs::create_dir_all(dir).map_err(|e| write_err(dir, e))?;
+        if !existed {
+            self.created_dir = Some(dir.to_path_buf());
+        }
+        Ok(())
+    }
+
+    /// Opens the temporary file that becomes `path`.
+    fn create(&mut self, path: &Path) -> Result<BufWriter<File>> {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tmp = path.with_file_name(format!(".{name}.tmp"));
+        let file = File::create(&tmp).map_err(|e| write_err(path, e))?;
+        self.files.push((tmp, path.to_path_buf()));
+        Ok(BufWriter::new(file))
+    }
+
+    /// Renames every file into place; returns their final names.
+    fn commit(mut self) -> Result<Vec<PathBuf>> {
+        for (tmp, path) in &self.files {
+            std::fs::rename(tmp, path).map_err(|e| write_err(path, e))?;
+            self.placed.push(path.clone());
+        }
+        self.committed = true;
+        Ok(std::mem::take(&mut self.placed))
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if self.committed {
+            return;
+        }
+        // Best effort: a file that cannot be removed now was never the export's to keep.
+        for (tmp, _) in &self.files {
+            let _ = std::fs::remove_file(tmp);
+        }
+        for path in &self.placed {
+            let _ = std::fs::remove_file(path);
+        }
+        if let Some(dir) = &self.created_dir {
+            // Only if empty: anything else in it is not this export's.
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
 }
 
 fn export_tables(
@@ -117,12 +195,11 @@ fn export_tables(
     for name in &names {
         check_target(&dir.join(format!("{name}.{ext}")), opts.force)?;
     }
-    std::fs::create_dir_all(dir).map_err(|e| write_err(dir, e))?;
-    let mut files = Vec::new();
+    let mut staged = Staged::new();
+    staged.create_dir(dir)?;
     for name in names {
         let path = dir.join(format!("{name}.{ext}"));
-        let file = File::create(&path).map_err(|e| write_err(&path, e))?;
-        let mut w = BufWriter::new(file);
+        let mut w = staged.create(&path)?;
         if name == Table::Samples.dir_name() {
             // The big table goes out a segment at a time, so memory stays bounded.
             write_samples(trace, w, opts.format, &path)?;
@@ -151,10 +228,9 @@ fn export_tables(
                 w.flush().map_err(|e| write_err(&path, e))?;
             }
         }
-        files.push(path);
     }
     Ok(ExportSummary {
-        files,
+        files: staged.commit()?,
         counter_bucket_ns: None,
         events: 0,
         warnings: trace.warnings(),
@@ -419,9 +495,9 @@ fn export_perfetto(
         .chain(std::iter::once(report.start_ns))
         .min()
         .unwrap_or(report.start_ns);
-    let file = File::create(path).map_err(|e| write_err(path, e))?;
+    let mut staged = Staged::new();
     let mut w = EventWriter {
-        out: BufWriter::new(file),
+        out: staged.create(path)?,
         path: path.to_path_buf(),
         first: true,
         events: 0,
@@ -532,10 +608,12 @@ fn export_perfetto(
     }
     w.out.write_all(b"\n]}\n").map_err(|e| write_err(path, e))?;
     w.out.flush().map_err(|e| write_err(path, e))?;
+    let events = w.events;
+    drop(w);
     Ok(ExportSummary {
-        files: vec![path.to_path_buf()],
+        files: staged.commit()?,
         counter_bucket_ns: bucket_ns,
-        events: w.events,
+        events,
         warnings: trace.warnings(),
     })
 }

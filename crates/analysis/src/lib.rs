@@ -19,6 +19,7 @@
 //! - [`diff`]: `cufall diff`, two reports matched by phase.
 //! - [`export`]: `cufall export`, Parquet/CSV tables and a Perfetto trace.
 //! - [`capture`]: the problems the recorder wrote in the trace's `capture` table, worded.
+//! - [`manifest`]: the manifest's interval, times and full scales checked against the samples.
 //!
 //! The user guide with example output is `docs/analysis.md`.
 #![forbid(unsafe_code)]
@@ -32,6 +33,7 @@ mod error;
 pub mod export;
 pub mod gaps;
 pub mod kernels;
+pub mod manifest;
 pub mod names;
 pub mod phases;
 pub mod render;

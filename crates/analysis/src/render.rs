@@ -131,6 +131,11 @@ pub fn verdict_text(v: &Verdict) -> String {
             "GPU counters were not recorded: idle time cannot be measured".into()
         }
         Verdict::NoSamples => "no samples fall in this phase".into(),
+        Verdict::ValuesUnknown => {
+            "its samples lack the values the idle test needs (null in the trace): idle time \
+             unknown"
+                .into()
+        }
         Verdict::Busy { idle_fraction } => {
             format!("busy: idle only {:.0}% of the time", idle_fraction * 100.0)
         }
@@ -230,6 +235,16 @@ pub fn note_text(n: &Note, cmd: &str) -> String {
         Note::Drops { count, dropped_ns } => format!(
             "{count} drop(s), {} without samples in all: excluded from idle time and gaps, never counted as idle.",
             fmt_ns(*dropped_ns)
+        ),
+        Note::UnknownValues {
+            samples,
+            unknown_ns,
+            metrics,
+        } => format!(
+            "{samples} sample(s), {} in all, lack a value the idle test needs (null in the trace, \
+             of {}): neither idle nor busy, excluded from idle time and gaps.",
+            fmt_ns(*unknown_ns),
+            metrics.join(", ")
         ),
     }
 }

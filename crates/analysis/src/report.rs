@@ -127,11 +127,15 @@ impl GapTotals {
 pub struct PhaseDevice {
     pub device: DeviceId,
     pub samples: u64,
-    /// Time covered by samples (drops excluded).
+    /// Time covered by samples whose idle test could be made (drops and unknown samples
+    /// excluded).
     pub sampled_ns: i64,
     /// Sampled time with the activity value under the idle threshold.
     pub idle_ns: i64,
-    /// `idle_ns / sampled_ns`; `None` without samples.
+    /// Time of samples lacking a value the idle test needs (null in the trace): neither idle
+    /// nor busy, not in `sampled_ns`.
+    pub unknown_ns: i64,
+    /// `idle_ns / sampled_ns`; `None` without samples whose idle test could be made.
     pub idle_fraction: Option<f64>,
     /// Time of the phase without samples (drops): never counted as idle.
     pub dropped_ns: i64,
@@ -175,6 +179,9 @@ pub enum Verdict {
     NotMeasured,
     /// No sample falls in the phase.
     NoSamples,
+    /// Samples fall in the phase, but none has every value the idle test needs (null in the
+    /// trace).
+    ValuesUnknown,
     /// Idle less than [`BUSY_BELOW`] of the time.
     Busy { idle_fraction: f64 },
     /// Idle, but only in stretches shorter than the minimum gap: stalls between or in kernels.
@@ -228,6 +235,13 @@ pub enum Note {
     NoKernels,
     /// Drops: excluded from idle time and gaps.
     Drops { count: u64, dropped_ns: i64 },
+    /// Samples lacking a value the idle test needs (null in the trace): neither idle nor busy,
+    /// excluded from idle time and gaps. `metrics` are those the idle test reads.
+    UnknownValues {
+        samples: u64,
+        unknown_ns: i64,
+        metrics: Vec<String>,
+    },
 }
 
 /// Where a group of gaps falls.
@@ -417,7 +431,7 @@ pub fn resolve_activity(trace: &Trace, opts: &ReportOptions) -> Result<Option<Ac
     };
     let (full_scale, source) = if let Some(f) = opts.full_scale {
         (f, FullScaleSource::Given)
-    } else if let Some(f) = heatmap.and_then(|h| h.full_scale) {
+    } else if let Some(f) = crate::manifest::usable_full_scale(heatmap.and_then(|h| h.full_scale)) {
         (f, FullScaleSource::Heatmap)
     } else if activity.denominator.is_some() {
         (1.0, FullScaleSource::Ratio)
@@ -620,18 +634,17 @@ pub(crate) fn build_report_checked(
     each_gap: &mut dyn FnMut(&GapRow),
     each_window: &mut dyn FnMut(usize, usize),
 ) -> Result<Report> {
+    // A damaged segment of any table is refused as every command refuses it
+    // (`docs/trace-format.md`, Crash tolerance), before the long scan.
+    trace.check()?;
     let m = trace.manifest();
     let activity = resolve_activity(trace, opts)?;
     let metrics: Vec<String> = m.metric_names().into_iter().map(str::to_string).collect();
-    let interval_ns = m
-        .sampling
-        .as_ref()
-        .map(|s| s.interval_ns)
-        .unwrap_or(0)
-        .max(1);
+    let checked = crate::manifest::check(trace)?;
+    let interval_ns = checked.interval_ns;
     let min_gap_ns = opts
         .min_gap_ns
-        .unwrap_or(DEFAULT_GAP_INTERVALS * interval_ns)
+        .unwrap_or(DEFAULT_GAP_INTERVALS.saturating_mul(interval_ns))
         .max(1);
     if let Some(g) = opts.min_gap_ns.filter(|g| *g <= 0) {
         return Err(AnalysisError::MinGapNotPositive(g));
@@ -643,7 +656,7 @@ pub(crate) fn build_report_checked(
     let phases = Phases::build(&chosen);
     drop(chosen);
     let mut cells = Cells::new(&phases);
-    let fragments = match &activity {
+    let (fragments, outside) = match &activity {
         Some(activity) => {
             let spec = samples::ScanSpec {
                 phases: &phases,
@@ -652,12 +665,13 @@ pub(crate) fn build_report_checked(
                 min_gap_ns,
                 hole_ns,
                 samples_per_window: opts.window_samples,
+                span: checked.span,
             };
             samples::scan_samples_into(trace, &spec, each_window, &mut |(d, s), agg| {
                 cells.add_samples(d, s as usize, agg);
             })?
         }
-        None => Vec::new(),
+        None => (Vec::new(), 0),
     };
     // NVML readings a segment at a time, placed in their phases as they are read.
     let mut nvml_span: Option<(i64, i64)> = None;
@@ -716,6 +730,13 @@ pub(crate) fn build_report_checked(
     let drop_reports = drop_summary(&drops);
     // The capture table only adds to the report: one that cannot be read is a warning.
     let mut warnings = trace.warnings();
+    warnings.extend(checked.warnings);
+    if outside > 0 {
+        warnings.push(format!(
+            "{outside} sample(s) lie more than a minute outside the recording (manifest.json's \
+             created_unix_ns to end_unix_ns): left out of the analysis"
+        ));
+    }
     let (capture, graphs) = match trace.capture_events() {
         Ok(events) => (
             capture::capture_lines(&events),
@@ -726,13 +747,14 @@ pub(crate) fn build_report_checked(
             (Vec::new(), Vec::new())
         }
     };
-    let notes = notes(
+    let mut notes = notes(
         &phases,
         (!nvtx.is_empty()).then_some(&opts.phases),
         activity.is_none().then(|| m.counters_unavailable.clone()),
         kernels_captured,
         &drops,
     );
+    notes.extend(unknown_values(&devices, &cells, activity.as_ref()));
     Ok(Report {
         trace: trace.path().display().to_string(),
         gpus: devices
@@ -1073,8 +1095,8 @@ impl Ctx<'_> {
             let n = agg.samples;
             let stat = |i: usize, name: &str| Stat {
                 name: name.to_string(),
-                mean: (n > 0).then(|| agg.sums.get(i).copied().unwrap_or(0.0) / n as f64),
-                peak: (n > 0).then(|| agg.peaks.get(i).copied().unwrap_or(f64::NAN)),
+                mean: agg.mean(i),
+                peak: agg.peak(i),
             };
             let metrics: Vec<Stat> = self
                 .metrics
@@ -1102,6 +1124,7 @@ impl Ctx<'_> {
                 samples: n,
                 sampled_ns: agg.sampled_ns,
                 idle_ns: agg.idle_ns,
+                unknown_ns: agg.unknown_ns,
                 idle_fraction: (agg.sampled_ns > 0)
                     .then(|| agg.idle_ns as f64 / agg.sampled_ns as f64),
                 dropped_ns: dropped,
@@ -1115,6 +1138,7 @@ impl Ctx<'_> {
             });
         }
         let idle_fraction = (sampled_all > 0).then(|| idle_all as f64 / sampled_all as f64);
+        let all_unknown = sampled_all == 0 && devs.iter().any(|d| d.unknown_ns > 0);
         PhaseReport {
             path: path.to_string(),
             name: name.to_string(),
@@ -1127,6 +1151,8 @@ impl Ctx<'_> {
             idle_fraction,
             verdict: if self.activity.is_none() {
                 Verdict::NotMeasured
+            } else if all_unknown {
+                Verdict::ValuesUnknown
             } else {
                 verdict(
                     idle_fraction,
@@ -1213,6 +1239,28 @@ fn notes(
         });
     }
     notes
+}
+
+/// The note on samples lacking a value the idle test needs, if any has.
+fn unknown_values(
+    devices: &[DeviceId],
+    cells: &Cells,
+    activity: Option<&Activity>,
+) -> Option<Note> {
+    let (unknown, unknown_ns) = devices
+        .iter()
+        .filter_map(|d| cells.run_of(d))
+        .fold((0, 0), |(n, t), a| (n + a.unknown, t + a.unknown_ns));
+    let a = activity.filter(|_| unknown > 0)?;
+    Some(Note::UnknownValues {
+        samples: unknown,
+        unknown_ns,
+        metrics: std::iter::once(&a.metric)
+            .chain(&a.denominator)
+            .chain(&a.also_low)
+            .cloned()
+            .collect(),
+    })
 }
 
 fn drop_summary(drops: &[DropRecord]) -> Vec<DeviceDrops> {

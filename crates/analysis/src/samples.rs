@@ -149,6 +149,12 @@ impl ActivityEval {
         v
     }
 
+    /// Whether the idle test of sample `i`, of activity value `act`, can be made: the value
+    /// and every [`Activity::also_low`] metric known (a null in the trace reads as NaN).
+    pub fn known(&self, values: &[Vec<f32>], i: usize, act: f64) -> bool {
+        !act.is_nan() && self.also_low.iter().all(|m| !values[*m][i].is_nan())
+    }
+
     /// Whether sample `i`, of activity value `act`, is idle: `act` below the threshold and
     /// every [`Activity::also_low`] metric below its own, compared at the `f32` precision the
     /// trace stores. A NaN (missing) value is never idle.
@@ -169,13 +175,34 @@ impl ActivityEval {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SegAgg {
     pub samples: u64,
+    /// Time of the samples whose idle test could be made (every value it needs known).
     pub sampled_ns: i64,
     pub idle_ns: i64,
+    /// Samples, and their time, lacking a value the idle test needs (null in the trace):
+    /// neither idle nor busy, and not in `sampled_ns`.
+    pub unknown: u64,
+    pub unknown_ns: i64,
     pub first_start_ns: i64,
     pub last_end_ns: i64,
-    /// Sum and peak of each metric, then of the activity value (last).
+    /// Sum, peak and number of known (not null) values of each metric, then of the activity
+    /// value (last).
     pub sums: Vec<f64>,
     pub peaks: Vec<f64>,
+    pub counts: Vec<u64>,
+}
+
+impl SegAgg {
+    /// The mean of column `i` over its known values; `None` without any.
+    pub fn mean(&self, i: usize) -> Option<f64> {
+        let n = self.counts.get(i).copied().unwrap_or(0);
+        (n > 0).then(|| self.sums.get(i).copied().unwrap_or(0.0) / n as f64)
+    }
+
+    /// The peak of column `i` over its known values; `None` without any.
+    pub fn peak(&self, i: usize) -> Option<f64> {
+        let n = self.counts.get(i).copied().unwrap_or(0);
+        (n > 0).then(|| self.peaks.get(i).copied().unwrap_or(f64::NAN))
+    }
 }
 
 impl SegAgg {
@@ -190,6 +217,11 @@ impl SegAgg {
         self.samples += other.samples;
         self.sampled_ns += other.sampled_ns;
         self.idle_ns += other.idle_ns;
+        self.unknown += other.unknown;
+        self.unknown_ns += other.unknown_ns;
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
         self.first_start_ns = self.first_start_ns.min(other.first_start_ns);
         self.last_end_ns = self.last_end_ns.max(other.last_end_ns);
         for (a, b) in self.sums.iter_mut().zip(&other.sums) {
@@ -246,13 +278,16 @@ pub struct ScanSpec<'a> {
     pub hole_ns: i64,
     /// See [`SAMPLES_PER_WINDOW`].
     pub samples_per_window: u64,
+    /// Samples starting outside `[span.0, span.1)` lie outside the recording (a damaged time)
+    /// and are left out ([`crate::manifest::Checked::span`]).
+    pub span: (i64, i64),
 }
 
 /// Both passes over the samples table, window by window: the per-segment totals and the idle
 /// fragments.
 pub fn scan_samples(trace: &Trace, spec: &ScanSpec) -> Result<(SegmentTotals, Vec<Fragment>)> {
     let mut totals = SegmentTotals::new();
-    let fragments = scan_samples_into(trace, spec, &mut |_, _| {}, &mut |key, agg| {
+    let (fragments, _) = scan_samples_into(trace, spec, &mut |_, _| {}, &mut |key, agg| {
         totals.entry(key).or_default().add(agg);
     })?;
     Ok((totals, fragments))
@@ -260,13 +295,14 @@ pub fn scan_samples(trace: &Trace, spec: &ScanSpec) -> Result<(SegmentTotals, Ve
 
 /// [`scan_samples`] handing each window's totals of a `(device, segment)` to `each` instead of
 /// keeping them (a segment cut by a window boundary comes in parts; totals add up), so that a
-/// caller that folds them into fewer cells never holds one per segment.
+/// caller that folds them into fewer cells never holds one per segment. Also returns how many
+/// samples lay outside [`ScanSpec::span`].
 pub fn scan_samples_into(
     trace: &Trace,
     spec: &ScanSpec,
     each_window: &mut dyn FnMut(usize, usize),
     each: &mut dyn FnMut((DeviceId, u32), &SegAgg),
-) -> Result<Vec<Fragment>> {
+) -> Result<(Vec<Fragment>, u64)> {
     let ScanSpec {
         phases,
         activity,
@@ -274,7 +310,9 @@ pub fn scan_samples_into(
         min_gap_ns,
         hole_ns,
         samples_per_window,
+        span,
     } = *spec;
+    let mut outside = 0u64;
     let mut fragments = Vec::new();
     let windows = time_windows(trace, samples_per_window)?;
     let total = windows.len();
@@ -287,7 +325,10 @@ pub fn scan_samples_into(
         })?;
     for (done, (lo, hi)) in windows.into_iter().enumerate() {
         let mut pass = WindowPass::new(phases, &eval, metrics.len(), min_gap_ns, hole_ns);
-        trace.samples_between(lo, hi, &names, |rows| {
+        trace.samples_between(lo, hi, &names, |mut rows| {
+            let before = rows.len();
+            rows.retain_between(span.0, span.1);
+            outside += (before - rows.len()) as u64;
             pass.add(&rows, &mut fragments);
             Ok::<(), AnalysisError>(())
         })?;
@@ -297,7 +338,7 @@ pub fn scan_samples_into(
         each_window(done + 1, total);
     }
     fragments.shrink_to_fit();
-    Ok(fragments)
+    Ok((fragments, outside))
 }
 
 /// An idle run being followed.
@@ -386,8 +427,13 @@ impl<'a> WindowPass<'a> {
             };
             self.prev = Some((dev, end));
             let act = self.eval.value(values, i);
-            let idle = self.eval.idle(values, i, act);
-            if idle {
+            let known = self.eval.known(values, i, act);
+            let idle = known && self.eval.idle(values, i, act);
+            if !known {
+                // Unknown is not idle, and an idle run does not continue across it.
+                self.close(true, fragments);
+                self.prev = None;
+            } else if idle {
                 match &mut self.run {
                     Some(r) if !disc => {
                         r.start_ns = r.start_ns.min(start);
@@ -420,6 +466,7 @@ impl<'a> WindowPass<'a> {
                             SegAgg {
                                 sums: vec![0.0; self.metrics + 1],
                                 peaks: vec![f64::NAN; self.metrics + 1],
+                                counts: vec![0; self.metrics + 1],
                                 first_start_ns: start,
                                 last_end_ns: end,
                                 ..SegAgg::default()
@@ -430,7 +477,12 @@ impl<'a> WindowPass<'a> {
             };
             let dur = end - start;
             agg.samples += 1;
-            agg.sampled_ns += dur;
+            if known {
+                agg.sampled_ns += dur;
+            } else {
+                agg.unknown += 1;
+                agg.unknown_ns += dur;
+            }
             if idle {
                 agg.idle_ns += dur;
             }
@@ -440,9 +492,14 @@ impl<'a> WindowPass<'a> {
                 .iter()
                 .map(|c| f64::from(c[i]))
                 .chain(std::iter::once(act));
-            for ((sum, peak), v) in agg.sums.iter_mut().zip(&mut agg.peaks).zip(row) {
-                *sum += v;
-                *peak = peak.max(v);
+            let cells = agg.sums.iter_mut().zip(&mut agg.peaks).zip(&mut agg.counts);
+            for (((sum, peak), count), v) in cells.zip(row) {
+                // A null value is unknown: left out of the sums, means and peaks.
+                if !v.is_nan() {
+                    *sum += v;
+                    *peak = peak.max(v);
+                    *count += 1;
+                }
             }
         }
         if let Some((k, agg)) = cached {

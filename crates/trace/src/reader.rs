@@ -67,6 +67,9 @@ pub struct Trace {
     segments: BTreeMap<Table, Vec<Segment>>,
     verified: BTreeMap<Table, OnceLock<Result<Vec<PathBuf>, String>>>,
     warnings: Vec<String>,
+    /// Whether `index.jsonl` was there: without it no segment has an entry, and one warning
+    /// says so instead of one per segment.
+    indexed: bool,
     /// The samples segments the last windows ended in, decoded.
     last_segments: Mutex<VecDeque<CachedSegment>>,
 }
@@ -187,8 +190,90 @@ impl ReadFail {
     }
 }
 
+/// The segments of each table: the files in its folder, with their index entries, and the
+/// segments the index lists that the folder lacks (kept, without a file: a reader warns about
+/// them and, for the samples, makes their span a drop).
+fn list_segments(
+    dir: &Path,
+    mut by_file: BTreeMap<String, SegmentEntry>,
+    warnings: &mut Vec<String>,
+) -> BTreeMap<Table, Vec<Segment>> {
+    let mut segments = BTreeMap::new();
+    for table in Table::ALL {
+        let tdir = dir.join(table.dir_name());
+        let mut names = Vec::new();
+        if let Ok(read) = std::fs::read_dir(&tdir) {
+            for item in read.flatten() {
+                let name = item.file_name().to_string_lossy().into_owned();
+                if name.ends_with(".parquet") && !name.starts_with('.') {
+                    names.push(name);
+                }
+            }
+        }
+        // A segment the index lists but the folder lacks stays in the list, without a file:
+        // it is warned about and, for the samples, its span becomes a drop.
+        let prefix = format!("{}/", table.dir_name());
+        names.extend(
+            by_file
+                .keys()
+                .filter_map(|f| f.strip_prefix(&prefix))
+                .filter(|n| !n.contains('/') && !n.starts_with('.') && n.ends_with(".parquet"))
+                .map(str::to_string),
+        );
+        names.sort();
+        names.dedup();
+        let mut list = Vec::new();
+        for name in names {
+            let rel = format!("{prefix}{name}");
+            list.push(Segment {
+                path: tdir.join(&name),
+                entry: by_file.remove(&rel),
+            });
+        }
+        segments.insert(table, list);
+    }
+    for missing in by_file.keys() {
+        warnings.push(format!(
+            "segment {missing} is listed in the index but is not a segment of any table: \
+             it is ignored"
+        ));
+    }
+    segments
+}
+
 fn has_parquet_magic(bytes: &[u8]) -> bool {
     bytes.len() >= 12 && bytes.starts_with(b"PAR1") && bytes.ends_with(b"PAR1")
+}
+
+/// Whether the file at `path` starts and ends with Parquet's magic, read without reading the
+/// rest: a segment renamed into place is whole, one cut since is not.
+fn has_footer(path: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let check = || -> std::io::Result<bool> {
+        let mut f = std::fs::File::open(path)?;
+        if f.metadata()?.len() < 12 {
+            return Ok(false);
+        }
+        let (mut head, mut tail) = ([0u8; 4], [0u8; 4]);
+        f.read_exact(&mut head)?;
+        f.seek(SeekFrom::End(-4))?;
+        f.read_exact(&mut tail)?;
+        Ok(&head == b"PAR1" && &tail == b"PAR1")
+    };
+    std::fs::metadata(path).is_ok_and(|m| m.is_file()) && check().unwrap_or(false)
+}
+
+/// Decodes a segment's bytes (the named columns, or all), turning a decoder panic on damaged
+/// bytes into an error: `Err(Some(why))` for a decoder error, `Err(None)` for a panic.
+fn decode_guarded(bytes: Vec<u8>, only: Option<&[&str]>) -> Result<Frame, Option<String>> {
+    GUARDED.with(|g| g.set(true));
+    let run = std::panic::catch_unwind(|| crate::parquet::read_frame(bytes.into(), only));
+    GUARDED.with(|g| g.set(false));
+    match run {
+        Ok(Ok(frame)) => Ok(frame),
+        Ok(Err(e)) => Err(Some(e.to_string())),
+        Err(_) => Err(None),
+    }
 }
 
 impl Trace {
@@ -274,6 +359,7 @@ impl Trace {
         }
 
         let index_path = dir.join(INDEX_FILE);
+        let mut indexed = true;
         let entries = match read_plain(&index_path, INDEX_LIMIT) {
             Ok(bytes) => {
                 let text = String::from_utf8_lossy(&bytes);
@@ -285,43 +371,26 @@ impl Trace {
                 })?
             }
             Err(ReadFail::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-                warnings.push("index.jsonl is missing: segments cannot be checksummed".into());
+                // Said once, with the number of segments, below.
+                indexed = false;
                 Vec::new()
             }
             Err(e) => return Err(e.into_error(&index_path)),
         };
-        let mut by_file: BTreeMap<String, SegmentEntry> =
+        let by_file: BTreeMap<String, SegmentEntry> =
             entries.into_iter().map(|e| (e.file.clone(), e)).collect();
 
-        let mut segments = BTreeMap::new();
-        for table in Table::ALL {
-            let tdir = dir.join(table.dir_name());
-            let mut names = Vec::new();
-            if let Ok(read) = std::fs::read_dir(&tdir) {
-                for item in read.flatten() {
-                    let name = item.file_name().to_string_lossy().into_owned();
-                    if name.ends_with(".parquet") && !name.starts_with('.') {
-                        names.push(name);
-                    }
-                }
-            }
-            names.sort();
-            let mut list = Vec::new();
-            for name in names {
-                let rel = format!("{}/{}", table.dir_name(), name);
-                list.push(Segment {
-                    path: tdir.join(&name),
-                    entry: by_file.remove(&rel),
-                });
-            }
-            segments.insert(table, list);
-        }
-        for missing in by_file.keys() {
+        let segments = list_segments(&dir, by_file, &mut warnings);
+        if !indexed {
+            let n: usize = segments.values().map(Vec::len).sum();
             warnings.push(format!(
-                "segment {missing} is listed in the index but missing"
+                "index.jsonl is missing: the {n} segment(s) are read without checksums, and the \
+                 span of a samples segment that cannot be read is known only from the samples \
+                 around it"
             ));
         }
         Ok(Trace {
+            indexed,
             verified: Table::ALL.iter().map(|t| (*t, OnceLock::new())).collect(),
             last_segments: Mutex::new(VecDeque::new()),
             dir,
@@ -345,7 +414,7 @@ impl Trace {
         let mut out = self.warnings.clone();
         for table in Table::ALL {
             for seg in &self.segments[&table] {
-                if let Some(w) = self.segment_warning(seg) {
+                if let Some(w) = self.segment_warning(table, seg) {
                     out.push(w);
                 }
             }
@@ -353,17 +422,36 @@ impl Trace {
         out
     }
 
-    fn segment_warning(&self, seg: &Segment) -> Option<String> {
-        let len = std::fs::metadata(&seg.path).map(|m| m.len()).ok()?;
+    /// The warning for a segment that is not read whole, or read without its checks: one per
+    /// segment, whichever command reads the trace (see [`Trace::drops`] for the samples' spans).
+    fn segment_warning(&self, table: Table, seg: &Segment) -> Option<String> {
+        let rel = self.rel(&seg.path);
+        let hole = if table == Table::Samples {
+            " (its span is a `segment_unreadable` drop: missing data, never idle time)"
+        } else {
+            ""
+        };
+        let Ok(meta) = std::fs::metadata(&seg.path) else {
+            return seg.entry.as_ref().map(|e| {
+                format!(
+                    "{rel} is listed in the index ({} rows) but missing: its rows are left \
+                     out{hole}; restore the file from a copy of the recording to read them",
+                    e.rows
+                )
+            });
+        };
+        let len = meta.len();
         match &seg.entry {
             Some(e) if len < e.bytes => Some(format!(
-                "{} is truncated ({len} of {} bytes): its rows are skipped",
-                self.rel(&seg.path),
+                "{rel} is truncated ({len} of {} bytes): its rows are skipped{hole}",
                 e.bytes
             )),
-            None => Some(format!(
-                "{} was finished after the index was last written: read without a checksum",
-                self.rel(&seg.path)
+            None if !has_footer(&seg.path) => Some(format!(
+                "{rel} is incomplete (no Parquet footer: it was being written when the recording \
+                 stopped, or was cut since): its rows are skipped{hole}"
+            )),
+            None if self.indexed => Some(format!(
+                "{rel} was finished after the index was last written: read without a checksum"
             )),
             _ => None,
         }
@@ -391,7 +479,16 @@ impl Trace {
         for seg in &self.segments[&table] {
             // The index knows each segment's size: a longer file is read no further than that.
             let limit = seg.entry.as_ref().map_or(u64::MAX, |e| e.bytes);
-            let bytes = read_plain(&seg.path, limit).map_err(|e| match e {
+            let bytes = match read_plain(&seg.path, limit) {
+                // Listed in the index but missing: warned, and a drop for the samples.
+                Err(ReadFail::Io(e))
+                    if e.kind() == std::io::ErrorKind::NotFound && seg.entry.is_some() =>
+                {
+                    continue;
+                }
+                other => other,
+            };
+            let bytes = bytes.map_err(|e| match e {
                 ReadFail::Io(e) => format!("cannot read {}: {e}", self.rel(&seg.path)),
                 ReadFail::Refused(TraceError::NotAFile { what, .. }) => {
                     format!("{} is {what}, not a plain file", self.rel(&seg.path))
@@ -410,12 +507,31 @@ impl Trace {
                         self.rel(&seg.path)
                     ));
                 }
-                Some(_) => ok.push(seg.path.clone()),
-                None if has_parquet_magic(&bytes) => ok.push(seg.path.clone()),
-                None => continue, // an unindexed, incomplete file: nothing to recover
+                None if !has_parquet_magic(&bytes) => continue, // incomplete: warned
+                _ => {}
             }
+            // The footer is decoded here, so that every command finds a segment that cannot be
+            // decoded when it first reads the table, even one that counts rows from the index.
+            if let Err(why) = decode_guarded(bytes, Some(&[])) {
+                return Err(format!(
+                    "{} could not be decoded{}",
+                    self.rel(&seg.path),
+                    why.map(|w| format!(" ({w})")).unwrap_or_default()
+                ));
+            }
+            ok.push(seg.path.clone());
         }
         Ok(ok)
+    }
+
+    /// Checks every segment of every table as reading it would (index, size, checksum, Parquet
+    /// footer), so that a command that reads only some tables refuses a damaged trace as one
+    /// that reads them all does.
+    pub fn check(&self) -> Result<()> {
+        for table in Table::ALL {
+            self.verified_paths(table)?;
+        }
+        Ok(())
     }
 
     /// Names of the recorded metrics (sample columns), in order.
@@ -458,20 +574,16 @@ impl Trace {
             .and_then(|s| s.entry.as_ref())
             .map_or(u64::MAX, |e| e.bytes);
         let bytes = read_plain(path, limit).map_err(|e| e.into_error(path))?;
-        GUARDED.with(|g| g.set(true));
-        let run = std::panic::catch_unwind(|| crate::parquet::read_frame(bytes.into(), only));
-        GUARDED.with(|g| g.set(false));
-        match run {
-            Ok(Ok(frame)) => Ok(frame),
-            Ok(Err(e)) => Err(corrupt(
+        decode_guarded(bytes, only).map_err(|why| {
+            corrupt(
                 &self.dir,
-                format!("{} could not be decoded ({e})", self.rel(path)),
-            )),
-            Err(_) => Err(corrupt(
-                &self.dir,
-                format!("{} could not be decoded", self.rel(path)),
-            )),
-        }
+                format!(
+                    "{} could not be decoded{}",
+                    self.rel(path),
+                    why.map(|w| format!(" ({w})")).unwrap_or_default()
+                ),
+            )
+        })
     }
 
     /// The whole of `table` in memory, every column. A table without rows reads as an empty
@@ -661,11 +773,12 @@ impl Trace {
     }
 
     /// Every hole in the samples: the drops the recorder wrote, and the span of every samples
-    /// segment skipped on reading (cut short), as [`DropReason::SegmentUnreadable`], so that no
-    /// reader takes missing data for idle time.
+    /// segment left out on reading (listed in the index but missing, cut short, or incomplete),
+    /// as [`DropReason::SegmentUnreadable`], so that no reader takes missing data for idle time.
     pub fn drops(&self) -> Result<Vec<DropRecord>> {
         let mut rows = self.rows(Table::Drops, tables::rows::<DropRecord>)?;
-        rows.extend(self.unreadable_spans());
+        let spans = self.unreadable_spans(&rows)?;
+        rows.extend(spans);
         Ok(rows)
     }
 
@@ -674,33 +787,97 @@ impl Trace {
         Ok(tables::frame_of(&self.drops()?))
     }
 
-    /// One drop per device of every truncated samples segment, over the segment's time span as
-    /// its index entry recorded it, with its rows as the lost samples.
-    fn unreadable_spans(&self) -> Vec<DropRecord> {
+    /// One drop per device of every samples segment left out: over its span as its index entry
+    /// recorded it, with its rows as the lost samples; a segment the index does not describe
+    /// spans from the device's last sample before it (without one, the end of its last recorded
+    /// drop before, such as the warm-up, or the recording's start) to its first sample after it
+    /// (the recording's end when none follows), its lost samples unknown.
+    fn unreadable_spans(&self, recorded: &[DropRecord]) -> Result<Vec<DropRecord>> {
         let mut out = Vec::new();
-        for seg in &self.segments[&Table::Samples] {
-            let Some(e) = &seg.entry else { continue };
-            let len = std::fs::metadata(&seg.path).map_or(0, |m| m.len());
-            let (Some(start_ns), Some(end_ns)) = (e.t_min_ns, e.t_max_ns) else {
-                continue;
-            };
-            if len >= e.bytes {
+        let segs = &self.segments[&Table::Samples];
+        let usable = self.verified_paths(Table::Samples)?;
+        for (k, seg) in segs.iter().enumerate() {
+            if usable.contains(&seg.path) {
                 continue;
             }
-            for (device, rows) in &e.rows_per_device {
-                let Ok(device) = device.parse::<u32>() else {
-                    continue;
-                };
-                out.push(DropRecord {
-                    device: DeviceId(device),
-                    start_ns,
-                    end_ns: end_ns.max(start_ns + 1),
-                    reason: DropReason::SegmentUnreadable,
-                    lost_samples: Some(*rows),
-                });
+            let len = std::fs::metadata(&seg.path).map_or(0, |m| m.len());
+            match &seg.entry {
+                Some(e) => {
+                    let (Some(start_ns), Some(end_ns)) = (e.t_min_ns, e.t_max_ns) else {
+                        continue;
+                    };
+                    if len >= e.bytes {
+                        continue;
+                    }
+                    for (device, rows) in &e.rows_per_device {
+                        let Ok(device) = device.parse::<u32>() else {
+                            continue;
+                        };
+                        out.push(DropRecord {
+                            device: DeviceId(device),
+                            start_ns,
+                            end_ns: end_ns.max(start_ns + 1),
+                            reason: DropReason::SegmentUnreadable,
+                            lost_samples: Some(*rows),
+                        });
+                    }
+                }
+                None if has_footer(&seg.path) => {} // decodable: read, not a hole
+                None => {
+                    let before = segs[..k].iter().rev().find(|s| usable.contains(&s.path));
+                    let after = segs[k + 1..].iter().find(|s| usable.contains(&s.path));
+                    let mut ends: BTreeMap<u16, (Option<i64>, Option<i64>)> = BTreeMap::new();
+                    if let Some(b) = before {
+                        let t = self.sample_times(&b.path)?;
+                        for i in 0..t.len() {
+                            let e = &mut ends.entry(t.device[i]).or_default().0;
+                            *e = Some(e.map_or(t.end_ns[i], |x| x.max(t.end_ns[i])));
+                        }
+                    }
+                    if let Some(a) = after {
+                        let t = self.sample_times(&a.path)?;
+                        for i in 0..t.len() {
+                            let s = &mut ends.entry(t.device[i]).or_default().1;
+                            *s = Some(s.map_or(t.start_ns[i], |x| x.min(t.start_ns[i])));
+                        }
+                    }
+                    for (device, (lo, hi)) in ends {
+                        let Some(hi) = hi.or(self.manifest.end_unix_ns) else {
+                            continue;
+                        };
+                        let lo = lo.unwrap_or_else(|| {
+                            recorded
+                                .iter()
+                                .filter(|d| d.device.0 == u32::from(device) && d.end_ns <= hi)
+                                .map(|d| d.end_ns)
+                                .fold(self.manifest.created_unix_ns, i64::max)
+                        });
+                        if hi > lo {
+                            out.push(DropRecord {
+                                device: DeviceId(u32::from(device)),
+                                start_ns: lo,
+                                end_ns: hi,
+                                reason: DropReason::SegmentUnreadable,
+                                lost_samples: None,
+                            });
+                        }
+                    }
+                }
             }
         }
-        out
+        Ok(out)
+    }
+
+    /// The devices and times of one verified samples segment.
+    fn sample_times(&self, path: &Path) -> Result<SampleColumns> {
+        let cols = [
+            tables::col::DEVICE,
+            tables::col::START_NS,
+            tables::col::END_NS,
+        ];
+        let frame = self.read_segment(path, Some(&cols))?;
+        SampleColumns::from_frame(frame, &[])
+            .map_err(|why| corrupt(&self.dir, format!("{}: {why}", self.rel(path))))
     }
 
     /// The rows of a whole table, converted by `rows`.

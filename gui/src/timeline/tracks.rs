@@ -20,8 +20,8 @@ use eframe::egui::{
     self, Align2, Color32, CornerRadius, FontId, Mesh, Pos2, Rect, Shape, Stroke, Ui, Vec2,
 };
 
-/// The value at the top of a metric's scale: the recording's heatmap full scale, 100 for
-/// percentages, else the largest value in the trace.
+/// The value at the top of a metric's scale: the recording's heatmap full scale (one above 0),
+/// 100 for percentages, else the largest value in the trace.
 pub fn full_scale(t: &Locked<'_>, m: usize) -> f64 {
     let Some(info) = t.slot.data.metrics.get(m) else {
         return 1.0;
@@ -33,7 +33,7 @@ pub fn full_scale(t: &Locked<'_>, m: usize) -> f64 {
         .heatmaps
         .iter()
         .find(|h| h.metric == info.name && h.denominator.is_none())
-        .and_then(|h| h.full_scale)
+        .and_then(|h| cufall_analysis::manifest::usable_full_scale(h.full_scale))
     {
         return f;
     }

@@ -36,9 +36,16 @@ pub fn parse_positive_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// An offset into a recording (`--from`, `--to`), in the trace's nanoseconds.
+/// An offset into a recording (`--from`, `--to`), in the trace's nanoseconds; one past what
+/// the trace's clock counts (about 292 years) is refused rather than cut to it.
 pub fn parse_offset_ns(s: &str) -> Result<i64, String> {
-    parse_duration(s).map(as_ns)
+    let d = parse_duration(s)?;
+    i64::try_from(d.as_nanos()).map_err(|_| {
+        format!(
+            "`{s}` is further than a trace's clock reaches (about 292 years): give a time \
+             within the recording, e.g. 2s or 1m"
+        )
+    })
 }
 
 /// A duration that must be longer than zero, in the trace's nanoseconds (`--min-gap`).
@@ -88,6 +95,9 @@ mod tests {
             assert!(e.contains("duration"), "{bad}: {e}");
         }
         assert!(parse_positive_duration("0us").is_err());
+        let e = parse_offset_ns("100000000h").expect_err("past i64 nanoseconds");
+        assert!(e.contains("292 years"), "{e}");
+        assert_eq!(parse_offset_ns("292y"), Ok(9_214_819_200_000_000_000));
         assert!(parse_positive_duration("0").is_err());
         assert_eq!(parse_positive_duration("1ns"), Ok(Duration::from_nanos(1)));
     }

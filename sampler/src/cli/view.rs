@@ -122,14 +122,21 @@ pub use cufall_viewer::draw::{MAX_HEIGHT, MAX_WIDTH, MIN_HEIGHT, MIN_WIDTH};
 impl LookArgs {
     /// Checks the flags that need no data: a window that ends after it starts, a printable size.
     pub fn check(&self) -> Result<()> {
-        if let (Some(a), Some(b)) = (self.from, self.to)
-            && b <= a
+        if let Some(b) = self.to
+            && b <= self.from.unwrap_or(0)
         {
-            bail!(
-                "--to ({}) must be later than --from ({})",
-                fmt_dur(b),
-                fmt_dur(a)
-            );
+            match self.from {
+                Some(a) => bail!(
+                    "--to ({}) must be later than --from ({})",
+                    fmt_dur(b),
+                    fmt_dur(a)
+                ),
+                None => bail!(
+                    "--to ({}) must be later than the start of the data: give the end of the \
+                     window as a time from the start, e.g. --to 2s",
+                    fmt_dur(b)
+                ),
+            }
         }
         if self.print && self.width < MIN_WIDTH {
             bail!(
@@ -171,17 +178,56 @@ impl LookArgs {
         Ok(())
     }
 
-    /// Applies `--from/--to` to a view whose origin is the start of the data.
-    pub fn apply_window(&self, state: &mut HeatmapState) {
+    /// Applies `--from/--to` to a view whose origin is the start of the data. A window shorter
+    /// than one column at the finest zoom (the recording's bin) is refused; otherwise returns
+    /// what the view shows instead of what was asked, if it differs: a `--to` past the end of
+    /// the data stops at the end, and the view's zoom steps cover the window with whole columns.
+    pub fn apply_window(&self, state: &mut HeatmapState) -> Result<Option<String>> {
         if self.from.is_none() && self.to.is_none() {
-            return;
+            return Ok(None);
         }
         let (Some(first), Some(last)) = (state.store.first_ns, state.store.last_ns) else {
-            return;
+            return Ok(None);
         };
-        let a = first + self.from.unwrap_or(0);
-        let b = self.to.map_or(last, |t| first + t);
-        state.set_window(a, b.max(a + 1));
+        let length = last.saturating_sub(first);
+        let from = self.from.unwrap_or(0);
+        let asked_to = self.to.unwrap_or(length);
+        let to = asked_to.min(length.max(from.saturating_add(1)));
+        let bin = state.store.base_ns;
+        if to - from < bin {
+            bail!(
+                "the window {} – {} is {}, shorter than one column of the view at its finest \
+                 zoom ({}, the recording's time bin): give a window of at least {}",
+                fmt_dur(from),
+                fmt_dur(asked_to),
+                fmt_dur(asked_to - from),
+                fmt_dur(bin),
+                fmt_dur(bin)
+            );
+        }
+        state.set_window(first.saturating_add(from), first.saturating_add(to));
+        let mut notes = Vec::new();
+        if asked_to > length {
+            notes.push(format!(
+                "--to {} is past the end of the data (it lasts {}): the window ends there",
+                fmt_dur(asked_to),
+                fmt_dur(length)
+            ));
+        }
+        let (a, b) = state.window();
+        let (a, b) = (a - first, b - first);
+        if (a, b) != (from, to) {
+            notes.push(format!(
+                "the view shows {} – {} for the window {} – {}: its zoom steps fit the window \
+                 in whole columns of {}",
+                fmt_dur(a),
+                fmt_dur(b),
+                fmt_dur(from),
+                fmt_dur(to),
+                fmt_dur(state.col_ns())
+            ));
+        }
+        Ok((!notes.is_empty()).then(|| notes.join("; ")))
     }
 }
 
@@ -208,6 +254,9 @@ pub struct ReplayArgs {
 
 fn open(path: &PathBuf, display: &DisplayArgs) -> Result<Recording> {
     let trace = Trace::open(path)?;
+    // The view reads neither API calls nor capture rows, but a damaged segment of any table is
+    // refused as `info` and `report` refuse it.
+    trace.check()?;
     let mut names: Vec<&str> = display
         .heatmaps
         .metrics
@@ -219,6 +268,7 @@ fn open(path: &PathBuf, display: &DisplayArgs) -> Result<Recording> {
     }
     trace.check_metrics(&names)?;
     let mut rec = Recording::load(&trace)?;
+    sanitise(&trace, &mut rec)?;
     // The phase lane shows the chosen phases only: library ranges are not the program's phases.
     let select = display.phases.select();
     select
@@ -226,6 +276,32 @@ fn open(path: &PathBuf, display: &DisplayArgs) -> Result<Recording> {
         .map_err(AnalysisError::UnknownDomains)?;
     rec.nvtx = select.apply(&rec.nvtx);
     Ok(rec)
+}
+
+/// Applies what `report` takes from the manifest to the view: an absurd sampling interval or
+/// heatmap full scale is replaced by what the samples show, samples outside the recording's
+/// time are left out, and each is a warning ([`cufall_analysis::manifest`]).
+fn sanitise(trace: &Trace, rec: &mut Recording) -> Result<()> {
+    let checked = cufall_analysis::manifest::check(trace)?;
+    rec.info.interval_ns = checked.interval_ns;
+    for h in &mut rec.info.heatmaps {
+        h.full_scale = cufall_analysis::manifest::usable_full_scale(h.full_scale);
+    }
+    rec.warnings.extend(checked.warnings);
+    let count = |rec: &Recording| rec.batches.iter().map(|b| b.len()).sum::<usize>();
+    let before = count(rec);
+    let (lo, hi) = checked.span;
+    if (lo, hi) != (i64::MIN, i64::MAX) {
+        rec.keep_between(lo, hi);
+    }
+    let outside = before - count(rec);
+    if outside > 0 {
+        rec.warnings.push(format!(
+            "{outside} sample(s) lie more than a minute outside the recording (manifest.json's \
+             created_unix_ns to end_unix_ns): left out of the view"
+        ));
+    }
+    Ok(())
 }
 
 /// One frame of `state` as `--print` writes it (the window from `--from/--to` if given).
@@ -255,7 +331,9 @@ pub fn frame_text(state: &HeatmapState, display: &LookArgs) -> Result<String> {
     if state.mode == Mode::Browse {
         state.fit_all();
     }
-    display.apply_window(&mut state);
+    if let Some(note) = display.apply_window(&mut state)? {
+        eprintln!("cufall: note: {note}");
+    }
     let buf = print::render(&state, display.width, h);
     Ok(if state.options.palette.is_color() {
         print::to_ansi(&buf)
@@ -294,8 +372,10 @@ fn replay_recording(args: &ReplayArgs, trim: bool) -> Result<Recording> {
     if let (Some((first, last)), true) =
         (extent, trim && (look.from.is_some() || look.to.is_some()))
     {
-        let lo = first + look.from.unwrap_or(0);
-        let hi = look.to.map_or(last.saturating_add(1), |t| first + t);
+        let lo = first.saturating_add(look.from.unwrap_or(0));
+        let hi = look
+            .to
+            .map_or(last.saturating_add(1), |t| first.saturating_add(t));
         rec.keep_between(lo, hi);
     }
     Ok(rec)
@@ -330,7 +410,8 @@ pub fn run_view(args: &ViewArgs) -> Result<ExitCode> {
         state.update(Input::Resize(w, h));
     }
     state.fit_all();
-    args.display.look.apply_window(&mut state);
+    // The status line shows the window the view shows.
+    args.display.look.apply_window(&mut state)?;
     app::interactive(state, None, 30)?;
     Ok(ExitCode::SUCCESS)
 }

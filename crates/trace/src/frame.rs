@@ -301,6 +301,28 @@ impl Frame {
     pub fn names(&self) -> Vec<&str> {
         self.columns.iter().map(|c| c.name.as_str()).collect()
     }
+
+    /// Keeps the rows whose entry in `keep` is true (rows past its end are dropped).
+    pub fn retain_rows(&mut self, keep: &[bool]) {
+        fn retain<T>(v: &mut Vec<T>, keep: &[bool]) {
+            let mut k = keep.iter();
+            v.retain(|_| k.next().copied().unwrap_or(false));
+        }
+        for c in &mut self.columns {
+            match &mut c.values {
+                Values::U16(v) => retain(v, keep),
+                Values::U32(v) => retain(v, keep),
+                Values::U64(v) => retain(v, keep),
+                Values::I64(v) => retain(v, keep),
+                Values::F32(v) => retain(v, keep),
+                Values::F64(v) => retain(v, keep),
+                Values::Str(v) => retain(v, keep),
+            }
+            if let Some(valid) = &mut c.valid {
+                retain(valid, keep);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -322,5 +344,18 @@ mod tests {
         let f = Frame::new(vec![c, s]);
         assert_eq!(f.height(), 3);
         assert_eq!(f.names(), ["x", "s"]);
+    }
+
+    #[test]
+    fn retained_rows_keep_their_values_and_nulls() {
+        let mut f = Frame::new(vec![
+            Column::optional("x", [Some(3u32), None, Some(5)]),
+            Column::strings("s", ["a", "b", "c"]),
+        ]);
+        f.retain_rows(&[false, true, true]);
+        assert_eq!(f.height(), 2);
+        let x = f.column("x").unwrap();
+        assert_eq!((x.get::<u32>(0), x.get::<u32>(1)), (None, Some(5)));
+        assert_eq!(f.column("s").unwrap().str(0), Some("b"));
     }
 }

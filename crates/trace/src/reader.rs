@@ -2,11 +2,11 @@
 //! or (the samples) a segment at a time.
 
 use crate::error::{Result, TraceError};
-use crate::frame::{Field, Frame};
+use crate::frame::{Field, Frame, Values};
 use crate::index::{self, SegmentEntry};
 use crate::model::{
-    ApiCall, CaptureEvent, DeviceId, DropReason, DropRecord, KernelRecord, Manifest, NvmlRow,
-    NvtxRange, RecordingStatus, SampleBatch,
+    ActivityKind, ApiCall, ApiDomain, CaptureEvent, DeviceId, DropReason, DropRecord, KernelRecord,
+    Manifest, NvmlRow, NvtxRange, RangeKind, RecordingStatus, SampleBatch, SchemaVersion,
 };
 use crate::tables::{self, SampleColumns};
 use crate::{FORMAT_NAME, INDEX_FILE, MANIFEST_FILE, SCHEMA_MAJOR, SCHEMA_MINOR};
@@ -64,9 +64,13 @@ struct Segment {
 pub struct Trace {
     dir: PathBuf,
     manifest: Manifest,
+    /// The manifest's `schema_version`: a newer minor may hold values this cufall ignores.
+    version: SchemaVersion,
     segments: BTreeMap<Table, Vec<Segment>>,
-    verified: BTreeMap<Table, OnceLock<Result<Vec<PathBuf>, String>>>,
+    verified: BTreeMap<Table, OnceLock<Result<Vec<PathBuf>, Unusable>>>,
     warnings: Vec<String>,
+    /// Warnings about values of a newer minor version, found as tables are read.
+    newer_values: Mutex<Vec<String>>,
     /// The samples segments the last windows ended in, decoded.
     last_segments: Mutex<VecDeque<CachedSegment>>,
 }
@@ -187,8 +191,285 @@ impl ReadFail {
     }
 }
 
+/// Why a table's segments cannot be used, kept (and cloned) to be given again on every read of
+/// the table. Only bytes that are not what was written are damage; a read the file system
+/// refused, or a folder where a segment belongs, is said as what it is.
+#[derive(Clone, Debug)]
+enum Unusable {
+    /// The bytes are not what was written; the text names the file.
+    Damaged(String),
+    /// The file system refused the read (permissions, a symbolic link loop, ...).
+    Refused {
+        path: PathBuf,
+        os: Option<i32>,
+        kind: std::io::ErrorKind,
+        text: String,
+    },
+    /// A folder, FIFO or device where a segment belongs.
+    NotAFile { path: PathBuf, what: &'static str },
+}
+
+impl Unusable {
+    fn refused(path: &Path, e: &std::io::Error) -> Self {
+        Unusable::Refused {
+            path: path.to_path_buf(),
+            os: e.raw_os_error(),
+            kind: e.kind(),
+            text: e.to_string(),
+        }
+    }
+
+    fn error(&self, dir: &Path) -> TraceError {
+        match self {
+            Unusable::Damaged(why) => corrupt(dir, why.clone()),
+            Unusable::Refused {
+                path,
+                os,
+                kind,
+                text,
+            } => TraceError::Read {
+                path: path.clone(),
+                source: os.map_or_else(
+                    || std::io::Error::new(*kind, text.clone()),
+                    std::io::Error::from_raw_os_error,
+                ),
+            },
+            Unusable::NotAFile { path, what } => TraceError::NotAFile {
+                path: path.clone(),
+                what,
+            },
+        }
+    }
+}
+
 fn has_parquet_magic(bytes: &[u8]) -> bool {
     bytes.len() >= 12 && bytes.starts_with(b"PAR1") && bytes.ends_with(b"PAR1")
+}
+
+/// Reads and checks `manifest.json`: the format name, then the schema version (a newer major
+/// is refused, a newer minor warned about), then the fields.
+fn read_manifest(dir: &Path) -> Result<(Manifest, SchemaVersion, Vec<String>)> {
+    let manifest_path = dir.join(MANIFEST_FILE);
+    let bytes = match read_plain(&manifest_path, MANIFEST_LIMIT) {
+        Ok(bytes) => bytes,
+        Err(ReadFail::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(TraceError::NotATrace {
+                path: dir.to_path_buf(),
+                why: "the folder has no manifest.json".into(),
+            });
+        }
+        Err(e) => return Err(e.into_error(&manifest_path)),
+    };
+    let text = String::from_utf8(bytes)
+        .map_err(|_| corrupt(&manifest_path, "manifest.json is not UTF-8 text"))?;
+    // An editor may add a byte-order mark when the file is saved; JSON readers may ignore it
+    // (RFC 8259, 8.1), and nothing else in the file changes with it.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        corrupt(
+            &manifest_path,
+            format!("manifest.json is not valid JSON ({e})"),
+        )
+    })?;
+    if !value.is_object() {
+        return Err(TraceError::NotATrace {
+            path: dir.to_path_buf(),
+            why: format!(
+                "its manifest.json holds {}, not the JSON object of a trace's metadata",
+                json_kind(&value)
+            ),
+        });
+    }
+    match value.get("format") {
+        Some(serde_json::Value::String(f)) if f == FORMAT_NAME => {}
+        Some(serde_json::Value::String(f)) => {
+            return Err(TraceError::NotATrace {
+                path: dir.to_path_buf(),
+                why: format!("its manifest.json names format `{f}`, not `{FORMAT_NAME}`"),
+            });
+        }
+        Some(other) => {
+            return Err(TraceError::NotATrace {
+                path: dir.to_path_buf(),
+                why: format!(
+                    "its manifest.json's `format` is {}, not the string `{FORMAT_NAME}`",
+                    json_kind(other)
+                ),
+            });
+        }
+        None => {
+            return Err(TraceError::NotATrace {
+                path: dir.to_path_buf(),
+                why: format!(
+                    "its manifest.json has no `format` field (a trace's says `{FORMAT_NAME}`)"
+                ),
+            });
+        }
+    }
+    let version = schema_version(&value).map_err(|why| corrupt(&manifest_path, why))?;
+    let shown = version.to_string();
+    if version.is_newer_major() {
+        return Err(TraceError::NewerVersion {
+            path: dir.to_path_buf(),
+            found: shown,
+            supported: SCHEMA_MAJOR,
+        });
+    }
+    let mut warnings = Vec::new();
+    if version.is_newer_minor() {
+        warnings.push(format!(
+            "trace format {shown} is newer than this cufall's {SCHEMA_MAJOR}.{SCHEMA_MINOR}: \
+             what it added (columns, tables, values) is ignored; upgrade cufall to see it"
+        ));
+    }
+    let manifest: Manifest = serde_json::from_value(value)
+        .map_err(|e| corrupt(&manifest_path, format!("manifest.json is malformed ({e})")))?;
+    if manifest.status == RecordingStatus::Recording {
+        warnings.push(
+            "this recording was not closed (its recorder was killed, or is still running): \
+             it holds the data up to its last flushed segment"
+                .into(),
+        );
+    }
+    Ok((manifest, version, warnings))
+}
+
+/// The manifest's `schema_version`, or why it is not one.
+fn schema_version(manifest: &serde_json::Value) -> Result<SchemaVersion, String> {
+    let text = match manifest.get("schema_version") {
+        Some(serde_json::Value::String(s)) => s,
+        Some(serde_json::Value::Number(n)) => {
+            return Err(format!(
+                "schema_version is the number {n}, where cufall writes a string of \
+                 MAJOR.MINOR (`\"{}\"`)",
+                SchemaVersion::CURRENT
+            ));
+        }
+        Some(other) => {
+            return Err(format!(
+                "schema_version is {}, where cufall writes a string of MAJOR.MINOR (`\"{}\"`)",
+                json_kind(other),
+                SchemaVersion::CURRENT
+            ));
+        }
+        None => return Err("manifest.json has no schema_version".into()),
+    };
+    let version = SchemaVersion::parse(text).ok_or_else(|| {
+        format!(
+            "schema_version `{}` is not MAJOR.MINOR (e.g. `{}`)",
+            cut(&text.escape_debug().to_string(), 40),
+            SchemaVersion::CURRENT
+        )
+    })?;
+    if version.is_before_first() {
+        return Err(format!(
+            "schema_version `{version}` is older than any cufall trace (the first was {})",
+            cufall_model::SCHEMA_FIRST
+        ));
+    }
+    Ok(version)
+}
+
+/// `text` cut to `chars` characters, for messages quoting what a file holds.
+fn cut(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+/// What kind of JSON value `v` is, for messages.
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "a list",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// Reads `index.jsonl`. A missing index is tolerated (with a warning); a bad line is an error
+/// that says which line and what is wrong with it, and that deleting the index opens the trace.
+/// Entries of tables this cufall does not know are kept out when the trace is of a newer minor
+/// version (a table it added).
+fn read_index(
+    dir: &Path,
+    version: SchemaVersion,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<SegmentEntry>> {
+    let index_path = dir.join(INDEX_FILE);
+    let mut entries = match read_plain(&index_path, INDEX_LIMIT) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+            index::parse(text).map_err(|bad| TraceError::BadIndex {
+                path: index_path.clone(),
+                line: bad.line,
+                why: bad.why,
+            })?
+        }
+        Err(ReadFail::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            warnings.push("index.jsonl is missing: segments cannot be checksummed".into());
+            Vec::new()
+        }
+        Err(e) => return Err(e.into_error(&index_path)),
+    };
+    if version.is_newer_minor() {
+        let known = |e: &SegmentEntry| Table::ALL.iter().any(|t| t.dir_name() == e.table);
+        let mut newer: Vec<String> = entries
+            .iter()
+            .filter(|e| !known(e))
+            .map(|e| e.table.clone())
+            .collect();
+        newer.sort();
+        newer.dedup();
+        if !newer.is_empty() {
+            warnings.push(format!(
+                "tables added after trace format {}.{} are ignored: {}",
+                SCHEMA_MAJOR,
+                SCHEMA_MINOR,
+                newer
+                    .iter()
+                    .map(|t| t.escape_debug().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        entries.retain(known);
+    }
+    Ok(entries)
+}
+
+/// The segment files in a table's folder, sorted: `NNNNNN.parquet`, not the hidden temporary
+/// files of a segment being written. A table without a folder is empty (a 1.0 trace, or one
+/// killed early); a folder that cannot be listed (permissions, a file in its place) is an error,
+/// never an empty table.
+fn segment_names(tdir: &Path) -> Result<Vec<String>> {
+    let read = match std::fs::read_dir(tdir) {
+        Ok(read) => read,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(TraceError::Read {
+                path: tdir.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let mut names = Vec::new();
+    for item in read {
+        let item = item.map_err(|source| TraceError::Read {
+            path: tdir.to_path_buf(),
+            source,
+        })?;
+        let name = item.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".parquet") && !name.starts_with('.') {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names)
 }
 
 impl Trace {
@@ -218,94 +499,15 @@ impl Trace {
                 why: format!("it is a file, not a trace folder{inside}"),
             });
         }
-        let manifest_path = dir.join(MANIFEST_FILE);
-        let text = match read_plain(&manifest_path, MANIFEST_LIMIT) {
-            Ok(bytes) => String::from_utf8(bytes)
-                .map_err(|_| corrupt(&manifest_path, "manifest.json is not text"))?,
-            Err(ReadFail::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(TraceError::NotATrace {
-                    path: dir,
-                    why: "the folder has no manifest.json".into(),
-                });
-            }
-            Err(e) => return Err(e.into_error(&manifest_path)),
-        };
-        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-            corrupt(
-                &manifest_path,
-                format!("manifest.json is not valid JSON ({e})"),
-            )
-        })?;
-        let format = value.get("format").and_then(|v| v.as_str()).unwrap_or("");
-        if format != FORMAT_NAME {
-            return Err(TraceError::NotATrace {
-                path: dir,
-                why: format!("its manifest.json names format `{format}`, not `{FORMAT_NAME}`"),
-            });
-        }
-        let version = value
-            .get("schema_version")
-            .and_then(|v| v.as_str())
-            .unwrap_or("");
-        let (major, minor) = parse_version(version)
-            .ok_or_else(|| corrupt(&manifest_path, format!("bad schema_version `{version}`")))?;
-        let mut warnings = Vec::new();
-        if major > SCHEMA_MAJOR {
-            return Err(TraceError::NewerVersion {
-                path: dir,
-                found: version.to_string(),
-                supported: SCHEMA_MAJOR,
-            });
-        }
-        if major == SCHEMA_MAJOR && minor > SCHEMA_MINOR {
-            warnings.push(format!(
-                "trace format {version} is newer than this cufall's {SCHEMA_MAJOR}.{SCHEMA_MINOR}: \
-                 columns added since are ignored; upgrade cufall to see them"
-            ));
-        }
-        let manifest: Manifest = serde_json::from_value(value)
-            .map_err(|e| corrupt(&manifest_path, format!("manifest.json is malformed ({e})")))?;
-        if manifest.status == RecordingStatus::Recording {
-            warnings.push(
-                "this recording was not closed (its recorder was killed, or is still running): \
-                 it holds the data up to its last flushed segment"
-                    .into(),
-            );
-        }
-
-        let index_path = dir.join(INDEX_FILE);
-        let entries = match read_plain(&index_path, INDEX_LIMIT) {
-            Ok(bytes) => {
-                let text = String::from_utf8_lossy(&bytes);
-                index::parse(&text).map_err(|line| {
-                    corrupt(
-                        &index_path,
-                        format!("line {line} of index.jsonl is not valid"),
-                    )
-                })?
-            }
-            Err(ReadFail::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-                warnings.push("index.jsonl is missing: segments cannot be checksummed".into());
-                Vec::new()
-            }
-            Err(e) => return Err(e.into_error(&index_path)),
-        };
+        let (manifest, version, mut warnings) = read_manifest(&dir)?;
+        let entries = read_index(&dir, version, &mut warnings)?;
         let mut by_file: BTreeMap<String, SegmentEntry> =
             entries.into_iter().map(|e| (e.file.clone(), e)).collect();
 
         let mut segments = BTreeMap::new();
         for table in Table::ALL {
             let tdir = dir.join(table.dir_name());
-            let mut names = Vec::new();
-            if let Ok(read) = std::fs::read_dir(&tdir) {
-                for item in read.flatten() {
-                    let name = item.file_name().to_string_lossy().into_owned();
-                    if name.ends_with(".parquet") && !name.starts_with('.') {
-                        names.push(name);
-                    }
-                }
-            }
-            names.sort();
+            let names = segment_names(&tdir)?;
             let mut list = Vec::new();
             for name in names {
                 let rel = format!("{}/{}", table.dir_name(), name);
@@ -324,8 +526,10 @@ impl Trace {
         Ok(Trace {
             verified: Table::ALL.iter().map(|t| (*t, OnceLock::new())).collect(),
             last_segments: Mutex::new(VecDeque::new()),
+            newer_values: Mutex::new(Vec::new()),
             dir,
             manifest,
+            version,
             segments,
             warnings,
         })
@@ -350,7 +554,87 @@ impl Trace {
                 }
             }
         }
+        if let Ok(found) = self.newer_values.lock() {
+            out.extend(found.iter().cloned());
+        }
         out
+    }
+
+    /// Drop reasons, NVTX kinds, activity kinds and API domains that a newer minor version of
+    /// the format added: older readers ignore what they do not know (`docs/trace-format.md`,
+    /// Versioning). A drop of an unknown reason is still a hole in the samples, so it reads as
+    /// a `gap` (missing samples of unknown cause), never as idle time; a range, activity or call
+    /// of an unknown kind is left out. Each is said once in [`Trace::warnings`]. In a trace of
+    /// this cufall's version or older, an unknown value stays an error: it is damage.
+    fn ignore_newer_values(&self, table: Table, frame: &mut Frame) {
+        let (column, known): (&str, fn(&str) -> bool) = match table {
+            Table::Drops => ("reason", |s| DropReason::parse(s).is_some()),
+            Table::Nvtx => ("kind", |s| RangeKind::parse(s).is_some()),
+            Table::Kernels => ("kind", |s| ActivityKind::parse(s).is_some()),
+            Table::Api => ("domain", |s| ApiDomain::parse(s).is_some()),
+            Table::Samples | Table::Nvml | Table::Capture => return,
+        };
+        let Some(col) = frame.columns.iter_mut().find(|c| c.name == column) else {
+            return;
+        };
+        let valid = col.valid.clone();
+        let Values::Str(values) = &mut col.values else {
+            return;
+        };
+        // Null slots are left to the row conversion, which calls them damage.
+        let is_newer = |i: usize, v: &str| {
+            valid
+                .as_ref()
+                .is_none_or(|m| m.get(i).copied().unwrap_or(false))
+                && !known(v)
+        };
+        let mut newer: BTreeMap<String, usize> = BTreeMap::new();
+        for (i, v) in values.iter().enumerate() {
+            if is_newer(i, v) {
+                *newer
+                    .entry(cut(&v.escape_debug().to_string(), 40))
+                    .or_default() += 1;
+            }
+        }
+        if newer.is_empty() {
+            return;
+        }
+        let listed = newer
+            .iter()
+            .map(|(v, n)| format!("`{v}` ({n})"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let n: usize = newer.values().sum();
+        let warning = if table == Table::Drops {
+            for (i, v) in values.iter_mut().enumerate() {
+                if is_newer(i, v) {
+                    *v = DropReason::Gap.as_str().to_string();
+                }
+            }
+            format!(
+                "{n} drops have a reason added after trace format {SCHEMA_MAJOR}.{SCHEMA_MINOR} \
+                 ({listed}): they read as `gap`, samples missing for a reason this cufall does \
+                 not know; upgrade cufall to see it"
+            )
+        } else {
+            let keep: Vec<bool> = values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| !is_newer(i, v))
+                .collect();
+            frame.retain_rows(&keep);
+            format!(
+                "{n} rows of the {} table have a {column} added after trace format \
+                 {SCHEMA_MAJOR}.{SCHEMA_MINOR} ({listed}): they are left out; upgrade cufall to \
+                 see them",
+                table.dir_name()
+            )
+        };
+        if let Ok(mut found) = self.newer_values.lock()
+            && !found.contains(&warning)
+        {
+            found.push(warning);
+        }
     }
 
     fn segment_warning(&self, seg: &Segment) -> Option<String> {
@@ -379,36 +663,36 @@ impl Trace {
     /// The segments of `table` that pass their checks, checked once per `Trace`.
     fn verified_paths(&self, table: Table) -> Result<Vec<PathBuf>> {
         let cell = &self.verified[&table];
-        let result = cell.get_or_init(|| self.verify(table).map_err(|e| e.to_string()));
-        match result {
+        match cell.get_or_init(|| self.verify(table)) {
             Ok(paths) => Ok(paths.clone()),
-            Err(why) => Err(corrupt(&self.dir, why.clone())),
+            Err(why) => Err(why.error(&self.dir)),
         }
     }
 
-    fn verify(&self, table: Table) -> Result<Vec<PathBuf>, String> {
+    fn verify(&self, table: Table) -> Result<Vec<PathBuf>, Unusable> {
         let mut ok = Vec::new();
         for seg in &self.segments[&table] {
             // The index knows each segment's size: a longer file is read no further than that.
             let limit = seg.entry.as_ref().map_or(u64::MAX, |e| e.bytes);
             let bytes = read_plain(&seg.path, limit).map_err(|e| match e {
-                ReadFail::Io(e) => format!("cannot read {}: {e}", self.rel(&seg.path)),
-                ReadFail::Refused(TraceError::NotAFile { what, .. }) => {
-                    format!("{} is {what}, not a plain file", self.rel(&seg.path))
-                }
-                ReadFail::Refused(_) => format!(
+                ReadFail::Io(e) => Unusable::refused(&seg.path, &e),
+                ReadFail::Refused(TraceError::NotAFile { what, .. }) => Unusable::NotAFile {
+                    path: seg.path.clone(),
+                    what,
+                },
+                ReadFail::Refused(_) => Unusable::Damaged(format!(
                     "{} has {} bytes where {limit} were written",
                     self.rel(&seg.path),
                     std::fs::metadata(&seg.path).map_or(0, |m| m.len())
-                ),
+                )),
             })?;
             match &seg.entry {
                 Some(e) if (bytes.len() as u64) < e.bytes => continue, // truncated: warned
                 Some(e) if crc32fast::hash(&bytes) != e.crc32 => {
-                    return Err(format!(
+                    return Err(Unusable::Damaged(format!(
                         "{} fails its checksum (its bytes were changed)",
                         self.rel(&seg.path)
-                    ));
+                    )));
                 }
                 Some(_) => ok.push(seg.path.clone()),
                 None if has_parquet_magic(&bytes) => ok.push(seg.path.clone()),
@@ -742,7 +1026,10 @@ impl Trace {
         mut each: impl FnMut(Vec<R>),
     ) -> Result<()> {
         for path in self.verified_paths(table)? {
-            let frame = self.read_segment(&path, None)?;
+            let mut frame = self.read_segment(&path, None)?;
+            if self.version.is_newer_minor() {
+                self.ignore_newer_values(table, &mut frame);
+            }
             let part = rows(&frame)
                 .map_err(|why| corrupt(&self.dir, format!("{}: {why}", self.rel(&path))))?;
             each(part);
@@ -882,11 +1169,6 @@ fn max_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
         (Some(a), Some(b)) => Some(a.max(b)),
         (a, b) => a.or(b),
     }
-}
-
-fn parse_version(v: &str) -> Option<(u32, u32)> {
-    let (a, b) = v.split_once('.')?;
-    Some((a.parse().ok()?, b.parse().ok()?))
 }
 
 /// Converts a frame of one table into its rows.

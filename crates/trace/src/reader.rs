@@ -764,7 +764,16 @@ impl Trace {
         let mut out = Frame::default();
         for path in self.verified_paths(table)? {
             let frame = self.read_segment(&path, None)?;
-            out.append(frame).map_err(|why| corrupt(&self.dir, why))?;
+            out.append(frame).map_err(|why| {
+                corrupt(
+                    &self.dir,
+                    format!(
+                        "{} does not fit the {} table's other files: {why}",
+                        self.rel(&path),
+                        table.dir_name()
+                    ),
+                )
+            })?;
         }
         if out.columns.is_empty() {
             out = Frame::empty(&self.schema(table));

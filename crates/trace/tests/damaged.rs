@@ -405,3 +405,28 @@ fn a_table_folder_that_may_not_be_read_is_not_an_empty_table() {
     assert!(m.contains("You may not read it"), "{m}");
     assert!(!m.contains("damaged"), "{m}");
 }
+
+/// Segments of one table with different columns: the message names the file, the table and the
+/// columns that differ.
+#[test]
+fn a_segment_with_other_columns_names_itself_its_table_and_the_columns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = copy(&tmp);
+    rewrite_segment(&dir, "nvml/000001.parquet", |f| {
+        let n = f.height();
+        f.columns.push(Column::new("fan_pct", vec![0u32; n]));
+    });
+    let trace = Trace::open(&dir).unwrap();
+    // Rows are read by column name: the extra column is not in the way.
+    assert!(!trace.nvml().unwrap().is_empty());
+    let err = trace.frame(Table::Nvml).unwrap_err();
+    assert!(matches!(err, TraceError::Corrupt { .. }), "{err}");
+    let m = err.to_string();
+    assert!(
+        m.contains(
+            "nvml/000001.parquet does not fit the nvml table's other files: it has columns they \
+             lack: `fan_pct`"
+        ),
+        "{m}"
+    );
+}

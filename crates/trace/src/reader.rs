@@ -282,10 +282,19 @@ fn read_manifest(dir: &Path) -> Result<(Manifest, SchemaVersion, Vec<String>)> {
     }
     match value.get("format") {
         Some(serde_json::Value::String(f)) if f == FORMAT_NAME => {}
+        Some(serde_json::Value::String(f)) if f.is_empty() => {
+            return Err(TraceError::NotATrace {
+                path: dir.to_path_buf(),
+                why: format!("its manifest.json's `format` is empty, not `{FORMAT_NAME}`"),
+            });
+        }
         Some(serde_json::Value::String(f)) => {
             return Err(TraceError::NotATrace {
                 path: dir.to_path_buf(),
-                why: format!("its manifest.json names format `{f}`, not `{FORMAT_NAME}`"),
+                why: format!(
+                    "its manifest.json names format `{}`, not `{FORMAT_NAME}`",
+                    cut(&f.escape_debug().to_string(), 40)
+                ),
             });
         }
         Some(other) => {
@@ -354,6 +363,12 @@ fn schema_version(manifest: &serde_json::Value) -> Result<SchemaVersion, String>
         }
         None => return Err("manifest.json has no schema_version".into()),
     };
+    if text.is_empty() {
+        return Err(format!(
+            "schema_version is empty, where cufall writes MAJOR.MINOR (`{}`)",
+            SchemaVersion::CURRENT
+        ));
+    }
     let version = SchemaVersion::parse(text).ok_or_else(|| {
         format!(
             "schema_version `{}` is not MAJOR.MINOR (e.g. `{}`)",
@@ -581,11 +596,13 @@ impl Trace {
         let Values::Str(values) = &mut col.values else {
             return;
         };
-        // Null slots are left to the row conversion, which calls them damage.
+        // Null slots and empty strings name nothing a version could add: they are left to the
+        // row conversion, which calls them damage.
         let is_newer = |i: usize, v: &str| {
             valid
                 .as_ref()
                 .is_none_or(|m| m.get(i).copied().unwrap_or(false))
+                && !v.is_empty()
                 && !known(v)
         };
         let mut newer: BTreeMap<String, usize> = BTreeMap::new();

@@ -211,7 +211,10 @@ fn schema_versions_say_what_is_wrong_with_them() {
             "1.1.0".into(),
             "schema_version `1.1.0` is not MAJOR.MINOR (e.g. `1.1`)",
         ),
-        ("".into(), "schema_version `` is not MAJOR.MINOR"),
+        (
+            "".into(),
+            "schema_version is empty, where cufall writes MAJOR.MINOR (`1.1`)",
+        ),
         (
             serde_json::Value::Null,
             "schema_version is null, where cufall writes",
@@ -255,6 +258,12 @@ fn a_manifest_without_its_format_says_so() {
         "{err}"
     );
     assert!(!err.to_string().contains("format ``"), "{err}");
+    edit_manifest(&dir, |m| m["format"] = "".into());
+    assert!(
+        open_err(&dir)
+            .to_string()
+            .contains("its manifest.json's `format` is empty, not `cufall-trace`")
+    );
     edit_manifest(&dir, |m| m["format"] = 7.into());
     assert!(
         open_err(&dir)

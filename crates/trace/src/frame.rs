@@ -304,7 +304,7 @@ impl Frame {
             let list = |names: &[&str]| {
                 names
                     .iter()
-                    .map(|n| format!("`{}`", n.escape_debug()))
+                    .map(|n| format!("`{n}`"))
                     .collect::<Vec<_>>()
                     .join(", ")
             };

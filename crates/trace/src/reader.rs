@@ -293,7 +293,7 @@ fn read_manifest(dir: &Path) -> Result<(Manifest, SchemaVersion, Vec<String>)> {
                 path: dir.to_path_buf(),
                 why: format!(
                     "its manifest.json names format `{}`, not `{FORMAT_NAME}`",
-                    cut(&f.escape_debug().to_string(), 40)
+                    cut(f, 80)
                 ),
             });
         }
@@ -372,7 +372,7 @@ fn schema_version(manifest: &serde_json::Value) -> Result<SchemaVersion, String>
     let version = SchemaVersion::parse(text).ok_or_else(|| {
         format!(
             "schema_version `{}` is not MAJOR.MINOR (e.g. `{}`)",
-            cut(&text.escape_debug().to_string(), 40),
+            cut(text, 80),
             SchemaVersion::CURRENT
         )
     })?;
@@ -385,7 +385,8 @@ fn schema_version(manifest: &serde_json::Value) -> Result<SchemaVersion, String>
     Ok(version)
 }
 
-/// `text` cut to `chars` characters, for messages quoting what a file holds.
+/// `text` cut to `chars` characters, for messages quoting what a file holds (control characters
+/// are escaped where a message is shown, as for every text from a trace).
 fn cut(text: &str, chars: usize) -> String {
     match text.char_indices().nth(chars) {
         Some((at, _)) => format!("{}…", &text[..at]),
@@ -447,7 +448,7 @@ fn read_index(
                 SCHEMA_MINOR,
                 newer
                     .iter()
-                    .map(|t| t.escape_debug().to_string())
+                    .map(|t| cut(t, 80))
                     .collect::<Vec<_>>()
                     .join(", ")
             ));
@@ -608,9 +609,7 @@ impl Trace {
         let mut newer: BTreeMap<String, usize> = BTreeMap::new();
         for (i, v) in values.iter().enumerate() {
             if is_newer(i, v) {
-                *newer
-                    .entry(cut(&v.escape_debug().to_string(), 40))
-                    .or_default() += 1;
+                *newer.entry(cut(v, 80)).or_default() += 1;
             }
         }
         if newer.is_empty() {

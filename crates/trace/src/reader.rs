@@ -331,6 +331,10 @@ fn read_manifest(dir: &Path) -> Result<(Manifest, SchemaVersion, Vec<String>)> {
              what it added (columns, tables, values) is ignored; upgrade cufall to see it"
         ));
     }
+    let mut value = value;
+    if version.is_newer_minor() {
+        newer_status(&mut value, &mut warnings);
+    }
     let manifest: Manifest = serde_json::from_value(value)
         .map_err(|e| corrupt(&manifest_path, format!("manifest.json is malformed ({e})")))?;
     if manifest.status == RecordingStatus::Recording {
@@ -341,6 +345,24 @@ fn read_manifest(dir: &Path) -> Result<(Manifest, SchemaVersion, Vec<String>)> {
         );
     }
     Ok((manifest, version, warnings))
+}
+
+/// A `status` that a newer minor version added reads as `recording`: this cufall cannot tell
+/// whether the trace was closed, and says so.
+fn newer_status(manifest: &mut serde_json::Value, warnings: &mut Vec<String>) {
+    let Some(status) = manifest.get_mut("status") else {
+        return;
+    };
+    let Some(text) = status.as_str() else { return };
+    if text.is_empty() || serde_json::from_value::<RecordingStatus>(status.clone()).is_ok() {
+        return;
+    }
+    warnings.push(format!(
+        "status `{}` was added after trace format {SCHEMA_MAJOR}.{SCHEMA_MINOR}: the trace reads \
+         as not closed; upgrade cufall to see what it means",
+        cut(text, 80)
+    ));
+    *status = serde_json::to_value(RecordingStatus::Recording).unwrap_or_default();
 }
 
 /// The manifest's `schema_version`, or why it is not one.

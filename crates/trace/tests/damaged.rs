@@ -167,6 +167,31 @@ fn values_of_a_newer_minor_version_are_ignored_with_a_warning() {
     assert_eq!(frame.column("kind").unwrap().str(0), Some("scope"));
 }
 
+/// A recording status a newer minor version added: the trace opens as not closed, and says why.
+#[test]
+fn a_status_of_a_newer_minor_version_reads_as_not_closed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = copy(&tmp);
+    edit_manifest(&dir, |m| m["status"] = "archived".into());
+    let err = open_err(&dir);
+    assert!(matches!(err, TraceError::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("archived"), "{err}");
+    edit_manifest(&dir, |m| m["schema_version"] = "1.2".into());
+    let trace = Trace::open(&dir).unwrap();
+    assert_eq!(
+        trace.manifest().status,
+        cufall_trace::model::RecordingStatus::Recording
+    );
+    let warnings = trace.warnings().join("\n");
+    assert!(
+        warnings.contains(
+            "status `archived` was added after trace format 1.1: the trace reads as not closed"
+        ),
+        "{warnings}"
+    );
+    assert!(!trace.kernels().unwrap().is_empty());
+}
+
 /// A table a newer minor version added is ignored, and not called missing.
 #[test]
 fn a_table_of_a_newer_minor_version_is_ignored() {

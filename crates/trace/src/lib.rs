@@ -41,6 +41,8 @@
 mod error;
 pub mod frame;
 mod index;
+mod manifest;
+mod newer;
 pub mod parquet;
 mod reader;
 mod tables;

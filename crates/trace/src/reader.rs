@@ -1,15 +1,17 @@
 //! Opening a trace folder, checking it, and reading its tables: as typed rows, as [`Frame`]s,
 //! or (the samples) a segment at a time.
 
+use crate::MANIFEST_FILE;
 use crate::error::{Result, TraceError};
-use crate::frame::{Field, Frame, Values};
-use crate::index::{self, SegmentEntry};
+use crate::frame::{Field, Frame};
+use crate::index::SegmentEntry;
+use crate::manifest::{read_index, read_manifest};
 use crate::model::{
-    ActivityKind, ApiCall, ApiDomain, CaptureEvent, DeviceId, DropReason, DropRecord, KernelRecord,
-    Manifest, NvmlRow, NvtxRange, RangeKind, RecordingStatus, SampleBatch, SchemaVersion,
+    ApiCall, CaptureEvent, DeviceId, DropReason, DropRecord, KernelRecord, Manifest, NvmlRow,
+    NvtxRange, SampleBatch, SchemaVersion,
 };
+use crate::newer;
 use crate::tables::{self, SampleColumns};
-use crate::{FORMAT_NAME, INDEX_FILE, MANIFEST_FILE, SCHEMA_MAJOR, SCHEMA_MINOR};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -109,7 +111,7 @@ pub struct TraceSummary {
     pub bytes: u64,
 }
 
-fn corrupt(path: &Path, why: impl Into<String>) -> TraceError {
+pub(crate) fn corrupt(path: &Path, why: impl Into<String>) -> TraceError {
     TraceError::Corrupt {
         path: path.to_path_buf(),
         why: why.into(),
@@ -118,8 +120,8 @@ fn corrupt(path: &Path, why: impl Into<String>) -> TraceError {
 
 /// The most `manifest.json` and `index.jsonl` may hold. A manifest is a few KiB; an index line is
 /// about 250 bytes per segment, so 256 MiB is a million segments, far past any recording.
-const MANIFEST_LIMIT: u64 = 64 << 20;
-const INDEX_LIMIT: u64 = 256 << 20;
+pub(crate) const MANIFEST_LIMIT: u64 = 64 << 20;
+pub(crate) const INDEX_LIMIT: u64 = 256 << 20;
 
 /// What a file that is not a plain file is, for messages.
 fn file_kind(t: std::fs::FileType) -> &'static str {
@@ -149,7 +151,7 @@ fn file_kind(t: std::fs::FileType) -> &'static str {
 /// Reads `path` (following symlinks) if it is a plain file, at most `limit` bytes. A FIFO would
 /// block the reader forever and a device (`/dev/zero`) never ends, so both are refused before
 /// they are opened; a file longer than `limit` is refused without reading past it.
-fn read_plain(path: &Path, limit: u64) -> Result<Vec<u8>, ReadFail> {
+pub(crate) fn read_plain(path: &Path, limit: u64) -> Result<Vec<u8>, ReadFail> {
     use std::io::Read;
     let meta = std::fs::metadata(path).map_err(ReadFail::Io)?;
     if !meta.is_file() {
@@ -174,13 +176,13 @@ fn read_plain(path: &Path, limit: u64) -> Result<Vec<u8>, ReadFail> {
 
 /// Why [`read_plain`] gave no bytes: an I/O error (the caller tells a missing file from others),
 /// or a refusal that is already the message.
-enum ReadFail {
+pub(crate) enum ReadFail {
     Io(std::io::Error),
     Refused(TraceError),
 }
 
 impl ReadFail {
-    fn into_error(self, path: &Path) -> TraceError {
+    pub(crate) fn into_error(self, path: &Path) -> TraceError {
         match self {
             ReadFail::Io(source) => TraceError::Read {
                 path: path.to_path_buf(),
@@ -244,240 +246,6 @@ impl Unusable {
 
 fn has_parquet_magic(bytes: &[u8]) -> bool {
     bytes.len() >= 12 && bytes.starts_with(b"PAR1") && bytes.ends_with(b"PAR1")
-}
-
-/// Reads and checks `manifest.json`: the format name, then the schema version (a newer major
-/// is refused, a newer minor warned about), then the fields.
-fn read_manifest(dir: &Path) -> Result<(Manifest, SchemaVersion, Vec<String>)> {
-    let manifest_path = dir.join(MANIFEST_FILE);
-    let bytes = match read_plain(&manifest_path, MANIFEST_LIMIT) {
-        Ok(bytes) => bytes,
-        Err(ReadFail::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(TraceError::NotATrace {
-                path: dir.to_path_buf(),
-                why: "the folder has no manifest.json".into(),
-            });
-        }
-        Err(e) => return Err(e.into_error(&manifest_path)),
-    };
-    let text = String::from_utf8(bytes)
-        .map_err(|_| corrupt(&manifest_path, "manifest.json is not UTF-8 text"))?;
-    // An editor may add a byte-order mark when the file is saved; JSON readers may ignore it
-    // (RFC 8259, 8.1), and nothing else in the file changes with it.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-        corrupt(
-            &manifest_path,
-            format!("manifest.json is not valid JSON ({e})"),
-        )
-    })?;
-    if !value.is_object() {
-        return Err(TraceError::NotATrace {
-            path: dir.to_path_buf(),
-            why: format!(
-                "its manifest.json holds {}, not the JSON object of a trace's metadata",
-                json_kind(&value)
-            ),
-        });
-    }
-    match value.get("format") {
-        Some(serde_json::Value::String(f)) if f == FORMAT_NAME => {}
-        Some(serde_json::Value::String(f)) if f.is_empty() => {
-            return Err(TraceError::NotATrace {
-                path: dir.to_path_buf(),
-                why: format!("its manifest.json's `format` is empty, not `{FORMAT_NAME}`"),
-            });
-        }
-        Some(serde_json::Value::String(f)) => {
-            return Err(TraceError::NotATrace {
-                path: dir.to_path_buf(),
-                why: format!(
-                    "its manifest.json names format `{}`, not `{FORMAT_NAME}`",
-                    cut(f, 80)
-                ),
-            });
-        }
-        Some(other) => {
-            return Err(TraceError::NotATrace {
-                path: dir.to_path_buf(),
-                why: format!(
-                    "its manifest.json's `format` is {}, not the string `{FORMAT_NAME}`",
-                    json_kind(other)
-                ),
-            });
-        }
-        None => {
-            return Err(TraceError::NotATrace {
-                path: dir.to_path_buf(),
-                why: format!(
-                    "its manifest.json has no `format` field (a trace's says `{FORMAT_NAME}`)"
-                ),
-            });
-        }
-    }
-    let version = schema_version(&value).map_err(|why| corrupt(&manifest_path, why))?;
-    let shown = version.to_string();
-    if version.is_newer_major() {
-        return Err(TraceError::NewerVersion {
-            path: dir.to_path_buf(),
-            found: shown,
-            supported: SCHEMA_MAJOR,
-        });
-    }
-    let mut warnings = Vec::new();
-    if version.is_newer_minor() {
-        warnings.push(format!(
-            "trace format {shown} is newer than this cufall's {SCHEMA_MAJOR}.{SCHEMA_MINOR}: \
-             what it added (columns, tables, values) is ignored; upgrade cufall to see it"
-        ));
-    }
-    let mut value = value;
-    if version.is_newer_minor() {
-        newer_status(&mut value, &mut warnings);
-    }
-    let manifest: Manifest = serde_json::from_value(value)
-        .map_err(|e| corrupt(&manifest_path, format!("manifest.json is malformed ({e})")))?;
-    if manifest.status == RecordingStatus::Recording {
-        warnings.push(
-            "this recording was not closed (its recorder was killed, or is still running): \
-             it holds the data up to its last flushed segment"
-                .into(),
-        );
-    }
-    Ok((manifest, version, warnings))
-}
-
-/// A `status` that a newer minor version added reads as `recording`: this cufall cannot tell
-/// whether the trace was closed, and says so.
-fn newer_status(manifest: &mut serde_json::Value, warnings: &mut Vec<String>) {
-    let Some(status) = manifest.get_mut("status") else {
-        return;
-    };
-    let Some(text) = status.as_str() else { return };
-    if text.is_empty() || serde_json::from_value::<RecordingStatus>(status.clone()).is_ok() {
-        return;
-    }
-    warnings.push(format!(
-        "status `{}` was added after trace format {SCHEMA_MAJOR}.{SCHEMA_MINOR}: the trace reads \
-         as not closed; upgrade cufall to see what it means",
-        cut(text, 80)
-    ));
-    *status = serde_json::to_value(RecordingStatus::Recording).unwrap_or_default();
-}
-
-/// The manifest's `schema_version`, or why it is not one.
-fn schema_version(manifest: &serde_json::Value) -> Result<SchemaVersion, String> {
-    let text = match manifest.get("schema_version") {
-        Some(serde_json::Value::String(s)) => s,
-        Some(serde_json::Value::Number(n)) => {
-            return Err(format!(
-                "schema_version is the number {n}, where cufall writes a string of \
-                 MAJOR.MINOR (`\"{}\"`)",
-                SchemaVersion::CURRENT
-            ));
-        }
-        Some(other) => {
-            return Err(format!(
-                "schema_version is {}, where cufall writes a string of MAJOR.MINOR (`\"{}\"`)",
-                json_kind(other),
-                SchemaVersion::CURRENT
-            ));
-        }
-        None => return Err("manifest.json has no schema_version".into()),
-    };
-    if text.is_empty() {
-        return Err(format!(
-            "schema_version is empty, where cufall writes MAJOR.MINOR (`{}`)",
-            SchemaVersion::CURRENT
-        ));
-    }
-    let version = SchemaVersion::parse(text).ok_or_else(|| {
-        format!(
-            "schema_version `{}` is not MAJOR.MINOR (e.g. `{}`)",
-            cut(text, 80),
-            SchemaVersion::CURRENT
-        )
-    })?;
-    if version.is_before_first() {
-        return Err(format!(
-            "schema_version `{version}` is older than any cufall trace (the first was {})",
-            cufall_model::SCHEMA_FIRST
-        ));
-    }
-    Ok(version)
-}
-
-/// `text` cut to `chars` characters, for messages quoting what a file holds (control characters
-/// are escaped where a message is shown, as for every text from a trace).
-fn cut(text: &str, chars: usize) -> String {
-    match text.char_indices().nth(chars) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_string(),
-    }
-}
-
-/// What kind of JSON value `v` is, for messages.
-fn json_kind(v: &serde_json::Value) -> &'static str {
-    match v {
-        serde_json::Value::Null => "null",
-        serde_json::Value::Bool(_) => "a boolean",
-        serde_json::Value::Number(_) => "a number",
-        serde_json::Value::String(_) => "a string",
-        serde_json::Value::Array(_) => "a list",
-        serde_json::Value::Object(_) => "an object",
-    }
-}
-
-/// Reads `index.jsonl`. A missing index is tolerated (with a warning); a bad line is an error
-/// that says which line and what is wrong with it, and that deleting the index opens the trace.
-/// Entries of tables this cufall does not know are kept out when the trace is of a newer minor
-/// version (a table it added).
-fn read_index(
-    dir: &Path,
-    version: SchemaVersion,
-    warnings: &mut Vec<String>,
-) -> Result<Vec<SegmentEntry>> {
-    let index_path = dir.join(INDEX_FILE);
-    let mut entries = match read_plain(&index_path, INDEX_LIMIT) {
-        Ok(bytes) => {
-            let text = String::from_utf8_lossy(&bytes);
-            let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-            index::parse(text).map_err(|bad| TraceError::BadIndex {
-                path: index_path.clone(),
-                line: bad.line,
-                why: bad.why,
-            })?
-        }
-        Err(ReadFail::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-            warnings.push("index.jsonl is missing: segments cannot be checksummed".into());
-            Vec::new()
-        }
-        Err(e) => return Err(e.into_error(&index_path)),
-    };
-    if version.is_newer_minor() {
-        let known = |e: &SegmentEntry| Table::ALL.iter().any(|t| t.dir_name() == e.table);
-        let mut newer: Vec<String> = entries
-            .iter()
-            .filter(|e| !known(e))
-            .map(|e| e.table.clone())
-            .collect();
-        newer.sort();
-        newer.dedup();
-        if !newer.is_empty() {
-            warnings.push(format!(
-                "tables added after trace format {}.{} are ignored: {}",
-                SCHEMA_MAJOR,
-                SCHEMA_MINOR,
-                newer
-                    .iter()
-                    .map(|t| cut(t, 80))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-        entries.retain(known);
-    }
-    Ok(entries)
 }
 
 /// The segment files in a table's folder, sorted: `NNNNNN.parquet`, not the hidden temporary
@@ -598,77 +366,11 @@ impl Trace {
         out
     }
 
-    /// Drop reasons, NVTX kinds, activity kinds and API domains that a newer minor version of
-    /// the format added: older readers ignore what they do not know (`docs/trace-format.md`,
-    /// Versioning). A drop of an unknown reason is still a hole in the samples, so it reads as
-    /// a `gap` (missing samples of unknown cause), never as idle time; a range, activity or call
-    /// of an unknown kind is left out. Each is said once in [`Trace::warnings`]. In a trace of
-    /// this cufall's version or older, an unknown value stays an error: it is damage.
+    /// Values a newer minor version added to the kind columns of `table`, made readable (see
+    /// [`newer::ignore_values`]); each warning is said once in [`Trace::warnings`].
     fn ignore_newer_values(&self, table: Table, frame: &mut Frame) {
-        let (column, known): (&str, fn(&str) -> bool) = match table {
-            Table::Drops => ("reason", |s| DropReason::parse(s).is_some()),
-            Table::Nvtx => ("kind", |s| RangeKind::parse(s).is_some()),
-            Table::Kernels => ("kind", |s| ActivityKind::parse(s).is_some()),
-            Table::Api => ("domain", |s| ApiDomain::parse(s).is_some()),
-            Table::Samples | Table::Nvml | Table::Capture => return,
-        };
-        let Some(col) = frame.columns.iter_mut().find(|c| c.name == column) else {
-            return;
-        };
-        let valid = col.valid.clone();
-        let Values::Str(values) = &mut col.values else {
-            return;
-        };
-        // Null slots and empty strings name nothing a version could add: they are left to the
-        // row conversion, which calls them damage.
-        let is_newer = |i: usize, v: &str| {
-            valid
-                .as_ref()
-                .is_none_or(|m| m.get(i).copied().unwrap_or(false))
-                && !v.is_empty()
-                && !known(v)
-        };
-        let mut newer: BTreeMap<String, usize> = BTreeMap::new();
-        for (i, v) in values.iter().enumerate() {
-            if is_newer(i, v) {
-                *newer.entry(cut(v, 80)).or_default() += 1;
-            }
-        }
-        if newer.is_empty() {
-            return;
-        }
-        let listed = newer
-            .iter()
-            .map(|(v, n)| format!("`{v}` ({n})"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let n: usize = newer.values().sum();
-        let warning = if table == Table::Drops {
-            for (i, v) in values.iter_mut().enumerate() {
-                if is_newer(i, v) {
-                    *v = DropReason::Gap.as_str().to_string();
-                }
-            }
-            format!(
-                "{n} drops have a reason added after trace format {SCHEMA_MAJOR}.{SCHEMA_MINOR} \
-                 ({listed}): they read as `gap`, samples missing for a reason this cufall does \
-                 not know; upgrade cufall to see it"
-            )
-        } else {
-            let keep: Vec<bool> = values
-                .iter()
-                .enumerate()
-                .map(|(i, v)| !is_newer(i, v))
-                .collect();
-            frame.retain_rows(&keep);
-            format!(
-                "{n} rows of the {} table have a {column} added after trace format \
-                 {SCHEMA_MAJOR}.{SCHEMA_MINOR} ({listed}): they are left out; upgrade cufall to \
-                 see them",
-                table.dir_name()
-            )
-        };
-        if let Ok(mut found) = self.newer_values.lock()
+        if let Some(warning) = newer::ignore_values(table, frame)
+            && let Ok(mut found) = self.newer_values.lock()
             && !found.contains(&warning)
         {
             found.push(warning);

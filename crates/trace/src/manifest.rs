@@ -100,8 +100,24 @@ pub(crate) fn read_manifest(dir: &Path) -> Result<(Manifest, SchemaVersion, Vec<
     if version.is_newer_minor() {
         newer::status(&mut value, &mut warnings);
     }
+    if value.get("status").and_then(|s| s.as_str()) == Some("") {
+        return Err(corrupt(
+            &manifest_path,
+            "manifest.json's `status` is empty, where cufall writes `complete` or `recording`",
+        ));
+    }
     let manifest: Manifest = serde_json::from_value(value)
         .map_err(|e| corrupt(&manifest_path, format!("manifest.json is malformed ({e})")))?;
+    // A metric is a column of the samples table, named by it: a nameless one names nothing.
+    if let Some(i) = manifest.metric_names().iter().position(|m| m.is_empty()) {
+        return Err(corrupt(
+            &manifest_path,
+            format!(
+                "metric {} of manifest.json's `sampling.metrics` has an empty name",
+                i + 1
+            ),
+        ));
+    }
     if manifest.status == RecordingStatus::Recording {
         warnings.push(
             "this recording was not closed (its recorder was killed, or is still running): \

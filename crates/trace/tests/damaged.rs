@@ -176,7 +176,10 @@ fn a_status_of_a_newer_minor_version_reads_as_not_closed() {
     let err = open_err(&dir);
     assert!(matches!(err, TraceError::Corrupt { .. }), "{err}");
     assert!(err.to_string().contains("archived"), "{err}");
-    edit_manifest(&dir, |m| m["schema_version"] = "1.2".into());
+    edit_manifest(&dir, |m| {
+        m["status"] = "archived".into();
+        m["schema_version"] = "1.2".into();
+    });
     let trace = Trace::open(&dir).unwrap();
     assert_eq!(
         trace.manifest().status,
@@ -190,6 +193,27 @@ fn a_status_of_a_newer_minor_version_reads_as_not_closed() {
         "{warnings}"
     );
     assert!(!trace.kernels().unwrap().is_empty());
+}
+
+/// An empty value in the manifest is named as empty, never quoted as "``".
+#[test]
+fn empty_manifest_values_are_named_not_quoted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = copy(&tmp);
+    edit_manifest(&dir, |m| m["sampling"]["metrics"][1]["name"] = "".into());
+    let err = open_err(&dir).to_string();
+    assert!(
+        err.contains("metric 2 of manifest.json's `sampling.metrics` has an empty name"),
+        "{err}"
+    );
+    fs::copy(example().join("manifest.json"), dir.join("manifest.json")).unwrap();
+    edit_manifest(&dir, |m| m["status"] = "".into());
+    let err = open_err(&dir).to_string();
+    assert!(
+        err.contains("`status` is empty, where cufall writes `complete` or `recording`"),
+        "{err}"
+    );
+    assert!(!err.contains("``"), "{err}");
 }
 
 /// A table a newer minor version added is ignored, and not called missing.

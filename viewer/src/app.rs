@@ -36,17 +36,20 @@ pub fn store_for(
     let heatmaps = match resolved {
         Ok(h) if unknown.is_empty() => h,
         other => {
-            let missing = match other {
-                Err(store::MissingMetric(name)) if unknown.is_empty() => name,
-                _ => unknown.join(", "),
-            };
             let have: Vec<&str> = info.metrics.iter().map(|m| m.name.as_str()).collect();
-            return Err(ViewError::UnknownMetric {
-                missing,
-                available: if have.is_empty() {
-                    "no metrics".to_string()
-                } else {
-                    have.join(", ")
+            let available = if have.is_empty() {
+                "no metrics".to_string()
+            } else {
+                have.join(", ")
+            };
+            // Every name the flags give is known here, so a missing one is the recording's own.
+            return Err(match other {
+                Err(store::MissingMetric(missing)) if unknown.is_empty() => {
+                    ViewError::HeatmapNotRecorded { missing, available }
+                }
+                _ => ViewError::UnknownMetric {
+                    missing: unknown.join(", "),
+                    available,
                 },
             });
         }

@@ -7,6 +7,13 @@ pub enum ViewError {
     #[error("unknown metric {missing}: this feed has {available}")]
     UnknownMetric { missing: String, available: String },
 
+    /// A heatmap the recording lists (its manifest's `heatmaps`, not a flag) names a metric the
+    /// recording does not hold.
+    #[error(
+        "the recording's heatmaps (manifest.json, `heatmaps`) name the metric {missing}, which it did not record; it records {available}"
+    )]
+    HeatmapNotRecorded { missing: String, available: String },
+
     /// The interactive view was asked for without a terminal to draw on.
     #[error(
         "the interactive view needs a terminal, and standard input or output is not one (a pipe, a file, or no terminal at all)"

@@ -38,6 +38,14 @@ pub enum AnalysisError {
     #[error("{path} already exists", path = .0.display())]
     OutputExists(PathBuf),
 
+    /// A table export (Parquet, CSV) writes a folder, and a file has the output's name.
+    #[error("{path} is a file, and a {format} export is a folder of one file per table", path = .path.display())]
+    OutputNotAFolder { path: PathBuf, format: &'static str },
+
+    /// A Perfetto export writes one file, and a folder has the output's name.
+    #[error("{path} is a folder, and a Perfetto export is one file", path = .0.display())]
+    OutputIsAFolder(PathBuf),
+
     #[error("cannot write {path}: {source}. Check that the folder exists and that you may write there.", path = .path.display())]
     Write {
         path: PathBuf,

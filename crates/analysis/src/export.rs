@@ -79,6 +79,7 @@ pub fn export(trace: &Trace, opts: &ExportOptions) -> Result<ExportSummary> {
         .output
         .clone()
         .unwrap_or_else(|| default_output(trace.path(), opts.format));
+    check_output_kind(&out, opts.format)?;
     // The kernels are exported one by one, not tabled per phase.
     let report_opts = ReportOptions {
         kernel_rows: Some(0),
@@ -90,6 +91,26 @@ pub fn export(trace: &Trace, opts: &ExportOptions) -> Result<ExportSummary> {
     match opts.format {
         Format::Parquet | Format::Csv => export_tables(trace, &report, &out, opts),
         Format::Perfetto => export_perfetto(trace, &report, &out, opts),
+    }
+}
+
+/// A table export's output must be a folder (or not exist yet), a Perfetto export's a file:
+/// `--force` replaces files of the export, never a file or folder of another kind.
+fn check_output_kind(out: &Path, format: Format) -> Result<()> {
+    let Ok(meta) = std::fs::metadata(out) else {
+        return Ok(());
+    };
+    match format {
+        Format::Parquet | Format::Csv if !meta.is_dir() => Err(AnalysisError::OutputNotAFolder {
+            path: out.to_path_buf(),
+            format: if format == Format::Parquet {
+                "Parquet"
+            } else {
+                "CSV"
+            },
+        }),
+        Format::Perfetto if meta.is_dir() => Err(AnalysisError::OutputIsAFolder(out.to_path_buf())),
+        _ => Ok(()),
     }
 }
 

@@ -36,6 +36,66 @@ pub const FORMAT_NAME: &str = "cufall-trace";
 pub const SCHEMA_MAJOR: u32 = 1;
 /// Minor version: additions that older readers can ignore (they warn).
 pub const SCHEMA_MINOR: u32 = 1;
+/// The first schema version cufall wrote.
+pub const SCHEMA_FIRST: SchemaVersion = SchemaVersion { major: 1, minor: 0 };
+
+/// A manifest's `schema_version`, `MAJOR.MINOR`. The parts are `u64` so that an absurdly large
+/// major (`99999999999.0`) still reads as a version, newer than this cufall, rather than as
+/// garbage; digits past `u64` saturate for the same reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SchemaVersion {
+    pub major: u64,
+    pub minor: u64,
+}
+
+impl SchemaVersion {
+    /// The version this cufall writes.
+    pub const CURRENT: SchemaVersion = SchemaVersion {
+        major: SCHEMA_MAJOR as u64,
+        minor: SCHEMA_MINOR as u64,
+    };
+
+    /// Parses `MAJOR.MINOR`: two runs of ASCII digits around one dot, nothing else (no sign,
+    /// no spaces, no third part).
+    pub fn parse(s: &str) -> Option<Self> {
+        fn number(part: &str) -> Option<u64> {
+            if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            Some(part.bytes().fold(0u64, |n, b| {
+                n.saturating_mul(10).saturating_add(u64::from(b - b'0'))
+            }))
+        }
+        let (major, minor) = s.split_once('.')?;
+        Some(SchemaVersion {
+            major: number(major)?,
+            minor: number(minor)?,
+        })
+    }
+
+    /// Whether a reader of [`SchemaVersion::CURRENT`] must refuse this version (a newer major).
+    pub fn is_newer_major(self) -> bool {
+        self.major > Self::CURRENT.major
+    }
+
+    /// Whether this version is of the current major with a newer minor: it may hold columns,
+    /// tables and enum values a reader of [`SchemaVersion::CURRENT`] does not know.
+    pub fn is_newer_minor(self) -> bool {
+        self.major == Self::CURRENT.major && self.minor > Self::CURRENT.minor
+    }
+
+    /// Whether this version is older than any cufall wrote (before [`SCHEMA_FIRST`]).
+    pub fn is_before_first(self) -> bool {
+        self < SCHEMA_FIRST
+    }
+}
+
+impl std::fmt::Display for SchemaVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
 /// The clock domain of every timestamp column.
 pub const CLOCK_DOMAIN: &str = "unix_realtime_ns";
 
@@ -479,4 +539,31 @@ pub struct CaptureEvent {
     pub count: u64,
     /// Human-readable detail.
     pub detail: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_versions_parse_strictly_and_compare() {
+        let v = |s| SchemaVersion::parse(s);
+        assert_eq!(v("1.1"), Some(SchemaVersion { major: 1, minor: 1 }));
+        assert_eq!(v("1.1"), Some(SchemaVersion::CURRENT));
+        for bad in [
+            "", "1", "1.", ".1", "1.1.1", "-1.0", "+1.0", " 1.0", "1.0 ", "v1.0", "1,1",
+        ] {
+            assert_eq!(v(bad), None, "{bad:?}");
+        }
+        let huge = v("99999999999.0").unwrap();
+        assert!(huge.is_newer_major());
+        assert!(v("184467440737095516150000.0").unwrap().is_newer_major());
+        assert!(v("2.0").unwrap().is_newer_major());
+        assert!(v("1.2").unwrap().is_newer_minor());
+        assert!(!v("1.1").unwrap().is_newer_minor());
+        assert!(!v("1.0").unwrap().is_newer_minor());
+        assert!(v("0.1").unwrap().is_before_first());
+        assert!(!v("1.0").unwrap().is_before_first());
+        assert_eq!(v("1.12").unwrap().to_string(), "1.12");
+    }
 }

@@ -46,11 +46,21 @@ pub enum TraceError {
         source: crate::parquet::ParquetError,
     },
 
-    #[error("cannot read {path}: {source}", path = .path.display())]
+    /// The file system refused a read: permissions, a symbolic link that loops, a file where a
+    /// folder belongs. Not damage: the bytes may be intact.
+    #[error("cannot read {path}: {source}. {fix}.", path = .path.display(), fix = read_fix(.source))]
     Read {
         path: PathBuf,
         #[source]
         source: std::io::Error,
+    },
+
+    /// A line of `index.jsonl` other than a last one cut short by a crash is not a segment entry.
+    #[error("{path} is corrupted: line {line} is not a segment entry ({why}). The index was damaged after it was written; restore it from a copy, or delete it: the trace then opens, its segments read without checksums.", path = .path.display())]
+    BadIndex {
+        path: PathBuf,
+        line: usize,
+        why: String,
     },
 
     #[error("the trace has no metric named `{name}`. It records: {available}.")]
@@ -61,3 +71,92 @@ pub enum TraceError {
 }
 
 pub type Result<T, E = TraceError> = std::result::Result<T, E>;
+
+/// What to do about a failed read, by what the file system said.
+fn read_fix(e: &std::io::Error) -> &'static str {
+    use std::io::ErrorKind;
+    if is_symlink_loop(e) {
+        return "It is a symbolic link that leads back to itself: put back the file the recording wrote";
+    }
+    match e.kind() {
+        ErrorKind::PermissionDenied => {
+            "You may not read it: check its owner and permissions (`ls -l`), or run as a user who may read it"
+        }
+        ErrorKind::NotADirectory => {
+            "A trace holds a folder there: put back the folder the recording wrote"
+        }
+        ErrorKind::IsADirectory => {
+            "A trace holds a file there: put back the file the recording wrote"
+        }
+        ErrorKind::NotFound => {
+            "It went away while cufall read the trace: check that nothing else is moving or deleting it"
+        }
+        _ => "Check that the disk is readable and that you may read the file",
+    }
+}
+
+/// Whether `e` is `ELOOP` (too many levels of symbolic links), which has no stable `ErrorKind`.
+fn is_symlink_loop(e: &std::io::Error) -> bool {
+    #[cfg(target_os = "linux")]
+    const ELOOP: Option<i32> = Some(40);
+    #[cfg(target_os = "macos")]
+    const ELOOP: Option<i32> = Some(62);
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+    const ELOOP: Option<i32> = None;
+    ELOOP.is_some() && e.raw_os_error() == ELOOP
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Error, ErrorKind};
+
+    fn read(kind: ErrorKind) -> String {
+        TraceError::Read {
+            path: PathBuf::from("t.cufall/nvtx"),
+            source: Error::from(kind),
+        }
+        .to_string()
+    }
+
+    /// A refused read is never called damage: the file may be whole, and the fix is elsewhere.
+    #[test]
+    fn refused_reads_say_what_they_are_not_corruption() {
+        let denied = read(ErrorKind::PermissionDenied);
+        assert!(
+            denied.starts_with("cannot read t.cufall/nvtx: "),
+            "{denied}"
+        );
+        assert!(denied.contains("You may not read it"), "{denied}");
+        let denied_os = TraceError::Read {
+            path: PathBuf::from("x"),
+            source: Error::from_raw_os_error(13),
+        }
+        .to_string();
+        assert!(
+            denied_os.contains("check its owner and permissions"),
+            "{denied_os}"
+        );
+        let eloop = TraceError::Read {
+            path: PathBuf::from("x"),
+            source: Error::from_raw_os_error(40),
+        }
+        .to_string();
+        assert!(
+            eloop.contains("symbolic link that leads back to itself"),
+            "{eloop}"
+        );
+        assert!(read(ErrorKind::NotADirectory).contains("put back the folder"));
+        for kind in [
+            ErrorKind::PermissionDenied,
+            ErrorKind::NotADirectory,
+            ErrorKind::IsADirectory,
+            ErrorKind::NotFound,
+            ErrorKind::Other,
+        ] {
+            let m = read(kind);
+            assert!(!m.contains("damaged"), "{m}");
+            assert!(!m.contains("restore it from a copy"), "{m}");
+        }
+    }
+}

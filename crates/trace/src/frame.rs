@@ -293,7 +293,34 @@ impl Frame {
             return Ok(());
         }
         if other.names() != self.names() {
-            return Err("files of one table have different columns".into());
+            let (mine, theirs) = (self.names(), other.names());
+            let extra: Vec<&str> = theirs
+                .iter()
+                .filter(|n| !mine.contains(n))
+                .copied()
+                .collect();
+            let lacking: Vec<&str> = mine
+                .iter()
+                .filter(|n| !theirs.contains(n))
+                .copied()
+                .collect();
+            let list = |names: &[&str]| {
+                names
+                    .iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            return Err(match (extra.is_empty(), lacking.is_empty()) {
+                (true, true) => "its columns come in another order".into(),
+                (false, true) => format!("it has columns they lack: {}", list(&extra)),
+                (true, false) => format!("it lacks their columns {}", list(&lacking)),
+                (false, false) => format!(
+                    "it has columns they lack ({}) and lacks their columns {}",
+                    list(&extra),
+                    list(&lacking)
+                ),
+            });
         }
         for (a, b) in self.columns.iter_mut().zip(other.columns) {
             a.append(b)?;
@@ -303,6 +330,28 @@ impl Frame {
 
     pub fn names(&self) -> Vec<&str> {
         self.columns.iter().map(|c| c.name.as_str()).collect()
+    }
+
+    /// Keeps the rows whose entry in `keep` is true (rows past its end are dropped).
+    pub fn retain_rows(&mut self, keep: &[bool]) {
+        fn retain<T>(v: &mut Vec<T>, keep: &[bool]) {
+            let mut k = keep.iter();
+            v.retain(|_| k.next().copied().unwrap_or(false));
+        }
+        for c in &mut self.columns {
+            match &mut c.values {
+                Values::U16(v) => retain(v, keep),
+                Values::U32(v) => retain(v, keep),
+                Values::U64(v) => retain(v, keep),
+                Values::I64(v) => retain(v, keep),
+                Values::F32(v) => retain(v, keep),
+                Values::F64(v) => retain(v, keep),
+                Values::Str(v) => retain(v, keep),
+            }
+            if let Some(valid) = &mut c.valid {
+                retain(valid, keep);
+            }
+        }
     }
 }
 
@@ -325,5 +374,45 @@ mod tests {
         let f = Frame::new(vec![c, s]);
         assert_eq!(f.height(), 3);
         assert_eq!(f.names(), ["x", "s"]);
+    }
+
+    #[test]
+    fn frames_of_other_columns_say_which_columns_differ() {
+        let mut a = Frame::new(vec![
+            Column::new("t", vec![1i64]),
+            Column::new("x", vec![1u32]),
+        ]);
+        let b = Frame::new(vec![
+            Column::new("t", vec![2i64]),
+            Column::new("y", vec![2u32]),
+        ]);
+        let why = a.clone().append(b).unwrap_err();
+        assert_eq!(
+            why,
+            "it has columns they lack (`y`) and lacks their columns `x`"
+        );
+        let c = Frame::new(vec![
+            Column::new("x", vec![2u32]),
+            Column::new("t", vec![2i64]),
+        ]);
+        assert_eq!(
+            a.clone().append(c).unwrap_err(),
+            "its columns come in another order"
+        );
+        let d = Frame::new(vec![Column::new("t", vec![2i64])]);
+        assert_eq!(a.append(d).unwrap_err(), "it lacks their columns `x`");
+    }
+
+    #[test]
+    fn retained_rows_keep_their_values_and_nulls() {
+        let mut f = Frame::new(vec![
+            Column::optional("x", [Some(3u32), None, Some(5)]),
+            Column::strings("s", ["a", "b", "c"]),
+        ]);
+        f.retain_rows(&[false, true, true]);
+        assert_eq!(f.height(), 2);
+        let x = f.column("x").unwrap();
+        assert_eq!((x.get::<u32>(0), x.get::<u32>(1)), (None, Some(5)));
+        assert_eq!(f.column("s").unwrap().str(0), Some("b"));
     }
 }

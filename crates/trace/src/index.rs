@@ -26,9 +26,16 @@ pub(crate) struct SegmentEntry {
     pub t_max_ns: Option<i64>,
 }
 
+/// A line of the index that is not a segment entry: its number (from 1) and what is wrong.
+#[derive(Debug)]
+pub(crate) struct BadLine {
+    pub line: usize,
+    pub why: String,
+}
+
 /// Parses an index, skipping a last line cut short by a crash. Any other bad line is reported
-/// as `Err(line_number)`.
-pub(crate) fn parse(text: &str) -> Result<Vec<SegmentEntry>, usize> {
+/// with its number and the field at fault.
+pub(crate) fn parse(text: &str) -> Result<Vec<SegmentEntry>, BadLine> {
     let mut entries = Vec::new();
     let lines: Vec<&str> = text.split('\n').collect();
     let last = lines.len().saturating_sub(1);
@@ -40,8 +47,78 @@ pub(crate) fn parse(text: &str) -> Result<Vec<SegmentEntry>, usize> {
             Ok(e) => entries.push(e),
             // The final line has no newline after it: it was being written when the writer died.
             Err(_) if i == last => {}
-            Err(_) => return Err(i + 1),
+            Err(e) => {
+                return Err(BadLine {
+                    line: i + 1,
+                    why: explain(line, &e),
+                });
+            }
         }
     }
     Ok(entries)
+}
+
+/// What is wrong with a line that did not parse as a [`SegmentEntry`], naming the field at
+/// fault where there is one (serde's message names the type it expected, not the field).
+fn explain(line: &str, err: &serde_json::Error) -> String {
+    use serde_json::Value;
+    let Ok(value) = serde_json::from_str::<Value>(line) else {
+        return format!("not valid JSON: {err}");
+    };
+    let Value::Object(fields) = value else {
+        return "not a JSON object".into();
+    };
+    fn check<T: serde::de::DeserializeOwned>(v: &Value) -> bool {
+        serde_json::from_value::<T>(v.clone()).is_ok()
+    }
+    /// A field's name, whether a value fits it, and what it should be.
+    type Rule<'a> = (&'a str, fn(&Value) -> bool, &'a str);
+    let required: [Rule; 5] = [
+        ("table", check::<String>, "a string"),
+        ("file", check::<String>, "a string"),
+        ("bytes", check::<u64>, "a whole number of bytes"),
+        ("crc32", check::<u32>, "a CRC-32, a whole number below 2^32"),
+        ("rows", check::<u64>, "a whole number of rows"),
+    ];
+    for (name, ok, want) in required {
+        match fields.get(name) {
+            None => return format!("field `{name}` is missing"),
+            Some(v) if !ok(v) => return format!("field `{name}` is {}, not {want}", shown(v)),
+            Some(_) => {}
+        }
+    }
+    let optional: [Rule; 3] = [
+        (
+            "rows_per_device",
+            check::<BTreeMap<String, u64>>,
+            "an object of row counts",
+        ),
+        (
+            "t_min_ns",
+            check::<Option<i64>>,
+            "a timestamp in nanoseconds or null",
+        ),
+        (
+            "t_max_ns",
+            check::<Option<i64>>,
+            "a timestamp in nanoseconds or null",
+        ),
+    ];
+    for (name, ok, want) in optional {
+        if let Some(v) = fields.get(name)
+            && !ok(v)
+        {
+            return format!("field `{name}` is {}, not {want}", shown(v));
+        }
+    }
+    err.to_string()
+}
+
+/// A JSON value as it appears in the line, cut to 40 characters.
+fn shown(v: &serde_json::Value) -> String {
+    let text = v.to_string();
+    match text.char_indices().nth(40) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
 }

@@ -27,7 +27,9 @@
 //! writer starts a new segment at least every second, so a recording killed at any moment keeps
 //! everything up to its last finished segment, and no reader ever sees half a file. The reader
 //! checks each segment against the index: a truncated segment is skipped with a warning, a
-//! damaged one is an error that names it.
+//! damaged one is an error that names it. A trace of a newer minor version opens with a warning
+//! and what that version added (tables, columns, values of the kind columns) is ignored; a newer
+//! major is refused.
 //!
 //! Every `*_ns` column is nanoseconds since the Unix epoch (CLOCK_REALTIME), the clock CUPTI
 //! stamps PM samples with. The full specification, with every column, is `docs/trace-format.md`.
@@ -39,6 +41,8 @@
 mod error;
 pub mod frame;
 mod index;
+mod manifest;
+mod newer;
 pub mod parquet;
 mod reader;
 mod tables;

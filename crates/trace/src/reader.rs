@@ -1,15 +1,17 @@
 //! Opening a trace folder, checking it, and reading its tables: as typed rows, as [`Frame`]s,
 //! or (the samples) a segment at a time.
 
+use crate::MANIFEST_FILE;
 use crate::error::{Result, TraceError};
 use crate::frame::{Field, Frame};
-use crate::index::{self, SegmentEntry};
+use crate::index::SegmentEntry;
+use crate::manifest::{read_index, read_manifest};
 use crate::model::{
     ApiCall, CaptureEvent, DeviceId, DropReason, DropRecord, KernelRecord, Manifest, NvmlRow,
-    NvtxRange, RecordingStatus, SampleBatch,
+    NvtxRange, SampleBatch, SchemaVersion,
 };
+use crate::newer;
 use crate::tables::{self, SampleColumns};
-use crate::{FORMAT_NAME, INDEX_FILE, MANIFEST_FILE, SCHEMA_MAJOR, SCHEMA_MINOR};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -64,12 +66,16 @@ struct Segment {
 pub struct Trace {
     dir: PathBuf,
     manifest: Manifest,
+    /// The manifest's `schema_version`: a newer minor may hold values this cufall ignores.
+    version: SchemaVersion,
     segments: BTreeMap<Table, Vec<Segment>>,
-    verified: BTreeMap<Table, OnceLock<Result<Vec<PathBuf>, String>>>,
+    verified: BTreeMap<Table, OnceLock<Result<Vec<PathBuf>, Unusable>>>,
     warnings: Vec<String>,
     /// Whether `index.jsonl` was there: without it no segment has an entry, and one warning
     /// says so instead of one per segment.
     indexed: bool,
+    /// Warnings about values of a newer minor version, found as tables are read.
+    newer_values: Mutex<Vec<String>>,
     /// The samples segments the last windows ended in, decoded.
     last_segments: Mutex<VecDeque<CachedSegment>>,
 }
@@ -108,7 +114,7 @@ pub struct TraceSummary {
     pub bytes: u64,
 }
 
-fn corrupt(path: &Path, why: impl Into<String>) -> TraceError {
+pub(crate) fn corrupt(path: &Path, why: impl Into<String>) -> TraceError {
     TraceError::Corrupt {
         path: path.to_path_buf(),
         why: why.into(),
@@ -117,8 +123,8 @@ fn corrupt(path: &Path, why: impl Into<String>) -> TraceError {
 
 /// The most `manifest.json` and `index.jsonl` may hold. A manifest is a few KiB; an index line is
 /// about 250 bytes per segment, so 256 MiB is a million segments, far past any recording.
-const MANIFEST_LIMIT: u64 = 64 << 20;
-const INDEX_LIMIT: u64 = 256 << 20;
+pub(crate) const MANIFEST_LIMIT: u64 = 64 << 20;
+pub(crate) const INDEX_LIMIT: u64 = 256 << 20;
 
 /// What a file that is not a plain file is, for messages.
 fn file_kind(t: std::fs::FileType) -> &'static str {
@@ -148,7 +154,7 @@ fn file_kind(t: std::fs::FileType) -> &'static str {
 /// Reads `path` (following symlinks) if it is a plain file, at most `limit` bytes. A FIFO would
 /// block the reader forever and a device (`/dev/zero`) never ends, so both are refused before
 /// they are opened; a file longer than `limit` is refused without reading past it.
-fn read_plain(path: &Path, limit: u64) -> Result<Vec<u8>, ReadFail> {
+pub(crate) fn read_plain(path: &Path, limit: u64) -> Result<Vec<u8>, ReadFail> {
     use std::io::Read;
     let meta = std::fs::metadata(path).map_err(ReadFail::Io)?;
     if !meta.is_file() {
@@ -173,13 +179,13 @@ fn read_plain(path: &Path, limit: u64) -> Result<Vec<u8>, ReadFail> {
 
 /// Why [`read_plain`] gave no bytes: an I/O error (the caller tells a missing file from others),
 /// or a refusal that is already the message.
-enum ReadFail {
+pub(crate) enum ReadFail {
     Io(std::io::Error),
     Refused(TraceError),
 }
 
 impl ReadFail {
-    fn into_error(self, path: &Path) -> TraceError {
+    pub(crate) fn into_error(self, path: &Path) -> TraceError {
         match self {
             ReadFail::Io(source) => TraceError::Read {
                 path: path.to_path_buf(),
@@ -190,6 +196,87 @@ impl ReadFail {
     }
 }
 
+/// Why a table's segments cannot be used, kept (and cloned) to be given again on every read of
+/// the table. Only bytes that are not what was written are damage; a read the file system
+/// refused, or a folder where a segment belongs, is said as what it is.
+#[derive(Clone, Debug)]
+enum Unusable {
+    /// The bytes are not what was written; the text names the file.
+    Damaged(String),
+    /// The file system refused the read (permissions, a symbolic link loop, ...).
+    Refused {
+        path: PathBuf,
+        os: Option<i32>,
+        kind: std::io::ErrorKind,
+        text: String,
+    },
+    /// A folder, FIFO or device where a segment belongs.
+    NotAFile { path: PathBuf, what: &'static str },
+}
+
+impl Unusable {
+    fn refused(path: &Path, e: &std::io::Error) -> Self {
+        Unusable::Refused {
+            path: path.to_path_buf(),
+            os: e.raw_os_error(),
+            kind: e.kind(),
+            text: e.to_string(),
+        }
+    }
+
+    fn error(&self, dir: &Path) -> TraceError {
+        match self {
+            Unusable::Damaged(why) => corrupt(dir, why.clone()),
+            Unusable::Refused {
+                path,
+                os,
+                kind,
+                text,
+            } => TraceError::Read {
+                path: path.clone(),
+                source: os.map_or_else(
+                    || std::io::Error::new(*kind, text.clone()),
+                    std::io::Error::from_raw_os_error,
+                ),
+            },
+            Unusable::NotAFile { path, what } => TraceError::NotAFile {
+                path: path.clone(),
+                what,
+            },
+        }
+    }
+}
+
+/// The segment files in a table's folder, sorted: `NNNNNN.parquet`, not the hidden temporary
+/// files of a segment being written. A table without a folder is empty (a 1.0 trace, or one
+/// killed early); a folder that cannot be listed (permissions, a file in its place) is an error,
+/// never an empty table.
+fn segment_names(tdir: &Path) -> Result<Vec<String>> {
+    let read = match std::fs::read_dir(tdir) {
+        Ok(read) => read,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(TraceError::Read {
+                path: tdir.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let mut names = Vec::new();
+    for item in read {
+        let item = item.map_err(|source| TraceError::Read {
+            path: tdir.to_path_buf(),
+            source,
+        })?;
+        let name = item.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".parquet") && !name.starts_with('.') {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
 /// The segments of each table: the files in its folder, with their index entries, and the
 /// segments the index lists that the folder lacks (kept, without a file: a reader warns about
 /// them and, for the samples, makes their span a drop).
@@ -197,19 +284,11 @@ fn list_segments(
     dir: &Path,
     mut by_file: BTreeMap<String, SegmentEntry>,
     warnings: &mut Vec<String>,
-) -> BTreeMap<Table, Vec<Segment>> {
+) -> Result<BTreeMap<Table, Vec<Segment>>> {
     let mut segments = BTreeMap::new();
     for table in Table::ALL {
         let tdir = dir.join(table.dir_name());
-        let mut names = Vec::new();
-        if let Ok(read) = std::fs::read_dir(&tdir) {
-            for item in read.flatten() {
-                let name = item.file_name().to_string_lossy().into_owned();
-                if name.ends_with(".parquet") && !name.starts_with('.') {
-                    names.push(name);
-                }
-            }
-        }
+        let mut names = segment_names(&tdir)?;
         // A segment the index lists but the folder lacks stays in the list, without a file:
         // it is warned about and, for the samples, its span becomes a drop.
         let prefix = format!("{}/", table.dir_name());
@@ -238,7 +317,7 @@ fn list_segments(
              it is ignored"
         ));
     }
-    segments
+    Ok(segments)
 }
 
 fn has_parquet_magic(bytes: &[u8]) -> bool {
@@ -303,84 +382,16 @@ impl Trace {
                 why: format!("it is a file, not a trace folder{inside}"),
             });
         }
-        let manifest_path = dir.join(MANIFEST_FILE);
-        let text = match read_plain(&manifest_path, MANIFEST_LIMIT) {
-            Ok(bytes) => String::from_utf8(bytes)
-                .map_err(|_| corrupt(&manifest_path, "manifest.json is not text"))?,
-            Err(ReadFail::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(TraceError::NotATrace {
-                    path: dir,
-                    why: "the folder has no manifest.json".into(),
-                });
-            }
-            Err(e) => return Err(e.into_error(&manifest_path)),
-        };
-        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-            corrupt(
-                &manifest_path,
-                format!("manifest.json is not valid JSON ({e})"),
-            )
-        })?;
-        let format = value.get("format").and_then(|v| v.as_str()).unwrap_or("");
-        if format != FORMAT_NAME {
-            return Err(TraceError::NotATrace {
-                path: dir,
-                why: format!("its manifest.json names format `{format}`, not `{FORMAT_NAME}`"),
-            });
-        }
-        let version = value
-            .get("schema_version")
-            .and_then(|v| v.as_str())
-            .unwrap_or("");
-        let (major, minor) = parse_version(version)
-            .ok_or_else(|| corrupt(&manifest_path, format!("bad schema_version `{version}`")))?;
-        let mut warnings = Vec::new();
-        if major > SCHEMA_MAJOR {
-            return Err(TraceError::NewerVersion {
-                path: dir,
-                found: version.to_string(),
-                supported: SCHEMA_MAJOR,
-            });
-        }
-        if major == SCHEMA_MAJOR && minor > SCHEMA_MINOR {
-            warnings.push(format!(
-                "trace format {version} is newer than this cufall's {SCHEMA_MAJOR}.{SCHEMA_MINOR}: \
-                 columns added since are ignored; upgrade cufall to see them"
-            ));
-        }
-        let manifest: Manifest = serde_json::from_value(value)
-            .map_err(|e| corrupt(&manifest_path, format!("manifest.json is malformed ({e})")))?;
-        if manifest.status == RecordingStatus::Recording {
-            warnings.push(
-                "this recording was not closed (its recorder was killed, or is still running): \
-                 it holds the data up to its last flushed segment"
-                    .into(),
-            );
-        }
-
-        let index_path = dir.join(INDEX_FILE);
-        let mut indexed = true;
-        let entries = match read_plain(&index_path, INDEX_LIMIT) {
-            Ok(bytes) => {
-                let text = String::from_utf8_lossy(&bytes);
-                index::parse(&text).map_err(|line| {
-                    corrupt(
-                        &index_path,
-                        format!("line {line} of index.jsonl is not valid"),
-                    )
-                })?
-            }
-            Err(ReadFail::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-                // Said once, with the number of segments, below.
-                indexed = false;
-                Vec::new()
-            }
-            Err(e) => return Err(e.into_error(&index_path)),
+        let (manifest, version, mut warnings) = read_manifest(&dir)?;
+        let (indexed, entries) = match read_index(&dir, version, &mut warnings)? {
+            Some(entries) => (true, entries),
+            // Said once, with the number of segments, below.
+            None => (false, Vec::new()),
         };
         let by_file: BTreeMap<String, SegmentEntry> =
             entries.into_iter().map(|e| (e.file.clone(), e)).collect();
 
-        let segments = list_segments(&dir, by_file, &mut warnings);
+        let segments = list_segments(&dir, by_file, &mut warnings)?;
         if !indexed {
             let n: usize = segments.values().map(Vec::len).sum();
             warnings.push(format!(
@@ -393,8 +404,10 @@ impl Trace {
             indexed,
             verified: Table::ALL.iter().map(|t| (*t, OnceLock::new())).collect(),
             last_segments: Mutex::new(VecDeque::new()),
+            newer_values: Mutex::new(Vec::new()),
             dir,
             manifest,
+            version,
             segments,
             warnings,
         })
@@ -419,7 +432,21 @@ impl Trace {
                 }
             }
         }
+        if let Ok(found) = self.newer_values.lock() {
+            out.extend(found.iter().cloned());
+        }
         out
+    }
+
+    /// Values a newer minor version added to the kind columns of `table`, made readable (see
+    /// [`newer::ignore_values`]); each warning is said once in [`Trace::warnings`].
+    fn ignore_newer_values(&self, table: Table, frame: &mut Frame) {
+        if let Some(warning) = newer::ignore_values(table, frame)
+            && let Ok(mut found) = self.newer_values.lock()
+            && !found.contains(&warning)
+        {
+            found.push(warning);
+        }
     }
 
     /// The warning for a segment that is not read whole, or read without its checks: one per
@@ -467,14 +494,13 @@ impl Trace {
     /// The segments of `table` that pass their checks, checked once per `Trace`.
     fn verified_paths(&self, table: Table) -> Result<Vec<PathBuf>> {
         let cell = &self.verified[&table];
-        let result = cell.get_or_init(|| self.verify(table).map_err(|e| e.to_string()));
-        match result {
+        match cell.get_or_init(|| self.verify(table)) {
             Ok(paths) => Ok(paths.clone()),
-            Err(why) => Err(corrupt(&self.dir, why.clone())),
+            Err(why) => Err(why.error(&self.dir)),
         }
     }
 
-    fn verify(&self, table: Table) -> Result<Vec<PathBuf>, String> {
+    fn verify(&self, table: Table) -> Result<Vec<PathBuf>, Unusable> {
         let mut ok = Vec::new();
         for seg in &self.segments[&table] {
             // The index knows each segment's size: a longer file is read no further than that.
@@ -489,23 +515,24 @@ impl Trace {
                 other => other,
             };
             let bytes = bytes.map_err(|e| match e {
-                ReadFail::Io(e) => format!("cannot read {}: {e}", self.rel(&seg.path)),
-                ReadFail::Refused(TraceError::NotAFile { what, .. }) => {
-                    format!("{} is {what}, not a plain file", self.rel(&seg.path))
-                }
-                ReadFail::Refused(_) => format!(
+                ReadFail::Io(e) => Unusable::refused(&seg.path, &e),
+                ReadFail::Refused(TraceError::NotAFile { what, .. }) => Unusable::NotAFile {
+                    path: seg.path.clone(),
+                    what,
+                },
+                ReadFail::Refused(_) => Unusable::Damaged(format!(
                     "{} has {} bytes where {limit} were written",
                     self.rel(&seg.path),
                     std::fs::metadata(&seg.path).map_or(0, |m| m.len())
-                ),
+                )),
             })?;
             match &seg.entry {
                 Some(e) if (bytes.len() as u64) < e.bytes => continue, // truncated: warned
                 Some(e) if crc32fast::hash(&bytes) != e.crc32 => {
-                    return Err(format!(
+                    return Err(Unusable::Damaged(format!(
                         "{} fails its checksum (its bytes were changed)",
                         self.rel(&seg.path)
-                    ));
+                    )));
                 }
                 None if !has_parquet_magic(&bytes) => continue, // incomplete: warned
                 _ => {}
@@ -513,11 +540,11 @@ impl Trace {
             // The footer is decoded here, so that every command finds a segment that cannot be
             // decoded when it first reads the table, even one that counts rows from the index.
             if let Err(why) = decode_guarded(bytes, Some(&[])) {
-                return Err(format!(
+                return Err(Unusable::Damaged(format!(
                     "{} could not be decoded{}",
                     self.rel(&seg.path),
                     why.map(|w| format!(" ({w})")).unwrap_or_default()
-                ));
+                )));
             }
             ok.push(seg.path.clone());
         }
@@ -592,7 +619,16 @@ impl Trace {
         let mut out = Frame::default();
         for path in self.verified_paths(table)? {
             let frame = self.read_segment(&path, None)?;
-            out.append(frame).map_err(|why| corrupt(&self.dir, why))?;
+            out.append(frame).map_err(|why| {
+                corrupt(
+                    &self.dir,
+                    format!(
+                        "{} does not fit the {} table's other files: {why}",
+                        self.rel(&path),
+                        table.dir_name()
+                    ),
+                )
+            })?;
         }
         if out.columns.is_empty() {
             out = Frame::empty(&self.schema(table));
@@ -918,9 +954,12 @@ impl Trace {
         rows: RowsOf<R>,
         mut each: impl FnMut(Vec<R>),
     ) -> Result<()> {
-        let minor = parse_version(&self.manifest.schema_version).map_or(SCHEMA_MINOR, |v| v.1);
+        let minor = u32::try_from(self.version.minor).unwrap_or(u32::MAX);
         for path in self.verified_paths(table)? {
-            let frame = self.read_segment(&path, None)?;
+            let mut frame = self.read_segment(&path, None)?;
+            if self.version.is_newer_minor() {
+                self.ignore_newer_values(table, &mut frame);
+            }
             let part = rows(&frame, minor)
                 .map_err(|why| corrupt(&self.dir, format!("{}: {why}", self.rel(&path))))?;
             each(part);
@@ -1060,11 +1099,6 @@ fn max_opt(a: Option<i64>, b: Option<i64>) -> Option<i64> {
         (Some(a), Some(b)) => Some(a.max(b)),
         (a, b) => a.or(b),
     }
-}
-
-fn parse_version(v: &str) -> Option<(u32, u32)> {
-    let (a, b) = v.split_once('.')?;
-    Some((a.parse().ok()?, b.parse().ok()?))
 }
 
 /// Converts a frame of one table, from a trace of the given schema minor, into its rows.

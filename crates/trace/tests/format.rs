@@ -196,7 +196,10 @@ fn garbage_files_never_panic() {
     let dir = tmp.path().join("g2.cufall");
     copy_dir(&src, &dir);
     fs::write(dir.join("index.jsonl"), "not json\n{}\n").unwrap();
-    assert!(matches!(Trace::open(&dir), Err(TraceError::Corrupt { .. })));
+    assert!(matches!(
+        Trace::open(&dir),
+        Err(TraceError::BadIndex { line: 1, .. })
+    ));
     // Unindexed garbage segment with Parquet magic at both ends: must fail cleanly.
     let dir = tmp.path().join("g3.cufall");
     copy_dir(&src, &dir);

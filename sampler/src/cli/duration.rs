@@ -4,7 +4,6 @@
 //! A number with a unit in humantime's syntax (`10us`, `10µs`, `2.5ms`, `30s`, `5m`, `1h`,
 //! `1m30s`), or a bare number, read as seconds as `nsys --duration` and `timeout` read it.
 
-use cufall_trace::model::nanos;
 use std::time::Duration;
 
 /// Parses a duration flag; zero is allowed (`--from 0`).
@@ -36,26 +35,25 @@ pub fn parse_positive_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// An offset into a recording (`--from`, `--to`), in the trace's nanoseconds; one past what
-/// the trace's clock counts (about 292 years) is refused rather than cut to it.
+/// An offset into a recording (`--from`, `--to`), in the trace's nanoseconds. An offset past
+/// what the trace's clock can count (about 292 years) is refused as typed, rather than cut to
+/// that limit and shown back to the user as a number they never wrote.
 pub fn parse_offset_ns(s: &str) -> Result<i64, String> {
-    let d = parse_duration(s)?;
-    i64::try_from(d.as_nanos()).map_err(|_| {
-        format!(
-            "`{s}` is further than a trace's clock reaches (about 292 years): give a time \
-             within the recording, e.g. 2s or 1m"
-        )
-    })
+    parse_duration(s).and_then(|d| within_trace_clock(s, d))
 }
 
 /// A duration that must be longer than zero, in the trace's nanoseconds (`--min-gap`).
 pub fn parse_positive_ns(s: &str) -> Result<i64, String> {
-    parse_positive_duration(s).map(as_ns)
+    parse_positive_duration(s).and_then(|d| within_trace_clock(s, d))
 }
 
-/// Nanoseconds as the trace counts them (`i64`), saturating at about 292 years.
-pub fn as_ns(d: Duration) -> i64 {
-    nanos(d)
+fn within_trace_clock(s: &str, d: Duration) -> Result<i64, String> {
+    i64::try_from(d.as_nanos()).map_err(|_| {
+        format!(
+            "`{}` is longer than a recording can be (a trace counts nanoseconds up to about 292 years): give a shorter one, e.g. 1.5s",
+            s.trim()
+        )
+    })
 }
 
 #[cfg(test)]
@@ -100,5 +98,20 @@ mod tests {
         assert_eq!(parse_offset_ns("292y"), Ok(9_214_819_200_000_000_000));
         assert!(parse_positive_duration("0").is_err());
         assert_eq!(parse_positive_duration("1ns"), Ok(Duration::from_nanos(1)));
+    }
+
+    #[test]
+    fn an_offset_past_the_trace_clock_is_refused_as_typed() {
+        let e = parse_offset_ns("99999999999999").unwrap_err();
+        assert!(
+            e.starts_with("`99999999999999` is longer than a recording can be"),
+            "{e}"
+        );
+        assert!(parse_positive_ns("300y").is_err());
+        // The largest offset the clock holds is still one.
+        assert_eq!(
+            parse_offset_ns("9223372036s"),
+            Ok(9_223_372_036_000_000_000)
+        );
     }
 }

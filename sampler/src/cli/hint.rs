@@ -100,6 +100,14 @@ fn analysis_advice(e: &AnalysisError, cmd: &str) -> Option<String> {
         AnalysisError::OutputExists(_) => {
             Some("Choose another output with -o, or pass --force to replace it.".into())
         }
+        AnalysisError::OutputNotAFolder { .. } => Some(
+            "Name a folder with -o (it is created), or leave -o out for one next to the trace."
+                .into(),
+        ),
+        AnalysisError::OutputIsAFolder(_) => Some(
+            "Name a file with -o, e.g. run.perfetto.json, or leave -o out for one next to the trace."
+                .into(),
+        ),
         AnalysisError::IdleBelowOutOfRange(_) => {
             Some("Pass --idle-below as a fraction, e.g. 0.05 for 5 %.".into())
         }
@@ -119,6 +127,10 @@ fn view_advice(e: &ViewError) -> Option<String> {
         ViewError::UnknownMetric { .. } => {
             Some("Choose one of those with --metric/--denominator.".into())
         }
+        ViewError::HeatmapNotRecorded { .. } => Some(
+            "Choose the heatmaps yourself with --metric (one of those), or fix the recording's manifest.json."
+                .into(),
+        ),
         ViewError::NoTerminal => Some("Add --print to write one frame as text instead.".into()),
         ViewError::FrameTooLow { min, .. } => Some(format!("Use --height {min} or more.")),
         ViewError::Terminal(_) => None,

@@ -305,7 +305,10 @@ fn a_newer_minor_value_is_a_warning_not_damage() {
         .collect();
     fs::write(&index, kept.join("\n") + "\n").unwrap();
     let damage = refusal(&[os("report"), t.as_os_str()]);
-    assert!(damage.contains("unknown range kind `scope`"), "{damage}");
+    assert!(
+        damage.contains("column `kind` of the nvtx table holds `scope`"),
+        "{damage}"
+    );
 
     edit_manifest(&t, |m| m["schema_version"] = "1.2".into());
     let out = cufall().arg("report").arg(&t).assert().success();

@@ -119,7 +119,8 @@ fn values_of_a_newer_minor_version_are_ignored_with_a_warning() {
     let err = trace.nvtx().unwrap_err();
     assert!(matches!(err, TraceError::Corrupt { .. }), "{err}");
     assert!(
-        err.to_string().contains("unknown range kind `scope`"),
+        err.to_string()
+            .contains("column `kind` of the nvtx table holds `scope`"),
         "{err}"
     );
     assert!(trace.drops().is_err() && trace.kernels().is_err() && trace.api_calls().is_err());

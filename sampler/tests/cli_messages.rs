@@ -318,7 +318,7 @@ fn a_newer_minor_value_is_a_warning_not_damage() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("1 rows of the nvtx table have a kind added after trace format 1.1 (`scope` (1)): they are left out"),
+        stdout.contains("1 row of the nvtx table has a kind added after trace format 1.1 (`scope` (1)): it is left out"),
         "{stdout}"
     );
     let out = cufall().arg("info").arg(&t).assert().success();

@@ -106,9 +106,15 @@ pub(crate) fn ignore_values(table: Table, frame: &mut Frame) -> Option<String> {
             }
         }
         format!(
-            "{n} drops have a reason added after trace format {SCHEMA_MAJOR}.{SCHEMA_MINOR} \
-             ({listed}): they read as `gap`, samples missing for a reason this cufall does \
-             not know; upgrade cufall to see it"
+            "{} a reason added after trace format {SCHEMA_MAJOR}.{SCHEMA_MINOR} ({listed}): \
+             {} as `gap`, samples missing for a reason this cufall does not know; upgrade \
+             cufall to see it",
+            if n == 1 {
+                "1 drop has".to_string()
+            } else {
+                format!("{n} drops have")
+            },
+            if n == 1 { "it reads" } else { "they read" },
         )
     } else {
         let keep: Vec<bool> = values
@@ -118,10 +124,17 @@ pub(crate) fn ignore_values(table: Table, frame: &mut Frame) -> Option<String> {
             .collect();
         frame.retain_rows(&keep);
         format!(
-            "{n} rows of the {} table have a {column} added after trace format \
-             {SCHEMA_MAJOR}.{SCHEMA_MINOR} ({listed}): they are left out; upgrade cufall to \
-             see them",
-            table.dir_name()
+            "{} of the {} table {} a {column} added after trace format \
+             {SCHEMA_MAJOR}.{SCHEMA_MINOR} ({listed}): {} left out; upgrade cufall to see {}",
+            if n == 1 {
+                "1 row".to_string()
+            } else {
+                format!("{n} rows")
+            },
+            table.dir_name(),
+            if n == 1 { "has" } else { "have" },
+            if n == 1 { "it is" } else { "they are" },
+            if n == 1 { "it" } else { "them" },
         )
     };
     Some(warning)

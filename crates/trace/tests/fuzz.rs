@@ -4,7 +4,7 @@
 //! removed or replaced by folders. Opening and reading every table must give rows or a
 //! `TraceError` with a message: never a panic, never a hang (each case has a time bound).
 //!
-//! CI runs a fixed number of cases (`DEFAULT_CASES`, about 13 s on 2 cores in a debug build);
+//! CI runs a fixed number of cases (`DEFAULT_CASES`, about 15 s on 2 cores in a debug build);
 //! `CUFALL_FUZZ_CASES=100000 cargo test -p cufall-trace --release --test fuzz` runs a long one.
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design

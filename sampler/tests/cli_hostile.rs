@@ -210,8 +210,10 @@ proptest! {
         height in 4u16..60,
         window in proptest::option::of((0i64..6_000_000_000, 1i64..3_000_000_000)),
     ) {
-        // (recording, whether it has NVTX phases); the SM-spread one draws several rows per band.
-        let (name, has_phases) = [(PHASES, true), (TWO_GPUS, false), (SM_SPREAD, false)][which];
+        // (recording, whether it has NVTX phases, GPUs in its samples); the SM-spread one draws
+        // several rows per band.
+        let (name, has_phases, sampled) =
+            [(PHASES, true, 1), (TWO_GPUS, false, 2), (SM_SPREAD, false, 1)][which];
         let tmp = tempfile::tempdir().unwrap();
         let trace = copy_example(tmp.path(), name);
         with_devices(&trace, gpus);
@@ -221,6 +223,8 @@ proptest! {
             display.look.to = Some(from + len);
         }
         let phases = u16::from(has_phases);
+        // A GPU whose samples are there is shown even when the manifest leaves it out.
+        let gpus = gpus.max(sampled);
         let min = 6 + phases + u16::from(gpus > 1);
         match view_text(&ViewArgs { trace, display }) {
             Ok(text) => {

@@ -5,12 +5,11 @@
 // say why not.
 #![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
-mod info;
 mod live_cmd;
 mod probe;
 
 use clap::{Parser, Subcommand};
-use cufall_sampler::cli::{analysis, hint, view};
+use cufall_sampler::cli::{analysis, hint, info, view};
 use std::process::ExitCode;
 
 /// High-frequency GPU counter sampler and timeline viewer for NVIDIA GPUs.

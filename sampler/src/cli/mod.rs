@@ -9,11 +9,13 @@
 //! | [`number`] | the number flags' parsers (`--full-scale`, `--idle-below`) |
 //! | [`view`] | `cufall view` and `cufall replay`, and the look flags the live view shares |
 //! | [`analysis`] | `cufall report`, `cufall diff` and `cufall export` |
+//! | [`info`] | `cufall info` |
 //! | [`hint`] | the fix added to an error's message, naming flags and the command as it was run |
 
 pub mod analysis;
 pub mod duration;
 pub mod hint;
+pub mod info;
 pub mod number;
 pub mod view;
 

@@ -20,7 +20,7 @@ pub use paint::{name_color, turbo};
 pub use rows::{NvmlField, Row, rows};
 pub use tracks::full_scale;
 
-use crate::fmt::{fmt_dur, fmt_offset};
+use crate::fmt::{fmt_offset, round_ns};
 use crate::model::{Locked, shared_extent};
 use crate::view::{Drag, Input, Settings, TimeView, ViewState};
 use eframe::egui::{
@@ -290,7 +290,7 @@ fn axis_ui(ui: &Ui, rect: Rect, geom: &Geom, origin: f64) {
     painter.text(
         Pos2::new(rect.left() + 4.0, rect.center().y),
         Align2::LEFT_CENTER,
-        format!("window {}", fmt_dur(span)),
+        format!("window {}", round_ns(span)),
         FontId::proportional(12.0),
         ui.visuals().weak_text_color(),
     );

@@ -5,7 +5,7 @@
 use super::paint::{hatch, heat_mesh, line_mesh, name_color};
 use super::rows::{NvmlField, Row};
 use super::{Geom, Hit};
-use crate::fmt::{fmt_dur, fmt_offset, fmt_value, short_metric};
+use crate::fmt::{Nanos, fmt_offset, fmt_value, round_ns, short_metric};
 use crate::lod::{DevicePyramid, RawSeries, Summary};
 use crate::model::{Locked, ReportState, shared_extent};
 use crate::spans::{Piece, Spans, floor_i64, gallop};
@@ -228,7 +228,7 @@ fn nvtx_lane(
                 text: format!(
                     "{}\n{} ({})\nstarts at {}\ndepth {}, pid {} tid {}{}",
                     r.name,
-                    fmt_dur((r.end_ns - r.start_ns) as f64),
+                    Nanos(r.end_ns - r.start_ns),
                     r.kind.as_str(),
                     fmt_offset(t.slot.disp(r.start_ns) - origin, 1.0),
                     r.depth,
@@ -461,8 +461,8 @@ fn run_hit(
         text: format!(
             "{count} {what}, {narrow} too short to draw one by one\nbusy {} over {}\n(zoom in to \
              see each)",
-            fmt_dur(busy_ns as f64),
-            fmt_dur(geom.t(x1) - geom.t(x0))
+            Nanos(busy_ns),
+            round_ns(geom.t(x1) - geom.t(x0))
         ),
         span: Some((geom.t(x0), geom.t(x1))),
     })
@@ -487,7 +487,7 @@ fn kernel_text(r: &KernelView<'_>) -> String {
     let mut s = format!(
         "{short}{full}\n{} {} on stream {}",
         r.shape.kind.as_str(),
-        fmt_dur((r.end_ns - r.start_ns) as f64),
+        Nanos(r.end_ns - r.start_ns),
         r.shape.stream
     );
     if let (Some(g), Some(b)) = (r.shape.grid, r.shape.block) {
@@ -530,7 +530,7 @@ fn metric_hit(
                     info.unit,
                     fmt_offset(t.slot.disp(s) - geom_origin(t), 1.0),
                     fmt_offset(t.slot.disp(e) - geom_origin(t), 1.0),
-                    fmt_dur((e - s) as f64)
+                    Nanos(e - s)
                 ));
                 return Hit {
                     text,
@@ -549,7 +549,7 @@ fn metric_hit(
             fmt_value(s.min),
             fmt_value(s.max),
             info.unit,
-            fmt_dur(geom.px_ns()),
+            round_ns(geom.px_ns()),
             if p.level_for(geom.px_ns()).is_some() {
                 "blocks"
             } else {
@@ -602,7 +602,7 @@ fn drops_overlay(
             hit = Some(Hit {
                 text: format!(
                     "no samples for {} ({}){}",
-                    fmt_dur((d.end_ns - d.start_ns) as f64),
+                    Nanos(d.end_ns - d.start_ns),
                     d.reason.as_str(),
                     d.lost_samples
                         .map_or(String::new(), |n| format!(", about {n} samples lost"))
@@ -652,9 +652,9 @@ fn gaps_overlay(
         boxes.add_colored_rect(bar, Color32::from_rgb(255, 150, 30));
         if label && r.width() > 50.0 {
             let text = if run.2 == 1 {
-                fmt_dur(run.3 as f64)
+                Nanos(run.3).to_string()
             } else {
-                format!("{} gaps, {}", run.2, fmt_dur(run.3 as f64))
+                format!("{} gaps, {}", run.2, Nanos(run.3))
             };
             let galley = painter.layout_no_wrap(text, FontId::proportional(10.0), Color32::WHITE);
             if galley.size().x < r.width() {
@@ -704,14 +704,14 @@ fn gaps_overlay(
             let duration_ns = g.duration_ns(k);
             let mut text = format!(
                 "idle gap {} in {}",
-                fmt_dur(duration_ns as f64),
+                Nanos(duration_ns),
                 crate::fmt::plain(g.place(k))
             );
             if let Some(kr) = g.kernel_resident_ns(k) {
                 text.push_str(&format!(
                     "\nno kernel resident {}, kernel resident but counters idle {}",
-                    fmt_dur((duration_ns - kr) as f64),
-                    fmt_dur(kr as f64)
+                    Nanos(duration_ns - kr),
+                    Nanos(kr)
                 ));
             }
             return Some(Hit {

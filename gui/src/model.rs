@@ -15,6 +15,7 @@ use cufall_analysis::diff::DiffReport;
 use cufall_analysis::report::Report;
 use cufall_analysis::samples::Activity;
 use cufall_trace::Trace;
+use cufall_trace::model::DeviceId;
 use cufall_trace::model::{Manifest, MetricInfo};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -74,7 +75,7 @@ pub struct Shared {
     pub tables: Option<Tables>,
     /// Per device, one series per metric and, when the trace has counters, a last series that is
     /// 1 while the GPU is idle and 0 otherwise (its mean over a range is the idle fraction).
-    pub pyramids: BTreeMap<u32, DevicePyramid>,
+    pub pyramids: BTreeMap<DeviceId, DevicePyramid>,
     pub activity: Option<Activity>,
     /// First sample start and last sample end (the manifest's times until samples are read).
     pub extent: TimeSpan,
@@ -85,7 +86,7 @@ pub struct Shared {
     pub report: ReportState,
     /// Per device, the report's gaps by start time: a device's gaps never overlap, so the
     /// visible ones, and runs of them narrower than a pixel, are found by binary search.
-    pub gaps_by_device: BTreeMap<u32, DeviceGaps>,
+    pub gaps_by_device: BTreeMap<DeviceId, DeviceGaps>,
     /// Errors met while loading (a damaged table, a failed query), for the window and stderr.
     pub problems: Vec<String>,
     /// The trace's own warnings (unfinished recording, skipped truncated segment, ...).
@@ -102,7 +103,7 @@ pub struct LoadedTrace {
     pub name: String,
     pub manifest: Manifest,
     pub metrics: Vec<MetricInfo>,
-    pub devices: Vec<u32>,
+    pub devices: Vec<DeviceId>,
     pub interval_ns: i64,
     pub trace: Arc<Trace>,
     pub(crate) shared: Arc<Mutex<Shared>>,

@@ -274,7 +274,7 @@ fn selection_ui(ui: &mut Ui, sel: Option<&SelectionStats>) {
         ui.strong(&t.name);
         for d in &t.devices {
             ui.label(format!(
-                "GPU {}: sampled {}{}",
+                "{}: sampled {}{}",
                 d.device,
                 Nanos(d.sampled_ns),
                 d.idle_fraction

@@ -4,6 +4,7 @@
 
 use crate::lod::Summary;
 use crate::model::Locked;
+use cufall_trace::model::DeviceId;
 use std::collections::BTreeMap;
 
 /// One metric of one GPU over the selection.
@@ -17,7 +18,7 @@ pub struct MetricStat {
 /// One GPU of one recording over the selection.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DeviceStat {
-    pub device: u32,
+    pub device: DeviceId,
     pub metrics: Vec<MetricStat>,
     /// Share of the sampled time the GPU was idle (the analysis' idle rule).
     pub idle_fraction: Option<f64>,

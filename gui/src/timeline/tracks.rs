@@ -15,6 +15,7 @@ use crate::tables::{
 };
 use crate::view::{Settings, TrackStyle};
 use cufall_analysis::names::short_kernel_name;
+use cufall_trace::model::DeviceId;
 use cufall_trace::model::{MetricInfo, NvtxRange};
 use eframe::egui::{
     self, Align2, Color32, CornerRadius, FontId, Mesh, Pos2, Rect, Shape, Stroke, Ui, Vec2,
@@ -94,7 +95,7 @@ pub(super) fn draw_row(
             let name = traces
                 .iter()
                 .flat_map(|t| t.slot.data.manifest.devices.iter())
-                .find(|d| d.id.0 == dev)
+                .find(|d| d.id == dev)
                 .map(|d| d.name.clone())
                 .unwrap_or_default();
             painter.hline(
@@ -102,7 +103,7 @@ pub(super) fn draw_row(
                 label.top(),
                 Stroke::new(1.0, ui.visuals().widgets.noninteractive.bg_stroke.color),
             );
-            put_label(&format!("GPU {dev}  {name}"), text);
+            put_label(&format!("{dev}  {name}"), text);
             None
         }
         Row::Nvtx { ti, lane } => {
@@ -148,7 +149,7 @@ fn nvml_track(
     painter: &egui::Painter,
     traces: &[Locked<'_>],
     ti: usize,
-    dev: u32,
+    dev: DeviceId,
     field: NvmlField,
     area: Rect,
     geom: &Geom,
@@ -254,7 +255,7 @@ fn metric_track(
     ui: &Ui,
     painter: &egui::Painter,
     t: &Locked<'_>,
-    dev: u32,
+    dev: DeviceId,
     m: usize,
     area: Rect,
     geom: &Geom,
@@ -506,7 +507,7 @@ fn kernel_text(r: &KernelView<'_>) -> String {
 fn metric_hit(
     t: &Locked<'_>,
     p: &DevicePyramid,
-    dev: u32,
+    dev: DeviceId,
     m: usize,
     ptr: Pos2,
     area: Rect,
@@ -516,7 +517,7 @@ fn metric_hit(
     info: &MetricInfo,
 ) -> Hit {
     let tp = t.slot.local(geom.t(ptr.x));
-    let mut text = format!("GPU {dev} {}", info.name);
+    let mut text = format!("{dev} {}", info.name);
     if let Some(raw) = raw {
         let sample = raw.iter().find_map(|r| {
             let i = r.overlapping(tp, tp + 1);
@@ -568,7 +569,7 @@ fn geom_origin(t: &Locked<'_>) -> f64 {
 fn drops_overlay(
     painter: &egui::Painter,
     t: &Locked<'_>,
-    dev: u32,
+    dev: DeviceId,
     area: Rect,
     geom: &Geom,
     pointer: Option<Pos2>,
@@ -617,7 +618,7 @@ fn drops_overlay(
 fn gaps_overlay(
     painter: &egui::Painter,
     t: &Locked<'_>,
-    dev: u32,
+    dev: DeviceId,
     area: Rect,
     geom: &Geom,
     pointer: Option<Pos2>,

@@ -9,13 +9,14 @@ pub fn round_ns(ns: f64) -> Nanos {
     Nanos(ns.round() as i64)
 }
 
-/// A time since the start of the run, with enough digits to tell ticks `step` ns apart.
-pub fn fmt_offset(ns: f64, step: f64) -> String {
-    let s = ns / 1e9;
-    let digits = if step >= 1e9 {
+/// A time since the start of the run (`offset_ns` after it), with enough digits to tell ticks
+/// `step_ns` apart.
+pub fn fmt_offset(offset_ns: f64, step_ns: f64) -> String {
+    let s = offset_ns / 1e9;
+    let digits = if step_ns >= 1e9 {
         0
     } else {
-        ((1e9 / step.max(1.0)).log10().ceil() as usize).min(9)
+        ((1e9 / step_ns.max(1.0)).log10().ceil() as usize).min(9)
     };
     format!("{s:.digits$} s")
 }

@@ -7,6 +7,7 @@
 //! a selection ([`crate::stats`]) ← the views ([`crate::timeline`], [`crate::panel`]) ← the
 //! window ([`crate::app`]). The loader writes into [`Shared`]; the views read it once a frame.
 
+use crate::axis::AxisTime;
 use crate::gaps::DeviceGaps;
 use crate::lod::DevicePyramid;
 use crate::tables::Tables;
@@ -154,13 +155,13 @@ pub struct TraceSlot {
 
 impl TraceSlot {
     /// A time of this recording on the shared axis.
-    pub fn disp(&self, t_ns: i64) -> f64 {
-        t_ns.saturating_add(self.offset_ns) as f64
+    pub fn disp(&self, t_ns: i64) -> AxisTime {
+        AxisTime::new(t_ns.saturating_add(self.offset_ns) as f64)
     }
 
     /// A time of the shared axis on this recording's clock.
-    pub fn local(&self, d: f64) -> i64 {
-        (d.round() as i64).saturating_sub(self.offset_ns)
+    pub fn local(&self, d: AxisTime) -> i64 {
+        (d.ns.round() as i64).saturating_sub(self.offset_ns)
     }
 }
 
@@ -181,9 +182,9 @@ impl<'a> Locked<'a> {
 }
 
 /// The whole extent of all recordings on the shared axis.
-pub fn shared_extent(traces: &[Locked<'_>]) -> (f64, f64) {
-    let mut lo = f64::INFINITY;
-    let mut hi = f64::NEG_INFINITY;
+pub fn shared_extent(traces: &[Locked<'_>]) -> (AxisTime, AxisTime) {
+    let mut lo = AxisTime::new(f64::INFINITY);
+    let mut hi = AxisTime::new(f64::NEG_INFINITY);
     for t in traces {
         lo = lo.min(t.slot.disp(t.s.extent.start_ns));
         hi = hi.max(t.slot.disp(t.s.extent.end_ns));
@@ -191,7 +192,7 @@ pub fn shared_extent(traces: &[Locked<'_>]) -> (f64, f64) {
     if lo.is_finite() && hi > lo {
         (lo, hi)
     } else {
-        (0.0, 1e9)
+        (AxisTime::new(0.0), AxisTime::new(1e9))
     }
 }
 

@@ -1,6 +1,7 @@
 //! The side panel: per-phase statistics and the largest gaps from the analysis report (a click
 //! zooms there), the statistics of the selection, and the comparison of two recordings.
 
+use crate::axis::AxisTime;
 use crate::fmt::{Nanos, fmt_pct, fmt_value, round_ns, short_metric};
 use crate::model::{DiffState, GAPS_LISTED, Locked, ReportState, shared_extent};
 use crate::stats::SelectionStats;
@@ -170,7 +171,12 @@ fn phase_metric(p: &PhaseReport, m: usize) -> (Option<f64>, Option<f64>) {
     ((w > 0).then(|| acc / w as f64), peak)
 }
 
-fn zoom_to_phase(t: &Locked<'_>, p: &PhaseReport, st: &mut ViewState, extent: (f64, f64)) {
+fn zoom_to_phase(
+    t: &Locked<'_>,
+    p: &PhaseReport,
+    st: &mut ViewState,
+    extent: (AxisTime, AxisTime),
+) {
     if p.path == "(whole run)" {
         let fit = Input::Fit {
             a: t.slot.disp(t.s.extent.start_ns),

@@ -5,6 +5,7 @@
 use super::paint::{hatch, heat_mesh, line_mesh, name_color};
 use super::rows::{NvmlField, Row};
 use super::{Geom, Hit};
+use crate::axis::AxisTime;
 use crate::fmt::{Nanos, fmt_offset, fmt_value, round_ns, short_metric};
 use crate::lod::{DevicePyramid, RawSeries, Summary};
 use crate::model::{Locked, ReportState, shared_extent};
@@ -204,7 +205,7 @@ fn nvtx_lane(
     area: Rect,
     geom: &Geom,
     pointer: Option<Pos2>,
-    origin: f64,
+    origin: AxisTime,
 ) -> Option<Hit> {
     let mut hit = None;
     for piece in lane_pieces(&l.spans, t, area, geom) {
@@ -473,7 +474,7 @@ fn opt(v: Option<f64>) -> String {
     v.map_or_else(|| "–".into(), |v| format!("{v:.0}"))
 }
 
-fn shared_origin(traces: &[Locked<'_>]) -> f64 {
+fn shared_origin(traces: &[Locked<'_>]) -> AxisTime {
     shared_extent(traces).0
 }
 
@@ -562,7 +563,7 @@ fn metric_hit(
     Hit { text, span: None }
 }
 
-fn geom_origin(t: &Locked<'_>) -> f64 {
+fn geom_origin(t: &Locked<'_>) -> AxisTime {
     t.slot.disp(t.s.extent.start_ns)
 }
 

@@ -30,6 +30,7 @@ use cufall_analysis::report::{ReportOptions, build_report_with, resolve_activity
 use cufall_analysis::samples::Activity;
 use cufall_analysis::select::PhaseSelect;
 use cufall_trace::Trace;
+use cufall_trace::model::DeviceId;
 use cufall_trace::model::MetricInfo;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -70,7 +71,7 @@ impl LoadedTrace {
             .as_ref()
             .map(|s| s.metrics.clone())
             .unwrap_or_default();
-        let devices: Vec<u32> = manifest.devices.iter().map(|d| d.id.0).collect();
+        let devices: Vec<DeviceId> = manifest.devices.iter().map(|d| d.id).collect();
         // The interval and warnings `report` uses: an absurd manifest value is named and
         // replaced by what the samples show (a samples table that cannot be read is reported
         // when the loader reads it).
@@ -306,8 +307,9 @@ impl Worker {
                     continue;
                 }
             };
+            // The trace's summary is still keyed by the bare device number.
             let (lo, hi) = self.push_tile(&tile, series, hole_ns, |dev| {
-                summary.devices.get(&dev).map_or(0, |d| d.samples)
+                summary.devices.get(&dev.0).map_or(0, |d| d.samples)
             });
             min_start = min_start.min(lo);
             max_end = max_end.max(hi);
@@ -346,7 +348,7 @@ impl Worker {
         tile: &Tile,
         series: usize,
         hole_ns: i64,
-        expected: impl Fn(u32) -> u64,
+        expected: impl Fn(DeviceId) -> u64,
     ) -> (i64, i64) {
         let (mut min_start, mut max_end) = (i64::MAX, i64::MIN);
         for (dev, raw) in &tile.devices {
@@ -452,11 +454,11 @@ impl Worker {
             phases: self.phases.clone(),
             ..ReportOptions::default()
         };
-        let mut building: BTreeMap<u32, DeviceGaps> = BTreeMap::new();
+        let mut building: BTreeMap<DeviceId, DeviceGaps> = BTreeMap::new();
         let r = build_report_with(
             &self.trace,
             &opts,
-            &mut |g| building.entry(g.device.0).or_default().push(g),
+            &mut |g| building.entry(g.device).or_default().push(g),
             &mut |done, total| {
                 self.set(|s| {
                     s.report = ReportState::Computing {
@@ -466,7 +468,7 @@ impl Worker {
             },
         )
         .map_err(|e| e.to_string());
-        let by_device: BTreeMap<u32, DeviceGaps> = match &r {
+        let by_device: BTreeMap<DeviceId, DeviceGaps> = match &r {
             Ok(_) => building.into_iter().map(|(d, g)| (d, g.finish())).collect(),
             Err(_) => BTreeMap::new(),
         };

@@ -1,26 +1,22 @@
 //! Number and time formatting for labels and tooltips.
 
-/// A duration in ns as `12.3 µs`, `4.56 ms`, `1.234 s`.
-pub fn fmt_dur(ns: f64) -> String {
-    let a = ns.abs();
-    if a < 1e3 {
-        format!("{ns:.0} ns")
-    } else if a < 1e6 {
-        format!("{:.1} µs", ns / 1e3)
-    } else if a < 1e9 {
-        format!("{:.2} ms", ns / 1e6)
-    } else {
-        format!("{:.3} s", ns / 1e9)
-    }
+pub use cufall_trace::model::Nanos;
+
+/// A span on the axis (fractional nanoseconds) rounded to whole ones for printing, so that every
+/// duration reads in `Nanos`' one spelling: `12.3 µs`, `4.56 ms`, `1.234 s`.
+pub fn round_ns(ns: f64) -> Nanos {
+    // `as` saturates: a span past ±292 years prints as that bound.
+    Nanos(ns.round() as i64)
 }
 
-/// A time since the start of the run, with enough digits to tell ticks `step` ns apart.
-pub fn fmt_offset(ns: f64, step: f64) -> String {
-    let s = ns / 1e9;
-    let digits = if step >= 1e9 {
+/// A time since the start of the run (`offset_ns` after it), with enough digits to tell ticks
+/// `step_ns` apart.
+pub fn fmt_offset(offset_ns: f64, step_ns: f64) -> String {
+    let s = offset_ns / 1e9;
+    let digits = if step_ns >= 1e9 {
         0
     } else {
-        ((1e9 / step.max(1.0)).log10().ceil() as usize).min(9)
+        ((1e9 / step_ns.max(1.0)).log10().ceil() as usize).min(9)
     };
     format!("{s:.digits$} s")
 }
@@ -68,10 +64,10 @@ mod tests {
 
     #[test]
     fn durations_and_offsets() {
-        assert_eq!(fmt_dur(950.0), "950 ns");
-        assert_eq!(fmt_dur(12_345.0), "12.3 µs");
-        assert_eq!(fmt_dur(4_560_000.0), "4.56 ms");
-        assert_eq!(fmt_dur(1_234_000_000.0), "1.234 s");
+        assert_eq!(round_ns(950.0).to_string(), "950 ns");
+        assert_eq!(round_ns(12_345.0).to_string(), "12.3 µs");
+        assert_eq!(round_ns(4_560_000.0).to_string(), "4.56 ms");
+        assert_eq!(round_ns(1_234_000_000.0).to_string(), "1.234 s");
         assert_eq!(fmt_offset(1_500_000_000.0, 1e8), "1.5 s");
         assert_eq!(fmt_offset(1_250_000.0, 1e5), "0.0013 s");
         assert_eq!(fmt_value(93.456), "93.46");

@@ -11,7 +11,8 @@
 //!   count per block of samples, blocks of blocks above), the only thing held for the whole
 //!   samples table; [`spans`], what a frame draws of a lane of kernels or NVTX ranges at any
 //!   zoom, in time proportional to the pixel columns; [`tables`], the tables beside the samples
-//!   in compact form; [`tiles`], raw samples in time tiles; [`gaps`], every idle gap; [`fmt`];
+//!   in compact form; [`tiles`], raw samples in time tiles; [`gaps`], every idle gap; [`axis`],
+//!   [`axis::AxisTime`], a time on the shared axis; [`fmt`];
 //! - [`model`]: the state the loader and the views share ([`model::Shared`] behind
 //!   [`model::LoadedTrace`], [`model::TraceSlot`], [`model::Locked`], the report and the
 //!   comparison as states);
@@ -30,6 +31,7 @@
 #![deny(unsafe_code)]
 
 pub mod app;
+pub mod axis;
 pub mod browse;
 pub mod data;
 pub mod fmt;

@@ -7,6 +7,7 @@
 //! a selection ([`crate::stats`]) ← the views ([`crate::timeline`], [`crate::panel`]) ← the
 //! window ([`crate::app`]). The loader writes into [`Shared`]; the views read it once a frame.
 
+use crate::axis::AxisTime;
 use crate::gaps::DeviceGaps;
 use crate::lod::DevicePyramid;
 use crate::tables::Tables;
@@ -15,6 +16,7 @@ use cufall_analysis::diff::DiffReport;
 use cufall_analysis::report::Report;
 use cufall_analysis::samples::Activity;
 use cufall_trace::Trace;
+use cufall_trace::model::DeviceId;
 use cufall_trace::model::{Manifest, MetricInfo};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -74,7 +76,7 @@ pub struct Shared {
     pub tables: Option<Tables>,
     /// Per device, one series per metric and, when the trace has counters, a last series that is
     /// 1 while the GPU is idle and 0 otherwise (its mean over a range is the idle fraction).
-    pub pyramids: BTreeMap<u32, DevicePyramid>,
+    pub pyramids: BTreeMap<DeviceId, DevicePyramid>,
     pub activity: Option<Activity>,
     /// First sample start and last sample end (the manifest's times until samples are read).
     pub extent: TimeSpan,
@@ -85,7 +87,7 @@ pub struct Shared {
     pub report: ReportState,
     /// Per device, the report's gaps by start time: a device's gaps never overlap, so the
     /// visible ones, and runs of them narrower than a pixel, are found by binary search.
-    pub gaps_by_device: BTreeMap<u32, DeviceGaps>,
+    pub gaps_by_device: BTreeMap<DeviceId, DeviceGaps>,
     /// Errors met while loading (a damaged table, a failed query), for the window and stderr.
     pub problems: Vec<String>,
     /// The trace's own warnings (unfinished recording, skipped truncated segment, ...).
@@ -102,7 +104,7 @@ pub struct LoadedTrace {
     pub name: String,
     pub manifest: Manifest,
     pub metrics: Vec<MetricInfo>,
-    pub devices: Vec<u32>,
+    pub devices: Vec<DeviceId>,
     pub interval_ns: i64,
     pub trace: Arc<Trace>,
     pub(crate) shared: Arc<Mutex<Shared>>,
@@ -153,13 +155,13 @@ pub struct TraceSlot {
 
 impl TraceSlot {
     /// A time of this recording on the shared axis.
-    pub fn disp(&self, t_ns: i64) -> f64 {
-        t_ns.saturating_add(self.offset_ns) as f64
+    pub fn disp(&self, t_ns: i64) -> AxisTime {
+        AxisTime::new(t_ns.saturating_add(self.offset_ns) as f64)
     }
 
     /// A time of the shared axis on this recording's clock.
-    pub fn local(&self, d: f64) -> i64 {
-        (d.round() as i64).saturating_sub(self.offset_ns)
+    pub fn local(&self, d: AxisTime) -> i64 {
+        (d.ns.round() as i64).saturating_sub(self.offset_ns)
     }
 }
 
@@ -180,9 +182,9 @@ impl<'a> Locked<'a> {
 }
 
 /// The whole extent of all recordings on the shared axis.
-pub fn shared_extent(traces: &[Locked<'_>]) -> (f64, f64) {
-    let mut lo = f64::INFINITY;
-    let mut hi = f64::NEG_INFINITY;
+pub fn shared_extent(traces: &[Locked<'_>]) -> (AxisTime, AxisTime) {
+    let mut lo = AxisTime::new(f64::INFINITY);
+    let mut hi = AxisTime::new(f64::NEG_INFINITY);
     for t in traces {
         lo = lo.min(t.slot.disp(t.s.extent.start_ns));
         hi = hi.max(t.slot.disp(t.s.extent.end_ns));
@@ -190,7 +192,7 @@ pub fn shared_extent(traces: &[Locked<'_>]) -> (f64, f64) {
     if lo.is_finite() && hi > lo {
         (lo, hi)
     } else {
-        (0.0, 1e9)
+        (AxisTime::new(0.0), AxisTime::new(1e9))
     }
 }
 

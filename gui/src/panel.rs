@@ -1,7 +1,8 @@
 //! The side panel: per-phase statistics and the largest gaps from the analysis report (a click
 //! zooms there), the statistics of the selection, and the comparison of two recordings.
 
-use crate::fmt::{fmt_dur, fmt_pct, fmt_value, short_metric};
+use crate::axis::AxisTime;
+use crate::fmt::{Nanos, fmt_pct, fmt_value, round_ns, short_metric};
 use crate::model::{DiffState, GAPS_LISTED, Locked, ReportState, shared_extent};
 use crate::stats::SelectionStats;
 use crate::view::{Input, SideTab, ViewState};
@@ -134,7 +135,7 @@ fn phases_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], st: 
                     zoom_to_phase(t, p, st, shared_extent(traces));
                 }
                 ui.label(p.count.to_string());
-                ui.label(fmt_dur(p.total_ns as f64));
+                ui.label(Nanos(p.total_ns).to_string());
                 ui.label(p.idle_fraction.map_or("–".into(), fmt_pct));
                 for (m, _) in metrics.iter().enumerate() {
                     let (mean, peak) = phase_metric(p, m);
@@ -170,7 +171,12 @@ fn phase_metric(p: &PhaseReport, m: usize) -> (Option<f64>, Option<f64>) {
     ((w > 0).then(|| acc / w as f64), peak)
 }
 
-fn zoom_to_phase(t: &Locked<'_>, p: &PhaseReport, st: &mut ViewState, extent: (f64, f64)) {
+fn zoom_to_phase(
+    t: &Locked<'_>,
+    p: &PhaseReport,
+    st: &mut ViewState,
+    extent: (AxisTime, AxisTime),
+) {
     if p.path == "(whole run)" {
         let fit = Input::Fit {
             a: t.slot.disp(t.s.extent.start_ns),
@@ -213,7 +219,7 @@ fn gaps_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], st: &m
     ui.label(format!(
         "{} gaps of at least {} (idle: {})",
         report.gap_count,
-        fmt_dur(report.min_gap_ns as f64),
+        Nanos(report.min_gap_ns),
         report
             .activity
             .as_ref()
@@ -235,7 +241,7 @@ fn gaps_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], st: &m
             ui.strong("where");
             ui.end_row();
             for g in report.gaps.iter().take(GAPS_LISTED) {
-                let resp = ui.selectable_label(false, fmt_dur(g.duration_ns as f64));
+                let resp = ui.selectable_label(false, Nanos(g.duration_ns).to_string());
                 ui.label(g.device.0.to_string());
                 ui.label(crate::fmt::fmt_offset(
                     t.slot.disp(g.start_ns) - origin,
@@ -262,7 +268,7 @@ fn selection_ui(ui: &mut Ui, sel: Option<&SelectionStats>) {
         ui.label("No selection. Shift+drag on the timeline, or click a range, kernel or gap.");
         return;
     };
-    ui.label(RichText::new(format!("selection {}", fmt_dur(sel.b - sel.a))).strong());
+    ui.label(RichText::new(format!("selection {}", round_ns(sel.b - sel.a))).strong());
     if !sel.exact {
         ui.horizontal(|ui| {
             ui.spinner();
@@ -274,9 +280,9 @@ fn selection_ui(ui: &mut Ui, sel: Option<&SelectionStats>) {
         ui.strong(&t.name);
         for d in &t.devices {
             ui.label(format!(
-                "GPU {}: sampled {}{}",
+                "{}: sampled {}{}",
                 d.device,
-                fmt_dur(d.sampled_ns as f64),
+                Nanos(d.sampled_ns),
                 d.idle_fraction
                     .map_or(String::new(), |f| format!(", idle {}", fmt_pct(f)))
             ));
@@ -323,8 +329,7 @@ fn selection_ui(ui: &mut Ui, sel: Option<&SelectionStats>) {
                             "kernels" => short_kernel_name(&n.name),
                             _ => n.name.as_str().into(),
                         };
-                        let line =
-                            format!("{:>5}×  {}  {shown}", n.count, fmt_dur(n.inside_ns as f64),);
+                        let line = format!("{:>5}×  {}  {shown}", n.count, Nanos(n.inside_ns),);
                         let label = ui.label(line);
                         if shown != n.name.as_str() {
                             label.on_hover_text(&n.name);
@@ -398,11 +403,11 @@ fn diff_tables_ui(ui: &mut Ui, d: &DiffReport) {
                 ui.label(crate::fmt::plain(&p.path));
                 ui.label(
                     p.a.as_ref()
-                        .map_or("–".into(), |s| fmt_dur(s.total_ns as f64)),
+                        .map_or("–".into(), |s| Nanos(s.total_ns).to_string()),
                 );
                 ui.label(
                     p.b.as_ref()
-                        .map_or("–".into(), |s| fmt_dur(s.total_ns as f64)),
+                        .map_or("–".into(), |s| Nanos(s.total_ns).to_string()),
                 );
                 let color = if p.delta_total_ns > 0 {
                     ui.visuals().warn_fg_color
@@ -414,7 +419,7 @@ fn diff_tables_ui(ui: &mut Ui, d: &DiffReport) {
                     format!(
                         "{}{}",
                         if p.delta_total_ns > 0 { "+" } else { "" },
-                        fmt_dur(p.delta_total_ns as f64)
+                        Nanos(p.delta_total_ns)
                     ),
                 );
                 ui.label(
@@ -438,9 +443,9 @@ fn diff_tables_ui(ui: &mut Ui, d: &DiffReport) {
                 ui.end_row();
                 for g in d.gaps.iter().take(20) {
                     ui.label(crate::fmt::plain(&g.place));
-                    ui.label(format!("{}× {}", g.count_a, fmt_dur(g.total_a_ns as f64)));
-                    ui.label(format!("{}× {}", g.count_b, fmt_dur(g.total_b_ns as f64)));
-                    ui.label(fmt_dur(g.delta_total_ns as f64));
+                    ui.label(format!("{}× {}", g.count_a, Nanos(g.total_a_ns)));
+                    ui.label(format!("{}× {}", g.count_b, Nanos(g.total_b_ns)));
+                    ui.label(Nanos(g.delta_total_ns).to_string());
                     ui.end_row();
                 }
             });

@@ -254,11 +254,12 @@ impl Spans {
         best
     }
 
-    /// The picture of columns `0..ncols`, column `c` covering `[t0 + c·px, t0 + (c+1)·px)`
-    /// (times in ns), spans of at least `min_cols` columns drawn one by one. Each run comes
-    /// before the wide spans found in it, so that drawing in order paints them over it.
-    pub fn pieces(&self, t0: f64, px: f64, ncols: usize, min_cols: f64) -> Vec<Piece> {
-        self.pieces_with(t0, px, ncols, min_cols, true)
+    /// The picture of columns `0..ncols`, column `c` covering
+    /// `[t0_ns + c·px_ns, t0_ns + (c+1)·px_ns)` (times on the recording's own clock, fractional
+    /// nanoseconds), spans of at least `min_cols` columns drawn one by one. Each run comes before
+    /// the wide spans found in it, so that drawing in order paints them over it.
+    pub fn pieces(&self, t0_ns: f64, px_ns: f64, ncols: usize, min_cols: f64) -> Vec<Piece> {
+        self.pieces_with(t0_ns, px_ns, ncols, min_cols, true)
     }
 
     /// [`Spans::pieces`]; `cross` lets a run cross many columns in one step where its spans are

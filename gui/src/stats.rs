@@ -2,8 +2,10 @@
 //! the idle fraction, and the kernels and NVTX ranges inside it. Computed from the pyramid (whole
 //! blocks) and raw samples at the edges, so they are exact once the edge tiles are loaded.
 
+use crate::axis::AxisTime;
 use crate::lod::Summary;
 use crate::model::Locked;
+use cufall_trace::model::DeviceId;
 use std::collections::BTreeMap;
 
 /// One metric of one GPU over the selection.
@@ -17,7 +19,7 @@ pub struct MetricStat {
 /// One GPU of one recording over the selection.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DeviceStat {
-    pub device: u32,
+    pub device: DeviceId,
     pub metrics: Vec<MetricStat>,
     /// Share of the sampled time the GPU was idle (the analysis' idle rule).
     pub idle_fraction: Option<f64>,
@@ -48,8 +50,8 @@ pub struct TraceStat {
 /// The statistics of a selection `[a, b)` on the shared axis.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SelectionStats {
-    pub a: f64,
-    pub b: f64,
+    pub a: AxisTime,
+    pub b: AxisTime,
     pub traces: Vec<TraceStat>,
     /// False while edge samples are not loaded: means are then estimated at the edges and
     /// min/max include whole edge blocks.
@@ -60,8 +62,8 @@ pub struct SelectionStats {
 /// ranges on that recording's clock) so the caller can ask for them.
 pub fn selection_stats(
     traces: &[Locked<'_>],
-    a: f64,
-    b: f64,
+    a: AxisTime,
+    b: AxisTime,
 ) -> (SelectionStats, Vec<Vec<(i64, i64)>>) {
     let mut out = SelectionStats {
         a,

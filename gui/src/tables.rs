@@ -9,6 +9,7 @@ use crate::spans::Spans;
 use cufall_analysis::phases::Phases;
 use cufall_analysis::select::{PhaseSelect, domain_counts, library_of};
 use cufall_trace::Trace;
+use cufall_trace::model::DeviceId;
 use cufall_trace::model::{ActivityKind, DropRecord, KernelRecord, NvmlRow, NvtxRange, RangeKind};
 use std::collections::{BTreeMap, HashMap};
 
@@ -123,14 +124,14 @@ struct Pending {
 /// Builds [`DeviceKernels`] from records arriving in any order.
 #[derive(Default)]
 struct KernelsBuilder {
-    pending: BTreeMap<u32, Vec<Pending>>,
-    shapes: BTreeMap<u32, (Vec<Shape>, HashMap<Shape, u32>)>,
+    pending: BTreeMap<DeviceId, Vec<Pending>>,
+    shapes: BTreeMap<DeviceId, (Vec<Shape>, HashMap<Shape, u32>)>,
 }
 
 impl KernelsBuilder {
     fn add(&mut self, records: Vec<KernelRecord>, names: &mut Names) {
         for k in records {
-            let dev = k.device.0;
+            let dev = k.device;
             let shape = Shape {
                 kind: k.kind,
                 stream: k.stream,
@@ -152,7 +153,7 @@ impl KernelsBuilder {
         }
     }
 
-    fn finish(mut self) -> BTreeMap<u32, DeviceKernels> {
+    fn finish(mut self) -> BTreeMap<DeviceId, DeviceKernels> {
         let mut out = BTreeMap::new();
         for (dev, mut list) in std::mem::take(&mut self.pending) {
             list.sort_by_key(|k| (k.start, k.end));
@@ -376,9 +377,9 @@ pub struct Tables {
     pub phases: Phases,
     /// Kernel names, shared by the devices.
     pub names: Names,
-    pub kernels: BTreeMap<u32, DeviceKernels>,
-    pub drops: BTreeMap<u32, Vec<DropRecord>>,
-    pub nvml: BTreeMap<u32, DeviceNvml>,
+    pub kernels: BTreeMap<DeviceId, DeviceKernels>,
+    pub drops: BTreeMap<DeviceId, Vec<DropRecord>>,
+    pub nvml: BTreeMap<DeviceId, DeviceNvml>,
 }
 
 impl Tables {
@@ -409,18 +410,18 @@ impl Tables {
             Vec::new()
         });
         // NVML readings a segment at a time, kept per device in the form drawn (32 bytes each).
-        let mut nvml_by: BTreeMap<u32, Vec<Reading>> = BTreeMap::new();
+        let mut nvml_by: BTreeMap<DeviceId, Vec<Reading>> = BTreeMap::new();
         if let Err(e) = trace.nvml_by_segment(|rows| {
             for r in &rows {
-                nvml_by.entry(r.device.0).or_default().push(Reading::of(r));
+                nvml_by.entry(r.device).or_default().push(Reading::of(r));
             }
         }) {
             problem("NVML readings not shown", e.to_string());
             nvml_by.clear();
         }
-        let mut drops_by: BTreeMap<u32, Vec<DropRecord>> = BTreeMap::new();
+        let mut drops_by: BTreeMap<DeviceId, Vec<DropRecord>> = BTreeMap::new();
         for d in drops {
-            drops_by.entry(d.device.0).or_default().push(d);
+            drops_by.entry(d.device).or_default().push(d);
         }
         for v in drops_by.values_mut() {
             v.sort_by_key(|d| d.start_ns);
@@ -611,7 +612,7 @@ mod tests {
         );
         let by = b.finish();
         assert_eq!(names.len(), 3, "names stored once for both devices");
-        let d0 = &by[&0];
+        let d0 = &by[&DeviceId(0)];
         let got: Vec<(&str, i64, i64, u32, Option<u64>)> = (0..d0.len())
             .map(|i| {
                 let v = d0.get(i, &names);
@@ -627,7 +628,7 @@ mod tests {
             ]
         );
         assert_eq!(d0.shapes.len(), 2, "gemm and long launch alike");
-        assert_eq!(by[&1].len(), 1);
+        assert_eq!(by[&DeviceId(1)].len(), 1);
         // The long kernel on one stream is found under the short ones.
         assert!(d0.spans.overlapping(500, 600).contains(&0));
     }

@@ -4,6 +4,7 @@
 
 use crate::lod::{RawSeries, RawSlice};
 use cufall_trace::SampleColumns;
+use cufall_trace::model::DeviceId;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 /// Samples (all devices) per tile the worker reads at a time.
@@ -17,7 +18,7 @@ pub const BUILD_KEEPS: usize = 4;
 /// A tile of raw samples: every device's samples starting in its time span.
 #[derive(Debug, Default)]
 pub struct Tile {
-    pub devices: BTreeMap<u32, RawSeries>,
+    pub devices: BTreeMap<DeviceId, RawSeries>,
     bytes: usize,
 }
 
@@ -75,7 +76,7 @@ impl TileCache {
     }
 
     /// The raw series of `device` for `[t0, t1)`, one per tile; `None` if a tile is missing.
-    pub fn series(&self, device: u32, t0: i64, t1: i64) -> Option<Vec<&RawSeries>> {
+    pub fn series(&self, device: DeviceId, t0: i64, t1: i64) -> Option<Vec<&RawSeries>> {
         let mut out = Vec::new();
         for k in self.tiles_for(t0, t1) {
             let tile = self.tiles.get(&k)?;
@@ -87,7 +88,7 @@ impl TileCache {
     }
 
     /// Samples of metric `m` of `device` overlapping `[t0, t1)`, if their tiles are held.
-    pub fn slice(&self, device: u32, m: usize, t0: i64, t1: i64) -> Option<RawSlice> {
+    pub fn slice(&self, device: DeviceId, m: usize, t0: i64, t1: i64) -> Option<RawSlice> {
         let mut out = RawSlice::default();
         for s in self.series(device, t0, t1)? {
             let part = RawSlice::from_series(s, m, t0, t1);
@@ -148,7 +149,7 @@ pub(crate) fn add_to_tile(tile: &mut Tile, rows: SampleColumns) {
         let (s, e) = (rows.start_ns[i], rows.end_ns[i]);
         let series = tile
             .devices
-            .entry(u32::from(rows.device[i]))
+            .entry(DeviceId(u32::from(rows.device[i])))
             .or_insert_with(|| RawSeries::new(metrics));
         series.start_ns.push(s);
         series.end_ns.push(e.max(s));
@@ -196,11 +197,11 @@ mod tests {
         let mut tile = Tile::default();
         add_to_tile(&mut tile, rows);
         finish_tile(&mut tile);
-        let d0 = &tile.devices[&0];
+        let d0 = &tile.devices[&DeviceId(0)];
         assert_eq!(d0.start_ns, vec![10, 15, 20]);
         assert_eq!(d0.end_ns, vec![20, 20, 30]);
         assert_eq!(d0.values[0], vec![1.0, 5.0, 3.0]);
-        let d1 = &tile.devices[&1];
+        let d1 = &tile.devices[&DeviceId(1)];
         assert_eq!(d1.start_ns, vec![10, 30]);
         assert_eq!(d1.values[0], vec![2.0, 4.0]);
         assert_eq!(tile.bytes, d0.bytes() + d1.bytes());
@@ -215,6 +216,9 @@ mod tests {
         assert_eq!(c.tiles_for(1250, 1420), 1..=4);
         assert_eq!(c.tiles_for(0, 50), 0..=0);
         assert_eq!(c.tiles_for(5000, 6000), 3..=4);
-        assert!(c.series(0, 1250, 1420).is_none(), "nothing held yet");
+        assert!(
+            c.series(DeviceId(0), 1250, 1420).is_none(),
+            "nothing held yet"
+        );
     }
 }

@@ -4,9 +4,11 @@
 //! into inputs (`crate::timeline::input`, the side panel, the top bar); nothing else moves the
 //! window.
 //!
-//! Times on the shared axis are nanoseconds on the clock of the first recording; a second
-//! recording is shifted onto it by its alignment offset ([`crate::model::TraceSlot::offset_ns`]).
+//! Times on the shared axis are [`AxisTime`]s: nanoseconds on the clock of the first recording; a
+//! second recording is shifted onto it by its alignment offset
+//! ([`crate::model::TraceSlot::offset_ns`]).
 
+pub use crate::axis::AxisTime;
 use serde::{Deserialize, Serialize};
 
 /// How a metric track is drawn.
@@ -68,36 +70,37 @@ pub const MIN_SPAN_NS: f64 = 200.0;
 /// The visible time window `[t0, t1)` of the shared axis.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TimeView {
-    pub t0: f64,
-    pub t1: f64,
+    pub t0: AxisTime,
+    pub t1: AxisTime,
 }
 
 impl TimeView {
     pub fn new(t0: i64, t1: i64) -> TimeView {
         TimeView {
-            t0: t0 as f64,
-            t1: (t1 as f64).max(t0 as f64 + MIN_SPAN_NS),
+            t0: AxisTime::new(t0 as f64),
+            t1: AxisTime::new((t1 as f64).max(t0 as f64 + MIN_SPAN_NS)),
         }
     }
 
+    /// The window's length in nanoseconds.
     pub fn span(&self) -> f64 {
         self.t1 - self.t0
     }
 
     /// Time at fraction `f` (0 = left edge, 1 = right edge).
-    pub fn at(&self, f: f64) -> f64 {
+    pub fn at(&self, f: f64) -> AxisTime {
         self.t0 + f * self.span()
     }
 
     /// Zooms by `factor` (above 1: in) keeping the time at fraction `anchor` where it is on
-    /// screen; the span stays between [`MIN_SPAN_NS`] and `max_span`.
-    pub fn zoom_at(&mut self, anchor: f64, factor: f64, max_span: f64) {
+    /// screen; the span stays between [`MIN_SPAN_NS`] and `max_span_ns`.
+    pub fn zoom_at(&mut self, anchor: f64, factor: f64, max_span_ns: f64) {
         if !(factor.is_finite() && factor > 0.0) {
             return;
         }
         let anchor = anchor.clamp(0.0, 1.0);
         let t = self.at(anchor);
-        let span = (self.span() / factor).clamp(MIN_SPAN_NS, max_span.max(MIN_SPAN_NS));
+        let span = (self.span() / factor).clamp(MIN_SPAN_NS, max_span_ns.max(MIN_SPAN_NS));
         self.t0 = t - anchor * span;
         self.t1 = self.t0 + span;
     }
@@ -110,17 +113,17 @@ impl TimeView {
     }
 
     /// Shows `[a, b)` with a margin of `margin` of its length on each side.
-    pub fn fit(&mut self, a: f64, b: f64, margin: f64) {
+    pub fn fit(&mut self, a: AxisTime, b: AxisTime, margin: f64) {
         let (a, b) = if a <= b { (a, b) } else { (b, a) };
         let len = (b - a).max(MIN_SPAN_NS);
-        let mid = (a + b) / 2.0;
+        let mid = AxisTime::mid(a, b);
         let span = len * (1.0 + 2.0 * margin);
         self.t0 = mid - span / 2.0;
         self.t1 = mid + span / 2.0;
     }
 
     /// Keeps some of `[lo, hi)` in view.
-    pub fn keep_near(&mut self, lo: f64, hi: f64) {
+    pub fn keep_near(&mut self, lo: AxisTime, hi: AxisTime) {
         let span = self.span();
         if self.t1 < lo + span * 0.1 {
             self.t0 = lo + span * 0.1 - span;
@@ -139,9 +142,9 @@ pub enum Drag {
     /// Moving the window: the view and pointer x when the drag began.
     Pan { view: TimeView, x: f32 },
     /// Shift+drag: selecting from this time.
-    Select { from: f64 },
+    Select { from: AxisTime },
     /// Right drag or Ctrl+drag: zooming to the dragged range on release.
-    BoxZoom { from: f64 },
+    BoxZoom { from: AxisTime },
 }
 
 /// Which drag a press on the timeline starts.
@@ -168,31 +171,31 @@ pub enum Input {
     /// Shows `[a, b)` with a margin of `margin` of its length on each side (box zoom, a
     /// double-click, Fit, a phase or gap in the side panel).
     Fit {
-        a: f64,
-        b: f64,
+        a: AxisTime,
+        b: AxisTime,
         margin: f64,
     },
     /// F: fits the selection, or the whole run without one.
     FitSelection,
     /// Centres the window at a time, keeping its span (the overview strip).
-    CenterAt(f64),
+    CenterAt(AxisTime),
     /// A drag began at time `t`, pointer x `x`.
     DragStart {
         kind: DragKind,
-        t: f64,
+        t: AxisTime,
         x: f32,
     },
     /// The drag went on to time `t`, pointer x `x`, over a data area `w` points wide.
     DragTo {
-        t: f64,
+        t: AxisTime,
         x: f32,
         w: f32,
     },
     DragEnd,
     /// Selects `[a, b)` (a click on a range, kernel or gap).
     Select {
-        a: f64,
-        b: f64,
+        a: AxisTime,
+        b: AxisTime,
     },
     /// Esc: clears the selection and the drag, closes the help.
     Clear,
@@ -220,7 +223,7 @@ pub struct Message {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ViewState {
     pub view: TimeView,
-    pub selection: Option<(f64, f64)>,
+    pub selection: Option<(AxisTime, AxisTime)>,
     pub drag: Option<Drag>,
     pub show_help: bool,
     pub side_tab: SideTab,
@@ -273,10 +276,10 @@ impl ViewState {
 
     /// Applies one input; `extent` is the whole run on the shared axis (the view zooms out to
     /// twice its length at most, and F without a selection fits it).
-    pub fn apply(&mut self, input: Input, extent: (f64, f64)) {
-        let max_span = (extent.1 - extent.0) * 2.0;
+    pub fn apply(&mut self, input: Input, extent: (AxisTime, AxisTime)) {
+        let max_span_ns = (extent.1 - extent.0) * 2.0;
         match input {
-            Input::Zoom { anchor, factor } => self.view.zoom_at(anchor, factor, max_span),
+            Input::Zoom { anchor, factor } => self.view.zoom_at(anchor, factor, max_span_ns),
             Input::Pan(frac) => self.view.pan(frac),
             Input::Fit { a, b, margin } => self.view.fit(a, b, margin),
             Input::FitSelection => match self.selection() {
@@ -316,7 +319,7 @@ impl ViewState {
     }
 
     /// Normalised selection `(start, end)` with start ≤ end.
-    pub fn selection(&self) -> Option<(f64, f64)> {
+    pub fn selection(&self) -> Option<(AxisTime, AxisTime)> {
         self.selection
             .map(|(a, b)| if a <= b { (a, b) } else { (b, a) })
             .filter(|(a, b)| b > a)
@@ -326,6 +329,10 @@ impl ViewState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn at(ns: f64) -> AxisTime {
+        AxisTime::new(ns)
+    }
 
     #[test]
     fn zoom_keeps_the_anchor_in_place() {
@@ -351,11 +358,11 @@ mod tests {
     #[test]
     fn a_pan_drag_moves_the_window_from_where_it_began() {
         let mut st = ViewState::default();
-        let extent = (0.0, 1e9);
+        let extent = (at(0.0), at(1e9));
         st.apply(
             Input::DragStart {
                 kind: DragKind::Pan,
-                t: 5e8,
+                t: at(5e8),
                 x: 100.0,
             },
             extent,
@@ -365,7 +372,7 @@ mod tests {
         for x in [150.0, 200.0] {
             st.apply(
                 Input::DragTo {
-                    t: 0.0,
+                    t: at(0.0),
                     x,
                     w: 1000.0,
                 },
@@ -382,30 +389,30 @@ mod tests {
     #[test]
     fn a_select_drag_selects_and_esc_clears() {
         let mut st = ViewState::default();
-        let extent = (0.0, 1e9);
+        let extent = (at(0.0), at(1e9));
         let start = Input::DragStart {
             kind: DragKind::Select,
-            t: 300.0,
+            t: at(300.0),
             x: 0.0,
         };
         st.apply(start, extent);
         st.apply(
             Input::DragTo {
-                t: 100.0,
+                t: at(100.0),
                 x: 0.0,
                 w: 1.0,
             },
             extent,
         );
-        assert_eq!(st.selection(), Some((100.0, 300.0)));
+        assert_eq!(st.selection(), Some((at(100.0), at(300.0))));
         st.apply(Input::FitSelection, extent);
-        assert!(st.view.t0 < 100.0 && st.view.t1 > 300.0 && st.view.span() < 1000.0);
+        assert!(st.view.t0 < at(100.0) && st.view.t1 > at(300.0) && st.view.span() < 1000.0);
         st.show_help = true;
         st.apply(Input::Clear, extent);
         assert_eq!((st.selection, st.drag, st.show_help), (None, None, false));
         // Without a selection, F fits the whole run.
         st.apply(Input::FitSelection, extent);
-        assert!(st.view.t0 < 0.0 && st.view.t1 > 1e9);
+        assert!(st.view.t0 < at(0.0) && st.view.t1 > at(1e9));
     }
 
     #[test]

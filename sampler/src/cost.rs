@@ -29,7 +29,7 @@ pub const CORE_BUDGET: f64 = 1.0;
 /// were lost.
 pub const DECODE_BUSY_MAX: f64 = 0.9;
 /// Intervals the default is chosen from (µs): round numbers a user recognises.
-const DEFAULT_STEPS_US: [u64; 20] = [
+const DEFAULT_STEPS_US: [i64; 20] = [
     5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 80, 100, 200, 500, 1_000, 2_000, 5_000, 10_000,
 ];
 
@@ -73,7 +73,7 @@ impl CostModel {
 
     /// What sampling `bytes_per_sample` bytes of counter data in `metrics` metrics every
     /// `interval_ns` costs one GPU.
-    pub fn predict(&self, bytes_per_sample: u64, metrics: usize, interval_ns: u64) -> Prediction {
+    pub fn predict(&self, bytes_per_sample: u64, metrics: usize, interval_ns: i64) -> Prediction {
         let b = bytes_per_sample as f64;
         let iv = interval_ns.max(1) as f64;
         // A call every decode period moves period / interval samples (at least one).
@@ -94,9 +94,9 @@ impl CostModel {
     }
 
     /// The finest interval (whole µs) at which the decoder keeps up.
-    pub fn finest_lossless_ns(&self, bytes_per_sample: u64, metrics: usize) -> u64 {
+    pub fn finest_lossless_ns(&self, bytes_per_sample: u64, metrics: usize) -> i64 {
         // The decoder's busy share falls as the interval grows: the first whole µs that fits.
-        (1..=1_000_000u64)
+        (1..=1_000_000i64)
             .map(|us| us * 1_000)
             .find(|&iv| self.predict(bytes_per_sample, metrics, iv).lossless())
             .unwrap_or(1_000_000_000)
@@ -104,7 +104,7 @@ impl CostModel {
 
     /// The default interval: the finest round interval that is lossless and costs at most
     /// [`CORE_BUDGET`] per GPU (the coarsest step if none does).
-    pub fn default_interval_ns(&self, bytes_per_sample: u64, metrics: usize) -> u64 {
+    pub fn default_interval_ns(&self, bytes_per_sample: u64, metrics: usize) -> i64 {
         DEFAULT_STEPS_US
             .iter()
             .map(|us| us * 1_000)
@@ -124,7 +124,7 @@ const SMALL_HW_BUFFER_UP_TO_BYTES_PER_S: f64 = 600e6;
 /// The PM-sampling hardware buffer for a rate: 128 MiB while counter data flows at up to
 /// 600 MB/s, 512 MiB above. The whole buffer is resident memory, so it is kept small where the
 /// decoder has room.
-pub fn hw_buffer_bytes(bytes_per_sample: u64, interval_ns: u64) -> usize {
+pub fn hw_buffer_bytes(bytes_per_sample: u64, interval_ns: i64) -> usize {
     let rate = bytes_per_sample as f64 * 1e9 / interval_ns.max(1) as f64;
     if rate <= SMALL_HW_BUFFER_UP_TO_BYTES_PER_S {
         128 << 20
@@ -137,7 +137,7 @@ pub fn hw_buffer_bytes(bytes_per_sample: u64, interval_ns: u64) -> usize {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Prediction {
     pub bytes_per_sample: u64,
-    pub interval_ns: u64,
+    pub interval_ns: i64,
     /// Share of one core the decode thread is busy (above [`DECODE_BUSY_MAX`]: samples lost).
     pub decode_busy: f64,
     /// Cores the evaluator threads use together.

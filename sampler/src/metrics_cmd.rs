@@ -48,9 +48,9 @@ pub struct MetricCost {
     pub metrics: Vec<String>,
     pub bytes_per_sample: u64,
     /// The finest interval the cost model says the decoder holds without loss.
-    pub finest_lossless_ns: u64,
+    pub finest_lossless_ns: i64,
     /// The interval `cufall record` chooses for these metrics alone.
-    pub default_interval_ns: u64,
+    pub default_interval_ns: i64,
     /// CPU per GPU at the default interval, cores.
     pub cores_at_default: f64,
 }
@@ -78,8 +78,8 @@ impl MetricCost {
             "{} B/sample as {}: lossless down to {}; the default interval for it is {} ({:.2} cores)",
             self.bytes_per_sample,
             self.metrics.join(" + "),
-            cufall_cupti::pm::format_ns(self.finest_lossless_ns),
-            cufall_cupti::pm::format_ns(self.default_interval_ns),
+            crate::sizing::format_interval(self.finest_lossless_ns),
+            crate::sizing::format_interval(self.default_interval_ns),
             self.cores_at_default
         )
     }

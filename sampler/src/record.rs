@@ -13,7 +13,7 @@ use crate::units::parse_devices;
 use anyhow::{Context, anyhow, bail};
 use cufall_capture::{Kinds, RangeTrigger};
 use cufall_trace::model::Manifest;
-use cufall_trace::model::nanos_u64;
+use cufall_trace::model::nanos;
 use cufall_trace::{TraceWriter, WriterOptions};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -79,7 +79,7 @@ impl SelectionArgs {
             full_scale: self.full_scale,
             sm_spread: self.sm_spread,
         })?;
-        let interval_ns = self.interval.map(nanos_u64);
+        let interval_ns = self.interval.map(nanos);
         let devices = parse_devices(&self.devices).map_err(|e| anyhow!("--devices: {e}"))?;
         let cfg = SessionConfig {
             devices,
@@ -777,7 +777,7 @@ fn print_summary(
             "{} samples from {} GPU(s) at {}, {} NVML readings",
             s.samples_written,
             n_devices,
-            cufall_cupti::pm::format_ns(u64::try_from(interval_ns).unwrap_or(0)),
+            crate::sizing::format_interval(interval_ns),
             s.nvml_rows
         ));
         let warmups = s.drops.get("warmup").map_or(0, |d| d.records);

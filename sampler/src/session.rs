@@ -54,7 +54,7 @@ pub struct SessionConfig {
     pub metrics: Vec<String>,
     /// GPU-time sampling interval; `None`: the finest the cost model says holds without loss
     /// at about one core per GPU for these metrics' counter-data bytes ([`crate::cost`]).
-    pub interval_ns: Option<u64>,
+    pub interval_ns: Option<i64>,
     /// NVML polling interval; `None` = no NVML.
     pub nvml_interval: Option<Duration>,
     pub counters: CounterPolicy,
@@ -70,7 +70,7 @@ pub struct SessionConfig {
 
 pub const DEFAULT_NVML_INTERVAL: Duration = Duration::from_millis(10);
 /// The interval configured while a chip's bytes per sample are measured (any CUPTI accepts).
-const PROBE_INTERVAL_NS: u64 = 100_000;
+const PROBE_INTERVAL_NS: i64 = 100_000;
 
 impl Default for SessionConfig {
     fn default() -> Self {
@@ -101,10 +101,10 @@ pub enum SessionError {
         "sampling interval {} is below the minimum cufall supports ({}): CUPTI accepts shorter \
 intervals on GH100 without complaint, but the hardware and the decoder cannot deliver them (see \
 docs/metrics.md); use --interval 1us or more, or leave --interval out for the measured default",
-        cufall_cupti::pm::format_ns(*interval_ns),
-        cufall_cupti::pm::format_ns(*min_ns)
+        crate::sizing::format_interval(*interval_ns),
+        crate::sizing::format_interval(*min_ns)
     )]
-    IntervalTooShort { interval_ns: u64, min_ns: u64 },
+    IntervalTooShort { interval_ns: i64, min_ns: i64 },
     #[error("no device selected (--devices is empty)")]
     NoDeviceSelected,
     /// Neither counters nor NVML can be read; each says why.
@@ -224,9 +224,7 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
         // only sets the live view's finest bin, as the default pair's 50 µs always did.
         interval_ns: cost
             .as_ref()
-            .map_or(cfg.interval_ns.unwrap_or(50_000), |c| c.interval_ns)
-            .try_into()
-            .unwrap_or(i64::MAX),
+            .map_or(cfg.interval_ns.unwrap_or(50_000), |c| c.interval_ns),
         counters_unavailable,
         nvml_unavailable,
         nvml_interval: cfg.nvml_interval.filter(|_| nvml.is_some()),
@@ -312,7 +310,7 @@ type Armed = (
 /// The cost model's prediction for a recording, as `--stats-json` writes it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PredictedCost {
-    pub interval_ns: u64,
+    pub interval_ns: i64,
     pub bytes_per_sample: u64,
     pub decode_busy: f64,
     pub eval_cores: f64,
@@ -320,7 +318,7 @@ pub struct PredictedCost {
     pub cores: f64,
     pub lossless: bool,
     pub loss_fraction: f64,
-    pub finest_lossless_ns: u64,
+    pub finest_lossless_ns: i64,
     pub interval_chosen: bool,
 }
 
@@ -328,7 +326,7 @@ pub struct PredictedCost {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cost {
     pub devices: usize,
-    pub interval_ns: u64,
+    pub interval_ns: i64,
     pub metrics: usize,
     /// One counter-data image.
     pub image_bytes: u64,
@@ -341,7 +339,7 @@ pub struct Cost {
     /// What the cost model says of this rate (bytes per sample, decoder load, cores).
     pub prediction: crate::cost::Prediction,
     /// The finest interval the model says the decoder holds for these metrics.
-    pub finest_lossless_ns: u64,
+    pub finest_lossless_ns: i64,
     /// Whether the interval was chosen by the model (no `--interval`).
     pub interval_chosen: bool,
 }
@@ -355,7 +353,7 @@ impl Cost {
                 " (the finest interval at about one core per GPU for {} bytes of counter data per \
 sample; --interval sets another, down to {} without loss)",
                 self.prediction.bytes_per_sample,
-                cufall_cupti::pm::format_ns(self.finest_lossless_ns)
+                crate::sizing::format_interval(self.finest_lossless_ns)
             )
         } else {
             format!(
@@ -368,7 +366,7 @@ sample; --interval sets another, down to {} without loss)",
 busy) and {} of counter-data images per GPU ({} images of {} up front, up to {} on demand; plus a \
 {} hardware buffer), {} evaluation threads per GPU",
             self.devices,
-            cufall_cupti::pm::format_ns(self.interval_ns),
+            crate::sizing::format_interval(self.interval_ns),
             self.metrics,
             self.prediction.cores(),
             self.prediction.decode_busy * 100.0,
@@ -408,12 +406,12 @@ busy) and {} of counter-data images per GPU ({} images of {} up front, up to {} 
 sample (it keeps up to {:.0} %): expect up to {:.0} % of samples lost, each hole recorded as a \
 drop; {} or longer loses none (or choose cheaper metrics: `cufall metrics` gives each one's bytes \
 per sample)",
-                cufall_cupti::pm::format_ns(self.interval_ns),
+                crate::sizing::format_interval(self.interval_ns),
                 p.decode_busy * 100.0,
                 p.bytes_per_sample,
                 crate::cost::DECODE_BUSY_MAX * 100.0,
                 (p.loss_fraction() * 100.0).ceil(),
-                cufall_cupti::pm::format_ns(self.finest_lossless_ns)
+                crate::sizing::format_interval(self.finest_lossless_ns)
             )
         })
     }
@@ -427,7 +425,7 @@ fn counter_bytes_per_sample(
     index: usize,
     config: &[u8],
     metrics: &[String],
-    interval_ns: u64,
+    interval_ns: i64,
 ) -> Result<u64, CuptiError> {
     let (mut sampler, ctx) = pipeline::device::enable(cupti, index)?;
     let bytes = pipeline::device::bytes_per_sample(&mut sampler, config, metrics, interval_ns);
@@ -1078,7 +1076,7 @@ mod tests {
         assert_eq!(unit_for("inst", ".avg.per_cycle_active"), "inst/cycle");
     }
 
-    fn cost_at(bytes: u64, metrics: usize, interval_ns: Option<u64>) -> Cost {
+    fn cost_at(bytes: u64, metrics: usize, interval_ns: Option<i64>) -> Cost {
         let model = crate::cost::CostModel::H200;
         let iv = interval_ns.unwrap_or_else(|| model.default_interval_ns(bytes, metrics));
         Cost {

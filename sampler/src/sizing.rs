@@ -84,17 +84,17 @@ pub const MARGIN: Duration = Duration::from_millis(150);
 
 /// The shortest interval cufall accepts. CUPTI's `SetConfig` takes any value on GH100 (50 ns
 /// passed), but below this the images and the decode cost explode without a measured benefit.
-pub const MIN_INTERVAL_NS: u64 = 1_000;
+pub const MIN_INTERVAL_NS: i64 = 1_000;
 /// Largest counter-data image cufall allocates (each device has up to `max_images`).
 pub const MAX_IMAGE_BYTES: u64 = 4 << 30;
 
-pub fn plan(interval_ns: u64) -> ImagePlan {
+pub fn plan(interval_ns: i64) -> ImagePlan {
     plan_with(interval_ns, ImageTiming::default())
 }
 
 /// [`plan`] with another seal period and margin (benchmarks compare them).
-pub fn plan_with(interval_ns: u64, timing: ImageTiming) -> ImagePlan {
-    let interval_ns = interval_ns.max(1);
+pub fn plan_with(interval_ns: i64, timing: ImageTiming) -> ImagePlan {
+    let interval_ns = interval_ns.max(1).unsigned_abs();
     let per = |d: Duration| -> u64 { nanos_u64(d).div_ceil(interval_ns) };
     let seal_after = per(timing.seal_period).clamp(1, 1 << 24);
     let capacity = (seal_after + per(timing.margin).max(1)).clamp(16, 1 << 24);
@@ -171,6 +171,13 @@ fn parse_mem_available(meminfo: &str) -> Option<u64> {
     let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+/// A sampling interval as `--interval` takes it (`10us`, `2500ns`, `3ms`): the spelling of
+/// [`cufall_cupti::pm::format_ns`], with a sign for a negative value.
+pub fn format_interval(interval_ns: i64) -> String {
+    let s = cufall_cupti::pm::format_ns(interval_ns.unsigned_abs());
+    if interval_ns < 0 { format!("-{s}") } else { s }
 }
 
 /// `1.2 GB`, `350 MB`: decimal units, as memory is usually quoted.
@@ -260,10 +267,10 @@ mod tests {
 
     proptest::proptest! {
         #[test]
-        fn margin_always_covers_several_decode_periods(interval in 1_000u64..10_000_000) {
+        fn margin_always_covers_several_decode_periods(interval in 1_000i64..10_000_000) {
             let p = plan(interval);
             let margin_samples = u64::from(p.samples_per_image - p.seal_after_samples);
-            let per_decode = nanos_u64(p.decode_period).div_ceil(interval);
+            let per_decode = nanos_u64(p.decode_period).div_ceil(interval.unsigned_abs());
             proptest::prop_assert!(margin_samples >= 3 * per_decode, "{p:?}");
             proptest::prop_assert!(p.seal_after_samples >= 1);
         }

@@ -439,7 +439,7 @@ fn run_fake(
     let cfg = DecodeConfig {
         device,
         index: device.0 as usize,
-        interval_ns: IV,
+        interval_ns: IV as i64, // the fake GPU counts in CUPTI's u64 nanoseconds
         plan: plan(capacity),
     };
     run_device(parts, &cfg, tx, stop, counters)

@@ -10,6 +10,7 @@ use crate::color::{self, Palette};
 use crate::input::KEYS;
 use crate::state::{HeatmapState, Mode, layout};
 use crate::store::Heatmap;
+use cufall_trace::model::Nanos;
 use ratatui::Frame;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -546,38 +547,10 @@ fn fmt_si(v: f64) -> String {
     }
 }
 
-/// A duration for people: `850ns`, `12.5µs`, `3.2ms`, `1.25s`, `2m05s`.
+/// A duration for people in a narrow column: `850ns`, `12.5µs`, `3.2ms`, `1.25s`, `2m05s`
+/// ([`Nanos::compact`], the one compact spelling).
 pub fn fmt_dur(ns: i64) -> String {
-    let a = ns.unsigned_abs() as f64;
-    let sign = if ns < 0 { "-" } else { "" };
-    let trim = |x: f64| {
-        let s = if x >= 100.0 {
-            format!("{x:.0}")
-        } else if x >= 10.0 {
-            format!("{x:.1}")
-        } else {
-            format!("{x:.2}")
-        };
-        if s.contains('.') {
-            s.trim_end_matches('0').trim_end_matches('.').to_string()
-        } else {
-            s
-        }
-    };
-    if ns == 0 {
-        "0".to_string()
-    } else if a < 1e3 {
-        format!("{sign}{a:.0}ns")
-    } else if a < 1e6 {
-        format!("{sign}{}µs", trim(a / 1e3))
-    } else if a < 1e9 {
-        format!("{sign}{}ms", trim(a / 1e6))
-    } else if a < 60e9 {
-        format!("{sign}{}s", trim(a / 1e9))
-    } else {
-        let s = (a / 1e9).round() as u64;
-        format!("{sign}{}m{:02}s", s / 60, s % 60)
-    }
+    Nanos(ns).compact().to_string()
 }
 
 fn draw_title(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
@@ -597,8 +570,8 @@ fn draw_title(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
     let left = format!(
         "cufall {mode}{source} │ {gpus} GPU{} │ window {} ({}/col, {}) │ {}",
         if gpus == 1 { "" } else { "s" },
-        fmt_dur(t1.saturating_sub(t0)),
-        fmt_dur(state.col_ns()),
+        Nanos(t1.saturating_sub(t0)).compact(),
+        Nanos(state.col_ns()).compact(),
         state.options.agg.name(),
         state.options.palette.name(),
     );
@@ -842,7 +815,7 @@ fn draw_axis(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
         if c >= cols || c < last_end {
             continue;
         }
-        let label = format!("╵{}", fmt_dur(t.saturating_sub(origin)));
+        let label = format!("╵{}", Nanos(t.saturating_sub(origin)).compact());
         let n = label.chars().count();
         if c + n > cols {
             break;
@@ -889,7 +862,11 @@ fn draw_status(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
             } else {
                 String::new()
             };
-            drops.push(format!("GPU{} {n}× {}{lost}", dev.info.id.0, fmt_dur(ns)));
+            drops.push(format!(
+                "GPU{} {n}× {}{lost}",
+                dev.info.id.0,
+                Nanos(ns).compact()
+            ));
         }
     }
     if drops.is_empty() {

@@ -309,6 +309,8 @@ impl std::fmt::Debug for NvtxFilter {
 /// All data of a view.
 #[derive(Clone, Debug)]
 pub struct Store {
+    /// The GPUs in the order first seen. The `d: usize` the methods below take is an index into
+    /// this list; the GPU's own number is `devices[d].info.id` (a `DeviceId`).
     pub devices: Vec<DeviceData>,
     pub metrics: Vec<MetricInfo>,
     pub heatmaps: Vec<Heatmap>,

@@ -6,14 +6,17 @@
 //! crate root and in `docs/trace-format.md`. `cufall_trace::model` re-exports this crate.
 //!
 //! [`summary`] holds the one summary of sample values (min, max, time-weighted mean) that the
-//! terminal heatmap and the desktop timeline both draw from.
+//! terminal heatmap and the desktop timeline both draw from; [`time`] holds [`Nanos`], the one
+//! type for a span of time and its one spelling (`4.56 ms`).
 #![forbid(unsafe_code)]
 // Truncating casts on the data path (tests aside) are errors in CI: convert with `try_from`, or
 // say why not.
 #![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
 pub mod summary;
+pub mod time;
 pub use summary::Summary;
+pub use time::Nanos;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -5,6 +5,7 @@
 //! starts in a frame that also zooms begins from the zoomed view.
 
 use super::{Geom, Hit};
+use crate::axis::AxisTime;
 use crate::view::{Drag, DragKind, Input, ViewState};
 use eframe::egui::{self, Ui};
 
@@ -16,7 +17,7 @@ pub(super) fn pointer_input(
     resp: &egui::Response,
     geom: &Geom,
     st: &mut ViewState,
-    extent: (f64, f64),
+    extent: (AxisTime, AxisTime),
     hit: Option<&Hit>,
 ) {
     let apply = |st: &mut ViewState, input| st.apply(input, extent);
@@ -84,7 +85,7 @@ pub(super) fn pointer_input(
 
 /// W/S zoom, A/D pan, F fit the selection, Esc clear it, `?` help. Ignored while a text field
 /// has the keyboard.
-pub(super) fn key_input(ui: &Ui, st: &mut ViewState, geom: &Geom, extent: (f64, f64)) {
+pub(super) fn key_input(ui: &Ui, st: &mut ViewState, geom: &Geom, extent: (AxisTime, AxisTime)) {
     if ui.ctx().egui_wants_keyboard_input() {
         return;
     }

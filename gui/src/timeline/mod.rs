@@ -20,7 +20,8 @@ pub use paint::{name_color, turbo};
 pub use rows::{NvmlField, Row, rows};
 pub use tracks::full_scale;
 
-use crate::fmt::{fmt_dur, fmt_offset};
+use crate::axis::AxisTime;
+use crate::fmt::{fmt_offset, round_ns};
 use crate::model::{Locked, shared_extent};
 use crate::view::{Drag, Input, Settings, TimeView, ViewState};
 use eframe::egui::{
@@ -43,10 +44,10 @@ pub struct Geom {
 }
 
 impl Geom {
-    pub fn x(&self, t: f64) -> f32 {
+    pub fn x(&self, t: AxisTime) -> f32 {
         self.x0 + ((t - self.view.t0) / self.view.span() * f64::from(self.w)) as f32
     }
-    pub fn t(&self, x: f32) -> f64 {
+    pub fn t(&self, x: f32) -> AxisTime {
         self.view.at(f64::from((x - self.x0) / self.w.max(1.0)))
     }
     pub fn frac(&self, x: f32) -> f64 {
@@ -62,7 +63,7 @@ impl Geom {
 pub struct Hit {
     pub text: String,
     /// Its extent on the shared axis, if it has one (a range, a kernel, a gap).
-    pub span: Option<(f64, f64)>,
+    pub span: Option<(AxisTime, AxisTime)>,
 }
 
 /// Draws the overview strip, the axis and the rows, and applies navigation input.
@@ -200,7 +201,7 @@ fn overview_ui(
     rect: Rect,
     traces: &[Locked<'_>],
     st: &mut ViewState,
-    extent: (f64, f64),
+    extent: (AxisTime, AxisTime),
     data_x0: f32,
     data_w: f32,
     resp: &egui::Response,
@@ -253,7 +254,7 @@ fn overview_ui(
     }
 }
 
-fn axis_ui(ui: &Ui, rect: Rect, geom: &Geom, origin: f64) {
+fn axis_ui(ui: &Ui, rect: Rect, geom: &Geom, origin: AxisTime) {
     let painter = ui.painter_at(rect);
     let span = geom.view.span();
     let target = span / f64::from((geom.w / 110.0).max(1.0));
@@ -266,7 +267,7 @@ fn axis_ui(ui: &Ui, rect: Rect, geom: &Geom, origin: f64) {
     } else if step * 2.0 <= target {
         step *= 2.0;
     }
-    let first = ((geom.view.t0 - origin) / step).ceil() * step + origin;
+    let first = origin + ((geom.view.t0 - origin) / step).ceil() * step;
     let color = ui.visuals().text_color();
     let mut t = first;
     let mut n = 0;
@@ -290,7 +291,7 @@ fn axis_ui(ui: &Ui, rect: Rect, geom: &Geom, origin: f64) {
     painter.text(
         Pos2::new(rect.left() + 4.0, rect.center().y),
         Align2::LEFT_CENTER,
-        format!("window {}", fmt_dur(span)),
+        format!("window {}", round_ns(span)),
         FontId::proportional(12.0),
         ui.visuals().weak_text_color(),
     );

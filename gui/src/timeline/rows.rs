@@ -5,6 +5,7 @@
 use crate::model::Locked;
 use crate::tables::{NVML_POWER, NVML_SM_CLOCK, NVML_UTIL};
 use crate::view::{Settings, TrackStyle};
+use cufall_trace::model::DeviceId;
 
 const LANE_H: f32 = 18.0;
 const NVML_H: f32 = 22.0;
@@ -47,21 +48,21 @@ pub enum Row {
     },
     Metric {
         ti: usize,
-        dev: u32,
+        dev: DeviceId,
         m: usize,
     },
     Kernels {
         ti: usize,
-        dev: u32,
+        dev: DeviceId,
     },
     Nvml {
         ti: usize,
-        dev: u32,
+        dev: DeviceId,
         field: NvmlField,
     },
     /// A title line above each GPU's rows.
     Device {
-        dev: u32,
+        dev: DeviceId,
     },
 }
 
@@ -92,7 +93,7 @@ pub fn rows(traces: &[Locked<'_>], settings: &Settings) -> Vec<Row> {
             }
         }
     }
-    let mut devices: Vec<u32> = traces
+    let mut devices: Vec<DeviceId> = traces
         .iter()
         .flat_map(|t| t.slot.data.devices.iter().copied())
         .collect();

@@ -5,7 +5,8 @@
 use super::paint::{hatch, heat_mesh, line_mesh, name_color};
 use super::rows::{NvmlField, Row};
 use super::{Geom, Hit};
-use crate::fmt::{fmt_dur, fmt_offset, fmt_value, short_metric};
+use crate::axis::AxisTime;
+use crate::fmt::{Nanos, fmt_offset, fmt_value, round_ns, short_metric};
 use crate::lod::{DevicePyramid, RawSeries, Summary};
 use crate::model::{Locked, ReportState, shared_extent};
 use crate::spans::{Piece, Spans, floor_i64, gallop};
@@ -15,6 +16,7 @@ use crate::tables::{
 };
 use crate::view::{Settings, TrackStyle};
 use cufall_analysis::names::short_kernel_name;
+use cufall_trace::model::DeviceId;
 use cufall_trace::model::{MetricInfo, NvtxRange};
 use eframe::egui::{
     self, Align2, Color32, CornerRadius, FontId, Mesh, Pos2, Rect, Shape, Stroke, Ui, Vec2,
@@ -94,7 +96,7 @@ pub(super) fn draw_row(
             let name = traces
                 .iter()
                 .flat_map(|t| t.slot.data.manifest.devices.iter())
-                .find(|d| d.id.0 == dev)
+                .find(|d| d.id == dev)
                 .map(|d| d.name.clone())
                 .unwrap_or_default();
             painter.hline(
@@ -102,7 +104,7 @@ pub(super) fn draw_row(
                 label.top(),
                 Stroke::new(1.0, ui.visuals().widgets.noninteractive.bg_stroke.color),
             );
-            put_label(&format!("GPU {dev}  {name}"), text);
+            put_label(&format!("{dev}  {name}"), text);
             None
         }
         Row::Nvtx { ti, lane } => {
@@ -148,7 +150,7 @@ fn nvml_track(
     painter: &egui::Painter,
     traces: &[Locked<'_>],
     ti: usize,
-    dev: u32,
+    dev: DeviceId,
     field: NvmlField,
     area: Rect,
     geom: &Geom,
@@ -203,7 +205,7 @@ fn nvtx_lane(
     area: Rect,
     geom: &Geom,
     pointer: Option<Pos2>,
-    origin: f64,
+    origin: AxisTime,
 ) -> Option<Hit> {
     let mut hit = None;
     for piece in lane_pieces(&l.spans, t, area, geom) {
@@ -228,7 +230,7 @@ fn nvtx_lane(
                 text: format!(
                     "{}\n{} ({})\nstarts at {}\ndepth {}, pid {} tid {}{}",
                     r.name,
-                    fmt_dur((r.end_ns - r.start_ns) as f64),
+                    Nanos(r.end_ns - r.start_ns),
                     r.kind.as_str(),
                     fmt_offset(t.slot.disp(r.start_ns) - origin, 1.0),
                     r.depth,
@@ -254,7 +256,7 @@ fn metric_track(
     ui: &Ui,
     painter: &egui::Painter,
     t: &Locked<'_>,
-    dev: u32,
+    dev: DeviceId,
     m: usize,
     area: Rect,
     geom: &Geom,
@@ -461,8 +463,8 @@ fn run_hit(
         text: format!(
             "{count} {what}, {narrow} too short to draw one by one\nbusy {} over {}\n(zoom in to \
              see each)",
-            fmt_dur(busy_ns as f64),
-            fmt_dur(geom.t(x1) - geom.t(x0))
+            Nanos(busy_ns),
+            round_ns(geom.t(x1) - geom.t(x0))
         ),
         span: Some((geom.t(x0), geom.t(x1))),
     })
@@ -472,7 +474,7 @@ fn opt(v: Option<f64>) -> String {
     v.map_or_else(|| "–".into(), |v| format!("{v:.0}"))
 }
 
-fn shared_origin(traces: &[Locked<'_>]) -> f64 {
+fn shared_origin(traces: &[Locked<'_>]) -> AxisTime {
     shared_extent(traces).0
 }
 
@@ -487,7 +489,7 @@ fn kernel_text(r: &KernelView<'_>) -> String {
     let mut s = format!(
         "{short}{full}\n{} {} on stream {}",
         r.shape.kind.as_str(),
-        fmt_dur((r.end_ns - r.start_ns) as f64),
+        Nanos(r.end_ns - r.start_ns),
         r.shape.stream
     );
     if let (Some(g), Some(b)) = (r.shape.grid, r.shape.block) {
@@ -506,7 +508,7 @@ fn kernel_text(r: &KernelView<'_>) -> String {
 fn metric_hit(
     t: &Locked<'_>,
     p: &DevicePyramid,
-    dev: u32,
+    dev: DeviceId,
     m: usize,
     ptr: Pos2,
     area: Rect,
@@ -516,7 +518,7 @@ fn metric_hit(
     info: &MetricInfo,
 ) -> Hit {
     let tp = t.slot.local(geom.t(ptr.x));
-    let mut text = format!("GPU {dev} {}", info.name);
+    let mut text = format!("{dev} {}", info.name);
     if let Some(raw) = raw {
         let sample = raw.iter().find_map(|r| {
             let i = r.overlapping(tp, tp + 1);
@@ -530,7 +532,7 @@ fn metric_hit(
                     info.unit,
                     fmt_offset(t.slot.disp(s) - geom_origin(t), 1.0),
                     fmt_offset(t.slot.disp(e) - geom_origin(t), 1.0),
-                    fmt_dur((e - s) as f64)
+                    Nanos(e - s)
                 ));
                 return Hit {
                     text,
@@ -549,7 +551,7 @@ fn metric_hit(
             fmt_value(s.min),
             fmt_value(s.max),
             info.unit,
-            fmt_dur(geom.px_ns()),
+            round_ns(geom.px_ns()),
             if p.level_for(geom.px_ns()).is_some() {
                 "blocks"
             } else {
@@ -561,14 +563,14 @@ fn metric_hit(
     Hit { text, span: None }
 }
 
-fn geom_origin(t: &Locked<'_>) -> f64 {
+fn geom_origin(t: &Locked<'_>) -> AxisTime {
     t.slot.disp(t.s.extent.start_ns)
 }
 
 fn drops_overlay(
     painter: &egui::Painter,
     t: &Locked<'_>,
-    dev: u32,
+    dev: DeviceId,
     area: Rect,
     geom: &Geom,
     pointer: Option<Pos2>,
@@ -602,7 +604,7 @@ fn drops_overlay(
             hit = Some(Hit {
                 text: format!(
                     "no samples for {} ({}){}",
-                    fmt_dur((d.end_ns - d.start_ns) as f64),
+                    Nanos(d.end_ns - d.start_ns),
                     d.reason.as_str(),
                     d.lost_samples
                         .map_or(String::new(), |n| format!(", about {n} samples lost"))
@@ -617,7 +619,7 @@ fn drops_overlay(
 fn gaps_overlay(
     painter: &egui::Painter,
     t: &Locked<'_>,
-    dev: u32,
+    dev: DeviceId,
     area: Rect,
     geom: &Geom,
     pointer: Option<Pos2>,
@@ -652,9 +654,9 @@ fn gaps_overlay(
         boxes.add_colored_rect(bar, Color32::from_rgb(255, 150, 30));
         if label && r.width() > 50.0 {
             let text = if run.2 == 1 {
-                fmt_dur(run.3 as f64)
+                Nanos(run.3).to_string()
             } else {
-                format!("{} gaps, {}", run.2, fmt_dur(run.3 as f64))
+                format!("{} gaps, {}", run.2, Nanos(run.3))
             };
             let galley = painter.layout_no_wrap(text, FontId::proportional(10.0), Color32::WHITE);
             if galley.size().x < r.width() {
@@ -704,14 +706,14 @@ fn gaps_overlay(
             let duration_ns = g.duration_ns(k);
             let mut text = format!(
                 "idle gap {} in {}",
-                fmt_dur(duration_ns as f64),
+                Nanos(duration_ns),
                 crate::fmt::plain(g.place(k))
             );
             if let Some(kr) = g.kernel_resident_ns(k) {
                 text.push_str(&format!(
                     "\nno kernel resident {}, kernel resident but counters idle {}",
-                    fmt_dur((duration_ns - kr) as f64),
-                    fmt_dur(kr as f64)
+                    Nanos(duration_ns - kr),
+                    Nanos(kr)
                 ));
             }
             return Some(Hit {

@@ -28,7 +28,7 @@ pub struct DecodeConfig {
     pub device: DeviceId,
     /// CUDA ordinal (names the threads).
     pub index: usize,
-    pub interval_ns: u64,
+    pub interval_ns: i64,
     pub plan: ImagePlan,
 }
 
@@ -229,13 +229,12 @@ where
             .images_allocated
             .store(allocated as u64, Ordering::Relaxed);
         let cur = pool.pop();
-        let interval = i64::try_from(cfg.interval_ns).unwrap_or(i64::MAX);
         DecodeLoop {
             cfg,
             source,
             images,
             links,
-            gaps: HoleDetector::new(cfg.device, interval),
+            gaps: HoleDetector::new(cfg.device, cfg.interval_ns),
             pool,
             allocated,
             cur,

@@ -25,7 +25,7 @@ pub struct DeviceSetup {
     pub availability: Vec<u8>,
     pub metrics: Vec<String>,
     pub config_image: Vec<u8>,
-    pub interval_ns: u64,
+    pub interval_ns: i64,
     pub hw_buffer_bytes: usize,
     pub eval_threads: usize,
     pub plan: ImagePlan,
@@ -43,14 +43,14 @@ pub enum ArmError {
 images of {} and a {} hardware buffer), but this machine has {} available. Use a longer \
 --interval, fewer or cheaper metrics (`cufall metrics` gives each one's bytes per sample) or \
 fewer --devices",
-        cufall_cupti::pm::format_ns(*interval_ns),
+        crate::sizing::format_interval(*interval_ns),
         crate::sizing::format_bytes(*need_bytes),
         crate::sizing::format_bytes(*image_bytes),
         crate::sizing::format_bytes(*hw_buffer_bytes),
         crate::sizing::format_bytes(*available_bytes)
     )]
     NotEnoughMemory {
-        interval_ns: u64,
+        interval_ns: i64,
         need_bytes: u64,
         image_bytes: u64,
         hw_buffer_bytes: u64,
@@ -136,9 +136,13 @@ pub(crate) fn bytes_per_sample(
     sampler: &mut PmSampler,
     config: &[u8],
     metrics: &[String],
-    interval_ns: u64,
+    interval_ns: i64,
 ) -> Result<u64, CuptiError> {
-    sampler.set_config(config, 128 << 20, interval_ns)?;
+    sampler.set_config(
+        config,
+        128 << 20,
+        super::source::cupti_interval_ns(interval_ns),
+    )?;
     let mut list = MetricList::new(metrics)?;
     let one = sampler.counter_data_size(&mut list, 1)?;
     let hundred_one = sampler.counter_data_size(&mut list, 101)?;
@@ -183,7 +187,7 @@ fn arm(setup: &DeviceSetup, cupti: &Cupti) -> Result<Armed, ArmError> {
     sampler.set_config(
         &setup.config_image,
         setup.hw_buffer_bytes,
-        setup.interval_ns,
+        super::source::cupti_interval_ns(setup.interval_ns),
     )?;
     let mut list = MetricList::new(&setup.metrics)?;
     let layout = sampler.image_layout(&mut list)?;

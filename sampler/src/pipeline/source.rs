@@ -17,6 +17,14 @@ use cufall_cupti::{
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+/// A sampling interval as CUPTI's API takes it (`u64`). cufall keeps intervals as `i64`
+/// nanoseconds like every time of a trace; they are positive (at least
+/// [`crate::sizing::MIN_INTERVAL_NS`] once counters are armed), so this loses nothing. The one
+/// conversion between the two, made where CUPTI is called.
+pub(crate) fn cupti_interval_ns(interval_ns: i64) -> u64 {
+    interval_ns.max(1).unsigned_abs()
+}
+
 /// PM sampling of one device, as the decode loop uses it.
 pub trait PmSource: Send {
     /// A counter-data image.
@@ -73,7 +81,7 @@ pub struct CuptiSource {
     pub cupti: Cupti,
     pub config_image: Vec<u8>,
     pub hw_buffer_bytes: usize,
-    pub interval_ns: u64,
+    pub interval_ns: i64,
     /// Kept bound while sampling when the driver wanted a current context to enable.
     pub ctx: Option<PrimaryContext>,
 }
@@ -110,7 +118,7 @@ impl PmSource for CuptiSource {
             &self.cupti,
             &self.config_image,
             self.hw_buffer_bytes,
-            self.interval_ns,
+            cupti_interval_ns(self.interval_ns),
         )
     }
 }

@@ -309,7 +309,7 @@ impl Worker {
             };
             // The trace's summary is still keyed by the bare device number.
             let (lo, hi) = self.push_tile(&tile, series, hole_ns, |dev| {
-                summary.devices.get(&dev.0).map_or(0, |d| d.samples)
+                summary.devices.get(&dev).map_or(0, |d| d.samples)
             });
             min_start = min_start.min(lo);
             max_end = max_end.max(hi);

@@ -547,12 +547,6 @@ fn fmt_si(v: f64) -> String {
     }
 }
 
-/// A duration for people in a narrow column: `850ns`, `12.5µs`, `3.2ms`, `1.25s`, `2m05s`
-/// ([`Nanos::compact`], the one compact spelling).
-pub fn fmt_dur(ns: i64) -> String {
-    Nanos(ns).compact().to_string()
-}
-
 fn draw_title(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
     let mode = match state.mode {
         Mode::Live => "live",
@@ -970,12 +964,13 @@ mod tests {
 
     #[test]
     fn durations_read_well() {
-        assert_eq!(fmt_dur(850), "850ns");
-        assert_eq!(fmt_dur(12_500), "12.5µs");
-        assert_eq!(fmt_dur(16_777_216), "16.8ms");
-        assert_eq!(fmt_dur(2_000_000_000), "2s");
-        assert_eq!(fmt_dur(-4_000_000_000), "-4s");
-        assert_eq!(fmt_dur(125_000_000_000), "2m05s");
+        let dur = |ns: i64| Nanos(ns).compact().to_string();
+        assert_eq!(dur(850), "850ns");
+        assert_eq!(dur(12_500), "12.5µs");
+        assert_eq!(dur(16_777_216), "16.8ms");
+        assert_eq!(dur(2_000_000_000), "2s");
+        assert_eq!(dur(-4_000_000_000), "-4s");
+        assert_eq!(dur(125_000_000_000), "2m05s");
         assert_eq!(fmt_si(1.5e9), "1.50G");
         assert_eq!(fmt_si(42.0), "42");
     }

@@ -4,20 +4,12 @@ use crate::capture::{self, CaptureLine, Severity};
 use crate::report::{Note, PhaseDomains, PhaseReport, Report, Verdict};
 use crate::samples::FullScaleSource;
 use crate::select::{DomainCount, ranges_text};
+use cufall_trace::model::Nanos;
 
-/// A duration for people: `850 ns`, `12.3 µs`, `4.56 ms`, `1.234 s`.
+/// A duration for people: `850 ns`, `12.3 µs`, `4.56 ms`, `1.234 s` (the one spelling,
+/// [`Nanos`]' `Display`).
 pub fn fmt_ns(ns: i64) -> String {
-    let a = ns.unsigned_abs() as f64;
-    let sign = if ns < 0 { "-" } else { "" };
-    if a < 1e3 {
-        format!("{sign}{a:.0} ns")
-    } else if a < 1e6 {
-        format!("{sign}{:.1} µs", a / 1e3)
-    } else if a < 1e9 {
-        format!("{sign}{:.2} ms", a / 1e6)
-    } else {
-        format!("{sign}{:.3} s", a / 1e9)
-    }
+    Nanos(ns).to_string()
 }
 
 /// A number in at most about 4 significant digits, `-` for none.

@@ -106,7 +106,7 @@ pub struct DeviceSummary {
 pub struct TraceSummary {
     pub first_ns: Option<i64>,
     pub last_ns: Option<i64>,
-    pub devices: BTreeMap<u32, DeviceSummary>,
+    pub devices: BTreeMap<DeviceId, DeviceSummary>,
     /// NVTX range names with their counts, most frequent first.
     pub nvtx_names: Vec<(String, u64)>,
     pub kernels: u64,
@@ -981,7 +981,7 @@ impl Trace {
     /// them; the small tables are read.
     pub fn summary(&self) -> Result<TraceSummary> {
         let mut s = TraceSummary::default();
-        for id in self.manifest.devices.iter().map(|d| d.id.0) {
+        for id in self.manifest.devices.iter().map(|d| d.id) {
             s.devices.entry(id).or_default();
         }
         let usable = self.verified_paths(Table::Samples)?;
@@ -994,7 +994,7 @@ impl Trace {
                 Some(e) => {
                     for (d, n) in &e.rows_per_device {
                         let d: u32 = d.parse().unwrap_or(u32::MAX);
-                        s.devices.entry(d).or_default().samples += n;
+                        s.devices.entry(DeviceId(d)).or_default().samples += n;
                     }
                 }
                 None => need_count = true,
@@ -1007,7 +1007,7 @@ impl Trace {
             }
             self.samples_between(i64::MIN, i64::MAX, &[], |part| {
                 for d in part.device {
-                    s.devices.entry(u32::from(d)).or_default().samples += 1;
+                    s.devices.entry(DeviceId(u32::from(d))).or_default().samples += 1;
                 }
                 Ok::<(), TraceError>(())
             })?;
@@ -1033,12 +1033,12 @@ impl Trace {
             }
         }
         for d in self.drops()? {
-            let e = s.devices.entry(d.device.0).or_default();
+            let e = s.devices.entry(d.device).or_default();
             e.drops += 1;
             e.dropped_ns += (d.end_ns - d.start_ns).max(0);
         }
         for r in self.nvml()? {
-            s.devices.entry(r.device.0).or_default().nvml_rows += 1;
+            s.devices.entry(r.device).or_default().nvml_rows += 1;
         }
         let mut names: BTreeMap<String, u64> = BTreeMap::new();
         for r in self.nvtx()? {

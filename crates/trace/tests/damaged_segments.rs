@@ -58,7 +58,9 @@ fn unreadable(trace: &Trace) -> Vec<(i64, i64, Option<u64>)> {
 fn a_missing_samples_segment_is_a_drop_over_its_indexed_span() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = example_copy(&tmp);
-    let whole = Trace::open(&dir).unwrap().summary().unwrap().devices[&0].clone();
+    let whole = Trace::open(&dir).unwrap().summary().unwrap().devices
+        [&cufall_trace::model::DeviceId(0)]
+        .clone();
     let seg = "samples/000003.parquet";
     let e = index_entry(&dir, seg);
     fs::remove_file(dir.join(seg)).unwrap();
@@ -71,7 +73,7 @@ fn a_missing_samples_segment_is_a_drop_over_its_indexed_span() {
     let rows = e["rows"].as_u64().unwrap();
     assert_eq!(unreadable(&trace), [(lo, hi, Some(rows))]);
     let s = trace.summary().unwrap();
-    let gpu = &s.devices[&0];
+    let gpu = &s.devices[&cufall_trace::model::DeviceId(0)];
     assert_eq!(gpu.samples, whole.samples - rows);
     assert_eq!(gpu.dropped_ns, whole.dropped_ns + (hi - lo));
     let w = trace.warnings();
@@ -129,7 +131,9 @@ fn without_the_index_a_cut_samples_segment_is_a_drop_between_its_neighbours() {
         w[1].contains("samples/000003.parquet") && w[1].contains("segment_unreadable"),
         "{w:?}"
     );
-    assert!(trace.summary().unwrap().devices[&0].dropped_ns >= hi - lo);
+    assert!(
+        trace.summary().unwrap().devices[&cufall_trace::model::DeviceId(0)].dropped_ns >= hi - lo
+    );
 }
 
 #[test]

@@ -46,10 +46,13 @@ fn every_table_round_trips() {
     assert_eq!(nvml_parts, nvml());
 
     let s = trace.summary().unwrap();
-    assert_eq!(s.devices[&0].samples, 3000);
-    assert_eq!(s.devices[&1].samples, 3000);
-    assert_eq!(s.devices[&1].drops, 1);
-    assert_eq!(s.devices[&1].dropped_ns, 200_000);
+    assert_eq!(s.devices[&cufall_trace::model::DeviceId(0)].samples, 3000);
+    assert_eq!(s.devices[&cufall_trace::model::DeviceId(1)].samples, 3000);
+    assert_eq!(s.devices[&cufall_trace::model::DeviceId(1)].drops, 1);
+    assert_eq!(
+        s.devices[&cufall_trace::model::DeviceId(1)].dropped_ns,
+        200_000
+    );
     assert_eq!(s.kernels, 2);
     assert_eq!(s.nvtx_names.len(), 2);
 }
@@ -68,7 +71,10 @@ fn empty_tables_read_as_typed_empty_frames() {
     assert_eq!(df.height(), 0);
     assert_eq!(df.columns.len(), 2 + 1 + METRICS.len());
     assert!(trace.nvtx().unwrap().is_empty());
-    assert_eq!(trace.summary().unwrap().devices[&0].samples, 0);
+    assert_eq!(
+        trace.summary().unwrap().devices[&cufall_trace::model::DeviceId(0)].samples,
+        0
+    );
 }
 
 #[test]

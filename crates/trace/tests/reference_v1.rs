@@ -22,7 +22,7 @@ fn reads_the_v1_0_reference_recording() {
     assert!(trace.warnings().is_empty(), "{:?}", trace.warnings());
 
     let s = trace.summary().unwrap();
-    assert_eq!(s.devices[&0].samples, 55_529);
+    assert_eq!(s.devices[&cufall_trace::model::DeviceId(0)].samples, 55_529);
     let drops = trace.drops().unwrap();
     assert_eq!(drops.len(), 1);
     assert_eq!(drops[0].reason, DropReason::Warmup);

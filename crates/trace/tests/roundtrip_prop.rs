@@ -74,7 +74,7 @@ proptest! {
         }
         let summary = trace.summary().unwrap();
         for d in 0..3u32 {
-            prop_assert_eq!(summary.devices[&d].samples, expected[d as usize].len() as u64);
+            prop_assert_eq!(summary.devices[&DeviceId(d)].samples, expected[d as usize].len() as u64);
         }
     }
 }

@@ -5,7 +5,7 @@ use cufall_analysis::capture::{CaptureLine, capture_lines};
 use cufall_analysis::render::capture_text;
 use cufall_analysis::select::{DomainCount, domain_counts, domain_label, ranges_text};
 use cufall_trace::Trace;
-use cufall_trace::model::{MetricInfo, RecordingStatus};
+use cufall_trace::model::{MetricInfo, Nanos, RecordingStatus};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -156,6 +156,11 @@ pub fn run(args: &InfoArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A duration as every text output prints one (`4.56 ms`).
+fn fmt_duration_ns(ns: i64) -> String {
+    Nanos(ns).to_string()
+}
+
 /// `info`'s text.
 pub fn render(i: &Info) -> String {
     let mut o = String::new();
@@ -188,7 +193,7 @@ pub fn render(i: &Info) -> String {
             .unwrap_or_default();
         line(&mut o, "program", format!("{}{code}", shell_join(t)));
     }
-    line(&mut o, "duration", fmt_duration(i.duration_ns));
+    line(&mut o, "duration", fmt_duration_ns(i.duration_ns));
     match (&i.metrics, i.interval_ns) {
         (Some(metrics), Some(interval_ns)) => {
             line(
@@ -196,7 +201,7 @@ pub fn render(i: &Info) -> String {
                 "interval",
                 format!(
                     "{} ({})",
-                    fmt_duration(interval_ns),
+                    fmt_duration_ns(interval_ns),
                     i.sampling_source.as_deref().unwrap_or_default()
                 ),
             );
@@ -216,7 +221,7 @@ pub fn render(i: &Info) -> String {
         line(&mut o, "counters", format!("unavailable: {why}"));
     }
     if let Some(ns) = i.nvml_interval_ns {
-        line(&mut o, "nvml every", fmt_duration(ns));
+        line(&mut o, "nvml every", fmt_duration_ns(ns));
     }
     o.push_str(&devices_text(&i.devices));
     if i.nvtx_domains.is_empty() {
@@ -252,7 +257,7 @@ fn devices_text(devices: &[DeviceRow]) -> String {
             d.index,
             d.samples,
             d.drops,
-            fmt_duration(d.dropped_ns),
+            fmt_duration_ns(d.dropped_ns),
             d.nvml_rows
         ));
     }
@@ -269,9 +274,9 @@ fn device_rows(
         .devices
         .iter()
         .map(|(id, s)| {
-            let d = m.devices.iter().find(|d| d.id.0 == *id);
+            let d = m.devices.iter().find(|d| d.id == *id);
             DeviceRow {
-                index: *id,
+                index: id.0,
                 in_manifest: d.is_some(),
                 name: d.map(|d| d.name.clone()),
                 chip: d.map(|d| d.chip.clone()),
@@ -378,20 +383,6 @@ fn shell_join(args: &[String]) -> String {
         .collect::<Vec<_>>()
         .join(" ");
     cufall_text::fit(&joined, 4 * cufall_text::NAME_WIDTH).into_owned()
-}
-
-/// `1.234 s`, `12.5 ms`, `10 µs`, `250 ns`.
-pub fn fmt_duration(ns: i64) -> String {
-    let a = ns.unsigned_abs() as f64;
-    if a >= 1e9 {
-        format!("{:.3} s", ns as f64 / 1e9)
-    } else if a >= 1e6 {
-        format!("{:.3} ms", ns as f64 / 1e6)
-    } else if a >= 1e3 {
-        format!("{:.1} µs", ns as f64 / 1e3)
-    } else {
-        format!("{ns} ns")
-    }
 }
 
 fn fmt_bytes(b: u64) -> String {

@@ -8,11 +8,12 @@ use cufall_analysis::AnalysisError;
 use cufall_analysis::select::{PhaseSelect, domain_counts};
 use cufall_live::feed;
 use cufall_trace::Trace;
+use cufall_trace::model::Nanos;
 use cufall_trace::model::NvtxRange;
 use cufall_viewer::app::{self, ViewSetup};
 use cufall_viewer::bucket::Agg;
 use cufall_viewer::color::Palette;
-use cufall_viewer::draw::{self, fmt_dur};
+use cufall_viewer::draw;
 use cufall_viewer::input::Input;
 use cufall_viewer::live;
 use cufall_viewer::print;
@@ -128,13 +129,13 @@ impl LookArgs {
             match self.from {
                 Some(a) => bail!(
                     "--to ({}) must be later than --from ({})",
-                    fmt_dur(b),
-                    fmt_dur(a)
+                    Nanos(b).compact(),
+                    Nanos(a).compact()
                 ),
                 None => bail!(
                     "--to ({}) must be later than the start of the data: give the end of the \
                      window as a time from the start, e.g. --to 2s",
-                    fmt_dur(b)
+                    Nanos(b).compact()
                 ),
             }
         }
@@ -171,8 +172,8 @@ impl LookArgs {
         {
             bail!(
                 "--from {} is past the end: the recording lasts {}",
-                fmt_dur(from),
-                fmt_dur(last - first)
+                Nanos(from).compact(),
+                Nanos(last - first).compact()
             );
         }
         Ok(())
@@ -198,11 +199,11 @@ impl LookArgs {
             bail!(
                 "the window {} – {} is {}, shorter than one column of the view at its finest \
                  zoom ({}, the recording's time bin): give a window of at least {}",
-                fmt_dur(from),
-                fmt_dur(asked_to),
-                fmt_dur(asked_to - from),
-                fmt_dur(bin),
-                fmt_dur(bin)
+                Nanos(from).compact(),
+                Nanos(asked_to).compact(),
+                Nanos(asked_to - from).compact(),
+                Nanos(bin).compact(),
+                Nanos(bin).compact()
             );
         }
         state.set_window(first.saturating_add(from), first.saturating_add(to));
@@ -210,8 +211,8 @@ impl LookArgs {
         if asked_to > length {
             notes.push(format!(
                 "--to {} is past the end of the data (it lasts {}): the window ends there",
-                fmt_dur(asked_to),
-                fmt_dur(length)
+                Nanos(asked_to).compact(),
+                Nanos(length).compact()
             ));
         }
         let (a, b) = state.window();
@@ -220,11 +221,11 @@ impl LookArgs {
             notes.push(format!(
                 "the view shows {} – {} for the window {} – {}: its zoom steps fit the window \
                  in whole columns of {}",
-                fmt_dur(a),
-                fmt_dur(b),
-                fmt_dur(from),
-                fmt_dur(to),
-                fmt_dur(state.col_ns())
+                Nanos(a).compact(),
+                Nanos(b).compact(),
+                Nanos(from).compact(),
+                Nanos(to).compact(),
+                Nanos(state.col_ns()).compact()
             ));
         }
         Ok((!notes.is_empty()).then(|| notes.join("; ")))

@@ -65,6 +65,91 @@ fn generate(
     Ok(())
 }
 
+/// Times the report's passes separately (each in this process, one after the other).
+fn breakdown(path: &str, args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
+    // Time the passes separately (each in this process, one after the other).
+    use cufall_analysis::{phases::Phases, report::resolve_activity, samples};
+    let trace = Trace::open(path)?;
+    let t = Instant::now();
+    let activity = resolve_activity(&trace, &ReportOptions::default())?
+        .ok_or("the trace has no GPU counters")?;
+    let phases = Phases::build(&trace.nvtx()?);
+    println!("nvtx + phases: {:.2} s", t.elapsed().as_secs_f64());
+    let metrics: Vec<String> = trace.metric_names().iter().map(|m| m.to_string()).collect();
+    let t = Instant::now();
+    let windows = samples::time_windows(
+        &trace,
+        arg(args, "--window", samples::SAMPLES_PER_WINDOW as i64) as u64,
+    )?;
+    let spec = samples::ScanSpec {
+        phases: &phases,
+        activity: &activity,
+        metrics: &metrics,
+        min_gap_ns: 50_000,
+        hole_ns: 5_000,
+        samples_per_window: arg(args, "--window", samples::SAMPLES_PER_WINDOW as i64) as u64,
+        span: (i64::MIN, i64::MAX),
+    };
+    let (totals, frags) = samples::scan_samples(&trace, &spec)?;
+    println!(
+        "scan_samples: {:.2} s ({} windows, {} cells, {} fragments)",
+        t.elapsed().as_secs_f64(),
+        windows.len(),
+        totals.len(),
+        frags.len()
+    );
+    let t = Instant::now();
+    let k = trace.kernels()?;
+    println!("kernels: {:.2} s ({})", t.elapsed().as_secs_f64(), k.len());
+    if let Some(kb) = vm_hwm_kb() {
+        println!("peak RSS (VmHWM): {:.0} MB", kb as f64 / 1024.0);
+    }
+    Ok(())
+}
+
+/// `bench_report export PATH parquet|csv|perfetto OUT`: times an export.
+fn export(path: &str, args: &[String]) -> Result<(), Box<dyn std::error::Error>> {
+    use cufall_analysis::export::{self, ExportOptions, Format};
+    let format = match args.get(3).map(String::as_str) {
+        Some("parquet") => Format::Parquet,
+        Some("csv") => Format::Csv,
+        _ => Format::Perfetto,
+    };
+    let t = Instant::now();
+    let trace = Trace::open(path)?;
+    let summary = export::export(
+        &trace,
+        &ExportOptions {
+            format,
+            output: args.get(4).map(std::path::PathBuf::from),
+            force: true,
+            max_counter_points: export::DEFAULT_MAX_COUNTER_POINTS,
+            report: ReportOptions::default(),
+        },
+    )?;
+    println!(
+        "export {:?}: {} file(s), {} events, wall time {:.2} s",
+        format,
+        summary.files.len(),
+        summary.events,
+        t.elapsed().as_secs_f64()
+    );
+    if let Some(kb) = vm_hwm_kb() {
+        println!("peak RSS (VmHWM): {:.0} MB", kb as f64 / 1024.0);
+    }
+    if format == Format::Parquet {
+        let file = summary
+            .files
+            .iter()
+            .find(|f| f.ends_with("samples.parquet"))
+            .ok_or("no samples.parquet")?;
+        let bytes = std::fs::read(file)?;
+        let rows = cufall_trace::parquet::read_frame(bytes.into(), Some(&["start_ns"]))?.height();
+        println!("samples.parquet read back: {rows} rows");
+    }
+    Ok(())
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let (Some(cmd), Some(path)) = (args.get(1), args.get(2)) else {
@@ -85,88 +170,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             )?;
             println!("generated in {:.1} s", t.elapsed().as_secs_f64());
         }
-        "breakdown" => {
-            // Time the passes separately (each in this process, one after the other).
-            use cufall_analysis::{phases::Phases, report::resolve_activity, samples};
-            let trace = Trace::open(path)?;
-            let t = Instant::now();
-            let activity = resolve_activity(&trace, &ReportOptions::default())?
-                .ok_or("the trace has no GPU counters")?;
-            let phases = Phases::build(&trace.nvtx()?);
-            println!("nvtx + phases: {:.2} s", t.elapsed().as_secs_f64());
-            let metrics: Vec<String> = trace.metric_names().iter().map(|m| m.to_string()).collect();
-            let t = Instant::now();
-            let windows = samples::time_windows(
-                &trace,
-                arg(&args, "--window", samples::SAMPLES_PER_WINDOW as i64) as u64,
-            )?;
-            let spec = samples::ScanSpec {
-                phases: &phases,
-                activity: &activity,
-                metrics: &metrics,
-                min_gap_ns: 50_000,
-                hole_ns: 5_000,
-                samples_per_window: arg(&args, "--window", samples::SAMPLES_PER_WINDOW as i64)
-                    as u64,
-                span: (i64::MIN, i64::MAX),
-            };
-            let (totals, frags) = samples::scan_samples(&trace, &spec)?;
-            println!(
-                "scan_samples: {:.2} s ({} windows, {} cells, {} fragments)",
-                t.elapsed().as_secs_f64(),
-                windows.len(),
-                totals.len(),
-                frags.len()
-            );
-            let t = Instant::now();
-            let k = trace.kernels()?;
-            println!("kernels: {:.2} s ({})", t.elapsed().as_secs_f64(), k.len());
-            if let Some(kb) = vm_hwm_kb() {
-                println!("peak RSS (VmHWM): {:.0} MB", kb as f64 / 1024.0);
-            }
-        }
-        "export" => {
-            // bench_report export PATH parquet|csv|perfetto OUT
-            use cufall_analysis::export::{self, ExportOptions, Format};
-            let format = match args.get(3).map(String::as_str) {
-                Some("parquet") => Format::Parquet,
-                Some("csv") => Format::Csv,
-                _ => Format::Perfetto,
-            };
-            let t = Instant::now();
-            let trace = Trace::open(path)?;
-            let summary = export::export(
-                &trace,
-                &ExportOptions {
-                    format,
-                    output: args.get(4).map(std::path::PathBuf::from),
-                    force: true,
-                    max_counter_points: export::DEFAULT_MAX_COUNTER_POINTS,
-                    report: ReportOptions::default(),
-                },
-            )?;
-            println!(
-                "export {:?}: {} file(s), {} events, wall time {:.2} s",
-                format,
-                summary.files.len(),
-                summary.events,
-                t.elapsed().as_secs_f64()
-            );
-            if let Some(kb) = vm_hwm_kb() {
-                println!("peak RSS (VmHWM): {:.0} MB", kb as f64 / 1024.0);
-            }
-            if format == Format::Parquet {
-                let file = summary
-                    .files
-                    .iter()
-                    .find(|f| f.ends_with("samples.parquet"))
-                    .ok_or("no samples.parquet")?;
-                let bytes = std::fs::read(file)?;
-                let rows =
-                    cufall_trace::parquet::read_frame(bytes.into(), Some(&["start_ns"]))?.height();
-                println!("samples.parquet read back: {rows} rows");
-            }
-        }
+        "breakdown" => breakdown(path, &args)?,
+        "export" => export(path, &args)?,
         "report" => {
             let t = Instant::now();
             let trace = Trace::open(path)?;

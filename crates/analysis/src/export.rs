@@ -499,6 +499,92 @@ fn gpu_pid(device: DeviceId) -> i64 {
     GPU_PID_BASE + i64::from(device.0)
 }
 
+/// A process per GPU with its name and threads: counters, idle gaps, drops.
+fn write_gpu_tracks(w: &mut EventWriter, report: &Report) -> Result<()> {
+    for g in &report.gpus {
+        let pid = gpu_pid(g.device);
+        let label = if g.name.is_empty() {
+            format!("GPU {}", g.device.0)
+        } else {
+            format!("GPU {} ({})", g.device.0, g.name)
+        };
+        w.meta("process_name", pid, 0, &label)?;
+        w.event(&json!({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "ts": 0, "args": {"sort_index": g.device}}))?;
+        w.meta("thread_name", pid, COUNTER_TID, "counters")?;
+        w.meta("thread_name", pid, GAP_TID, "idle gaps")?;
+        w.meta("thread_name", pid, DROP_TID, "drops")?;
+    }
+    Ok(())
+}
+
+/// NVML's readings as counters on each GPU's counter track.
+fn write_nvml(w: &mut EventWriter, trace: &Trace) -> Result<()> {
+    for r in trace.nvml()? {
+        let pid = gpu_pid(r.device);
+        let ts = w.ts(r.t_ns);
+        let readings = [
+            ("NVML power W", r.power_w.map(f64::from)),
+            ("NVML SM clock MHz", r.sm_clock_mhz.map(f64::from)),
+            (
+                "NVML GPU util % (nvidia-smi)",
+                r.gpu_util_pct.map(f64::from),
+            ),
+        ];
+        for (name, v) in readings {
+            if let Some(v) = v.filter(|v| v.is_finite()) {
+                w.event(&json!({"ph": "C", "name": name, "pid": pid, "tid": COUNTER_TID, "ts": ts, "args": {"value": v}}))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// NVTX slices on the host threads that emitted them, kernel slices on one thread per stream.
+fn write_nvtx_and_kernels(
+    w: &mut EventWriter,
+    nvtx: &[cufall_trace::model::NvtxRange],
+    kernels: &[cufall_trace::model::KernelRecord],
+) -> Result<()> {
+    // NVTX slices on the host threads that emitted them.
+    let mut hosts = BTreeSet::new();
+    for r in nvtx {
+        let pid = i64::from(r.pid);
+        if hosts.insert(pid) {
+            w.meta(
+                "process_name",
+                pid,
+                0,
+                &format!("host process {} (NVTX)", r.pid),
+            )?;
+        }
+        w.slice(
+            &r.name,
+            "nvtx",
+            (pid, i64::from(r.tid)),
+            (r.start_ns, r.end_ns),
+            json!({"domain": r.domain, "kind": r.kind.as_str(), "depth": r.depth}),
+        )?;
+    }
+    // Kernel slices, one thread per stream.
+    let mut streams = BTreeSet::new();
+    for k in kernels {
+        let dev = k.device;
+        let pid = gpu_pid(dev);
+        let tid = STREAM_TID_BASE + i64::from(k.stream);
+        if streams.insert((pid, tid)) {
+            w.meta("thread_name", pid, tid, &format!("stream {}", k.stream))?;
+        }
+        w.slice(
+            &k.name,
+            k.kind.as_str(),
+            (pid, tid),
+            (k.start_ns, k.end_ns),
+            json!({"correlation_id": k.correlation_id, "bytes": k.bytes, "host_pid": k.pid}),
+        )?;
+    }
+    Ok(())
+}
+
 fn export_perfetto(
     trace: &Trace,
     report: &Report,
@@ -536,77 +622,13 @@ fn export_perfetto(
     )
     .map_err(|e| write_err(path, e))?;
 
-    for g in &report.gpus {
-        let pid = gpu_pid(g.device);
-        let label = if g.name.is_empty() {
-            format!("GPU {}", g.device.0)
-        } else {
-            format!("GPU {} ({})", g.device.0, g.name)
-        };
-        w.meta("process_name", pid, 0, &label)?;
-        w.event(&json!({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "ts": 0, "args": {"sort_index": g.device}}))?;
-        w.meta("thread_name", pid, COUNTER_TID, "counters")?;
-        w.meta("thread_name", pid, GAP_TID, "idle gaps")?;
-        w.meta("thread_name", pid, DROP_TID, "drops")?;
-    }
+    write_gpu_tracks(&mut w, report)?;
 
     // Counters: the samples, then NVML's slower readings on the same GPU tracks.
     let bucket_ns = write_counters(trace, report, &mut w, opts.max_counter_points)?;
-    for r in trace.nvml()? {
-        let pid = gpu_pid(r.device);
-        let ts = w.ts(r.t_ns);
-        let readings = [
-            ("NVML power W", r.power_w.map(f64::from)),
-            ("NVML SM clock MHz", r.sm_clock_mhz.map(f64::from)),
-            (
-                "NVML GPU util % (nvidia-smi)",
-                r.gpu_util_pct.map(f64::from),
-            ),
-        ];
-        for (name, v) in readings {
-            if let Some(v) = v.filter(|v| v.is_finite()) {
-                w.event(&json!({"ph": "C", "name": name, "pid": pid, "tid": COUNTER_TID, "ts": ts, "args": {"value": v}}))?;
-            }
-        }
-    }
+    write_nvml(&mut w, trace)?;
 
-    // NVTX slices on the host threads that emitted them.
-    let mut hosts = BTreeSet::new();
-    for r in &nvtx {
-        let pid = i64::from(r.pid);
-        if hosts.insert(pid) {
-            w.meta(
-                "process_name",
-                pid,
-                0,
-                &format!("host process {} (NVTX)", r.pid),
-            )?;
-        }
-        w.slice(
-            &r.name,
-            "nvtx",
-            (pid, i64::from(r.tid)),
-            (r.start_ns, r.end_ns),
-            json!({"domain": r.domain, "kind": r.kind.as_str(), "depth": r.depth}),
-        )?;
-    }
-    // Kernel slices, one thread per stream.
-    let mut streams = BTreeSet::new();
-    for k in &kernels {
-        let dev = k.device;
-        let pid = gpu_pid(dev);
-        let tid = STREAM_TID_BASE + i64::from(k.stream);
-        if streams.insert((pid, tid)) {
-            w.meta("thread_name", pid, tid, &format!("stream {}", k.stream))?;
-        }
-        w.slice(
-            &k.name,
-            k.kind.as_str(),
-            (pid, tid),
-            (k.start_ns, k.end_ns),
-            json!({"correlation_id": k.correlation_id, "bytes": k.bytes, "host_pid": k.pid}),
-        )?;
-    }
+    write_nvtx_and_kernels(&mut w, &nvtx, &kernels)?;
     for g in &report.gaps {
         w.slice(
             &format!("idle gap: {}", g.place),

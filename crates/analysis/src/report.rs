@@ -625,6 +625,94 @@ pub fn build_report_with(
     build_report_checked(trace, opts, true, each_gap, each_window)
 }
 
+/// The shortest idle stretch that is a gap: `--min-gap`, or a few sampling intervals.
+fn min_gap_ns(opts: &ReportOptions, interval_ns: i64) -> Result<i64> {
+    if let Some(g) = opts.min_gap_ns.filter(|g| *g <= 0) {
+        return Err(AnalysisError::MinGapNotPositive(g));
+    }
+    Ok(opts
+        .min_gap_ns
+        .unwrap_or(DEFAULT_GAP_INTERVALS.saturating_mul(interval_ns))
+        .max(1))
+}
+
+/// Which kernels ran in each phase (when `by_phase`), folded in as the kernels are read for
+/// the coverage of the gaps.
+fn fold_kernels<'a>(
+    trace: &Trace,
+    phases: &'a Phases,
+    by_phase: bool,
+) -> Result<(Option<KernelFold<'a>>, Option<KernelCoverage>)> {
+    let mut kernel_fold = by_phase.then(|| KernelFold::new(phases));
+    let coverage = kernel_coverage(trace, &mut |ks| {
+        if let Some(fold) = &mut kernel_fold {
+            fold.add_all(ks);
+        }
+    })?;
+    Ok((kernel_fold, coverage))
+}
+
+/// The reader's warnings, the manifest's absurd values, and samples left out for lying far
+/// outside the recording.
+fn report_warnings(trace: &Trace, manifest: Vec<String>, outside: u64) -> Vec<String> {
+    let mut warnings = trace.warnings();
+    warnings.extend(manifest);
+    if outside > 0 {
+        warnings.push(format!(
+            "{outside} sample(s) lie more than a minute outside the recording (manifest.json's \
+             created_unix_ns to end_unix_ns): left out of the analysis"
+        ));
+    }
+    warnings
+}
+
+/// NVML readings a segment at a time, placed in their phases as they are read; the span they
+/// cover.
+fn add_nvml(trace: &Trace, phases: &Phases, cells: &mut Cells) -> Result<Option<(i64, i64)>> {
+    let mut nvml_span: Option<(i64, i64)> = None;
+    trace.nvml_by_segment(|rows| {
+        for r in &rows {
+            let (lo, hi) = nvml_span.get_or_insert((r.t_ns, r.t_ns));
+            (*lo, *hi) = ((*lo).min(r.t_ns), (*hi).max(r.t_ns));
+        }
+        cells.add_nvml(phases, &rows);
+    })?;
+    Ok(nvml_span)
+}
+
+/// The capture table's problems and graph contents. It only adds to the report: one that
+/// cannot be read is a warning.
+fn capture_tables(
+    trace: &Trace,
+    warnings: &mut Vec<String>,
+) -> (Vec<capture::CaptureLine>, Vec<capture::GraphContents>) {
+    match trace.capture_events() {
+        Ok(events) => (
+            capture::capture_lines(&events),
+            capture::graph_contents(&events),
+        ),
+        Err(e) => {
+            warnings.push(format!("the capture table could not be read: {e}"));
+            (Vec::new(), Vec::new())
+        }
+    }
+}
+
+/// Each GPU's name and chip from the manifest (empty for one it leaves out).
+fn gpu_infos(m: &cufall_trace::model::Manifest, devices: &[DeviceId]) -> Vec<GpuInfo> {
+    devices
+        .iter()
+        .map(|d| {
+            let info = m.devices.iter().find(|x| x.id == *d);
+            GpuInfo {
+                device: *d,
+                name: info.map(|i| i.name.clone()).unwrap_or_default(),
+                chip: info.map(|i| i.chip.clone()).unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
 /// [`build_report_with`]; without `check_domains`, domains named in the phase selection that
 /// the trace does not record choose nothing (`diff` checks them against both traces).
 pub(crate) fn build_report_checked(
@@ -642,13 +730,7 @@ pub(crate) fn build_report_checked(
     let metrics: Vec<String> = m.metric_names().into_iter().map(str::to_string).collect();
     let checked = crate::manifest::check(trace)?;
     let interval_ns = checked.interval_ns;
-    let min_gap_ns = opts
-        .min_gap_ns
-        .unwrap_or(DEFAULT_GAP_INTERVALS.saturating_mul(interval_ns))
-        .max(1);
-    if let Some(g) = opts.min_gap_ns.filter(|g| *g <= 0) {
-        return Err(AnalysisError::MinGapNotPositive(g));
-    }
+    let min_gap_ns = min_gap_ns(opts, interval_ns)?;
     // Samples closer than half an interval are contiguous; further apart, a hole.
     let hole_ns = (interval_ns / 2).max(1);
 
@@ -673,27 +755,14 @@ pub(crate) fn build_report_checked(
         }
         None => (Vec::new(), 0),
     };
-    // NVML readings a segment at a time, placed in their phases as they are read.
-    let mut nvml_span: Option<(i64, i64)> = None;
-    trace.nvml_by_segment(|rows| {
-        for r in &rows {
-            let (lo, hi) = nvml_span.get_or_insert((r.t_ns, r.t_ns));
-            (*lo, *hi) = ((*lo).min(r.t_ns), (*hi).max(r.t_ns));
-        }
-        cells.add_nvml(&phases, &rows);
-    })?;
+    let nvml_span = add_nvml(trace, &phases, &mut cells)?;
     let drops = trace.drops()?;
     cells.add_drops(&phases, &drops);
-    // Which kernels ran in each phase, folded in as the kernels are read for the coverage.
-    let mut kernel_fold = (opts.kernel_rows != Some(0)).then(|| KernelFold::new(&phases));
-    let coverage = kernel_coverage(trace, &mut |ks| {
-        if let Some(fold) = &mut kernel_fold {
-            fold.add_all(ks);
-        }
-    })?;
+    let (kernel_fold, coverage) = fold_kernels(trace, &phases, opts.kernel_rows != Some(0))?;
     let host = HostCoverage::build(&trace.api_calls()?);
     let merged = gaps::merge_fragments(fragments, &drops, min_gap_ns, hole_ns);
 
+    // Every GPU the manifest lists or the samples hold.
     let mut devices: Vec<DeviceId> = m.devices.iter().map(|d| d.id).collect();
     devices.extend(cells.samples.keys().copied());
     devices.sort_unstable();
@@ -703,9 +772,8 @@ pub(crate) fn build_report_checked(
 
     let kernels_captured = coverage.is_some();
     let mut fold = GapFold::new(&phases, &cells.index, cells.slots, start_ns, opts.gap_rows);
-    for g in gaps::gaps_of(merged, &phases, coverage.as_ref(), host.as_ref()) {
-        fold.add(&g, each_gap);
-    }
+    gaps::gaps_of(merged, &phases, coverage.as_ref(), host.as_ref())
+        .for_each(|g| fold.add(&g, each_gap));
     let gap_count = fold.count;
     let folded = fold.finish();
     let ctx = Ctx {
@@ -717,57 +785,26 @@ pub(crate) fn build_report_checked(
         kernels_captured,
         min_gap_ns,
     };
-    let run_durations = vec![(end_ns - start_ns).max(0)];
-    let whole_run = ctx.phase_report(
-        "(whole run)",
-        "(whole run)",
-        0,
-        &run_durations,
-        cells.whole_run(),
-    );
+    let whole_run = ctx.whole_run_report(end_ns - start_ns);
     let phase_reports = ctx.phase_reports(&phases);
 
     let drop_reports = drop_summary(&drops);
     // The capture table only adds to the report: one that cannot be read is a warning.
-    let mut warnings = trace.warnings();
-    warnings.extend(checked.warnings);
-    if outside > 0 {
-        warnings.push(format!(
-            "{outside} sample(s) lie more than a minute outside the recording (manifest.json's \
-             created_unix_ns to end_unix_ns): left out of the analysis"
-        ));
-    }
-    let (capture, graphs) = match trace.capture_events() {
-        Ok(events) => (
-            capture::capture_lines(&events),
-            capture::graph_contents(&events),
-        ),
-        Err(e) => {
-            warnings.push(format!("the capture table could not be read: {e}"));
-            (Vec::new(), Vec::new())
-        }
-    };
-    let mut notes = notes(
+    let mut warnings = report_warnings(trace, checked.warnings, outside);
+    let (capture, graphs) = capture_tables(trace, &mut warnings);
+    let notes = notes(
         &phases,
         (!nvtx.is_empty()).then_some(&opts.phases),
         activity.is_none().then(|| m.counters_unavailable.clone()),
         kernels_captured,
         &drops,
-    );
-    notes.extend(unknown_values(&devices, &cells, activity.as_ref()));
+    )
+    .into_iter()
+    .chain(unknown_values(&devices, &cells, activity.as_ref()))
+    .collect();
     Ok(Report {
         trace: trace.path().display().to_string(),
-        gpus: devices
-            .iter()
-            .map(|d| {
-                let info = m.devices.iter().find(|x| x.id == *d);
-                GpuInfo {
-                    device: *d,
-                    name: info.map(|i| i.name.clone()).unwrap_or_default(),
-                    chip: info.map(|i| i.chip.clone()).unwrap_or_default(),
-                }
-            })
-            .collect(),
+        gpus: gpu_infos(m, &devices),
         metrics,
         interval_ns,
         start_ns,
@@ -1066,6 +1103,17 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// The whole run as one phase of `duration_ns`.
+    fn whole_run_report(&self, duration_ns: i64) -> PhaseReport {
+        self.phase_report(
+            "(whole run)",
+            "(whole run)",
+            0,
+            &[duration_ns.max(0)],
+            self.cells.whole_run(),
+        )
+    }
+
     /// One report per phase, in tree order.
     fn phase_reports(&self, phases: &Phases) -> Vec<PhaseReport> {
         phases

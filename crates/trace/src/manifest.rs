@@ -11,40 +11,8 @@ use crate::reader::{INDEX_LIMIT, MANIFEST_LIMIT, ReadFail, corrupt, read_plain};
 use crate::{FORMAT_NAME, INDEX_FILE, MANIFEST_FILE, SCHEMA_MAJOR, SCHEMA_MINOR};
 use std::path::Path;
 
-/// Reads and checks `manifest.json`: the format name, then the schema version (a newer major
-/// is refused, a newer minor warned about), then the fields.
-pub(crate) fn read_manifest(dir: &Path) -> Result<(Manifest, SchemaVersion, Vec<String>)> {
-    let manifest_path = dir.join(MANIFEST_FILE);
-    let bytes = match read_plain(&manifest_path, MANIFEST_LIMIT) {
-        Ok(bytes) => bytes,
-        Err(ReadFail::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(TraceError::NotATrace {
-                path: dir.to_path_buf(),
-                why: "the folder has no manifest.json".into(),
-            });
-        }
-        Err(e) => return Err(e.into_error(&manifest_path)),
-    };
-    let text = String::from_utf8(bytes)
-        .map_err(|_| corrupt(&manifest_path, "manifest.json is not UTF-8 text"))?;
-    // An editor may add a byte-order mark when the file is saved; JSON readers may ignore it
-    // (RFC 8259, 8.1), and nothing else in the file changes with it.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-        corrupt(
-            &manifest_path,
-            format!("manifest.json is not valid JSON ({e})"),
-        )
-    })?;
-    if !value.is_object() {
-        return Err(TraceError::NotATrace {
-            path: dir.to_path_buf(),
-            why: format!(
-                "its manifest.json holds {}, not the JSON object of a trace's metadata",
-                json_kind(&value)
-            ),
-        });
-    }
+/// The manifest's `format` must be cufall's: anything else is not a trace, said as what it is.
+fn check_format(dir: &Path, value: &serde_json::Value) -> Result<()> {
     match value.get("format") {
         Some(serde_json::Value::String(f)) if f == FORMAT_NAME => {}
         Some(serde_json::Value::String(f)) if f.is_empty() => {
@@ -80,6 +48,44 @@ pub(crate) fn read_manifest(dir: &Path) -> Result<(Manifest, SchemaVersion, Vec<
             });
         }
     }
+    Ok(())
+}
+
+/// Reads and checks `manifest.json`: the format name, then the schema version (a newer major
+/// is refused, a newer minor warned about), then the fields.
+pub(crate) fn read_manifest(dir: &Path) -> Result<(Manifest, SchemaVersion, Vec<String>)> {
+    let manifest_path = dir.join(MANIFEST_FILE);
+    let bytes = match read_plain(&manifest_path, MANIFEST_LIMIT) {
+        Ok(bytes) => bytes,
+        Err(ReadFail::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(TraceError::NotATrace {
+                path: dir.to_path_buf(),
+                why: "the folder has no manifest.json".into(),
+            });
+        }
+        Err(e) => return Err(e.into_error(&manifest_path)),
+    };
+    let text = String::from_utf8(bytes)
+        .map_err(|_| corrupt(&manifest_path, "manifest.json is not UTF-8 text"))?;
+    // An editor may add a byte-order mark when the file is saved; JSON readers may ignore it
+    // (RFC 8259, 8.1), and nothing else in the file changes with it.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+        corrupt(
+            &manifest_path,
+            format!("manifest.json is not valid JSON ({e})"),
+        )
+    })?;
+    if !value.is_object() {
+        return Err(TraceError::NotATrace {
+            path: dir.to_path_buf(),
+            why: format!(
+                "its manifest.json holds {}, not the JSON object of a trace's metadata",
+                json_kind(&value)
+            ),
+        });
+    }
+    check_format(dir, &value)?;
     let version = schema_version(&value).map_err(|why| corrupt(&manifest_path, why))?;
     let shown = version.to_string();
     if version.is_newer_major() {

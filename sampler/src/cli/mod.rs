@@ -1,7 +1,9 @@
-//! The command line's one layer: every subcommand's flags (clap), the one duration syntax, and
-//! the hints that turn the libraries' typed errors into "what to do" for the person at the
-//! terminal. Library crates (trace, analysis, viewer, cupti) know nothing of flags; this module
-//! maps their options and errors to and from the command line.
+//! The commands that read recordings (`report`, `diff`, `export`, `view`, `replay`, `info`) and
+//! what every command's flags share: the one duration syntax, the number parsers, and the hints
+//! that turn the libraries' typed errors into "what to do" for the person at the terminal. The
+//! commands that drive the GPU live beside the code they drive (`record`, `metrics_cmd`,
+//! `control`; the live view in the binary). Library crates (trace, analysis, viewer, cupti) know
+//! nothing of flags; this module maps their options and errors to and from the command line.
 //!
 //! | module | what it holds |
 //! |---|---|

@@ -6,23 +6,11 @@ mod common;
 use common::{example, harness};
 use cufall_gui::model::ReportState;
 use cufall_gui::view::Settings;
+use cufall_testkit::examples::copy_dir;
 use eframe::egui::Vec2;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 const SIZE: Vec2 = Vec2::new(1000.0, 600.0);
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for e in std::fs::read_dir(from).expect("read_dir").flatten() {
-        let p = e.path();
-        let dst = to.join(e.file_name());
-        if p.is_dir() {
-            copy_dir(&p, &dst);
-        } else {
-            std::fs::copy(&p, &dst).expect("copy");
-        }
-    }
-}
 
 fn copy_example(name: &str, dir: &tempfile::TempDir) -> PathBuf {
     let to = dir.path().join(name);

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use assert_cmd::Command;
+use cufall_testkit::examples::edit_manifest;
 use predicates::prelude::*;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -14,33 +15,8 @@ fn cufall() -> Command {
     Command::cargo_bin("cufall").expect("binary")
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            fs::copy(e.path(), target).unwrap();
-        }
-    }
-}
-
 fn example_copy(tmp: &tempfile::TempDir) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples")
-        .join(EXAMPLE);
-    let dir = tmp.path().join(EXAMPLE);
-    copy_dir(&src, &dir);
-    dir
-}
-
-fn edit_manifest(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
-    let path = dir.join("manifest.json");
-    let mut m: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
-    edit(&mut m);
-    fs::write(&path, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+    cufall_testkit::examples::copy_example(tmp.path(), EXAMPLE)
 }
 
 /// `info` lists every device the data holds, not only those of the manifest.

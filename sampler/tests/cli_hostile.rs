@@ -8,6 +8,7 @@ use assert_cmd::Command;
 use cufall_sampler::cli::view::{
     DisplayArgs, LookArgs, MAX_HEIGHT, MAX_WIDTH, ReplayArgs, ViewArgs, replay_text, view_text,
 };
+use cufall_testkit::examples::edit_manifest;
 use cufall_trace::model::{DeviceId, DropReason, DropRecord, NvmlRow, NvtxRange, SampleBatch};
 use cufall_trace::{Trace, TraceWriter, WriterOptions};
 use proptest::prelude::*;
@@ -25,34 +26,9 @@ fn cufall() -> Command {
     Command::cargo_bin("cufall").expect("binary")
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            fs::copy(e.path(), dest).unwrap();
-        }
-    }
-}
-
 /// A copy of `examples/NAME` in `dir`, to damage.
 fn copy_example(dir: &Path, name: &str) -> PathBuf {
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples")
-        .join(name);
-    let dst = dir.join(name);
-    copy_dir(&src, &dst);
-    dst
-}
-
-fn edit_manifest(trace: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
-    let p = trace.join("manifest.json");
-    let mut v: serde_json::Value = serde_json::from_slice(&fs::read(&p).unwrap()).unwrap();
-    edit(&mut v);
-    fs::write(&p, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    cufall_testkit::examples::copy_example(dir, name)
 }
 
 /// The manifest lists `n` GPUs (the first one's data, the others with none).

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use assert_cmd::Command;
+use cufall_testkit::examples::{copy_dir, edit_manifest};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -13,19 +14,6 @@ const PHASES: &str = "h200-torch-phases-api.cufall";
 
 fn cufall() -> Command {
     Command::cargo_bin("cufall").expect("binary")
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            fs::copy(e.path(), dest).unwrap();
-        }
-    }
 }
 
 fn example() -> PathBuf {
@@ -39,13 +27,6 @@ fn copy(tmp: &tempfile::TempDir, name: &str) -> PathBuf {
     let dst = tmp.path().join(name);
     copy_dir(&example(), &dst);
     dst
-}
-
-fn edit_manifest(trace: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
-    let p = trace.join("manifest.json");
-    let mut v: serde_json::Value = serde_json::from_slice(&fs::read(&p).unwrap()).unwrap();
-    edit(&mut v);
-    fs::write(&p, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
 }
 
 /// `cufall ARGS` fails with one line on stderr; that line.

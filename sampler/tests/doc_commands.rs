@@ -4,6 +4,7 @@
 //! right below it. Commands that need a GPU fail here for that reason (exit code 1), which is
 //! fine: this test is about the docs naming flags and values that exist.
 
+use cufall_testkit::examples::copy_dir;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -136,19 +137,6 @@ fn commands_in(path: &Path) -> Vec<DocCommand> {
         });
     }
     out
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for e in std::fs::read_dir(from).expect("read_dir").flatten() {
-        let p = e.path();
-        let q = to.join(e.file_name());
-        if p.is_dir() {
-            copy_dir(&p, &q);
-        } else {
-            std::fs::copy(&p, &q).expect("copy");
-        }
-    }
 }
 
 /// Runs `cufall ARGS` in `cwd`; returns its exit code (None: killed after the time limit, which

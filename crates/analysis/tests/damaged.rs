@@ -8,6 +8,7 @@ use cufall_analysis::render::report_text;
 use cufall_analysis::report::{Note, Report, Verdict};
 use cufall_analysis::samples::FullScaleSource;
 use cufall_analysis::{AnalysisError, ReportOptions, build_report};
+use cufall_testkit::examples::edit_manifest;
 use cufall_trace::parquet::write_frame;
 use cufall_trace::{Column, Frame, Table, Trace, Values};
 use std::fs;
@@ -15,26 +16,8 @@ use std::path::{Path, PathBuf};
 
 const EXAMPLE: &str = "h200-torch-phases-api.cufall";
 
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            fs::copy(e.path(), target).unwrap();
-        }
-    }
-}
-
 fn example_copy(tmp: &tempfile::TempDir) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples")
-        .join(EXAMPLE);
-    let dir = tmp.path().join(EXAMPLE);
-    copy_dir(&src, &dir);
-    dir
+    cufall_testkit::examples::copy_example(tmp.path(), EXAMPLE)
 }
 
 fn export_opts(format: Format, output: &Path) -> ExportOptions {
@@ -170,13 +153,6 @@ fn null_metric_values_are_unknown_not_busy() {
     assert_eq!(r.whole_run.idle_fraction, None);
     assert_eq!(r.whole_run.verdict, Verdict::ValuesUnknown);
     assert_eq!(r.gap_count, 0);
-}
-
-fn edit_manifest(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
-    let path = dir.join("manifest.json");
-    let mut m: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
-    edit(&mut m);
-    fs::write(&path, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
 }
 
 fn report(dir: &Path) -> Report {

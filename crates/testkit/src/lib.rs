@@ -1,7 +1,8 @@
-//! Synthetic data for cufall's tests, snapshots and benchmarks: nothing here is a measurement,
-//! and nothing here ships in the `cufall` binary (crates take it as a dev-dependency only).
+//! Synthetic data for cufall's tests, snapshots and benchmarks (and copies of the bundled real
+//! recordings): nothing here is a measurement, and nothing here ships in the `cufall` binary (crates take it as a dev-dependency only).
 //!
 //! - [`bench`]: the large synthetic trace of the benchmarks (`bench_report`, `bench_gui`);
+//! - [`examples`]: copies of the bundled real recordings, for tests that damage them;
 //! - [`fixture`]: a trace on disk with known phases, gaps, kernels and drops, for the analysis
 //!   and the command line's end-to-end tests;
 //! - [`synth`]: live feeds and demo traces (devices named like H200s, a waveform per device), for
@@ -10,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bench;
+pub mod examples;
 pub mod fixture;
 pub mod synth;
 pub mod tables;

@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
+use cufall_testkit::examples::{copy_dir, edit_manifest};
 use cufall_trace::model::DropReason;
 use cufall_trace::{Column, Frame, Table, Trace, TraceError, Values};
 use std::fs;
@@ -18,31 +19,11 @@ fn example() -> PathBuf {
         .join(EXAMPLE)
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            fs::copy(e.path(), target).unwrap();
-        }
-    }
-}
-
 /// A copy of the example in a fresh temporary folder.
 fn copy(tmp: &tempfile::TempDir) -> PathBuf {
     let dir = tmp.path().join(EXAMPLE);
     copy_dir(&example(), &dir);
     dir
-}
-
-fn edit_manifest(dir: &Path, f: impl FnOnce(&mut serde_json::Value)) {
-    let path = dir.join("manifest.json");
-    let mut v: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
-    f(&mut v);
-    fs::write(&path, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
 }
 
 fn open_err(dir: &Path) -> TraceError {

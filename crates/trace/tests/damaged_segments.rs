@@ -13,26 +13,8 @@ use std::path::{Path, PathBuf};
 
 const EXAMPLE: &str = "h200-torch-phases-api.cufall";
 
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            fs::copy(e.path(), target).unwrap();
-        }
-    }
-}
-
 fn example_copy(tmp: &tempfile::TempDir) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples")
-        .join(EXAMPLE);
-    let dir = tmp.path().join(EXAMPLE);
-    copy_dir(&src, &dir);
-    dir
+    cufall_testkit::examples::copy_example(tmp.path(), EXAMPLE)
 }
 
 /// The index line of `file`, as JSON.

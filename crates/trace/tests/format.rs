@@ -5,6 +5,7 @@
 use cufall_testkit::tables as common;
 
 use common::*;
+use cufall_testkit::examples::copy_dir;
 use cufall_trace::model::RecordingStatus;
 use cufall_trace::{
     SCHEMA_MAJOR, SCHEMA_MINOR, Table, Trace, TraceError, TraceWriter, WriterOptions,
@@ -340,19 +341,6 @@ fn a_scan_selects_one_metric_column() {
     let twice = trace.samples(&[METRICS[0], METRICS[0]]).unwrap();
     assert_eq!(twice.values[0], all.values[0]);
     assert_eq!(twice.values[1], all.values[0]);
-}
-
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            fs::copy(e.path(), target).unwrap();
-        }
-    }
 }
 
 #[test]

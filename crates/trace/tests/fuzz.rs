@@ -9,6 +9,7 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
+use cufall_testkit::examples::copy_dir;
 use cufall_trace::{Table, Trace, TraceError};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -50,19 +51,6 @@ fn files() -> Vec<String> {
     walk(&root, &root, &mut out);
     out.sort();
     out
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            fs::copy(e.path(), target).unwrap();
-        }
-    }
 }
 
 /// Fields of the manifest a mutation may set, as JSON pointers.

@@ -29,8 +29,9 @@ pub const CORE_BUDGET: f64 = 1.0;
 /// were lost.
 pub const DECODE_BUSY_MAX: f64 = 0.9;
 /// Intervals the default is chosen from (µs): round numbers a user recognises.
-const DEFAULT_STEPS_US: [i64; 20] = [
+const DEFAULT_STEPS_US: [i64; 23] = [
     5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50, 60, 80, 100, 200, 500, 1_000, 2_000, 5_000, 10_000,
+    20_000, 50_000, 100_000,
 ];
 
 /// Costs of the pipeline's parts on one machine.
@@ -103,8 +104,14 @@ impl CostModel {
     }
 
     /// The default interval: the finest round interval that is lossless and costs at most
-    /// [`CORE_BUDGET`] per GPU (the coarsest step if none does).
+    /// [`CORE_BUDGET`] per GPU (the coarsest step, 100 ms, if none does).
     pub fn default_interval_ns(&self, bytes_per_sample: u64, metrics: usize) -> i64 {
+        self.default_interval(bytes_per_sample, metrics).0
+    }
+
+    /// [`Self::default_interval_ns`], and whether it met the budget (lossless, at most
+    /// [`CORE_BUDGET`]): a metric set of megabytes per sample meets it at no step.
+    pub fn default_interval(&self, bytes_per_sample: u64, metrics: usize) -> (i64, bool) {
         DEFAULT_STEPS_US
             .iter()
             .map(|us| us * 1_000)
@@ -112,7 +119,18 @@ impl CostModel {
                 let p = self.predict(bytes_per_sample, metrics, iv);
                 p.lossless() && p.cores() <= CORE_BUDGET
             })
-            .unwrap_or(DEFAULT_STEPS_US[DEFAULT_STEPS_US.len() - 1] * 1_000)
+            .map_or(
+                (DEFAULT_STEPS_US[DEFAULT_STEPS_US.len() - 1] * 1_000, false),
+                |iv| (iv, true),
+            )
+    }
+
+    /// This model with the decoder calling every `period` (shorter with a short `--margin`).
+    pub fn with_decode_period(self, period: std::time::Duration) -> CostModel {
+        CostModel {
+            decode_period_ns: period.as_nanos() as f64,
+            ..self
+        }
     }
 }
 
@@ -235,6 +253,10 @@ mod tests {
         // A cheap counter goes finer than the DRAM metric; a huge one far coarser.
         assert!(m.default_interval_ns(313, 1) < dram);
         assert_eq!(m.default_interval_ns(649_017, 1), 1_000_000);
+        // Megabytes per sample meet the budget at no step: the coarsest, said so.
+        assert_eq!(m.default_interval(200_000_000, 12), (100_000_000, false));
+        assert_eq!(m.default_interval(20_000_000, 12), (50_000_000, true));
+        assert!(m.default_interval(PAIR, 2).1);
         for b in [57u64, 313, DRAM, TENSOR, PAIR, 57_753, 649_017] {
             for n in 1..6 {
                 let iv = m.default_interval_ns(b, n);

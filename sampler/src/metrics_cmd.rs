@@ -97,16 +97,17 @@ pub fn usual_full_name(base: &str, sub_metrics: &[String]) -> Option<String> {
         .map(|s| format!("{base}{s}"))
 }
 
-/// Measures bytes per sample on one GPU: PM sampling enabled once, configured per metric set.
+/// Measures bytes per sample on one GPU: PM sampling enabled once (without binding a CUDA
+/// context to this thread), configured per metric set.
 struct Coster {
     sampler: cufall_cupti::PmSampler,
-    ctx: Option<cufall_cupti::PrimaryContext>,
 }
 
 impl Coster {
     fn new(cupti: &Cupti, device: usize) -> Result<Coster, cufall_cupti::CuptiError> {
-        let (sampler, ctx) = crate::pipeline::device::enable(cupti, device)?;
-        Ok(Coster { sampler, ctx })
+        Ok(Coster {
+            sampler: cufall_cupti::PmSampler::enable(cupti, device)?,
+        })
     }
 
     fn cost(
@@ -125,11 +126,9 @@ impl Coster {
         Ok(MetricCost::new(metrics.to_vec(), bytes))
     }
 
-    /// Disables sampling while the context it was enabled under is still current.
+    /// Disables sampling.
     fn close(self) {
-        let Coster { sampler, ctx } = self;
-        drop(sampler);
-        drop(ctx);
+        drop(self.sampler);
     }
 }
 

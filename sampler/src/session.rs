@@ -71,6 +71,24 @@ pub struct SessionConfig {
 pub const DEFAULT_NVML_INTERVAL: Duration = Duration::from_millis(10);
 /// The interval configured while a chip's bytes per sample are measured (any CUPTI accepts).
 const PROBE_INTERVAL_NS: i64 = 100_000;
+/// The interval when CUPTI could not say the bytes per sample before arming: the default pair's
+/// (the model's choice for 25,529 bytes).
+const FALLBACK_INTERVAL_NS: i64 = 50_000;
+/// The bytes per sample assumed until the devices report theirs, in that case: the pair's.
+const FALLBACK_BYTES_PER_SAMPLE: u64 = 25_529;
+
+/// How the interval was chosen.
+#[derive(Clone, Debug, PartialEq)]
+pub enum IntervalChoice {
+    /// `--interval`.
+    Given,
+    /// The cost model's default; `budget_met` false when no step keeps the metrics within about
+    /// one core per GPU (the coarsest step is taken).
+    Model { budget_met: bool },
+    /// CUPTI could not say the bytes per sample before arming (`why`): the default pair's
+    /// interval was taken.
+    Fallback { why: String },
+}
 
 impl Default for SessionConfig {
     fn default() -> Self {
@@ -319,6 +337,7 @@ pub struct PredictedCost {
     pub lossless: bool,
     pub loss_fraction: f64,
     pub finest_lossless_ns: i64,
+    /// Whether the cost model chose the interval (no `--interval`).
     pub interval_chosen: bool,
 }
 
@@ -340,26 +359,31 @@ pub struct Cost {
     pub prediction: crate::cost::Prediction,
     /// The finest interval the model says the decoder holds for these metrics.
     pub finest_lossless_ns: i64,
-    /// Whether the interval was chosen by the model (no `--interval`).
-    pub interval_chosen: bool,
+    /// How the interval was chosen.
+    pub choice: IntervalChoice,
 }
 
 impl Cost {
     /// One line for the user.
     pub fn describe(&self) -> String {
         let per = self.image_bytes * self.initial_images as u64;
-        let why = if self.interval_chosen {
-            format!(
-                " (the finest interval at about one core per GPU for {} bytes of counter data per \
-sample; --interval sets another, down to {} without loss)",
-                self.prediction.bytes_per_sample,
-                crate::sizing::format_interval(self.finest_lossless_ns)
-            )
-        } else {
-            format!(
-                " ({} bytes of counter data per sample)",
-                self.prediction.bytes_per_sample
-            )
+        let bytes = self.prediction.bytes_per_sample;
+        let finest = crate::sizing::format_interval(self.finest_lossless_ns);
+        let why = match &self.choice {
+            IntervalChoice::Model { budget_met: true } => format!(
+                " (the finest interval at about one core per GPU for {bytes} bytes of counter data \
+per sample; --interval sets another, down to {finest} without loss)"
+            ),
+            IntervalChoice::Model { budget_met: false } => format!(
+                " (the coarsest interval cufall chooses: no interval keeps {bytes} bytes of counter \
+data per sample within about one core per GPU; choose cheaper metrics, `cufall metrics` gives \
+each one's bytes)"
+            ),
+            IntervalChoice::Fallback { why } => format!(
+                " (the default pair's interval: CUPTI could not say the bytes per sample before \
+the GPUs were armed ({why}); they are {bytes}, lossless down to {finest})"
+            ),
+            IntervalChoice::Given => format!(" ({bytes} bytes of counter data per sample)"),
         };
         format!(
             "sampling {} GPU(s) at {}{why} with {} metric(s): about {:.1} CPU cores (decoder {:.0} % \
@@ -392,7 +416,7 @@ busy) and {} of counter-data images per GPU ({} images of {} up front, up to {} 
             lossless: p.lossless(),
             loss_fraction: p.loss_fraction(),
             finest_lossless_ns: self.finest_lossless_ns,
-            interval_chosen: self.interval_chosen,
+            interval_chosen: self.choice != IntervalChoice::Given,
         }
     }
 
@@ -419,7 +443,9 @@ per sample)",
 
 /// Counter-data bytes one sample of `metrics` takes on device `index`, asked of CUPTI the way a
 /// device thread asks when it arms (enable, configure, size the image), then disabled again: the
-/// interval is chosen from it before any device is armed.
+/// interval is chosen from it before any device is armed. This runs on the caller's thread, so
+/// it never binds a CUDA context there: where PM sampling cannot be enabled without one, the
+/// error says so and the caller falls back (the device threads then report the bytes).
 fn counter_bytes_per_sample(
     cupti: &Cupti,
     index: usize,
@@ -427,12 +453,8 @@ fn counter_bytes_per_sample(
     metrics: &[String],
     interval_ns: i64,
 ) -> Result<u64, CuptiError> {
-    let (mut sampler, ctx) = pipeline::device::enable(cupti, index)?;
-    let bytes = pipeline::device::bytes_per_sample(&mut sampler, config, metrics, interval_ns);
-    // Disabled while the context it was enabled under is still current.
-    drop(sampler);
-    drop(ctx);
-    bytes
+    let mut sampler = cufall_cupti::PmSampler::enable(cupti, index)?;
+    pipeline::device::bytes_per_sample(&mut sampler, config, metrics, interval_ns)
 }
 
 /// Waits for `count` device threads to report ready: the largest image, and the samples an
@@ -440,15 +462,17 @@ fn counter_bytes_per_sample(
 fn wait_ready(
     ready: &Receiver<(DeviceId, Result<Ready, ArmError>)>,
     count: usize,
-) -> Result<(usize, Option<u32>), ArmError> {
+) -> Result<(usize, Option<u32>, Option<u64>), ArmError> {
     let mut first_err = None;
     let mut image_bytes = 0usize;
     let mut spi = None;
+    let mut bytes: Option<u64> = None;
     for _ in 0..count {
         match ready.recv_timeout(Duration::from_secs(120)) {
             Ok((_, Ok(r))) => {
                 image_bytes = image_bytes.max(r.image_bytes);
                 spi = Some(r.samples_per_image);
+                bytes = bytes.max(Some(r.bytes_per_sample));
             }
             Ok((_, Err(e))) => {
                 first_err.get_or_insert(e);
@@ -463,14 +487,15 @@ fn wait_ready(
     }
     match first_err {
         Some(e) => Err(e),
-        None => Ok((image_bytes, spi)),
+        None => Ok((image_bytes, spi, bytes)),
     }
 }
 
 /// What arming needs of one chip: its configuration image and the bytes a sample takes.
 struct ChipSetup {
     config: Vec<u8>,
-    bytes_per_sample: u64,
+    /// `Err`: why CUPTI could not say before arming.
+    bytes_per_sample: Result<u64, String>,
 }
 
 /// A device to arm: its slot among the selected, CUDA index, chip and counter availability.
@@ -529,7 +554,8 @@ fn chip_setups(
                 &config,
                 &cfg.metrics,
                 cfg.interval_ns.unwrap_or(PROBE_INTERVAL_NS),
-            )?;
+            )
+            .map_err(|e| e.to_string());
             per_chip.insert(
                 chip.clone(),
                 ChipSetup {
@@ -556,22 +582,32 @@ fn arm_counters(
     extra.insert("cupti_library".into(), cupti.cupti_source.clone());
     let (per_chip, chips, infos) = chip_setups(&cupti, cfg, selected, devices)?;
     // One interval for every GPU (the trace has one): the one the costliest chip allows.
-    let model = crate::cost::CostModel::H200;
+    let timing = cfg.image_timing.unwrap_or_default();
+    let model = crate::cost::CostModel::H200.with_decode_period(sizing::decode_period(timing));
     let n = cfg.metrics.len();
-    let bytes = per_chip
+    let asked: Result<Vec<u64>, String> = per_chip
         .values()
-        .map(|c| c.bytes_per_sample)
-        .max()
-        .unwrap_or(1);
-    let (interval_ns, interval_chosen) = match cfg.interval_ns {
-        Some(iv) => (iv, false),
-        None => (model.default_interval_ns(bytes, n), true),
+        .map(|c| c.bytes_per_sample.clone())
+        .collect();
+    let asked = asked.map(|v| v.into_iter().max().unwrap_or(1));
+    let (interval_ns, choice) = match (cfg.interval_ns, &asked) {
+        (Some(iv), _) => (iv, IntervalChoice::Given),
+        (None, Ok(bytes)) => {
+            let (iv, met) = model.default_interval(*bytes, n);
+            (iv, IntervalChoice::Model { budget_met: met })
+        }
+        (None, Err(why)) => (
+            FALLBACK_INTERVAL_NS,
+            IntervalChoice::Fallback { why: why.clone() },
+        ),
     };
+    // Until the devices report their own, the bytes asked before arming (or the pair's).
+    let bytes = asked.clone().unwrap_or(FALLBACK_BYTES_PER_SAMPLE);
     let prediction = model.predict(bytes, n, interval_ns);
     let hw_buffer_bytes = cfg
         .hw_buffer_bytes
         .unwrap_or_else(|| crate::cost::hw_buffer_bytes(bytes, interval_ns));
-    let plan = sizing::plan_with(interval_ns, cfg.image_timing.unwrap_or_default());
+    let plan = sizing::plan_with(interval_ns, timing);
     let eval_threads = cfg
         .eval_threads
         .unwrap_or_else(|| sizing::eval_threads(&prediction))
@@ -615,8 +651,8 @@ fn arm_counters(
         threads.push((devices[slot].id, t, counters));
     }
     drop(ready_tx);
-    let (image_bytes, spi) = match wait_ready(&ready_rx, threads.len()) {
-        Ok((b, s)) => (b, s.unwrap_or(plan.samples_per_image)),
+    let (image_bytes, spi, measured) = match wait_ready(&ready_rx, threads.len()) {
+        Ok((b, s, m)) => (b, s.unwrap_or(plan.samples_per_image), m),
         Err(e) => {
             // Dropping the threads' `go` senders tells them to disarm and exit.
             for (_, t, _) in threads {
@@ -628,6 +664,9 @@ fn arm_counters(
     };
     extra.insert("samples_per_image".into(), spi.to_string());
     extra.insert("counter_data_image_bytes".into(), image_bytes.to_string());
+    // The devices' own layout is the truth the model is stated with.
+    let bytes = measured.unwrap_or(bytes);
+    extra.insert("counter_bytes_per_sample".into(), bytes.to_string());
     let cost = Cost {
         devices: selected.len(),
         interval_ns,
@@ -638,9 +677,9 @@ fn arm_counters(
         max_images: plan.max_images,
         hw_buffer_bytes: hw_buffer_bytes as u64,
         eval_threads,
-        prediction,
+        prediction: model.predict(bytes, n, interval_ns),
         finest_lossless_ns: model.finest_lossless_ns(bytes, n),
-        interval_chosen,
+        choice,
     };
     Ok((infos, threads, cost))
 }
@@ -1091,7 +1130,10 @@ mod tests {
             eval_threads: 2,
             prediction: model.predict(bytes, metrics, iv),
             finest_lossless_ns: model.finest_lossless_ns(bytes, metrics),
-            interval_chosen: interval_ns.is_none(),
+            choice: match interval_ns {
+                Some(_) => IntervalChoice::Given,
+                None => IntervalChoice::Model { budget_met: true },
+            },
         }
     }
 
@@ -1117,6 +1159,28 @@ metric(s): about 1.0 CPU cores (decoder 51 % busy) and ";
         assert!(
             pair.contains("about 0.9 CPU cores (decoder 55 % busy)"),
             "{pair}"
+        );
+        let mut heavy = cost_at(20_000_000, 12, None);
+        heavy.choice = IntervalChoice::Model { budget_met: false };
+        assert!(
+            heavy
+                .describe()
+                .contains("no interval keeps 20000000 bytes of counter data"),
+            "{}",
+            heavy.describe()
+        );
+        let mut fallback = cost_at(4_729, 1, Some(50_000));
+        fallback.choice = IntervalChoice::Fallback {
+            why: "refused".into(),
+        };
+        let line = fallback.describe();
+        assert!(
+            line.contains("(the default pair's interval: CUPTI could not say"),
+            "{line}"
+        );
+        assert!(
+            line.contains("(refused); they are 4729, lossless down to 7us)"),
+            "{line}"
         );
         let given = cost_at(25_529, 2, Some(30_000)).describe();
         assert!(

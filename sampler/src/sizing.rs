@@ -102,14 +102,20 @@ pub fn plan_with(interval_ns: i64, timing: ImageTiming) -> ImagePlan {
         samples_per_image: u32::try_from(capacity).unwrap_or(u32::MAX),
         seal_after_samples: u32::try_from(seal_after).unwrap_or(u32::MAX),
         seal_period: timing.seal_period,
-        decode_period: DECODE_PERIOD
-            .min(timing.margin / 4)
-            .max(Duration::from_micros(200)),
+        decode_period: decode_period(timing),
         // Evaluation is split between threads and ends long before the next seal: one image
         // fills while the other is evaluated; more are made (off the decode thread) on demand.
         initial_images: 2,
         max_images: 6,
     }
+}
+
+/// How often the decoder calls: every [`DECODE_PERIOD`], more often when the margin is short
+/// (a quarter of it, at least every 200 µs).
+pub fn decode_period(timing: ImageTiming) -> Duration {
+    DECODE_PERIOD
+        .min(timing.margin / 4)
+        .max(Duration::from_micros(200))
 }
 
 impl ImagePlan {

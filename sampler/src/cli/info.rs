@@ -270,26 +270,32 @@ fn device_rows(
     m: &cufall_trace::model::Manifest,
     summary: &cufall_trace::TraceSummary,
 ) -> Vec<DeviceRow> {
-    summary
-        .devices
-        .iter()
-        .map(|(id, s)| {
-            let d = m.devices.iter().find(|d| d.id == *id);
-            DeviceRow {
-                index: id.0,
-                in_manifest: d.is_some(),
-                name: d.map(|d| d.name.clone()),
-                chip: d.map(|d| d.chip.clone()),
-                uuid: d.map(|d| d.uuid.clone()),
-                pci_bus_id: d.map(|d| d.pci_bus_id.clone()),
-                sm_count: d.map(|d| d.sm_count),
-                samples: s.samples,
-                drops: s.drops,
-                dropped_ns: s.dropped_ns,
-                nvml_rows: s.nvml_rows,
-            }
-        })
-        .collect()
+    // The manifest's devices in its order, then any the data holds that it leaves out.
+    let ids = m.devices.iter().map(|d| d.id).chain(
+        summary
+            .devices
+            .keys()
+            .copied()
+            .filter(|id| !m.devices.iter().any(|d| d.id == *id)),
+    );
+    ids.map(|id| {
+        let d = m.devices.iter().find(|d| d.id == id);
+        let s = summary.devices.get(&id).cloned().unwrap_or_default();
+        DeviceRow {
+            index: id.0,
+            in_manifest: d.is_some(),
+            name: d.map(|d| d.name.clone()),
+            chip: d.map(|d| d.chip.clone()),
+            uuid: d.map(|d| d.uuid.clone()),
+            pci_bus_id: d.map(|d| d.pci_bus_id.clone()),
+            sm_count: d.map(|d| d.sm_count),
+            samples: s.samples,
+            drops: s.drops,
+            dropped_ns: s.dropped_ns,
+            nvml_rows: s.nvml_rows,
+        }
+    })
+    .collect()
 }
 
 fn domain_row(d: &DomainCount) -> DomainRow {

@@ -65,6 +65,8 @@ fewer --devices",
 pub struct Ready {
     pub image_bytes: usize,
     pub samples_per_image: u32,
+    /// Counter-data bytes of one sample, as this device's images are laid out.
+    pub bytes_per_sample: u64,
 }
 
 pub struct DeviceThread {
@@ -260,6 +262,7 @@ fn device_main(
         Ok(Ready {
             image_bytes,
             samples_per_image: armed.plan.samples_per_image,
+            bytes_per_sample: armed.bytes_per_sample,
         }),
     ));
     drop(ready);

@@ -57,9 +57,12 @@ fn info_shows_devices_missing_from_the_manifest() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let devices = v["devices"].as_array().unwrap();
     assert_eq!(devices.len(), 2);
-    assert_eq!(devices[0]["index"], 0);
-    assert_eq!(devices[0]["in_manifest"], false);
-    assert_eq!(devices[0]["samples"], 248_933);
+    // The manifest's device first, then the one only the data holds.
+    assert_eq!(devices[0]["index"], 7);
+    assert_eq!(devices[0]["in_manifest"], true);
+    assert_eq!(devices[1]["index"], 0);
+    assert_eq!(devices[1]["in_manifest"], false);
+    assert_eq!(devices[1]["samples"], 248_933);
 }
 
 /// `view` and `replay` refuse a damaged segment of a table they do not show, as `info` and

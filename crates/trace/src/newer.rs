@@ -56,6 +56,37 @@ pub(crate) fn drop_unknown_tables(entries: &mut Vec<SegmentEntry>, warnings: &mu
     entries.retain(known);
 }
 
+/// Whether this cufall knows a value of a kind column.
+type Known = fn(&str) -> bool;
+
+/// The column of `table` that names a kind, and which of its values this cufall knows.
+fn kind_column(table: Table) -> Option<(&'static str, Known)> {
+    Some(match table {
+        Table::Drops => ("reason", |s| DropReason::parse(s).is_some()),
+        Table::Nvtx => ("kind", |s| RangeKind::parse(s).is_some()),
+        Table::Kernels => ("kind", |s| ActivityKind::parse(s).is_some()),
+        Table::Api => ("domain", |s| ApiDomain::parse(s).is_some()),
+        Table::Samples | Table::Nvml | Table::Capture => return None,
+    })
+}
+
+/// The first value of `table`'s kind column that this cufall does not know, with its row: in a
+/// trace of this version or older, damage.
+pub(crate) fn unknown_value(table: Table, frame: &Frame) -> Option<(String, usize)> {
+    let (column, known) = kind_column(table)?;
+    let col = frame.columns.iter().find(|c| c.name == column)?;
+    let Values::Str(values) = &col.values else {
+        return None;
+    };
+    values.iter().enumerate().find_map(|(i, v)| {
+        let present = col
+            .valid
+            .as_ref()
+            .is_none_or(|m| m.get(i).copied().unwrap_or(false));
+        (present && !known(v)).then(|| (cut(v, 80), i))
+    })
+}
+
 /// Drop reasons, NVTX kinds, activity kinds and API domains that a newer minor version of
 /// the format added: older readers ignore what they do not know (`docs/trace-format.md`,
 /// Versioning). A drop of an unknown reason is still a hole in the samples, so it reads as
@@ -63,13 +94,7 @@ pub(crate) fn drop_unknown_tables(entries: &mut Vec<SegmentEntry>, warnings: &mu
 /// of an unknown kind is left out. Returns the warning that says what was done. In a trace of
 /// this cufall's version or older, an unknown value stays an error: it is damage.
 pub(crate) fn ignore_values(table: Table, frame: &mut Frame) -> Option<String> {
-    let (column, known): (&str, fn(&str) -> bool) = match table {
-        Table::Drops => ("reason", |s| DropReason::parse(s).is_some()),
-        Table::Nvtx => ("kind", |s| RangeKind::parse(s).is_some()),
-        Table::Kernels => ("kind", |s| ActivityKind::parse(s).is_some()),
-        Table::Api => ("domain", |s| ApiDomain::parse(s).is_some()),
-        Table::Samples | Table::Nvml | Table::Capture => return None,
-    };
+    let (column, known) = kind_column(table)?;
     let col = frame.columns.iter_mut().find(|c| c.name == column)?;
     let valid = col.valid.clone();
     let Values::Str(values) = &mut col.values else {

@@ -110,6 +110,14 @@ fn values_of_a_newer_minor_version_are_ignored_with_a_warning() {
         "{err}"
     );
     assert!(trace.drops().is_err() && trace.kernels().is_err() && trace.api_calls().is_err());
+    // Frames (what export writes) follow the same rule.
+    let err = trace.frame(Table::Nvtx).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("row 0 of the nvtx table holds `scope`"),
+        "{err}"
+    );
+    assert!(trace.frame(Table::Kernels).is_err() && trace.frame(Table::Api).is_err());
     drop(trace);
 
     edit_manifest(&dir, |m| m["schema_version"] = "1.2".into());
@@ -127,6 +135,8 @@ fn values_of_a_newer_minor_version_are_ignored_with_a_warning() {
     assert_eq!(trace.nvtx().unwrap(), nvtx[1..]);
     assert_eq!(trace.kernels().unwrap(), kernels[2..]);
     assert_eq!(trace.api_calls().unwrap(), api[1..]);
+    // A frame (what export writes) keeps them as recorded.
+    assert_eq!(trace.frame(Table::Nvtx).unwrap().height(), nvtx.len());
     let summary = trace.summary().unwrap();
     assert_eq!(
         summary.kernels as usize,

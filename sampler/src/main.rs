@@ -87,9 +87,25 @@ enum Command {
     Gui(GuiArgs),
 }
 
+/// The command line, with a `--version` that names the trace formats this cufall reads and
+/// writes (a user with an old recording learns at once whether it opens).
+fn parse_cli() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    use cufall_trace::model::{SCHEMA_FIRST, SCHEMA_MAJOR, SCHEMA_MINOR};
+    let version = format!(
+        "{} (writes trace format {SCHEMA_MAJOR}.{SCHEMA_MINOR}; reads {SCHEMA_FIRST} to \
+         {SCHEMA_MAJOR}.{SCHEMA_MINOR}, and newer {SCHEMA_MAJOR}.x with a warning)",
+        env!("CARGO_PKG_VERSION")
+    );
+    // Made once per process; clap keeps it for the life of the command.
+    let version: &'static str = Box::leak(version.into_boxed_str());
+    let matches = Cli::command().version(version).get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 fn main() -> ExitCode {
     install_panic_hook();
-    let cli = Cli::parse();
+    let cli = parse_cli();
     let Some(command) = cli.command else {
         // The bare command: the live view.
         return finish(live_cmd::run(&cli.live));

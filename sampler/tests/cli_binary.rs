@@ -15,6 +15,26 @@ fn cufall() -> Command {
     c
 }
 
+/// `--version` names the trace formats this build writes and reads, so a user with an old
+/// recording knows at once whether it opens.
+#[test]
+fn version_names_the_trace_formats() {
+    let out = cufall().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (major, minor) = (
+        cufall_trace::model::SCHEMA_MAJOR,
+        cufall_trace::model::SCHEMA_MINOR,
+    );
+    assert!(
+        text.starts_with(&format!(
+            "cufall {} (writes trace format {major}.{minor}; reads 1.0 to {major}.{minor}",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{text}"
+    );
+}
+
 #[test]
 fn output_cut_by_its_reader_ends_quietly() {
     let trace = example("h200-specdec-0.5b-graphs-off.cufall");

@@ -216,6 +216,8 @@ fn collect_rows(
 ) -> (Vec<Row>, SubsByKind) {
     let mut rows = Vec::new();
     let mut subs_by_kind = SubsByKind::new();
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut costed = 0usize;
     for (name, kind) in all {
         let props = host.properties(name).ok();
         let description = props
@@ -246,6 +248,11 @@ fn collect_rows(
                 } else {
                     sub_metrics.clone()
                 };
+                costed += 1;
+                // Each metric is configured on the GPU to be measured: say how far it got.
+                if tty && costed % 25 == 0 {
+                    eprint!("\rcufall: measuring what each metric costs: {costed} metrics…");
+                }
                 usual_full_name(name, &subs).and_then(|full| c.cost(cupti, host, &[full]).ok())
             }
             None => None,
@@ -265,6 +272,9 @@ fn collect_rows(
             sub_metrics,
             cost,
         });
+    }
+    if tty && costed >= 25 {
+        eprintln!();
     }
     (rows, subs_by_kind)
 }

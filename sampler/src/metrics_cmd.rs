@@ -250,7 +250,7 @@ fn collect_rows(
                 };
                 costed += 1;
                 // Each metric is configured on the GPU to be measured: say how far it got.
-                if tty && costed % 25 == 0 {
+                if tty && costed.is_multiple_of(25) {
                     eprint!("\rcufall: measuring what each metric costs: {costed} metrics…");
                 }
                 usual_full_name(name, &subs).and_then(|full| c.cost(cupti, host, &[full]).ok())

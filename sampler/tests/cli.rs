@@ -136,6 +136,11 @@ fn capture_problems_are_explained_before_the_program_starts() {
     };
     record(Some(&dir.path().join("missing.so")), &[]).stderr(
         predicate::str::contains("capture library libcufall_inject.so was not found")
+            // The exact command, with the folder to copy it to.
+            .and(predicate::str::contains(format!(
+                "cp target/release/libcufall_inject.so {}/",
+                dir.path().display()
+            )))
             .and(predicate::str::contains("--capture none"))
             .and(no_panic()),
     );

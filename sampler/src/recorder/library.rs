@@ -8,10 +8,18 @@ pub const ENV_LIBRARY: &str = "CUFALL_INJECT_LIBRARY";
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
     #[error(
-        "the capture library {} was not found (looked {looked}). Build it with `cargo build --release -p cufall-inject` (the `./cufall` launcher does), put it next to the cufall binary or name it in {ENV_LIBRARY}; or record without capture: --capture none",
-        cufall_capture::LIBRARY_FILE
+        "the capture library {} was not found (looked {looked}). From cufall's source folder: \
+`cargo build --release -p cufall-inject && cp target/release/{} {}` (the `./cufall` launcher \
+builds it), or name it in {ENV_LIBRARY}; or record without capture: --capture none",
+        cufall_capture::LIBRARY_FILE,
+        cufall_capture::LIBRARY_FILE,
+        put_in.as_deref().map_or_else(|| "DIR_OF_CUFALL/".to_string(), |d| format!("{}/", d.display()))
     )]
-    LibraryMissing { looked: String },
+    LibraryMissing {
+        looked: String,
+        /// The folder of the running `cufall`, where the library belongs.
+        put_in: Option<PathBuf>,
+    },
     #[error(
         "{} is not a loadable capture library ({why}). Rebuild it with `cargo build --release -p cufall-inject`, or record without capture: --capture none",
         path.display()
@@ -31,12 +39,14 @@ pub enum CaptureError {
 pub fn find_library() -> Result<PathBuf, CaptureError> {
     let mut looked = Vec::new();
     let mut candidates = Vec::new();
+    let mut put_in = None;
     if let Some(p) = std::env::var_os(ENV_LIBRARY) {
         // Named explicitly: that library or none.
         let p = PathBuf::from(p);
         if !p.is_file() {
             return Err(CaptureError::LibraryMissing {
                 looked: format!("at {} (from {ENV_LIBRARY})", p.display()),
+                put_in: p.parent().map(Path::to_path_buf),
             });
         }
         check_library(&p)?;
@@ -45,6 +55,7 @@ pub fn find_library() -> Result<PathBuf, CaptureError> {
     if let Ok(exe) = std::env::current_exe() {
         let exe = exe.canonicalize().unwrap_or(exe);
         if let Some(dir) = exe.parent() {
+            put_in = Some(dir.to_path_buf());
             candidates.push(dir.join(cufall_capture::LIBRARY_FILE));
             if let Some(up) = dir.parent() {
                 candidates.push(up.join(cufall_capture::LIBRARY_FILE));
@@ -64,6 +75,7 @@ pub fn find_library() -> Result<PathBuf, CaptureError> {
         } else {
             looked.join(", ")
         },
+        put_in,
     })
 }
 

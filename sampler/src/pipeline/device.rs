@@ -130,8 +130,8 @@ pub(crate) fn enable(
 }
 
 /// Counter-data bytes one sample of `metrics` takes, asked of CUPTI the way a device thread asks
-/// when it arms: configure `sampler` with `config` (the metrics' configuration image), then size
-/// images of 1 and 101 samples.
+/// when it arms: configure `sampler` with `config` (the metrics' configuration image), then read
+/// the image layout ([`sample_bytes`]).
 ///
 /// [cuptiPmSamplingGetCounterDataSize](https://docs.nvidia.com/cupti/api/group__CUPTI__PM__SAMPLING__API.html)
 pub(crate) fn bytes_per_sample(
@@ -146,9 +146,25 @@ pub(crate) fn bytes_per_sample(
         super::source::cupti_interval_ns(interval_ns),
     )?;
     let mut list = MetricList::new(metrics)?;
-    let one = sampler.counter_data_size(&mut list, 1)?;
-    let hundred_one = sampler.counter_data_size(&mut list, 101)?;
-    Ok((hundred_one.saturating_sub(one) / 100).max(1) as u64)
+    let layout = sampler.image_layout(&mut list)?;
+    sample_bytes(sampler, &mut list, layout)
+}
+
+/// Bytes of one sample slot: the layout's, or where sizes do not grow linearly, the mean over
+/// 100 samples. The recorder's estimate before arming and a device's own use this one rule.
+fn sample_bytes(
+    sampler: &PmSampler,
+    list: &mut MetricList,
+    layout: Option<cufall_cupti::ImageLayout>,
+) -> Result<u64, CuptiError> {
+    Ok(match layout {
+        Some(l) => l.bytes_per_sample as u64,
+        None => {
+            let one = sampler.counter_data_size(list, 1)?;
+            let hundred_one = sampler.counter_data_size(list, 101)?;
+            (hundred_one.saturating_sub(one) / 100).max(1) as u64
+        }
+    })
 }
 
 /// A device armed: configured, its first image made, its evaluators' host objects ready.
@@ -193,14 +209,7 @@ fn arm(setup: &DeviceSetup, cupti: &Cupti) -> Result<Armed, ArmError> {
     )?;
     let mut list = MetricList::new(&setup.metrics)?;
     let layout = sampler.image_layout(&mut list)?;
-    let bytes_per_sample = match layout {
-        Some(l) => l.bytes_per_sample as u64,
-        None => {
-            let one = sampler.counter_data_size(&mut list, 1)?;
-            let hundred_one = sampler.counter_data_size(&mut list, 101)?;
-            (hundred_one.saturating_sub(one) / 100).max(1) as u64
-        }
-    };
+    let bytes_per_sample = sample_bytes(&sampler, &mut list, layout)?;
     let plan = setup
         .plan
         .capped(bytes_per_sample, crate::sizing::MAX_IMAGE_BYTES);

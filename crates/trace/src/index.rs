@@ -44,7 +44,10 @@ pub(crate) fn parse(text: &str) -> Result<Vec<SegmentEntry>, BadLine> {
             continue;
         }
         match serde_json::from_str::<SegmentEntry>(line) {
-            Ok(e) => entries.push(e),
+            Ok(e) => match inconsistent(&e) {
+                None => entries.push(e),
+                Some(why) => return Err(BadLine { line: i + 1, why }),
+            },
             // The final line has no newline after it: it was being written when the writer died.
             Err(_) if i == last => {}
             Err(e) => {
@@ -56,6 +59,40 @@ pub(crate) fn parse(text: &str) -> Result<Vec<SegmentEntry>, BadLine> {
         }
     }
     Ok(entries)
+}
+
+/// What is wrong with an entry whose fields parse but do not agree with each other: counts
+/// per device that are not device numbers or do not add up to the rows, or a time span that
+/// ends before it starts. The reader sums these counts and spans; an index that disagrees
+/// with itself was not written by cufall.
+fn inconsistent(e: &SegmentEntry) -> Option<String> {
+    let mut sum: u64 = 0;
+    for (device, rows) in &e.rows_per_device {
+        if device.parse::<u16>().is_err() {
+            return Some(format!(
+                "field `rows_per_device` has key {}, not a device number",
+                shown(&serde_json::Value::from(device.as_str()))
+            ));
+        }
+        let Some(more) = sum.checked_add(*rows) else {
+            return Some("field `rows_per_device` adds up to more than 2^64 rows".into());
+        };
+        sum = more;
+    }
+    if !e.rows_per_device.is_empty() && sum != e.rows {
+        return Some(format!(
+            "field `rows_per_device` adds up to {sum} rows, not the {} of field `rows`",
+            e.rows
+        ));
+    }
+    if let (Some(lo), Some(hi)) = (e.t_min_ns, e.t_max_ns)
+        && lo > hi
+    {
+        return Some(format!(
+            "field `t_min_ns` ({lo}) is after field `t_max_ns` ({hi})"
+        ));
+    }
+    None
 }
 
 /// What is wrong with a line that did not parse as a [`SegmentEntry`], naming the field at

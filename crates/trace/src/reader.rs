@@ -867,7 +867,7 @@ impl Trace {
                         out.push(DropRecord {
                             device: DeviceId(device),
                             start_ns,
-                            end_ns: end_ns.max(start_ns + 1),
+                            end_ns: end_ns.max(start_ns.saturating_add(1)),
                             reason: DropReason::SegmentUnreadable,
                             lost_samples: Some(*rows),
                         });
@@ -1009,7 +1009,8 @@ impl Trace {
                 Some(e) => {
                     for (d, n) in &e.rows_per_device {
                         let d: u32 = d.parse().unwrap_or(u32::MAX);
-                        s.devices.entry(DeviceId(d)).or_default().samples += n;
+                        let count = &mut s.devices.entry(DeviceId(d)).or_default().samples;
+                        *count = count.saturating_add(*n);
                     }
                 }
                 None => need_count = true,

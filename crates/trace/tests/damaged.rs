@@ -362,7 +362,38 @@ fn a_bad_index_line_names_the_field_and_the_way_out() {
     let mut entry: serde_json::Value = serde_json::from_str(lines[2]).unwrap();
     entry["t_min_ns"] = (-1.5).into();
     let t_bad = entry.to_string();
+    let mut entry: serde_json::Value = serde_json::from_str(lines[2]).unwrap();
+    entry["rows_per_device"] = serde_json::json!({"0": u64::MAX, "1": 1});
+    let counts_overflow = entry.to_string();
+    let mut entry: serde_json::Value = serde_json::from_str(lines[2]).unwrap();
+    let rows = entry["rows"].as_u64().unwrap();
+    entry["rows_per_device"] = serde_json::json!({"0": rows + 1});
+    let counts_wrong = entry.to_string();
+    let mut entry: serde_json::Value = serde_json::from_str(lines[2]).unwrap();
+    entry["rows_per_device"] = serde_json::json!({"gpu0": rows});
+    let key_wrong = entry.to_string();
+    let mut entry: serde_json::Value = serde_json::from_str(lines[2]).unwrap();
+    entry["t_min_ns"] = i64::MAX.into();
+    entry["t_max_ns"] = 0.into();
+    let span_wrong = entry.to_string();
+    let counts_said = format!(
+        "adds up to {} rows, not the {rows} of field `rows`",
+        rows + 1
+    );
     let cases = [
+        (
+            counts_overflow.as_str(),
+            "field `rows_per_device` adds up to more than 2^64 rows",
+        ),
+        (counts_wrong.as_str(), counts_said.as_str()),
+        (
+            key_wrong.as_str(),
+            "field `rows_per_device` has key \"gpu0\", not a device number",
+        ),
+        (
+            span_wrong.as_str(),
+            "field `t_min_ns` (9223372036854775807) is after field `t_max_ns` (0)",
+        ),
         (
             rows_bad.as_str(),
             "field `rows` is \"many\", not a whole number of rows",

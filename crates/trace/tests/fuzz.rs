@@ -4,15 +4,17 @@
 //! removed or replaced by folders. Opening and reading every table must give rows or a
 //! `TraceError` with a message: never a panic, never a hang (each case has a time bound).
 //!
-//! CI runs a fixed number of cases (`DEFAULT_CASES`, about 15 s on 2 cores in a debug build);
-//! `CUFALL_FUZZ_CASES=100000 cargo test -p cufall-trace --release --test fuzz` runs a long one.
+//! CI runs a fixed number of cases (`DEFAULT_CASES`, about 15 s on 2 cores in a debug build)
+//! from a fixed seed, so that CI gives the same answer on the same code;
+//! `CUFALL_FUZZ_SEED=random CUFALL_FUZZ_CASES=100000 cargo test -p cufall-trace --release --test
+//! fuzz` runs a long one from a new seed (it prints the seed; `CUFALL_FUZZ_SEED=<n>` repeats it).
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use cufall_testkit::examples::copy_dir;
 use cufall_trace::{Table, Trace, TraceError};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde_json::{Value, json};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -397,6 +399,21 @@ fn bounded(dir: PathBuf) -> Result<(), String> {
     }
 }
 
+/// The seed CI runs from.
+const DEFAULT_SEED: u64 = 0x00c0_ffa1_1f0a_2026;
+
+/// `CUFALL_FUZZ_SEED`: a number, or `random` for a new one; [`DEFAULT_SEED`] without it.
+fn seed() -> u64 {
+    match std::env::var("CUFALL_FUZZ_SEED").ok().as_deref() {
+        None => DEFAULT_SEED,
+        Some("random") => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64,
+        Some(n) => n.parse().expect("CUFALL_FUZZ_SEED is a number or `random`"),
+    }
+}
+
 fn cases() -> u32 {
     std::env::var("CUFALL_FUZZ_CASES")
         .ok()
@@ -416,12 +433,18 @@ fn damaged_copies_give_rows_or_an_error_never_a_panic_or_a_hang() {
     let files = files();
     let tmp = tempfile::tempdir().unwrap();
     let case = AtomicU32::new(0);
-    let mut runner = TestRunner::new(Config {
+    let seed = seed();
+    eprintln!("fuzz: seed {seed} (CUFALL_FUZZ_SEED={seed} repeats this run)");
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    let config = Config {
         cases: cases(),
         max_shrink_iters: 200,
         failure_persistence: None,
         ..Config::default()
-    });
+    };
+    let mut runner =
+        TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes));
     let started = std::time::Instant::now();
     let result = runner.run(&prop::collection::vec(mutation(), 1..4), |mutations| {
         let n = case.fetch_add(1, Ordering::Relaxed);

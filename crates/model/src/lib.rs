@@ -38,7 +38,7 @@ pub const FORMAT_NAME: &str = "cufall-trace";
 /// Major version of the schema: a reader refuses traces with a larger major.
 pub const SCHEMA_MAJOR: u32 = 1;
 /// Minor version: additions that older readers can ignore (they warn).
-pub const SCHEMA_MINOR: u32 = 1;
+pub const SCHEMA_MINOR: u32 = 2;
 /// The first schema version cufall wrote.
 pub const SCHEMA_FIRST: SchemaVersion = SchemaVersion { major: 1, minor: 0 };
 
@@ -544,6 +544,123 @@ pub struct CaptureEvent {
     pub detail: String,
 }
 
+/// What a sampled host thread was doing. Since schema 1.2.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HostState {
+    /// On a CPU or ready to run.
+    #[default]
+    Running,
+    /// Waiting: in a blocking system call, on a lock, asleep.
+    Idle,
+}
+
+impl HostState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HostState::Running => "running",
+            HostState::Idle => "idle",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "running" => Some(HostState::Running),
+            "idle" => Some(HostState::Idle),
+            _ => None,
+        }
+    }
+}
+
+/// Whether a sampled thread held Python's global interpreter lock. Since schema 1.2.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Gil {
+    Held,
+    Released,
+    /// Not a Python thread, or the interpreter did not say.
+    #[default]
+    Unknown,
+}
+
+impl Gil {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Gil::Held => "held",
+            Gil::Released => "released",
+            Gil::Unknown => "unknown",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "held" => Some(Gil::Held),
+            "released" => Some(Gil::Released),
+            "unknown" => Some(Gil::Unknown),
+            _ => None,
+        }
+    }
+}
+
+/// One sample of one host thread of the profiled program (`--host-stacks`): when, which
+/// thread, what it was doing, and its stack (rows of the stacks table with this `stack_id`).
+/// Since schema 1.2.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HostSample {
+    /// On the trace's clock.
+    pub t_ns: i64,
+    pub pid: u32,
+    /// The operating system's thread id (the `tid` of NVTX ranges and API calls).
+    pub tid: u32,
+    pub thread_name: String,
+    pub state: HostState,
+    pub gil: Gil,
+    /// The stack, interned in the stacks table; several samples share one id.
+    pub stack_id: u64,
+}
+
+/// Where a stack frame runs: interpreted Python or native code. Since schema 1.2.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FrameKind {
+    #[default]
+    Python,
+    Native,
+}
+
+impl FrameKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FrameKind::Python => "python",
+            FrameKind::Native => "native",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "python" => Some(FrameKind::Python),
+            "native" => Some(FrameKind::Native),
+            _ => None,
+        }
+    }
+}
+
+/// One frame of an interned host stack: a stack is the rows with one `stack_id`, `depth` 0
+/// being the frame that was running (the innermost) and the largest depth the thread's
+/// outermost frame. A stack's rows are written before, or in the same flush as, the first
+/// sample that names it. Since schema 1.2.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StackFrame {
+    pub stack_id: u64,
+    pub depth: u32,
+    /// Function name (Python's qualified name where the interpreter has one).
+    pub function: String,
+    /// Source file, or the shared object of a native frame; empty when unknown.
+    pub file: String,
+    /// Line in `file`, when known.
+    pub line: Option<u32>,
+    /// Python module or library name; empty when unknown.
+    pub module: String,
+    pub kind: FrameKind,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -552,7 +669,7 @@ mod tests {
     fn schema_versions_parse_strictly_and_compare() {
         let v = |s| SchemaVersion::parse(s);
         assert_eq!(v("1.1"), Some(SchemaVersion { major: 1, minor: 1 }));
-        assert_eq!(v("1.1"), Some(SchemaVersion::CURRENT));
+        assert_eq!(v("1.2"), Some(SchemaVersion::CURRENT));
         for bad in [
             "", "1", "1.", ".1", "1.1.1", "-1.0", "+1.0", " 1.0", "1.0 ", "v1.0", "1,1",
         ] {
@@ -562,7 +679,8 @@ mod tests {
         assert!(huge.is_newer_major());
         assert!(v("184467440737095516150000.0").unwrap().is_newer_major());
         assert!(v("2.0").unwrap().is_newer_major());
-        assert!(v("1.2").unwrap().is_newer_minor());
+        assert!(v("1.3").unwrap().is_newer_minor());
+        assert!(!v("1.2").unwrap().is_newer_minor());
         assert!(!v("1.1").unwrap().is_newer_minor());
         assert!(!v("1.0").unwrap().is_newer_minor());
         assert!(v("0.1").unwrap().is_before_first());

@@ -163,6 +163,60 @@ pub fn kernels() -> Vec<KernelRecord> {
     ]
 }
 
+/// Two interned host stacks: a Python thread in `build_tree` called from `step`, and the same
+/// thread in a native frame below `torch.cuda.synchronize`.
+pub fn stacks() -> Vec<StackFrame> {
+    let frame = |stack_id, depth, function: &str, file: &str, line, kind| StackFrame {
+        stack_id,
+        depth,
+        function: function.into(),
+        file: file.into(),
+        line,
+        module: String::new(),
+        kind,
+    };
+    vec![
+        frame(1, 0, "build_tree", "tree.py", Some(88), FrameKind::Python),
+        frame(1, 1, "step", "serve.py", Some(12), FrameKind::Python),
+        frame(
+            2,
+            0,
+            "cudaStreamSynchronize",
+            "libcudart.so.13",
+            None,
+            FrameKind::Native,
+        ),
+        frame(
+            2,
+            1,
+            "synchronize",
+            "torch/cuda/__init__.py",
+            Some(985),
+            FrameKind::Python,
+        ),
+        frame(2, 2, "step", "serve.py", Some(14), FrameKind::Python),
+    ]
+}
+
+/// Host samples of one thread, alternating between the two [`stacks`], 1 ms apart.
+pub fn host_samples() -> Vec<HostSample> {
+    (0..6)
+        .map(|i| HostSample {
+            t_ns: T0 + 1_000_000 * i,
+            pid: 42,
+            tid: 43,
+            thread_name: "MainThread".into(),
+            state: if i % 2 == 0 {
+                HostState::Running
+            } else {
+                HostState::Idle
+            },
+            gil: if i % 2 == 0 { Gil::Held } else { Gil::Released },
+            stack_id: 1 + u64::from(i % 2 == 1),
+        })
+        .collect()
+}
+
 /// A complete trace with every table, written in `segments` flushes.
 pub fn write_full(dir: &Path, segments: usize) -> cufall_trace::WriteStats {
     let mut w =
@@ -177,6 +231,9 @@ pub fn write_full(dir: &Path, segments: usize) -> cufall_trace::WriteStats {
             w.append_nvml(&nvml()).expect("nvml");
             w.append_nvtx(&nvtx()).expect("nvtx");
             w.append_kernels(&kernels()).expect("kernels");
+            w.append_stacks(&stacks()).expect("stacks");
+            w.append_host_samples(&host_samples())
+                .expect("host samples");
         }
         w.flush().expect("flush");
     }

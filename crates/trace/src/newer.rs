@@ -7,7 +7,9 @@
 use crate::frame::{Frame, Values};
 use crate::index::SegmentEntry;
 use crate::manifest::cut;
-use crate::model::{ActivityKind, ApiDomain, DropReason, RangeKind, RecordingStatus};
+use crate::model::{
+    ActivityKind, ApiDomain, DropReason, FrameKind, HostState, RangeKind, RecordingStatus,
+};
 use crate::reader::Table;
 use crate::{SCHEMA_MAJOR, SCHEMA_MINOR};
 use std::collections::BTreeMap;
@@ -66,6 +68,8 @@ fn kind_column(table: Table) -> Option<(&'static str, Known)> {
         Table::Nvtx => ("kind", |s| RangeKind::parse(s).is_some()),
         Table::Kernels => ("kind", |s| ActivityKind::parse(s).is_some()),
         Table::Api => ("domain", |s| ApiDomain::parse(s).is_some()),
+        Table::Stacks => ("kind", |s| FrameKind::parse(s).is_some()),
+        Table::HostSamples => ("state", |s| HostState::parse(s).is_some()),
         Table::Samples | Table::Nvml | Table::Capture => return None,
     })
 }

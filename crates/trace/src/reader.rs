@@ -7,8 +7,8 @@ use crate::frame::{Field, Frame};
 use crate::index::SegmentEntry;
 use crate::manifest::{read_index, read_manifest};
 use crate::model::{
-    ApiCall, CaptureEvent, DeviceId, DropReason, DropRecord, KernelRecord, Manifest, NvmlRow,
-    NvtxRange, SampleBatch, SchemaVersion,
+    ApiCall, CaptureEvent, DeviceId, DropReason, DropRecord, HostSample, KernelRecord, Manifest,
+    NvmlRow, NvtxRange, SampleBatch, SchemaVersion, StackFrame,
 };
 use crate::newer;
 use crate::tables::{self, SampleColumns};
@@ -28,10 +28,16 @@ pub enum Table {
     Api,
     /// Facts about capture per process. Since schema 1.1.
     Capture,
+    /// Interned host stacks, frame by frame (`--host-stacks`). Since schema 1.2.
+    Stacks,
+    /// Samples of the program's host threads, naming their stacks. Since schema 1.2.
+    HostSamples,
 }
 
 impl Table {
-    pub const ALL: [Table; 7] = [
+    /// Every table, in the order the writer flushes them: a stack's frames reach the disk no
+    /// later than the first host sample naming it.
+    pub const ALL: [Table; 9] = [
         Table::Samples,
         Table::Drops,
         Table::Nvml,
@@ -39,6 +45,8 @@ impl Table {
         Table::Kernels,
         Table::Api,
         Table::Capture,
+        Table::Stacks,
+        Table::HostSamples,
     ];
 
     /// Folder of the table's segments inside the trace.
@@ -51,6 +59,8 @@ impl Table {
             Table::Kernels => "kernels",
             Table::Api => "api",
             Table::Capture => "capture",
+            Table::Stacks => "stacks",
+            Table::HostSamples => "host_samples",
         }
     }
 }
@@ -990,6 +1000,16 @@ impl Trace {
     /// What capture reported per process; empty for traces without capture.
     pub fn capture_events(&self) -> Result<Vec<CaptureEvent>> {
         self.rows(Table::Capture, tables::rows::<CaptureEvent>)
+    }
+
+    /// Interned host stacks, one row per frame (`--host-stacks`); empty for traces without them.
+    pub fn stacks(&self) -> Result<Vec<StackFrame>> {
+        self.rows(Table::Stacks, tables::rows::<StackFrame>)
+    }
+
+    /// Samples of the program's host threads (`--host-stacks`); empty for traces without them.
+    pub fn host_samples(&self) -> Result<Vec<HostSample>> {
+        self.rows(Table::HostSamples, tables::rows::<HostSample>)
     }
 
     /// Counts and extents for `cufall info`. Sample counts come from the index where it has

@@ -16,8 +16,9 @@
 use crate::Table;
 use crate::frame::{Column, ColumnType, Element, Field, Frame};
 use crate::model::{
-    ActivityKind, ApiCall, ApiDomain, CaptureEvent, DeviceId, DropReason, DropRecord, KernelRecord,
-    NvmlRow, NvtxRange, RangeKind, SampleBatch,
+    ActivityKind, ApiCall, ApiDomain, CaptureEvent, DeviceId, DropReason, DropRecord, FrameKind,
+    Gil, HostSample, HostState, KernelRecord, NvmlRow, NvtxRange, RangeKind, SampleBatch,
+    StackFrame,
 };
 
 /// Column names shared by several tables.
@@ -197,7 +198,15 @@ macro_rules! name_cell {
     )*};
 }
 
-name_cell!(DropReason, RangeKind, ActivityKind, ApiDomain);
+name_cell!(
+    DropReason,
+    RangeKind,
+    ActivityKind,
+    ApiDomain,
+    HostState,
+    Gil,
+    FrameKind
+);
 
 /// A launch dimension: three columns (x, y, z), null together.
 impl Cell for Option<[u32; 3]> {
@@ -415,6 +424,26 @@ rows!(CaptureEvent in Capture {
     detail: String => ["detail"] since 1,
 });
 
+rows!(StackFrame in Stacks {
+    stack_id: u64 => ["stack_id"] since 2,
+    depth: u32 => ["depth"] since 2,
+    function: String => ["function"] since 2,
+    file: String => ["file"] since 2,
+    line: Option<u32> => ["line"] since 2,
+    module: String => ["module"] since 2,
+    kind: FrameKind => ["kind"] since 2,
+});
+
+rows!(HostSample in HostSamples {
+    t_ns: i64 => ["t_ns"] since 2,
+    pid: u32 => ["pid"] since 2,
+    tid: u32 => ["tid"] since 2,
+    thread_name: String => ["thread_name"] since 2,
+    state: HostState => ["state"] since 2,
+    gil: Gil => ["gil"] since 2,
+    stack_id: u64 => ["stack_id"] since 2,
+});
+
 /// The fixed columns of the samples table; one `Float32` column per metric follows them.
 pub const SAMPLE_COLUMNS: [ColumnSpec; 3] = [
     ColumnSpec {
@@ -447,6 +476,8 @@ pub fn columns(table: Table) -> &'static [ColumnSpec] {
         Table::Kernels => KernelRecord::COLUMNS,
         Table::Api => ApiCall::COLUMNS,
         Table::Capture => CaptureEvent::COLUMNS,
+        Table::Stacks => StackFrame::COLUMNS,
+        Table::HostSamples => HostSample::COLUMNS,
     }
 }
 
@@ -708,6 +739,7 @@ mod tests {
             let since = match since {
                 "1.0" => 0,
                 "1.1" => 1,
+                "1.2" => 2,
                 other => panic!("`since` {other} in row `{line}`"),
             };
             let names: Vec<String> = if col == "*metric name*" {

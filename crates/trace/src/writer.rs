@@ -4,8 +4,8 @@ use crate::error::{Result, TraceError};
 use crate::frame::Frame;
 use crate::index::SegmentEntry;
 use crate::model::{
-    ApiCall, CaptureEvent, DropRecord, KernelRecord, Manifest, NvmlRow, NvtxRange, RecordingStatus,
-    SampleBatch,
+    ApiCall, CaptureEvent, DropRecord, HostSample, KernelRecord, Manifest, NvmlRow, NvtxRange,
+    RecordingStatus, SampleBatch, StackFrame,
 };
 use crate::tables::{self, SampleColumns};
 use crate::{INDEX_FILE, MANIFEST_FILE, Table};
@@ -47,6 +47,8 @@ pub struct WriteStats {
     pub kernels: u64,
     pub api_calls: u64,
     pub capture_events: u64,
+    pub stack_frames: u64,
+    pub host_samples: u64,
     pub segments: u64,
     pub bytes: u64,
 }
@@ -69,6 +71,8 @@ pub struct TraceWriter {
     kernels: Vec<KernelRecord>,
     api: Vec<ApiCall>,
     capture: Vec<CaptureEvent>,
+    stacks: Vec<StackFrame>,
+    host_samples: Vec<HostSample>,
     last_flush: Instant,
     stats: WriteStats,
 }
@@ -141,6 +145,8 @@ impl TraceWriter {
             kernels: Vec::new(),
             api: Vec::new(),
             capture: Vec::new(),
+            stacks: Vec::new(),
+            host_samples: Vec::new(),
             last_flush: Instant::now(),
             stats: WriteStats::default(),
         };
@@ -241,6 +247,18 @@ impl TraceWriter {
         Ok(())
     }
 
+    /// Buffers frames of newly interned host stacks. Append a stack's frames no later than
+    /// the first sample naming it: a flush writes the stacks before the samples.
+    pub fn append_stacks(&mut self, rows: &[StackFrame]) -> Result<()> {
+        self.stacks.extend_from_slice(rows);
+        Ok(())
+    }
+
+    pub fn append_host_samples(&mut self, rows: &[HostSample]) -> Result<()> {
+        self.host_samples.extend_from_slice(rows);
+        Ok(())
+    }
+
     /// Writes buffered rows if the flush interval has passed since the last write.
     pub fn flush_if_due(&mut self) -> Result<()> {
         if self.last_flush.elapsed() >= self.options.flush_interval {
@@ -298,6 +316,18 @@ impl TraceWriter {
                 self.stats.capture_events += self.capture.len() as u64;
                 let f = tables::frame_of(&self.capture);
                 self.capture.clear();
+                Some(f)
+            }
+            Table::Stacks if !self.stacks.is_empty() => {
+                self.stats.stack_frames += self.stacks.len() as u64;
+                let f = tables::frame_of(&self.stacks);
+                self.stacks.clear();
+                Some(f)
+            }
+            Table::HostSamples if !self.host_samples.is_empty() => {
+                self.stats.host_samples += self.host_samples.len() as u64;
+                let f = tables::frame_of(&self.host_samples);
+                self.host_samples.clear();
                 Some(f)
             }
             _ => None,

@@ -39,6 +39,8 @@ fn every_table_round_trips() {
     assert_eq!(trace.nvml().unwrap(), nvml());
     assert_eq!(trace.nvtx().unwrap(), nvtx());
     assert_eq!(trace.kernels().unwrap(), kernels());
+    assert_eq!(trace.stacks().unwrap(), stacks());
+    assert_eq!(trace.host_samples().unwrap(), host_samples());
     let mut by_segment = Vec::new();
     trace.kernels_by_segment(|k| by_segment.extend(k)).unwrap();
     assert_eq!(by_segment, kernels());

@@ -97,9 +97,23 @@ fn parse_cli() -> Cli {
          {SCHEMA_MAJOR}.{SCHEMA_MINOR}, and newer {SCHEMA_MAJOR}.x with a warning)",
         env!("CARGO_PKG_VERSION")
     );
-    // Made once per process; clap keeps it for the life of the command.
+    // `--version` (not `-V`) also says where the capture library is, which `record -- CMD`
+    // loads into the program: an installation can be checked without a GPU or a program.
+    let long = if std::env::args_os().any(|a| a == "--version") {
+        match cufall_sampler::recorder::find_library() {
+            Ok(path) => format!("{version}\ncapture library: {}", path.display()),
+            Err(e) => format!("{version}\ncapture library: {e}"),
+        }
+    } else {
+        version.clone()
+    };
+    // Made once per process; clap keeps them for the life of the command.
     let version: &'static str = Box::leak(version.into_boxed_str());
-    let matches = Cli::command().version(version).get_matches();
+    let long: &'static str = Box::leak(long.into_boxed_str());
+    let matches = Cli::command()
+        .version(version)
+        .long_version(long)
+        .get_matches();
     Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
@@ -107,8 +121,16 @@ fn main() -> ExitCode {
     install_panic_hook();
     let cli = parse_cli();
     let Some(command) = cli.command else {
-        // The bare command: the live view.
-        return finish(live_cmd::run(&cli.live));
+        // The bare command: the live view; on a machine without a GPU, in a terminal, the
+        // bundled recording instead.
+        let result = live_cmd::run(&cli.live);
+        if let Err(e) = &result
+            && hint::is_no_gpu(e)
+            && let Some(demo) = no_gpu_replay(&cli.live, e)
+        {
+            return finish(demo);
+        }
+        return finish(result);
     };
     let result = match command {
         Command::Info(args) => info::run(&args),
@@ -127,6 +149,54 @@ fn main() -> ExitCode {
         Command::Gui(args) => run_gui(args),
     };
     finish(result)
+}
+
+/// The live view on a machine without an NVIDIA GPU, run by a person at a terminal: the
+/// bundled recording plays at once under a title that says it is a recording, and the reason
+/// is printed when it ends. `None` (the error stands, with its hint and exit code) for a
+/// program to run, `--print`, no terminal, or no bundled recording.
+fn no_gpu_replay(
+    live: &live_cmd::LiveArgs,
+    why: &anyhow::Error,
+) -> Option<anyhow::Result<ExitCode>> {
+    use std::io::IsTerminal;
+    if !live.command.is_empty()
+        || live.look.print
+        || !std::io::stdin().is_terminal()
+        || !std::io::stdout().is_terminal()
+    {
+        return None;
+    }
+    let recording = hint::bundled_recording()?;
+    #[derive(clap::Parser)]
+    struct Replay {
+        #[command(flatten)]
+        args: view::ReplayArgs,
+    }
+    let mut args = match <Replay as clap::Parser>::try_parse_from([
+        std::ffi::OsStr::new("cufall"),
+        recording.as_os_str(),
+    ]) {
+        Ok(r) => r.args,
+        Err(e) => return Some(Err(e.into())),
+    };
+    args.display.look = live.look.clone();
+    let title = format!(
+        "NO NVIDIA GPU FOUND: a recording made on an H200 ({}), not this machine",
+        recording.display()
+    );
+    let result = view::run_replay_titled(&args, Some(title));
+    let cmd = hint::command_name();
+    eprintln!(
+        "cufall: {}",
+        cufall_text::escape_lines(&format!(
+            "{}. That was the bundled recording {}; `{cmd} replay {}` plays it again.",
+            hint::message_without_advice(why).trim_end_matches('.'),
+            recording.display(),
+            recording.display()
+        ))
+    );
+    Some(result)
 }
 
 /// The exit code, or one line on stderr saying what went wrong and what to do. Output cut off

@@ -1,5 +1,7 @@
 //! The `cufall` binary as a user runs it: exit codes and what reaches stderr.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
@@ -95,4 +97,88 @@ fn a_missing_trace_is_one_line_with_the_fix() {
             && stderr.contains("cufall record -o no-such-run.cufall"),
         "{stderr}"
     );
+}
+
+/// `--version` also says where the capture library is (the one `record -- CMD` would load),
+/// or why none is usable; `-V` stays one line.
+#[test]
+fn version_says_where_the_capture_library_is() {
+    let out = cufall().arg("--version").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("capture library: "))
+        .unwrap_or_else(|| panic!("no capture library line in {text}"));
+    // The test build's library lies beside the binary (target/debug/).
+    assert!(line.ends_with("libcufall_inject.so"), "{line}");
+    let bad = tempfile::NamedTempFile::new().unwrap();
+    let out = cufall()
+        .arg("--version")
+        .env("CUFALL_INJECT_LIBRARY", bad.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("is not a loadable capture library (not an ELF file)"),
+        "{text}"
+    );
+    let out = cufall().arg("-V").output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
+}
+
+/// Whether this machine lacks an NVIDIA GPU, as the bare command finds out.
+fn no_gpu_here() -> Option<String> {
+    let out = cufall().stdin(Stdio::null()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (stderr.contains("libcuda.so.1) was not found") || stderr.contains("no CUDA device"))
+        .then_some(stderr)
+}
+
+/// The first command on a machine without a GPU: without a terminal, the error, the replay
+/// hint (naming the bundled recording where it lies) and exit code 1; at a terminal, the bundled
+/// recording plays at once under a title saying no GPU was found, and the reason follows it.
+#[test]
+fn without_a_gpu_the_bare_command_replays_the_bundled_recording_at_a_terminal() {
+    let Some(stderr) = no_gpu_here() else {
+        eprintln!("skipped: this machine has an NVIDIA GPU");
+        return;
+    };
+    assert!(
+        stderr.contains("To look at a real recording without a GPU, run `")
+            && stderr.contains("examples/h200-matmul-copy.cufall`"),
+        "{stderr}"
+    );
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped the terminal half: no `script` (util-linux) to give cufall a terminal");
+        return;
+    }
+    // The terminal `script` makes has no size of its own: give it one the view fits.
+    let cmd = format!("stty rows 30 cols 120; {}", env!("CARGO_BIN_EXE_cufall"));
+    let mut child = Command::new("script")
+        .args(["-qfec", &cmd, "/dev/null"])
+        .env_remove("CUFALL_ARGV0")
+        .env("TERM", "xterm")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    {
+        use std::io::Write;
+        let stdin = child.stdin.as_mut().unwrap();
+        stdin.write_all(b"q").unwrap();
+        stdin.flush().unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        screen.contains("NO NVIDIA GPU FOUND: a recording made on an H200"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("That was the bundled recording"),
+        "{screen}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{screen}");
 }

@@ -7,9 +7,54 @@ use cufall_analysis::AnalysisError;
 use cufall_cupti::CuptiError;
 use cufall_trace::TraceError;
 use cufall_viewer::ViewError;
+use std::path::{Path, PathBuf};
 
-/// The bundled recording that the no-GPU hints point to.
+/// The bundled recording that the no-GPU hints point to, as a clone holds it.
 pub const EXAMPLE_RECORDING: &str = "examples/h200-matmul-copy.cufall";
+
+/// Where an installed cufall keeps its bundled recording, under its prefix (the wheel installs
+/// `cufall` into `PREFIX/bin` and the recording into this folder).
+pub const SHARED_EXAMPLES: &str = "share/cufall/examples";
+
+/// The bundled recording on this machine: in the working folder (`./cufall` in a clone), in
+/// the installed prefix (`PREFIX/share/cufall/examples/`, beside `PREFIX/bin/cufall`), or in the
+/// clone a built binary sits in (`target/release/cufall`). Said relative to the working folder
+/// where it lies inside it.
+pub fn bundled_recording() -> Option<PathBuf> {
+    let name = Path::new(EXAMPLE_RECORDING)
+        .file_name()
+        .map(std::ffi::OsStr::to_os_string)?;
+    let cwd = std::env::current_dir().ok();
+    let mut candidates = Vec::new();
+    if let Some(cwd) = &cwd {
+        candidates.push(cwd.join(EXAMPLE_RECORDING));
+    }
+    if let Some(prefix) = std::env::current_exe()
+        .ok()
+        .map(|e| e.canonicalize().unwrap_or(e))
+        .and_then(|e| e.parent().and_then(Path::parent).map(Path::to_path_buf))
+    {
+        candidates.push(prefix.join(SHARED_EXAMPLES).join(&name));
+        if let Some(clone) = prefix.parent() {
+            candidates.push(clone.join(EXAMPLE_RECORDING));
+        }
+    }
+    let found = candidates
+        .into_iter()
+        .find(|c| c.join("manifest.json").is_file())?;
+    match cwd.as_deref().and_then(|cwd| found.strip_prefix(cwd).ok()) {
+        Some(rel) => Some(rel.to_path_buf()),
+        None => Some(found),
+    }
+}
+
+/// The bundled recording as a hint names it: found on this machine, else as a clone holds it.
+fn example_recording() -> String {
+    bundled_recording().map_or_else(
+        || EXAMPLE_RECORDING.to_string(),
+        |p| p.display().to_string(),
+    )
+}
 
 /// The command as the user typed it: the `./cufall` wrapper of a clone passes its own name in
 /// `CUFALL_ARGV0`; a path typed to reach the binary is kept; from PATH it is `cufall`.
@@ -25,6 +70,16 @@ pub fn command_name() -> String {
 
 /// The one-line message for `err`: its causes (each said once) and the fix, if one is known.
 pub fn message(err: &anyhow::Error, cmd: &str) -> String {
+    let mut out = message_without_advice(err);
+    if let Some(fix) = advice(err, cmd) {
+        out.push_str(if out.ends_with('.') { " " } else { ". " });
+        out.push_str(&fix);
+    }
+    out
+}
+
+/// `err`'s causes, each said once, without the fix.
+pub fn message_without_advice(err: &anyhow::Error) -> String {
     let mut out = String::new();
     for cause in err.chain() {
         let text = cause.to_string();
@@ -37,10 +92,6 @@ pub fn message(err: &anyhow::Error, cmd: &str) -> String {
         }
         out.push_str(&text);
     }
-    if let Some(fix) = advice(err, cmd) {
-        out.push_str(if out.ends_with('.') { " " } else { ". " });
-        out.push_str(&fix);
-    }
     out
 }
 
@@ -49,6 +100,16 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
     err.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()
             .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Whether `err` says this machine has no NVIDIA GPU to use (no driver library, no device).
+pub fn is_no_gpu(err: &anyhow::Error) -> bool {
+    let no_gpu =
+        |e: &CuptiError| matches!(e, CuptiError::DriverNotFound { .. } | CuptiError::NoDevice);
+    err.chain().any(|cause| {
+        cause.downcast_ref::<CuptiError>().is_some_and(no_gpu)
+            || matches!(cause.downcast_ref::<SessionError>(), Some(SessionError::Cupti(e)) if no_gpu(e))
     })
 }
 
@@ -140,7 +201,8 @@ fn view_advice(e: &ViewError) -> Option<String> {
 fn cupti_advice(e: &CuptiError, cmd: &str) -> Option<String> {
     match e {
         CuptiError::DriverNotFound { .. } | CuptiError::NoDevice => Some(format!(
-            "To look at a real recording without a GPU, run `{cmd} replay {EXAMPLE_RECORDING}`."
+            "To look at a real recording without a GPU, run `{cmd} replay {}`.",
+            example_recording()
         )),
         CuptiError::UnknownMetric { .. } | CuptiError::NotSupportedByPmSampling { .. } => Some(
             format!("Run `{cmd} metrics` to list the metrics PM sampling offers on this GPU."),

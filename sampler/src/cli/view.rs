@@ -422,6 +422,12 @@ const REPLAY_CAPACITY: usize = 8192;
 const REPLAY_CHUNK_NS: i64 = 10_000_000;
 
 pub fn run_replay(args: &ReplayArgs) -> Result<ExitCode> {
+    run_replay_titled(args, None)
+}
+
+/// [`run_replay`] with `title` in place of the trace's path in the title row (the banner of
+/// the replay that a machine without a GPU gets).
+pub fn run_replay_titled(args: &ReplayArgs, title: Option<String>) -> Result<ExitCode> {
     if args.speed.is_nan() || args.speed <= 0.0 || !args.speed.is_finite() {
         bail!(
             "--speed must be a positive number (1 = real time), not {}",
@@ -434,7 +440,9 @@ pub fn run_replay(args: &ReplayArgs) -> Result<ExitCode> {
     }
     // Interactively, the replay plays only the part in `--from/--to`.
     let rec = replay_recording(args, true)?;
-    let setup = args.display.setup(args.trace.display().to_string());
+    let setup = args
+        .display
+        .setup(title.unwrap_or_else(|| args.trace.display().to_string()));
     let info = rec.info.clone();
     let (tx, rx) = feed(info, REPLAY_CAPACITY);
     let speed = args.speed;

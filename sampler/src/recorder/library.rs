@@ -33,9 +33,13 @@ builds it), or name it in {ENV_LIBRARY}; or record without capture: --capture no
     },
 }
 
+/// Where an installed cufall keeps the capture library, under its prefix: the wheel installs
+/// `cufall` into `PREFIX/bin` and the library into `PREFIX/lib/cufall/`.
+pub const INSTALLED_LIBRARY_DIR: &str = "lib/cufall";
+
 /// Finds `libcufall_inject.so`: `$CUFALL_INJECT_LIBRARY`, else next to the running binary
-/// (`target/release/` for a build, the install folder), else one folder up (test binaries live
-/// in `target/debug/deps/`).
+/// (`target/release/` for a build, the install folder), else in the prefix's `lib/cufall/`
+/// (a wheel's install), else one folder up (test binaries live in `target/debug/deps/`).
 pub fn find_library() -> Result<PathBuf, CaptureError> {
     let mut looked = Vec::new();
     let mut candidates = Vec::new();
@@ -58,6 +62,10 @@ pub fn find_library() -> Result<PathBuf, CaptureError> {
             put_in = Some(dir.to_path_buf());
             candidates.push(dir.join(cufall_capture::LIBRARY_FILE));
             if let Some(up) = dir.parent() {
+                candidates.push(
+                    up.join(INSTALLED_LIBRARY_DIR)
+                        .join(cufall_capture::LIBRARY_FILE),
+                );
                 candidates.push(up.join(cufall_capture::LIBRARY_FILE));
             }
         }

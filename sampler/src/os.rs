@@ -80,3 +80,35 @@ pub fn peak_rss_bytes() -> u64 {
 }
 
 pub use libc::{SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
+
+/// What the kernel says of this host's clock (`adjtimex` without changing anything): the most
+/// it may be off true time and its estimate, in microseconds, and whether it counts the clock
+/// synchronised (NTP or PTP disciplines it). `None` where the call fails.
+pub fn clock_error() -> Option<(i64, i64, bool)> {
+    // SAFETY: timex is plain data; all zeros (modes = 0) asks for the state and changes nothing.
+    let mut t: libc::timex = unsafe { std::mem::zeroed() };
+    // SAFETY: `t` is a valid, writable timex for the call's duration.
+    let state = unsafe { libc::adjtimex(&mut t) };
+    if state < 0 {
+        return None;
+    }
+    let synchronised = state != libc::TIME_ERROR && t.status & libc::STA_UNSYNC == 0;
+    // `c_long` is i64 here but i32 on 32-bit targets.
+    #[allow(clippy::useless_conversion)]
+    let (max, est) = (i64::from(t.maxerror), i64::from(t.esterror));
+    Some((max, est, synchronised))
+}
+
+#[cfg(test)]
+mod tests {
+    /// Asking the kernel about its clock changes nothing and answers with errors that are not
+    /// negative.
+    #[test]
+    fn the_clock_error_is_read_without_changing_the_clock() {
+        let Some((max_us, est_us, synced)) = super::clock_error() else {
+            panic!("adjtimex(modes = 0) failed");
+        };
+        eprintln!("clock: max error {max_us} µs, estimated {est_us} µs, synchronised: {synced}");
+        assert!(max_us >= 0 && est_us >= 0);
+    }
+}

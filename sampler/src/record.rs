@@ -206,6 +206,20 @@ pub struct RecordArgs {
     pub command: Vec<String>,
 }
 
+/// The host's clock error when the recording begins, for reading several nodes' recordings
+/// together (`cufall_analysis::nodes`).
+fn add_clock_error(m: &mut Manifest) {
+    use cufall_analysis::nodes::{CLOCK_EST_ERROR_US, CLOCK_MAX_ERROR_US, CLOCK_SYNCHRONISED};
+    if let Some((max_us, est_us, synced)) = crate::os::clock_error() {
+        m.extra
+            .insert(CLOCK_MAX_ERROR_US.into(), max_us.to_string());
+        m.extra
+            .insert(CLOCK_EST_ERROR_US.into(), est_us.to_string());
+        let synced = if synced { "yes" } else { "no" };
+        m.extra.insert(CLOCK_SYNCHRONISED.into(), synced.into());
+    }
+}
+
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
@@ -306,6 +320,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     let mut prepared = prepare_session(&cfg)?;
     let mut manifest = Manifest::new(env!("CARGO_PKG_VERSION"), crate::now_unix_ns());
     manifest.hostname = hostname();
+    add_clock_error(&mut manifest);
     manifest.command = std::env::args().collect();
     manifest.target_command = (!args.command.is_empty()).then(|| args.command.clone());
     manifest.heatmaps = if prepared.has_counters() {

@@ -35,6 +35,25 @@ pub enum AnalysisError {
     #[error("{0}")]
     UnknownDomains(crate::select::UnknownDomains),
 
+    /// Recordings read as nodes of one run that share no time.
+    #[error("{}", nodes_apart(.spans))]
+    NodesDoNotOverlap {
+        /// Each recording: its path, host, first and last sample time.
+        spans: Vec<(PathBuf, String, i64, i64)>,
+    },
+
+    /// Two recordings read as nodes of one run hold the same GPU.
+    #[error(
+        "{} and {} both hold {gpu}: recordings of several nodes of one run hold each GPU once",
+        first.display(),
+        second.display()
+    )]
+    SameGpuTwice {
+        gpu: String,
+        first: PathBuf,
+        second: PathBuf,
+    },
+
     #[error("{path} already exists", path = .0.display())]
     OutputExists(PathBuf),
 
@@ -52,6 +71,25 @@ pub enum AnalysisError {
         #[source]
         source: WriteFailure,
     },
+}
+
+/// The message of [`AnalysisError::NodesDoNotOverlap`]: each recording's host and span.
+fn nodes_apart(spans: &[(PathBuf, String, i64, i64)]) -> String {
+    let list: Vec<String> = spans
+        .iter()
+        .map(|(p, host, lo, hi)| {
+            format!(
+                "{} (host {host}) covers {} to {}",
+                p.display(),
+                crate::render::fmt_utc(*lo),
+                crate::render::fmt_utc(*hi)
+            )
+        })
+        .collect();
+    format!(
+        "these recordings share no time, so they are not nodes of one run: {}",
+        list.join("; ")
+    )
 }
 
 /// What failed while an export was written.

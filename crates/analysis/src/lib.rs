@@ -35,6 +35,7 @@ pub mod gaps;
 pub mod kernels;
 pub mod manifest;
 pub mod names;
+pub mod nodes;
 pub mod phases;
 pub mod render;
 pub mod report;

@@ -81,6 +81,11 @@ impl AnalysisArgs {
 pub struct ReportArgs {
     /// The trace folder (as written by `cufall record -o NAME.cufall`).
     pub trace: PathBuf,
+    /// More recordings of the same run, made on other nodes (one `cufall record` per node):
+    /// read together, each GPU as host:GPU n, on the hosts' wall clocks, with each phase's
+    /// times per node and the node whose phases end last.
+    #[arg(value_name = "NODE_TRACE")]
+    pub nodes: Vec<PathBuf>,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
     /// Print JSON instead of text tables.
@@ -144,6 +149,9 @@ fn json_err(e: serde_json::Error) -> anyhow::Error {
 
 /// Runs `cufall report`, writing to `out`.
 pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<ExitCode> {
+    if !args.nodes.is_empty() {
+        return nodes_report_to(args, out);
+    }
     let trace = Trace::open(&args.trace)?;
     // The text lists the longest gaps only; JSON lists every gap.
     let opts = ReportOptions {
@@ -157,6 +165,29 @@ pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<ExitCode> {
         writeln!(out).map_err(io_err)?;
     } else {
         out.write_all(report_text_for(&report, &command_name()).as_bytes())
+            .map_err(io_err)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cufall report A B ...`: several nodes' recordings of one run, read together.
+fn nodes_report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<ExitCode> {
+    let mut traces = Vec::with_capacity(1 + args.nodes.len());
+    for p in std::iter::once(&args.trace).chain(&args.nodes) {
+        traces.push(Trace::open(p)?);
+    }
+    let refs: Vec<&Trace> = traces.iter().collect();
+    let opts = ReportOptions {
+        gap_rows: Some(0),
+        kernel_rows: Some(0),
+        ..args.analysis.options()
+    };
+    let report = cufall_analysis::nodes::build_nodes(&refs, &opts)?;
+    if args.json {
+        serde_json::to_writer_pretty(&mut *out, &report).map_err(json_err)?;
+        writeln!(out).map_err(io_err)?;
+    } else {
+        out.write_all(cufall_analysis::nodes::nodes_text(&report).as_bytes())
             .map_err(io_err)?;
     }
     Ok(ExitCode::SUCCESS)

@@ -1,0 +1,113 @@
+//! `cufall report A B ...`: recordings of one run made on several hosts, read together. The
+//! nodes are a real H200 recording written again as two hosts, the second with every timestamp
+//! a known 3 ms later, so the answer is known: node-b's phases end 3 ms after node-a's.
+
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
+
+use assert_cmd::Command;
+use cufall_testkit::examples::{as_node, examples_dir};
+use std::path::Path;
+
+const EXAMPLE: &str = "h200-torch-phases.cufall";
+const LAG_NS: i64 = 3_000_000;
+
+fn cufall(cwd: &Path) -> Command {
+    let mut c = Command::cargo_bin("cufall").expect("binary");
+    c.current_dir(cwd).env_remove("CUFALL_ARGV0");
+    c
+}
+
+/// Two nodes in `dir` (`a.cufall`, `b.cufall`): B lags by [`LAG_NS`]; each host's clock is
+/// off by at most `clock_us`.
+fn two_nodes(dir: &Path, clock_us: i64) {
+    let src = examples_dir().join(EXAMPLE);
+    as_node(&src, &dir.join("a.cufall"), "node-a", 0, clock_us);
+    as_node(&src, &dir.join("b.cufall"), "node-b", LAG_NS, clock_us);
+}
+
+#[test]
+fn a_lagging_node_is_named_with_its_lag_per_phase() {
+    let tmp = tempfile::tempdir().unwrap();
+    two_nodes(tmp.path(), 200);
+    let out = cufall(tmp.path())
+        .args(["report", "a.cufall", "b.cufall"])
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    insta::assert_snapshot!("nodes_report", text);
+    assert!(text.contains("node-a:GPU 0 (NVIDIA H200)"), "{text}");
+    assert!(
+        text.contains("two hosts' clocks may differ by up to 400.0 µs"),
+        "{text}"
+    );
+    assert!(
+        text.contains("draft: node-b ends 3.00 ms after the earliest node on average"),
+        "{text}"
+    );
+    assert!(
+        text.contains("longer than the clocks' uncertainty"),
+        "{text}"
+    );
+    assert!(text.contains("lagging node: node-b"), "{text}");
+
+    let out = cufall(tmp.path())
+        .args(["report", "a.cufall", "b.cufall", "--json"])
+        .assert()
+        .success();
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["lagging"], 1);
+    assert_eq!(v["clock_uncertainty_ns"], 400_000);
+    let draft = v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["path"] == "decode/draft")
+        .unwrap();
+    assert_eq!(draft["nodes"][1]["mean_lag_ns"], LAG_NS);
+    assert_eq!(draft["nodes"][0]["mean_lag_ns"], 0);
+    assert_eq!(draft["beyond_clocks"], true);
+}
+
+#[test]
+fn a_lag_within_the_clocks_uncertainty_is_said_to_be_possibly_clock_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    two_nodes(tmp.path(), 2_000);
+    let out = cufall(tmp.path())
+        .args(["report", "a.cufall", "b.cufall"])
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(
+        text.contains("within the clocks' uncertainty: it may be clock error"),
+        "{text}"
+    );
+}
+
+/// One message each: the same GPU twice, recordings that share no time.
+#[test]
+fn recordings_that_are_not_one_run_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    two_nodes(tmp.path(), 200);
+    let one_line = |args: &[&str], needle: &str| {
+        let out = cufall(tmp.path()).args(args).assert().failure();
+        let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        assert!(err.contains(needle), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    };
+    one_line(
+        &["report", "a.cufall", "a.cufall"],
+        "a.cufall and a.cufall both hold node-a:GPU 0: recordings of several nodes of one run hold each GPU once",
+    );
+    let src = examples_dir().join(EXAMPLE);
+    as_node(
+        &src,
+        &tmp.path().join("later.cufall"),
+        "node-c",
+        3_600_000_000_000,
+        200,
+    );
+    one_line(
+        &["report", "a.cufall", "later.cufall"],
+        "these recordings share no time, so they are not nodes of one run: a.cufall (host node-a) covers 2026-12-01 08:10:45",
+    );
+}

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 
+import duckdb
 import polars as pl
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
@@ -68,6 +69,35 @@ with tempfile.TemporaryDirectory() as tmp:
     check(nvml["power_w"].to_list()[0] == 412.5 and nvml["power_w"].to_list()[1] is None, "nvml power")
     kernels = pl.read_parquet(str(trace / "kernels" / "*.parquet"))
     check(kernels.height == 2 and kernels["bytes"].to_list().count(1 << 30) == 1, "kernels")
+
+    # Trace 1.2's host stacks: a sample's stack is the stacks rows with its stack_id.
+    stacks = pl.read_parquet(str(trace / "stacks" / "*.parquet"))
+    host = pl.read_parquet(str(trace / "host_samples" / "*.parquet"))
+    check(host.height == 6 and set(host["state"].to_list()) == {"running", "idle"}, "host samples")
+    leaf = host.join(stacks.filter(pl.col("depth") == 0), on="stack_id").sort("t_ns")
+    check(leaf["function"].to_list()[:2] == ["build_tree", "cudaStreamSynchronize"], "host stacks")
+    check(t.num_rows == 6000, "pyarrow still reads the samples")
+    sql = f"""
+        SELECT s.function, s.file, s.line, count(*) AS samples
+        FROM read_parquet('{trace}/host_samples/*.parquet') h
+        JOIN read_parquet('{trace}/stacks/*.parquet') s USING (stack_id)
+        WHERE s.depth = 0 GROUP BY ALL ORDER BY samples DESC, s.function"""
+    rows = duckdb.sql(sql).fetchall()
+    check(rows == [("build_tree", "tree.py", 88, 3), ("cudaStreamSynchronize", "libcudart.so.13", None, 3)], f"duckdb host frames {rows}")
+
+    # Several nodes' recordings of one run, with DuckDB: hosts from the manifests, phases from
+    # every node's NVTX table at once (the SQL that docs/guide.md shows).
+    runs = pathlib.Path(tmp) / "runs"
+    for node in ["node-a", "node-b"]:
+        subprocess.run([*cmd[:-1], str(runs / f"{node}.cufall")], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    hosts = duckdb.sql(f"SELECT count(*) FROM read_json_auto('{runs}/*.cufall/manifest.json')").fetchall()[0][0]
+    check(hosts == 2, f"duckdb manifests {hosts}")
+    per_node = duckdb.sql(f"""
+        SELECT regexp_extract(filename, '([^/]+)\\.cufall/nvtx/', 1) AS node, name,
+               count(*) AS ranges, sum(end_ns - start_ns) / 1e6 AS total_ms
+        FROM read_parquet('{runs}/*.cufall/nvtx/*.parquet', filename = true)
+        GROUP BY ALL ORDER BY name, node""").fetchall()
+    check([r[:3] for r in per_node] == [("node-a", "draft step=1", 1), ("node-b", "draft step=1", 1), ("node-a", "prefill", 1), ("node-b", "prefill", 1)], f"duckdb per node {per_node}")
 
     # Real H200 recordings shipped in examples/ must read too.
     for rec in sorted((ROOT / "examples").glob("*.cufall")):

@@ -102,10 +102,17 @@ fn eight_gpus_unfolded_scroll_at_their_smallest() {
     let mut h = harness(&[path], None, no_panel(), SIZE, true);
     h.state_mut().app().st.folded = Some(Default::default());
     settle(&mut h);
-    // Taller than the window: the rows scroll, each at its minimum height.
+    // Taller than the window: the rows scroll, each at its smallest. A group is its title,
+    // two metric tracks, the kernel lane and three NVML tracks (18 + 2 × 20 + 18 + 3 × 16
+    // points) with 2 points after each of its 7 rows.
     let area = h.state_mut().app().st.last_data_rect.expect("drawn");
     assert!(area.bottom() >= SIZE.y - 10.0);
-    assert_eq!(h.query_all_by_label("fold GPU 0").count(), 1);
+    let gpu0 = h.get_by_label("fold GPU 0").rect();
+    let gpu1 = h.get_by_label("fold GPU 1").rect();
+    assert!(
+        (gpu1.top() - gpu0.top() - 138.0).abs() < 0.5,
+        "{gpu0:?} {gpu1:?}"
+    );
     h.snapshot("layout_eight_gpus_unfolded");
 }
 
@@ -171,13 +178,22 @@ fn dragging_a_tracks_bottom_edge_resizes_it() {
 fn long_metric_names_keep_the_phase_column_in_the_side_panel() {
     let (_dir, path) = synthetic(1, 4);
     let mut h = harness(&[path], None, Settings::default(), SIZE, true);
-    // The phase names start inside the panel, at the left edge of its tabs.
+    // The phase names are right of the timeline, inside the window. (Laid out wider than the
+    // panel, the table once began under the timeline, which hid its first columns.)
+    let timeline_right = h
+        .state_mut()
+        .app()
+        .st
+        .last_data_rect
+        .expect("drawn")
+        .right();
     let tabs = h.get_by_label("Phases").rect();
+    assert!(tabs.left() > timeline_right, "tabs at {tabs:?}");
     for phase in ["(whole run)", "draft", "verify"] {
         let r = h.get_by_label(phase).rect();
         assert!(
             r.left() >= tabs.left() - 1.0 && r.right() <= SIZE.x,
-            "{phase} at {r:?}, tabs at {tabs:?}"
+            "{phase} at {r:?}, tabs at {tabs:?}, timeline ends at {timeline_right}"
         );
     }
     h.snapshot("layout_long_metric_names");

@@ -508,7 +508,7 @@ pub const HELP: &[(&str, &str)] = &[
     ("overview strip", "click or drag to move the window"),
     ("click a GPU's title", "fold or open its tracks"),
     (
-        "drag a track's bottom edge",
+        "drag a track's bottom edge (labels)",
         "resize it (double-click the edge: shared height)",
     ),
     ("side panel", "click a phase or gap to zoom there"),

@@ -163,6 +163,15 @@ fn dragging_a_tracks_bottom_edge_resizes_it() {
     away(&mut h);
     h.snapshot("layout_resized_track");
 
+    // Over the data, the same edge is the timeline's: a drag there pans, the height stays.
+    let view = h.state_mut().app().st.view;
+    let edge = h.get_by_label(&format!("resize {key}")).rect();
+    let over_data = Pos2::new(edge.right() + 300.0, edge.center().y);
+    drag(&mut h, over_data, over_data + Vec2::new(100.0, -40.0));
+    let app = h.state_mut().app();
+    assert_eq!(app.settings.track_heights.get(&key), Some(&height));
+    assert!(app.st.view.t0 < view.t0, "the view did not pan");
+
     // A double-click on the edge gives the track back to the shared layout.
     let edge = h.get_by_label(&format!("resize {key}")).rect();
     let p = edge.center() + Vec2::new(100.0 - edge.width() / 2.0, 0.0);

@@ -53,7 +53,7 @@ const ROW_GAP: f32 = 2.0;
 const GRAB: f32 = 3.0;
 
 /// Draws the overview strip, the axis and the rows, and applies navigation input; a drag on a
-/// track's bottom edge resizes it (kept in `settings`).
+/// track's bottom edge (in the label column) resizes it (kept in `settings`).
 pub fn timeline_ui(
     ui: &mut Ui,
     traces: &mut [Locked<'_>],
@@ -127,7 +127,7 @@ pub fn timeline_ui(
                 if h.is_some() {
                     hit = h;
                 }
-                resize_handle_ui(ui, i, row, row_rect, traces, settings);
+                resize_handle_ui(ui, i, row, label_rect, traces, settings);
             }
             overlays(&painter, st, &geom, data_rect, pointer);
             input::pointer_input(ui, &resp, &geom, st, extent, hit.as_ref());
@@ -203,21 +203,23 @@ fn group_title_ui(
     }
 }
 
-/// A drag on a track's bottom edge sets its height (for its metric on every GPU, see
-/// [`Row::resize_key`]); a double-click there gives it back to the shared layout.
+/// A drag on a track's bottom edge in the label column sets its height (for its metric on
+/// every GPU, see [`Row::resize_key`]); a double-click there gives it back to the shared
+/// layout. Only the label column: over the data, a drag pans, and the edge there stays the
+/// timeline's.
 fn resize_handle_ui(
     ui: &Ui,
     index: usize,
     row: &Row,
-    row_rect: Rect,
+    label_rect: Rect,
     traces: &[Locked<'_>],
     settings: &mut Settings,
 ) {
     let Some(key) = row.resize_key(traces) else {
         return;
     };
-    let edge = row_rect.bottom() + ROW_GAP / 2.0;
-    let grab = Rect::from_x_y_ranges(row_rect.x_range(), edge - GRAB..=edge + GRAB);
+    let edge = label_rect.bottom() + ROW_GAP / 2.0;
+    let grab = Rect::from_x_y_ranges(label_rect.x_range(), edge - GRAB..=edge + GRAB);
     // The row's place in the list, not its y, names the handle: the y moves while it is dragged.
     let resp = ui
         .interact(
@@ -237,7 +239,7 @@ fn resize_handle_ui(
             .track_heights
             .get(&key)
             .copied()
-            .unwrap_or(row_rect.height());
+            .unwrap_or(label_rect.height());
         let h = (now + resp.drag_delta().y).clamp(min, rows::RESIZE_MAX);
         settings.track_heights.insert(key, h);
     }

@@ -90,6 +90,8 @@ impl GuiApp {
                 self.aligned = None;
                 self.diff = DiffState::None;
                 self.sel = None;
+                // The timeline decides again which GPU groups start folded, with the new rows.
+                self.st.folded = None;
                 if self.slots.len() == 1 {
                     self.st.fitted = None;
                 }
@@ -189,7 +191,7 @@ impl GuiApp {
             if locked.is_empty() {
                 empty_ui(ui);
             } else {
-                timeline_ui(ui, &mut locked, &mut self.st, &self.settings);
+                timeline_ui(ui, &mut locked, &mut self.st, &mut self.settings);
                 request_visible_tiles(&mut locked, &self.st.view);
             }
         });
@@ -504,6 +506,11 @@ pub const HELP: &[(&str, &str)] = &[
     ("F", "fit the selection (or the whole run)"),
     ("Esc", "clear the selection"),
     ("overview strip", "click or drag to move the window"),
+    ("click a GPU's title", "fold or open its tracks"),
+    (
+        "drag a track's bottom edge (labels)",
+        "resize it (double-click the edge: shared height)",
+    ),
     ("side panel", "click a phase or gap to zoom there"),
     ("?", "this help"),
 ];

@@ -5,7 +5,8 @@
 //! a side panel with per-phase statistics and the largest gaps from `cufall_analysis`, the
 //! statistics of a selected range, and two recordings compared, aligned at a phase.
 //!
-//! How the pieces fit (each layer uses only those above it, never one below):
+//! How the pieces fit (each layer uses only those above it, never one below; `tests/imports.rs`
+//! fails on a circle):
 //!
 //! - data structures: [`lod`], the level-of-detail pyramid (min, max, time-weighted sum and
 //!   count per block of samples, blocks of blocks above), the only thing held for the whole
@@ -23,7 +24,8 @@
 //! - [`view`]: the state apart from drawing (time window, selection, settings) and
 //!   [`view::Input`], everything navigation can do to it;
 //! - the views, drawing (`*_ui` functions) and turning egui's input into [`view::Input`]s:
-//!   [`timeline`] (rows, input, tracks), [`panel`], [`browse`] (the Browse… window);
+//!   [`timeline`] (rows, per GPU a group that folds; their heights, shared by
+//!   [`timeline::layout`]; input; tracks), [`panel`], [`browse`] (the Browse… window);
 //! - [`app`]: the window, which holds the recordings and lays the views out.
 //!
 //! The `cufall gui` subcommand (flags in the binary) calls [`run`]; tests drive

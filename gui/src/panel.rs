@@ -28,7 +28,10 @@ pub fn side_panel_ui(
         }
     });
     ui.separator();
-    egui::ScrollArea::vertical()
+    // Both ways: a table wider than the panel (several metrics with long names) scrolls
+    // sideways from its first column. Laid out wider than the panel without a scroll area, the
+    // panel grew past its left edge under the timeline, hiding the phase names.
+    egui::ScrollArea::both()
         .auto_shrink([false, false])
         .show(ui, |ui| match st.side_tab {
             SideTab::Phases => {

@@ -9,7 +9,9 @@
 //! ([`crate::model::TraceSlot::offset_ns`]).
 
 pub use crate::axis::AxisTime;
+use cufall_trace::model::DeviceId;
 use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How a metric track is drawn.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,8 +34,10 @@ pub struct Settings {
     pub show_nvtx: bool,
     pub show_gaps: bool,
     pub side_panel: bool,
-    /// Height of a metric track in points.
-    pub track_height: f32,
+    /// Heights the user gave tracks by dragging their bottom edge, in points, by the track's
+    /// key (`timeline::Row::resize_key`: the metric, so one height for its tracks on every
+    /// GPU); other tracks share the timeline's height.
+    pub track_heights: BTreeMap<String, f32>,
     /// Memory for raw samples kept per recording, in MiB.
     pub raw_budget_mib: usize,
     /// Recordings opened recently, newest first.
@@ -49,7 +53,7 @@ impl Default for Settings {
             show_nvtx: true,
             show_gaps: true,
             side_panel: true,
-            track_height: 26.0,
+            track_heights: BTreeMap::new(),
             raw_budget_mib: crate::tiles::DEFAULT_RAW_BUDGET_BYTES >> 20,
             recent: Vec::new(),
         }
@@ -200,6 +204,8 @@ pub enum Input {
     /// Esc: clears the selection and the drag, closes the help.
     Clear,
     ToggleHelp,
+    /// Folds a GPU's group of tracks into one row, or unfolds it (a click on its title).
+    ToggleGroup(DeviceId),
 }
 
 /// Which page the side panel shows.
@@ -242,6 +248,10 @@ pub struct ViewState {
     /// Where the rows' data area was drawn last frame (for tests and benchmarks that point at
     /// times).
     pub last_data_rect: Option<eframe::egui::Rect>,
+    /// The GPUs whose groups are folded; `None` until the timeline decides, once the
+    /// recordings' tables are read (every group open if all fit the window at their smallest,
+    /// else every group folded); from then on only the user folds and unfolds.
+    pub folded: Option<BTreeSet<DeviceId>>,
 }
 
 impl Default for ViewState {
@@ -259,6 +269,7 @@ impl Default for ViewState {
             browser: None,
             fitted: None,
             last_data_rect: None,
+            folded: None,
         }
     }
 }
@@ -315,6 +326,12 @@ impl ViewState {
                 self.show_help = false;
             }
             Input::ToggleHelp => self.show_help = !self.show_help,
+            Input::ToggleGroup(dev) => {
+                let folded = self.folded.get_or_insert_with(BTreeSet::new);
+                if !folded.remove(&dev) {
+                    folded.insert(dev);
+                }
+            }
         }
     }
 
@@ -421,5 +438,39 @@ mod tests {
         assert!(!s.show_nvml);
         assert_eq!(s.style, TrackStyle::Heat);
         assert!(s.show_kernels);
+        assert!(s.track_heights.is_empty());
+        // A file from before tracks could be resized, with the fixed height it had then.
+        let s: Settings =
+            serde_json::from_str(r#"{"track_height": 26.0, "style": "Line"}"#).expect("parse");
+        assert_eq!(s.style, TrackStyle::Line);
+        assert!(s.track_heights.is_empty());
+    }
+
+    #[test]
+    fn track_heights_persist() {
+        let mut s = Settings::default();
+        s.track_heights
+            .insert("metric dram__bytes.sum".into(), 90.0);
+        let back: Settings =
+            serde_json::from_str(&serde_json::to_string(&s).expect("write")).expect("parse");
+        assert_eq!(
+            back.track_heights.get("metric dram__bytes.sum"),
+            Some(&90.0)
+        );
+    }
+
+    #[test]
+    fn a_click_on_a_group_title_folds_and_unfolds_it() {
+        let mut st = ViewState::default();
+        let extent = (at(0.0), at(1e9));
+        st.folded = Some([DeviceId(1)].into());
+        st.apply(Input::ToggleGroup(DeviceId(0)), extent);
+        assert_eq!(st.folded, Some([DeviceId(0), DeviceId(1)].into()));
+        st.apply(Input::ToggleGroup(DeviceId(1)), extent);
+        assert_eq!(st.folded, Some([DeviceId(0)].into()));
+        // Before the timeline decided, a click decides for that group.
+        let mut st = ViewState::default();
+        st.apply(Input::ToggleGroup(DeviceId(2)), extent);
+        assert_eq!(st.folded, Some([DeviceId(2)].into()));
     }
 }

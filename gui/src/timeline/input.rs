@@ -4,7 +4,7 @@
 //! Inputs are applied as they are read, in the order egui reports them, so that a drag that
 //! starts in a frame that also zooms begins from the zoomed view.
 
-use super::{Geom, Hit};
+use super::geom::{Geom, Hit};
 use crate::axis::AxisTime;
 use crate::view::{Drag, DragKind, Input, ViewState};
 use eframe::egui::{self, Ui};

@@ -1,21 +1,31 @@
 //! The timeline: an overview strip, the time axis and one row per track, drawn from the shared
 //! state of each open recording, and the navigation input on it.
 //!
-//! - [`rows`](mod@rows): which rows there are, in order, and their heights;
+//! - [`rows`](mod@rows): which rows there are, in order (per GPU a group that folds), and how
+//!   each may be sized;
+//! - [`layout`]: the rows share the timeline's height ([`layout::share_heights`]);
 //! - [`input`]: the pointer and keys on the timeline, as [`crate::view::Input`]s that the view
 //!   state applies;
 //! - `tracks`: what each row draws and the tooltip under the pointer; `paint`: colour maps,
-//!   meshes and hatching;
-//! - here: the frame's layout (overview, axis, rows, overlays) and time ↔ x ([`Geom`]).
+//!   meshes and hatching; [`geom`]: time ↔ x ([`Geom`]) and what is under the pointer
+//!   ([`Hit`]), which the others share;
+//! - here: the frame's layout (overview, axis, rows, overlays), group titles and the handles
+//!   that resize tracks.
+//!
+//! Imports flow one way inside the module too: this root uses the others, they use `geom`
+//! (and `tracks` uses `rows` and `paint`), never the root.
 //!
 //! Metric tracks are drawn from the level-of-detail pyramid, one summary per point column, or
 //! from raw samples when single samples are wider than a column.
 
+pub mod geom;
 pub mod input;
+pub mod layout;
 mod paint;
 pub mod rows;
 mod tracks;
 
+pub use geom::{Geom, Hit};
 pub use paint::{name_color, turbo};
 pub use rows::{NvmlField, Row, rows};
 pub use tracks::full_scale;
@@ -24,54 +34,31 @@ use crate::axis::AxisTime;
 use crate::fmt::{fmt_offset, round_ns};
 use crate::model::{Locked, shared_extent};
 use crate::view::{Drag, Input, Settings, TimeView, ViewState};
+use cufall_trace::model::DeviceId;
 use eframe::egui::{
-    self, Align2, Color32, FontId, Pos2, Rect, Sense, Stroke, StrokeKind, Ui, Vec2,
+    self, Align2, Color32, CursorIcon, FontId, Pos2, Rect, Sense, Stroke, StrokeKind, Ui, Vec2,
 };
+use layout::share_heights;
 use paint::heat_mesh;
+use std::collections::BTreeSet;
 use tracks::draw_row;
 
 /// Width of the label column.
 pub const LABEL_W: f32 = 210.0;
 const OVERVIEW_H: f32 = 34.0;
 const AXIS_H: f32 = 22.0;
+/// Space between rows.
+const ROW_GAP: f32 = 2.0;
+/// How far above and below a track's bottom edge the pointer grabs it to resize.
+const GRAB: f32 = 3.0;
 
-/// Geometry of the data area for converting between time and x.
-#[derive(Clone, Copy, Debug)]
-pub struct Geom {
-    pub x0: f32,
-    pub w: f32,
-    pub view: TimeView,
-}
-
-impl Geom {
-    pub fn x(&self, t: AxisTime) -> f32 {
-        self.x0 + ((t - self.view.t0) / self.view.span() * f64::from(self.w)) as f32
-    }
-    pub fn t(&self, x: f32) -> AxisTime {
-        self.view.at(f64::from((x - self.x0) / self.w.max(1.0)))
-    }
-    pub fn frac(&self, x: f32) -> f64 {
-        f64::from((x - self.x0) / self.w.max(1.0))
-    }
-    pub fn px_ns(&self) -> f64 {
-        self.view.span() / f64::from(self.w.max(1.0))
-    }
-}
-
-/// Something under the pointer, for hover text, clicks and double-clicks.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Hit {
-    pub text: String,
-    /// Its extent on the shared axis, if it has one (a range, a kernel, a gap).
-    pub span: Option<(AxisTime, AxisTime)>,
-}
-
-/// Draws the overview strip, the axis and the rows, and applies navigation input.
+/// Draws the overview strip, the axis and the rows, and applies navigation input; a drag on a
+/// track's bottom edge (in the label column) resizes it (kept in `settings`).
 pub fn timeline_ui(
     ui: &mut Ui,
     traces: &mut [Locked<'_>],
     st: &mut ViewState,
-    settings: &Settings,
+    settings: &mut Settings,
 ) {
     let extent = shared_extent(traces);
     let full = ui.available_rect_before_wrap();
@@ -92,8 +79,12 @@ pub fn timeline_ui(
     };
     axis_ui(ui, axis_rect, &geom, origin);
 
-    let rows = rows(traces, settings);
-    let total_h: f32 = rows.iter().map(|r| r.height(settings) + 2.0).sum();
+    let avail_h = ui.available_height();
+    decide_folds(traces, settings, st, avail_h);
+    let no_folds = BTreeSet::new();
+    let rows = rows(traces, settings, st.folded.as_ref().unwrap_or(&no_folds));
+    let heights = row_heights(&rows, traces, settings, avail_h);
+    let total_h: f32 = heights.iter().map(|h| h + ROW_GAP).sum();
     let mut hit: Option<Hit> = None;
     let mut data_rect = Rect::NOTHING;
     egui::ScrollArea::vertical()
@@ -114,11 +105,10 @@ pub fn timeline_ui(
             let painter = ui.painter_at(rect);
             let clip = ui.clip_rect();
             let mut y = rect.top();
-            for row in &rows {
-                let h = row.height(settings);
+            for (i, (row, &h)) in rows.iter().zip(&heights).enumerate() {
                 let row_rect =
                     Rect::from_min_size(Pos2::new(rect.left(), y), Vec2::new(full.width(), h));
-                y += h + 2.0;
+                y += h + ROW_GAP;
                 if !row_rect.intersects(clip) {
                     continue;
                 }
@@ -130,12 +120,14 @@ pub fn timeline_ui(
                 );
                 let hovered = pointer.filter(|p| area.contains(*p));
                 metric_label_ui(ui, row, label_rect, traces);
+                group_title_ui(ui, row, label_rect, st, extent);
                 let h = draw_row(
                     ui, &painter, *row, label_rect, area, traces, &geom, settings, hovered,
                 );
                 if h.is_some() {
                     hit = h;
                 }
+                resize_handle_ui(ui, i, row, label_rect, traces, settings);
             }
             overlays(&painter, st, &geom, data_rect, pointer);
             input::pointer_input(ui, &resp, &geom, st, extent, hit.as_ref());
@@ -148,6 +140,109 @@ pub fn timeline_ui(
     st.last_data_rect = Some(data_rect.intersect(ui.clip_rect()));
     input::key_input(ui, st, &geom, extent);
     st.view.keep_near(extent.0, extent.1);
+}
+
+/// The rows' heights: the height below the axis, less the space between rows, shared by
+/// [`share_heights`].
+fn row_heights(rows: &[Row], traces: &[Locked<'_>], settings: &Settings, avail_h: f32) -> Vec<f32> {
+    let fits: Vec<layout::Fit> = rows.iter().map(|r| r.fit(traces, settings)).collect();
+    let gaps = ROW_GAP * rows.len() as f32;
+    share_heights(&fits, avail_h - gaps)
+}
+
+/// Decides once which groups start folded, when the recordings' tables are read (before, the
+/// lanes they add are not known): all open if every row fits the height at its smallest, else
+/// all folded, so that many GPUs start as one row each rather than a long scroll.
+fn decide_folds(traces: &[Locked<'_>], settings: &Settings, st: &mut ViewState, avail_h: f32) {
+    let read = traces.iter().all(|t| t.s.tables.is_some() || t.s.idle);
+    if st.folded.is_some() || traces.is_empty() || !read {
+        return;
+    }
+    let open = rows(traces, settings, &BTreeSet::new());
+    let smallest: f32 = open
+        .iter()
+        .map(|r| r.fit(traces, settings).min + ROW_GAP)
+        .sum();
+    st.folded = Some(if smallest > avail_h {
+        rows::devices(traces).into_iter().collect()
+    } else {
+        BTreeSet::new()
+    });
+}
+
+/// A click on a group's title folds or unfolds the group.
+fn group_title_ui(
+    ui: &Ui,
+    row: &Row,
+    label_rect: Rect,
+    st: &mut ViewState,
+    extent: (AxisTime, AxisTime),
+) {
+    let Row::Device { dev, folded } = *row else {
+        return;
+    };
+    let DeviceId(n) = dev;
+    let resp = ui
+        .interact(
+            label_rect,
+            egui::Id::unique(("cufall-group", n)),
+            Sense::click(),
+        )
+        .on_hover_cursor(CursorIcon::PointingHand)
+        .on_hover_text(if folded {
+            "click: show this GPU's tracks"
+        } else {
+            "click: fold this GPU's tracks into one row"
+        });
+    let verb = if folded { "unfold" } else { "fold" };
+    resp.widget_info(|| {
+        egui::WidgetInfo::labeled(egui::Role::Button, true, format!("{verb} {dev}"))
+    });
+    if resp.clicked() {
+        st.apply(Input::ToggleGroup(dev), extent);
+    }
+}
+
+/// A drag on a track's bottom edge in the label column sets its height (for its metric on
+/// every GPU, see [`Row::resize_key`]); a double-click there gives it back to the shared
+/// layout. Only the label column: over the data, a drag pans, and the edge there stays the
+/// timeline's.
+fn resize_handle_ui(
+    ui: &Ui,
+    index: usize,
+    row: &Row,
+    label_rect: Rect,
+    traces: &[Locked<'_>],
+    settings: &mut Settings,
+) {
+    let Some(key) = row.resize_key(traces) else {
+        return;
+    };
+    let edge = label_rect.bottom() + ROW_GAP / 2.0;
+    let grab = Rect::from_x_y_ranges(label_rect.x_range(), edge - GRAB..=edge + GRAB);
+    // The row's place in the list, not its y, names the handle: the y moves while it is dragged.
+    let resp = ui
+        .interact(
+            grab,
+            egui::Id::unique(("cufall-resize", index)),
+            Sense::click_and_drag(),
+        )
+        .on_hover_cursor(CursorIcon::ResizeVertical);
+    resp.widget_info(|| {
+        egui::WidgetInfo::labeled(egui::Role::Splitter, true, format!("resize {key}"))
+    });
+    if resp.double_clicked() {
+        settings.track_heights.remove(&key);
+    } else if resp.dragged() {
+        let min = row.base_fit(settings).min;
+        let now = settings
+            .track_heights
+            .get(&key)
+            .copied()
+            .unwrap_or(label_rect.height());
+        let h = (now + resp.drag_delta().y).clamp(min, rows::RESIZE_MAX);
+        settings.track_heights.insert(key, h);
+    }
 }
 
 /// A metric row's label tells the metric's full name, unit and description on hover.

@@ -1,14 +1,30 @@
-//! The rows of the timeline, in order: NVTX lanes of each recording, then per GPU a title row,
-//! each metric (of recording A, then of B right below it, so differences line up), kernels,
-//! NVML power, SM clock and NVML utilisation; and the height each takes.
+//! The rows of the timeline, in order: NVTX lanes of each recording, then per GPU a group: a
+//! title row, each metric (of recording A, then of B right below it, so differences line up),
+//! kernels, NVML power, SM clock and NVML utilisation; a folded group is its title row alone,
+//! which then shows the GPU's first metric. And how each row may be sized ([`Fit`]), for
+//! [`super::layout::share_heights`].
 
+use super::layout::Fit;
 use crate::model::Locked;
 use crate::tables::{NVML_POWER, NVML_SM_CLOCK, NVML_UTIL};
 use crate::view::{Settings, TrackStyle};
 use cufall_trace::model::DeviceId;
+use std::collections::BTreeSet;
 
-const LANE_H: f32 = 18.0;
-const NVML_H: f32 = 22.0;
+/// NVTX and kernel lanes: one line of boxes with their names.
+const LANE: Fit = Fit::fixed(18.0);
+/// The title of an open group.
+const TITLE: Fit = Fit::fixed(18.0);
+/// A folded group: the title with the GPU's first metric as a heat strip.
+const FOLDED: Fit = Fit::flexible(20.0, 96.0, 0.6);
+/// A metric drawn as a heat strip: colour needs little height.
+const HEAT: Fit = Fit::flexible(20.0, 240.0, 1.0);
+/// A metric drawn as a line over its band: a line needs more height to be read.
+const LINE: Fit = Fit::flexible(32.0, 320.0, 1.0);
+/// An NVML line: context beside the counters, so it takes less of the height.
+const NVML: Fit = Fit::flexible(16.0, 80.0, 0.35);
+/// The tallest a track can be dragged.
+pub const RESIZE_MAX: f32 = 480.0;
 
 /// An NVML value shown as a track.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,29 +76,73 @@ pub enum Row {
         dev: DeviceId,
         field: NvmlField,
     },
-    /// A title line above each GPU's rows.
+    /// The title line of each GPU's group; a click folds or unfolds the group.
     Device {
         dev: DeviceId,
+        folded: bool,
     },
 }
 
 impl Row {
-    pub fn height(&self, settings: &Settings) -> f32 {
+    /// How the row may be sized, before any height the user gave it.
+    pub fn base_fit(&self, settings: &Settings) -> Fit {
         match self {
-            Row::Nvtx { .. } => LANE_H,
+            Row::Nvtx { .. } | Row::Kernels { .. } => LANE,
             Row::Metric { .. } => match settings.style {
-                TrackStyle::Heat => settings.track_height,
-                TrackStyle::Line => settings.track_height * 1.6,
+                TrackStyle::Heat => HEAT,
+                TrackStyle::Line => LINE,
             },
-            Row::Kernels { .. } => LANE_H,
-            Row::Nvml { .. } => NVML_H,
-            Row::Device { .. } => 18.0,
+            Row::Nvml { .. } => NVML,
+            Row::Device { folded: false, .. } => TITLE,
+            Row::Device { folded: true, .. } => FOLDED,
+        }
+    }
+
+    /// How the row may be sized: a track the user resized keeps the height given
+    /// ([`Settings::track_heights`]); the others share the rest.
+    pub fn fit(&self, traces: &[Locked<'_>], settings: &Settings) -> Fit {
+        let base = self.base_fit(settings);
+        match self
+            .resize_key(traces)
+            .and_then(|k| settings.track_heights.get(&k))
+        {
+            Some(&h) if h.is_finite() => Fit::fixed(h.clamp(base.min, RESIZE_MAX)),
+            _ => base,
+        }
+    }
+
+    /// The name under which a track's height is kept when the user drags its bottom edge:
+    /// the metric (or NVML field), so that the metric's tracks on every GPU and in both
+    /// recordings stay alike; `None` for rows of fixed height.
+    pub fn resize_key(&self, traces: &[Locked<'_>]) -> Option<String> {
+        match self {
+            Row::Metric { ti, m, .. } => traces
+                .get(*ti)?
+                .slot
+                .data
+                .metrics
+                .get(*m)
+                .map(|info| format!("metric {}", info.name)),
+            Row::Nvml { field, .. } => Some(format!("nvml {}", field.title())),
+            Row::Device { folded: true, .. } => Some("folded GPU".into()),
+            Row::Nvtx { .. } | Row::Kernels { .. } | Row::Device { folded: false, .. } => None,
         }
     }
 }
 
-/// The rows to draw, in order.
-pub fn rows(traces: &[Locked<'_>], settings: &Settings) -> Vec<Row> {
+/// Every GPU of the open recordings, in order.
+pub fn devices(traces: &[Locked<'_>]) -> Vec<DeviceId> {
+    let mut devices: Vec<DeviceId> = traces
+        .iter()
+        .flat_map(|t| t.slot.data.devices.iter().copied())
+        .collect();
+    devices.sort_unstable();
+    devices.dedup();
+    devices
+}
+
+/// The rows to draw, in order; the groups of the GPUs in `folded` are their title row alone.
+pub fn rows(traces: &[Locked<'_>], settings: &Settings, folded: &BTreeSet<DeviceId>) -> Vec<Row> {
     let mut out = Vec::new();
     if settings.show_nvtx {
         for (ti, t) in traces.iter().enumerate() {
@@ -93,14 +153,12 @@ pub fn rows(traces: &[Locked<'_>], settings: &Settings) -> Vec<Row> {
             }
         }
     }
-    let mut devices: Vec<DeviceId> = traces
-        .iter()
-        .flat_map(|t| t.slot.data.devices.iter().copied())
-        .collect();
-    devices.sort_unstable();
-    devices.dedup();
-    for dev in devices {
-        out.push(Row::Device { dev });
+    for dev in devices(traces) {
+        let fold = folded.contains(&dev);
+        out.push(Row::Device { dev, folded: fold });
+        if fold {
+            continue;
+        }
         let metrics = traces
             .iter()
             .map(|t| t.slot.data.metrics.len())

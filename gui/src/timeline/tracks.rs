@@ -2,9 +2,9 @@
 //! ones as one box), metric tracks from the pyramid or raw samples with the loading frontier,
 //! drops and idle gaps over them, NVML lines; and the tooltip of what is under the pointer.
 
+use super::geom::{Geom, Hit};
 use super::paint::{hatch, heat_mesh, line_mesh, name_color};
 use super::rows::{NvmlField, Row};
-use super::{Geom, Hit};
 use crate::axis::AxisTime;
 use crate::fmt::{Nanos, fmt_offset, fmt_value, round_ns, short_metric};
 use crate::lod::{DevicePyramid, RawSeries, Summary};
@@ -92,7 +92,7 @@ pub(super) fn draw_row(
         );
     };
     match row {
-        Row::Device { dev } => {
+        Row::Device { dev, folded } => {
             let name = traces
                 .iter()
                 .flat_map(|t| t.slot.data.manifest.devices.iter())
@@ -104,8 +104,23 @@ pub(super) fn draw_row(
                 label.top(),
                 Stroke::new(1.0, ui.visuals().widgets.noninteractive.bg_stroke.color),
             );
-            put_label(&format!("{dev}  {name}"), text);
-            None
+            group_title(painter, label, &format!("{dev}  {name}"), folded, text);
+            if !folded {
+                return None;
+            }
+            // What the folded row shows, under the title where there is room.
+            if label.height() >= 34.0
+                && let Some(info) = traces.iter().find_map(|t| t.slot.data.metrics.first())
+            {
+                painter.with_clip_rect(label).text(
+                    Pos2::new(label.left() + 18.0, label.center().y + 8.0),
+                    Align2::LEFT_CENTER,
+                    short_metric(&info.name),
+                    FontId::proportional(11.0),
+                    weak,
+                );
+            }
+            folded_group(ui, painter, traces, dev, area, geom, settings, pointer)
         }
         Row::Nvtx { ti, lane } => {
             let t = &traces[ti];
@@ -127,7 +142,8 @@ pub(super) fn draw_row(
             let t = &traces[ti];
             let info = &t.slot.data.metrics[m];
             put_label(&format!("{}{}", tag(ti), short_metric(&info.name)), text);
-            metric_track(ui, painter, t, dev, m, area, geom, settings, pointer)
+            let style = (settings.style, settings.show_gaps);
+            metric_track(ui, painter, t, dev, m, area, geom, style, pointer)
         }
         Row::Kernels { ti, dev } => {
             let t = &traces[ti];
@@ -249,8 +265,73 @@ fn nvtx_lane(
     hit
 }
 
-/// One metric track: the summaries per pixel column as a heat strip or a line, the loading
-/// frontier, drops and idle gaps over them.
+/// A group's title with a triangle that says whether it is folded (pointing right) or open
+/// (pointing down), painted rather than a glyph, which the default fonts may lack.
+fn group_title(painter: &egui::Painter, label: Rect, title: &str, folded: bool, color: Color32) {
+    let p = painter.with_clip_rect(label);
+    let tall = label.height() >= 34.0;
+    let y = if folded && tall {
+        label.center().y - 7.0
+    } else {
+        label.center().y
+    };
+    let c = Pos2::new(label.left() + 10.0, y);
+    let points = if folded {
+        vec![
+            c + Vec2::new(-3.0, -4.5),
+            c + Vec2::new(4.0, 0.0),
+            c + Vec2::new(-3.0, 4.5),
+        ]
+    } else {
+        vec![
+            c + Vec2::new(-4.5, -3.0),
+            c + Vec2::new(4.5, -3.0),
+            c + Vec2::new(0.0, 4.0),
+        ]
+    };
+    p.add(Shape::convex_polygon(points, color, Stroke::NONE));
+    p.text(
+        Pos2::new(label.left() + 18.0, y),
+        Align2::LEFT_CENTER,
+        title,
+        FontId::proportional(12.0),
+        color,
+    );
+}
+
+/// A folded group's row: the GPU's first metric as a heat strip, of each recording that has the
+/// GPU (A above B), with its drops and idle gaps: enough to see where the GPU was busy.
+#[allow(clippy::too_many_arguments)]
+fn folded_group(
+    ui: &Ui,
+    painter: &egui::Painter,
+    traces: &[Locked<'_>],
+    dev: DeviceId,
+    area: Rect,
+    geom: &Geom,
+    settings: &Settings,
+    pointer: Option<Pos2>,
+) -> Option<Hit> {
+    let with: Vec<&Locked<'_>> = traces
+        .iter()
+        .filter(|t| t.slot.data.devices.contains(&dev) && !t.slot.data.metrics.is_empty())
+        .collect();
+    let band = area.height() / with.len().max(1) as f32;
+    let mut hit = None;
+    for (i, t) in with.into_iter().enumerate() {
+        let top = area.top() + band * i as f32;
+        let r = Rect::from_x_y_ranges(area.x_range(), top..=top + band);
+        let p = pointer.filter(|p| r.contains(*p));
+        let style = (TrackStyle::Heat, settings.show_gaps);
+        if let Some(h) = metric_track(ui, painter, t, dev, 0, r, geom, style, p) {
+            hit = Some(h);
+        }
+    }
+    hit
+}
+
+/// One metric track: the summaries per pixel column as a heat strip or a line (`style`: how,
+/// and whether idle gaps are drawn), the loading frontier, drops and idle gaps over them.
 #[allow(clippy::too_many_arguments)]
 fn metric_track(
     ui: &Ui,
@@ -260,7 +341,7 @@ fn metric_track(
     m: usize,
     area: Rect,
     geom: &Geom,
-    settings: &Settings,
+    (style, show_gaps): (TrackStyle, bool),
     pointer: Option<Pos2>,
 ) -> Option<Hit> {
     let info = &t.slot.data.metrics[m];
@@ -279,7 +360,7 @@ fn metric_track(
             None
         };
         let cols = p.columns(m, t0, px, ncols, raw.as_deref());
-        match settings.style {
+        match style {
             TrackStyle::Heat => heat_mesh(painter, area, &cols, scale),
             TrackStyle::Line => line_mesh(
                 painter,
@@ -322,9 +403,7 @@ fn metric_track(
     if let Some(h) = drops_overlay(painter, t, dev, area, geom, pointer) {
         hit = Some(h);
     }
-    if settings.show_gaps
-        && let Some(h) = gaps_overlay(painter, t, dev, area, geom, pointer, m == 0)
-    {
+    if show_gaps && let Some(h) = gaps_overlay(painter, t, dev, area, geom, pointer, m == 0) {
         hit = Some(h);
     }
     hit

@@ -1,0 +1,37 @@
+//! What the timeline's parts share below them: where times fall on screen ([`Geom`]) and what is
+//! under the pointer ([`Hit`]). Its own module so that the frame's layout (`timeline`'s root)
+//! uses the parts that draw and read input, and they use only this, never the root.
+
+use crate::axis::AxisTime;
+use crate::view::TimeView;
+
+/// Geometry of the data area for converting between time and x.
+#[derive(Clone, Copy, Debug)]
+pub struct Geom {
+    pub x0: f32,
+    pub w: f32,
+    pub view: TimeView,
+}
+
+impl Geom {
+    pub fn x(&self, t: AxisTime) -> f32 {
+        self.x0 + ((t - self.view.t0) / self.view.span() * f64::from(self.w)) as f32
+    }
+    pub fn t(&self, x: f32) -> AxisTime {
+        self.view.at(f64::from((x - self.x0) / self.w.max(1.0)))
+    }
+    pub fn frac(&self, x: f32) -> f64 {
+        f64::from((x - self.x0) / self.w.max(1.0))
+    }
+    pub fn px_ns(&self) -> f64 {
+        self.view.span() / f64::from(self.w.max(1.0))
+    }
+}
+
+/// Something under the pointer, for hover text, clicks and double-clicks.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hit {
+    pub text: String,
+    /// Its extent on the shared axis, if it has one (a range, a kernel, a gap).
+    pub span: Option<(AxisTime, AxisTime)>,
+}

@@ -5,6 +5,7 @@
 use crate::capture::{self, CaptureLine, GraphContents};
 use crate::error::{AnalysisError, Result};
 use crate::gaps::{self, Gap, HostCoverage, HostTime, KernelCoverage};
+use crate::host::{self, HostFold, HostIndex, HostReport, Launchers};
 use crate::kernels::{KernelFold, KernelTable};
 use crate::phases::{self, Phases, Place, SegPhases};
 use crate::samples::{self, Activity, FullScaleSource, SegAgg};
@@ -380,6 +381,14 @@ pub struct Report {
     pub kernels: Vec<KernelTable>,
     pub notes: Vec<Note>,
     pub warnings: Vec<String>,
+    /// Where the host was during the gaps and the phases (`--host-stacks`); absent for a
+    /// recording without host samples.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostReport>,
+    /// Why the recording has no host stacks, as the recorder wrote it
+    /// (`manifest.extra.host_stacks` = `off: <why>`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_stacks_off: Option<String>,
 }
 
 /// Chooses the activity value and threshold for a trace; `None` for a recording without GPU
@@ -504,7 +513,11 @@ fn mean(slot: (f64, u64)) -> Option<f64> {
 
 /// The cells segment `s` counts in among `slots` (phases, then the whole run last): the phases
 /// covering it, and the whole run.
-fn slots_of(index: &SegPhases, s: usize, slots: usize) -> impl Iterator<Item = usize> + '_ {
+pub(crate) fn slots_of(
+    index: &SegPhases,
+    s: usize,
+    slots: usize,
+) -> impl Iterator<Item = usize> + '_ {
     index
         .of(s)
         .iter()
@@ -736,8 +749,17 @@ pub(crate) fn build_report_checked(
 
     let (nvtx, chosen, phase_domains) = chosen_ranges(trace, &opts.phases, check_domains)?;
     let phases = Phases::build(&chosen);
-    drop(chosen);
     let mut cells = Cells::new(&phases);
+    let api = trace.api_calls()?;
+    let host_ix = HostIndex::build(
+        &trace.stacks()?,
+        &trace.host_samples()?,
+        m.extra.get("host_stacks").map(String::as_str),
+    );
+    let launchers = host_ix
+        .as_ref()
+        .map(|_| Launchers::build(&phases, &cells.index, cells.slots, &api, &chosen));
+    drop(chosen);
     let (fragments, outside) = match &activity {
         Some(activity) => {
             let spec = samples::ScanSpec {
@@ -759,7 +781,8 @@ pub(crate) fn build_report_checked(
     let drops = trace.drops()?;
     cells.add_drops(&phases, &drops);
     let (kernel_fold, coverage) = fold_kernels(trace, &phases, opts.kernel_rows != Some(0))?;
-    let host = HostCoverage::build(&trace.api_calls()?);
+    let host = HostCoverage::build(&api);
+    drop(api);
     let merged = gaps::merge_fragments(fragments, &drops, min_gap_ns, hole_ns);
 
     // Every GPU the manifest lists or the samples hold.
@@ -771,7 +794,12 @@ pub(crate) fn build_report_checked(
     let (start_ns, end_ns) = extent(&devices, &cells, nvml_span, &nvtx, m.created_unix_ns);
 
     let kernels_captured = coverage.is_some();
+    let host_fold = host_ix
+        .as_ref()
+        .zip(launchers.as_ref())
+        .map(|(ix, l)| HostFold::new(ix, l, cells.slots));
     let mut fold = GapFold::new(&phases, &cells.index, cells.slots, start_ns, opts.gap_rows);
+    fold.host = host_fold;
     gaps::gaps_of(merged, &phases, coverage.as_ref(), host.as_ref())
         .for_each(|g| fold.add(&g, each_gap));
     let gap_count = fold.count;
@@ -787,6 +815,16 @@ pub(crate) fn build_report_checked(
     };
     let whole_run = ctx.whole_run_report(end_ns - start_ns);
     let phase_reports = ctx.phase_reports(&phases);
+    let host = host_ix.as_ref().zip(launchers.as_ref()).map(|(ix, l)| {
+        let times: Vec<i64> = phase_reports
+            .iter()
+            .map(|p| p.total_ns)
+            .chain([whole_run.total_ns])
+            .collect();
+        let paths = slot_paths(&phases);
+        let whole = host::phase_classes(ix, l, &phases, &cells.index, &times, &paths);
+        host::host_report(ix, l, folded.host.clone().unwrap_or_default(), whole)
+    });
 
     let drop_reports = drop_summary(&drops);
     // The capture table only adds to the report: one that cannot be read is a warning.
@@ -829,7 +867,31 @@ pub(crate) fn build_report_checked(
             .unwrap_or_default(),
         notes,
         warnings,
+        host,
+        host_stacks_off: host_stacks_off(m),
     })
+}
+
+/// Why host stacks are off, from `manifest.extra.host_stacks` (`off: <why>`).
+fn host_stacks_off(m: &cufall_trace::model::Manifest) -> Option<String> {
+    let v = m.extra.get("host_stacks")?.trim();
+    let why = v.strip_prefix("off")?;
+    let why = why.trim_start_matches(':').trim();
+    Some(if why.is_empty() {
+        "no reason given".to_string()
+    } else {
+        why.to_string()
+    })
+}
+
+/// The name of each slot: the phases' paths in tree order, the whole run last.
+fn slot_paths(phases: &Phases) -> Vec<String> {
+    phases
+        .phases
+        .iter()
+        .map(|p| p.path.clone())
+        .chain(["(whole run)".to_string()])
+        .collect()
 }
 
 /// The kernels' busy intervals, read a segment at a time (only the intervals are kept); `None`
@@ -970,6 +1032,8 @@ struct FoldedGaps {
     /// Largest total first.
     groups: Vec<GapGroup>,
     rows: Vec<GapRow>,
+    /// The host's frames per gap class, where the trace has host samples.
+    host: Option<Vec<host::HostClass>>,
 }
 
 /// The gaps folded in one at a time, so that no list of every gap is held: totals per device and
@@ -983,6 +1047,8 @@ struct GapFold<'a> {
     totals: BTreeMap<DeviceId, Vec<GapTotals>>,
     places: BTreeMap<Place, PlaceFold>,
     rows: KeptRows,
+    /// The host samples of the gaps, where the trace has them.
+    host: Option<HostFold<'a>>,
 }
 
 impl<'a> GapFold<'a> {
@@ -1005,6 +1071,7 @@ impl<'a> GapFold<'a> {
                 None => KeptRows::Every(Vec::new()),
                 Some(n) => KeptRows::Longest(n, BinaryHeap::with_capacity(n.min(1 << 16) + 1)),
             },
+            host: None,
         }
     }
 
@@ -1035,6 +1102,9 @@ impl<'a> GapFold<'a> {
         place.max_ns = place.max_ns.max(g.duration_ns());
         if !place.devices.contains(&g.device) {
             place.devices.push(g.device);
+        }
+        if let Some(h) = &mut self.host {
+            h.add(g, &place.label, slots_of(self.index, seg, slots));
         }
         let row = GapRow {
             device: g.device,
@@ -1087,6 +1157,7 @@ impl<'a> GapFold<'a> {
             totals: self.totals,
             groups,
             rows: self.rows.into_sorted(),
+            host: self.host.map(|h| h.finish(&slot_paths(phases))),
         }
     }
 }

@@ -182,8 +182,8 @@ fn host_diff_text(d: &DiffReport) -> String {
     for f in d.host_frames.iter().take(HOST_CHANGES_SHOWN) {
         let scope = match f.scope {
             HostScope::Place => "gaps",
-            HostScope::PhaseGaps => "gaps in",
-            HostScope::Phase => "phase",
+            HostScope::PhaseGaps => "gaps of",
+            HostScope::Phase => "all of",
         };
         t.row(vec![
             format!("{scope} {}", f.class),

@@ -35,6 +35,18 @@ fn report_and_json_name_where_the_host_was() {
     let text = stdout_of(tmp.path(), &["report", "host.cufall", "--min-gap", "50us"]);
     assert!(!text.contains('\u{1b}'), "an escape reached the terminal");
     insta::assert_snapshot!("report_with_host_stacks", text);
+    // The docs quote this section as the code prints it today.
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/analysis.md");
+    let docs = std::fs::read_to_string(docs).unwrap();
+    let intro = "prints, after its gaps:\n\n```text\n";
+    let start = docs
+        .find(intro)
+        .expect("the example is in docs/analysis.md")
+        + intro.len();
+    let shown = &docs[start..start + docs[start..].find("```").unwrap()];
+    let from = text.find("HOST during").unwrap();
+    let to = text.find("\nDROPS").unwrap();
+    assert_eq!(text[from..to].trim_end(), shown.trim_end());
     let json = stdout_of(
         tmp.path(),
         &["report", "host.cufall", "--min-gap", "50us", "--json"],

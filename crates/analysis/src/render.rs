@@ -716,8 +716,9 @@ fn host_text(r: &Report, cmd: &str) -> String {
     let Some(h) = &r.host else {
         return match &r.host_stacks_off {
             Some(why) => format!(
-                "\nHOST: no host stacks in this recording ({why}); record with \
-                 `{cmd} record --host-stacks ...` to see where the host was during the gaps\n"
+                "\nHOST: no host stacks in this recording ({why}): where the host was during \
+                 the gaps is not known; `{cmd} record` samples them where it may read the \
+                 program's memory\n"
             ),
             None => String::new(),
         };

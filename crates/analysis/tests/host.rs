@@ -160,7 +160,7 @@ fn the_recorder_s_reason_for_no_stacks_is_shown() {
     assert!(
         text.contains(
             "HOST: no host stacks in this recording (no permission to read the program's memory \
-             (kernel.yama.ptrace_scope is 1))"
+             (kernel.yama.ptrace_scope is 1)): where the host was during the gaps is not known"
         ),
         "{text}"
     );

@@ -22,7 +22,7 @@
 
 use crate::gaps::Gap;
 use crate::phases::{Phases, Place, SegPhases};
-use crate::report::slots_of;
+use crate::report::{PhaseReport, slots_of};
 use cufall_trace::model::{ApiCall, FrameKind, Gil, HostSample, HostState, NvtxRange, StackFrame};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -191,11 +191,16 @@ fn asked_interval_ns(host_stacks: Option<&str>) -> Option<i64> {
         .trim_end_matches(',')
         .parse()
         .ok()?;
-    if !(hz.is_finite() && hz > 0.0 && hz <= 1e9) {
+    // From one sample in 1000 s to one a nanosecond; anything else is not a rate a sampler runs.
+    if !(hz.is_finite() && (1e-3..=1e9).contains(&hz)) {
         return None;
     }
-    // At most 1e9 ns and at least 1: the value fits.
-    Some(((1e9 / hz).round() as i64).max(1))
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "1e9 / hz lies in [1, 1e12] for the rates kept above: within i64"
+    )]
+    let ns = (1e9 / hz).round() as i64;
+    Some(ns.max(1))
 }
 
 /// The median time between consecutive samples of one thread; `samples` sorted by time.
@@ -203,10 +208,10 @@ fn observed_interval_ns(samples: &[Sample]) -> Option<i64> {
     let mut last: HashMap<u32, i64> = HashMap::new();
     let mut deltas = Vec::new();
     for s in samples {
-        if let Some(prev) = last.insert(s.thread, s.t_ns) {
-            if s.t_ns > prev {
-                deltas.push(s.t_ns - prev);
-            }
+        if let Some(prev) = last.insert(s.thread, s.t_ns)
+            && s.t_ns > prev
+        {
+            deltas.push(s.t_ns - prev);
         }
     }
     if deltas.is_empty() {
@@ -642,23 +647,46 @@ pub(crate) fn phase_classes(
     out
 }
 
-/// The host side of a report, from its parts.
-pub fn host_report(
-    ix: &HostIndex,
-    launchers: &Launchers,
-    gap_classes: Vec<HostClass>,
-    phases: Vec<HostClass>,
-) -> HostReport {
-    let processes: BTreeSet<u32> = ix.threads.iter().map(|t| t.pid).collect();
-    HostReport {
-        interval_ns: ix.interval_ns,
-        interval_source: ix.interval_source,
-        samples: ix.samples.len() as u64,
-        threads: ix.threads.len() as u64,
-        processes: processes.len() as u64,
-        launching_from: launchers.from,
-        gap_classes,
-        phases,
+/// The host samples of a trace and the launching threads of its phases.
+pub struct HostSide {
+    pub ix: HostIndex,
+    pub launchers: Launchers,
+}
+
+impl HostSide {
+    /// The fold of the gaps' samples, for `slots` slots (phases, then the whole run).
+    pub fn fold(&self, slots: usize) -> HostFold<'_> {
+        HostFold::new(&self.ix, &self.launchers, slots)
+    }
+
+    /// The host side of a report: the gap classes the fold gave, and every phase's whole time
+    /// (the phases' reports in tree order, then the whole run's).
+    pub(crate) fn report(
+        &self,
+        phases: &Phases,
+        phase_reports: &[PhaseReport],
+        whole_run: &PhaseReport,
+        gap_classes: Option<Vec<HostClass>>,
+    ) -> HostReport {
+        let (ix, launchers) = (&self.ix, &self.launchers);
+        let index = SegPhases::build(phases);
+        let times_ns: Vec<i64> = phase_reports
+            .iter()
+            .chain([whole_run])
+            .map(|p| p.total_ns)
+            .collect();
+        let paths = crate::report::slot_paths(phases);
+        let processes: BTreeSet<u32> = ix.threads.iter().map(|t| t.pid).collect();
+        HostReport {
+            interval_ns: ix.interval_ns,
+            interval_source: ix.interval_source,
+            samples: ix.samples.len() as u64,
+            threads: ix.threads.len() as u64,
+            processes: processes.len() as u64,
+            launching_from: launchers.from,
+            gap_classes: gap_classes.unwrap_or_default(),
+            phases: phase_classes(ix, launchers, phases, &index, &times_ns, &paths),
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 use crate::capture::{self, CaptureLine, GraphContents};
 use crate::error::{AnalysisError, Result};
 use crate::gaps::{self, Gap, HostCoverage, HostTime, KernelCoverage};
-use crate::host::{self, HostFold, HostIndex, HostReport, Launchers};
+use crate::host::{self, HostFold, HostIndex, HostReport, HostSide, Launchers};
 use crate::kernels::{KernelFold, KernelTable};
 use crate::phases::{self, Phases, Place, SegPhases};
 use crate::samples::{self, Activity, FullScaleSource, SegAgg};
@@ -751,14 +751,7 @@ pub(crate) fn build_report_checked(
     let phases = Phases::build(&chosen);
     let mut cells = Cells::new(&phases);
     let api = trace.api_calls()?;
-    let host_ix = HostIndex::build(
-        &trace.stacks()?,
-        &trace.host_samples()?,
-        m.extra.get("host_stacks").map(String::as_str),
-    );
-    let launchers = host_ix
-        .as_ref()
-        .map(|_| Launchers::build(&phases, &cells.index, cells.slots, &api, &chosen));
+    let host_side = host_side(trace, &phases, &cells, &api, &chosen)?;
     drop(chosen);
     let (fragments, outside) = match &activity {
         Some(activity) => {
@@ -782,24 +775,15 @@ pub(crate) fn build_report_checked(
     cells.add_drops(&phases, &drops);
     let (kernel_fold, coverage) = fold_kernels(trace, &phases, opts.kernel_rows != Some(0))?;
     let host = HostCoverage::build(&api);
-    drop(api);
     let merged = gaps::merge_fragments(fragments, &drops, min_gap_ns, hole_ns);
 
-    // Every GPU the manifest lists or the samples hold.
-    let mut devices: Vec<DeviceId> = m.devices.iter().map(|d| d.id).collect();
-    devices.extend(cells.samples.keys().copied());
-    devices.sort_unstable();
-    devices.dedup();
+    let devices = devices_of(m, &cells);
 
     let (start_ns, end_ns) = extent(&devices, &cells, nvml_span, &nvtx, m.created_unix_ns);
 
     let kernels_captured = coverage.is_some();
-    let host_fold = host_ix
-        .as_ref()
-        .zip(launchers.as_ref())
-        .map(|(ix, l)| HostFold::new(ix, l, cells.slots));
     let mut fold = GapFold::new(&phases, &cells.index, cells.slots, start_ns, opts.gap_rows);
-    fold.host = host_fold;
+    fold.host = host_side.as_ref().map(|h| h.fold(cells.slots));
     gaps::gaps_of(merged, &phases, coverage.as_ref(), host.as_ref())
         .for_each(|g| fold.add(&g, each_gap));
     let gap_count = fold.count;
@@ -815,31 +799,18 @@ pub(crate) fn build_report_checked(
     };
     let whole_run = ctx.whole_run_report(end_ns - start_ns);
     let phase_reports = ctx.phase_reports(&phases);
-    let host = host_ix.as_ref().zip(launchers.as_ref()).map(|(ix, l)| {
-        let times: Vec<i64> = phase_reports
-            .iter()
-            .map(|p| p.total_ns)
-            .chain([whole_run.total_ns])
-            .collect();
-        let paths = slot_paths(&phases);
-        let whole = host::phase_classes(ix, l, &phases, &cells.index, &times, &paths);
-        host::host_report(ix, l, folded.host.clone().unwrap_or_default(), whole)
-    });
+    let host = host_side.map(|h| h.report(&phases, &phase_reports, &whole_run, folded.host));
 
     let drop_reports = drop_summary(&drops);
     // The capture table only adds to the report: one that cannot be read is a warning.
     let mut warnings = report_warnings(trace, checked.warnings, outside);
     let (capture, graphs) = capture_tables(trace, &mut warnings);
-    let notes = notes(
+    let notes = ctx.notes(
         &phases,
         (!nvtx.is_empty()).then_some(&opts.phases),
-        activity.is_none().then(|| m.counters_unavailable.clone()),
-        kernels_captured,
+        m,
         &drops,
-    )
-    .into_iter()
-    .chain(unknown_values(&devices, &cells, activity.as_ref()))
-    .collect();
+    );
     Ok(Report {
         trace: trace.path().display().to_string(),
         gpus: gpu_infos(m, &devices),
@@ -872,6 +843,38 @@ pub(crate) fn build_report_checked(
     })
 }
 
+/// Every GPU the manifest lists or the samples hold.
+fn devices_of(m: &cufall_trace::model::Manifest, cells: &Cells) -> Vec<DeviceId> {
+    let mut devices: Vec<DeviceId> = m.devices.iter().map(|d| d.id).collect();
+    devices.extend(cells.samples.keys().copied());
+    devices.sort_unstable();
+    devices.dedup();
+    devices
+}
+
+/// The host samples and the launching threads, where the trace has host samples.
+fn host_side(
+    trace: &Trace,
+    phases: &Phases,
+    cells: &Cells,
+    api: &[cufall_trace::model::ApiCall],
+    chosen: &[NvtxRange],
+) -> Result<Option<HostSide>> {
+    let ix = HostIndex::build(
+        &trace.stacks()?,
+        &trace.host_samples()?,
+        trace
+            .manifest()
+            .extra
+            .get("host_stacks")
+            .map(String::as_str),
+    );
+    Ok(ix.map(|ix| HostSide {
+        ix,
+        launchers: Launchers::build(phases, &cells.index, cells.slots, api, chosen),
+    }))
+}
+
 /// Why host stacks are off, from `manifest.extra.host_stacks` (`off: <why>`).
 fn host_stacks_off(m: &cufall_trace::model::Manifest) -> Option<String> {
     let v = m.extra.get("host_stacks")?.trim();
@@ -885,7 +888,7 @@ fn host_stacks_off(m: &cufall_trace::model::Manifest) -> Option<String> {
 }
 
 /// The name of each slot: the phases' paths in tree order, the whole run last.
-fn slot_paths(phases: &Phases) -> Vec<String> {
+pub(crate) fn slot_paths(phases: &Phases) -> Vec<String> {
     phases
         .phases
         .iter()
@@ -1324,6 +1327,32 @@ fn verdict(idle: Option<f64>, gaps: &GapTotals, kernels: bool, min_gap_ns: i64) 
             idle_fraction,
             no_kernel_fraction,
         }
+    }
+}
+
+impl Ctx<'_> {
+    /// The remarks about the whole report: [`notes`], then samples lacking a value.
+    fn notes(
+        &self,
+        phases: &Phases,
+        nvtx_chosen_by: Option<&PhaseSelect>,
+        m: &cufall_trace::model::Manifest,
+        drops: &[DropRecord],
+    ) -> Vec<Note> {
+        let no_counters = self
+            .activity
+            .is_none()
+            .then(|| m.counters_unavailable.clone());
+        notes(
+            phases,
+            nvtx_chosen_by,
+            no_counters,
+            self.kernels_captured,
+            drops,
+        )
+        .into_iter()
+        .chain(unknown_values(self.devices, self.cells, self.activity))
+        .collect()
     }
 }
 

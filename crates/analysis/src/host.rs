@@ -244,6 +244,8 @@ impl HostIndex {
                 module: f.module.clone(),
                 kind: f.kind,
             };
+            // Indices are u32: 2^32 distinct frames, stacks or threads would not fit in memory
+            // before they overflowed.
             let next = u32::try_from(frames.len()).unwrap_or(u32::MAX);
             let id = *frame_ids.entry(key.clone()).or_insert_with(|| {
                 frames.push(key);
@@ -291,6 +293,7 @@ impl HostIndex {
         let (interval_ns, interval_source) = match asked_interval_ns(host_stacks) {
             Some(i) => (i, IntervalSource::Asked),
             None => (
+                // One sample a thread: no spacing to observe; the recorder's default, 1 kHz.
                 observed_interval_ns(&resolved).unwrap_or(1_000_000),
                 IntervalSource::Observed,
             ),

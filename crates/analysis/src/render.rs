@@ -733,9 +733,10 @@ fn host_text(r: &Report, cmd: &str) -> String {
         crate::host::IntervalSource::Observed => " (as observed)",
     };
     let mut o = format!(
-        "\nHOST during the gaps of places and phases with gap time without a kernel resident \
-         ({} sample(s) of {} thread(s) in {} process(es), one every {}{rate}; share = samples in \
-         the gaps / samples expected there; launching thread: {from})\n",
+        "\nHOST during the gaps (places and phases whose gaps have time without a kernel \
+         resident)\n  host stacks: {} sample(s) of {} thread(s) in {} process(es), one every {}{rate}; a \
+         share is the samples in the gaps over the samples expected there; launching thread: \
+         {from}\n",
         h.samples,
         h.threads,
         h.processes,

@@ -37,7 +37,7 @@ pub const WAITING_FROM: f64 = 0.5;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum IntervalSource {
-    /// The rate the recording asked for (`manifest.extra.host_stacks`, `N Hz, ...`).
+    /// The rate the recording asked for (`manifest.extra.host_stacks` names `N Hz`).
     Asked,
     /// The median time between consecutive samples of one thread.
     Observed,
@@ -183,14 +183,16 @@ struct StackFrames {
     distinct: Vec<u32>,
 }
 
-/// The interval of `extra.host_stacks` when it starts with a rate (`1000 Hz, python frames`).
+/// The interval of `extra.host_stacks` when it names a rate, a number followed by `Hz`
+/// (`on: every 1ms (1000 Hz), python frames only`; `1000 Hz`).
 fn asked_interval_ns(host_stacks: Option<&str>) -> Option<i64> {
-    let hz: f64 = host_stacks?
-        .split_whitespace()
-        .next()?
-        .trim_end_matches(',')
-        .parse()
-        .ok()?;
+    let words: Vec<&str> = host_stacks?.split_whitespace().collect();
+    let hz: f64 = words.windows(2).find_map(|w| {
+        let number = w[0].trim_start_matches('(');
+        w[1].starts_with("Hz")
+            .then(|| number.parse().ok())
+            .flatten()
+    })?;
     // From one sample in 1000 s to one a nanosecond; anything else is not a rate a sampler runs.
     if !(hz.is_finite() && (1e-3..=1e9).contains(&hz)) {
         return None;
@@ -929,9 +931,15 @@ mod tests {
             Some(1_000_000)
         );
         assert_eq!(asked_interval_ns(Some("250.5 Hz")), Some(3_992_016));
+        assert_eq!(
+            asked_interval_ns(Some("on: every 100us (10000 Hz), python frames only")),
+            Some(100_000)
+        );
         for bad in [
             "off: no permission",
             "",
+            "Hz",
+            "every 1ms",
             "0 Hz",
             "-5 Hz",
             "NaN Hz",

@@ -26,7 +26,8 @@
 //! an event this version does not know (`future_event`).
 //!
 //! With `host_stacks`, host samples every 10 µs (at 5, 15, 25, ... µs) of two threads of
-//! process 1234, and `manifest.extra.host_stacks` = `100000 Hz, python frames`:
+//! process 1234, and `manifest.extra.host_stacks` = `on: every 10us (100000 Hz), python frames
+//! only` (as the recorder words it):
 //! - `MainThread` (tid 1234, the thread of the NVTX ranges): in `build_tree (tree.py:88)` under
 //!   `step (serve.py:12)`, running with the GIL, during every draft → verify gap; in the native
 //!   `cudaStreamSynchronize` under `synchronize (.../torch/cuda/__init__.py:985)` under
@@ -191,8 +192,10 @@ impl Fixture {
             source: "synthetic".into(),
         });
         if self.host_stacks {
-            m.extra
-                .insert("host_stacks".into(), "100000 Hz, python frames".into());
+            m.extra.insert(
+                "host_stacks".into(),
+                "on: every 10us (100000 Hz), python frames only".into(),
+            );
         }
         if self.heatmap {
             m.heatmaps = vec![HeatmapSpec {

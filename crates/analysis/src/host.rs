@@ -959,6 +959,45 @@ mod tests {
         assert!(HostIndex::build(&stacks(), &[], None).is_none());
     }
 
+    proptest::proptest! {
+        /// Against a count sample by sample: a view holds exactly the samples inside its gaps
+        /// (a gap's start in, its end out), every one in one self frame or without frames, and a
+        /// frame's inclusive count is never below its self count.
+        #[test]
+        fn views_count_what_a_brute_force_count_finds(
+            samples in proptest::collection::vec((0i64..400, 1u32..4, 0u64..4, proptest::bool::ANY), 0..60),
+            gaps in proptest::collection::vec((0i64..400, 1i64..80), 1..6),
+        ) {
+            let host: Vec<HostSample> = samples
+                .iter()
+                .map(|(t, tid, stack, idle)| sample(*t, *tid, *stack, *idle))
+                .collect();
+            let gaps: Vec<Gap> = gaps.iter().map(|(s, l)| gap(*s, s + l)).collect();
+            if host.is_empty() {
+                return Ok(());
+            }
+            let cs = classes(&host, &gaps, 1);
+            let all = &cs[0].all;
+            let inside = |t: i64| gaps.iter().filter(|g| t >= g.start_ns && t < g.end_ns).count();
+            let brute: usize = host.iter().map(|s| inside(s.t_ns)).sum();
+            proptest::prop_assert_eq!(all.samples, brute as u64);
+            let selfs: u64 = all.self_frames.iter().map(|f| f.samples).sum();
+            proptest::prop_assert_eq!(selfs + all.no_frames, all.samples);
+            for f in &all.self_frames {
+                let incl = all.inclusive_frames.iter().find(|i| i.function == f.function);
+                proptest::prop_assert!(incl.is_some_and(|i| i.samples >= f.samples));
+            }
+            if let Some(l) = &cs[0].launching {
+                let mine: usize = host
+                    .iter()
+                    .filter(|s| s.tid == 1)
+                    .map(|s| inside(s.t_ns))
+                    .sum();
+                proptest::prop_assert_eq!(l.samples, mine as u64);
+            }
+        }
+    }
+
     #[test]
     fn files_are_shortened_and_names_made_terminal_safe() {
         assert_eq!(short_file("/srv/app/tree.py"), "tree.py");

@@ -24,10 +24,23 @@
 //! `capture_problems`, the capture table holds a routine `cuda_attached`, two processes'
 //! `no_activity_records`, a `cupti_records_dropped` of 17 records, a `quiet_processes` of 2 and
 //! an event this version does not know (`future_event`).
+//!
+//! With `host_stacks`, host samples every 10 µs (at 5, 15, 25, ... µs) of two threads of
+//! process 1234, and `manifest.extra.host_stacks` = `on: every 10us (100000 Hz), python frames
+//! only` (as the recorder words it):
+//! - `MainThread` (tid 1234, the thread of the NVTX ranges): in `build_tree (tree.py:88)` under
+//!   `step (serve.py:12)`, running with the GIL, during every draft → verify gap; in the native
+//!   `cudaStreamSynchronize` under `synchronize (.../torch/cuda/__init__.py:985)` under
+//!   `step (serve.py:14)`, idle without the GIL, in every other idle stretch; in
+//!   `launch (serve.py:20)` under `step (serve.py:12)`, running, while the GPU is busy.
+//! - a worker, `tokenizer` (tid 1240), always idle in `wait\x1b[2J (threading.py:320)` (a
+//!   function name holding an escape sequence, as a hostile program could) under
+//!   `encode (tok.py:5)`.
 
 use cufall_trace::model::{
-    ActivityKind, CaptureEvent, DeviceId, DeviceInfo, DropReason, DropRecord, HeatmapSpec,
-    KernelRecord, Manifest, MetricInfo, NvmlRow, NvtxRange, RangeKind, SampleBatch, SamplingInfo,
+    ActivityKind, CaptureEvent, DeviceId, DeviceInfo, DropReason, DropRecord, FrameKind, Gil,
+    HeatmapSpec, HostSample, HostState, KernelRecord, Manifest, MetricInfo, NvmlRow, NvtxRange,
+    RangeKind, SampleBatch, SamplingInfo, StackFrame,
 };
 use cufall_trace::{TraceWriter, WriterOptions};
 use std::path::{Path, PathBuf};
@@ -53,6 +66,8 @@ pub struct Fixture {
     pub library_nvtx: bool,
     /// Problems in the capture table (see the module docs).
     pub capture_problems: bool,
+    /// Host samples and stacks (see the module docs).
+    pub host_stacks: bool,
 }
 
 impl Default for Fixture {
@@ -66,6 +81,7 @@ impl Default for Fixture {
             heatmap: true,
             library_nvtx: false,
             capture_problems: false,
+            host_stacks: false,
         }
     }
 }
@@ -175,6 +191,12 @@ impl Fixture {
                 .collect(),
             source: "synthetic".into(),
         });
+        if self.host_stacks {
+            m.extra.insert(
+                "host_stacks".into(),
+                "on: every 10us (100000 Hz), python frames only".into(),
+            );
+        }
         if self.heatmap {
             m.heatmaps = vec![HeatmapSpec {
                 metric: TENSOR.into(),
@@ -211,6 +233,47 @@ impl Fixture {
             }
         }
         ks
+    }
+
+    /// The host samples of `host_stacks` (see the module docs).
+    fn host_samples(&self) -> Vec<HostSample> {
+        let mut v = Vec::new();
+        for t in (5..3000).step_by(10) {
+            let (stack_id, idle) = if self.busy(t) {
+                (3, false)
+            } else if (400..500).contains(&(t % 1000)) {
+                (1, false)
+            } else {
+                (2, true)
+            };
+            let state = |idle| {
+                if idle {
+                    HostState::Idle
+                } else {
+                    HostState::Running
+                }
+            };
+            let gil = |idle| if idle { Gil::Released } else { Gil::Held };
+            v.push(HostSample {
+                t_ns: rel(t),
+                pid: 1234,
+                tid: 1234,
+                thread_name: "MainThread".into(),
+                state: state(idle),
+                gil: gil(idle),
+                stack_id,
+            });
+            v.push(HostSample {
+                t_ns: rel(t),
+                pid: 1234,
+                tid: 1240,
+                thread_name: "tokenizer".into(),
+                state: state(true),
+                gil: gil(true),
+                stack_id: 4,
+            });
+        }
+        v
     }
 
     /// Writes the trace into `dir/name`.
@@ -276,9 +339,60 @@ impl Fixture {
         if self.capture_problems {
             w.append_capture(&capture_problems()).expect("capture");
         }
+        if self.host_stacks {
+            w.append_stacks(&host_stacks()).expect("stacks");
+            w.append_host_samples(&self.host_samples())
+                .expect("host samples");
+        }
         w.finish(rel(3000)).expect("finish");
         path
     }
+}
+
+/// The stacks of a fixture with `host_stacks`.
+fn host_stacks() -> Vec<StackFrame> {
+    let frame = |stack_id, depth, function: &str, file: &str, line, kind| StackFrame {
+        stack_id,
+        depth,
+        function: function.into(),
+        file: file.into(),
+        line,
+        module: String::new(),
+        kind,
+    };
+    let py = FrameKind::Python;
+    vec![
+        frame(1, 0, "build_tree", "/srv/app/tree.py", Some(88), py),
+        frame(1, 1, "step", "/srv/app/serve.py", Some(12), py),
+        frame(
+            2,
+            0,
+            "cudaStreamSynchronize",
+            "libcudart.so.12",
+            None,
+            FrameKind::Native,
+        ),
+        frame(
+            2,
+            1,
+            "synchronize",
+            "/usr/lib/python3/dist-packages/torch/cuda/__init__.py",
+            Some(985),
+            py,
+        ),
+        frame(2, 2, "step", "/srv/app/serve.py", Some(14), py),
+        frame(3, 0, "launch", "/srv/app/serve.py", Some(20), py),
+        frame(3, 1, "step", "/srv/app/serve.py", Some(12), py),
+        frame(
+            4,
+            0,
+            "wait\u{1b}[2J",
+            "/usr/lib/python3.11/threading.py",
+            Some(320),
+            py,
+        ),
+        frame(4, 1, "encode", "/srv/app/tok.py", Some(5), py),
+    ]
 }
 
 /// The capture table of a fixture with `capture_problems`.

@@ -14,7 +14,7 @@
 
 use cufall_capture::event;
 use cufall_trace::model::{
-    ApiCall, CaptureEvent, DropRecord, KernelRecord, NvmlRow, NvtxRange, SampleBatch,
+    ApiCall, CaptureEvent, DropRecord, HostSample, KernelRecord, NvmlRow, NvtxRange, SampleBatch,
 };
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -31,6 +31,7 @@ pub enum Rows {
     Nvtx(Vec<NvtxRange>),
     Kernels(Vec<KernelRecord>),
     Api(Vec<ApiCall>),
+    HostSamples(Vec<HostSample>),
 }
 
 /// One edge of a window, from one source.
@@ -235,6 +236,7 @@ impl Gate {
             Rows::Nvtx(r) => keep(r, |x| self.inside(x.start_ns, x.end_ns)).map(Rows::Nvtx),
             Rows::Kernels(r) => keep(r, |x| self.inside(x.start_ns, x.end_ns)).map(Rows::Kernels),
             Rows::Api(r) => keep(r, |x| self.inside(x.start_ns, x.end_ns)).map(Rows::Api),
+            Rows::HostSamples(r) => keep(r, |x| self.inside(x.t_ns, x.t_ns)).map(Rows::HostSamples),
         }
     }
 

@@ -1,0 +1,197 @@
+//! Host stacks of a real Python process, read with py-spy's library through the same sampler
+//! and sink as `cufall record`, written to a trace and read back.
+//!
+//! Skips (saying why) only where this machine does not let a process read its child's memory
+//! (ptrace permission); CI runs as root, so it runs there.
+
+use cufall_sampler::hoststacks::{
+    AttachError, HostStacks, Options, ProcFs, PySpySource, StackSource, event, procs,
+};
+use cufall_sampler::pipeline::{SinkMsg, SinkShared, sink_main};
+use cufall_trace::model::{FrameKind, Gil, Manifest};
+use cufall_trace::{Trace, TraceWriter, WriterOptions};
+use std::collections::HashSet;
+use std::io::BufRead;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const PROGRAM: &str = r#"
+import sys, threading, time
+
+def spin_here():
+    x = 0
+    while True:
+        x += 1
+
+def nap():
+    while True:
+        time.sleep(0.01)
+
+threading.Thread(target=nap, name="napper", daemon=True).start()
+print("ready", flush=True)
+spin_here()
+"#;
+
+/// Runs the program and waits until it says it is ready (its interpreter is up).
+fn start_python(dir: &std::path::Path) -> Child {
+    let script = dir.join("spin.py");
+    std::fs::write(&script, PROGRAM).expect("script");
+    let mut child = Command::new("python3")
+        .arg(&script)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 runs here (CI installs it)");
+    let out = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    std::io::BufReader::new(out)
+        .read_line(&mut line)
+        .expect("ready line");
+    assert_eq!(line.trim(), "ready");
+    child
+}
+
+/// The pids of `root` and its descendants, and the OS thread ids of each (`/proc/PID/task`).
+fn os_threads(root: u32) -> HashSet<(u32, u32)> {
+    let mut t = ProcFs::default();
+    let mut out = HashSet::new();
+    for p in procs::ProcessTable::tree(&mut t, root) {
+        if let Ok(dir) = std::fs::read_dir(format!("/proc/{}/task", p.pid)) {
+            for e in dir.flatten() {
+                if let Some(tid) = e.file_name().to_str().and_then(|s| s.parse().ok()) {
+                    out.insert((p.pid, tid));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether this machine lets us read the child's memory; prints the reason when not.
+fn permitted(child: &Child) -> bool {
+    let mut t = ProcFs::default();
+    // `python3` may be a shim that execs the interpreter: wait for the one that maps Python.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        for p in procs::ProcessTable::tree(&mut t, child.id()) {
+            match PySpySource::default().attach(p.pid) {
+                Ok(_) => return true,
+                Err(AttachError::NoPermission { source, .. }) => {
+                    println!(
+                        "skipped: this machine does not let a process read its child's memory ({source}); run as root or allow ptrace"
+                    );
+                    return false;
+                }
+                Err(_) => {}
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "python3 (process {}) never became readable, and not for want of permission",
+            child.id()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_real_python_function_its_file_line_and_thread_are_in_the_trace() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = start_python(dir.path());
+    if !permitted(&child) {
+        let _ = child.kill();
+        let _ = child.wait();
+        return;
+    }
+    let path = dir.path().join("host.cufall");
+    let writer = TraceWriter::create(
+        &path,
+        Manifest::new("test", cufall_sampler::now_unix_ns()),
+        WriterOptions::default(),
+    )
+    .expect("writer");
+    let (tx, rx) = std::sync::mpsc::channel::<SinkMsg>();
+    let shared = Arc::new(SinkShared::default());
+    let sink = std::thread::spawn(move || sink_main(rx, Some(writer), None, shared, None));
+    let host = HostStacks::start(
+        child.id(),
+        tx,
+        Box::new(PySpySource::default()),
+        Box::new(ProcFs::default()),
+        Options::at(Duration::from_millis(1)),
+    )
+    .expect("sampler thread");
+    std::thread::sleep(Duration::from_millis(500));
+    let threads = os_threads(child.id());
+    let summary = host.stop();
+    let _ = child.kill();
+    let _ = child.wait();
+    let writer = sink.join().expect("sink").writer.expect("writer back");
+    writer
+        .finish(cufall_sampler::now_unix_ns())
+        .expect("finish");
+
+    let trace = Trace::open(&path).expect("open");
+    let samples = trace.host_samples().expect("host samples");
+    let stacks = trace.stacks().expect("stacks");
+    assert!(
+        samples.len() >= 50,
+        "{} samples in 0.5 s at 1 kHz: {summary:#?}",
+        samples.len()
+    );
+    assert_eq!(samples.len() as u64, summary.samples);
+    // The main thread is in spin_here, at a line of its loop, in the script.
+    let spin_ids: HashSet<u64> = stacks
+        .iter()
+        .filter(|f| f.depth == 0 && f.function == "spin_here")
+        .inspect(|f| {
+            assert!(f.file.ends_with("spin.py"), "{f:?}");
+            assert!(matches!(f.line, Some(6 | 7)), "the loop's lines: {f:?}");
+            assert_eq!(f.kind, FrameKind::Python);
+            assert_eq!(f.module, "spin");
+        })
+        .map(|f| f.stack_id)
+        .collect();
+    assert!(!spin_ids.is_empty(), "no stack runs spin_here: {stacks:#?}");
+    let in_spin: Vec<_> = samples
+        .iter()
+        .filter(|s| spin_ids.contains(&s.stack_id))
+        .collect();
+    assert!(
+        in_spin.len() * 2 >= samples.len() / 2,
+        "most main-thread samples spin"
+    );
+    for s in &in_spin {
+        assert!(
+            threads.contains(&(s.pid, s.tid)),
+            "sample thread {}/{} is not an OS thread of the program: {threads:?}",
+            s.pid,
+            s.tid
+        );
+        assert_eq!(s.thread_name, "MainThread");
+    }
+    assert!(in_spin.iter().any(|s| s.gil == Gil::Held));
+    // The napping thread is sampled too, under its name, in `nap`.
+    let nap_ids: HashSet<u64> = stacks
+        .iter()
+        .filter(|f| f.function == "nap")
+        .map(|f| f.stack_id)
+        .collect();
+    assert!(
+        samples
+            .iter()
+            .any(|s| s.thread_name == "napper" && nap_ids.contains(&s.stack_id)),
+        "the napper thread"
+    );
+    // Every stack a sample names is in the stacks table.
+    let known: HashSet<u64> = stacks.iter().map(|f| f.stack_id).collect();
+    assert!(samples.iter().all(|s| known.contains(&s.stack_id)));
+    // The process's account is in the capture table.
+    let events = trace.capture_events().expect("capture");
+    assert!(
+        events
+            .iter()
+            .any(|e| e.event == event::PROCESS && e.detail.contains("python 3.")),
+        "{events:?}"
+    );
+}

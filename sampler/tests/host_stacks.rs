@@ -195,3 +195,127 @@ fn a_real_python_function_its_file_line_and_thread_are_in_the_trace() {
         "{events:?}"
     );
 }
+
+const FAMILY: &str = r#"
+import multiprocessing as mp, subprocess, time
+
+def child_work():
+    end = time.time() + 0.8
+    while time.time() < end:
+        sum(i for i in range(1000))
+
+if __name__ == "__main__":
+    p = mp.get_context("spawn").Process(target=child_work)
+    p.start()
+    subprocess.run(["sh", "-c", "sleep 0.6"])
+    p.join()
+"#;
+
+/// The built `cufall` samples a program's family: a spawned Python worker is read, a shell is
+/// counted as no Python, and `info` gives the account.
+#[test]
+fn probe_host_stacks_samples_every_python_process_of_the_program_and_info_tells() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = start_python(dir.path());
+    let allowed = permitted(&child);
+    let _ = child.kill();
+    let _ = child.wait();
+    if !allowed {
+        return;
+    }
+    let script = dir.path().join("family.py");
+    std::fs::write(&script, FAMILY).expect("script");
+    let trace = dir.path().join("family.cufall");
+    let stats = dir.path().join("stats.json");
+    let out = assert_cmd::Command::cargo_bin("cufall")
+        .expect("cufall")
+        .args(["probe-host-stacks", "--host-interval", "2ms", "-o"])
+        .arg(&trace)
+        .arg("--stats-json")
+        .arg(&stats)
+        .arg("--")
+        .arg("python3")
+        .arg(&script)
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("host stacks: "), "{stderr}");
+    let t = Trace::open(&trace).expect("open");
+    let samples = t.host_samples().expect("samples");
+    let pids: HashSet<u32> = samples.iter().map(|s| s.pid).collect();
+    assert!(
+        pids.len() >= 2,
+        "the program and its spawned worker: {pids:?}\n{stderr}"
+    );
+    let stacks = t.stacks().expect("stacks");
+    assert!(
+        stacks.iter().any(|f| f.function == "child_work"),
+        "the worker's function"
+    );
+    let events = t.capture_events().expect("events");
+    let not_python = events
+        .iter()
+        .find(|e| e.event == event::NOT_PYTHON)
+        .unwrap_or_else(|| panic!("the shell is counted: {events:?}"));
+    assert!(not_python.detail.contains("sh"), "{}", not_python.detail);
+    let setting = &t.manifest().extra[event::MANIFEST_KEY];
+    assert_eq!(setting, "on: every 2ms (500 Hz), python frames only");
+    let info = assert_cmd::Command::cargo_bin("cufall")
+        .expect("cufall")
+        .arg("info")
+        .arg(&trace)
+        .output()
+        .expect("info");
+    let text = String::from_utf8_lossy(&info.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("host stacks"))
+        .unwrap_or_else(|| panic!("no host stacks line:\n{text}"));
+    assert!(
+        line.contains(&format!("{} samples", samples.len())) && line.contains("500 Hz"),
+        "{line}"
+    );
+    assert!(text.contains("run no Python"), "{text}");
+    assert!(
+        !text.contains("capture event: host_"),
+        "told once, in its own line:\n{text}"
+    );
+}
+
+#[test]
+fn host_flags_are_checked_before_anything_starts() {
+    let run = |args: &[&str]| {
+        let out = assert_cmd::Command::cargo_bin("cufall")
+            .expect("cufall")
+            .args(args)
+            .output()
+            .expect("runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&[
+        "record",
+        "-o",
+        "x.cufall",
+        "--host-interval",
+        "10us",
+        "--",
+        "true",
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("give 100us or more"), "{err}");
+    let (code, err) = run(&[
+        "record",
+        "-o",
+        "x.cufall",
+        "--host-stacks",
+        "maybe",
+        "--",
+        "true",
+    ]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("on") && err.contains("off"), "{err}");
+}

@@ -319,3 +319,87 @@ fn host_flags_are_checked_before_anything_starts() {
     assert_eq!(code, Some(2));
     assert!(err.contains("on") && err.contains("off"), "{err}");
 }
+
+const UNDUMPABLE: &str = r#"
+import ctypes, time
+# PR_SET_DUMPABLE 0: only a process with CAP_SYS_PTRACE may read this one's memory now.
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
+def spin_here():
+    end = time.time() + 1.5
+    while time.time() < end:
+        pass
+spin_here()
+"#;
+
+/// A program cufall may not read (it makes itself undumpable, and cufall runs without
+/// CAP_SYS_PTRACE): the recording goes on without its stacks, and the trace and `info` say why
+/// and how to allow it.
+#[test]
+fn a_program_cufall_may_not_read_is_recorded_without_stacks_and_info_says_why() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("undumpable.py");
+    std::fs::write(&script, UNDUMPABLE).expect("script");
+    let trace = dir.path().join("denied.cufall");
+    let cufall = assert_cmd::cargo::cargo_bin("cufall");
+    let python = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("python3");
+    let python = String::from_utf8_lossy(&python.stdout).trim().to_string();
+    // As root, drop the capability that would let cufall read it anyway.
+    let mut cmd = if nix_root() {
+        let mut c = Command::new("setpriv");
+        c.args(["--bounding-set=-sys_ptrace", "--inh-caps=-sys_ptrace", "--"]);
+        c.arg(&cufall);
+        c
+    } else {
+        Command::new(&cufall)
+    };
+    cmd.args(["probe-host-stacks", "-o"])
+        .arg(&trace)
+        .arg("--")
+        .arg(&python)
+        .arg(&script);
+    let out = match cmd.output() {
+        Ok(o) => o,
+        Err(e) => {
+            println!("skipped: cannot run setpriv to drop CAP_SYS_PTRACE ({e})");
+            return;
+        }
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the program's own exit code: {stderr}"
+    );
+    assert!(stderr.contains("not read: no permission"), "{stderr}");
+    let t = Trace::open(&trace).expect("a complete trace");
+    let events = t.capture_events().expect("events");
+    let e = events
+        .iter()
+        .find(|e| e.event == event::UNAVAILABLE)
+        .unwrap_or_else(|| panic!("{events:?}"));
+    assert!(
+        e.detail.contains("no permission") && e.detail.contains("SYS_PTRACE"),
+        "{}",
+        e.detail
+    );
+    let info = assert_cmd::Command::new(&cufall)
+        .arg("info")
+        .arg(&trace)
+        .output()
+        .expect("info");
+    let text = String::from_utf8_lossy(&info.stdout);
+    assert!(text.contains("ptrace_scope"), "{text}");
+}
+
+fn nix_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}

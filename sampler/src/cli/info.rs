@@ -137,7 +137,11 @@ fn host_stacks_text(h: &HostStacksInfo) -> String {
         o.push_str(&format!("{:<14}none: {setting}\n", "host stacks"));
     }
     for u in &h.unread {
-        o.push_str(&format!("  not read: {u}\n"));
+        // The setting already says it when it is why there are none.
+        let (_, detail) = u.split_once(": ").unwrap_or(("", u));
+        if !setting.contains(detail) {
+            o.push_str(&format!("  not read: {u}\n"));
+        }
     }
     if h.not_python > 0 {
         o.push_str(&format!(

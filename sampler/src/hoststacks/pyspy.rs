@@ -71,6 +71,7 @@ impl StackSource for PySpySource {
         Ok(Box::new(PySpyReader {
             spy,
             procs: ProcFs::at(&self.proc_root),
+            proc_root: self.proc_root.clone(),
         }))
     }
 
@@ -120,6 +121,7 @@ fn classify(pid: u32, dir: &Path, e: &anyhow::Error) -> AttachError {
 struct PySpyReader {
     spy: PythonSpy,
     procs: ProcFs,
+    proc_root: PathBuf,
 }
 
 impl StackReader for PySpyReader {
@@ -130,11 +132,17 @@ impl StackReader for PySpyReader {
     fn sample(&mut self) -> Result<Vec<ThreadStack>, ReadError> {
         let traces = self.spy.get_stack_traces().map_err(|e| {
             // An exiting process fails its reads while its /proc entry (a zombie) remains.
-            let alive = u32::try_from(self.spy.pid).is_ok_and(|pid| self.procs.alive(pid));
-            if alive {
-                ReadError::Failed(format!("{e:#}"))
-            } else {
+            let Ok(pid) = u32::try_from(self.spy.pid) else {
+                return ReadError::Gone;
+            };
+            if !self.procs.alive(pid) {
                 ReadError::Gone
+            } else if may_read_memory(&self.proc_root, pid)
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
+            {
+                ReadError::Denied
+            } else {
+                ReadError::Failed(format!("{e:#}"))
             }
         })?;
         Ok(traces.into_iter().map(thread).collect())

@@ -60,10 +60,11 @@ pub struct HostSummary {
 }
 
 /// The fix for a permission refusal: the ways to be allowed to read the program's memory.
-pub const PERMISSION_FIX: &str = "run cufall as root or as the program's user; with \
-kernel.yama.ptrace_scope above 1 allow it with `sudo sysctl kernel.yama.ptrace_scope=1`; in a \
-container start it with `--cap-add SYS_PTRACE` (docker) or the SYS_PTRACE capability; or turn \
-host stacks off with --host-stacks off";
+pub const PERMISSION_FIX: &str = "give cufall ptrace permission over the program: run it as \
+root with the SYS_PTRACE capability (in a container: `docker run --cap-add SYS_PTRACE`, or \
+SYS_PTRACE in the pod's securityContext), or as the program's user with \
+kernel.yama.ptrace_scope at 0 or 1 (`sudo sysctl kernel.yama.ptrace_scope=1`) and a program \
+that does not make itself undumpable; or turn host stacks off with --host-stacks off";
 
 impl HostSummary {
     fn count(&self, what: &Unread) -> usize {

@@ -232,6 +232,11 @@ impl Sampler {
                     }
                 }
                 Err(ReadError::Gone) => gone.push(*pid),
+                Err(ReadError::Denied) => {
+                    t.report.missed += t.threads_last.max(1);
+                    t.failures_in_row = 0;
+                    t.state = State::Attaching(0);
+                }
                 Err(ReadError::Failed(e)) => {
                     t.report.failed_reads += 1;
                     t.report.missed += t.threads_last.max(1);

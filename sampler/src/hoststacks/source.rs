@@ -56,6 +56,10 @@ pub enum ReadError {
     /// The process ended (or exec'd away from Python).
     #[error("the process exited")]
     Gone,
+    /// Reading its memory is no longer permitted (it made itself undumpable, or changed
+    /// user): it is attached again, which says why.
+    #[error("no permission to read its memory")]
+    Denied,
     /// A read that raced with the running program (the program is not paused), or any other
     /// failure of one round; the round is counted as missed.
     #[error("{0}")]

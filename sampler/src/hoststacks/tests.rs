@@ -32,6 +32,8 @@ struct World {
     failing_reads: HashMap<u32, u32>,
     attaches: Vec<u32>,
     read_delay: Duration,
+    /// Reads of these pids are refused from now on.
+    denied: HashSet<u32>,
 }
 
 type Shared = Arc<Mutex<World>>;
@@ -104,6 +106,9 @@ impl StackReader for FakeReader {
         let mut w = self.0.lock().expect("world");
         if !w.alive.contains(&self.1) {
             return Err(ReadError::Gone);
+        }
+        if w.denied.contains(&self.1) {
+            return Err(ReadError::Denied);
         }
         if let Some(n) = w.failing_reads.get_mut(&self.1).filter(|n| **n > 0) {
             *n -= 1;
@@ -507,5 +512,36 @@ fn rounds_that_run_late_are_counted_as_missed() {
     assert!(
         asked + 5 >= grid && asked <= grid + 5,
         "asked {asked}, grid {grid}"
+    );
+}
+
+#[test]
+fn a_process_that_stops_being_readable_is_attached_again_and_named() {
+    let (w, mut s, rx) = setup();
+    s.discover();
+    s.round();
+    {
+        let mut g = w.lock().expect("world");
+        g.denied.insert(10);
+        g.kinds
+            .insert("/usr/bin/python3".into(), Kind::NoPermission);
+    }
+    s.round();
+    s.round();
+    s.discover();
+    s.round();
+    let summary = s.finish();
+    let p = &summary.processes[0];
+    assert_eq!(p.samples, 1);
+    assert_eq!(
+        p.missed, 2,
+        "the refused read and the round before the next scan"
+    );
+    assert_eq!(p.unread, Some(Unread::NoPermission));
+    assert_eq!(w.lock().expect("world").attaches, vec![10, 10]);
+    assert!(sent(&rx).event(event::UNAVAILABLE, 10).is_some());
+    assert!(
+        summary.manifest_text().starts_with("on:"),
+        "it was read for a while"
     );
 }

@@ -15,7 +15,7 @@ use cufall_trace::model::{CaptureEvent, HostSample, StackFrame};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -68,7 +68,11 @@ impl HostStacks {
         let flag = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
             .name("cufall-host-stacks".into())
-            .spawn(move || Sampler::new(root, tx, source, table, opts).run(&flag))?;
+            .spawn(move || {
+                let mut s = Sampler::new(root, tx, source, table, opts);
+                s.attach_on_a_thread();
+                s.run(&flag)
+            })?;
         Ok(HostStacks { stop, thread })
     }
 
@@ -97,7 +101,26 @@ enum State {
     Unread,
 }
 
+type Attached = (u32, u64, Result<Box<dyn StackReader>, AttachError>);
+
+/// Where attaching happens: inline (the tests: every step in order), or on a thread of its own,
+/// so that a slow attach (py-spy parses the interpreter's binary: milliseconds to tens of
+/// milliseconds) never delays a round of the processes already read.
+enum Attacher {
+    Inline(Box<dyn StackSource>),
+    Thread {
+        tx: Sender<(u32, u64)>,
+        rx: Receiver<Attached>,
+        /// Processes with a request in flight.
+        pending: HashSet<u32>,
+    },
+    /// Between the two (while moving the source to its thread).
+    None,
+}
+
 struct Tracked {
+    /// The last attach asked for: an answer to an older one (before an exec) is dropped.
+    asked: u64,
     proc: Proc,
     state: State,
     report: ProcessReport,
@@ -110,7 +133,8 @@ struct Tracked {
 pub(super) struct Sampler {
     root: u32,
     tx: Sender<SinkMsg>,
-    source: Box<dyn StackSource>,
+    attacher: Attacher,
+    attach_seq: u64,
     table: Box<dyn ProcessTable>,
     opts: Options,
     procs: BTreeMap<u32, Tracked>,
@@ -138,7 +162,8 @@ impl Sampler {
         Sampler {
             root,
             tx,
-            source,
+            attacher: Attacher::Inline(source),
+            attach_seq: 0,
             table,
             opts,
             procs: BTreeMap::new(),
@@ -148,6 +173,53 @@ impl Sampler {
             events: Vec::new(),
             done: Vec::new(),
             summary,
+        }
+    }
+
+    /// Moves attaching to a thread of its own (which ends with the sampler); inline if that
+    /// thread cannot start.
+    fn attach_on_a_thread(&mut self) {
+        let Attacher::Inline(mut source) = std::mem::replace(&mut self.attacher, Attacher::None)
+        else {
+            return;
+        };
+        let (tx, requests) = channel::<(u32, u64)>();
+        let (answers, rx) = channel::<Attached>();
+        let spawned = std::thread::Builder::new()
+            .name("cufall-host-attach".into())
+            .spawn(move || {
+                for (pid, seq) in requests {
+                    if answers.send((pid, seq, source.attach(pid))).is_err() {
+                        break;
+                    }
+                }
+                source
+            });
+        self.attacher = match spawned {
+            Ok(_) => Attacher::Thread {
+                tx,
+                rx,
+                pending: HashSet::new(),
+            },
+            // The closure (and the source in it) is gone with the failed spawn: nothing can be
+            // attached; every process will say so.
+            Err(_) => Attacher::None,
+        };
+    }
+
+    /// Takes the answers of the attach thread.
+    fn collect_attached(&mut self) {
+        let Attacher::Thread { rx, pending, .. } = &mut self.attacher else {
+            return;
+        };
+        let answers: Vec<Attached> = rx.try_iter().collect();
+        for (pid, _, _) in &answers {
+            pending.remove(pid);
+        }
+        for (pid, seq, result) in answers {
+            if self.procs.get(&pid).is_some_and(|t| t.asked == seq) {
+                self.attached(pid, result);
+            }
         }
     }
 
@@ -161,6 +233,7 @@ impl Sampler {
                 self.discover();
                 next_scan = Instant::now() + self.opts.discovery;
             }
+            self.collect_attached();
             self.round();
             if last_flush.elapsed() >= self.opts.flush || self.samples.len() >= FLUSH_ROWS {
                 self.flush();
@@ -284,9 +357,9 @@ impl Sampler {
                     t.report.unread_detail.clear();
                     t.proc = p;
                     t.state = State::Attaching(0);
-                    self.attach(pid);
+                    self.attach(pid, true);
                 }
-                Some(t) if matches!(t.state, State::Attaching(_)) => self.attach(pid),
+                Some(t) if matches!(t.state, State::Attaching(_)) => self.attach(pid, false),
                 Some(_) => {}
                 None => self.track(p),
             }
@@ -303,6 +376,7 @@ impl Sampler {
         self.procs.insert(
             pid,
             Tracked {
+                asked: 0,
                 proc: p,
                 state: State::Attaching(0),
                 report,
@@ -311,11 +385,37 @@ impl Sampler {
                 failures_in_row: 0,
             },
         );
-        self.attach(pid);
+        self.attach(pid, true);
     }
 
-    fn attach(&mut self, pid: u32) {
-        let result = self.source.attach(pid);
+    /// Asks for `pid` to be attached; `again` asks even when an answer is on its way (the
+    /// process exec'd: that answer is for its old program).
+    fn attach(&mut self, pid: u32, again: bool) {
+        self.attach_seq += 1;
+        let seq = self.attach_seq;
+        let Some(t) = self.procs.get_mut(&pid) else {
+            return;
+        };
+        match &mut self.attacher {
+            Attacher::Inline(source) => {
+                t.asked = seq;
+                let result = source.attach(pid);
+                self.attached(pid, result);
+            }
+            Attacher::Thread { tx, pending, .. } => {
+                if (pending.insert(pid) || again) && tx.send((pid, seq)).is_ok() {
+                    t.asked = seq;
+                }
+            }
+            Attacher::None => {
+                t.state = State::Unread;
+                t.report.unread = Some(Unread::Failed);
+                t.report.unread_detail = "the host-stack attach thread could not start".into();
+            }
+        }
+    }
+
+    fn attached(&mut self, pid: u32, result: Result<Box<dyn StackReader>, AttachError>) {
         let Some(t) = self.procs.get_mut(&pid) else {
             return;
         };

@@ -6,7 +6,8 @@
 //!  one sampling thread, every --host-interval (1 ms):          sink thread
 //!  ──────────────────────────────────────────────────          ───────────
 //!  every 200 ms: /proc scan for the program's processes   ┐
-//!    (new → attach, exec → attach again, gone → retire)   │
+//!    (new → attach, exec → attach again, gone → retire;   │
+//!    attaching runs on a second thread)                   │
 //!  each attached process: read every thread's stack ──────┼──▶ SinkMsg::Host { stacks, samples }
 //!    (py-spy, not pausing it), intern, stamp the time     │     (stacks written first)
 //!  a late round or a failed read → counted as missed ─────┴──▶ SinkMsg::Capture (per process)

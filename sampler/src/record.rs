@@ -609,6 +609,11 @@ fn record_with(
         if let Some(h) = &host {
             m.extra
                 .insert(hoststacks::MANIFEST_KEY.into(), h.manifest_text());
+        } else if args.host_stacks() {
+            m.extra.insert(
+                hoststacks::MANIFEST_KEY.into(),
+                "off: the host-stack thread could not start".into(),
+            );
         }
     })?;
     watch.report(outcome.windows, &mut writer)?;

@@ -222,9 +222,11 @@ mod tests {
             .expect("sh");
         let root = child.id();
         let mut t = ProcFs::default();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let sleeps = |tree: &[Proc]| tree.iter().filter(|p| p.image.ends_with("sleep")).count();
         let mut tree = t.tree(root);
-        while tree.len() < 3 && std::time::Instant::now() < deadline {
+        // Until both forks of sh have exec'd sleep (a fork runs sh's image until then).
+        while sleeps(&tree) < 2 && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(20));
             tree = t.tree(root);
         }
@@ -235,7 +237,7 @@ mod tests {
         let _ = child.wait();
         assert!(tree.len() >= 3, "sh and its two sleeps: {tree:?}");
         assert_eq!(tree[0].pid, root);
-        assert!(tree.iter().filter(|p| p.image.ends_with("sleep")).count() >= 2);
+        assert!(sleeps(&tree) >= 2, "{tree:?}");
         // Root may read its own child's memory (the integration test needs it too).
         assert!(readable.is_ok() || crate::os::uid() != 0, "{readable:?}");
         assert!(!t.alive(root), "reaped");

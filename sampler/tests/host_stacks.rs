@@ -207,14 +207,15 @@ const FAMILY: &str = r#"
 import multiprocessing as mp, subprocess, time
 
 def child_work():
-    end = time.time() + 0.8
+    # Long enough to be found, attached and read on a loaded machine.
+    end = time.time() + 2.5
     while time.time() < end:
         sum(i for i in range(1000))
 
 if __name__ == "__main__":
     p = mp.get_context("spawn").Process(target=child_work)
     p.start()
-    subprocess.run(["sh", "-c", "sleep 0.6"])
+    subprocess.run(["sh", "-c", "sleep 1"])
     p.join()
 "#;
 

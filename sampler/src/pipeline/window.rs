@@ -324,6 +324,33 @@ mod tests {
     }
 
     #[test]
+    fn host_samples_are_kept_inside_windows_only() {
+        let mut g = Gate::new();
+        let t0 = Instant::now();
+        let sample = |t_ns| HostSample {
+            t_ns,
+            pid: 1,
+            tid: 1,
+            ..HostSample::default()
+        };
+        g.hold(
+            t0,
+            Rows::HostSamples(vec![sample(10), sample(150), sample(400)]),
+        );
+        g.edge(edge(100, true, 0));
+        g.edge(edge(300, false, 0));
+        let out = g.release(t0 + HOLD);
+        let kept: Vec<i64> = out
+            .iter()
+            .flat_map(|r| match r {
+                Rows::HostSamples(s) => s.iter().map(|x| x.t_ns).collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+        assert_eq!(kept, vec![150]);
+    }
+
+    #[test]
     fn edges_of_several_processes_arriving_out_of_order_still_make_their_union() {
         let mut g = Gate::new();
         g.edge(edge(100, true, 1));

@@ -108,7 +108,8 @@ pub fn run(args: &ProbeHostArgs) -> anyhow::Result<i32> {
             Err(e) => return Err(e).context("waiting for the program"),
         }
     };
-    let summary = host.map(HostStacks::stop).unwrap_or_default();
+    let host = host.map(HostStacks::stop);
+    let summary = host.clone().unwrap_or_default();
     let mut writer = sink
         .join()
         .ok()
@@ -125,7 +126,7 @@ pub fn run(args: &ProbeHostArgs) -> anyhow::Result<i32> {
         }
     })?;
     let bytes = writer.finish(crate::now_unix_ns())?.bytes;
-    for l in summary.lines() {
+    for l in host.iter().flat_map(HostSummary::lines) {
         eprintln!("cufall: {l}");
     }
     if let Some(p) = &args.stats_json {

@@ -326,6 +326,27 @@ fn host_flags_are_checked_before_anything_starts() {
     ]);
     assert_eq!(code, Some(2));
     assert!(err.contains("on") && err.contains("off"), "{err}");
+    // Turned off: nothing sampled, nothing said, and the manifest says why.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = dir.path().join("off.cufall");
+    let trace_arg = trace.to_str().expect("utf-8 path");
+    let (code, err) = run(&[
+        "probe-host-stacks",
+        "--host-stacks",
+        "off",
+        "-o",
+        trace_arg,
+        "--",
+        "true",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("host stacks"), "{err}");
+    let t = Trace::open(&trace).expect("trace");
+    assert_eq!(
+        t.manifest().extra[event::MANIFEST_KEY],
+        "off: --host-stacks off"
+    );
+    assert!(t.host_samples().expect("rows").is_empty());
 }
 
 const UNDUMPABLE: &str = r#"

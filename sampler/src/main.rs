@@ -54,6 +54,9 @@ enum Command {
     /// Measure PM-sampling facts of this GPU (for the docs); prints JSON.
     #[command(hide = true)]
     ProbeSampler(probe::ProbeArgs),
+    /// Run a program and sample its host stacks into a trace, no GPU part (benchmarks).
+    #[command(hide = true)]
+    ProbeHostStacks(cufall_sampler::hoststacks::probe::ProbeHostArgs),
     /// Browse a recording in the terminal heatmap (zoom, pan, jump between phases and drops).
     #[command(after_help = "Examples:
   cufall view examples/h200-matmul-copy.cufall --color
@@ -140,6 +143,9 @@ fn main() -> ExitCode {
             cufall_sampler::exit_code(cufall_sampler::metrics_cmd::run(&args))
         }
         Command::ProbeSampler(args) => cufall_sampler::exit_code(probe::run(&args)),
+        Command::ProbeHostStacks(args) => {
+            cufall_sampler::exit_code(cufall_sampler::hoststacks::probe::run(&args))
+        }
         Command::View(args) => view::run_view(&args),
         Command::Replay(args) => view::run_replay(&args),
         Command::Report(args) => analysis::run_report(&args),

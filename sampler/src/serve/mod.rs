@@ -142,7 +142,12 @@ pub struct Exporter {
     shutdown: AtomicBool,
     started: Instant,
     cpu0: f64,
+    /// The last [`LOG_LINES`] log lines, for tests and for anyone holding the exporter.
+    recent: Mutex<std::collections::VecDeque<String>>,
 }
+
+/// Log lines an [`Exporter`] remembers.
+pub const LOG_LINES: usize = 64;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock leaves plain data behind; scraping it is still sound.
@@ -170,6 +175,7 @@ impl Exporter {
             shutdown: AtomicBool::new(false),
             started: now,
             cpu0: crate::os::cpu_seconds(),
+            recent: Mutex::new(std::collections::VecDeque::new()),
         })
     }
 
@@ -180,6 +186,16 @@ impl Exporter {
     pub fn log(&self, msg: &str) {
         let at = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
         eprintln!("{at} {}: {msg}", self.opts.log_prefix);
+        let mut recent = lock(&self.recent);
+        if recent.len() == LOG_LINES {
+            recent.pop_front();
+        }
+        recent.push_back(msg.to_string());
+    }
+
+    /// The last log lines, oldest first.
+    pub fn recent_log(&self) -> Vec<String> {
+        lock(&self.recent).iter().cloned().collect()
     }
 
     pub fn shut_down(&self) {

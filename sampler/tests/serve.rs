@@ -3,6 +3,7 @@
 //! Faults: counters taken by another profiler and given back, a GPU that disappears, slow and
 //! concurrent scrapers, dumps during scrapes and during dumps. The built binary is run for the
 //! errors that come before any GPU is touched.
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 mod common;
 

@@ -9,6 +9,7 @@
     dead_code,
     reason = "each test binary uses the part of the fakes it needs"
 )]
+#![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 pub mod clocked;
 

@@ -507,3 +507,182 @@ fn without_a_gpu_serve_says_what_record_says() {
     let first = |t: &str| t.lines().next().unwrap_or_default().to_string();
     assert_eq!(first(&s), first(&r), "serve: {s}\nrecord: {r}");
 }
+
+/// A free TCP port on loopback (closed again at once; the caller binds it soon after).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A Prometheus server started for a test, killed when dropped.
+struct Prometheus {
+    child: std::process::Child,
+    addr: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_prometheus(bin: &std::path::Path, target: SocketAddr) -> Prometheus {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: cufall\n    static_configs:\n      - targets: ['{target}']\n"
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
+    let child = std::process::Command::new(bin)
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.path().join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    Prometheus {
+        child,
+        addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        _dir: dir,
+    }
+}
+
+/// The result vector of an instant query (empty while Prometheus is not up yet).
+fn query(p: &Prometheus, promql: &str) -> Vec<serde_json::Value> {
+    let q: String = promql
+        .bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let Ok(mut s) = TcpStream::connect(p.addr) else {
+        return Vec::new();
+    };
+    let _ = write!(s, "GET /api/v1/query?query={q} HTTP/1.0\r\nHost: p\r\n\r\n");
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v["data"]["result"].as_array().cloned())
+        .unwrap_or_default()
+}
+
+fn sample_value(series: &serde_json::Value) -> f64 {
+    series["value"][1].as_str().unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_real_prometheus_scrapes_the_exporter() {
+    let bin = std::path::Path::new("/usr/bin/prometheus");
+    if !bin.exists() {
+        eprintln!(
+            "skipped: /usr/bin/prometheus is absent (apt-get install prometheus; .ci/run installs it)"
+        );
+        return;
+    }
+    let f = serve_fake_on(2, "127.0.0.1:0");
+    let p = start_prometheus(bin, f.addr);
+    let mut idle = Vec::new();
+    wait_for(
+        "Prometheus to hold both GPUs' idle ratio",
+        Duration::from_secs(90),
+        || {
+            idle = query(&p, "cufall_idle_ratio");
+            idle.len() == 2
+        },
+    );
+    for s in &idle {
+        let m = &s["metric"];
+        assert_eq!(m["job"], "cufall");
+        assert_eq!(m["modelName"], "Fake H200");
+        assert_eq!(m["Hostname"], "testhost");
+        assert_eq!(m["pod"], "llm-0");
+        let g = m["gpu"].as_str().unwrap();
+        assert_eq!(m["UUID"], format!("GPU-fake-{g}"));
+        let v = sample_value(s);
+        assert!((0.1..=0.3).contains(&v), "idle ratio {v} of GPU {g}");
+    }
+    let util = query(&p, "cufall_nvml_gpu_utilization_ratio");
+    assert_eq!(util.len(), 2);
+    assert!(util.iter().all(|s| sample_value(s) == 1.0), "{util:?}");
+    let up = query(&p, "up{job=\"cufall\"}");
+    assert_eq!(up.len(), 1);
+    assert_eq!(sample_value(&up[0]), 1.0);
+    // The dashboard's query for gaps per minute, once Prometheus holds more scrapes than its
+    // range needs (with fewer, rate() extrapolates only part of the range and reads low).
+    wait_for("6 s of scrapes", Duration::from_secs(30), || {
+        let n = query(&p, "count_over_time(cufall_idle_gaps_total[6s])");
+        n.len() == 2 && n.iter().all(|s| sample_value(s) >= 6.0)
+    });
+    let gaps = query(&p, "rate(cufall_idle_gaps_total[5s]) * 60");
+    assert_eq!(gaps.len(), 2, "{gaps:?}");
+    for s in &gaps {
+        let per_min = sample_value(s);
+        assert!(
+            (3_000.0..=7_000.0).contains(&per_min),
+            "{per_min} gaps per minute"
+        );
+    }
+}
+
+#[test]
+fn promtool_finds_nothing_but_dcgm_label_names() {
+    let promtool = std::path::Path::new("/usr/bin/promtool");
+    if !promtool.exists() {
+        eprintln!(
+            "skipped: /usr/bin/promtool is absent (apt-get install prometheus; .ci/run installs it)"
+        );
+        return;
+    }
+    let f = serve_fake(2);
+    let text = warm_scrape(&f, "p", 1, Duration::from_millis(500));
+    assert!(text.contains("cufall_idle_ratio{"));
+    let mut child = std::process::Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The one lint kept on purpose: dcgm-exporter's label names (UUID, modelName, Hostname),
+    // so that cufall's series join dcgm-exporter's; promtool asks for snake_case.
+    let problems: Vec<&str> = said
+        .lines()
+        .filter(|l| !l.ends_with(" label names should be written in 'snake_case' not 'camelCase'"))
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert!(
+        problems.is_empty(),
+        "promtool found problems: {problems:?}\n{text}"
+    );
+    // The exposition itself parses: promtool's parser reached every family.
+    assert!(said.contains("cufall_idle_ratio label names"), "{said}");
+}

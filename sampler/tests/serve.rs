@@ -686,3 +686,138 @@ fn promtool_finds_nothing_but_dcgm_label_names() {
     // The exposition itself parses: promtool's parser reached every family.
     assert!(said.contains("cufall_idle_ratio label names"), "{said}");
 }
+
+/// Every `cufall_...` name in a PromQL expression.
+fn cufall_names(expr: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut cur = String::new();
+    for c in expr.chars().chain(std::iter::once(' ')) {
+        if c.is_ascii_alphanumeric() || c == '_' || c == ':' {
+            cur.push(c);
+        } else {
+            if cur.starts_with("cufall_") {
+                names.push(cur.clone());
+            }
+            cur.clear();
+        }
+    }
+    names
+}
+
+/// The label names an expression matches on (`{a="x",b=~"y"}`).
+fn matcher_labels(expr: &str) -> Vec<String> {
+    expr.split('{')
+        .skip(1)
+        .filter_map(|s| s.split_once('}').map(|(m, _)| m))
+        .flat_map(|m| m.split(','))
+        .filter_map(|m| m.split(['=', '!']).next())
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// The `{{label}}` names of a legend.
+fn legend_labels(legend: &str) -> Vec<String> {
+    legend
+        .split("{{")
+        .skip(1)
+        .filter_map(|s| s.split_once("}}").map(|(l, _)| l.trim().to_string()))
+        .collect()
+}
+
+#[test]
+fn the_grafana_dashboard_asks_only_for_what_the_exporter_exports() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/grafana-cufall.json");
+    let d: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for field in [
+        "title",
+        "uid",
+        "panels",
+        "schemaVersion",
+        "templating",
+        "time",
+        "version",
+    ] {
+        assert!(!d[field].is_null(), "the dashboard lacks {field}");
+    }
+    assert!(d["schemaVersion"].as_u64().unwrap() >= 36);
+    let f = serve_fake(1);
+    let text = warm_scrape(&f, "p", 0, Duration::from_millis(300));
+    let families: std::collections::HashSet<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    // Labels of the exposition, and the two Prometheus adds to every series.
+    let has_label = |l: &str| ["instance", "job"].contains(&l) || text.contains(&format!("{l}=\""));
+    let mut exprs: Vec<String> = d["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["definition"].as_str().unwrap().to_string())
+        .collect();
+    let mut ids = std::collections::HashSet::new();
+    for p in d["panels"].as_array().unwrap() {
+        assert!(ids.insert(p["id"].as_u64().unwrap()), "panel id twice");
+        let g = &p["gridPos"];
+        assert!(["h", "w", "x", "y"].iter().all(|k| g[k].is_u64()), "{g}");
+        assert!(!p["title"].as_str().unwrap().is_empty());
+        for t in p["targets"].as_array().unwrap() {
+            assert!(t["refId"].is_string());
+            for l in legend_labels(t["legendFormat"].as_str().unwrap()) {
+                assert!(has_label(&l), "legend label {l} is not exported");
+            }
+            exprs.push(t["expr"].as_str().unwrap().to_string());
+        }
+    }
+    for e in &exprs {
+        let names = cufall_names(e);
+        assert!(!names.is_empty(), "{e} asks for no cufall metric");
+        for n in names {
+            assert!(
+                families.contains(n.as_str()),
+                "{e}: {n} is not exported\n{text}"
+            );
+        }
+        for l in matcher_labels(e) {
+            assert!(has_label(&l), "{e}: label {l} is not exported");
+        }
+    }
+    // Each expression parses as PromQL: promtool checks them as recording rules.
+    let promtool = std::path::Path::new("/usr/bin/promtool");
+    if !promtool.exists() {
+        eprintln!("PromQL syntax not checked: /usr/bin/promtool is absent");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("dashboard.rules.yml");
+    let mut yaml = String::from("groups:\n  - name: dashboard\n    rules:\n");
+    for (i, e) in exprs.iter().enumerate() {
+        let e = e
+            .replace("$__rate_interval", "1m")
+            .replace("$host", ".*")
+            .replace("$metric", ".*");
+        let e = if e.starts_with("label_values(") {
+            cufall_names(&e)[0].clone()
+        } else {
+            e
+        };
+        yaml.push_str(&format!(
+            "      - record: dashboard:expr{i}\n        expr: '{}'\n",
+            e.replace('\'', "''")
+        ));
+    }
+    std::fs::write(&rules, yaml).unwrap();
+    let out = std::process::Command::new(promtool)
+        .args(["check", "rules"])
+        .arg(&rules)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

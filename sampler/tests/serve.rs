@@ -205,6 +205,12 @@ fn counters_taken_by_another_profiler_are_said_and_sampling_resumes() {
     );
     let log = f.exporter().recent_log().join("\n");
     assert!(log.contains("held by another profiler"), "{log}");
+    assert!(log.contains("asking for the GPU counters again"), "{log}");
+    assert_eq!(
+        value(&busy, "cufall_sampling_state", &["state=\"counters_busy\""]),
+        Some(1.0),
+        "retrying keeps the state"
+    );
     let before = value(&busy, "cufall_samples_total", &[&g]).unwrap_or(0.0);
     f.switches[0].taken.store(false, Ordering::SeqCst);
     wait_for("sampling again", Duration::from_secs(20), || {
@@ -393,10 +399,24 @@ fn a_dump_is_a_trace_that_info_and_report_read() {
         .assert()
         .success();
     let json: serde_json::Value = serde_json::from_slice(&report.get_output().stdout).unwrap();
-    let text = json.to_string();
-    assert!(text.contains("idle"), "{text}");
-    // The report's idle test and the exporter's are one: the dump's idle fraction is the
-    // pattern's 0.2.
+    // The report's idle test and the exporter's are one: both find the pattern's 0.2.
+    let idle = json["whole_run"]["idle_fraction"]
+        .as_f64()
+        .expect("idle fraction");
+    assert!((0.15..=0.25).contains(&idle), "report: idle {idle}");
+    let gaps = json["gap_count"].as_u64().unwrap();
+    assert!(
+        gaps >= 50,
+        "report: {gaps} gaps of 2 ms in a second or more"
+    );
+    let t = scrape(f.addr, "p");
+    let g = gpu(0);
+    let ratio = value(&t, "cufall_idle_seconds_total", &[&g]).unwrap()
+        / value(&t, "cufall_sampled_seconds_total", &[&g]).unwrap();
+    assert!(
+        (ratio - idle).abs() < 0.05,
+        "exporter {ratio}, report {idle}"
+    );
     let (code, _) = request(f.addr, "GET", "/dump");
     assert_eq!(code, 405);
 }

@@ -414,9 +414,16 @@ fn resident_bytes() -> Option<u64> {
     Some(pages * 4096)
 }
 
-/// Takes one run's feed until the run fails, ends, or the exporter shuts down; returns why it
-/// ended.
-fn take_run(exporter: &Exporter, started: Started, degraded_for: Duration) -> String {
+/// Why a run ended.
+struct Ended {
+    why: String,
+    /// The run sampled without counters and ended to ask for them again: the wait is over.
+    retry_counters: bool,
+}
+
+/// Takes one run's feed until the run fails, ends, or the exporter shuts down (a run without
+/// counters, after `degraded_for`, to ask for them again).
+fn take_run(exporter: &Exporter, started: Started, degraded_for: Duration) -> Ended {
     let Started { feed, run } = started;
     exporter.begin_run(&feed.info);
     let degraded = feed.info.counters_unavailable.clone();
@@ -430,6 +437,7 @@ fn take_run(exporter: &Exporter, started: Started, degraded_for: Duration) -> St
         )),
     }
     let since = Instant::now();
+    let mut retry_counters = false;
     let why = loop {
         let events = feed.drain(Duration::from_millis(50));
         let ended = exporter.ingest(events);
@@ -444,6 +452,7 @@ fn take_run(exporter: &Exporter, started: Started, degraded_for: Duration) -> St
             break "the sampling session ended".to_string();
         }
         if degraded.is_some() && since.elapsed() >= degraded_for {
+            retry_counters = true;
             break "trying the GPU counters again".to_string();
         }
     };
@@ -453,10 +462,14 @@ fn take_run(exporter: &Exporter, started: Started, degraded_for: Duration) -> St
     if let Some(a) = lock(&exporter.core).agg.as_mut() {
         a.pause();
     }
-    if errors.is_empty() || errors.iter().any(|e| why.contains(e.as_str())) {
+    let why = if errors.is_empty() || errors.iter().any(|e| why.contains(e.as_str())) {
         why
     } else {
         format!("{why} ({})", errors.join("; "))
+    };
+    Ended {
+        why,
+        retry_counters,
     }
 }
 
@@ -466,24 +479,39 @@ pub fn supervise(exporter: &Arc<Exporter>, mut backend: impl Backend, first: Opt
     let (min, max) = exporter.opts.backoff;
     let mut wait = min;
     let mut next = first;
+    let mut retrying = false;
     while !exporter.is_shut_down() {
         let started = match next.take() {
             Some(s) => Ok(s),
             None => {
-                exporter.set_state("starting");
+                // Asking for the counters again is not a new start: the state stays
+                // counters_busy until they are had.
+                if !retrying {
+                    exporter.set_state("starting");
+                }
                 backend.start()
             }
         };
         let began = Instant::now();
+        retrying = false;
         match started {
             Ok(s) => {
-                let why = take_run(exporter, s, wait);
+                let ended = take_run(exporter, s, wait);
                 if exporter.is_shut_down() {
                     break;
                 }
+                if ended.retry_counters {
+                    // NVML went on for the whole wait; ask for the counters at once.
+                    exporter.log("asking for the GPU counters again");
+                    lock(&exporter.core).restarts += 1;
+                    wait = (wait * 2).min(max);
+                    retrying = true;
+                    continue;
+                }
                 exporter.set_state("stopped");
                 exporter.log(&format!(
-                    "sampling stopped: {why}; starting again in {}",
+                    "sampling stopped: {}; starting again in {}",
+                    ended.why,
                     humantime::format_duration(wait)
                 ));
             }

@@ -268,6 +268,11 @@ impl Aggregator {
         }
         let mut delta = Totals::new(self.metrics);
         let mut run = self.runs.get(&batch.device).copied().unwrap_or_default();
+        // The idle test's columns are those of the run the aggregator was made for.
+        let eval = self
+            .eval
+            .as_ref()
+            .filter(|_| batch.values.len() == self.metrics);
         for i in 0..batch.len() {
             let (start, end) = (batch.start_ns[i], batch.end_ns[i]);
             delta.samples += 1;
@@ -279,8 +284,12 @@ impl Aggregator {
                     delta.maxes[m] = delta.maxes[m].max(v);
                 }
             }
-            let Some(eval) = &self.eval else { continue };
-            if run.last_end.is_some_and(|e| start - e > self.hole_ns) {
+            let Some(eval) = eval else { continue };
+            // A hole in time (a drop, a restart) or a batch out of order ends an idle run.
+            if run
+                .last_end
+                .is_some_and(|e| start - e > self.hole_ns || start < e)
+            {
                 end_run(&mut run, &mut delta);
             }
             run.last_end = Some(end);
@@ -309,16 +318,14 @@ impl Aggregator {
         }
     }
 
-    /// Drop records: lost samples count (warm-up is not a loss), and a hole ends an idle run.
+    /// Drop records: lost samples count (warm-up is not a loss). The hole a drop leaves ends
+    /// an idle run through the samples' times, not here: a drop can reach the exporter before
+    /// the samples evaluated ahead of it.
     pub fn drops(&mut self, rows: &[DropRecord]) {
         for r in rows {
             let mut delta = Totals::new(self.metrics);
             if r.reason != DropReason::Warmup {
                 delta.lost_samples = r.lost_samples.unwrap_or(0);
-            }
-            if let Some(run) = self.runs.get_mut(&r.device) {
-                end_run(run, &mut delta);
-                run.last_end = None;
             }
             self.fold(r.device, &delta);
         }
@@ -533,6 +540,19 @@ mod tests {
         let w = b.scrape("p", t);
         assert_eq!((window(&w).gaps, window(&w).gap_ns), (1, 1_200_000));
         assert_eq!(window(&w).lost_samples, 1);
+        // A drop that arrives early does not cut the run the samples continue.
+        let mut c = agg();
+        c.drops(&[DropRecord {
+            device: DeviceId(0),
+            start_ns: 40 * IV,
+            end_ns: 41 * IV,
+            reason: DropReason::HardwareBufferOverflow,
+            lost_samples: Some(1),
+        }]);
+        c.samples(&batch(0, 30, 0.0));
+        c.samples(&batch(30, 31, 90.0));
+        let w = c.scrape("p", t);
+        assert_eq!((window(&w).gaps, window(&w).gap_ns), (1, 3_000_000));
     }
 
     #[test]

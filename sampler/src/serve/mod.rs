@@ -529,20 +529,19 @@ pub fn supervise(exporter: &Arc<Exporter>, mut backend: impl Backend, first: Opt
             }
         }
         lock(&exporter.core).restarts += 1;
+        let ran = began.elapsed();
         sleep_unless_shut_down(exporter, wait);
         // A run that went well for a while starts the waits over.
-        wait = if began.elapsed() > max {
-            min
-        } else {
-            (wait * 2).min(max)
-        };
+        wait = if ran > max { min } else { (wait * 2).min(max) };
     }
 }
 
 fn sleep_unless_shut_down(exporter: &Exporter, d: Duration) {
     let until = Instant::now() + d;
     while !exporter.is_shut_down() && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(20).min(until - Instant::now()));
+        std::thread::sleep(
+            Duration::from_millis(20).min(until.saturating_duration_since(Instant::now())),
+        );
     }
 }
 

@@ -65,6 +65,10 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
             ));
         }
     };
+    if let Err(why) = check_memory(&first.feed.info, args.keep) {
+        drop(first.run.stop());
+        anyhow::bail!("{why}");
+    }
     say_cost(&exporter, &first.feed.info, args.keep);
     crate::os::catch_interrupts();
     let (dump_flag, _) = crate::os::catch_window_signals();
@@ -112,4 +116,26 @@ fn say_cost(exporter: &Exporter, info: &cufall_live::FeedInfo, keep: Duration) {
         humantime::format_duration(keep),
         budget.describe()
     ));
+}
+
+/// Refuses a `--keep` whose flight recorder would take more than half of the memory this
+/// machine has available (`MemAvailable`; not checked where `/proc/meminfo` does not say).
+fn check_memory(info: &cufall_live::FeedInfo, keep: Duration) -> Result<(), String> {
+    let budget = Budget::new(
+        info.devices.len(),
+        info.metrics.len(),
+        info.interval_ns,
+        cufall_trace::model::nanos(keep),
+    );
+    let Some(available) = mem_available_bytes() else {
+        return Ok(());
+    };
+    budget.check(&humantime::format_duration(keep).to_string(), available)
+}
+
+fn mem_available_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }

@@ -57,14 +57,35 @@ impl Budget {
         }
     }
 
+    /// Refuses a budget above half of `available_bytes` (what `/proc/meminfo` calls
+    /// `MemAvailable`): a `--keep` that long would take the machine's memory from the programs
+    /// it watches.
+    pub fn check(&self, keep: &str, available_bytes: u64) -> Result<(), String> {
+        if self.bytes <= available_bytes / 2 {
+            return Ok(());
+        }
+        let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+        Err(format!(
+            "--keep {keep}: the flight recorder would need {:.1} GiB ({}), more than half of the \
+{:.1} GiB this machine has available; choose a shorter --keep",
+            gib(self.bytes),
+            self.describe_product(),
+            gib(available_bytes)
+        ))
+    }
+
+    fn describe_product(&self) -> String {
+        format!(
+            "{:.0} samples/s × {} bytes × {:.0} s",
+            self.samples_per_s, self.bytes_per_sample, self.keep_s
+        )
+    }
+
     /// `N samples/s × B bytes × T s = M MiB`, the sentence said at start.
     pub fn describe(&self) -> String {
         format!(
-            "{:.0} samples/s × {} bytes × {:.0} s = {:.1} MiB at most for samples (NVML \
-readings and drop records add a little)",
-            self.samples_per_s,
-            self.bytes_per_sample,
-            self.keep_s,
+            "{} = {:.1} MiB at most for samples (NVML readings and drop records add a little)",
+            self.describe_product(),
             self.bytes as f64 / (1024.0 * 1024.0)
         )
     }
@@ -396,6 +417,17 @@ mod tests {
             b.describe()
                 .starts_with("160000 samples/s × 32 bytes × 300 s")
         );
+    }
+
+    #[test]
+    fn a_keep_beyond_half_the_available_memory_is_refused() {
+        // 8 GPUs, 50 µs, two metrics, 10 hours: 172.8 GB.
+        let b = Budget::new(8, 2, 50_000, 36_000_000_000_000);
+        let e = b.check("10h", 64 << 30).unwrap_err();
+        assert!(e.starts_with("--keep 10h: the flight recorder would need 171.7 GiB (160000 samples/s × 32 bytes × 36000 s), more than half of the 64.0 GiB"), "{e}");
+        assert!(e.ends_with("choose a shorter --keep"), "{e}");
+        let five_min = Budget::new(8, 2, 50_000, 300_000_000_000);
+        assert!(five_min.check("5m", 64 << 30).is_ok());
     }
 
     #[test]

@@ -245,19 +245,32 @@ fn a_gpu_that_disappears_goes_stale_and_the_others_go_on() {
     assert!(log.contains("GPU 1"), "the log names the GPU: {log}");
 }
 
+/// A scraper that sends its request a byte at a time, then reads its answer a byte at a time,
+/// then closes (slow, as a scraper on a congested link is).
+fn slow_scrape(addr: SocketAddr, pause: Duration) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    for b in b"GET /metrics?scraper=slow HTTP/1.0\r\nHost: t\r\n\r\n" {
+        s.write_all(&[*b]).unwrap();
+        std::thread::sleep(pause);
+    }
+    let (mut text, mut byte) = (Vec::new(), [0u8; 1]);
+    while s.read(&mut byte).unwrap() == 1 {
+        text.push(byte[0]);
+        if text.len() % 512 == 0 {
+            std::thread::sleep(pause);
+        }
+    }
+    String::from_utf8(text).unwrap()
+}
+
 #[test]
 fn slow_and_concurrent_scrapers_each_get_their_own_window() {
     let f = serve_fake(1);
     warm_scrape(&f, "a", 0, Duration::ZERO);
-    // A scraper that sends half a request and waits, and one that never reads its answer.
-    let mut stalled = TcpStream::connect(f.addr).unwrap();
-    write!(stalled, "GET /metr").unwrap();
-    let mut unread = Vec::new();
-    for _ in 0..8 {
-        let mut s = TcpStream::connect(f.addr).unwrap();
-        write!(s, "GET /metrics?scraper=unread HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
-        unread.push(s);
-    }
+    let slow = {
+        let addr = f.addr;
+        std::thread::spawn(move || slow_scrape(addr, Duration::from_millis(20)))
+    };
     let g = gpu(0);
     let barrier = Arc::new(Barrier::new(2));
     let scrapers: Vec<_> = ["a", "b"]
@@ -292,8 +305,13 @@ fn slow_and_concurrent_scrapers_each_get_their_own_window() {
             );
         }
     }
-    drop(stalled);
-    drop(unread);
+    // The slow scraper got its whole answer, with its own window.
+    let text = slow.join().unwrap();
+    assert!(
+        text.starts_with("HTTP/1.1 200") || text.starts_with("HTTP/1.0 200"),
+        "{text}"
+    );
+    assert!(text.contains("cufall_exporter_scrapers 3\n"), "{text}");
 }
 
 #[test]

@@ -9,6 +9,14 @@
 //!
 //! A few handler threads take requests from tiny_http (which reads each connection on a thread
 //! of its own), so a dump being written, or a scraper reading slowly, leaves the others served.
+//!
+//! A known limit of tiny_http 0.12: its connection threads have no read timeout, a kept-alive
+//! connection holds its thread until the client closes it, and a connection that arrives in the
+//! instant another wakes a pool thread can be queued behind a thread that is waiting on such a
+//! connection. A client that opens a connection and never finishes its request (or keeps an idle
+//! connection open) can so delay another scraper's connection until it closes. A read timeout
+//! on the listening socket would also time out `accept`, which ends tiny_http's accept thread,
+//! so it cannot be set from here.
 
 use super::{DumpRefused, Exporter};
 use std::io::ErrorKind;

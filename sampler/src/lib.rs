@@ -1,5 +1,5 @@
 //! The sampler side of cufall: PM sampling of every selected GPU through CUPTI, NVML beside it,
-//! and the `record`, `metrics` commands. The binary (`src/main.rs`) parses arguments and
+//! and the `record`, `metrics`, `serve` commands. The binary (`src/main.rs`) parses arguments and
 //! dispatches here; the live view uses [`session`] directly.
 //!
 //! | module | what it does |
@@ -15,6 +15,7 @@
 //! | [`nvml`] | the NVML side channel |
 //! | [`program`] | the program run under cufall: found, started, stopped, its exit code |
 //! | [`record`], [`metrics_cmd`] | the subcommands (the hidden `probe-sampler` is the binary's own) |
+//! | [`serve`] | `cufall serve`: the Prometheus exporter and its flight recorder |
 //! | [`cli`] | the other subcommands' flags, the one duration syntax, hints added to errors |
 #![deny(unsafe_code)]
 // Truncating casts on the data path (tests aside) are errors in CI: convert with `try_from`, or
@@ -33,6 +34,7 @@ pub mod pipeline;
 pub mod program;
 pub mod record;
 pub mod recorder;
+pub mod serve;
 pub mod session;
 pub mod sizing;
 pub mod spec;

@@ -232,7 +232,8 @@ impl RecordArgs {
     }
 }
 
-fn hostname() -> String {
+/// This machine's host name (empty when the kernel does not say).
+pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()

@@ -265,11 +265,9 @@ fn phases_across(
                         .unwrap_or_default()
                 })
                 .collect();
-            let ends: Vec<Vec<i64>> = ranges
-                .iter()
-                .map(|ph| ends_in_overlap(ph, &path, lo, hi))
-                .collect();
-            let matched = add_lags(&mut nodes, &ends);
+            let occ: Vec<Vec<(i64, i64)>> =
+                ranges.iter().map(|ph| occurrences(ph, &path)).collect();
+            let matched = add_lags(&mut nodes, &occ, (lo, hi));
             let lagging = most_lagging(&nodes);
             let beyond_clocks = lagging.and_then(|i| {
                 let lag = nodes[i].mean_lag_ns?;
@@ -286,48 +284,71 @@ fn phases_across(
         .collect()
 }
 
-/// End times of the phase's ranges that start inside `[lo, hi)`, in start order.
-fn ends_in_overlap(ph: &Phases, path: &str, lo: i64, hi: i64) -> Vec<i64> {
+/// The phase's occurrences on one node, as `(start, end)` in start order. Ranges of the phase
+/// that overlap in time are one occurrence, from the first start to the last end: the ranks of
+/// a node run a step together, and the node is done with it when its last rank is.
+fn occurrences(ph: &Phases, path: &str) -> Vec<(i64, i64)> {
     let Some(idx) = ph.phases.iter().position(|p| p.path == path) else {
         return Vec::new();
     };
     let mut r: Vec<(i64, i64)> = ph
         .ranges
         .iter()
-        .filter(|r| r.phase == idx && r.start_ns >= lo && r.start_ns < hi)
-        .map(|r| (r.start_ns, r.end_ns))
+        .filter(|r| r.phase == idx)
+        .map(|r| (r.start_ns, r.end_ns.max(r.start_ns)))
         .collect();
     r.sort_unstable();
-    r.into_iter().map(|(_, e)| e).collect()
+    let mut out: Vec<(i64, i64)> = Vec::with_capacity(r.len());
+    for (s, e) in r {
+        match out.last_mut() {
+            Some(last) if s < last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
 }
 
-/// Fills each node's lag figures from the k-th occurrences' end times; returns how many
-/// occurrences every node has.
-fn add_lags(nodes: &mut [NodePhase], ends: &[Vec<i64>]) -> u64 {
-    let matched = ends.iter().map(Vec::len).min().unwrap_or(0);
-    if matched == 0 || nodes.len() < 2 {
+/// Matches occurrences across nodes and fills each node's lag figures; returns how many were
+/// matched.
+///
+/// The k-th occurrence of the phase in one node's recording is matched with the k-th in every
+/// other's, where all of them start inside `[lo, hi)`, the time every recording covers. Each
+/// recording is counted from its own start, not from the overlap's, so a step in progress when
+/// a later recording began does not shift the pairs; this assumes every node's recording holds
+/// the program from its start (`cufall record -- CMD` on each node). Timing alone cannot do
+/// better: a node lagging by more than a step's period looks like one leading into the next.
+fn add_lags(nodes: &mut [NodePhase], occ: &[Vec<(i64, i64)>], (lo, hi): (i64, i64)) -> u64 {
+    let count = occ.iter().map(Vec::len).min().unwrap_or(0);
+    if nodes.len() < 2 || count == 0 {
         return 0;
     }
     let mut sums = vec![0i128; nodes.len()];
     let mut maxes = vec![0i64; nodes.len()];
-    for k in 0..matched {
-        let first = ends.iter().map(|e| e[k]).min().unwrap_or(0);
-        let last = ends.iter().map(|e| e[k]).max().unwrap_or(0);
-        for (n, e) in ends.iter().enumerate() {
-            let lag = e[k].saturating_sub(first);
+    let mut matched: u64 = 0;
+    for k in 0..count {
+        if !occ.iter().all(|o| (lo..hi).contains(&o[k].0)) {
+            continue;
+        }
+        matched += 1;
+        let first = occ.iter().map(|o| o[k].1).min().unwrap_or(0);
+        let last = occ.iter().map(|o| o[k].1).max().unwrap_or(0);
+        for (n, o) in occ.iter().enumerate() {
+            let lag = o[k].1.saturating_sub(first);
             sums[n] += i128::from(lag);
             maxes[n] = maxes[n].max(lag);
-            if e[k] == last && last > first {
+            if o[k].1 == last && last > first {
                 nodes[n].last += 1;
             }
         }
     }
-    let count = i128::try_from(matched).unwrap_or(i128::MAX);
+    if matched == 0 {
+        return 0;
+    }
     for (n, node) in nodes.iter_mut().enumerate() {
-        node.mean_lag_ns = Some(i64::try_from(sums[n] / count).unwrap_or(i64::MAX));
+        node.mean_lag_ns = Some(i64::try_from(sums[n] / i128::from(matched)).unwrap_or(i64::MAX));
         node.max_lag_ns = Some(maxes[n]);
     }
-    u64::try_from(matched).unwrap_or(u64::MAX)
+    matched
 }
 
 /// The node with the largest mean lag, if it lags at all.
@@ -379,7 +400,7 @@ pub fn nodes_text(r: &NodesReport) -> String {
         ));
     }
     out.push_str(&format!(
-        "  overlap: {} ({} to {}); phases are compared inside it\n",
+        "  overlap: {} ({} to {}); lags are measured inside it (counts, times and idle are each node's whole recording)\n",
         fmt_ns(r.overlap_end_ns - r.overlap_start_ns),
         fmt_utc(r.overlap_start_ns),
         fmt_utc(r.overlap_end_ns)
@@ -493,15 +514,18 @@ fn verdict_lines(r: &NodesReport) -> String {
 mod tests {
     use super::*;
 
+    const ALL: (i64, i64) = (i64::MIN, i64::MAX);
+
     #[test]
     fn lags_are_measured_from_the_earliest_node_per_occurrence() {
         let mut nodes = vec![NodePhase::default(), NodePhase::default()];
         // Node 1 ends 3 ms after node 0 in two occurrences, 1 ms before it in the third.
-        let ends = vec![
-            vec![10_000_000, 20_000_000, 30_000_000],
-            vec![13_000_000, 23_000_000, 29_000_000],
+        let ms = |a: i64, b: i64| (a * 1_000_000, b * 1_000_000);
+        let occ = vec![
+            vec![ms(5, 10), ms(15, 20), ms(25, 30)],
+            vec![ms(5, 13), ms(15, 23), ms(25, 29)],
         ];
-        assert_eq!(add_lags(&mut nodes, &ends), 3);
+        assert_eq!(add_lags(&mut nodes, &occ, ALL), 3);
         assert_eq!(nodes[0].mean_lag_ns, Some(1_000_000 / 3));
         assert_eq!(nodes[1].mean_lag_ns, Some(2_000_000));
         assert_eq!(nodes[1].max_lag_ns, Some(3_000_000));
@@ -510,13 +534,54 @@ mod tests {
     }
 
     #[test]
-    fn occurrences_are_matched_only_as_far_as_every_node_has_them() {
+    fn occurrences_are_matched_only_where_every_node_has_them() {
         let mut nodes = vec![NodePhase::default(), NodePhase::default()];
-        let ends = vec![vec![1, 2, 3], vec![1]];
-        assert_eq!(add_lags(&mut nodes, &ends), 1);
+        let occ = vec![vec![(0, 5), (10, 15), (20, 25)], vec![(1, 6)]];
+        assert_eq!(add_lags(&mut nodes, &occ, ALL), 1);
+        assert_eq!(nodes[1].mean_lag_ns, Some(1));
         let mut none = vec![NodePhase::default(), NodePhase::default()];
-        assert_eq!(add_lags(&mut none, &[vec![1], vec![]]), 0);
+        assert_eq!(add_lags(&mut none, &[vec![(1, 2)], vec![]], ALL), 0);
         assert_eq!(none[0].mean_lag_ns, None);
+    }
+
+    /// A step in progress when the later recording began: the pairs are counted from each
+    /// recording's start, so the overlap leaves that step out on every node and the steps after
+    /// it pair with their own, not shifted by one.
+    #[test]
+    fn a_step_cut_by_the_overlap_does_not_shift_the_pairs() {
+        let mut nodes = vec![NodePhase::default(), NodePhase::default()];
+        // Steps every 10 units from 0; node 1 ends each 2 after node 0 and starts each 1 after.
+        let a: Vec<(i64, i64)> = (0..5).map(|k| (k * 10, k * 10 + 6)).collect();
+        let b: Vec<(i64, i64)> = (0..5).map(|k| (k * 10 + 1, k * 10 + 8)).collect();
+        // The overlap begins at 0.5: node 0's first step started before it, node 1's after.
+        assert_eq!(add_lags(&mut nodes, &[a, b], (1, i64::MAX)), 4);
+        assert_eq!(nodes[1].mean_lag_ns, Some(2));
+        assert_eq!(nodes[0].mean_lag_ns, Some(0));
+    }
+
+    /// The ranks of a node run a step together: their ranges are one occurrence, ending with
+    /// the last rank.
+    #[test]
+    fn ranks_of_a_node_are_one_occurrence() {
+        use cufall_trace::model::{NvtxRange, RangeKind};
+        let range = |start_ns, end_ns, pid| NvtxRange {
+            start_ns,
+            end_ns,
+            name: "step".into(),
+            domain: String::new(),
+            kind: RangeKind::PushPop,
+            depth: 0,
+            pid,
+            tid: pid,
+            ..Default::default()
+        };
+        let ph = Phases::build(&[
+            range(0, 10, 1),
+            range(1, 12, 2),
+            range(20, 30, 1),
+            range(21, 29, 2),
+        ]);
+        assert_eq!(occurrences(&ph, "step"), vec![(0, 12), (20, 30)]);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! NVTX lane as [`Spans`], NVML readings per device as a [`RawSeries`] with a pyramid of its own.
 //! Kernels are read one segment at a time, so the whole table is never held twice.
 
+use crate::host::HostStacks;
 use crate::lod::{DevicePyramid, RawSeries};
 use crate::spans::Spans;
 use cufall_analysis::phases::Phases;
@@ -380,6 +381,8 @@ pub struct Tables {
     pub kernels: BTreeMap<DeviceId, DeviceKernels>,
     pub drops: BTreeMap<DeviceId, Vec<DropRecord>>,
     pub nvml: BTreeMap<DeviceId, DeviceNvml>,
+    /// The program's host threads as sampled (`--host-stacks`); empty without them.
+    pub host: HostStacks,
 }
 
 impl Tables {
@@ -419,6 +422,7 @@ impl Tables {
             problem("NVML readings not shown", e.to_string());
             nvml_by.clear();
         }
+        let host = load_host(trace, problem);
         let mut drops_by: BTreeMap<DeviceId, Vec<DropRecord>> = BTreeMap::new();
         for d in drops {
             drops_by.entry(d.device).or_default().push(d);
@@ -437,6 +441,7 @@ impl Tables {
                 .into_iter()
                 .map(|(d, rows)| (d, DeviceNvml::build(rows, nvml_interval_ns)))
                 .collect(),
+            host,
         }
     }
 
@@ -447,6 +452,20 @@ impl Tables {
             .map(DeviceKernels::bytes_held)
             .sum::<usize>()
             + self.nvml.values().map(|n| n.series.bytes()).sum::<usize>()
+    }
+}
+
+/// The host stacks and samples; either table failing leaves the host lanes out.
+fn load_host(trace: &Trace, problem: &dyn Fn(&str, String)) -> HostStacks {
+    let read = trace
+        .stacks()
+        .and_then(|frames| Ok((frames, trace.host_samples()?)));
+    match read {
+        Ok((frames, samples)) => HostStacks::build(frames, samples),
+        Err(e) => {
+            problem("host stacks not shown", e.to_string());
+            HostStacks::default()
+        }
     }
 }
 

@@ -24,10 +24,16 @@
 //! `capture_problems`, the capture table holds a routine `cuda_attached`, two processes'
 //! `no_activity_records`, a `cupti_records_dropped` of 17 records, a `quiet_processes` of 2 and
 //! an event this version does not know (`future_event`).
+//!
+//! [`Fixture::write_with`] adds, on request ([`Extras`]), a host name in the manifest and host
+//! samples of two threads with known stacks ([`host_stacks`], [`host_samples`]): `MainThread`
+//! follows the phases (running in draft and verify, waiting in the gaps), `loader` alternates
+//! between reading and sleeping.
 
 use cufall_trace::model::{
-    ActivityKind, CaptureEvent, DeviceId, DeviceInfo, DropReason, DropRecord, HeatmapSpec,
-    KernelRecord, Manifest, MetricInfo, NvmlRow, NvtxRange, RangeKind, SampleBatch, SamplingInfo,
+    ActivityKind, CaptureEvent, DeviceId, DeviceInfo, DropReason, DropRecord, FrameKind, Gil,
+    HeatmapSpec, HostSample, HostState, KernelRecord, Manifest, MetricInfo, NvmlRow, NvtxRange,
+    RangeKind, SampleBatch, SamplingInfo, StackFrame,
 };
 use cufall_trace::{TraceWriter, WriterOptions};
 use std::path::{Path, PathBuf};
@@ -215,8 +221,17 @@ impl Fixture {
 
     /// Writes the trace into `dir/name`.
     pub fn write(&self, dir: &Path, name: &str) -> PathBuf {
+        self.write_with(dir, name, &Extras::default())
+    }
+
+    /// Writes the trace into `dir/name` with `extras` (host stacks, a host name); with
+    /// `Extras::default()` the same trace as [`Fixture::write`].
+    pub fn write_with(&self, dir: &Path, name: &str, extras: &Extras) -> PathBuf {
         let path = dir.join(name);
-        let m = self.manifest();
+        let mut m = self.manifest();
+        if let Some(h) = &extras.hostname {
+            m.hostname = h.clone();
+        }
         let mut w = TraceWriter::create(&path, m, WriterOptions::default()).expect("create");
         // Samples in 450 µs blocks, devices interleaved, one segment per block round.
         let mut block = 0;
@@ -276,9 +291,119 @@ impl Fixture {
         if self.capture_problems {
             w.append_capture(&capture_problems()).expect("capture");
         }
+        if extras.host_stacks {
+            w.append_stacks(&host_stacks()).expect("stacks");
+            w.append_host_samples(&host_samples())
+                .expect("host samples");
+        }
         w.finish(rel(3000)).expect("finish");
         path
     }
+}
+
+/// What [`Fixture::write_with`] adds to a fixture.
+#[derive(Clone, Debug, Default)]
+pub struct Extras {
+    /// The manifest's host name (the fixture's default names none).
+    pub hostname: Option<String>,
+    /// Host samples of two threads (see the module docs).
+    pub host_stacks: bool,
+}
+
+/// The stacks of [`Extras::host_stacks`], innermost frame first: (function, file, line,
+/// native).
+const HOST_STACKS: [&[(&str, &str, Option<u32>, bool)]; 6] = [
+    &[
+        ("build_tree", "tree.py", Some(88), false),
+        ("draft", "serve.py", Some(30), false),
+        ("step", "serve.py", Some(12), false),
+        ("main", "serve.py", Some(140), false),
+    ],
+    &[
+        ("cudaStreamSynchronize", "libcudart.so.13", None, true),
+        ("synchronize", "torch/cuda/__init__.py", Some(985), false),
+        ("step", "serve.py", Some(14), false),
+        ("main", "serve.py", Some(140), false),
+    ],
+    &[
+        ("forward", "model.py", Some(51), false),
+        ("verify", "serve.py", Some(40), false),
+        ("step", "serve.py", Some(16), false),
+        ("main", "serve.py", Some(140), false),
+    ],
+    &[
+        ("get", "queue.py", Some(171), false),
+        ("next_batch", "serve.py", Some(60), false),
+        ("main", "serve.py", Some(138), false),
+    ],
+    &[
+        ("read_batch", "data.py", Some(22), false),
+        ("loader_loop", "data.py", Some(10), false),
+    ],
+    &[
+        ("sleep", "", None, true),
+        ("loader_loop", "data.py", Some(12), false),
+    ],
+];
+
+/// The stacks table of [`Extras::host_stacks`]: stack ids 1 to 6.
+pub fn host_stacks() -> Vec<StackFrame> {
+    let mut out = Vec::new();
+    for (i, frames) in HOST_STACKS.iter().enumerate() {
+        for (depth, (function, file, line, native)) in frames.iter().enumerate() {
+            out.push(StackFrame {
+                stack_id: i as u64 + 1,
+                depth: depth as u32,
+                function: function.to_string(),
+                file: file.to_string(),
+                line: *line,
+                module: String::new(),
+                kind: if *native {
+                    FrameKind::Native
+                } else {
+                    FrameKind::Python
+                },
+            });
+        }
+    }
+    out
+}
+
+/// The host samples of [`Extras::host_stacks`], every 50 µs of the run: `MainThread` (1234/1234)
+/// in `build_tree` during draft, waiting in `cudaStreamSynchronize` in the draft → verify gap,
+/// in `forward` during verify and waiting in `queue.get` in the verify → draft gap; `loader`
+/// (1234/1240) in `read_batch` for 150 µs of every 250 and waiting in `sleep` for the rest.
+pub fn host_samples() -> Vec<HostSample> {
+    let mut out = Vec::new();
+    for t in (0..3000).step_by(50) {
+        let k = t % 1000;
+        let (main, main_idle) = match k {
+            0..400 => (1, false),
+            400..500 => (2, true),
+            500..900 => (3, false),
+            _ => (4, true),
+        };
+        let (loader, loader_idle) = if t % 250 < 150 { (5, false) } else { (6, true) };
+        for (tid, name, stack_id, idle) in [
+            (1234, "MainThread", main, main_idle),
+            (1240, "loader", loader, loader_idle),
+        ] {
+            out.push(HostSample {
+                t_ns: rel(t),
+                pid: 1234,
+                tid,
+                thread_name: name.into(),
+                state: if idle {
+                    HostState::Idle
+                } else {
+                    HostState::Running
+                },
+                gil: if idle { Gil::Released } else { Gil::Held },
+                stack_id,
+            });
+        }
+    }
+    out
 }
 
 /// The capture table of a fixture with `capture_problems`.

@@ -19,6 +19,7 @@
 //! from raw samples when single samples are wider than a column.
 
 pub mod geom;
+mod hostlane;
 pub mod input;
 pub mod layout;
 mod paint;
@@ -82,7 +83,12 @@ pub fn timeline_ui(
     let avail_h = ui.available_height();
     decide_folds(traces, settings, st, avail_h);
     let no_folds = BTreeSet::new();
-    let rows = rows(traces, settings, st.folded.as_ref().unwrap_or(&no_folds));
+    let rows = rows(
+        traces,
+        settings,
+        st.folded.as_ref().unwrap_or(&no_folds),
+        st.host_folded.as_ref().unwrap_or(&BTreeSet::new()),
+    );
     let heights = row_heights(&rows, traces, settings, avail_h);
     let total_h: f32 = heights.iter().map(|h| h + ROW_GAP).sum();
     let mut hit: Option<Hit> = None;
@@ -158,7 +164,14 @@ fn decide_folds(traces: &[Locked<'_>], settings: &Settings, st: &mut ViewState, 
     if st.folded.is_some() || traces.is_empty() || !read {
         return;
     }
-    let open = rows(traces, settings, &BTreeSet::new());
+    // Many host threads start folded whatever the height: each is a lane of its own.
+    st.host_folded = Some(
+        (0..traces.len())
+            .filter(|ti| rows::host_threads(traces, *ti) > rows::HOST_OPEN_MAX)
+            .collect(),
+    );
+    let host_folded = st.host_folded.clone().unwrap_or_default();
+    let open = rows(traces, settings, &BTreeSet::new(), &host_folded);
     let smallest: f32 = open
         .iter()
         .map(|r| r.fit(traces, settings).min + ROW_GAP)
@@ -178,28 +191,38 @@ fn group_title_ui(
     st: &mut ViewState,
     extent: (AxisTime, AxisTime),
 ) {
-    let Row::Device { dev, folded } = *row else {
-        return;
+    let (id, folded, what, input) = match *row {
+        Row::Device { dev, folded } => {
+            let DeviceId(n) = dev;
+            (
+                egui::Id::unique(("cufall-group", n)),
+                folded,
+                dev.to_string(),
+                Input::ToggleGroup(dev),
+            )
+        }
+        Row::HostTitle { ti, folded } => (
+            egui::Id::unique(("cufall-host-group", ti)),
+            folded,
+            format!("host threads {ti}"),
+            Input::ToggleHostGroup(ti),
+        ),
+        _ => return,
     };
-    let DeviceId(n) = dev;
     let resp = ui
-        .interact(
-            label_rect,
-            egui::Id::unique(("cufall-group", n)),
-            Sense::click(),
-        )
+        .interact(label_rect, id, Sense::click())
         .on_hover_cursor(CursorIcon::PointingHand)
         .on_hover_text(if folded {
-            "click: show this GPU's tracks"
+            "click: show these tracks"
         } else {
-            "click: fold this GPU's tracks into one row"
+            "click: fold these tracks into one row"
         });
     let verb = if folded { "unfold" } else { "fold" };
     resp.widget_info(|| {
-        egui::WidgetInfo::labeled(egui::Role::Button, true, format!("{verb} {dev}"))
+        egui::WidgetInfo::labeled(egui::Role::Button, true, format!("{verb} {what}"))
     });
     if resp.clicked() {
-        st.apply(Input::ToggleGroup(dev), extent);
+        st.apply(input, extent);
     }
 }
 

@@ -89,7 +89,7 @@ fn pick_ui(ui: &mut Ui, traces: &[Locked<'_>], with_host: &[usize], st: &mut Vie
         None => format!("{}all threads", who(st.flame_pick.ti)),
         Some(th) => thread_name(st.flame_pick.ti, th),
     };
-    egui::ComboBox::from_id_salt("cufall-flame-threads")
+    egui::ComboBox::from_label("threads")
         .selected_text(current)
         .show_ui(ui, |ui| {
             for &ti in with_host {

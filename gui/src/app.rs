@@ -206,14 +206,8 @@ impl GuiApp {
                 .default_size(440.0)
                 .max_size(640.0)
                 .show(ui, |ui| {
-                    let flame = self.flame.as_ref().map(|(_, ic)| ic);
-                    side_panel_ui(
-                        ui,
-                        &locked,
-                        &mut self.st,
-                        (self.sel.as_ref(), flame),
-                        &self.diff,
-                    );
+                    let sel = (self.sel.as_ref(), self.flame.as_ref().map(|f| &f.1));
+                    side_panel_ui(ui, &locked, &mut self.st, sel, &self.diff);
                 });
         }
         egui::CentralPanel::default().show(ui, |ui| {

@@ -310,9 +310,11 @@ pub struct Extras {
     pub host_stacks: bool,
 }
 
-/// The stacks of [`Extras::host_stacks`], innermost frame first: (function, file, line,
-/// native).
-const HOST_STACKS: [&[(&str, &str, Option<u32>, bool)]; 6] = [
+/// A frame of a fixture's stack: function, file, line, whether native.
+type FrameSpec = (&'static str, &'static str, Option<u32>, bool);
+
+/// The stacks of [`Extras::host_stacks`], innermost frame first.
+const HOST_STACKS: [&[FrameSpec]; 6] = [
     &[
         ("build_tree", "tree.py", Some(88), false),
         ("draft", "serve.py", Some(30), false),

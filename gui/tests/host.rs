@@ -13,8 +13,17 @@ use eframe::egui::{Event, Pos2, Vec2};
 use egui_kittest::Harness;
 use egui_kittest::kittest::{NodeT, Queryable};
 use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
 
 const SIZE: Vec2 = Vec2::new(1400.0, 820.0);
+
+/// The tests that render take turns: on a loaded machine, software rendering of several windows
+/// at once can pass the 10 s a frame may take in egui_kittest.
+static RENDER: Mutex<()> = Mutex::new(());
+
+fn render_turn() -> MutexGuard<'static, ()> {
+    RENDER.lock().unwrap_or_else(|e| e.into_inner())
+}
 /// NVTX lanes (2), then the host threads' title and lanes, each 18 points and 2 between.
 const ROW: f32 = 20.0;
 
@@ -43,6 +52,7 @@ fn x_at(h: &mut Harness<'static, TestApp>, us: i64) -> f32 {
 
 #[test]
 fn host_lanes_under_the_phases() {
+    let _turn = render_turn();
     let (_dir, path) = with_host();
     let mut h = harness(&[path], None, Settings::default(), SIZE, true);
     {
@@ -92,6 +102,7 @@ fn hovering_a_host_lane_shows_the_whole_stack() {
 
 #[test]
 fn a_gap_clicked_in_the_side_panel_shows_where_the_host_was() {
+    let _turn = render_turn();
     let (_dir, path) = with_host();
     let mut h = harness(&[path], None, Settings::default(), SIZE, true);
     h.state_mut().app().st.side_tab = SideTab::Gaps;
@@ -128,6 +139,7 @@ fn a_gap_clicked_in_the_side_panel_shows_where_the_host_was() {
 
 #[test]
 fn two_nodes_on_the_wall_clock_name_their_gpus_by_host() {
+    let _turn = render_turn();
     let dir = tempfile::tempdir().expect("tempdir");
     let a = write(
         &dir,

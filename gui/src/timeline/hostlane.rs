@@ -4,13 +4,12 @@
 //! the whole stack of the sample under the pointer.
 
 use super::geom::{Geom, Hit};
-use super::paint::{hatch, name_color};
+use super::paint::{ab_tag, group_title, hatch, name_color};
 use super::rows::Row;
-use super::tracks::{ab_tag, group_title, shared_origin};
 use crate::axis::AxisTime;
 use crate::fmt::{Nanos, fmt_offset};
 use crate::host::{HostStacks, HostThread};
-use crate::model::{Locked, host_of, hosts_differ};
+use crate::model::{Locked, host_of, hosts_differ, shared_extent};
 use cufall_trace::model::HostState;
 use eframe::egui::{self, Align2, Color32, FontId, Pos2, Rect, Ui};
 
@@ -63,7 +62,7 @@ pub(super) fn host_row(
                 t,
                 host,
                 th,
-                origin: shared_origin(traces),
+                origin: shared_extent(traces).0,
                 background: bg,
             };
             host_lane(painter, &lane, area, geom, pointer)

@@ -6,14 +6,15 @@
 //! - [`layout`]: the rows share the timeline's height ([`layout::share_heights`]);
 //! - [`input`]: the pointer and keys on the timeline, as [`crate::view::Input`]s that the view
 //!   state applies;
-//! - `tracks`: what each row draws and the tooltip under the pointer; `paint`: colour maps,
-//!   meshes and hatching; [`geom`]: time ↔ x ([`Geom`]) and what is under the pointer
-//!   ([`Hit`]), which the others share;
+//! - `tracks`: what each row draws and the tooltip under the pointer, `hostlane` the rows of
+//!   sampled host threads; `paint`: colour maps, meshes, hatching and group titles; [`geom`]:
+//!   time ↔ x ([`Geom`]) and what is under the pointer ([`Hit`]), which the others share;
 //! - here: the frame's layout (overview, axis, rows, overlays), group titles and the handles
 //!   that resize tracks.
 //!
 //! Imports flow one way inside the module too: this root uses the others, they use `geom`
-//! (and `tracks` uses `rows` and `paint`), never the root.
+//! (and `tracks` uses `rows`, `hostlane` and `paint`; `hostlane` uses `rows` and `paint`), never
+//! the root.
 //!
 //! Metric tracks are drawn from the level-of-detail pyramid, one summary per point column, or
 //! from raw samples when single samples are wider than a column.

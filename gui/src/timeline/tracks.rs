@@ -4,7 +4,7 @@
 
 use super::geom::{Geom, Hit};
 use super::hostlane::host_row;
-use super::paint::{hatch, heat_mesh, line_mesh, name_color};
+use super::paint::{ab_tag, group_title, hatch, heat_mesh, line_mesh, name_color};
 use super::rows::{NvmlField, Row};
 use crate::axis::AxisTime;
 use crate::fmt::{Nanos, fmt_offset, fmt_value, round_ns, short_metric};
@@ -178,15 +178,6 @@ fn device_tag(traces: &[Locked<'_>], ti: usize, dev: DeviceId) -> String {
     }
 }
 
-/// `A `/`B ` with two recordings, else nothing.
-pub(super) fn ab_tag(traces: &[Locked<'_>], ti: usize) -> &'static str {
-    match (traces.len() > 1, ti) {
-        (false, _) => "",
-        (true, 0) => "A ",
-        (true, _) => "B ",
-    }
-}
-
 /// A GPU group's title: the GPU, or with two hosts' recordings each host's (`node-a:GPU 0 ·
 /// node-b:GPU 0`).
 fn group_gpus(traces: &[Locked<'_>], dev: DeviceId) -> String {
@@ -304,46 +295,6 @@ fn nvtx_lane(
         }
     }
     hit
-}
-
-/// A group's title with a triangle that says whether it is folded (pointing right) or open
-/// (pointing down), painted rather than a glyph, which the default fonts may lack.
-pub(super) fn group_title(
-    painter: &egui::Painter,
-    label: Rect,
-    title: &str,
-    folded: bool,
-    color: Color32,
-) {
-    let p = painter.with_clip_rect(label);
-    let tall = label.height() >= 34.0;
-    let y = if folded && tall {
-        label.center().y - 7.0
-    } else {
-        label.center().y
-    };
-    let c = Pos2::new(label.left() + 10.0, y);
-    let points = if folded {
-        vec![
-            c + Vec2::new(-3.0, -4.5),
-            c + Vec2::new(4.0, 0.0),
-            c + Vec2::new(-3.0, 4.5),
-        ]
-    } else {
-        vec![
-            c + Vec2::new(-4.5, -3.0),
-            c + Vec2::new(4.5, -3.0),
-            c + Vec2::new(0.0, 4.0),
-        ]
-    };
-    p.add(Shape::convex_polygon(points, color, Stroke::NONE));
-    p.text(
-        Pos2::new(label.left() + 18.0, y),
-        Align2::LEFT_CENTER,
-        title,
-        FontId::proportional(12.0),
-        color,
-    );
 }
 
 /// A folded group's row: the GPU's first metric as a heat strip, of each recording that has the
@@ -600,7 +551,7 @@ fn opt(v: Option<f64>) -> String {
     v.map_or_else(|| "–".into(), |v| format!("{v:.0}"))
 }
 
-pub(super) fn shared_origin(traces: &[Locked<'_>]) -> AxisTime {
+fn shared_origin(traces: &[Locked<'_>]) -> AxisTime {
     shared_extent(traces).0
 }
 

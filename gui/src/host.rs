@@ -7,7 +7,7 @@
 //! Function and file names come from another process: they are cleaned once, when read
 //! ([`clean_text`]), so that every view draws them as plain text.
 
-use crate::tables::Names;
+use crate::names::Names;
 use cufall_trace::model::{FrameKind, Gil, HostSample, HostState, StackFrame};
 use std::collections::{BTreeMap, HashMap};
 

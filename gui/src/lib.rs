@@ -13,7 +13,7 @@
 //!   samples table; [`spans`], what a frame draws of a lane of kernels or NVTX ranges at any
 //!   zoom, in time proportional to the pixel columns; [`tables`], the tables beside the samples
 //!   in compact form; [`tiles`], raw samples in time tiles; [`gaps`], every idle gap; [`host`],
-//!   the sampled host threads and what a frame draws of one; [`flame`], the icicle of a
+//!   the sampled host threads and what a frame draws of one; [`names`], interned strings; [`flame`], the icicle of a
 //!   selection's host samples; [`axis`],
 //!   [`axis::AxisTime`], a time on the shared axis; [`fmt`];
 //! - [`model`]: the state the loader and the views share ([`model::Shared`] behind
@@ -47,6 +47,7 @@ pub mod icicle;
 pub mod lod;
 pub mod memory;
 pub mod model;
+pub mod names;
 pub mod panel;
 pub mod spans;
 pub mod stats;

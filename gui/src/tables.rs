@@ -6,6 +6,7 @@
 
 use crate::host::HostStacks;
 use crate::lod::{DevicePyramid, RawSeries};
+pub use crate::names::Names;
 use crate::spans::Spans;
 use cufall_analysis::phases::Phases;
 use cufall_analysis::select::{PhaseSelect, domain_counts, library_of};
@@ -16,37 +17,6 @@ use std::collections::{BTreeMap, HashMap};
 
 /// Readings per level-0 block of an NVML pyramid.
 const NVML_BLOCK: usize = 16;
-
-/// Strings stored once, referred to by index.
-#[derive(Debug, Default)]
-pub struct Names {
-    list: Vec<String>,
-    index: HashMap<String, u32>,
-}
-
-impl Names {
-    pub fn id(&mut self, s: &str) -> u32 {
-        if let Some(&i) = self.index.get(s) {
-            return i;
-        }
-        let i = self.list.len() as u32;
-        self.list.push(s.to_string());
-        self.index.insert(s.to_string(), i);
-        i
-    }
-
-    pub fn get(&self, id: u32) -> &str {
-        self.list.get(id as usize).map_or("", String::as_str)
-    }
-
-    pub fn len(&self) -> usize {
-        self.list.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.list.is_empty()
-    }
-}
 
 /// What kernels launched alike share: kind, stream, grid and block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

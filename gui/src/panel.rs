@@ -5,7 +5,9 @@ use crate::axis::AxisTime;
 use crate::flame::Icicle;
 use crate::fmt::{Nanos, fmt_pct, fmt_value, round_ns, short_metric};
 use crate::icicle::icicle_ui;
-use crate::model::{DiffState, GAPS_LISTED, Locked, ReportState, gpu_label, shared_extent};
+use crate::model::{
+    DiffState, GAPS_LISTED, Locked, ReportState, gpu_label, hosts_differ, shared_extent,
+};
 use crate::stats::SelectionStats;
 use crate::view::{Input, SideTab, ViewState};
 use cufall_analysis::diff::DiffReport;
@@ -252,7 +254,12 @@ fn gaps_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], st: &m
             ui.end_row();
             for g in report.gaps.iter().take(GAPS_LISTED) {
                 let resp = ui.selectable_label(false, Nanos(g.duration_ns).to_string());
-                ui.label(gpu_label(traces, ti, g.device));
+                // The column is titled GPU: its number, or `host:GPU n` for two hosts.
+                if hosts_differ(traces) {
+                    ui.label(gpu_label(traces, ti, g.device));
+                } else {
+                    ui.label(g.device.0.to_string());
+                }
                 ui.label(crate::fmt::fmt_offset(
                     t.slot.disp(g.start_ns) - origin,
                     1e5,

@@ -180,3 +180,22 @@ fn two_nodes_on_the_wall_clock_name_their_gpus_by_host() {
     }
     h.snapshot("two_nodes_wall_clock");
 }
+
+#[test]
+fn a_click_on_the_host_title_folds_the_threads() {
+    let (_dir, path) = with_host();
+    let settings = Settings {
+        side_panel: false,
+        ..Settings::default()
+    };
+    let mut h = harness(&[path], None, settings, SIZE, false);
+    // Two threads: they start open.
+    assert_eq!(h.state_mut().app().st.host_folded, Some(Default::default()));
+    h.get_by_label("fold host threads 0").click();
+    h.run_steps(2);
+    let folded = h.state_mut().app().st.host_folded.clone();
+    assert_eq!(folded, Some([0].into_iter().collect()));
+    h.get_by_label("unfold host threads 0").click();
+    h.run_steps(2);
+    assert_eq!(h.state_mut().app().st.host_folded, Some(Default::default()));
+}

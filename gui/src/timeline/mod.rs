@@ -192,20 +192,20 @@ fn group_title_ui(
     st: &mut ViewState,
     extent: (AxisTime, AxisTime),
 ) {
-    let (id, folded, what, input) = match *row {
+    let (id, folded, (what, tracks), input) = match *row {
         Row::Device { dev, folded } => {
             let DeviceId(n) = dev;
             (
                 egui::Id::unique(("cufall-group", n)),
                 folded,
-                dev.to_string(),
+                (dev.to_string(), "this GPU's tracks"),
                 Input::ToggleGroup(dev),
             )
         }
         Row::HostTitle { ti, folded } => (
             egui::Id::unique(("cufall-host-group", ti)),
             folded,
-            format!("host threads {ti}"),
+            (format!("host threads {ti}"), "the host threads' lanes"),
             Input::ToggleHostGroup(ti),
         ),
         _ => return,
@@ -214,9 +214,9 @@ fn group_title_ui(
         .interact(label_rect, id, Sense::click())
         .on_hover_cursor(CursorIcon::PointingHand)
         .on_hover_text(if folded {
-            "click: show these tracks"
+            format!("click: show {tracks}")
         } else {
-            "click: fold these tracks into one row"
+            format!("click: fold {tracks} into one row")
         });
     let verb = if folded { "unfold" } else { "fold" };
     resp.widget_info(|| {

@@ -10,3 +10,5 @@ cargo build --workspace --locked
 cargo test --workspace --locked
 if [ -x .venv-interop/bin/python ]; then py=.venv-interop/bin/python; else py=python3; fi
 "$py" scripts/interop_test.py
+# The wheel: built, installed into a fresh venv, and the installed cufall run.
+scripts/wheel_test.sh

@@ -11,7 +11,8 @@
 # Parts: scripts/gpu/sampler.sh (GPU tests, truth check against ncu, interval benchmark, example
 # recordings), scripts/gpu/engine.sh (specdec checks and benchmarks) and
 # scripts/gpu/integration.sh (live view, two GPUs, the engine under cufall), scripts/gpu/graphs.sh
-# (CUDA graphs off and on, bare and under each capture mode). Each prints a short
+# (CUDA graphs off and on, bare and under each capture mode), scripts/gpu/serve.sh (the
+# exporter under load, its dumps, cores and memory). Each prints a short
 # table; results go to OUT_DIR (default: ./gpu-results).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,4 +32,5 @@ run_part sampler bash scripts/gpu/sampler.sh full
 run_part engine bash scripts/gpu/engine.sh
 run_part integration bash scripts/gpu/integration.sh
 run_part graphs bash scripts/gpu/graphs.sh
+run_part serve bash scripts/gpu/serve.sh
 exit $status

@@ -27,8 +27,9 @@ recording="$tmp/venv/share/cufall/examples/h200-matmul-copy.cufall"
 "$cufall" replay "$recording" --print --width 100 | grep -q "cufall replay" || fail "replay --print"
 "$cufall" report "$recording" | grep -q "PHASES" || fail "report"
 
-# No GPU and no terminal: the error, exit code 1, and the installed recording in the hint.
-if out=$("$cufall" </dev/null 2>&1); then
+# No GPU and no terminal: the error, exit code 1, and the installed recording in the hint
+# (run outside the clone, whose examples/ the hint would name first).
+if out=$(cd "$tmp" && "$cufall" </dev/null 2>&1); then
   echo "wheel test: this machine has a GPU: the no-GPU check is skipped"
 else
   echo "$out" | grep -qF "replay $recording" || fail "the no-GPU hint does not name the bundled recording: $out"

@@ -34,7 +34,7 @@ fn write(dir: &tempfile::TempDir, name: &str, extras: &Extras, fx: &Fixture) -> 
 fn with_host() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
     let extras = Extras {
-        host_stacks: true,
+        phase_threads: true,
         ..Extras::default()
     };
     let path = write(&dir, "host.cufall", &extras, &Fixture::default());
@@ -146,7 +146,7 @@ fn two_nodes_on_the_wall_clock_name_their_gpus_by_host() {
         "node-a.cufall",
         &Extras {
             hostname: Some("node-a".into()),
-            host_stacks: true,
+            phase_threads: true,
         },
         &Fixture::default(),
     );
@@ -156,7 +156,7 @@ fn two_nodes_on_the_wall_clock_name_their_gpus_by_host() {
         "node-b.cufall",
         &Extras {
             hostname: Some("node-b".into()),
-            host_stacks: false,
+            phase_threads: false,
         },
         &Fixture {
             extra_verify_gap_us: 80,

@@ -1,5 +1,5 @@
 //! The sampler side of cufall: PM sampling of every selected GPU through CUPTI, NVML beside it,
-//! and the `record`, `metrics` commands. The binary (`src/main.rs`) parses arguments and
+//! and the `record`, `metrics`, `serve` commands. The binary (`src/main.rs`) parses arguments and
 //! dispatches here; the live view uses [`session`] directly.
 //!
 //! | module | what it does |
@@ -7,6 +7,7 @@
 //! | [`session`] | the reusable API: prepare (validate + arm GPUs), start (to a trace and/or a live feed), stop |
 //! | [`pipeline`] | per-device decode thread, evaluator threads, the single writer/sink thread (`decode`, `evaluate`, `sink`, behind small traits over CUPTI) |
 //! | [`recorder`] | the program's NVTX ranges, kernels, copies and API calls, from the capture library |
+//! | [`hoststacks`] | the Python stacks of the program's host threads, sampled with py-spy's library (and the hidden `probe-host-stacks`) |
 //! | [`holes`] | timestamps → kept samples + explicit drop records (holes, warm-up) |
 //! | [`cost`] | what a metric set costs from its counter-data bytes per sample: decoder load, cores, the finest lossless and the default interval |
 //! | [`sizing`] | counter-data image sizes and when to swap them so no sample is silently lost; evaluator threads, memory and CPU a rate needs |
@@ -14,6 +15,7 @@
 //! | [`nvml`] | the NVML side channel |
 //! | [`program`] | the program run under cufall: found, started, stopped, its exit code |
 //! | [`record`], [`metrics_cmd`] | the subcommands (the hidden `probe-sampler` is the binary's own) |
+//! | [`serve`] | `cufall serve`: the Prometheus exporter and its flight recorder |
 //! | [`cli`] | the other subcommands' flags, the one duration syntax, hints added to errors |
 #![deny(unsafe_code)]
 // Truncating casts on the data path (tests aside) are errors in CI: convert with `try_from`, or
@@ -24,6 +26,7 @@ pub mod cli;
 pub mod control;
 pub mod cost;
 pub mod holes;
+pub mod hoststacks;
 pub mod metrics_cmd;
 pub mod nvml;
 mod os;
@@ -31,6 +34,7 @@ pub mod pipeline;
 pub mod program;
 pub mod record;
 pub mod recorder;
+pub mod serve;
 pub mod session;
 pub mod sizing;
 pub mod spec;

@@ -48,12 +48,22 @@ enum Command {
   cufall record -o serve.cufall --capture-range signal -- python serve.py   (terminal 1)
   cufall control start; sleep 10; cufall control stop                       (terminal 2)")]
     Control(cufall_sampler::control::ControlArgs),
+    /// Export every GPU's counters to Prometheus (GET /metrics), with a flight recorder of the
+    /// last minutes (POST /dump writes it to a trace).
+    #[command(after_help = "Examples:
+  cufall serve                                     every GPU, http://0.0.0.0:9401/metrics
+  cufall serve --listen 127.0.0.1:9401 --keep 10m --dump-dir /var/lib/cufall
+  curl -X POST http://127.0.0.1:9401/dump          write the last minutes to a trace")]
+    Serve(Box<cufall_sampler::serve::cmd::ServeArgs>),
     /// List the metrics PM sampling offers on a GPU, with units and sub-metrics.
     #[command(after_help = "Examples:\n  cufall metrics\n  cufall metrics --filter tensor")]
     Metrics(cufall_sampler::metrics_cmd::MetricsArgs),
     /// Measure PM-sampling facts of this GPU (for the docs); prints JSON.
     #[command(hide = true)]
     ProbeSampler(probe::ProbeArgs),
+    /// Run a program and sample its host stacks into a trace, no GPU part (benchmarks).
+    #[command(hide = true)]
+    ProbeHostStacks(cufall_sampler::hoststacks::probe::ProbeHostArgs),
     /// Browse a recording in the terminal heatmap (zoom, pan, jump between phases and drops).
     #[command(after_help = "Examples:
   cufall view examples/h200-matmul-copy.cufall --color
@@ -135,11 +145,15 @@ fn main() -> ExitCode {
     let result = match command {
         Command::Info(args) => info::run(&args),
         Command::Record(args) => cufall_sampler::exit_code(cufall_sampler::record::run(&args)),
+        Command::Serve(args) => cufall_sampler::exit_code(cufall_sampler::serve::cmd::run(&args)),
         Command::Control(args) => cufall_sampler::control::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Metrics(args) => {
             cufall_sampler::exit_code(cufall_sampler::metrics_cmd::run(&args))
         }
         Command::ProbeSampler(args) => cufall_sampler::exit_code(probe::run(&args)),
+        Command::ProbeHostStacks(args) => {
+            cufall_sampler::exit_code(cufall_sampler::hoststacks::probe::run(&args))
+        }
         Command::View(args) => view::run_view(&args),
         Command::Replay(args) => view::run_replay(&args),
         Command::Report(args) => analysis::run_report(&args),

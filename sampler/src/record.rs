@@ -2,7 +2,9 @@
 //! CMD exits, `--duration` passes, or Ctrl-C; the trace is always closed properly.
 
 use crate::cli::duration::{parse_duration, parse_positive_duration};
+use crate::hoststacks::{self, HostArgs, HostStacks, HostSummary, Switch};
 use crate::os;
+use crate::pipeline::SinkMsg;
 use crate::pipeline::window::Edge;
 use crate::program::{exit_code, stop_child, which};
 use crate::recorder::{CaptureSummary, Recorder};
@@ -20,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
 /// The metric and device flags shared by `record` and the live view.
@@ -201,6 +204,8 @@ pub struct RecordArgs {
     /// After the program exits, how long to wait for processes it started to finish sending.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub capture_wait: Duration,
+    #[command(flatten)]
+    pub host: HostArgs,
     /// Program to run and record (after `--`); its exit code becomes cufall's.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -220,7 +225,15 @@ fn add_clock_error(m: &mut Manifest) {
     }
 }
 
-fn hostname() -> String {
+impl RecordArgs {
+    /// Whether the program's host stacks are sampled: with a program, unless turned off.
+    fn host_stacks(&self) -> bool {
+        !self.command.is_empty() && self.host.host_stacks == Switch::On
+    }
+}
+
+/// This machine's host name (empty when the kernel does not say).
+pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
@@ -323,6 +336,12 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     add_clock_error(&mut manifest);
     manifest.command = std::env::args().collect();
     manifest.target_command = (!args.command.is_empty()).then(|| args.command.clone());
+    if !args.command.is_empty() {
+        manifest.extra.insert(
+            hoststacks::MANIFEST_KEY.into(),
+            hoststacks::start_text(args.host_stacks(), args.host.host_interval),
+        );
+    }
     manifest.heatmaps = if prepared.has_counters() {
         selection.heatmaps.clone()
     } else {
@@ -559,6 +578,8 @@ fn record_with(
     let predicted = prepared.cost.as_ref().map(session::Cost::predicted);
     let n_devices = prepared.devices.len();
     let counters = prepared.has_counters();
+    // Taken before the sink starts; handed to the host-stack thread once the program runs.
+    let host_tx = args.host_stacks().then(|| prepared.sink_sender());
     let handle = prepared.start(None, Some(writer))?;
     let started = Instant::now();
     // Let the warm-up sample end before the program starts, so its first kernels are sampled.
@@ -576,6 +597,8 @@ fn record_with(
         {
             Ok(c) => Some(c),
             Err(e) => {
+                // The sink ends only once every sender is gone.
+                drop(host_tx);
                 let outcome = handle.stop();
                 if let Some(w) = outcome.writer {
                     w.abandon();
@@ -585,8 +608,10 @@ fn record_with(
         },
         None => None,
     };
+    let host = start_host_stacks(host_tx, child.as_ref(), args.host.host_interval);
     let (why_stopped, child_status) =
         wait_for_end(child.as_mut(), &handle, &mut watch, duration, started);
+    let host = host.map(HostStacks::stop);
     let program_runs_on = child.is_some() && child_status.is_none();
     let captured = recorder.map(|r| finish_capture(r, why_stopped, program_runs_on, capture_wait));
     let outcome = handle.stop();
@@ -595,7 +620,18 @@ fn record_with(
     let mut writer = outcome
         .writer
         .context("the trace writer was lost; the trace may be incomplete")?;
-    writer.update_manifest(|m| m.target_exit_code = code)?;
+    writer.update_manifest(|m| {
+        m.target_exit_code = code;
+        if let Some(h) = &host {
+            m.extra
+                .insert(hoststacks::MANIFEST_KEY.into(), h.manifest_text());
+        } else if args.host_stacks() {
+            m.extra.insert(
+                hoststacks::MANIFEST_KEY.into(),
+                "off: the host-stack thread could not start".into(),
+            );
+        }
+    })?;
     watch.report(outcome.windows, &mut writer)?;
     let stats = writer.finish(crate::now_unix_ns())?;
     print_summary(
@@ -610,6 +646,9 @@ fn record_with(
     if let Some(c) = &captured {
         print_capture(c);
     }
+    for line in host.iter().flat_map(HostSummary::lines) {
+        say(line);
+    }
     if let Some(p) = &args.stats_json {
         write_stats(p, &summary, predicted)?;
     }
@@ -622,6 +661,31 @@ fn record_with(
         }
     }
     Ok(code.unwrap_or(if why_stopped == "Ctrl-C" { 130 } else { 0 }))
+}
+
+/// Starts sampling the program's host stacks, when asked for and the program runs; a thread
+/// that cannot start leaves the recording without them, said once.
+fn start_host_stacks(
+    tx: Option<Sender<SinkMsg>>,
+    child: Option<&std::process::Child>,
+    interval: Duration,
+) -> Option<HostStacks> {
+    let (tx, child) = (tx?, child?);
+    match HostStacks::start(
+        child.id(),
+        tx,
+        Box::new(hoststacks::PySpySource::default()),
+        Box::new(hoststacks::ProcFs::default()),
+        hoststacks::Options::at(interval),
+    ) {
+        Ok(h) => Some(h),
+        Err(e) => {
+            say(format!(
+                "recording without host stacks: cannot start their thread: {e}"
+            ));
+            None
+        }
+    }
 }
 
 /// Waits until the recording ends: Ctrl-C, the program's exit, the capture window's end,

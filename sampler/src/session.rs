@@ -744,6 +744,13 @@ impl Prepared {
         crate::recorder::Recorder::start(kinds, range, library, &self.devices, self.tx.clone())
     }
 
+    /// A sender into the sink for a producer that starts after [`Prepared::start`] (host
+    /// stacks, once the program runs). The sink ends only when every sender is gone: drop it
+    /// before [`SessionHandle::stop`].
+    pub fn sink_sender(&self) -> Sender<SinkMsg> {
+        self.tx.clone()
+    }
+
     /// Starts sampling. Data goes to `writer` (a trace) and/or `live` (a view).
     pub fn start(
         self,

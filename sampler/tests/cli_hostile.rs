@@ -62,6 +62,8 @@ fn append_rows(trace: &Path, add: impl FnOnce(&mut TraceWriter)) {
         let file = e["file"].as_str().unwrap().to_string();
         let table = file.split('/').next().unwrap();
         let renamed = format!("{table}/9{i:05}.parquet");
+        // The writer gives every table of its format a segment; the copy may predate some.
+        fs::create_dir_all(trace.join(table)).unwrap();
         fs::copy(scratch.join(&file), trace.join(&renamed)).unwrap();
         e["file"] = renamed.into();
         index.push_str(&format!("{e}\n"));

@@ -46,7 +46,14 @@ pub struct CaptureLine {
 
 /// Events that say capture ran as it should: never shown (`graph_contents` is shown with the
 /// graph launches it describes, in the report's kernel tables).
-const ROUTINE: &[&str] = &["cuda_attached", "nvtx_attached", "forked", "graph_contents"];
+const ROUTINE: &[&str] = &[
+    "cuda_attached",
+    "nvtx_attached",
+    "forked",
+    "graph_contents",
+    // One per process whose host stacks were read (`record --host-stacks`).
+    "host_stacks",
+];
 
 /// What a CUDA graph runs, as the recorder learnt it when the graph was instantiated (a
 /// `graph_contents` row): its launches are the `graph ID` rows of the kernels table.
@@ -214,6 +221,16 @@ fn known(
             "another CUPTI tool in the program holds CUPTI's one callback subscriber: run \
              without it",
         ),
+        "host_stacks_unavailable" => problem(
+            format!(
+                "the host stacks of {} could not be read: the host's share of their gaps is \
+                 unknown",
+                processes_text(processes)
+            ),
+            "reading another process's memory needs the same user and ptrace permission: run \
+             as root with CAP_SYS_PTRACE (docker: --cap-add SYS_PTRACE), or set \
+             kernel.yama.ptrace_scope to 0 (docs/host-stacks.md)",
+        ),
         _ => match known_info(event, count) {
             Some(meaning) => (Severity::Info, Some(meaning), None),
             None => (Severity::Unknown, None, None),
@@ -232,6 +249,15 @@ fn known_info(event: &str, count: u64) -> Option<String> {
         "untimed_records" => format!(
             "CUPTI delivered {count} kernel, copy or call record(s) without timestamps; they are \
              left out"
+        ),
+        "host_samples_missed" => format!(
+            "{count} host stack sample(s) were missed (late rounds, unreadable threads): the \
+             host's shares count that time as unsampled"
+        ),
+        "host_stacks_not_python" => format!(
+            "{} of the program run no Python: no host stacks from them (native frames are not \
+             recorded)",
+            processes_text(usize::try_from(count).unwrap_or(usize::MAX))
         ),
         "graph_contents_unavailable" => {
             "graph launches are recorded without their kernels' names".to_string()
@@ -398,6 +424,32 @@ mod tests {
             line_text(&lines[3]),
             "brand_new_event: 1 row(s), count 5: something new"
         );
+    }
+
+    /// What host-stack sampling writes is known: a process read is routine, a process that
+    /// could not be read is a problem with the fix, missed samples and non-Python processes
+    /// are said.
+    #[test]
+    fn host_stack_events_are_known() {
+        let lines = capture_lines(&[
+            ev(10, "host_stacks", 900, "CPython 3.11"),
+            ev(10, "host_samples_missed", 12, ""),
+            ev(11, "host_stacks_unavailable", 0, "permission denied"),
+            ev(0, "host_stacks_not_python", 2, ""),
+        ]);
+        let names: Vec<&str> = lines.iter().map(|l| l.event.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "host_stacks_unavailable",
+                "host_samples_missed",
+                "host_stacks_not_python"
+            ]
+        );
+        assert_eq!(lines[0].severity, Severity::Problem);
+        assert!(line_text(&lines[0]).contains("CAP_SYS_PTRACE"));
+        assert!(line_text(&lines[1]).contains("12 host stack sample(s) were missed"));
+        assert!(line_text(&lines[2]).contains("2 processes of the program run no Python"));
     }
 
     #[test]

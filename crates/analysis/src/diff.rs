@@ -3,6 +3,7 @@
 //! that idle time means the same on both sides.
 
 use crate::error::{AnalysisError, Result};
+use crate::host::{HostClass, HostScope};
 use crate::kernels::KernelScope;
 use crate::render::{TextTable, fmt_ns, fmt_num, fmt_pct, note_text};
 use crate::report::{PhaseReport, Report, ReportOptions, build_report_checked};
@@ -77,6 +78,127 @@ pub struct DiffReport {
     /// Kernels by the change of their whole-run GPU time, biggest first (complete when the
     /// reports list every kernel, [`ReportOptions::kernel_rows`] `None`).
     pub kernels: Vec<KernelDiff>,
+    /// Host frames whose share grew or shrank, per class present in both traces' host samples,
+    /// biggest change first; absent when either trace has no host samples.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub host_frames: Vec<HostFrameDiff>,
+}
+
+/// A host frame's self share (innermost frame, of the class's time) in A and in B.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HostFrameDiff {
+    pub scope: HostScope,
+    /// The place label or phase path.
+    pub class: String,
+    /// `true`: the launching thread's shares (both traces name one); else all threads'.
+    pub launching: bool,
+    pub function: String,
+    pub file: String,
+    pub line: Option<u32>,
+    /// 0 where the frame is not among the side's kept frames ([`crate::host::HOST_FRAMES_KEPT`]).
+    pub share_a: f64,
+    pub share_b: f64,
+    /// B minus A, in fractions (0.1 = 10 percentage points).
+    pub delta: f64,
+}
+
+/// Changes smaller than this (of the class's time) are not listed.
+pub const HOST_CHANGE_FROM: f64 = 0.01;
+/// How many host frame changes the text of a diff lists.
+pub const HOST_CHANGES_SHOWN: usize = 10;
+
+/// The self shares of the classes both reports have, compared frame by frame.
+fn host_frame_diffs(ra: &Report, rb: &Report) -> Vec<HostFrameDiff> {
+    let (Some(ha), Some(hb)) = (&ra.host, &rb.host) else {
+        return Vec::new();
+    };
+    let classes = |h: &'_ crate::host::HostReport| -> Vec<HostClass> {
+        h.gap_classes
+            .iter()
+            .chain(h.phases.iter())
+            .cloned()
+            .collect()
+    };
+    let (ca, cb) = (classes(ha), classes(hb));
+    let mut out = Vec::new();
+    for a in &ca {
+        let Some(b) = cb.iter().find(|b| b.scope == a.scope && b.name == a.name) else {
+            continue;
+        };
+        let (va, vb, launching) = match (&a.launching, &b.launching) {
+            (Some(x), Some(y)) => (x, y, true),
+            _ => (&a.all, &b.all, false),
+        };
+        if va.samples == 0 || vb.samples == 0 {
+            continue;
+        }
+        let mut shares: BTreeMap<(&str, &str, Option<u32>), (f64, f64)> = BTreeMap::new();
+        for f in &va.self_frames {
+            shares.entry((&f.function, &f.file, f.line)).or_default().0 = f.share;
+        }
+        for f in &vb.self_frames {
+            shares.entry((&f.function, &f.file, f.line)).or_default().1 = f.share;
+        }
+        for ((function, file, line), (sa, sb)) in shares {
+            if (sb - sa).abs() >= HOST_CHANGE_FROM {
+                out.push(HostFrameDiff {
+                    scope: a.scope,
+                    class: a.name.clone(),
+                    launching,
+                    function: function.to_string(),
+                    file: file.to_string(),
+                    line,
+                    share_a: sa,
+                    share_b: sb,
+                    delta: sb - sa,
+                });
+            }
+        }
+    }
+    out.sort_by(|x, y| {
+        y.delta
+            .abs()
+            .total_cmp(&x.delta.abs())
+            .then_with(|| x.class.cmp(&y.class))
+            .then_with(|| x.function.cmp(&y.function))
+    });
+    out
+}
+
+/// The HOST FRAMES section of a diff; left out where either trace has no host samples.
+fn host_diff_text(d: &DiffReport) -> String {
+    if d.a.host.is_none() || d.b.host.is_none() {
+        return String::new();
+    }
+    let mut o = String::from(
+        "\nHOST FRAMES (innermost frame's share of the time, launching thread where both name one; \
+         biggest change first)\n",
+    );
+    if d.host_frames.is_empty() {
+        o.push_str("  no frame's share changed by 1 point or more\n");
+        return o;
+    }
+    let mut t = TextTable::new(&["where", "frame", "A", "B", "Δ"]);
+    for f in d.host_frames.iter().take(HOST_CHANGES_SHOWN) {
+        let scope = match f.scope {
+            HostScope::Place => "gaps",
+            HostScope::PhaseGaps => "gaps of",
+            HostScope::Phase => "all of",
+        };
+        t.row(vec![
+            format!("{scope} {}", f.class),
+            crate::host::frame_label(&f.function, &f.file, f.line),
+            fmt_pct(Some(f.share_a)),
+            fmt_pct(Some(f.share_b)),
+            format!("{:+.1} pp", f.delta * 100.0),
+        ]);
+    }
+    o.push_str(&t.render("  "));
+    let rest = d.host_frames.len().saturating_sub(HOST_CHANGES_SHOWN);
+    if rest > 0 {
+        o.push_str(&format!("  … {rest} more change(s)\n"));
+    }
+    o
 }
 
 fn side(p: &PhaseReport) -> PhaseSide {
@@ -312,6 +434,7 @@ pub fn build_diff(a: &Trace, b: &Trace, opts: &ReportOptions) -> Result<DiffRepo
     let phases = phase_diffs(&ra, &rb);
     let gaps = gap_diffs(&ra, &rb);
     let kernels = kernel_diffs(&ra, &rb);
+    let host_frames = host_frame_diffs(&ra, &rb);
     Ok(DiffReport {
         a: ra,
         b: rb,
@@ -320,6 +443,7 @@ pub fn build_diff(a: &Trace, b: &Trace, opts: &ReportOptions) -> Result<DiffRepo
         phases,
         gaps,
         kernels,
+        host_frames,
     })
 }
 
@@ -493,6 +617,7 @@ pub fn diff_text_for(d: &DiffReport, cmd: &str) -> String {
         o.push_str(&t.render("  "));
     }
     o.push_str(&kernel_diff_text(d));
+    o.push_str(&host_diff_text(d));
     // Names from the recordings reach the terminal only escaped.
     cufall_text::escape_lines(&o).into_owned()
 }

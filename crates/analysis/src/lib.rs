@@ -12,6 +12,8 @@
 //!   a second).
 //! - [`gaps`]: idle runs become gaps: merged, cut at drops, placed in or between phases, and
 //!   split into *no kernel resident* and *kernel resident but counters idle*.
+//! - [`host`]: the host's frames during each class of gaps and each phase, from the trace's
+//!   host samples (`--host-stacks`).
 //! - [`kernels`]: which kernels took each phase's GPU time (per device), and
 //!   [`names`]: their short names.
 //! - [`report`]: `cufall report`, the per-phase statistics per device with a verdict (the
@@ -32,6 +34,7 @@ pub mod diff;
 mod error;
 pub mod export;
 pub mod gaps;
+pub mod host;
 pub mod kernels;
 pub mod manifest;
 pub mod names;

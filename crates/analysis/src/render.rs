@@ -347,6 +347,7 @@ pub fn report_text_for(r: &Report, cmd: &str) -> String {
     o.push_str(&per_device_text(r, &all));
     o.push_str(&kernels_text(r));
     o.push_str(&gaps_text(r));
+    o.push_str(&host_text(r, cmd));
 
     o.push_str("\nDROPS (time without samples, never counted as idle)\n");
     if r.drops.is_empty() {
@@ -633,6 +634,157 @@ fn kernel_table_text(k: &crate::kernels::KernelTable) -> String {
             "    … {rest} more kernel(s), {} in all\n",
             fmt_ns(k.total_ns - listed)
         ));
+    }
+    o
+}
+
+/// How many frames a line of the HOST sections names.
+pub const HOST_FRAMES_SHOWN: usize = 3;
+
+/// A frame as the report names it: `function (file:line)`, escaped and cut to
+/// [`cufall_text::NAME_WIDTH`] (names come from the profiled program).
+pub fn frame_text(f: &crate::host::FrameShare) -> String {
+    cufall_text::name(&crate::host::frame_label(&f.function, &f.file, f.line)).into_owned()
+}
+
+/// `build_tree (tree.py:88) 41%, torch.cuda.synchronize (...) 22% waiting`: the first frames
+/// of a list with their shares; `waiting` where most of a frame's samples were idle.
+fn frames_text(frames: &[crate::host::FrameShare]) -> String {
+    if frames.is_empty() {
+        return "no frames".into();
+    }
+    frames
+        .iter()
+        .take(HOST_FRAMES_SHOWN)
+        .map(|f| {
+            let waiting = f.samples > 0
+                && f.idle_samples as f64 >= crate::host::WAITING_FROM * f.samples as f64;
+            format!(
+                "{} {:.0}%{}",
+                frame_text(f),
+                f.share * 100.0,
+                if waiting { " waiting" } else { "" }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Who a view is: `thread 1234 (MainThread)` or `all 3 threads`.
+fn view_who(v: &crate::host::HostView) -> String {
+    match &v.thread {
+        Some(t) if t.name.is_empty() => format!("thread {}", t.tid),
+        Some(t) => format!("thread {} ({})", t.tid, cufall_text::name(&t.name)),
+        None => format!("all {} thread(s)", v.threads),
+    }
+}
+
+/// The remarks after a view's frames: GIL, samples missed, stacks without frames.
+fn view_tail(v: &crate::host::HostView) -> String {
+    let mut o = String::new();
+    if v.samples == 0 {
+        return "; no sample in this time".into();
+    }
+    if let Some(g) = v.gil_held {
+        o.push_str(&format!("; GIL held {:.0}%", g * 100.0));
+    }
+    if v.idle > 0.0 {
+        o.push_str(&format!("; idle {:.0}%", v.idle * 100.0));
+    }
+    if v.sampled < 0.95 {
+        o.push_str(&format!("; sampled {:.0}%", v.sampled * 100.0));
+    }
+    if v.no_frames > 0 {
+        o.push_str(&format!("; {} sample(s) without frames", v.no_frames));
+    }
+    o
+}
+
+/// The lines of one class: the launching thread (else all threads) in its innermost frames,
+/// its inclusive frames, and all threads when there is a launching thread and others.
+fn host_class_text(c: &crate::host::HostClass, with_inclusive: bool) -> String {
+    let main = c.launching.as_ref().unwrap_or(&c.all);
+    let gaps = if c.gaps > 0 {
+        format!("{} gap(s), ", c.gaps)
+    } else {
+        String::new()
+    };
+    let mut o = format!(
+        "  {} ({gaps}{}): {} in {}{}\n",
+        cufall_text::name(&c.name),
+        fmt_ns(c.time_ns),
+        view_who(main),
+        frames_text(&main.self_frames),
+        view_tail(main)
+    );
+    if with_inclusive && main.samples > 0 {
+        o.push_str(&format!(
+            "      inclusive: {}\n",
+            frames_text(&main.inclusive_frames)
+        ));
+    }
+    if c.launching.is_some() && c.all.threads > 1 {
+        o.push_str(&format!(
+            "      {} in {}{}\n",
+            view_who(&c.all),
+            frames_text(&c.all.self_frames),
+            view_tail(&c.all)
+        ));
+    }
+    o
+}
+
+/// The HOST sections: where the host was during each class of gaps with a host-bound share, and
+/// during each phase; or why the recording has no host stacks.
+fn host_text(r: &Report, cmd: &str) -> String {
+    let Some(h) = &r.host else {
+        return match &r.host_stacks_off {
+            Some(why) => format!(
+                "\nHOST: no host stacks in this recording ({why}): where the host was during \
+                 the gaps is not known; `{cmd} record` samples them where it may read the \
+                 program's memory\n"
+            ),
+            None => String::new(),
+        };
+    };
+    let from = match h.launching_from {
+        crate::host::LaunchingFrom::ApiCalls => "the thread with the most kernel launches",
+        crate::host::LaunchingFrom::NvtxRanges => "the thread of the phase's NVTX ranges",
+        crate::host::LaunchingFrom::Unknown => "unknown (no API calls or NVTX ranges)",
+    };
+    let rate = match h.interval_source {
+        crate::host::IntervalSource::Asked => "",
+        crate::host::IntervalSource::Observed => " (as observed)",
+    };
+    let mut o = format!(
+        "\nHOST during the gaps (places and phases whose gaps have time without a kernel \
+         resident)\n  host stacks: {} sample(s) of {} thread(s) in {} process(es), one every {}{rate}; a \
+         share is the samples in the gaps over the samples expected there; launching thread: \
+         {from}\n",
+        h.samples,
+        h.threads,
+        h.processes,
+        fmt_ns(h.interval_ns)
+    );
+    let (places, phase_gaps): (Vec<_>, Vec<_>) = h
+        .gap_classes
+        .iter()
+        .partition(|c| c.scope == crate::host::HostScope::Place);
+    if places.is_empty() {
+        o.push_str("  none\n");
+    }
+    for c in places {
+        o.push_str(&host_class_text(c, true));
+    }
+    if !phase_gaps.is_empty() {
+        o.push_str("\n  the gaps of each phase\n");
+        for c in phase_gaps {
+            o.push_str(&host_class_text(c, false));
+        }
+    }
+    o.push_str("\nHOST per phase (all of the phase's time)\n");
+    for c in &h.phases {
+        o.push_str(&host_class_text(c, false));
     }
     o
 }

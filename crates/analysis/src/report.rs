@@ -5,6 +5,7 @@
 use crate::capture::{self, CaptureLine, GraphContents};
 use crate::error::{AnalysisError, Result};
 use crate::gaps::{self, Gap, HostCoverage, HostTime, KernelCoverage};
+use crate::host::{self, HostFold, HostIndex, HostReport, HostSide, Launchers};
 use crate::kernels::{KernelFold, KernelTable};
 use crate::phases::{self, Phases, Place, SegPhases};
 use crate::samples::{self, Activity, FullScaleSource, SegAgg};
@@ -380,6 +381,14 @@ pub struct Report {
     pub kernels: Vec<KernelTable>,
     pub notes: Vec<Note>,
     pub warnings: Vec<String>,
+    /// Where the host was during the gaps and the phases (`--host-stacks`); absent for a
+    /// recording without host samples.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostReport>,
+    /// Why the recording has no host stacks, as the recorder wrote it
+    /// (`manifest.extra.host_stacks` = `off: <why>`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_stacks_off: Option<String>,
 }
 
 /// Chooses the activity value and threshold for a trace; `None` for a recording without GPU
@@ -504,7 +513,11 @@ fn mean(slot: (f64, u64)) -> Option<f64> {
 
 /// The cells segment `s` counts in among `slots` (phases, then the whole run last): the phases
 /// covering it, and the whole run.
-fn slots_of(index: &SegPhases, s: usize, slots: usize) -> impl Iterator<Item = usize> + '_ {
+pub(crate) fn slots_of(
+    index: &SegPhases,
+    s: usize,
+    slots: usize,
+) -> impl Iterator<Item = usize> + '_ {
     index
         .of(s)
         .iter()
@@ -736,8 +749,10 @@ pub(crate) fn build_report_checked(
 
     let (nvtx, chosen, phase_domains) = chosen_ranges(trace, &opts.phases, check_domains)?;
     let phases = Phases::build(&chosen);
-    drop(chosen);
     let mut cells = Cells::new(&phases);
+    let api = trace.api_calls()?;
+    let host_side = host_side(trace, &phases, &cells, &api, &chosen)?;
+    drop(chosen);
     let (fragments, outside) = match &activity {
         Some(activity) => {
             let spec = samples::ScanSpec {
@@ -759,19 +774,16 @@ pub(crate) fn build_report_checked(
     let drops = trace.drops()?;
     cells.add_drops(&phases, &drops);
     let (kernel_fold, coverage) = fold_kernels(trace, &phases, opts.kernel_rows != Some(0))?;
-    let host = HostCoverage::build(&trace.api_calls()?);
+    let host = HostCoverage::build(&api);
     let merged = gaps::merge_fragments(fragments, &drops, min_gap_ns, hole_ns);
 
-    // Every GPU the manifest lists or the samples hold.
-    let mut devices: Vec<DeviceId> = m.devices.iter().map(|d| d.id).collect();
-    devices.extend(cells.samples.keys().copied());
-    devices.sort_unstable();
-    devices.dedup();
+    let devices = devices_of(m, &cells);
 
     let (start_ns, end_ns) = extent(&devices, &cells, nvml_span, &nvtx, m.created_unix_ns);
 
     let kernels_captured = coverage.is_some();
     let mut fold = GapFold::new(&phases, &cells.index, cells.slots, start_ns, opts.gap_rows);
+    fold.host = host_side.as_ref().map(|h| h.fold(cells.slots));
     gaps::gaps_of(merged, &phases, coverage.as_ref(), host.as_ref())
         .for_each(|g| fold.add(&g, each_gap));
     let gap_count = fold.count;
@@ -787,21 +799,18 @@ pub(crate) fn build_report_checked(
     };
     let whole_run = ctx.whole_run_report(end_ns - start_ns);
     let phase_reports = ctx.phase_reports(&phases);
+    let host = host_side.map(|h| h.report(&phases, &phase_reports, &whole_run, folded.host));
 
     let drop_reports = drop_summary(&drops);
     // The capture table only adds to the report: one that cannot be read is a warning.
     let mut warnings = report_warnings(trace, checked.warnings, outside);
     let (capture, graphs) = capture_tables(trace, &mut warnings);
-    let notes = notes(
+    let notes = ctx.notes(
         &phases,
         (!nvtx.is_empty()).then_some(&opts.phases),
-        activity.is_none().then(|| m.counters_unavailable.clone()),
-        kernels_captured,
+        m,
         &drops,
-    )
-    .into_iter()
-    .chain(unknown_values(&devices, &cells, activity.as_ref()))
-    .collect();
+    );
     Ok(Report {
         trace: trace.path().display().to_string(),
         gpus: gpu_infos(m, &devices),
@@ -829,7 +838,63 @@ pub(crate) fn build_report_checked(
             .unwrap_or_default(),
         notes,
         warnings,
+        host,
+        host_stacks_off: host_stacks_off(m),
     })
+}
+
+/// Every GPU the manifest lists or the samples hold.
+fn devices_of(m: &cufall_trace::model::Manifest, cells: &Cells) -> Vec<DeviceId> {
+    let mut devices: Vec<DeviceId> = m.devices.iter().map(|d| d.id).collect();
+    devices.extend(cells.samples.keys().copied());
+    devices.sort_unstable();
+    devices.dedup();
+    devices
+}
+
+/// The host samples and the launching threads, where the trace has host samples.
+fn host_side(
+    trace: &Trace,
+    phases: &Phases,
+    cells: &Cells,
+    api: &[cufall_trace::model::ApiCall],
+    chosen: &[NvtxRange],
+) -> Result<Option<HostSide>> {
+    let ix = HostIndex::build(
+        &trace.stacks()?,
+        &trace.host_samples()?,
+        trace
+            .manifest()
+            .extra
+            .get("host_stacks")
+            .map(String::as_str),
+    );
+    Ok(ix.map(|ix| HostSide {
+        ix,
+        launchers: Launchers::build(phases, &cells.index, cells.slots, api, chosen),
+    }))
+}
+
+/// Why host stacks are off, from `manifest.extra.host_stacks` (`off: <why>`).
+fn host_stacks_off(m: &cufall_trace::model::Manifest) -> Option<String> {
+    let v = m.extra.get("host_stacks")?.trim();
+    let why = v.strip_prefix("off")?;
+    let why = why.trim_start_matches(':').trim();
+    Some(if why.is_empty() {
+        "no reason given".to_string()
+    } else {
+        why.to_string()
+    })
+}
+
+/// The name of each slot: the phases' paths in tree order, the whole run last.
+pub(crate) fn slot_paths(phases: &Phases) -> Vec<String> {
+    phases
+        .phases
+        .iter()
+        .map(|p| p.path.clone())
+        .chain(["(whole run)".to_string()])
+        .collect()
 }
 
 /// The kernels' busy intervals, read a segment at a time (only the intervals are kept); `None`
@@ -970,6 +1035,8 @@ struct FoldedGaps {
     /// Largest total first.
     groups: Vec<GapGroup>,
     rows: Vec<GapRow>,
+    /// The host's frames per gap class, where the trace has host samples.
+    host: Option<Vec<host::HostClass>>,
 }
 
 /// The gaps folded in one at a time, so that no list of every gap is held: totals per device and
@@ -983,6 +1050,8 @@ struct GapFold<'a> {
     totals: BTreeMap<DeviceId, Vec<GapTotals>>,
     places: BTreeMap<Place, PlaceFold>,
     rows: KeptRows,
+    /// The host samples of the gaps, where the trace has them.
+    host: Option<HostFold<'a>>,
 }
 
 impl<'a> GapFold<'a> {
@@ -1005,6 +1074,7 @@ impl<'a> GapFold<'a> {
                 None => KeptRows::Every(Vec::new()),
                 Some(n) => KeptRows::Longest(n, BinaryHeap::with_capacity(n.min(1 << 16) + 1)),
             },
+            host: None,
         }
     }
 
@@ -1035,6 +1105,9 @@ impl<'a> GapFold<'a> {
         place.max_ns = place.max_ns.max(g.duration_ns());
         if !place.devices.contains(&g.device) {
             place.devices.push(g.device);
+        }
+        if let Some(h) = &mut self.host {
+            h.add(g, &place.label, slots_of(self.index, seg, slots));
         }
         let row = GapRow {
             device: g.device,
@@ -1087,6 +1160,7 @@ impl<'a> GapFold<'a> {
             totals: self.totals,
             groups,
             rows: self.rows.into_sorted(),
+            host: self.host.map(|h| h.finish(&slot_paths(phases))),
         }
     }
 }
@@ -1253,6 +1327,32 @@ fn verdict(idle: Option<f64>, gaps: &GapTotals, kernels: bool, min_gap_ns: i64) 
             idle_fraction,
             no_kernel_fraction,
         }
+    }
+}
+
+impl Ctx<'_> {
+    /// The remarks about the whole report: [`notes`], then samples lacking a value.
+    fn notes(
+        &self,
+        phases: &Phases,
+        nvtx_chosen_by: Option<&PhaseSelect>,
+        m: &cufall_trace::model::Manifest,
+        drops: &[DropRecord],
+    ) -> Vec<Note> {
+        let no_counters = self
+            .activity
+            .is_none()
+            .then(|| m.counters_unavailable.clone());
+        notes(
+            phases,
+            nvtx_chosen_by,
+            no_counters,
+            self.kernels_captured,
+            drops,
+        )
+        .into_iter()
+        .chain(unknown_values(self.devices, self.cells, self.activity))
+        .collect()
     }
 }
 

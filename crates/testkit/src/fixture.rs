@@ -25,8 +25,21 @@
 //! `no_activity_records`, a `cupti_records_dropped` of 17 records, a `quiet_processes` of 2 and
 //! an event this version does not know (`future_event`).
 //!
+//! With `host_stacks`, host samples every 10 µs (at 5, 15, 25, ... µs) of two threads of
+//! process 1234, and `manifest.extra.host_stacks` = `on: every 10us (100000 Hz), python frames
+//! only` (as the recorder words it):
+//! - `MainThread` (tid 1234, the thread of the NVTX ranges): in `build_tree (tree.py:88)` under
+//!   `step (serve.py:12)`, running with the GIL, during every draft → verify gap; in the native
+//!   `cudaStreamSynchronize` under `synchronize (.../torch/cuda/__init__.py:985)` under
+//!   `step (serve.py:14)`, idle without the GIL, in every other idle stretch; in
+//!   `launch (serve.py:20)` under `step (serve.py:12)`, running, while the GPU is busy.
+//! - a worker, `tokenizer` (tid 1240), always idle in `wait\x1b[2J (threading.py:320)` (a
+//!   function name holding an escape sequence, as a hostile program could) under
+//!   `encode (tok.py:5)`.
+//!
 //! [`Fixture::write_with`] adds, on request ([`Extras`]), a host name in the manifest and host
-//! samples of two threads with known stacks ([`host_stacks`], [`host_samples`]): `MainThread`
+//! samples of two threads with stacks that follow the phases ([`phase_thread_stacks`],
+//! [`phase_thread_samples`]; stack ids from 101, apart from `host_stacks`'): `MainThread`
 //! follows the phases (running in draft and verify, waiting in the gaps), `loader` alternates
 //! between reading and sleeping.
 
@@ -59,6 +72,8 @@ pub struct Fixture {
     pub library_nvtx: bool,
     /// Problems in the capture table (see the module docs).
     pub capture_problems: bool,
+    /// Host samples and stacks (see the module docs).
+    pub host_stacks: bool,
 }
 
 impl Default for Fixture {
@@ -72,6 +87,7 @@ impl Default for Fixture {
             heatmap: true,
             library_nvtx: false,
             capture_problems: false,
+            host_stacks: false,
         }
     }
 }
@@ -181,6 +197,12 @@ impl Fixture {
                 .collect(),
             source: "synthetic".into(),
         });
+        if self.host_stacks {
+            m.extra.insert(
+                "host_stacks".into(),
+                "on: every 10us (100000 Hz), python frames only".into(),
+            );
+        }
         if self.heatmap {
             m.heatmaps = vec![HeatmapSpec {
                 metric: TENSOR.into(),
@@ -217,6 +239,47 @@ impl Fixture {
             }
         }
         ks
+    }
+
+    /// The host samples of `host_stacks` (see the module docs).
+    fn host_samples(&self) -> Vec<HostSample> {
+        let mut v = Vec::new();
+        for t in (5..3000).step_by(10) {
+            let (stack_id, idle) = if self.busy(t) {
+                (3, false)
+            } else if (400..500).contains(&(t % 1000)) {
+                (1, false)
+            } else {
+                (2, true)
+            };
+            let state = |idle| {
+                if idle {
+                    HostState::Idle
+                } else {
+                    HostState::Running
+                }
+            };
+            let gil = |idle| if idle { Gil::Released } else { Gil::Held };
+            v.push(HostSample {
+                t_ns: rel(t),
+                pid: 1234,
+                tid: 1234,
+                thread_name: "MainThread".into(),
+                state: state(idle),
+                gil: gil(idle),
+                stack_id,
+            });
+            v.push(HostSample {
+                t_ns: rel(t),
+                pid: 1234,
+                tid: 1240,
+                thread_name: "tokenizer".into(),
+                state: state(true),
+                gil: gil(true),
+                stack_id: 4,
+            });
+        }
+        v
     }
 
     /// Writes the trace into `dir/name`.
@@ -291,9 +354,14 @@ impl Fixture {
         if self.capture_problems {
             w.append_capture(&capture_problems()).expect("capture");
         }
-        if extras.host_stacks {
+        if self.host_stacks {
             w.append_stacks(&host_stacks()).expect("stacks");
-            w.append_host_samples(&host_samples())
+            w.append_host_samples(&self.host_samples())
+                .expect("host samples");
+        }
+        if extras.phase_threads {
+            w.append_stacks(&phase_thread_stacks()).expect("stacks");
+            w.append_host_samples(&phase_thread_samples())
                 .expect("host samples");
         }
         w.finish(rel(3000)).expect("finish");
@@ -306,14 +374,15 @@ impl Fixture {
 pub struct Extras {
     /// The manifest's host name (the fixture's default names none).
     pub hostname: Option<String>,
-    /// Host samples of two threads (see the module docs).
-    pub host_stacks: bool,
+    /// Host samples of two threads whose stacks follow the phases (see the module docs); not
+    /// meant with [`Fixture::host_stacks`] (the same threads would be sampled twice).
+    pub phase_threads: bool,
 }
 
 /// A frame of a fixture's stack: function, file, line, whether native.
 type FrameSpec = (&'static str, &'static str, Option<u32>, bool);
 
-/// The stacks of [`Extras::host_stacks`], innermost frame first.
+/// The stacks of [`Extras::phase_threads`], innermost frame first.
 const HOST_STACKS: [&[FrameSpec]; 6] = [
     &[
         ("build_tree", "tree.py", Some(88), false),
@@ -348,13 +417,13 @@ const HOST_STACKS: [&[FrameSpec]; 6] = [
     ],
 ];
 
-/// The stacks table of [`Extras::host_stacks`]: stack ids 1 to 6.
-pub fn host_stacks() -> Vec<StackFrame> {
+/// The stacks table of [`Extras::phase_threads`]: stack ids 101 to 106.
+pub fn phase_thread_stacks() -> Vec<StackFrame> {
     let mut out = Vec::new();
     for (i, frames) in HOST_STACKS.iter().enumerate() {
         for (depth, (function, file, line, native)) in frames.iter().enumerate() {
             out.push(StackFrame {
-                stack_id: i as u64 + 1,
+                stack_id: i as u64 + PHASE_STACK_0,
                 depth: depth as u32,
                 function: function.to_string(),
                 file: file.to_string(),
@@ -371,21 +440,24 @@ pub fn host_stacks() -> Vec<StackFrame> {
     out
 }
 
-/// The host samples of [`Extras::host_stacks`], every 50 µs of the run: `MainThread` (1234/1234)
+/// The first stack id of [`phase_thread_stacks`], apart from those of [`Fixture::host_stacks`].
+const PHASE_STACK_0: u64 = 101;
+
+/// The host samples of [`Extras::phase_threads`], every 50 µs of the run: `MainThread` (1234/1234)
 /// in `build_tree` during draft, waiting in `cudaStreamSynchronize` in the draft → verify gap,
 /// in `forward` during verify and waiting in `queue.get` in the verify → draft gap; `loader`
 /// (1234/1240) in `read_batch` for 150 µs of every 250 and waiting in `sleep` for the rest.
-pub fn host_samples() -> Vec<HostSample> {
+pub fn phase_thread_samples() -> Vec<HostSample> {
     let mut out = Vec::new();
     for t in (0..3000).step_by(50) {
         let k = t % 1000;
         let (main, main_idle) = match k {
-            0..400 => (1, false),
-            400..500 => (2, true),
-            500..900 => (3, false),
-            _ => (4, true),
+            0..400 => (0, false),
+            400..500 => (1, true),
+            500..900 => (2, false),
+            _ => (3, true),
         };
-        let (loader, loader_idle) = if t % 250 < 150 { (5, false) } else { (6, true) };
+        let (loader, loader_idle) = if t % 250 < 150 { (4, false) } else { (5, true) };
         for (tid, name, stack_id, idle) in [
             (1234, "MainThread", main, main_idle),
             (1240, "loader", loader, loader_idle),
@@ -401,11 +473,57 @@ pub fn host_samples() -> Vec<HostSample> {
                     HostState::Running
                 },
                 gil: if idle { Gil::Released } else { Gil::Held },
-                stack_id,
+                stack_id: PHASE_STACK_0 + stack_id,
             });
         }
     }
     out
+}
+
+/// The stacks of a fixture with `host_stacks`.
+fn host_stacks() -> Vec<StackFrame> {
+    let frame = |stack_id, depth, function: &str, file: &str, line, kind| StackFrame {
+        stack_id,
+        depth,
+        function: function.into(),
+        file: file.into(),
+        line,
+        module: String::new(),
+        kind,
+    };
+    let py = FrameKind::Python;
+    vec![
+        frame(1, 0, "build_tree", "/srv/app/tree.py", Some(88), py),
+        frame(1, 1, "step", "/srv/app/serve.py", Some(12), py),
+        frame(
+            2,
+            0,
+            "cudaStreamSynchronize",
+            "libcudart.so.12",
+            None,
+            FrameKind::Native,
+        ),
+        frame(
+            2,
+            1,
+            "synchronize",
+            "/usr/lib/python3/dist-packages/torch/cuda/__init__.py",
+            Some(985),
+            py,
+        ),
+        frame(2, 2, "step", "/srv/app/serve.py", Some(14), py),
+        frame(3, 0, "launch", "/srv/app/serve.py", Some(20), py),
+        frame(3, 1, "step", "/srv/app/serve.py", Some(12), py),
+        frame(
+            4,
+            0,
+            "wait\u{1b}[2J",
+            "/usr/lib/python3.11/threading.py",
+            Some(320),
+            py,
+        ),
+        frame(4, 1, "encode", "/srv/app/tok.py", Some(5), py),
+    ]
 }
 
 /// The capture table of a fixture with `capture_problems`.

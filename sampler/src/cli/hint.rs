@@ -18,8 +18,8 @@ pub const SHARED_EXAMPLES: &str = "share/cufall/examples";
 
 /// The bundled recording on this machine: in the working folder (`./cufall` in a clone), in
 /// the installed prefix (`PREFIX/share/cufall/examples/`, beside `PREFIX/bin/cufall`), or in the
-/// clone a built binary sits in (`target/release/cufall`). Said relative to the working folder
-/// where it lies inside it.
+/// clone a built binary sits in (`target/release/cufall`). Said as `examples/…` when it is the
+/// working folder's, else by its whole path.
 pub fn bundled_recording() -> Option<PathBuf> {
     let name = Path::new(EXAMPLE_RECORDING)
         .file_name()
@@ -42,10 +42,11 @@ pub fn bundled_recording() -> Option<PathBuf> {
     let found = candidates
         .into_iter()
         .find(|c| c.join("manifest.json").is_file())?;
-    match cwd.as_deref().and_then(|cwd| found.strip_prefix(cwd).ok()) {
-        Some(rel) => Some(rel.to_path_buf()),
-        None => Some(found),
+    // In the working folder it is named as the docs name it; elsewhere by its whole path.
+    if cwd.is_some_and(|cwd| found == cwd.join(EXAMPLE_RECORDING)) {
+        return Some(PathBuf::from(EXAMPLE_RECORDING));
     }
+    Some(found)
 }
 
 /// The bundled recording as a hint names it: found on this machine, else as a clone holds it.

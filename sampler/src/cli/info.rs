@@ -50,10 +50,106 @@ pub struct Info {
     pub program_ranges: Vec<NameCount>,
     pub capture_events: usize,
     pub capture: Vec<CaptureLine>,
+    /// The program's host stacks, when the recording ran a program (absent before trace 1.2).
+    pub host_stacks: Option<HostStacksInfo>,
     pub kernels: u64,
     pub segments: u64,
     pub bytes: u64,
     pub warnings: Vec<String>,
+}
+
+/// What host-stack sampling gave (`record --host-stacks`), from the manifest's `host_stacks`,
+/// the `host_samples` table and the capture table's `host_*` rows.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct HostStacksInfo {
+    /// How it was sampled, or why there are no stacks (`on: every 1ms (1000 Hz), ...`,
+    /// `off: ...`).
+    pub setting: Option<String>,
+    pub samples: u64,
+    /// Distinct threads (pid, tid) and processes sampled.
+    pub threads: usize,
+    pub processes: usize,
+    /// Distinct stacks the samples name.
+    pub stacks: usize,
+    /// Samples asked for and not taken (late rounds, failed reads).
+    pub missed: u64,
+    /// Processes that run Python and could not be read: `process PID: why`.
+    pub unread: Vec<String>,
+    /// Processes of the program that run no Python.
+    pub not_python: u64,
+}
+
+/// The host-stack account of a trace; none when it has neither the setting nor rows.
+fn host_stacks_info(
+    trace: &Trace,
+    events: &[cufall_trace::model::CaptureEvent],
+) -> Result<Option<HostStacksInfo>> {
+    use crate::hoststacks::event as ev;
+    let setting = trace.manifest().extra.get(ev::MANIFEST_KEY).cloned();
+    let samples = trace.host_samples()?;
+    if setting.is_none() && samples.is_empty() {
+        return Ok(None);
+    }
+    let threads: std::collections::HashSet<(u32, u32)> =
+        samples.iter().map(|s| (s.pid, s.tid)).collect();
+    let processes: std::collections::HashSet<u32> = samples.iter().map(|s| s.pid).collect();
+    let stacks: std::collections::HashSet<u64> = samples.iter().map(|s| s.stack_id).collect();
+    let sum = |name: &str| -> u64 {
+        events
+            .iter()
+            .filter(|e| e.event == name)
+            .map(|e| e.count)
+            .sum()
+    };
+    Ok(Some(HostStacksInfo {
+        setting,
+        samples: samples.len() as u64,
+        threads: threads.len(),
+        processes: processes.len(),
+        stacks: stacks.len(),
+        missed: sum(ev::MISSED),
+        unread: events
+            .iter()
+            .filter(|e| e.event == ev::UNAVAILABLE)
+            .map(|e| format!("process {}: {}", e.pid, e.detail))
+            .collect(),
+        not_python: sum(ev::NOT_PYTHON),
+    }))
+}
+
+/// `info`'s host-stack lines.
+fn host_stacks_text(h: &HostStacksInfo) -> String {
+    let mut o = String::new();
+    let setting = h.setting.as_deref().unwrap_or("(setting not recorded)");
+    if h.samples > 0 {
+        let asked = h.samples + h.missed;
+        o.push_str(&format!(
+            "{:<14}{} samples of {} thread(s) in {} process(es), {} distinct stacks; {} missed ({:.2} % of {asked}); {setting}\n",
+            "host stacks",
+            h.samples,
+            h.threads,
+            h.processes,
+            h.stacks,
+            h.missed,
+            100.0 * h.missed as f64 / asked.max(1) as f64
+        ));
+    } else {
+        o.push_str(&format!("{:<14}none: {setting}\n", "host stacks"));
+    }
+    for u in &h.unread {
+        // The setting already says it when it is why there are none.
+        let (_, detail) = u.split_once(": ").unwrap_or(("", u));
+        if !setting.contains(detail) {
+            o.push_str(&format!("  not read: {u}\n"));
+        }
+    }
+    if h.not_python > 0 {
+        o.push_str(&format!(
+            "  {} process(es) of the program run no Python (not sampled)\n",
+            h.not_python
+        ));
+    }
+    o
 }
 
 /// One GPU of a recording: the manifest's facts (absent for a device the manifest leaves out)
@@ -102,6 +198,12 @@ impl Info {
         let nvtx = trace.nvtx()?;
         let domains = domain_counts(&nvtx);
         let events = trace.capture_events()?;
+        let host_stacks = host_stacks_info(&trace, &events)?;
+        // Host-stack rows are told in their own lines, not among capture's problems.
+        let events: Vec<_> = events
+            .into_iter()
+            .filter(|e| !crate::hoststacks::event::is_host_event(&e.event))
+            .collect();
         let mut warnings = trace.warnings();
         // Absurd manifest values are named here as `report` and `view` name them.
         warnings.extend(cufall_analysis::manifest::check(&trace)?.warnings);
@@ -120,6 +222,7 @@ impl Info {
             program_ranges: program_ranges(&nvtx),
             capture_events: events.len(),
             capture: capture_lines(&events),
+            host_stacks,
             kernels: summary.kernels,
             segments: summary.segments,
             bytes: summary.bytes,
@@ -231,6 +334,9 @@ pub fn render(i: &Info) -> String {
     }
     line(&mut o, "kernels", i.kernels.to_string());
     o.push_str(&capture_section(i.capture_events, &i.capture));
+    if let Some(h) = &i.host_stacks {
+        o.push_str(&host_stacks_text(h));
+    }
     line(
         &mut o,
         "size",

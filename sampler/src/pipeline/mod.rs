@@ -41,7 +41,8 @@ pub use source::{
 
 use cufall_cupti::CuptiError;
 use cufall_trace::model::{
-    ApiCall, CaptureEvent, DeviceId, DropRecord, KernelRecord, NvmlRow, NvtxRange, SampleBatch,
+    ApiCall, CaptureEvent, DeviceId, DropRecord, HostSample, KernelRecord, NvmlRow, NvtxRange,
+    SampleBatch, StackFrame,
 };
 use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
@@ -63,6 +64,12 @@ pub enum SinkMsg {
     Kernels(Vec<KernelRecord>),
     Api(Vec<ApiCall>),
     Capture(Vec<CaptureEvent>),
+    /// Host stacks (see [`crate::hoststacks`]): the stacks first seen in this batch, then the
+    /// samples, which may name them; the sink writes the stacks first.
+    Host {
+        stacks: Vec<StackFrame>,
+        samples: Vec<HostSample>,
+    },
     /// A capture window opened or closed (`--capture-range`, `--delay`, `cufall control`).
     Window(window::Edge),
 }

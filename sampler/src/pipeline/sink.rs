@@ -158,6 +158,15 @@ impl Sink<'_> {
             SinkMsg::Kernels(rows) => self.route(Rows::Kernels(rows)),
             SinkMsg::Api(rows) => self.route(Rows::Api(rows)),
             SinkMsg::Capture(rows) => self.trace.write(|w| w.append_capture(&rows)),
+            SinkMsg::Host { stacks, samples } => {
+                // Stacks are kept whole, windows or not: a sample kept later may name them.
+                if !stacks.is_empty() {
+                    self.trace.write(|w| w.append_stacks(&stacks));
+                }
+                if !samples.is_empty() {
+                    self.route(Rows::HostSamples(samples));
+                }
+            }
             SinkMsg::Message(m) => self.message(m),
             SinkMsg::Window(edge) => self.window_edge(edge),
         }
@@ -193,8 +202,8 @@ impl Sink<'_> {
             Rows::Nvml(r) => self.live(LiveEvent::Nvml(r)),
             Rows::Nvtx(r) => self.live(LiveEvent::Nvtx(r)),
             Rows::Kernels(r) => self.live(LiveEvent::Kernels(r)),
-            // The live view has no lane for CUDA calls.
-            Rows::Api(_) => {}
+            // The live view has no lane for CUDA calls nor host stacks.
+            Rows::Api(_) | Rows::HostSamples(_) => {}
         }
     }
 
@@ -244,6 +253,7 @@ impl Sink<'_> {
             Rows::Nvtx(rows) => self.trace.write(|w| w.append_nvtx(rows)),
             Rows::Kernels(rows) => self.trace.write(|w| w.append_kernels(rows)),
             Rows::Api(rows) => self.trace.write(|w| w.append_api(rows)),
+            Rows::HostSamples(rows) => self.trace.write(|w| w.append_host_samples(rows)),
         }
     }
 

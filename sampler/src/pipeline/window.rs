@@ -14,7 +14,7 @@
 
 use cufall_capture::event;
 use cufall_trace::model::{
-    ApiCall, CaptureEvent, DropRecord, KernelRecord, NvmlRow, NvtxRange, SampleBatch,
+    ApiCall, CaptureEvent, DropRecord, HostSample, KernelRecord, NvmlRow, NvtxRange, SampleBatch,
 };
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -31,6 +31,7 @@ pub enum Rows {
     Nvtx(Vec<NvtxRange>),
     Kernels(Vec<KernelRecord>),
     Api(Vec<ApiCall>),
+    HostSamples(Vec<HostSample>),
 }
 
 /// One edge of a window, from one source.
@@ -235,6 +236,7 @@ impl Gate {
             Rows::Nvtx(r) => keep(r, |x| self.inside(x.start_ns, x.end_ns)).map(Rows::Nvtx),
             Rows::Kernels(r) => keep(r, |x| self.inside(x.start_ns, x.end_ns)).map(Rows::Kernels),
             Rows::Api(r) => keep(r, |x| self.inside(x.start_ns, x.end_ns)).map(Rows::Api),
+            Rows::HostSamples(r) => keep(r, |x| self.inside(x.t_ns, x.t_ns)).map(Rows::HostSamples),
         }
     }
 
@@ -319,6 +321,33 @@ mod tests {
                 closed_ns: 210
             }
         );
+    }
+
+    #[test]
+    fn host_samples_are_kept_inside_windows_only() {
+        let mut g = Gate::new();
+        let t0 = Instant::now();
+        let sample = |t_ns| HostSample {
+            t_ns,
+            pid: 1,
+            tid: 1,
+            ..HostSample::default()
+        };
+        g.hold(
+            t0,
+            Rows::HostSamples(vec![sample(10), sample(150), sample(400)]),
+        );
+        g.edge(edge(100, true, 0));
+        g.edge(edge(300, false, 0));
+        let out = g.release(t0 + HOLD);
+        let kept: Vec<i64> = out
+            .iter()
+            .flat_map(|r| match r {
+                Rows::HostSamples(s) => s.iter().map(|x| x.t_ns).collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+        assert_eq!(kept, vec![150]);
     }
 
     #[test]

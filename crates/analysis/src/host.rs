@@ -1,0 +1,1030 @@
+//! Where the host was during the gaps: the trace's host samples (`host_samples` and `stacks`,
+//! schema 1.2) attributed to the gap classes of a report (each place, and each phase's gaps)
+//! and to each phase's whole time.
+//!
+//! A host sample at `t` stands for its thread over one sampling interval. A gap class's gap time
+//! `T` would hold `T / interval` samples of one thread at the recording's rate, so a frame's
+//! *share* is the samples in the class's gaps that have the frame, over those expected: time the
+//! sampler missed shows up as a `sampled` share under 100 %, never as more time for the frames
+//! that were seen. *Self* counts the innermost frame; *inclusive* counts a frame anywhere on the
+//! stack (once per sample, however often recursion repeats it). For all threads together the
+//! expected count is that of one thread times the threads sampled in the class's gaps.
+//!
+//! The *launching thread* of a phase is the thread that made the most kernel-launch calls
+//! (`api` rows whose name has `Launch`) starting inside the phase; without API calls in the
+//! trace, the thread of most of the phase's NVTX ranges. A place between two phases takes the
+//! launching thread of the phase after it (the one whose launches the gap delays), at the end of
+//! the recording that of the phase before.
+//!
+//! Cost: the samples are sorted once by time; each gap finds its samples by binary search, so
+//! the attribution is O((gaps + samples) log samples) times the stack depth, never
+//! gaps × samples.
+
+use crate::gaps::Gap;
+use crate::phases::{Phases, Place, SegPhases};
+use crate::report::{PhaseReport, slots_of};
+use cufall_trace::model::{ApiCall, FrameKind, Gil, HostSample, HostState, NvtxRange, StackFrame};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// How many frames each view keeps, by share (text shows fewer).
+pub const HOST_FRAMES_KEPT: usize = 20;
+
+/// A frame is shown as waiting when at least this share of its samples were idle.
+pub const WAITING_FROM: f64 = 0.5;
+
+/// Where the sampling interval used for the expected sample counts comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IntervalSource {
+    /// The rate the recording asked for (`manifest.extra.host_stacks` names `N Hz`).
+    Asked,
+    /// The median time between consecutive samples of one thread.
+    Observed,
+}
+
+/// Which rows chose the launching threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LaunchingFrom {
+    ApiCalls,
+    NvtxRanges,
+    /// Neither: only the all-threads views are given.
+    Unknown,
+}
+
+/// A host thread of the program.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct HostThread {
+    pub pid: u32,
+    pub tid: u32,
+    /// The name of its first sample (empty when the thread has no sample).
+    pub name: String,
+}
+
+/// One frame's share of a view.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FrameShare {
+    pub function: String,
+    pub file: String,
+    pub line: Option<u32>,
+    pub module: String,
+    pub kind: FrameKind,
+    pub samples: u64,
+    /// Of those, samples of a thread that was idle (in a blocking call, on a lock, asleep).
+    pub idle_samples: u64,
+    /// `samples` over the samples expected in the time (see the module docs).
+    pub share: f64,
+}
+
+/// The host during a class's time, for one thread or for all.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HostView {
+    /// The launching thread; `None` for all threads.
+    pub thread: Option<HostThread>,
+    /// Threads with a sample in the time.
+    pub threads: u64,
+    pub samples: u64,
+    /// Samples the time would hold at the recording's rate, for `threads` threads (one for a
+    /// launching thread).
+    pub expected_samples: f64,
+    /// `samples / expected_samples`: under 1, time the sampler missed.
+    pub sampled: f64,
+    /// Share of the time in idle samples.
+    pub idle: f64,
+    /// Share of the time holding Python's GIL; `None` when no sample says.
+    pub gil_held: Option<f64>,
+    /// Samples whose stack has no frame (or names a stack the trace lacks).
+    pub no_frames: u64,
+    /// Innermost frames, largest share first.
+    pub self_frames: Vec<FrameShare>,
+    /// Frames anywhere on the stack, largest share first.
+    pub inclusive_frames: Vec<FrameShare>,
+}
+
+/// What a [`HostClass`] covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HostScope {
+    /// The gaps of one place (as the report's gap groups name it).
+    Place,
+    /// The gaps of one phase (those whose midpoint lies in it).
+    PhaseGaps,
+    /// The whole time of one phase.
+    Phase,
+}
+
+/// The host during one class of gaps, or one phase.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HostClass {
+    pub scope: HostScope,
+    /// The place label or the phase path.
+    pub name: String,
+    /// Gap time (all devices) or phase time.
+    pub time_ns: i64,
+    /// Gaps in the class (0 for a phase's whole time).
+    pub gaps: u64,
+    pub launching: Option<HostView>,
+    pub all: HostView,
+}
+
+/// The host side of a report.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HostReport {
+    pub interval_ns: i64,
+    pub interval_source: IntervalSource,
+    pub samples: u64,
+    pub threads: u64,
+    pub processes: u64,
+    pub launching_from: LaunchingFrom,
+    /// Places with gap time without a kernel resident (or any gap time where kernels were not
+    /// captured), largest gap time first; then the phases' gaps in tree order.
+    pub gap_classes: Vec<HostClass>,
+    /// Every phase's whole time, in tree order, the whole run first.
+    pub phases: Vec<HostClass>,
+}
+
+/// A frame as interned here: the fields that name it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct FrameKey {
+    function: String,
+    file: String,
+    line: Option<u32>,
+    module: String,
+    kind: FrameKind,
+}
+
+/// One host sample, resolved: its thread and its stack as indices.
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    t_ns: i64,
+    thread: u32,
+    idle: bool,
+    gil: Gil,
+    /// Index into [`HostIndex::stacks`]; `None`: a stack id the trace lacks.
+    stack: Option<u32>,
+}
+
+/// The host samples sorted by time, with their stacks and threads interned.
+pub struct HostIndex {
+    frames: Vec<FrameKey>,
+    /// Each interned stack's innermost frame and distinct frames, as indices into `frames`.
+    stacks: Vec<StackFrames>,
+    threads: Vec<HostThread>,
+    samples: Vec<Sample>,
+    interval_ns: i64,
+    interval_source: IntervalSource,
+}
+
+struct StackFrames {
+    /// The innermost frame, if the stack has any.
+    innermost: Option<u32>,
+    /// Every distinct frame of the stack.
+    distinct: Vec<u32>,
+}
+
+/// The interval of `extra.host_stacks` when it names a rate, a number followed by `Hz`
+/// (`on: every 1ms (1000 Hz), python frames only`; `1000 Hz`).
+fn asked_interval_ns(host_stacks: Option<&str>) -> Option<i64> {
+    let words: Vec<&str> = host_stacks?.split_whitespace().collect();
+    let hz: f64 = words.windows(2).find_map(|w| {
+        let number = w[0].trim_start_matches('(');
+        w[1].starts_with("Hz")
+            .then(|| number.parse().ok())
+            .flatten()
+    })?;
+    // From one sample in 1000 s to one a nanosecond; anything else is not a rate a sampler runs.
+    if !(hz.is_finite() && (1e-3..=1e9).contains(&hz)) {
+        return None;
+    }
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "1e9 / hz lies in [1, 1e12] for the rates kept above: within i64"
+    )]
+    let ns = (1e9 / hz).round() as i64;
+    Some(ns.max(1))
+}
+
+/// The median time between consecutive samples of one thread; `samples` sorted by time.
+fn observed_interval_ns(samples: &[Sample]) -> Option<i64> {
+    let mut last: HashMap<u32, i64> = HashMap::new();
+    let mut deltas = Vec::new();
+    for s in samples {
+        if let Some(prev) = last.insert(s.thread, s.t_ns)
+            && s.t_ns > prev
+        {
+            deltas.push(s.t_ns - prev);
+        }
+    }
+    if deltas.is_empty() {
+        return None;
+    }
+    let mid = deltas.len() / 2;
+    let (_, m, _) = deltas.select_nth_unstable(mid);
+    Some(*m)
+}
+
+impl HostIndex {
+    /// `None` when the trace has no host samples. `host_stacks` is the manifest's
+    /// `extra.host_stacks`.
+    pub fn build(
+        stacks: &[StackFrame],
+        samples: &[HostSample],
+        host_stacks: Option<&str>,
+    ) -> Option<HostIndex> {
+        if samples.is_empty() {
+            return None;
+        }
+        let mut frames: Vec<FrameKey> = Vec::new();
+        let mut frame_ids: HashMap<FrameKey, u32> = HashMap::new();
+        let mut by_id: BTreeMap<u64, Vec<(u32, u32)>> = BTreeMap::new();
+        for f in stacks {
+            let key = FrameKey {
+                function: f.function.clone(),
+                file: f.file.clone(),
+                line: f.line,
+                module: f.module.clone(),
+                kind: f.kind,
+            };
+            // Indices are u32: 2^32 distinct frames, stacks or threads would not fit in memory
+            // before they overflowed.
+            let next = u32::try_from(frames.len()).unwrap_or(u32::MAX);
+            let id = *frame_ids.entry(key.clone()).or_insert_with(|| {
+                frames.push(key);
+                next
+            });
+            by_id.entry(f.stack_id).or_default().push((f.depth, id));
+        }
+        let mut stack_of: HashMap<u64, u32> = HashMap::new();
+        let mut stack_list = Vec::with_capacity(by_id.len());
+        for (sid, mut rows) in by_id {
+            rows.sort_unstable();
+            let mut distinct: Vec<u32> = rows.iter().map(|(_, f)| *f).collect();
+            distinct.sort_unstable();
+            distinct.dedup();
+            stack_of.insert(sid, u32::try_from(stack_list.len()).unwrap_or(u32::MAX));
+            stack_list.push(StackFrames {
+                innermost: rows.first().map(|(_, f)| *f),
+                distinct,
+            });
+        }
+        let mut thread_ids: HashMap<(u32, u32), u32> = HashMap::new();
+        let mut threads = Vec::new();
+        let mut resolved: Vec<Sample> = samples
+            .iter()
+            .map(|s| {
+                let next = u32::try_from(threads.len()).unwrap_or(u32::MAX);
+                let thread = *thread_ids.entry((s.pid, s.tid)).or_insert_with(|| {
+                    threads.push(HostThread {
+                        pid: s.pid,
+                        tid: s.tid,
+                        name: s.thread_name.clone(),
+                    });
+                    next
+                });
+                Sample {
+                    t_ns: s.t_ns,
+                    thread,
+                    idle: s.state == HostState::Idle,
+                    gil: s.gil,
+                    stack: stack_of.get(&s.stack_id).copied(),
+                }
+            })
+            .collect();
+        resolved.sort_by_key(|s| (s.t_ns, s.thread));
+        let (interval_ns, interval_source) = match asked_interval_ns(host_stacks) {
+            Some(i) => (i, IntervalSource::Asked),
+            None => (
+                // One sample a thread: no spacing to observe; the recorder's default, 1 kHz.
+                observed_interval_ns(&resolved).unwrap_or(1_000_000),
+                IntervalSource::Observed,
+            ),
+        };
+        Some(HostIndex {
+            frames,
+            stacks: stack_list,
+            threads,
+            samples: resolved,
+            interval_ns,
+            interval_source,
+        })
+    }
+
+    /// The samples with `start <= t < end`.
+    fn between(&self, start: i64, end: i64) -> &[Sample] {
+        let lo = self.samples.partition_point(|s| s.t_ns < start);
+        let hi = self.samples.partition_point(|s| s.t_ns < end);
+        &self.samples[lo..hi.max(lo)]
+    }
+
+    fn thread_of(&self, key: (u32, u32)) -> Option<u32> {
+        self.threads
+            .iter()
+            .position(|t| (t.pid, t.tid) == key)
+            .and_then(|i| u32::try_from(i).ok())
+    }
+}
+
+/// The launching thread of each slot (phases, then the whole run), as `(pid, tid)`.
+pub struct Launchers {
+    pub from: LaunchingFrom,
+    by_slot: Vec<Option<(u32, u32)>>,
+}
+
+impl Launchers {
+    /// From the kernel-launch calls, else from the chosen NVTX ranges; each counted in the
+    /// phases covering its start.
+    pub(crate) fn build(
+        phases: &Phases,
+        index: &SegPhases,
+        slots: usize,
+        api: &[ApiCall],
+        ranges: &[NvtxRange],
+    ) -> Launchers {
+        let launches: Vec<(i64, u32, u32)> = api
+            .iter()
+            .filter(|c| c.name.contains("Launch"))
+            .map(|c| (c.start_ns, c.pid, c.tid))
+            .collect();
+        let (from, rows) = if !launches.is_empty() {
+            (LaunchingFrom::ApiCalls, launches)
+        } else if !ranges.is_empty() {
+            let rows = ranges.iter().map(|r| (r.start_ns, r.pid, r.tid)).collect();
+            (LaunchingFrom::NvtxRanges, rows)
+        } else {
+            (LaunchingFrom::Unknown, Vec::new())
+        };
+        let mut counts: Vec<BTreeMap<(u32, u32), u64>> = vec![BTreeMap::new(); slots];
+        for (t, pid, tid) in rows {
+            for slot in slots_of(index, phases.segment_of(t), slots) {
+                *counts[slot].entry((pid, tid)).or_default() += 1;
+            }
+        }
+        let by_slot = counts
+            .into_iter()
+            .map(|c| {
+                // Most launches; among equals the lowest thread id, for a stable answer.
+                c.into_iter()
+                    .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+                    .map(|(k, _)| k)
+            })
+            .collect();
+        Launchers { from, by_slot }
+    }
+
+    fn of_slot(&self, slot: usize) -> Option<(u32, u32)> {
+        self.by_slot.get(slot).copied().flatten()
+    }
+
+    /// The launching thread of a place (see the module docs); `whole` is the whole run's slot.
+    fn of_place(&self, place: &Place, whole: usize) -> Option<(u32, u32)> {
+        match place {
+            Place::WholeRun => self.of_slot(whole),
+            Place::In(p) => self.of_slot(*p),
+            Place::Between(a, b) => b
+                .and_then(|b| self.of_slot(b))
+                .or_else(|| a.and_then(|a| self.of_slot(a))),
+        }
+    }
+}
+
+/// Counts of one frame in one view.
+#[derive(Clone, Copy, Debug, Default)]
+struct FrameAcc {
+    samples: u64,
+    idle: u64,
+}
+
+/// Samples of one view of one class.
+#[derive(Debug, Default)]
+struct ViewAcc {
+    samples: u64,
+    idle: u64,
+    gil_held: u64,
+    gil_known: u64,
+    no_frames: u64,
+    threads: BTreeSet<u32>,
+    self_frames: HashMap<u32, FrameAcc>,
+    inclusive: HashMap<u32, FrameAcc>,
+}
+
+impl ViewAcc {
+    fn add(&mut self, ix: &HostIndex, s: &Sample) {
+        self.samples += 1;
+        self.idle += u64::from(s.idle);
+        match s.gil {
+            Gil::Held => {
+                self.gil_held += 1;
+                self.gil_known += 1;
+            }
+            Gil::Released => self.gil_known += 1,
+            Gil::Unknown => {}
+        }
+        self.threads.insert(s.thread);
+        let stack = s.stack.and_then(|i| ix.stacks.get(i as usize));
+        let Some(innermost) = stack.and_then(|st| st.innermost) else {
+            self.no_frames += 1;
+            return;
+        };
+        let bump = |m: &mut HashMap<u32, FrameAcc>, f: u32| {
+            let e = m.entry(f).or_default();
+            e.samples += 1;
+            e.idle += u64::from(s.idle);
+        };
+        bump(&mut self.self_frames, innermost);
+        for f in stack.map_or(&[][..], |st| st.distinct.as_slice()) {
+            bump(&mut self.inclusive, *f);
+        }
+    }
+
+    fn finish(self, ix: &HostIndex, time_ns: i64, thread: Option<HostThread>) -> HostView {
+        let per_thread = time_ns.max(0) as f64 / ix.interval_ns as f64;
+        let threads = self.threads.len() as u64;
+        let expected = if thread.is_some() {
+            per_thread
+        } else {
+            per_thread * threads as f64
+        };
+        let of = |n: u64| {
+            if expected > 0.0 {
+                n as f64 / expected
+            } else {
+                0.0
+            }
+        };
+        let frames = |m: HashMap<u32, FrameAcc>| {
+            let mut v: Vec<FrameShare> = m
+                .into_iter()
+                .filter_map(|(f, a)| {
+                    let k = ix.frames.get(f as usize)?;
+                    Some(FrameShare {
+                        function: k.function.clone(),
+                        file: k.file.clone(),
+                        line: k.line,
+                        module: k.module.clone(),
+                        kind: k.kind,
+                        samples: a.samples,
+                        idle_samples: a.idle,
+                        share: of(a.samples),
+                    })
+                })
+                .collect();
+            v.sort_by(|a, b| {
+                b.samples
+                    .cmp(&a.samples)
+                    .then_with(|| a.function.cmp(&b.function))
+                    .then_with(|| a.file.cmp(&b.file))
+                    .then(a.line.cmp(&b.line))
+            });
+            v.truncate(HOST_FRAMES_KEPT);
+            v
+        };
+        HostView {
+            thread,
+            threads,
+            samples: self.samples,
+            expected_samples: expected,
+            sampled: of(self.samples),
+            idle: of(self.idle),
+            gil_held: (self.gil_known > 0).then(|| of(self.gil_held)),
+            no_frames: self.no_frames,
+            self_frames: frames(self.self_frames),
+            inclusive_frames: frames(self.inclusive),
+        }
+    }
+}
+
+/// One class as it is folded: its time, its launching thread's samples and all samples.
+#[derive(Debug, Default)]
+struct ClassAcc {
+    time_ns: i64,
+    gaps: u64,
+    /// Gap time without a kernel resident; `None` where kernels were not captured.
+    no_kernel_ns: Option<i64>,
+    launching: Option<u32>,
+    launching_acc: ViewAcc,
+    all: ViewAcc,
+}
+
+impl ClassAcc {
+    fn add_samples(&mut self, ix: &HostIndex, samples: &[Sample]) {
+        for s in samples {
+            self.all.add(ix, s);
+            if self.launching == Some(s.thread) {
+                self.launching_acc.add(ix, s);
+            }
+        }
+    }
+
+    fn add_gap(&mut self, ix: &HostIndex, ns: i64, no_kernel: Option<i64>, samples: &[Sample]) {
+        self.time_ns += ns;
+        self.gaps += 1;
+        if let Some(n) = no_kernel {
+            *self.no_kernel_ns.get_or_insert(0) += n;
+        }
+        self.add_samples(ix, samples);
+    }
+
+    fn finish(self, ix: &HostIndex, scope: HostScope, name: String) -> HostClass {
+        let launching = self
+            .launching
+            .and_then(|t| ix.threads.get(t as usize).cloned());
+        HostClass {
+            scope,
+            name,
+            time_ns: self.time_ns,
+            gaps: self.gaps,
+            launching: launching.map(|t| self.launching_acc.finish(ix, self.time_ns, Some(t))),
+            all: self.all.finish(ix, self.time_ns, None),
+        }
+    }
+}
+
+/// The gaps' host samples folded in gap by gap, per place and per phase slot.
+pub struct HostFold<'a> {
+    ix: &'a HostIndex,
+    launchers: &'a Launchers,
+    /// The whole run's slot (the last).
+    whole_slot: usize,
+    places: BTreeMap<Place, (String, ClassAcc)>,
+    slots: Vec<ClassAcc>,
+}
+
+impl<'a> HostFold<'a> {
+    pub fn new(ix: &'a HostIndex, launchers: &'a Launchers, slots: usize) -> HostFold<'a> {
+        let slots: Vec<ClassAcc> = (0..slots)
+            .map(|s| ClassAcc {
+                launching: launchers.of_slot(s).and_then(|k| ix.thread_of(k)),
+                ..ClassAcc::default()
+            })
+            .collect();
+        HostFold {
+            ix,
+            launchers,
+            whole_slot: slots.len().saturating_sub(1),
+            places: BTreeMap::new(),
+            slots,
+        }
+    }
+
+    /// Counts the samples of gap `g` in its place (labelled `label`) and in `slots`.
+    pub fn add(&mut self, g: &Gap, label: &str, slots: impl Iterator<Item = usize>) {
+        let samples = self.ix.between(g.start_ns, g.end_ns);
+        let no_kernel = g.kernel_resident_ns.map(|k| g.duration_ns() - k);
+        let (ix, launchers, whole) = (self.ix, self.launchers, self.whole_slot);
+        let (_, place) = self.places.entry(g.place.clone()).or_insert_with(|| {
+            let launching = launchers
+                .of_place(&g.place, whole)
+                .and_then(|k| ix.thread_of(k));
+            (
+                label.to_string(),
+                ClassAcc {
+                    launching,
+                    ..ClassAcc::default()
+                },
+            )
+        });
+        place.add_gap(ix, g.duration_ns(), no_kernel, samples);
+        for s in slots {
+            if let Some(c) = self.slots.get_mut(s) {
+                c.add_gap(ix, g.duration_ns(), no_kernel, samples);
+            }
+        }
+    }
+
+    /// The classes with a host-bound share; `phase_paths` names the slots (phases in tree
+    /// order, the whole run last).
+    pub fn finish(self, phase_paths: &[String]) -> Vec<HostClass> {
+        let host_bound = |c: &ClassAcc| c.time_ns > 0 && c.no_kernel_ns.is_none_or(|n| n > 0);
+        let ix = self.ix;
+        let mut places: Vec<HostClass> = self
+            .places
+            .into_values()
+            .filter(|(_, c)| host_bound(c))
+            .map(|(label, c)| c.finish(ix, HostScope::Place, label))
+            .collect();
+        places.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.name.cmp(&b.name)));
+        let phases = self
+            .slots
+            .into_iter()
+            .zip(phase_paths)
+            .filter(|(c, _)| host_bound(c))
+            .map(|(c, path)| c.finish(ix, HostScope::PhaseGaps, path.clone()));
+        places.extend(phases);
+        places
+    }
+}
+
+/// Every phase's whole time (`times_ns` per slot, phases in tree order and the whole run last):
+/// each sample counted in the phases covering its segment.
+pub(crate) fn phase_classes(
+    ix: &HostIndex,
+    launchers: &Launchers,
+    phases: &Phases,
+    index: &SegPhases,
+    times_ns: &[i64],
+    phase_paths: &[String],
+) -> Vec<HostClass> {
+    let slots = times_ns.len();
+    let mut accs: Vec<ClassAcc> = (0..slots)
+        .map(|s| ClassAcc {
+            time_ns: times_ns[s],
+            launching: launchers.of_slot(s).and_then(|k| ix.thread_of(k)),
+            ..ClassAcc::default()
+        })
+        .collect();
+    for s in &ix.samples {
+        for slot in slots_of(index, phases.segment_of(s.t_ns), slots) {
+            accs[slot].add_samples(ix, std::slice::from_ref(s));
+        }
+    }
+    // The whole run first, as the report's phase tables list it.
+    let whole = accs.pop();
+    let mut out: Vec<HostClass> = Vec::with_capacity(slots);
+    if let (Some(w), Some(name)) = (whole, phase_paths.last()) {
+        out.push(w.finish(ix, HostScope::Phase, name.clone()));
+    }
+    out.extend(
+        accs.into_iter()
+            .zip(phase_paths)
+            .map(|(c, path)| c.finish(ix, HostScope::Phase, path.clone())),
+    );
+    out
+}
+
+/// The host samples of a trace and the launching threads of its phases.
+pub struct HostSide {
+    pub ix: HostIndex,
+    pub launchers: Launchers,
+}
+
+impl HostSide {
+    /// The fold of the gaps' samples, for `slots` slots (phases, then the whole run).
+    pub fn fold(&self, slots: usize) -> HostFold<'_> {
+        HostFold::new(&self.ix, &self.launchers, slots)
+    }
+
+    /// The host side of a report: the gap classes the fold gave, and every phase's whole time
+    /// (the phases' reports in tree order, then the whole run's).
+    pub(crate) fn report(
+        &self,
+        phases: &Phases,
+        phase_reports: &[PhaseReport],
+        whole_run: &PhaseReport,
+        gap_classes: Option<Vec<HostClass>>,
+    ) -> HostReport {
+        let (ix, launchers) = (&self.ix, &self.launchers);
+        let index = SegPhases::build(phases);
+        let times_ns: Vec<i64> = phase_reports
+            .iter()
+            .chain([whole_run])
+            .map(|p| p.total_ns)
+            .collect();
+        let paths = crate::report::slot_paths(phases);
+        let processes: BTreeSet<u32> = ix.threads.iter().map(|t| t.pid).collect();
+        HostReport {
+            interval_ns: ix.interval_ns,
+            interval_source: ix.interval_source,
+            samples: ix.samples.len() as u64,
+            threads: ix.threads.len() as u64,
+            processes: processes.len() as u64,
+            launching_from: launchers.from,
+            gap_classes: gap_classes.unwrap_or_default(),
+            phases: phase_classes(ix, launchers, phases, &index, &times_ns, &paths),
+        }
+    }
+}
+
+/// A source file as the report shows it: a path under `site-packages/` or `dist-packages/`
+/// from the package on (`torch/cuda/__init__.py`), else its last component (`tree.py`).
+pub fn short_file(file: &str) -> &str {
+    for marker in ["site-packages/", "dist-packages/"] {
+        if let Some(i) = file.rfind(marker) {
+            return &file[i + marker.len()..];
+        }
+    }
+    file.rsplit(['/', '\\']).next().unwrap_or(file)
+}
+
+/// `function (file:line)`, `function (file)` or `function`, the file shortened
+/// ([`short_file`]); not yet escaped.
+pub fn frame_label(function: &str, file: &str, line: Option<u32>) -> String {
+    let function = if function.is_empty() {
+        "(unnamed)"
+    } else {
+        function
+    };
+    let file = short_file(file);
+    match (file.is_empty(), line) {
+        (true, _) => function.to_string(),
+        (false, Some(l)) => format!("{function} ({file}:{l})"),
+        (false, None) => format!("{function} ({file})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cufall_trace::model::DeviceId;
+
+    fn frame(stack_id: u64, depth: u32, function: &str, line: u32) -> StackFrame {
+        StackFrame {
+            stack_id,
+            depth,
+            function: function.into(),
+            file: format!("/app/{function}.py"),
+            line: Some(line),
+            module: String::new(),
+            kind: FrameKind::Python,
+        }
+    }
+
+    fn sample(t_ns: i64, tid: u32, stack_id: u64, idle: bool) -> HostSample {
+        HostSample {
+            t_ns,
+            pid: 7,
+            tid,
+            thread_name: format!("t{tid}"),
+            state: if idle {
+                HostState::Idle
+            } else {
+                HostState::Running
+            },
+            gil: if idle { Gil::Released } else { Gil::Held },
+            stack_id,
+        }
+    }
+
+    fn gap(start_ns: i64, end_ns: i64) -> Gap {
+        Gap {
+            device: DeviceId(0),
+            start_ns,
+            end_ns,
+            place: Place::WholeRun,
+            kernel_resident_ns: Some(0),
+            host: None,
+        }
+    }
+
+    /// Stack 1: `outer > inner`; stack 2: `outer > outer > waiter` (recursion); every 10 ns.
+    fn stacks() -> Vec<StackFrame> {
+        vec![
+            frame(1, 0, "inner", 2),
+            frame(1, 1, "outer", 1),
+            frame(2, 0, "waiter", 3),
+            frame(2, 1, "outer", 1),
+            frame(2, 2, "outer", 1),
+        ]
+    }
+
+    /// The classes of `gaps` over a run without phases, API launches by `launcher`.
+    fn classes(samples: &[HostSample], gaps: &[Gap], launcher: u32) -> Vec<HostClass> {
+        let ix = HostIndex::build(&stacks(), samples, Some("100000000 Hz, python frames"))
+            .expect("samples");
+        let phases = Phases::build(&[]);
+        let index = SegPhases::build(&phases);
+        let api = [ApiCall {
+            name: "cudaLaunchKernel".into(),
+            pid: 7,
+            tid: launcher,
+            ..Default::default()
+        }];
+        let l = Launchers::build(&phases, &index, 1, &api, &[]);
+        assert_eq!(l.from, LaunchingFrom::ApiCalls);
+        let mut fold = HostFold::new(&ix, &l, 1);
+        for g in gaps {
+            fold.add(g, "(whole run)", std::iter::once(0));
+        }
+        fold.finish(&["(whole run)".to_string()])
+    }
+
+    fn share_of(frames: &[FrameShare], function: &str) -> Option<f64> {
+        frames
+            .iter()
+            .find(|f| f.function == function)
+            .map(|f| f.share)
+    }
+
+    #[test]
+    fn samples_count_inside_gaps_only_as_shares_of_expected_samples() {
+        // Thread 1: in `inner` from 0 to 100 ns, in `waiter` (idle) from 100 to 200.
+        let mut samples: Vec<HostSample> = (0..20)
+            .map(|i| sample(i * 10, 1, if i < 10 { 1 } else { 2 }, i >= 10))
+            .collect();
+        // Thread 2, always in `waiter`, sampled only every other interval (missed samples).
+        samples.extend((0..10).map(|i| sample(i * 20, 2, 2, true)));
+        // The gap [50, 150): five samples of each stack for thread 1; the end is exclusive.
+        let cs = classes(&samples, &[gap(50, 150)], 1);
+        let place = &cs[0];
+        assert_eq!(place.scope, HostScope::Place);
+        assert_eq!(place.time_ns, 100);
+        let l = place.launching.as_ref().expect("launching thread");
+        assert_eq!(l.thread.as_ref().map(|t| t.tid), Some(1));
+        assert_eq!(l.samples, 10);
+        assert!((l.expected_samples - 10.0).abs() < 1e-9);
+        assert_eq!(share_of(&l.self_frames, "inner"), Some(0.5));
+        assert_eq!(share_of(&l.self_frames, "waiter"), Some(0.5));
+        // `outer` is on both stacks, twice on one: inclusive counts it once per sample.
+        assert_eq!(share_of(&l.self_frames, "outer"), None);
+        assert_eq!(share_of(&l.inclusive_frames, "outer"), Some(1.0));
+        assert_eq!(share_of(&l.inclusive_frames, "inner"), Some(0.5));
+        assert_eq!(l.idle, 0.5);
+        assert_eq!(l.gil_held, Some(0.5));
+        assert_eq!(l.sampled, 1.0);
+        // All threads: 2 threads expect 20 samples; thread 2 gave 5 (60, 80, ..., 140).
+        let a = &place.all;
+        assert_eq!((a.threads, a.samples), (2, 15));
+        assert!((a.sampled - 0.75).abs() < 1e-9);
+        assert_eq!(share_of(&a.self_frames, "waiter"), Some(10.0 / 20.0));
+        // The phase slot (the whole run) holds the same gap.
+        assert_eq!(cs[1].scope, HostScope::PhaseGaps);
+        assert_eq!(cs[1].all.samples, 15);
+    }
+
+    #[test]
+    fn samples_outside_every_gap_count_nowhere_and_gaps_add_up() {
+        let samples: Vec<HostSample> = (0..100).map(|i| sample(i * 10, 1, 1, false)).collect();
+        let cs = classes(&samples, &[gap(0, 100), gap(500, 600), gap(2000, 3000)], 1);
+        let l = cs[0].launching.as_ref().expect("launching");
+        assert_eq!(cs[0].gaps, 3);
+        assert_eq!(cs[0].time_ns, 1200);
+        // 20 samples in the first two gaps, none in the third (after the last sample).
+        assert_eq!(l.samples, 20);
+        assert!((l.sampled - 20.0 / 120.0).abs() < 1e-9);
+        assert!((share_of(&l.self_frames, "inner").expect("inner") - 20.0 / 120.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_launching_thread_is_the_one_with_the_most_launches() {
+        let samples: Vec<HostSample> = (0..10)
+            .flat_map(|i| [sample(i * 10, 1, 1, false), sample(i * 10, 2, 2, true)])
+            .collect();
+        let cs = classes(&samples, &[gap(0, 100)], 2);
+        let l = cs[0].launching.as_ref().expect("launching");
+        assert_eq!(l.thread.as_ref().map(|t| t.tid), Some(2));
+        assert_eq!(share_of(&l.self_frames, "waiter"), Some(1.0));
+        // A launching thread without samples gives no launching view.
+        let cs = classes(&samples, &[gap(0, 100)], 99);
+        assert!(cs[0].launching.is_none());
+        assert_eq!(cs[0].all.threads, 2);
+    }
+
+    #[test]
+    fn launches_beat_nvtx_ranges_and_ranges_stand_in_without_them() {
+        let phases = Phases::build(&[]);
+        let index = SegPhases::build(&phases);
+        let range = NvtxRange {
+            pid: 7,
+            tid: 5,
+            ..Default::default()
+        };
+        let call = |tid, name: &str| ApiCall {
+            name: name.into(),
+            pid: 7,
+            tid,
+            ..Default::default()
+        };
+        let api = [call(3, "cudaLaunchKernel"), call(4, "cudaMemcpyAsync")];
+        let l = Launchers::build(&phases, &index, 1, &api, std::slice::from_ref(&range));
+        assert_eq!(
+            (l.from, l.of_slot(0)),
+            (LaunchingFrom::ApiCalls, Some((7, 3)))
+        );
+        let only_copies = [call(4, "cudaMemcpyAsync")];
+        let l = Launchers::build(&phases, &index, 1, &only_copies, &[range]);
+        assert_eq!(
+            (l.from, l.of_slot(0)),
+            (LaunchingFrom::NvtxRanges, Some((7, 5)))
+        );
+        let l = Launchers::build(&phases, &index, 1, &[], &[]);
+        assert_eq!((l.from, l.of_slot(0)), (LaunchingFrom::Unknown, None));
+    }
+
+    #[test]
+    fn a_place_between_phases_takes_the_launcher_of_the_phase_after() {
+        let l = Launchers {
+            from: LaunchingFrom::ApiCalls,
+            by_slot: vec![Some((1, 1)), Some((1, 2)), Some((1, 9))],
+        };
+        assert_eq!(
+            l.of_place(&Place::Between(Some(0), Some(1)), 2),
+            Some((1, 2))
+        );
+        assert_eq!(l.of_place(&Place::Between(Some(0), None), 2), Some((1, 1)));
+        assert_eq!(l.of_place(&Place::In(0), 2), Some((1, 1)));
+        assert_eq!(l.of_place(&Place::WholeRun, 2), Some((1, 9)));
+    }
+
+    #[test]
+    fn stacks_the_trace_lacks_count_as_samples_without_frames() {
+        let samples = vec![sample(0, 1, 1, false), sample(10, 1, 77, false)];
+        let cs = classes(&samples, &[gap(0, 20)], 1);
+        let l = cs[0].launching.as_ref().expect("launching");
+        assert_eq!((l.samples, l.no_frames), (2, 1));
+        assert_eq!(share_of(&l.self_frames, "inner"), Some(0.5));
+    }
+
+    #[test]
+    fn the_interval_is_the_asked_rate_else_the_observed_median() {
+        assert_eq!(
+            asked_interval_ns(Some("1000 Hz, python frames")),
+            Some(1_000_000)
+        );
+        assert_eq!(asked_interval_ns(Some("250.5 Hz")), Some(3_992_016));
+        assert_eq!(
+            asked_interval_ns(Some("on: every 100us (10000 Hz), python frames only")),
+            Some(100_000)
+        );
+        for bad in [
+            "off: no permission",
+            "",
+            "Hz",
+            "every 1ms",
+            "0 Hz",
+            "-5 Hz",
+            "NaN Hz",
+            "1e300 Hz",
+        ] {
+            assert_eq!(asked_interval_ns(Some(bad)), None, "{bad}");
+        }
+        let samples: Vec<HostSample> = [0, 10, 20, 35, 45, 1000]
+            .iter()
+            .map(|t| sample(*t, 1, 1, false))
+            .collect();
+        let ix = HostIndex::build(&stacks(), &samples, Some("off: nothing")).expect("samples");
+        assert_eq!(
+            (ix.interval_ns, ix.interval_source),
+            (10, IntervalSource::Observed)
+        );
+        assert!(HostIndex::build(&stacks(), &[], None).is_none());
+    }
+
+    proptest::proptest! {
+        /// Against a count sample by sample: a view holds exactly the samples inside its gaps
+        /// (a gap's start in, its end out), every one in one self frame or without frames, and a
+        /// frame's inclusive count is never below its self count.
+        #[test]
+        fn views_count_what_a_brute_force_count_finds(
+            samples in proptest::collection::vec((0i64..400, 1u32..4, 0u64..4, proptest::bool::ANY), 0..60),
+            gaps in proptest::collection::vec((0i64..400, 1i64..80), 1..6),
+        ) {
+            let host: Vec<HostSample> = samples
+                .iter()
+                .map(|(t, tid, stack, idle)| sample(*t, *tid, *stack, *idle))
+                .collect();
+            let gaps: Vec<Gap> = gaps.iter().map(|(s, l)| gap(*s, s + l)).collect();
+            if host.is_empty() {
+                return Ok(());
+            }
+            let cs = classes(&host, &gaps, 1);
+            let all = &cs[0].all;
+            let inside = |t: i64| gaps.iter().filter(|g| t >= g.start_ns && t < g.end_ns).count();
+            let brute: usize = host.iter().map(|s| inside(s.t_ns)).sum();
+            proptest::prop_assert_eq!(all.samples, brute as u64);
+            let selfs: u64 = all.self_frames.iter().map(|f| f.samples).sum();
+            proptest::prop_assert_eq!(selfs + all.no_frames, all.samples);
+            for f in &all.self_frames {
+                let incl = all.inclusive_frames.iter().find(|i| i.function == f.function);
+                proptest::prop_assert!(incl.is_some_and(|i| i.samples >= f.samples));
+            }
+            if let Some(l) = &cs[0].launching {
+                let mine: usize = host
+                    .iter()
+                    .filter(|s| s.tid == 1)
+                    .map(|s| inside(s.t_ns))
+                    .sum();
+                proptest::prop_assert_eq!(l.samples, mine as u64);
+            }
+        }
+    }
+
+    #[test]
+    fn files_are_shortened_and_names_made_terminal_safe() {
+        assert_eq!(short_file("/srv/app/tree.py"), "tree.py");
+        assert_eq!(
+            short_file("/usr/lib/python3/site-packages/torch/cuda/__init__.py"),
+            "torch/cuda/__init__.py"
+        );
+        assert_eq!(short_file("libcudart.so.12"), "libcudart.so.12");
+        assert_eq!(frame_label("f", "/a/b.py", Some(3)), "f (b.py:3)");
+        assert_eq!(frame_label("f", "lib.so", None), "f (lib.so)");
+        assert_eq!(frame_label("", "", None), "(unnamed)");
+        let hostile = FrameShare {
+            function: "evil\u{1b}]0;pwned\u{7}".into(),
+            file: "/x/\u{1b}[2J.py".into(),
+            line: Some(1),
+            module: String::new(),
+            kind: FrameKind::Python,
+            samples: 1,
+            idle_samples: 0,
+            share: 1.0,
+        };
+        let text = crate::render::frame_text(&hostile);
+        assert!(!text.chars().any(char::is_control), "{text:?}");
+        let long = FrameShare {
+            function: "f".repeat(500),
+            ..hostile
+        };
+        assert!(cufall_text::width(&crate::render::frame_text(&long)) <= cufall_text::NAME_WIDTH);
+    }
+}

@@ -1,0 +1,119 @@
+//! Host stacks: the Python stacks of every thread of every process of the recorded program,
+//! sampled on the trace's clock while it runs (`record --host-stacks on`, the default with a
+//! program).
+//!
+//! ```text
+//!  one sampling thread, every --host-interval (1 ms):          sink thread
+//!  ──────────────────────────────────────────────────          ───────────
+//!  every 200 ms: /proc scan for the program's processes   ┐
+//!    (new → attach, exec → attach again, gone → retire;   │
+//!    attaching runs on a second thread)                   │
+//!  each attached process: read every thread's stack ──────┼──▶ SinkMsg::Host { stacks, samples }
+//!    (py-spy, not pausing it), intern, stamp the time     │     (stacks written first)
+//!  a late round or a failed read → counted as missed ─────┴──▶ SinkMsg::Capture (per process)
+//! ```
+//!
+//! | module | part |
+//! |---|---|
+//! | [`source`] | what the loop asks of a stack reader ([`StackSource`], [`StackReader`]) and its typed errors |
+//! | [`pyspy`] | the real reader, py-spy's library |
+//! | [`procs`] | the program's process tree from `/proc` ([`ProcessTable`]) |
+//! | [`intern`] | stacks → ids, memory bounded |
+//! | [`sampler`] | the round loop |
+//! | [`report`] | what the loop found, for the user, the manifest and the trace's capture table |
+//! | [`probe`] | the hidden `probe-host-stacks`: host stacks of a program into a trace, no GPU |
+
+pub mod intern;
+pub mod probe;
+pub mod procs;
+pub mod pyspy;
+pub mod report;
+pub mod sampler;
+pub mod source;
+#[cfg(test)]
+mod tests;
+
+pub use procs::{ProcFs, ProcessTable};
+pub use pyspy::PySpySource;
+pub use report::{HostSummary, ProcessReport};
+pub use sampler::{HostStacks, Options};
+pub use source::{AttachError, Frame, ReadError, StackReader, StackSource, ThreadStack};
+
+use crate::cli::duration::parse_positive_duration;
+use std::time::Duration;
+
+/// The capture-table events host stacks write (listed in `docs/trace-format.md`).
+pub mod event {
+    /// One per process whose stacks were read: count = samples written; detail = the
+    /// interpreter, threads, samples and missed.
+    pub const PROCESS: &str = "host_stacks";
+    /// One per process that missed samples: count = samples missed.
+    pub const MISSED: &str = "host_samples_missed";
+    /// One per process that runs Python but could not be read: detail = why and the fix.
+    pub const UNAVAILABLE: &str = "host_stacks_unavailable";
+    /// One per recording (pid 0): count = processes of the program that run no Python.
+    pub const NOT_PYTHON: &str = "host_stacks_not_python";
+
+    /// The manifest's `extra` key that says how host stacks were sampled, or why not.
+    pub const MANIFEST_KEY: &str = "host_stacks";
+
+    /// Whether a capture-table event is one of these.
+    pub fn is_host_event(name: &str) -> bool {
+        [PROCESS, MISSED, UNAVAILABLE, NOT_PYTHON].contains(&name)
+    }
+}
+
+pub use event::MANIFEST_KEY;
+
+/// The finest `--host-interval`: one read of a process takes tens of microseconds.
+pub const MIN_INTERVAL: Duration = Duration::from_micros(100);
+
+/// `--host-stacks on|off`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Switch {
+    #[default]
+    On,
+    Off,
+}
+
+/// The host-stack flags of `record` (and of the hidden `probe-host-stacks`).
+#[derive(Clone, Debug, clap::Args)]
+pub struct HostArgs {
+    /// Sample the Python stacks of every thread of every process of the program (with a
+    /// program after --): on or off. Needs permission to read the program's memory (see
+    /// docs/host-stacks.md); without it the recording goes on without stacks.
+    #[arg(long, value_enum, value_name = "ON|OFF", default_value = "on")]
+    pub host_stacks: Switch,
+    /// How often host stacks are sampled (1ms: 1 kHz; at least 100us).
+    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = parse_host_interval)]
+    pub host_interval: Duration,
+}
+
+fn parse_host_interval(s: &str) -> Result<Duration, String> {
+    let d = parse_positive_duration(s)?;
+    if d < MIN_INTERVAL {
+        return Err(format!(
+            "`{s}` is finer than host stacks can be sampled: give 100us or more (1ms, the default, is 1 kHz)"
+        ));
+    }
+    Ok(d)
+}
+
+/// `1ms (1000 Hz)`.
+pub fn rate_text(interval: Duration) -> String {
+    let hz = 1.0 / interval.as_secs_f64().max(1e-9);
+    format!(
+        "every {} ({hz:.0} Hz)",
+        humantime::format_duration(interval)
+    )
+}
+
+/// The manifest's `host_stacks` as a recording starts (its end replaces it with what was
+/// found: [`HostSummary::manifest_text`]).
+pub fn start_text(on: bool, interval: Duration) -> String {
+    if on {
+        format!("on: {}, python frames only", rate_text(interval))
+    } else {
+        "off: --host-stacks off".into()
+    }
+}

@@ -1,0 +1,82 @@
+//! What the round loop asks of the layer that reads another process's stacks: attach to a
+//! process, then read every thread's stack once per round. The real implementation is
+//! [`crate::hoststacks::pyspy`]; tests drive the loop with a fake.
+
+use cufall_trace::model::{FrameKind, Gil, HostState};
+
+/// One frame as read from the process, innermost first in [`ThreadStack::frames`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Frame {
+    pub function: String,
+    pub file: String,
+    pub line: Option<u32>,
+    pub module: String,
+    pub kind: FrameKind,
+}
+
+/// One thread of a process at one instant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThreadStack {
+    /// The operating system's thread id; 0 when the interpreter did not say.
+    pub tid: u32,
+    pub name: String,
+    pub state: HostState,
+    pub gil: Gil,
+    /// Innermost (running) frame first; empty when the thread runs no Python code.
+    pub frames: Vec<Frame>,
+}
+
+/// Why a process could not be attached to.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    /// Reading another process's memory is not permitted (user, Yama, container).
+    #[error("no permission to read the memory of process {pid}")]
+    NoPermission {
+        pid: u32,
+        #[source]
+        source: std::io::Error,
+    },
+    /// No Python interpreter is loaded in the process.
+    #[error("process {pid} runs no Python")]
+    NotPython { pid: u32 },
+    /// An interpreter the reader does not know how to read.
+    #[error("process {pid} runs a Python this cufall cannot read ({detail})")]
+    UnsupportedPython { pid: u32, detail: String },
+    /// The process ended before it could be read.
+    #[error("process {pid} exited")]
+    Gone { pid: u32 },
+    /// Anything else (often: the interpreter is still starting); retried a few times.
+    #[error("cannot read the Python interpreter of process {pid}: {detail}")]
+    Other { pid: u32, detail: String },
+}
+
+/// Why one round's read of an attached process failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The process ended (or exec'd away from Python).
+    #[error("the process exited")]
+    Gone,
+    /// Reading its memory is no longer permitted (it made itself undumpable, or changed
+    /// user): it is attached again, which says why.
+    #[error("no permission to read its memory")]
+    Denied,
+    /// A read that raced with the running program (the program is not paused), or any other
+    /// failure of one round; the round is counted as missed.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// An attached process: one read per round.
+pub trait StackReader: Send {
+    /// What runs there, for the summary (`python 3.11.7`).
+    fn describe(&self) -> String;
+    /// Every thread's stack, now.
+    fn sample(&mut self) -> Result<Vec<ThreadStack>, ReadError>;
+}
+
+/// Attaches readers to processes.
+pub trait StackSource: Send {
+    fn attach(&mut self, pid: u32) -> Result<Box<dyn StackReader>, AttachError>;
+    /// What is read, for the manifest and the docs (`python frames`).
+    fn frames_kind(&self) -> &'static str;
+}

@@ -1,0 +1,173 @@
+//! The HTTP side of `cufall serve`: binding the listen address (with one clear message per way
+//! it can fail), and the routes.
+//!
+//! | route | what |
+//! |---|---|
+//! | `GET /metrics` | the exposition; the scraper is `?scraper=NAME` when given, else the peer's address |
+//! | `POST /dump` | writes the flight recorder to a trace; loopback peers only unless `--allow-remote-dump` (403); 409 while a dump runs |
+//! | `GET /` | a line per route |
+//!
+//! A few handler threads take requests from tiny_http (which reads each connection on a thread
+//! of its own), so a dump being written, or a scraper reading slowly, leaves the others served.
+//!
+//! A known limit of tiny_http 0.12: its connection threads have no read timeout, a kept-alive
+//! connection holds its thread until the client closes it, and a connection that arrives in the
+//! instant another wakes a pool thread can be queued behind a thread that is waiting on such a
+//! connection. A client that opens a connection and never finishes its request (or keeps an idle
+//! connection open) can so delay another scraper's connection until it closes. A read timeout
+//! on the listening socket would also time out `accept`, which ends tiny_http's accept thread,
+//! so it cannot be set from here.
+
+use super::{DumpRefused, Exporter};
+use std::io::ErrorKind;
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::Duration;
+use tiny_http::{Header, Method, Request, Response, Server};
+
+/// Threads answering requests.
+pub const HANDLERS: usize = 4;
+
+/// Why the listen address could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    #[error("--listen {given}: not an ADDRESS:PORT (e.g. 0.0.0.0:9401 or 127.0.0.1:9401)")]
+    Syntax { given: String },
+    #[error(
+        "--listen {addr}: the port is in use by another program (another cufall serve or \
+exporter?); choose another port, e.g. --listen {ip}:{next}, or stop the other program",
+        ip = addr.ip(), next = addr.port().wrapping_add(1).max(1024)
+    )]
+    InUse { addr: SocketAddr },
+    #[error(
+        "--listen {addr}: {ip} is not an address of this machine; use 0.0.0.0 (every \
+interface), 127.0.0.1 (this machine only) or one of the addresses `ip addr` lists",
+        ip = addr.ip()
+    )]
+    NotLocal { addr: SocketAddr },
+    #[error(
+        "--listen {addr}: not allowed to listen on port {port} (ports below 1024 need root); \
+use a port above 1023, such as the default 9401",
+        port = addr.port()
+    )]
+    Denied { addr: SocketAddr },
+    #[error("--listen {addr}: cannot listen")]
+    Other {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Binds `given` (`ADDRESS:PORT`; port 0 picks a free one).
+pub fn bind(given: &str) -> Result<Server, BindError> {
+    let syntax = || BindError::Syntax {
+        given: given.to_string(),
+    };
+    let addr = given
+        .to_socket_addrs()
+        .map_err(|_| syntax())?
+        .next()
+        .ok_or_else(syntax)?;
+    let listener = TcpListener::bind(addr).map_err(|e| match e.kind() {
+        ErrorKind::AddrInUse => BindError::InUse { addr },
+        ErrorKind::AddrNotAvailable => BindError::NotLocal { addr },
+        ErrorKind::PermissionDenied => BindError::Denied { addr },
+        _ => BindError::Other { addr, source: e },
+    })?;
+    Server::from_listener(listener, None).map_err(|e| BindError::Other {
+        addr,
+        source: std::io::Error::other(e.to_string()),
+    })
+}
+
+/// The address `server` listens on.
+pub fn local_addr(server: &Server) -> Option<SocketAddr> {
+    server.server_addr().to_ip()
+}
+
+/// Answers requests until the exporter shuts down.
+pub fn serve(server: &Server, exporter: &Arc<Exporter>) {
+    while !exporter.is_shut_down() {
+        match server.recv_timeout(Duration::from_millis(200)) {
+            Ok(Some(req)) => handle(req, exporter),
+            Ok(None) => {}
+            Err(_) => break,
+        }
+    }
+}
+
+fn text(status: u16, body: String) -> Response<std::io::Cursor<Vec<u8>>> {
+    let ct = Header::from_bytes("Content-Type", "text/plain; charset=utf-8")
+        .or_else(|_| Header::from_bytes("Content-Type", "text/plain"));
+    let r = Response::from_string(body).with_status_code(status);
+    match ct {
+        Ok(h) => r.with_header(h),
+        Err(()) => r,
+    }
+}
+
+fn handle(req: Request, exporter: &Arc<Exporter>) {
+    let url = req.url().to_string();
+    let (path, query) = url.split_once('?').unwrap_or((url.as_str(), ""));
+    let peer = req.remote_addr().copied();
+    let response = match (req.method(), path) {
+        (Method::Get, "/metrics") => {
+            let who = query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("scraper="))
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+                .or_else(|| peer.map(|p| p.ip().to_string()))
+                .unwrap_or_else(|| "unknown".into());
+            let body = exporter.scrape(&who);
+            let ct = Header::from_bytes("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+            let r = Response::from_string(body);
+            match ct {
+                Ok(h) => r.with_header(h),
+                Err(()) => r,
+            }
+        }
+        (Method::Post, "/dump") => dump(exporter, peer),
+        (_, "/dump") => text(405, "use POST /dump to write the flight recorder\n".into()),
+        (Method::Get, "/") => text(
+            200,
+            "cufall serve\nGET  /metrics  Prometheus exposition\nPOST /dump     write the flight recorder to a trace\n"
+                .into(),
+        ),
+        _ => text(404, format!("no such page: {path} (try /metrics)\n")),
+    };
+    // A scraper that hung up gets nothing; there is no one to tell.
+    let _ = req.respond(response);
+}
+
+fn dump(exporter: &Arc<Exporter>, peer: Option<SocketAddr>) -> Response<std::io::Cursor<Vec<u8>>> {
+    let loopback = peer.is_some_and(|p| p.ip().is_loopback());
+    if !loopback && !exporter.options().allow_remote_dump {
+        let who = peer.map_or("an unknown peer".to_string(), |p| p.ip().to_string());
+        return text(
+            403,
+            format!(
+                "refused: /dump is only accepted from this machine (127.0.0.1 or ::1), not from \
+{who}; run `curl -X POST http://127.0.0.1:PORT/dump` on the GPU node, or start cufall serve \
+with --allow-remote-dump\n"
+            ),
+        );
+    }
+    match exporter.dump() {
+        Ok(d) => text(
+            200,
+            format!(
+                "wrote {} ({} samples, {:.1} s)\n",
+                d.path.display(),
+                d.samples,
+                d.span_ns as f64 / 1e9
+            ),
+        ),
+        Err(DumpRefused::Busy) => text(
+            409,
+            "a flight-recorder dump is being written; try again when it finishes\n".into(),
+        ),
+        Err(DumpRefused::Failed(e)) => text(500, format!("dump failed: {e}\n")),
+    }
+}

@@ -1,0 +1,597 @@
+//! `cufall serve`: an always-on Prometheus exporter with a flight recorder.
+//!
+//! ```text
+//!  Backend::start ─▶ (session: decode, evaluate, sink) ─▶ live feed ─▶ supervisor thread
+//!                                                                      │  folds every batch into
+//!                                                                      ├▶ Aggregator (windows, totals)
+//!                                                                      └▶ Ring (the last --keep)
+//!  HTTP handler threads: GET /metrics ─▶ Aggregator::scrape ─▶ exposition
+//!                        POST /dump / SIGUSR1 ─▶ Ring snapshot ─▶ trace (atomically)
+//! ```
+//!
+//! | module | part |
+//! |---|---|
+//! | [`aggregate`] | per-GPU totals and each scraper's window: mean, max, idle fraction, gaps |
+//! | [`exposition`] | the Prometheus text |
+//! | [`flight`] | the flight recorder's ring and its dump to a trace |
+//! | [`http`] | binding `--listen`, the routes |
+//! | [`session_backend`] | the GPU [`Backend`]: the same `session::prepare`/`start` as `record` |
+//! | [`cmd`] | the command line: flags, binding before any GPU access, the first run, signals |
+//!
+//! The exporter samples through a [`Backend`], which starts a sampling run and hands over its
+//! live feed: on a GPU the session `record` uses, in tests a scripted fake GPU driving the same
+//! decode state machine and sink. The supervisor thread takes the feed; when the run fails
+//! (a GPU gone, the counters taken by another profiler) it says so in its log and in
+//! `cufall_sampling_state`, stops the run, waits (1 s, doubling up to 60 s) and starts again.
+
+pub mod aggregate;
+pub mod cmd;
+pub mod exposition;
+pub mod flight;
+pub mod http;
+pub mod session_backend;
+
+use crate::session::SessionError;
+use aggregate::Aggregator;
+use cufall_live::{FeedInfo, LiveEvent, LiveReceiver};
+use cufall_trace::model::{DeviceId, DeviceInfo, HeatmapSpec};
+use exposition::{Context, GpuLabels};
+use flight::{Budget, DumpError, DumpFacts, Dumped, Ring};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The default port: beside dcgm-exporter's 9400, so that a firewall rule or a scrape job for
+/// the GPU exporters of a node covers it, without taking dcgm-exporter's own port.
+pub const DEFAULT_PORT: u16 = 9401;
+
+/// Events the feed holds for the supervisor: it takes them every 50 ms, so this is seconds of
+/// 8 GPUs' batches.
+pub const FEED_CAPACITY: usize = 65_536;
+
+/// One sampling run, as the supervisor holds it.
+pub trait Run: Send {
+    /// Why the run failed, if it did (a device's pipeline ended, the writer thread died).
+    fn error(&self) -> Option<String>;
+    /// Stops sampling and waits for the run's threads; the errors they ended with.
+    fn stop(self: Box<Self>) -> Vec<String>;
+}
+
+/// A started run and its feed.
+pub struct Started {
+    pub feed: LiveReceiver,
+    pub run: Box<dyn Run>,
+}
+
+/// What starts sampling runs: the GPU session, or a fake GPU in tests.
+pub trait Backend: Send + 'static {
+    fn start(&mut self) -> Result<Started, SessionError>;
+}
+
+/// How the exporter behaves.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// How much the flight recorder keeps.
+    pub keep: Duration,
+    pub dump_dir: PathBuf,
+    /// Accept `POST /dump` from any peer, not only loopback.
+    pub allow_remote_dump: bool,
+    pub heatmaps: Vec<HeatmapSpec>,
+    pub hostname: String,
+    /// The command line, for the dumps' manifests.
+    pub command: Vec<String>,
+    /// The Kubernetes variables of [`exposition::KUBE_ENV`] that are set, as `(VARIABLE,
+    /// value)`: they become `pod`, `namespace`, `container` labels.
+    pub env: Vec<(String, String)>,
+    /// First and longest wait before sampling is started again. A run without counters
+    /// (another profiler holds them) is stopped after the current wait to try them again.
+    pub backoff: (Duration, Duration),
+    /// What each log line starts with.
+    pub log_prefix: &'static str,
+}
+
+impl ServeOptions {
+    pub fn new(dump_dir: PathBuf) -> Self {
+        ServeOptions {
+            keep: Duration::from_secs(300),
+            dump_dir,
+            allow_remote_dump: false,
+            heatmaps: Vec::new(),
+            hostname: crate::record::hostname(),
+            command: std::env::args().collect(),
+            env: exposition::KUBE_ENV
+                .iter()
+                .filter_map(|(var, _)| std::env::var(var).ok().map(|v| (var.to_string(), v)))
+                .collect(),
+            backoff: (Duration::from_secs(1), Duration::from_secs(60)),
+            log_prefix: "cufall serve",
+        }
+    }
+}
+
+/// Why a dump was not written.
+#[derive(Debug, thiserror::Error)]
+pub enum DumpRefused {
+    #[error("a flight-recorder dump is being written")]
+    Busy,
+    #[error(transparent)]
+    Failed(#[from] DumpError),
+}
+
+/// The state scrapes read and the supervisor writes.
+struct Core {
+    agg: Option<Aggregator>,
+    info: Option<FeedInfo>,
+    devices: BTreeMap<DeviceId, DeviceInfo>,
+    last_sample: BTreeMap<DeviceId, Instant>,
+    run_started: Instant,
+    state: &'static str,
+    restarts: u64,
+    feed_discarded: u64,
+}
+
+/// The exporter: its state, its flight recorder, and the flags that end it.
+pub struct Exporter {
+    opts: ServeOptions,
+    core: Mutex<Core>,
+    ring: Mutex<Option<Ring>>,
+    dumping: AtomicBool,
+    dumps: AtomicU64,
+    shutdown: AtomicBool,
+    started: Instant,
+    cpu0: f64,
+    /// The last [`LOG_LINES`] log lines, for tests and for anyone holding the exporter.
+    recent: Mutex<std::collections::VecDeque<String>>,
+}
+
+/// Log lines an [`Exporter`] remembers.
+pub const LOG_LINES: usize = 64;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves plain data behind; scraping it is still sound.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Exporter {
+    pub fn new(opts: ServeOptions) -> Arc<Exporter> {
+        let now = Instant::now();
+        Arc::new(Exporter {
+            opts,
+            core: Mutex::new(Core {
+                agg: None,
+                info: None,
+                devices: BTreeMap::new(),
+                last_sample: BTreeMap::new(),
+                run_started: now,
+                state: "starting",
+                restarts: 0,
+                feed_discarded: 0,
+            }),
+            ring: Mutex::new(None),
+            dumping: AtomicBool::new(false),
+            dumps: AtomicU64::new(0),
+            shutdown: AtomicBool::new(false),
+            started: now,
+            cpu0: crate::os::cpu_seconds(),
+            recent: Mutex::new(std::collections::VecDeque::new()),
+        })
+    }
+
+    pub fn options(&self) -> &ServeOptions {
+        &self.opts
+    }
+
+    pub fn log(&self, msg: &str) {
+        let at = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+        eprintln!("{at} {}: {msg}", self.opts.log_prefix);
+        let mut recent = lock(&self.recent);
+        if recent.len() == LOG_LINES {
+            recent.pop_front();
+        }
+        recent.push_back(msg.to_string());
+    }
+
+    /// The last log lines, oldest first.
+    pub fn recent_log(&self) -> Vec<String> {
+        lock(&self.recent).iter().cloned().collect()
+    }
+
+    pub fn shut_down(&self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_shut_down(&self) -> bool {
+        self.shutdown.load(Ordering::SeqCst)
+    }
+
+    /// The exposition for scraper `who`.
+    pub fn scrape(&self, who: &str) -> String {
+        let now = Instant::now();
+        let mut core = lock(&self.core);
+        let scrape = core
+            .agg
+            .as_mut()
+            .map(|a| a.scrape(who, now))
+            .unwrap_or_default();
+        let env = |var: &str| {
+            self.opts
+                .env
+                .iter()
+                .find(|(k, _)| k == var)
+                .map(|(_, v)| v.clone())
+        };
+        let gpus = core
+            .devices
+            .values()
+            .map(|d| (d.id, GpuLabels::new(d, &self.opts.hostname, &env)))
+            .collect();
+        let age_s = core
+            .devices
+            .keys()
+            .map(|d| {
+                let since = core.last_sample.get(d).copied().unwrap_or(core.run_started);
+                (*d, now.duration_since(since).as_secs_f64())
+            })
+            .collect();
+        let ctx = Context {
+            gpus,
+            metrics: core
+                .info
+                .as_ref()
+                .map(|i| i.metrics.clone())
+                .unwrap_or_default(),
+            age_s,
+            state: core.state,
+            restarts: core.restarts,
+            measures_idle: core.agg.as_ref().is_some_and(Aggregator::measures_idle),
+            cpu_s: crate::os::cpu_seconds() - self.cpu0,
+            uptime_s: now.duration_since(self.started).as_secs_f64(),
+            resident_bytes: resident_bytes(),
+            flight_bytes: lock(&self.ring).as_ref().map_or(0, Ring::bytes),
+            feed_discarded: core.feed_discarded,
+            scrapers: core.agg.as_ref().map_or(0, Aggregator::scrapers),
+            dumps: self.dumps.load(Ordering::Relaxed),
+        };
+        drop(core);
+        exposition::render(&scrape, &ctx)
+    }
+
+    /// Writes the flight recorder to a new trace in the dump folder; one dump at a time.
+    pub fn dump(&self) -> Result<Dumped, DumpRefused> {
+        if self
+            .dumping
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            return Err(DumpRefused::Busy);
+        }
+        let result = self.dump_now();
+        self.dumping.store(false, Ordering::SeqCst);
+        match &result {
+            Ok(d) => {
+                self.dumps.fetch_add(1, Ordering::Relaxed);
+                self.log(&format!(
+                    "flight recorder: wrote {} ({} samples, {:.1} s)",
+                    d.path.display(),
+                    d.samples,
+                    d.span_ns as f64 / 1e9
+                ));
+            }
+            Err(e) => self.log(&format!(
+                "flight recorder: dump failed: {}",
+                crate::pipeline::error_chain(e)
+            )),
+        }
+        result.map_err(DumpRefused::Failed)
+    }
+
+    fn dump_now(&self) -> Result<Dumped, DumpError> {
+        let snap = lock(&self.ring)
+            .as_ref()
+            .map(Ring::snapshot)
+            .ok_or(DumpError::Empty)?;
+        let facts = {
+            let core = lock(&self.core);
+            DumpFacts {
+                info: core.info.clone().ok_or(DumpError::Empty)?,
+                devices: core.devices.clone(),
+                heatmaps: self.opts.heatmaps.clone(),
+                hostname: self.opts.hostname.clone(),
+                command: self.opts.command.clone(),
+            }
+        };
+        let path = flight::dump_path(
+            &self.opts.dump_dir,
+            &self.opts.hostname,
+            crate::now_unix_ns(),
+        );
+        flight::write_dump(&snap, &facts, &path)
+    }
+
+    /// Takes a new run's facts: its devices, and (the first time) the aggregator and the ring.
+    fn begin_run(&self, info: &FeedInfo) {
+        let mut core = lock(&self.core);
+        core.run_started = Instant::now();
+        core.state = if info.counters_unavailable.is_some() {
+            "counters_busy"
+        } else {
+            "sampling"
+        };
+        for d in &info.devices {
+            core.devices.insert(d.id, d.clone());
+        }
+        let same = core
+            .info
+            .as_ref()
+            .is_some_and(|i| i.metrics == info.metrics);
+        if core.agg.is_none() || (!same && !info.metrics.is_empty()) {
+            let activity = aggregate::live_activity(&info.metrics, &self.opts.heatmaps);
+            if activity.is_none() && !info.metrics.is_empty() {
+                self.log("idle fraction and gaps are not measured: the first metric has no known full scale (give --full-scale, or use a percentage or a ratio metric)");
+            }
+            core.agg = Some(Aggregator::new(
+                &info.metrics,
+                activity.as_ref(),
+                info.interval_ns,
+            ));
+            let keep_ns = cufall_trace::model::nanos(self.opts.keep);
+            let budget = Budget::new(
+                info.devices.len(),
+                info.metrics.len(),
+                info.interval_ns,
+                keep_ns,
+            );
+            *lock(&self.ring) = Some(Ring::new(keep_ns, &budget));
+        }
+        if !info.metrics.is_empty() || core.info.is_none() {
+            core.info = Some(info.clone());
+        }
+        let ids: Vec<DeviceId> = info.devices.iter().map(|d| d.id).collect();
+        if let Some(a) = core.agg.as_mut() {
+            for d in ids {
+                a.add_device(d);
+            }
+        }
+    }
+
+    fn ingest(&self, events: Vec<LiveEvent>) -> bool {
+        let mut ended = false;
+        let now = Instant::now();
+        let mut core = lock(&self.core);
+        let mut ring = lock(&self.ring);
+        for e in events {
+            match e {
+                LiveEvent::Samples(b) => {
+                    if b.is_empty() {
+                        continue;
+                    }
+                    core.last_sample.insert(b.device, now);
+                    if let Some(a) = core.agg.as_mut() {
+                        a.samples(&b);
+                    }
+                    if let Some(r) = ring.as_mut() {
+                        r.samples(b);
+                    }
+                }
+                LiveEvent::Drop(d) => {
+                    if let Some(a) = core.agg.as_mut() {
+                        a.drops(std::slice::from_ref(&d));
+                    }
+                    if let Some(r) = ring.as_mut() {
+                        r.drops(vec![d]);
+                    }
+                }
+                LiveEvent::Nvml(rows) => {
+                    if let Some(a) = core.agg.as_mut() {
+                        a.nvml(&rows);
+                    }
+                    if let Some(r) = ring.as_mut() {
+                        r.nvml(rows);
+                    }
+                }
+                LiveEvent::Message(m) => self.log(&m),
+                LiveEvent::End => ended = true,
+                LiveEvent::Nvtx(_) | LiveEvent::Kernels(_) => {}
+            }
+        }
+        if let Some(a) = core.agg.as_mut() {
+            a.tick(now);
+        }
+        ended
+    }
+
+    fn set_state(&self, state: &'static str) {
+        lock(&self.core).state = state;
+    }
+}
+
+/// Resident memory of this process (Linux `/proc/self/statm`), in bytes.
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+/// Why a run ended.
+struct Ended {
+    why: String,
+    /// The run sampled without counters and ended to ask for them again: the wait is over.
+    retry_counters: bool,
+}
+
+/// Takes one run's feed until the run fails, ends, or the exporter shuts down (a run without
+/// counters, after `degraded_for`, to ask for them again).
+fn take_run(exporter: &Exporter, started: Started, degraded_for: Duration) -> Ended {
+    let Started { feed, run } = started;
+    exporter.begin_run(&feed.info);
+    let degraded = feed.info.counters_unavailable.clone();
+    match &degraded {
+        Some(why) => exporter.log(&format!("sampling without GPU counters (NVML only): {why}")),
+        None => exporter.log(&format!(
+            "sampling {} GPU(s), {} metric(s) every {}",
+            feed.info.devices.len(),
+            feed.info.metrics.len(),
+            crate::sizing::format_interval(feed.info.interval_ns)
+        )),
+    }
+    let since = Instant::now();
+    let mut retry_counters = false;
+    let why = loop {
+        let events = feed.drain(Duration::from_millis(50));
+        let ended = exporter.ingest(events);
+        lock(&exporter.core).feed_discarded = feed.discarded();
+        if exporter.is_shut_down() {
+            break "the exporter is shutting down".to_string();
+        }
+        if let Some(e) = run.error() {
+            break e;
+        }
+        if ended {
+            break "the sampling session ended".to_string();
+        }
+        if degraded.is_some() && since.elapsed() >= degraded_for {
+            retry_counters = true;
+            break "trying the GPU counters again".to_string();
+        }
+    };
+    let errors = run.stop();
+    // What the run's sink handed over while stopping.
+    exporter.ingest(feed.drain(Duration::ZERO));
+    if let Some(a) = lock(&exporter.core).agg.as_mut() {
+        a.pause();
+    }
+    let why = if errors.is_empty() || errors.iter().any(|e| why.contains(e.as_str())) {
+        why
+    } else {
+        format!("{why} ({})", errors.join("; "))
+    };
+    Ended {
+        why,
+        retry_counters,
+    }
+}
+
+/// The supervisor: runs `backend` until the exporter shuts down, starting again (after a
+/// growing wait) whenever a run fails or cannot start. `first` is a run already started.
+pub fn supervise(exporter: &Arc<Exporter>, mut backend: impl Backend, first: Option<Started>) {
+    let (min, max) = exporter.opts.backoff;
+    let mut wait = min;
+    let mut next = first;
+    let mut retrying = false;
+    while !exporter.is_shut_down() {
+        let started = match next.take() {
+            Some(s) => Ok(s),
+            None => {
+                // Asking for the counters again is not a new start: the state stays
+                // counters_busy until they are had.
+                if !retrying {
+                    exporter.set_state("starting");
+                }
+                backend.start()
+            }
+        };
+        let began = Instant::now();
+        retrying = false;
+        match started {
+            Ok(s) => {
+                let ended = take_run(exporter, s, wait);
+                if exporter.is_shut_down() {
+                    break;
+                }
+                if ended.retry_counters {
+                    // NVML went on for the whole wait; ask for the counters at once.
+                    exporter.log("asking for the GPU counters again");
+                    lock(&exporter.core).restarts += 1;
+                    wait = (wait * 2).min(max);
+                    retrying = true;
+                    continue;
+                }
+                exporter.set_state("stopped");
+                exporter.log(&format!(
+                    "sampling stopped: {}; starting again in {}",
+                    ended.why,
+                    humantime::format_duration(wait)
+                ));
+            }
+            Err(e) => {
+                let busy = matches!(
+                    &e,
+                    SessionError::Cupti(cufall_cupti::CuptiError::CountersBusy { .. })
+                );
+                exporter.set_state(if busy { "counters_busy" } else { "stopped" });
+                exporter.log(&format!(
+                    "cannot start sampling: {}; trying again in {}",
+                    crate::pipeline::error_chain(&e),
+                    humantime::format_duration(wait)
+                ));
+            }
+        }
+        lock(&exporter.core).restarts += 1;
+        let ran = began.elapsed();
+        sleep_unless_shut_down(exporter, wait);
+        // A run that went well for a while starts the waits over.
+        wait = if ran > max { min } else { (wait * 2).min(max) };
+    }
+}
+
+fn sleep_unless_shut_down(exporter: &Exporter, d: Duration) {
+    let until = Instant::now() + d;
+    while !exporter.is_shut_down() && Instant::now() < until {
+        std::thread::sleep(
+            Duration::from_millis(20).min(until.saturating_duration_since(Instant::now())),
+        );
+    }
+}
+
+/// A running exporter: its HTTP server, handler threads and supervisor.
+pub struct Serving {
+    pub exporter: Arc<Exporter>,
+    pub addr: Option<std::net::SocketAddr>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    server: Arc<tiny_http::Server>,
+}
+
+/// Starts serving `server` and supervising `backend` (with `first`, a run already started).
+pub fn start(
+    server: tiny_http::Server,
+    exporter: Arc<Exporter>,
+    backend: impl Backend,
+    first: Option<Started>,
+) -> std::io::Result<Serving> {
+    let addr = http::local_addr(&server);
+    let server = Arc::new(server);
+    let mut threads = Vec::new();
+    for i in 0..http::HANDLERS {
+        let (s, e) = (Arc::clone(&server), Arc::clone(&exporter));
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("cufall-http-{i}"))
+                .spawn(move || http::serve(&s, &e))?,
+        );
+    }
+    let e = Arc::clone(&exporter);
+    threads.push(
+        std::thread::Builder::new()
+            .name("cufall-serve".into())
+            .spawn(move || supervise(&e, backend, first))?,
+    );
+    Ok(Serving {
+        exporter,
+        addr,
+        threads,
+        server,
+    })
+}
+
+impl Serving {
+    /// Stops sampling and serving, and waits for every thread.
+    pub fn stop(self) {
+        self.exporter.shut_down();
+        self.server.unblock();
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}

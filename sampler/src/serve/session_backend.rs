@@ -1,0 +1,63 @@
+//! The GPU [`Backend`] of `cufall serve`: each run is a session made exactly as `record` and the
+//! live view make theirs (`session::prepare`, then `start` with a live feed and no trace).
+//!
+//! A run asks for the GPU counters; when another profiler holds them, the run samples NVML only
+//! (so power and nvidia-smi's utilisation keep coming) and the supervisor stops it after its
+//! current wait to ask for the counters again.
+
+use super::{Backend, FEED_CAPACITY, Run, Started};
+use crate::session::{self, CounterPolicy, SessionConfig, SessionError, SessionHandle};
+use cufall_cupti::CuptiError;
+use cufall_trace::model::HeatmapSpec;
+
+impl Run for SessionHandle {
+    fn error(&self) -> Option<String> {
+        SessionHandle::error(self)
+    }
+
+    fn stop(self: Box<Self>) -> Vec<String> {
+        SessionHandle::stop(*self).summary.errors
+    }
+}
+
+/// Sessions over the GPUs of `cfg`.
+pub struct SessionBackend {
+    pub cfg: SessionConfig,
+    pub heatmaps: Vec<HeatmapSpec>,
+}
+
+impl SessionBackend {
+    /// Prepares and starts one session with `policy` for the counters.
+    fn start_with(&self, policy: CounterPolicy) -> Result<Started, SessionError> {
+        let cfg = SessionConfig {
+            counters: policy,
+            ..self.cfg.clone()
+        };
+        let prepared = session::prepare(&cfg)?;
+        let heatmaps = if prepared.has_counters() {
+            self.heatmaps.clone()
+        } else {
+            Vec::new()
+        };
+        let (tx, rx) = cufall_live::feed(prepared.feed_info(heatmaps), FEED_CAPACITY);
+        let handle = prepared.start(Some(tx), None)?;
+        Ok(Started {
+            feed: rx,
+            run: Box::new(handle),
+        })
+    }
+}
+
+impl Backend for SessionBackend {
+    fn start(&mut self) -> Result<Started, SessionError> {
+        match self.start_with(CounterPolicy::Required) {
+            Err(SessionError::Cupti(e @ CuptiError::CountersBusy { .. })) => {
+                // NVML only, saying why; the supervisor asks for the counters again later.
+                let mut started = self.start_with(CounterPolicy::Off)?;
+                started.feed.info.counters_unavailable = Some(e.to_string());
+                Ok(started)
+            }
+            other => other,
+        }
+    }
+}

@@ -1,0 +1,378 @@
+//! A fake GPU on the wall clock, for the exporter: every decode call moves the samples of the
+//! time since the previous one (one per [`IV_NS`]), whose value follows a fixed pattern: busy
+//! at [`BUSY_VALUE`] % for 8 ms, then idle for 2 ms, every 10 ms. So the idle fraction is 0.2
+//! and 100 idle gaps of 2 ms end each second.
+//!
+//! [`Switches`] change it while it runs: `taken` makes it behave as CUPTI does when another
+//! profiler holds the counters (decode and start fail with `CountersBusy`), `gone` as a GPU that
+//! fell off the bus (decode fails; the next run leaves it out). [`FakeGpus`] is a
+//! `serve::Backend`: each run is the real decode loop, evaluators and sink of every present
+//! GPU, an NVML thread (100 % utilisation, 350 W, nvidia-smi's view of the same pattern), and
+//! the live feed the exporter takes.
+
+use super::{FakeImage, FakeImages, status};
+use cufall_cupti::{CounterDataInfo, CuptiError, DecodeOutcome, DecodeStop};
+use cufall_live::FeedInfo;
+use cufall_sampler::pipeline::{
+    DecodeConfig, DeviceCounters, DeviceParts, PipelineError, PmSource, SampleEvaluator, SinkMsg,
+    SinkResult, SinkShared, error_chain, run_device, sink_main,
+};
+use cufall_sampler::serve::{Backend, Run, Started};
+use cufall_sampler::session::SessionError;
+use cufall_sampler::sizing::ImagePlan;
+use cufall_trace::model::{DeviceId, DeviceInfo, MetricInfo, NvmlRow};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+pub const IV_NS: i64 = 100_000;
+pub const PERIOD_NS: i64 = 10_000_000;
+pub const BUSY_NS: i64 = 8_000_000;
+pub const BUSY_VALUE: f64 = 80.0;
+pub const METRIC: &str = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed";
+pub const POWER_W: f32 = 350.0;
+
+/// What a test changes on one fake GPU while it runs.
+#[derive(Debug, Default)]
+pub struct Switches {
+    pub taken: AtomicBool,
+    pub gone: AtomicBool,
+}
+
+fn now_ns() -> i64 {
+    cufall_sampler::now_unix_ns()
+}
+
+fn busy_status(during: &'static str) -> CuptiError {
+    CuptiError::CountersBusy {
+        during,
+        status: status(27),
+    }
+}
+
+/// The fake GPU's PM sampling.
+pub struct ClockedSource {
+    clock: i64,
+    running: bool,
+    switches: Arc<Switches>,
+    pub produced: Arc<AtomicU64>,
+}
+
+impl PmSource for ClockedSource {
+    type Image = FakeImage;
+
+    fn start(&mut self) -> Result<(), CuptiError> {
+        if self.switches.taken.load(Ordering::SeqCst) {
+            return Err(busy_status("cuptiPmSamplingStart"));
+        }
+        self.running = true;
+        self.clock = now_ns() - now_ns().rem_euclid(IV_NS);
+        Ok(())
+    }
+
+    fn stop(&mut self) -> Result<(), CuptiError> {
+        self.running = false;
+        Ok(())
+    }
+
+    fn is_running(&self) -> bool {
+        self.running
+    }
+
+    fn decode(&mut self, image: &mut FakeImage) -> Result<DecodeOutcome, CuptiError> {
+        if self.switches.gone.load(Ordering::SeqCst) {
+            return Err(CuptiError::Api {
+                call: "cuptiPmSamplingDecodeData",
+                status: status(999),
+            });
+        }
+        if self.switches.taken.load(Ordering::SeqCst) {
+            return Err(busy_status("cuptiPmSamplingDecodeData"));
+        }
+        let mut stop = DecodeStop::EndOfRecords;
+        while self.running && self.clock + IV_NS <= now_ns() {
+            if image.samples.len() == image.capacity {
+                stop = DecodeStop::CounterDataFull;
+                break;
+            }
+            let s = self.clock as u64;
+            image.samples.push((s, s + IV_NS as u64));
+            self.clock += IV_NS;
+            self.produced.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(DecodeOutcome {
+            stop,
+            overflow: false,
+        })
+    }
+
+    fn fill(&self, image: &FakeImage) -> Result<CounterDataInfo, CuptiError> {
+        Ok(CounterDataInfo {
+            total: image.capacity,
+            populated: image.samples.len(),
+            completed: image.samples.len(),
+        })
+    }
+
+    fn sample_times(&self, image: &FakeImage, index: usize) -> Result<(u64, u64), CuptiError> {
+        image
+            .samples
+            .get(index)
+            .copied()
+            .ok_or(CuptiError::InvalidArgument("no such sample".into()))
+    }
+
+    fn rearm(&mut self) -> Result<(), CuptiError> {
+        self.running = false;
+        Ok(())
+    }
+
+    fn now_ns(&self) -> i64 {
+        now_ns()
+    }
+}
+
+/// The pattern's value for a sample starting at `start_ns`.
+pub fn pattern(start_ns: i64) -> f64 {
+    if start_ns.rem_euclid(PERIOD_NS) < BUSY_NS {
+        BUSY_VALUE
+    } else {
+        0.0
+    }
+}
+
+pub struct PatternEval;
+
+impl SampleEvaluator<FakeImage> for PatternEval {
+    fn metric_count(&self) -> usize {
+        1
+    }
+
+    fn evaluate(
+        &mut self,
+        image: &FakeImage,
+        index: usize,
+        out: &mut [f64],
+    ) -> Result<(), CuptiError> {
+        let (s, _) = image.samples[index];
+        out[0] = pattern(s as i64);
+        Ok(())
+    }
+}
+
+fn plan() -> ImagePlan {
+    ImagePlan {
+        samples_per_image: 20_000,
+        seal_after_samples: 200,
+        seal_period: Duration::from_millis(20),
+        decode_period: Duration::from_millis(1),
+        initial_images: 2,
+        max_images: 8,
+    }
+}
+
+pub fn device_info(i: usize) -> DeviceInfo {
+    DeviceInfo {
+        id: DeviceId(i as u32),
+        name: "Fake H200".into(),
+        chip: "GH100".into(),
+        uuid: format!("GPU-fake-{i}"),
+        pci_bus_id: format!("00000000:{:02X}:00.0", i + 1),
+        sm_count: Some(132),
+        memory_total_bytes: None,
+    }
+}
+
+pub fn metric_info() -> MetricInfo {
+    MetricInfo {
+        name: METRIC.into(),
+        unit: "%".into(),
+        description: "tensor pipe activity".into(),
+    }
+}
+
+/// Fake GPUs as a `serve::Backend`.
+pub struct FakeGpus {
+    pub switches: Vec<Arc<Switches>>,
+    /// Runs started so far.
+    pub starts: Arc<AtomicU64>,
+}
+
+impl FakeGpus {
+    pub fn new(n: usize) -> Self {
+        FakeGpus {
+            switches: (0..n).map(|_| Arc::default()).collect(),
+            starts: Arc::default(),
+        }
+    }
+}
+
+type DeviceRun = (
+    DeviceId,
+    JoinHandle<Result<(), PipelineError>>,
+    Arc<DeviceCounters>,
+);
+
+/// One run of the fake GPUs.
+pub struct FakeRun {
+    stop: Arc<AtomicBool>,
+    nvml_stop: Arc<AtomicBool>,
+    devices: Vec<DeviceRun>,
+    nvml: Option<JoinHandle<()>>,
+    sink: Option<JoinHandle<SinkResult>>,
+}
+
+impl Run for FakeRun {
+    fn error(&self) -> Option<String> {
+        for (id, h, c) in &self.devices {
+            if let Some(e) = c.error.lock().ok().and_then(|e| e.clone()) {
+                return Some(format!("{id}: {e}"));
+            }
+            if h.is_finished() {
+                return Some(format!("{id}: its sampling thread ended"));
+            }
+        }
+        None
+    }
+
+    fn stop(self: Box<Self>) -> Vec<String> {
+        let mut me = *self;
+        me.stop.store(true, Ordering::SeqCst);
+        let mut errors = Vec::new();
+        for (_, h, _) in me.devices.drain(..) {
+            if let Ok(Err(e)) = h.join() {
+                errors.push(error_chain(&e));
+            }
+        }
+        me.nvml_stop.store(true, Ordering::SeqCst);
+        if let Some(h) = me.nvml.take() {
+            let _ = h.join();
+        }
+        if let Some(h) = me.sink.take() {
+            let _ = h.join();
+        }
+        errors
+    }
+}
+
+fn spawn_device(
+    i: usize,
+    switches: &Arc<Switches>,
+    tx: &Sender<SinkMsg>,
+    stop: &Arc<AtomicBool>,
+) -> DeviceRun {
+    let id = DeviceId(i as u32);
+    let counters = Arc::new(DeviceCounters::default());
+    let (tx, stop, c) = (tx.clone(), Arc::clone(stop), Arc::clone(&counters));
+    let source = ClockedSource {
+        clock: 0,
+        running: false,
+        switches: Arc::clone(switches),
+        produced: Arc::default(),
+    };
+    let h = std::thread::spawn(move || {
+        let parts = DeviceParts {
+            source,
+            images: Arc::new(FakeImages {
+                capacity: 20_000,
+                restored: AtomicU64::new(0),
+            }),
+            evaluators: vec![PatternEval, PatternEval],
+            first_image: None,
+        };
+        let cfg = DecodeConfig {
+            device: id,
+            index: i,
+            interval_ns: IV_NS,
+            plan: plan(),
+        };
+        let r = run_device(parts, &cfg, &tx, &stop, &c);
+        if let Err(e) = &r {
+            *c.error.lock().unwrap() = Some(error_chain(e));
+        }
+        r
+    });
+    (id, h, counters)
+}
+
+fn spawn_nvml(present: Vec<usize>, tx: Sender<SinkMsg>, stop: Arc<AtomicBool>) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::SeqCst) {
+            let t = now_ns();
+            let rows = present
+                .iter()
+                .map(|&i| NvmlRow {
+                    device: DeviceId(i as u32),
+                    t_ns: t,
+                    power_w: Some(POWER_W),
+                    gpu_util_pct: Some(100),
+                    ..NvmlRow::default()
+                })
+                .collect();
+            let _ = tx.send(SinkMsg::Nvml(rows));
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    })
+}
+
+impl Backend for FakeGpus {
+    fn start(&mut self) -> Result<Started, SessionError> {
+        self.starts.fetch_add(1, Ordering::SeqCst);
+        let present: Vec<usize> = (0..self.switches.len())
+            .filter(|&i| !self.switches[i].gone.load(Ordering::SeqCst))
+            .collect();
+        if present.is_empty() {
+            return Err(SessionError::Cupti(CuptiError::NoDevice));
+        }
+        let taken = present
+            .iter()
+            .any(|&i| self.switches[i].taken.load(Ordering::SeqCst));
+        let info = FeedInfo {
+            devices: present.iter().map(|&i| device_info(i)).collect(),
+            metrics: if taken {
+                Vec::new()
+            } else {
+                vec![metric_info()]
+            },
+            heatmaps: Vec::new(),
+            interval_ns: IV_NS,
+            nvml_interval_ns: 10_000_000,
+            counters_unavailable: taken
+                .then(|| busy_status("cuptiProfilerHostInitialize").to_string()),
+        };
+        let (live_tx, rx) = cufall_live::feed(info, cufall_sampler::serve::FEED_CAPACITY);
+        let (tx, sink_rx) = mpsc::channel();
+        let sink = std::thread::spawn(move || {
+            sink_main(
+                sink_rx,
+                None,
+                Some(live_tx),
+                Arc::new(SinkShared::default()),
+                None,
+            )
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let nvml_stop = Arc::new(AtomicBool::new(false));
+        let devices = if taken {
+            Vec::new()
+        } else {
+            present
+                .iter()
+                .map(|&i| spawn_device(i, &self.switches[i], &tx, &stop))
+                .collect()
+        };
+        let nvml = spawn_nvml(present, tx, Arc::clone(&nvml_stop));
+        Ok(Started {
+            feed: rx,
+            run: Box::new(FakeRun {
+                stop,
+                nvml_stop,
+                devices,
+                nvml: Some(nvml),
+                sink: Some(sink),
+            }),
+        })
+    }
+}

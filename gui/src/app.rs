@@ -1,17 +1,26 @@
 //! The window: a top bar (open, view options, help), the message bar, the side panel and the
 //! timeline, over one or two recordings.
 
+use crate::axis::AxisTime;
+use crate::flame::Icicle;
 use crate::model::{DiffState, LoadedTrace, Locked, TraceSlot, shared_extent};
 use crate::panel::{common_phases, side_panel_ui};
 use crate::stats::{SelectionStats, selection_stats};
 use crate::timeline::timeline_ui;
-use crate::view::{Input, Settings, SideTab, TimeView, TrackStyle, ViewState};
+use crate::view::{FlamePick, Input, Settings, SideTab, TimeView, TrackStyle, ViewState};
 use cufall_analysis::diff::build_diff;
 use cufall_analysis::report::ReportOptions;
 use cufall_analysis::select::PhaseSelect;
 use eframe::egui::{self, Ui};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
+
+/// The `--align` value that places B on the shared wall clock.
+pub const ALIGN_WALL: &str = "wall";
+
+/// What a flame graph was built for: the selection, whose samples, and whether the
+/// recording's tables were read.
+type FlameKey = (AxisTime, AxisTime, FlamePick, bool);
 
 /// Key of the settings in eframe's storage.
 pub const SETTINGS_KEY: &str = "cufall-gui-settings";
@@ -23,9 +32,12 @@ pub struct GuiApp {
     pub st: ViewState,
     ctx: egui::Context,
     sel: Option<SelectionStats>,
+    /// The flame graph of the selection, with what it was built for.
+    flame: Option<(FlameKey, Icicle)>,
     diff: DiffState,
-    /// The alignment the offsets were computed for, and whether both sides had their tables.
-    aligned: Option<(Option<String>, bool)>,
+    /// The alignment the offsets were computed for (phase, wall clock), and whether both
+    /// sides had their tables.
+    aligned: Option<(Option<String>, bool, bool)>,
     /// Which NVTX ranges are phases, in every recording opened.
     phases: PhaseSelect,
 }
@@ -46,11 +58,17 @@ impl GuiApp {
             st: ViewState::default(),
             ctx: ctx.clone(),
             sel: None,
+            flame: None,
             diff: DiffState::None,
             aligned: None,
             phases,
         };
-        app.st.align_phase = align;
+        // `wall` is the shared wall clock (recordings of one run on two hosts), not a phase.
+        if align.as_deref() == Some(ALIGN_WALL) {
+            app.st.align_wall = true;
+        } else {
+            app.st.align_phase = align;
+        }
         // Names come from the profiled program: a character no font has is drawn as a box,
         // never a failure.
         ctx.set_missing_glyph_policy(egui::MissingGlyphPolicy::Tofu);
@@ -92,6 +110,9 @@ impl GuiApp {
                 self.sel = None;
                 // The timeline decides again which GPU groups start folded, with the new rows.
                 self.st.folded = None;
+                self.st.host_folded = None;
+                self.st.flame_pick = FlamePick::default();
+                self.flame = None;
                 if self.slots.len() == 1 {
                     self.st.fitted = None;
                 }
@@ -134,7 +155,7 @@ impl GuiApp {
         // B's offset must come from the same finished state: the loader may finish between
         // the alignment above and these locks, and a final fit made before B's final offset
         // would leave the view off by the shift.
-        let aligned_final = locked.len() < 2 || self.aligned.as_ref().is_some_and(|(_, r)| *r);
+        let aligned_final = locked.len() < 2 || self.aligned.as_ref().is_some_and(|(_, _, r)| *r);
         let done = known
             && aligned_final
             && locked
@@ -178,13 +199,15 @@ impl GuiApp {
             }
             self.sel = Some(stats);
         }
+        update_flame(&mut self.flame, &self.st, &locked);
         if self.settings.side_panel && !locked.is_empty() {
             egui::Panel::right("side")
                 .resizable(true)
                 .default_size(440.0)
                 .max_size(640.0)
                 .show(ui, |ui| {
-                    side_panel_ui(ui, &locked, &mut self.st, self.sel.as_ref(), &self.diff);
+                    let sel = (self.sel.as_ref(), self.flame.as_ref().map(|f| &f.1));
+                    side_panel_ui(ui, &locked, &mut self.st, sel, &self.diff);
                 });
         }
         egui::CentralPanel::default().show(ui, |ui| {
@@ -294,13 +317,39 @@ pub fn trace_root(path: &Path) -> PathBuf {
     }
 }
 
+/// Builds the flame graph of the selection again when the selection, the threads chosen or
+/// the recording's tables changed.
+fn update_flame(flame: &mut Option<(FlameKey, Icicle)>, st: &ViewState, locked: &[Locked<'_>]) {
+    let Some((a, b)) = st.selection() else {
+        *flame = None;
+        return;
+    };
+    let pick = st.flame_pick;
+    let Some(t) = locked.get(pick.ti) else {
+        *flame = None;
+        return;
+    };
+    let key = (a, b, pick, t.s.tables.is_some());
+    if flame.as_ref().is_some_and(|(k, _)| *k == key) {
+        return;
+    }
+    let icicle = t.s.tables.as_ref().map_or_else(Icicle::default, |tb| {
+        let threads = tb.host.threads.iter().filter(|th| {
+            pick.thread
+                .is_none_or(|(pid, tid)| (th.pid, th.tid) == (pid, tid))
+        });
+        Icicle::build(&tb.host, threads, t.slot.local(a), t.slot.local(b))
+    });
+    *flame = Some((key, icicle));
+}
+
 /// Places B on the shared axis: the first range of the chosen phase in B starts where the first
 /// in A does; without a chosen phase, their first samples line up. Returns B's offset, or `None`
 /// when nothing changed since `aligned`.
 fn align_offset(
     slots: &[TraceSlot],
     st: &mut ViewState,
-    aligned: &mut Option<(Option<String>, bool)>,
+    aligned: &mut Option<(Option<String>, bool, bool)>,
 ) -> Option<i64> {
     if slots.len() < 2 {
         return None;
@@ -311,11 +360,16 @@ fn align_offset(
         .all(|t| t.s.tables.is_some() && t.s.samples_done);
     if aligned
         .as_ref()
-        .is_some_and(|(p, r)| *p == st.align_phase && *r == ready)
+        .is_some_and(|(p, w, r)| *p == st.align_phase && *w == st.align_wall && *r == ready)
     {
         return None;
     }
     let base = locked[0].slot.offset_ns;
+    if st.align_wall {
+        // Every trace's clock is its host's wall clock: B takes A's offset, unshifted.
+        *aligned = Some((st.align_phase.clone(), true, ready));
+        return Some(base);
+    }
     let mut offset = base + locked[0].s.extent.start_ns - locked[1].s.extent.start_ns;
     if let Some(phase) = st.align_phase.clone() {
         let first_of = |t: &Locked<'_>| -> Option<i64> {
@@ -350,7 +404,7 @@ fn align_offset(
             _ => {}
         }
     }
-    *aligned = Some((st.align_phase.clone(), ready));
+    *aligned = Some((st.align_phase.clone(), false, ready));
     Some(offset)
 }
 

@@ -12,7 +12,9 @@
 //!   count per block of samples, blocks of blocks above), the only thing held for the whole
 //!   samples table; [`spans`], what a frame draws of a lane of kernels or NVTX ranges at any
 //!   zoom, in time proportional to the pixel columns; [`tables`], the tables beside the samples
-//!   in compact form; [`tiles`], raw samples in time tiles; [`gaps`], every idle gap; [`axis`],
+//!   in compact form; [`tiles`], raw samples in time tiles; [`gaps`], every idle gap; [`host`],
+//!   the sampled host threads and what a frame draws of one; [`names`], interned strings; [`flame`], the icicle of a
+//!   selection's host samples; [`axis`],
 //!   [`axis::AxisTime`], a time on the shared axis; [`fmt`];
 //! - [`model`]: the state the loader and the views share ([`model::Shared`] behind
 //!   [`model::LoadedTrace`], [`model::TraceSlot`], [`model::Locked`], the report and the
@@ -25,7 +27,8 @@
 //!   [`view::Input`], everything navigation can do to it;
 //! - the views, drawing (`*_ui` functions) and turning egui's input into [`view::Input`]s:
 //!   [`timeline`] (rows, per GPU a group that folds; their heights, shared by
-//!   [`timeline::layout`]; input; tracks), [`panel`], [`browse`] (the Browse… window);
+//!   [`timeline::layout`]; input; tracks), [`panel`] (with [`icicle`], the flame graph of the
+//!   selection), [`browse`] (the Browse… window);
 //! - [`app`]: the window, which holds the recordings and lays the views out.
 //!
 //! The `cufall gui` subcommand (flags in the binary) calls [`run`]; tests drive
@@ -36,11 +39,15 @@ pub mod app;
 pub mod axis;
 pub mod browse;
 pub mod data;
+pub mod flame;
 pub mod fmt;
 pub mod gaps;
+pub mod host;
+pub mod icicle;
 pub mod lod;
 pub mod memory;
 pub mod model;
+pub mod names;
 pub mod panel;
 pub mod spans;
 pub mod stats;

@@ -204,3 +204,30 @@ pub enum DiffState {
     Computing(mpsc::Receiver<Result<DiffReport, String>>),
     Done(Box<Result<DiffReport, String>>),
 }
+
+/// The host a recording was made on, `?` where its manifest names none.
+pub fn host_of(t: &Locked<'_>) -> String {
+    let h = t.slot.data.manifest.hostname.trim();
+    if h.is_empty() {
+        "?".into()
+    } else {
+        crate::host::clean_text(h)
+    }
+}
+
+/// Whether the open recordings were made on different hosts (two nodes of one run): their
+/// GPUs are then named `host:GPU n`, as `cufall report A B` names them.
+pub fn hosts_differ(traces: &[Locked<'_>]) -> bool {
+    traces
+        .iter()
+        .any(|t| t.slot.data.manifest.hostname != traces[0].slot.data.manifest.hostname)
+}
+
+/// A GPU of recording `ti` as labels name it: `GPU n`, or `host:GPU n` where the recordings
+/// come from different hosts.
+pub fn gpu_label(traces: &[Locked<'_>], ti: usize, dev: DeviceId) -> String {
+    match traces.get(ti) {
+        Some(t) if hosts_differ(traces) => format!("{}:{dev}", host_of(t)),
+        _ => dev.to_string(),
+    }
+}

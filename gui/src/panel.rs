@@ -2,8 +2,12 @@
 //! zooms there), the statistics of the selection, and the comparison of two recordings.
 
 use crate::axis::AxisTime;
+use crate::flame::Icicle;
 use crate::fmt::{Nanos, fmt_pct, fmt_value, round_ns, short_metric};
-use crate::model::{DiffState, GAPS_LISTED, Locked, ReportState, shared_extent};
+use crate::icicle::icicle_ui;
+use crate::model::{
+    DiffState, GAPS_LISTED, Locked, ReportState, gpu_label, hosts_differ, shared_extent,
+};
 use crate::stats::SelectionStats;
 use crate::view::{Input, SideTab, ViewState};
 use cufall_analysis::diff::DiffReport;
@@ -16,7 +20,7 @@ pub fn side_panel_ui(
     ui: &mut Ui,
     traces: &[Locked<'_>],
     st: &mut ViewState,
-    sel: Option<&SelectionStats>,
+    (sel, flame): (Option<&SelectionStats>, Option<&Icicle>),
     diff: &DiffState,
 ) {
     ui.horizontal(|ui| {
@@ -44,7 +48,12 @@ pub fn side_panel_ui(
                     gaps_ui(ui, ti, t, traces, st);
                 }
             }
-            SideTab::Selection => selection_ui(ui, sel),
+            SideTab::Selection => {
+                selection_ui(ui, sel);
+                if sel.is_some() {
+                    icicle_ui(ui, traces, st, flame);
+                }
+            }
             SideTab::Compare => compare_ui(ui, traces, st, diff),
         });
 }
@@ -245,7 +254,12 @@ fn gaps_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], st: &m
             ui.end_row();
             for g in report.gaps.iter().take(GAPS_LISTED) {
                 let resp = ui.selectable_label(false, Nanos(g.duration_ns).to_string());
-                ui.label(g.device.0.to_string());
+                // The column is titled GPU: its number, or `host:GPU n` for two hosts.
+                if hosts_differ(traces) {
+                    ui.label(gpu_label(traces, ti, g.device));
+                } else {
+                    ui.label(g.device.0.to_string());
+                }
                 ui.label(crate::fmt::fmt_offset(
                     t.slot.disp(g.start_ns) - origin,
                     1e5,
@@ -283,7 +297,8 @@ fn selection_ui(ui: &mut Ui, sel: Option<&SelectionStats>) {
         ui.strong(&t.name);
         for d in &t.devices {
             ui.label(format!(
-                "{}: sampled {}{}",
+                "{}{}: sampled {}{}",
+                t.host.as_ref().map_or(String::new(), |h| format!("{h}:")),
                 d.device,
                 Nanos(d.sampled_ns),
                 d.idle_fraction
@@ -346,23 +361,40 @@ fn selection_ui(ui: &mut Ui, sel: Option<&SelectionStats>) {
     }
 }
 
+/// The Compare tab's alignments other than a phase.
+const START: &str = "(start of run)";
+const WALL_CLOCK: &str = "(wall clock)";
+
 fn compare_ui(ui: &mut Ui, traces: &[Locked<'_>], st: &mut ViewState, diff: &DiffState) {
     let common = common_phases(traces);
     ui.horizontal(|ui| {
-        let current = st
-            .align_phase
-            .clone()
-            .unwrap_or_else(|| "(start of run)".into());
+        let current = match (&st.align_phase, st.align_wall) {
+            (_, true) => WALL_CLOCK.to_string(),
+            (Some(p), false) => p.clone(),
+            (None, false) => START.to_string(),
+        };
         egui::ComboBox::from_label("B aligned at the first range of this phase")
             .selected_text(current)
             .show_ui(ui, |ui| {
-                ui.selectable_value(&mut st.align_phase, None, "(start of run)");
+                if ui
+                    .selectable_label(!st.align_wall && st.align_phase.is_none(), START)
+                    .clicked()
+                {
+                    (st.align_wall, st.align_phase) = (false, None);
+                }
+                // Two hosts' recordings of one run: their own clocks, unshifted.
+                if ui.selectable_label(st.align_wall, WALL_CLOCK).clicked() {
+                    st.align_wall = true;
+                }
                 for p in &common {
-                    ui.selectable_value(&mut st.align_phase, Some(p.clone()), p);
+                    let on = !st.align_wall && st.align_phase.as_ref() == Some(p);
+                    if ui.selectable_label(on, p).clicked() {
+                        (st.align_wall, st.align_phase) = (false, Some(p.clone()));
+                    }
                 }
             });
     });
-    if common.is_empty() {
+    if common.is_empty() && !st.align_wall {
         ui.colored_label(
             ui.visuals().warn_fg_color,
             "The recordings have no phase in common: they are aligned at their starts.",

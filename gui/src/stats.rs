@@ -5,6 +5,7 @@
 use crate::axis::AxisTime;
 use crate::lod::Summary;
 use crate::model::Locked;
+use crate::model::{host_of, hosts_differ};
 use cufall_trace::model::DeviceId;
 use std::collections::BTreeMap;
 
@@ -40,6 +41,9 @@ pub struct NameStat {
 #[derive(Clone, Debug, PartialEq)]
 pub struct TraceStat {
     pub name: String,
+    /// The recording's host, where the open recordings come from different hosts (its GPUs
+    /// are then named `host:GPU n`).
+    pub host: Option<String>,
     pub devices: Vec<DeviceStat>,
     pub kernels: Vec<NameStat>,
     pub kernel_count: usize,
@@ -117,6 +121,7 @@ pub fn selection_stats(
                 .unwrap_or_default();
         out.traces.push(TraceStat {
             name: t.slot.data.name.clone(),
+            host: hosts_differ(traces).then(|| host_of(t)),
             devices,
             kernels: inside.kernels,
             kernel_count: inside.kernel_count,

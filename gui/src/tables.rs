@@ -4,7 +4,9 @@
 //! NVTX lane as [`Spans`], NVML readings per device as a [`RawSeries`] with a pyramid of its own.
 //! Kernels are read one segment at a time, so the whole table is never held twice.
 
+use crate::host::HostStacks;
 use crate::lod::{DevicePyramid, RawSeries};
+pub use crate::names::Names;
 use crate::spans::Spans;
 use cufall_analysis::phases::Phases;
 use cufall_analysis::select::{PhaseSelect, domain_counts, library_of};
@@ -15,37 +17,6 @@ use std::collections::{BTreeMap, HashMap};
 
 /// Readings per level-0 block of an NVML pyramid.
 const NVML_BLOCK: usize = 16;
-
-/// Strings stored once, referred to by index.
-#[derive(Debug, Default)]
-pub struct Names {
-    list: Vec<String>,
-    index: HashMap<String, u32>,
-}
-
-impl Names {
-    pub fn id(&mut self, s: &str) -> u32 {
-        if let Some(&i) = self.index.get(s) {
-            return i;
-        }
-        let i = self.list.len() as u32;
-        self.list.push(s.to_string());
-        self.index.insert(s.to_string(), i);
-        i
-    }
-
-    pub fn get(&self, id: u32) -> &str {
-        self.list.get(id as usize).map_or("", String::as_str)
-    }
-
-    pub fn len(&self) -> usize {
-        self.list.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.list.is_empty()
-    }
-}
 
 /// What kernels launched alike share: kind, stream, grid and block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -380,6 +351,8 @@ pub struct Tables {
     pub kernels: BTreeMap<DeviceId, DeviceKernels>,
     pub drops: BTreeMap<DeviceId, Vec<DropRecord>>,
     pub nvml: BTreeMap<DeviceId, DeviceNvml>,
+    /// The program's host threads as sampled (`--host-stacks`); empty without them.
+    pub host: HostStacks,
 }
 
 impl Tables {
@@ -419,6 +392,7 @@ impl Tables {
             problem("NVML readings not shown", e.to_string());
             nvml_by.clear();
         }
+        let host = load_host(trace, problem);
         let mut drops_by: BTreeMap<DeviceId, Vec<DropRecord>> = BTreeMap::new();
         for d in drops {
             drops_by.entry(d.device).or_default().push(d);
@@ -437,6 +411,7 @@ impl Tables {
                 .into_iter()
                 .map(|(d, rows)| (d, DeviceNvml::build(rows, nvml_interval_ns)))
                 .collect(),
+            host,
         }
     }
 
@@ -447,6 +422,20 @@ impl Tables {
             .map(DeviceKernels::bytes_held)
             .sum::<usize>()
             + self.nvml.values().map(|n| n.series.bytes()).sum::<usize>()
+    }
+}
+
+/// The host stacks and samples; either table failing leaves the host lanes out.
+fn load_host(trace: &Trace, problem: &dyn Fn(&str, String)) -> HostStacks {
+    let read = trace
+        .stacks()
+        .and_then(|frames| Ok((frames, trace.host_samples()?)));
+    match read {
+        Ok((frames, samples)) => HostStacks::build(frames, samples),
+        Err(e) => {
+            problem("host stacks not shown", e.to_string());
+            HostStacks::default()
+        }
     }
 }
 

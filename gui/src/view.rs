@@ -206,6 +206,8 @@ pub enum Input {
     ToggleHelp,
     /// Folds a GPU's group of tracks into one row, or unfolds it (a click on its title).
     ToggleGroup(DeviceId),
+    /// Folds or unfolds a recording's host threads (a click on their title).
+    ToggleHostGroup(usize),
 }
 
 /// Which page the side panel shows.
@@ -252,6 +254,22 @@ pub struct ViewState {
     /// recordings' tables are read (every group open if all fit the window at their smallest,
     /// else every group folded); from then on only the user folds and unfolds.
     pub folded: Option<BTreeSet<DeviceId>>,
+    /// The recordings (0: A, 1: B) whose host threads are folded into their title row;
+    /// decided with [`ViewState::folded`] (folded where there are many threads).
+    pub host_folded: Option<BTreeSet<usize>>,
+    /// B is placed on the shared wall clock (two hosts of one run): no shift; overrides
+    /// [`ViewState::align_phase`].
+    pub align_wall: bool,
+    /// Whose host samples the flame graph of the selection shows.
+    pub flame_pick: FlamePick,
+}
+
+/// Which host samples the flame graph shows: recording `ti`'s, of every thread or of one
+/// (pid, tid).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlamePick {
+    pub ti: usize,
+    pub thread: Option<(u32, u32)>,
 }
 
 impl Default for ViewState {
@@ -270,6 +288,9 @@ impl Default for ViewState {
             fitted: None,
             last_data_rect: None,
             folded: None,
+            host_folded: None,
+            align_wall: false,
+            flame_pick: FlamePick::default(),
         }
     }
 }
@@ -330,6 +351,12 @@ impl ViewState {
                 let folded = self.folded.get_or_insert_with(BTreeSet::new);
                 if !folded.remove(&dev) {
                     folded.insert(dev);
+                }
+            }
+            Input::ToggleHostGroup(ti) => {
+                let folded = self.host_folded.get_or_insert_with(BTreeSet::new);
+                if !folded.remove(&ti) {
+                    folded.insert(ti);
                 }
             }
         }

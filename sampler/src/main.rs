@@ -261,9 +261,10 @@ struct GuiArgs {
     #[arg(value_name = "TRACE")]
     traces: Vec<std::path::PathBuf>,
     /// Align the second recording at this phase (an NVTX range path such as `verify` or
-    /// `step/verify`): its first range starts where the first recording's does. Default: their
-    /// first samples line up.
-    #[arg(long, value_name = "PHASE")]
+    /// `step/verify`): its first range starts where the first recording's does; `wall`: on the
+    /// shared wall clock, unshifted (two hosts' recordings of one run). Default: their first
+    /// samples line up.
+    #[arg(long, value_name = "PHASE|wall")]
     align: Option<String>,
     #[command(flatten)]
     phases: cufall_sampler::cli::analysis::PhasesArg,

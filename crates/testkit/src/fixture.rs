@@ -36,6 +36,12 @@
 //! - a worker, `tokenizer` (tid 1240), always idle in `wait\x1b[2J (threading.py:320)` (a
 //!   function name holding an escape sequence, as a hostile program could) under
 //!   `encode (tok.py:5)`.
+//!
+//! [`Fixture::write_with`] adds, on request ([`Extras`]), a host name in the manifest and host
+//! samples of two threads with stacks that follow the phases ([`phase_thread_stacks`],
+//! [`phase_thread_samples`]; stack ids from 101, apart from `host_stacks`'): `MainThread`
+//! follows the phases (running in draft and verify, waiting in the gaps), `loader` alternates
+//! between reading and sleeping.
 
 use cufall_trace::model::{
     ActivityKind, CaptureEvent, DeviceId, DeviceInfo, DropReason, DropRecord, FrameKind, Gil,
@@ -278,8 +284,17 @@ impl Fixture {
 
     /// Writes the trace into `dir/name`.
     pub fn write(&self, dir: &Path, name: &str) -> PathBuf {
+        self.write_with(dir, name, &Extras::default())
+    }
+
+    /// Writes the trace into `dir/name` with `extras` (host stacks, a host name); with
+    /// `Extras::default()` the same trace as [`Fixture::write`].
+    pub fn write_with(&self, dir: &Path, name: &str, extras: &Extras) -> PathBuf {
         let path = dir.join(name);
-        let m = self.manifest();
+        let mut m = self.manifest();
+        if let Some(h) = &extras.hostname {
+            m.hostname = h.clone();
+        }
         let mut w = TraceWriter::create(&path, m, WriterOptions::default()).expect("create");
         // Samples in 450 µs blocks, devices interleaved, one segment per block round.
         let mut block = 0;
@@ -344,9 +359,125 @@ impl Fixture {
             w.append_host_samples(&self.host_samples())
                 .expect("host samples");
         }
+        if extras.phase_threads {
+            w.append_stacks(&phase_thread_stacks()).expect("stacks");
+            w.append_host_samples(&phase_thread_samples())
+                .expect("host samples");
+        }
         w.finish(rel(3000)).expect("finish");
         path
     }
+}
+
+/// What [`Fixture::write_with`] adds to a fixture.
+#[derive(Clone, Debug, Default)]
+pub struct Extras {
+    /// The manifest's host name (the fixture's default names none).
+    pub hostname: Option<String>,
+    /// Host samples of two threads whose stacks follow the phases (see the module docs); not
+    /// meant with [`Fixture::host_stacks`] (the same threads would be sampled twice).
+    pub phase_threads: bool,
+}
+
+/// A frame of a fixture's stack: function, file, line, whether native.
+type FrameSpec = (&'static str, &'static str, Option<u32>, bool);
+
+/// The stacks of [`Extras::phase_threads`], innermost frame first.
+const HOST_STACKS: [&[FrameSpec]; 6] = [
+    &[
+        ("build_tree", "tree.py", Some(88), false),
+        ("draft", "serve.py", Some(30), false),
+        ("step", "serve.py", Some(12), false),
+        ("main", "serve.py", Some(140), false),
+    ],
+    &[
+        ("cudaStreamSynchronize", "libcudart.so.13", None, true),
+        ("synchronize", "torch/cuda/__init__.py", Some(985), false),
+        ("step", "serve.py", Some(14), false),
+        ("main", "serve.py", Some(140), false),
+    ],
+    &[
+        ("forward", "model.py", Some(51), false),
+        ("verify", "serve.py", Some(40), false),
+        ("step", "serve.py", Some(16), false),
+        ("main", "serve.py", Some(140), false),
+    ],
+    &[
+        ("get", "queue.py", Some(171), false),
+        ("next_batch", "serve.py", Some(60), false),
+        ("main", "serve.py", Some(138), false),
+    ],
+    &[
+        ("read_batch", "data.py", Some(22), false),
+        ("loader_loop", "data.py", Some(10), false),
+    ],
+    &[
+        ("sleep", "", None, true),
+        ("loader_loop", "data.py", Some(12), false),
+    ],
+];
+
+/// The stacks table of [`Extras::phase_threads`]: stack ids 101 to 106.
+pub fn phase_thread_stacks() -> Vec<StackFrame> {
+    let mut out = Vec::new();
+    for (i, frames) in HOST_STACKS.iter().enumerate() {
+        for (depth, (function, file, line, native)) in frames.iter().enumerate() {
+            out.push(StackFrame {
+                stack_id: i as u64 + PHASE_STACK_0,
+                depth: depth as u32,
+                function: function.to_string(),
+                file: file.to_string(),
+                line: *line,
+                module: String::new(),
+                kind: if *native {
+                    FrameKind::Native
+                } else {
+                    FrameKind::Python
+                },
+            });
+        }
+    }
+    out
+}
+
+/// The first stack id of [`phase_thread_stacks`], apart from those of [`Fixture::host_stacks`].
+const PHASE_STACK_0: u64 = 101;
+
+/// The host samples of [`Extras::phase_threads`], every 50 µs of the run: `MainThread` (1234/1234)
+/// in `build_tree` during draft, waiting in `cudaStreamSynchronize` in the draft → verify gap,
+/// in `forward` during verify and waiting in `queue.get` in the verify → draft gap; `loader`
+/// (1234/1240) in `read_batch` for 150 µs of every 250 and waiting in `sleep` for the rest.
+pub fn phase_thread_samples() -> Vec<HostSample> {
+    let mut out = Vec::new();
+    for t in (0..3000).step_by(50) {
+        let k = t % 1000;
+        let (main, main_idle) = match k {
+            0..400 => (0, false),
+            400..500 => (1, true),
+            500..900 => (2, false),
+            _ => (3, true),
+        };
+        let (loader, loader_idle) = if t % 250 < 150 { (4, false) } else { (5, true) };
+        for (tid, name, stack_id, idle) in [
+            (1234, "MainThread", main, main_idle),
+            (1240, "loader", loader, loader_idle),
+        ] {
+            out.push(HostSample {
+                t_ns: rel(t),
+                pid: 1234,
+                tid,
+                thread_name: name.into(),
+                state: if idle {
+                    HostState::Idle
+                } else {
+                    HostState::Running
+                },
+                gil: if idle { Gil::Released } else { Gil::Held },
+                stack_id: PHASE_STACK_0 + stack_id,
+            });
+        }
+    }
+    out
 }
 
 /// The stacks of a fixture with `host_stacks`.

@@ -6,19 +6,21 @@
 //! - [`layout`]: the rows share the timeline's height ([`layout::share_heights`]);
 //! - [`input`]: the pointer and keys on the timeline, as [`crate::view::Input`]s that the view
 //!   state applies;
-//! - `tracks`: what each row draws and the tooltip under the pointer; `paint`: colour maps,
-//!   meshes and hatching; [`geom`]: time ↔ x ([`Geom`]) and what is under the pointer
-//!   ([`Hit`]), which the others share;
+//! - `tracks`: what each row draws and the tooltip under the pointer, `hostlane` the rows of
+//!   sampled host threads; `paint`: colour maps, meshes, hatching and group titles; [`geom`]:
+//!   time ↔ x ([`Geom`]) and what is under the pointer ([`Hit`]), which the others share;
 //! - here: the frame's layout (overview, axis, rows, overlays), group titles and the handles
 //!   that resize tracks.
 //!
 //! Imports flow one way inside the module too: this root uses the others, they use `geom`
-//! (and `tracks` uses `rows` and `paint`), never the root.
+//! (and `tracks` uses `rows`, `hostlane` and `paint`; `hostlane` uses `rows` and `paint`), never
+//! the root.
 //!
 //! Metric tracks are drawn from the level-of-detail pyramid, one summary per point column, or
 //! from raw samples when single samples are wider than a column.
 
 pub mod geom;
+mod hostlane;
 pub mod input;
 pub mod layout;
 mod paint;
@@ -82,7 +84,12 @@ pub fn timeline_ui(
     let avail_h = ui.available_height();
     decide_folds(traces, settings, st, avail_h);
     let no_folds = BTreeSet::new();
-    let rows = rows(traces, settings, st.folded.as_ref().unwrap_or(&no_folds));
+    let rows = rows(
+        traces,
+        settings,
+        st.folded.as_ref().unwrap_or(&no_folds),
+        st.host_folded.as_ref().unwrap_or(&BTreeSet::new()),
+    );
     let heights = row_heights(&rows, traces, settings, avail_h);
     let total_h: f32 = heights.iter().map(|h| h + ROW_GAP).sum();
     let mut hit: Option<Hit> = None;
@@ -158,7 +165,14 @@ fn decide_folds(traces: &[Locked<'_>], settings: &Settings, st: &mut ViewState, 
     if st.folded.is_some() || traces.is_empty() || !read {
         return;
     }
-    let open = rows(traces, settings, &BTreeSet::new());
+    // Many host threads start folded whatever the height: each is a lane of its own.
+    st.host_folded = Some(
+        (0..traces.len())
+            .filter(|ti| rows::host_threads(traces, *ti) > rows::HOST_OPEN_MAX)
+            .collect(),
+    );
+    let host_folded = st.host_folded.clone().unwrap_or_default();
+    let open = rows(traces, settings, &BTreeSet::new(), &host_folded);
     let smallest: f32 = open
         .iter()
         .map(|r| r.fit(traces, settings).min + ROW_GAP)
@@ -178,28 +192,38 @@ fn group_title_ui(
     st: &mut ViewState,
     extent: (AxisTime, AxisTime),
 ) {
-    let Row::Device { dev, folded } = *row else {
-        return;
+    let (id, folded, (what, tracks), input) = match *row {
+        Row::Device { dev, folded } => {
+            let DeviceId(n) = dev;
+            (
+                egui::Id::unique(("cufall-group", n)),
+                folded,
+                (dev.to_string(), "this GPU's tracks"),
+                Input::ToggleGroup(dev),
+            )
+        }
+        Row::HostTitle { ti, folded } => (
+            egui::Id::unique(("cufall-host-group", ti)),
+            folded,
+            (format!("host threads {ti}"), "the host threads' lanes"),
+            Input::ToggleHostGroup(ti),
+        ),
+        _ => return,
     };
-    let DeviceId(n) = dev;
     let resp = ui
-        .interact(
-            label_rect,
-            egui::Id::unique(("cufall-group", n)),
-            Sense::click(),
-        )
+        .interact(label_rect, id, Sense::click())
         .on_hover_cursor(CursorIcon::PointingHand)
         .on_hover_text(if folded {
-            "click: show this GPU's tracks"
+            format!("click: show {tracks}")
         } else {
-            "click: fold this GPU's tracks into one row"
+            format!("click: fold {tracks} into one row")
         });
     let verb = if folded { "unfold" } else { "fold" };
     resp.widget_info(|| {
-        egui::WidgetInfo::labeled(egui::Role::Button, true, format!("{verb} {dev}"))
+        egui::WidgetInfo::labeled(egui::Role::Button, true, format!("{verb} {what}"))
     });
     if resp.clicked() {
-        st.apply(Input::ToggleGroup(dev), extent);
+        st.apply(input, extent);
     }
 }
 

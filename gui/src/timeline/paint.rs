@@ -1,8 +1,9 @@
 //! Painting helpers of the timeline: colour maps, metric columns as one mesh (heat strip, or a
-//! line over a min/max band) and hatching.
+//! line over a min/max band), hatching, group titles and the `A`/`B` tags of labels.
 
 use crate::lod::Summary;
-use eframe::egui::{self, Color32, Mesh, Pos2, Rect, Shape};
+use crate::model::Locked;
+use eframe::egui::{self, Align2, Color32, FontId, Mesh, Pos2, Rect, Shape, Stroke, Vec2};
 
 /// The Turbo colour map (Google's polynomial fit) at `t` in `[0, 1]`.
 pub fn turbo(t: f32) -> Color32 {
@@ -161,4 +162,53 @@ pub(super) fn hatch(painter: &egui::Painter, r: Rect, color: Color32) {
         x += STEP;
     }
     painter.add(Shape::mesh(mesh));
+}
+
+/// A group's title with a triangle that says whether it is folded (pointing right) or open
+/// (pointing down), painted rather than a glyph, which the default fonts may lack.
+pub(super) fn group_title(
+    painter: &egui::Painter,
+    label: Rect,
+    title: &str,
+    folded: bool,
+    color: Color32,
+) {
+    let p = painter.with_clip_rect(label);
+    let tall = label.height() >= 34.0;
+    let y = if folded && tall {
+        label.center().y - 7.0
+    } else {
+        label.center().y
+    };
+    let c = Pos2::new(label.left() + 10.0, y);
+    let points = if folded {
+        vec![
+            c + Vec2::new(-3.0, -4.5),
+            c + Vec2::new(4.0, 0.0),
+            c + Vec2::new(-3.0, 4.5),
+        ]
+    } else {
+        vec![
+            c + Vec2::new(-4.5, -3.0),
+            c + Vec2::new(4.5, -3.0),
+            c + Vec2::new(0.0, 4.0),
+        ]
+    };
+    p.add(Shape::convex_polygon(points, color, Stroke::NONE));
+    p.text(
+        Pos2::new(label.left() + 18.0, y),
+        Align2::LEFT_CENTER,
+        title,
+        FontId::proportional(12.0),
+        color,
+    );
+}
+
+/// `A `/`B ` with two recordings, else nothing.
+pub(super) fn ab_tag(traces: &[Locked<'_>], ti: usize) -> &'static str {
+    match (traces.len() > 1, ti) {
+        (false, _) => "",
+        (true, 0) => "A ",
+        (true, _) => "B ",
+    }
 }

@@ -1,8 +1,9 @@
 //! The rows of the timeline, in order: NVTX lanes of each recording, then per GPU a group: a
 //! title row, each metric (of recording A, then of B right below it, so differences line up),
 //! kernels, NVML power, SM clock and NVML utilisation; a folded group is its title row alone,
-//! which then shows the GPU's first metric. And how each row may be sized ([`Fit`]), for
-//! [`super::layout::share_heights`].
+//! which then shows the GPU's first metric. The sampled host threads of each recording come
+//! between the NVTX lanes and the GPUs, under a title that folds them. And how each row may be
+//! sized ([`Fit`]), for [`super::layout::share_heights`].
 
 use super::layout::Fit;
 use crate::model::Locked;
@@ -81,13 +82,24 @@ pub enum Row {
         dev: DeviceId,
         folded: bool,
     },
+    /// The title line of a recording's sampled host threads; a click folds or unfolds them.
+    HostTitle {
+        ti: usize,
+        folded: bool,
+    },
+    /// One sampled host thread: index into the recording's [`crate::host::HostStacks::threads`].
+    Host {
+        ti: usize,
+        thread: usize,
+    },
 }
 
 impl Row {
     /// How the row may be sized, before any height the user gave it.
     pub fn base_fit(&self, settings: &Settings) -> Fit {
         match self {
-            Row::Nvtx { .. } | Row::Kernels { .. } => LANE,
+            Row::Nvtx { .. } | Row::Kernels { .. } | Row::Host { .. } => LANE,
+            Row::HostTitle { .. } => TITLE,
             Row::Metric { .. } => match settings.style {
                 TrackStyle::Heat => HEAT,
                 TrackStyle::Line => LINE,
@@ -125,7 +137,11 @@ impl Row {
                 .map(|info| format!("metric {}", info.name)),
             Row::Nvml { field, .. } => Some(format!("nvml {}", field.title())),
             Row::Device { folded: true, .. } => Some("folded GPU".into()),
-            Row::Nvtx { .. } | Row::Kernels { .. } | Row::Device { folded: false, .. } => None,
+            Row::Nvtx { .. }
+            | Row::Kernels { .. }
+            | Row::Device { folded: false, .. }
+            | Row::HostTitle { .. }
+            | Row::Host { .. } => None,
         }
     }
 }
@@ -141,8 +157,25 @@ pub fn devices(traces: &[Locked<'_>]) -> Vec<DeviceId> {
     devices
 }
 
-/// The rows to draw, in order; the groups of the GPUs in `folded` are their title row alone.
-pub fn rows(traces: &[Locked<'_>], settings: &Settings, folded: &BTreeSet<DeviceId>) -> Vec<Row> {
+/// A recording with more sampled host threads than this starts with them folded.
+pub const HOST_OPEN_MAX: usize = 8;
+
+/// How many host threads recording `ti` sampled.
+pub fn host_threads(traces: &[Locked<'_>], ti: usize) -> usize {
+    traces
+        .get(ti)
+        .and_then(|t| t.s.tables.as_ref())
+        .map_or(0, |tb| tb.host.threads.len())
+}
+
+/// The rows to draw, in order; the groups of the GPUs in `folded` are their title row alone,
+/// and so are the host threads of the recordings in `host_folded`.
+pub fn rows(
+    traces: &[Locked<'_>],
+    settings: &Settings,
+    folded: &BTreeSet<DeviceId>,
+    host_folded: &BTreeSet<usize>,
+) -> Vec<Row> {
     let mut out = Vec::new();
     if settings.show_nvtx {
         for (ti, t) in traces.iter().enumerate() {
@@ -151,6 +184,18 @@ pub fn rows(traces: &[Locked<'_>], settings: &Settings, folded: &BTreeSet<Device
                     out.push(Row::Nvtx { ti, lane });
                 }
             }
+        }
+    }
+    // The host threads under the phases: what the program did on the CPU, above the GPUs.
+    for ti in 0..traces.len() {
+        let n = host_threads(traces, ti);
+        if n == 0 {
+            continue;
+        }
+        let fold = host_folded.contains(&ti);
+        out.push(Row::HostTitle { ti, folded: fold });
+        if !fold {
+            out.extend((0..n).map(|thread| Row::Host { ti, thread }));
         }
     }
     for dev in devices(traces) {

@@ -3,12 +3,13 @@
 //! drops and idle gaps over them, NVML lines; and the tooltip of what is under the pointer.
 
 use super::geom::{Geom, Hit};
-use super::paint::{hatch, heat_mesh, line_mesh, name_color};
+use super::hostlane::host_row;
+use super::paint::{ab_tag, group_title, hatch, heat_mesh, line_mesh, name_color};
 use super::rows::{NvmlField, Row};
 use crate::axis::AxisTime;
 use crate::fmt::{Nanos, fmt_offset, fmt_value, round_ns, short_metric};
 use crate::lod::{DevicePyramid, RawSeries, Summary};
-use crate::model::{Locked, ReportState, shared_extent};
+use crate::model::{Locked, ReportState, gpu_label, hosts_differ, shared_extent};
 use crate::spans::{Piece, Spans, floor_i64, gallop};
 use crate::tables::{
     DeviceKernels, KernelView, NVML_MEM_CLOCK, NVML_POWER, NVML_SM_CLOCK, NVML_TEMPERATURE,
@@ -81,6 +82,7 @@ pub(super) fn draw_row(
             ""
         }
     };
+    let dev_tag = |ti: usize, dev: DeviceId| device_tag(traces, ti, dev);
     let put_label = |s: &str, color: Color32| {
         let p = painter.with_clip_rect(label);
         p.text(
@@ -104,7 +106,8 @@ pub(super) fn draw_row(
                 label.top(),
                 Stroke::new(1.0, ui.visuals().widgets.noninteractive.bg_stroke.color),
             );
-            group_title(painter, label, &format!("{dev}  {name}"), folded, text);
+            let title = format!("{}  {name}", group_gpus(traces, dev));
+            group_title(painter, label, &title, folded, text);
             if !folded {
                 return None;
             }
@@ -141,22 +144,51 @@ pub(super) fn draw_row(
         Row::Metric { ti, dev, m } => {
             let t = &traces[ti];
             let info = &t.slot.data.metrics[m];
-            put_label(&format!("{}{}", tag(ti), short_metric(&info.name)), text);
+            put_label(
+                &format!("{}{}", dev_tag(ti, dev), short_metric(&info.name)),
+                text,
+            );
             let style = (settings.style, settings.show_gaps);
             metric_track(ui, painter, t, dev, m, area, geom, style, pointer)
         }
         Row::Kernels { ti, dev } => {
             let t = &traces[ti];
-            put_label(&format!("{}kernels", tag(ti)), weak);
+            put_label(&format!("{}kernels", dev_tag(ti, dev)), weak);
             let tables = t.s.tables.as_ref()?;
             let k = tables.kernels.get(&dev)?;
             kernel_lane(painter, t, k, &tables.names, area, geom, pointer)
         }
         Row::Nvml { ti, dev, field } => {
-            put_label(&format!("{}{}", tag(ti), field.title()), weak);
+            put_label(&format!("{}{}", dev_tag(ti, dev), field.title()), weak);
             nvml_track(ui, painter, traces, ti, dev, field, area, geom, pointer)
         }
+        Row::HostTitle { .. } | Row::Host { .. } => {
+            host_row(ui, painter, row, (label, area), traces, geom, pointer)
+        }
     }
+}
+
+/// The label tag of a row in a GPU's group: `A `/`B ` with two recordings, `host:GPU n ` where
+/// they come from two hosts (as `cufall report A B` names GPUs), else nothing.
+fn device_tag(traces: &[Locked<'_>], ti: usize, dev: DeviceId) -> String {
+    if hosts_differ(traces) {
+        format!("{} ", gpu_label(traces, ti, dev))
+    } else {
+        ab_tag(traces, ti).to_string()
+    }
+}
+
+/// A GPU group's title: the GPU, or with two hosts' recordings each host's (`node-a:GPU 0 ·
+/// node-b:GPU 0`).
+fn group_gpus(traces: &[Locked<'_>], dev: DeviceId) -> String {
+    if !hosts_differ(traces) {
+        return dev.to_string();
+    }
+    let names: Vec<String> = (0..traces.len())
+        .filter(|ti| traces[*ti].slot.data.devices.contains(&dev))
+        .map(|ti| gpu_label(traces, ti, dev))
+        .collect();
+    names.join(" · ")
 }
 
 /// An NVML field of one GPU as a line, with the readings under the pointer.
@@ -263,40 +295,6 @@ fn nvtx_lane(
         }
     }
     hit
-}
-
-/// A group's title with a triangle that says whether it is folded (pointing right) or open
-/// (pointing down), painted rather than a glyph, which the default fonts may lack.
-fn group_title(painter: &egui::Painter, label: Rect, title: &str, folded: bool, color: Color32) {
-    let p = painter.with_clip_rect(label);
-    let tall = label.height() >= 34.0;
-    let y = if folded && tall {
-        label.center().y - 7.0
-    } else {
-        label.center().y
-    };
-    let c = Pos2::new(label.left() + 10.0, y);
-    let points = if folded {
-        vec![
-            c + Vec2::new(-3.0, -4.5),
-            c + Vec2::new(4.0, 0.0),
-            c + Vec2::new(-3.0, 4.5),
-        ]
-    } else {
-        vec![
-            c + Vec2::new(-4.5, -3.0),
-            c + Vec2::new(4.5, -3.0),
-            c + Vec2::new(0.0, 4.0),
-        ]
-    };
-    p.add(Shape::convex_polygon(points, color, Stroke::NONE));
-    p.text(
-        Pos2::new(label.left() + 18.0, y),
-        Align2::LEFT_CENTER,
-        title,
-        FontId::proportional(12.0),
-        color,
-    );
 }
 
 /// A folded group's row: the GPU's first metric as a heat strip, of each recording that has the

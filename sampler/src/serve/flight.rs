@@ -161,11 +161,18 @@ impl Snapshot {
 }
 
 impl Ring {
-    pub fn new(keep_ns: i64, budget: &Budget) -> Ring {
+    /// A ring for `keep_ns` sized by `budget`, never holding more than `limit_bytes` when given
+    /// (the memory `cufall serve` allows itself at start).
+    pub fn new(keep_ns: i64, budget: &Budget, limit_bytes: Option<u64>) -> Ring {
         Ring {
             keep_ns,
-            // Twice the estimate, and room for NVML when no counters are sampled.
-            cap_bytes: budget.bytes.saturating_mul(2).max(64 << 20),
+            // Twice the estimate, and room for NVML when no counters are sampled; the limit
+            // wins over both, so a run whose metrics were not known at start cannot exceed it.
+            cap_bytes: budget
+                .bytes
+                .saturating_mul(2)
+                .max(64 << 20)
+                .min(limit_bytes.unwrap_or(u64::MAX)),
             bytes: 0,
             newest_ns: i64::MIN,
             entries: VecDeque::new(),
@@ -175,6 +182,11 @@ impl Ring {
 
     pub fn bytes(&self) -> u64 {
         self.bytes
+    }
+
+    /// The most the ring holds before letting rows go early.
+    pub fn cap_bytes(&self) -> u64 {
+        self.cap_bytes
     }
 
     fn push(&mut self, start_ns: i64, end_ns: i64, bytes: u64, rows: Rows) {
@@ -396,7 +408,7 @@ mod tests {
     #[test]
     fn the_ring_keeps_the_last_keep_ns() {
         let budget = Budget::new(1, 1, 1_000, 10_000_000);
-        let mut r = Ring::new(10_000_000, &budget);
+        let mut r = Ring::new(10_000_000, &budget, None);
         for k in 0..100 {
             r.samples(batch(0, k * 1_000_000, (k + 1) * 1_000_000));
         }
@@ -405,6 +417,18 @@ mod tests {
         assert_eq!(snap.samples(), 11 * 1_000);
         assert_eq!(r.bytes(), 11 * 1_000 * 24);
         assert_eq!(r.evicted_by_cap, 0);
+    }
+
+    #[test]
+    fn a_limit_caps_the_ring_below_its_estimate() {
+        // 8 GPUs, 1 µs, 4 metrics, 5 minutes: far above the 1 MiB allowed.
+        let budget = Budget::new(8, 4, 1_000, 300_000_000_000);
+        let mut r = Ring::new(300_000_000_000, &budget, Some(1 << 20));
+        for k in 0..2_000 {
+            r.samples(batch(0, k * 1_000_000, (k + 1) * 1_000_000));
+        }
+        assert!(r.bytes() <= 1 << 20, "{} bytes", r.bytes());
+        assert!(r.evicted_by_cap > 0);
     }
 
     #[test]

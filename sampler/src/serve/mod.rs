@@ -78,6 +78,10 @@ pub struct ServeOptions {
     pub dump_dir: PathBuf,
     /// Accept `POST /dump` from any peer, not only loopback.
     pub allow_remote_dump: bool,
+    /// The memory this machine had available at start (`MemAvailable`); a flight recorder is
+    /// never given more than half of it, whatever metrics a later run brings. `None`: not
+    /// limited (the machine did not say).
+    pub memory_available_bytes: Option<u64>,
     pub heatmaps: Vec<HeatmapSpec>,
     pub hostname: String,
     /// The command line, for the dumps' manifests.
@@ -98,6 +102,7 @@ impl ServeOptions {
             keep: Duration::from_secs(300),
             dump_dir,
             allow_remote_dump: false,
+            memory_available_bytes: None,
             heatmaps: Vec::new(),
             hostname: crate::record::hostname(),
             command: std::env::args().collect(),
@@ -336,14 +341,7 @@ impl Exporter {
                 activity.as_ref(),
                 info.interval_ns,
             ));
-            let keep_ns = cufall_trace::model::nanos(self.opts.keep);
-            let budget = Budget::new(
-                info.devices.len(),
-                info.metrics.len(),
-                info.interval_ns,
-                keep_ns,
-            );
-            *lock(&self.ring) = Some(Ring::new(keep_ns, &budget));
+            *lock(&self.ring) = Some(self.new_ring(info));
         }
         if !info.metrics.is_empty() || core.info.is_none() {
             core.info = Some(info.clone());
@@ -354,6 +352,29 @@ impl Exporter {
                 a.add_device(d);
             }
         }
+    }
+
+    /// A flight recorder for `info`'s metrics and devices, checked again against the memory
+    /// allowed at start: the first run may have had no counters (another profiler held them),
+    /// so its budget said nothing of the metrics this run samples.
+    fn new_ring(&self, info: &FeedInfo) -> Ring {
+        let keep_ns = cufall_trace::model::nanos(self.opts.keep);
+        let budget = Budget::new(
+            info.devices.len(),
+            info.metrics.len(),
+            info.interval_ns,
+            keep_ns,
+        );
+        let available = self.opts.memory_available_bytes;
+        if let Some(Err(why)) = available
+            .map(|a| budget.check(&humantime::format_duration(self.opts.keep).to_string(), a))
+        {
+            self.log(&format!(
+                "flight recorder: {why}; until then it keeps only what fits in half of the \
+memory available at start, less than --keep"
+            ));
+        }
+        Ring::new(keep_ns, &budget, available.map(|a| a / 2))
     }
 
     fn ingest(&self, events: Vec<LiveEvent>) -> bool {
@@ -593,5 +614,66 @@ impl Serving {
         for t in self.threads {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use cufall_trace::model::MetricInfo;
+
+    fn device(i: u32) -> DeviceInfo {
+        DeviceInfo {
+            id: DeviceId(i),
+            name: "Fake H200".into(),
+            chip: "GH100".into(),
+            uuid: format!("GPU-fake-{i}"),
+            pci_bus_id: format!("00000000:{:02X}:00.0", i + 1),
+            sm_count: Some(132),
+            memory_total_bytes: None,
+        }
+    }
+
+    pub(crate) fn feed_info(metrics: usize, interval_ns: i64) -> FeedInfo {
+        FeedInfo {
+            devices: (0..8).map(device).collect(),
+            metrics: (0..metrics)
+                .map(|i| MetricInfo {
+                    name: format!("m{i}"),
+                    unit: "%".into(),
+                    description: String::new(),
+                })
+                .collect(),
+            heatmaps: Vec::new(),
+            interval_ns,
+            nvml_interval_ns: 10_000_000,
+            counters_unavailable: (metrics == 0).then(|| "another profiler".to_string()),
+        }
+    }
+
+    fn ring_cap(e: &Exporter) -> u64 {
+        lock(&e.ring).as_ref().map_or(0, |r| r.cap_bytes())
+    }
+
+    #[test]
+    fn counters_had_after_a_start_without_them_are_checked_against_the_memory() {
+        let mut opts = ServeOptions::new(PathBuf::from("."));
+        opts.keep = Duration::from_secs(3600);
+        opts.memory_available_bytes = Some(1 << 30);
+        let e = Exporter::new(opts);
+        // Another profiler held the counters: no metric, nothing to check yet.
+        e.begin_run(&feed_info(0, 50_000));
+        assert!(ring_cap(&e) <= 1 << 29);
+        assert!(!e.recent_log().iter().any(|l| l.contains("--keep")));
+        // The counters come: 8 GPUs, 2 metrics, 1 µs, an hour is far above 512 MiB.
+        e.begin_run(&feed_info(2, 1_000));
+        assert!(ring_cap(&e) <= 1 << 29, "{}", ring_cap(&e));
+        let log = e.recent_log();
+        assert!(
+            log.iter().any(|l| l
+                .starts_with("flight recorder: --keep 1h: the flight recorder would need")
+                && l.ends_with("less than --keep")),
+            "{log:?}"
+        );
     }
 }

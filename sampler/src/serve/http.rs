@@ -141,8 +141,14 @@ fn handle(req: Request, exporter: &Arc<Exporter>) {
     let _ = req.respond(response);
 }
 
+/// Whether `peer` is this machine. A dual-stack listener (`[::]`) sees an IPv4 loopback peer
+/// as `::ffff:127.0.0.1`, which `Ipv6Addr::is_loopback` says is not loopback.
+fn is_loopback(peer: SocketAddr) -> bool {
+    peer.ip().to_canonical().is_loopback()
+}
+
 fn dump(exporter: &Arc<Exporter>, peer: Option<SocketAddr>) -> Response<std::io::Cursor<Vec<u8>>> {
-    let loopback = peer.is_some_and(|p| p.ip().is_loopback());
+    let loopback = peer.is_some_and(is_loopback);
     if !loopback && !exporter.options().allow_remote_dump {
         let who = peer.map_or("an unknown peer".to_string(), |p| p.ip().to_string());
         return text(
@@ -169,5 +175,21 @@ with --allow-remote-dump\n"
             "a flight-recorder dump is being written; try again when it finishes\n".into(),
         ),
         Err(DumpRefused::Failed(e)) => text(500, format!("dump failed: {e}\n")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ipv4_loopback_peer_on_a_dual_stack_listener_is_loopback() {
+        let peer = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert!(is_loopback(peer("127.0.0.1:5000")));
+        assert!(is_loopback(peer("[::1]:5000")));
+        assert!(is_loopback(peer("[::ffff:127.0.0.1]:5000")));
+        assert!(!is_loopback(peer("[::ffff:192.0.2.1]:5000")));
+        assert!(!is_loopback(peer("192.0.2.1:5000")));
+        assert!(!is_loopback(peer("[2001:db8::1]:5000")));
     }
 }

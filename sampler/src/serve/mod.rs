@@ -265,15 +265,11 @@ impl Exporter {
 
     /// Writes the flight recorder to a new trace in the dump folder; one dump at a time.
     pub fn dump(&self) -> Result<Dumped, DumpRefused> {
-        if self
-            .dumping
-            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
-            .is_err()
-        {
+        let Some(claim) = Claim::take(&self.dumping) else {
             return Err(DumpRefused::Busy);
-        }
+        };
         let result = self.dump_now();
-        self.dumping.store(false, Ordering::SeqCst);
+        drop(claim);
         match &result {
             Ok(d) => {
                 self.dumps.fetch_add(1, Ordering::Relaxed);
@@ -425,6 +421,25 @@ memory available at start, less than --keep"
 
     fn set_state(&self, state: &'static str) {
         lock(&self.core).state = state;
+    }
+}
+
+/// Holds a flag set while it lives: cleared when dropped, also by a panic's unwinding, so a
+/// dump that panicked does not leave every later dump refused as busy.
+struct Claim<'a>(&'a AtomicBool);
+
+impl<'a> Claim<'a> {
+    /// Sets `flag` if it was clear; `None` when it was already set.
+    fn take(flag: &'a AtomicBool) -> Option<Claim<'a>> {
+        flag.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .ok()
+            .map(|_| Claim(flag))
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
     }
 }
 
@@ -653,6 +668,22 @@ pub(crate) mod tests {
 
     fn ring_cap(e: &Exporter) -> u64 {
         lock(&e.ring).as_ref().map_or(0, |r| r.cap_bytes())
+    }
+
+    #[test]
+    fn a_panic_while_dumping_leaves_dumps_possible() {
+        let flag = AtomicBool::new(false);
+        let held = Claim::take(&flag);
+        assert!(held.is_some());
+        assert!(Claim::take(&flag).is_none(), "one dump at a time");
+        drop(held);
+        let panicked = std::panic::catch_unwind(|| {
+            let _claim = Claim::take(&flag);
+            panic!("a dump panicked");
+        });
+        assert!(panicked.is_err());
+        assert!(!flag.load(Ordering::SeqCst));
+        assert!(Claim::take(&flag).is_some());
     }
 
     #[test]

@@ -4,8 +4,11 @@
 //! Rows are kept as the batches they arrived in, behind `Arc`s, so a dump takes a snapshot
 //! (a list of pointers) under the lock and writes it without holding the lock: scrapes and the
 //! sample stream go on while a dump is written. A batch leaves the ring once its last sample is
-//! older than `keep` behind the newest one; a byte cap of twice the stated estimate bounds the
-//! ring even when sample times jump (a GPU's clock set back, say).
+//! older than `keep` behind the newest one. Sample times follow the host's wall clock: when it
+//! is set back by more than `keep`, later rows are aged as if they went on from where the clock
+//! was, so the rows from before the step leave `keep` after it (not only when the clock catches
+//! up, which would have emptied the ring until then). A byte cap of twice the stated estimate
+//! bounds the ring whatever the times do.
 //!
 //! A dump is written to a hidden folder beside its final name and renamed when the trace is
 //! finished, so the final name is a complete trace or absent.
@@ -102,6 +105,8 @@ enum Rows {
 struct Entry {
     /// The latest time of the rows.
     end_ns: i64,
+    /// `end_ns` on the ring's ageing clock (moved past any backward step of the wall clock).
+    age_ns: i64,
     start_ns: i64,
     bytes: u64,
     rows: Rows,
@@ -113,7 +118,10 @@ pub struct Ring {
     keep_ns: i64,
     cap_bytes: u64,
     bytes: u64,
+    /// The newest time on the ageing clock.
     newest_ns: i64,
+    /// Added to sample times to make the ageing clock: the sum of the backward clock steps.
+    shift_ns: i64,
     entries: VecDeque<Entry>,
     /// Rows let go because of the byte cap (not the age), for the log.
     pub evicted_by_cap: u64,
@@ -175,6 +183,7 @@ impl Ring {
                 .min(limit_bytes.unwrap_or(u64::MAX)),
             bytes: 0,
             newest_ns: i64::MIN,
+            shift_ns: 0,
             entries: VecDeque::new(),
             evicted_by_cap: 0,
         }
@@ -190,17 +199,27 @@ impl Ring {
     }
 
     fn push(&mut self, start_ns: i64, end_ns: i64, bytes: u64, rows: Rows) {
-        self.newest_ns = self.newest_ns.max(end_ns);
+        let mut age_ns = end_ns.saturating_add(self.shift_ns);
+        if age_ns < self.newest_ns.saturating_sub(self.keep_ns) {
+            // The clock was set back by more than `keep`: age on from the newest time, so the
+            // ring does not let every row go as too old until the clock catches up.
+            self.shift_ns = self
+                .shift_ns
+                .saturating_add(self.newest_ns.saturating_sub(age_ns));
+            age_ns = self.newest_ns;
+        }
+        self.newest_ns = self.newest_ns.max(age_ns);
         self.bytes += bytes;
         self.entries.push_back(Entry {
             end_ns,
+            age_ns,
             start_ns,
             bytes,
             rows,
         });
         let horizon = self.newest_ns.saturating_sub(self.keep_ns);
         while let Some(front) = self.entries.front() {
-            let old = front.end_ns < horizon;
+            let old = front.age_ns < horizon;
             let over = self.bytes > self.cap_bytes;
             if !(old || over) {
                 break;
@@ -416,6 +435,32 @@ mod tests {
         // Batches ending within 10 ms of the newest end: the last 11 of 1 ms each.
         assert_eq!(snap.samples(), 11 * 1_000);
         assert_eq!(r.bytes(), 11 * 1_000 * 24);
+        assert_eq!(r.evicted_by_cap, 0);
+    }
+
+    #[test]
+    fn a_clock_set_back_does_not_empty_the_ring() {
+        let budget = Budget::new(1, 1, 1_000, 10_000_000);
+        let mut r = Ring::new(10_000_000, &budget, None);
+        let hour = 3_600_000_000_000;
+        for k in 0..20 {
+            r.samples(batch(0, hour + k * 1_000_000, hour + (k + 1) * 1_000_000));
+        }
+        // The clock goes back an hour: the new rows are kept, beside the last 10 ms before.
+        r.samples(batch(0, 0, 1_000_000));
+        assert_eq!(r.snapshot().samples(), 12 * 1_000);
+        for k in 1..5 {
+            r.samples(batch(0, k * 1_000_000, (k + 1) * 1_000_000));
+        }
+        // Time goes on from the step: each new millisecond lets the oldest before it go.
+        assert_eq!(r.snapshot().samples(), 12 * 1_000);
+        // 10 ms after the step, the rows from before it have left.
+        for k in 5..30 {
+            r.samples(batch(0, k * 1_000_000, (k + 1) * 1_000_000));
+        }
+        let snap = r.snapshot();
+        assert_eq!(snap.samples(), 11 * 1_000);
+        assert_eq!(snap.span(), Some((19_000_000, 30_000_000)));
         assert_eq!(r.evicted_by_cap, 0);
     }
 

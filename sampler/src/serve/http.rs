@@ -3,7 +3,7 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `GET /metrics` | the exposition; the scraper is `?scraper=NAME` when given, else the peer's address |
+//! | `GET /metrics` | the exposition; the scraper is the peer's address and `?scraper=NAME` when given |
 //! | `POST /dump` | writes the flight recorder to a trace; loopback peers only unless `--allow-remote-dump` (403); 409 while a dump runs |
 //! | `GET /` | a line per route |
 //!
@@ -113,14 +113,7 @@ fn handle(req: Request, exporter: &Arc<Exporter>) {
     let peer = req.remote_addr().copied();
     let response = match (req.method(), path) {
         (Method::Get, "/metrics") => {
-            let who = query
-                .split('&')
-                .find_map(|kv| kv.strip_prefix("scraper="))
-                .filter(|v| !v.is_empty())
-                .map(str::to_string)
-                .or_else(|| peer.map(|p| p.ip().to_string()))
-                .unwrap_or_else(|| "unknown".into());
-            let body = exporter.scrape(&who);
+            let body = exporter.scrape(&scraper_key(query, peer));
             let ct = Header::from_bytes("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
             let r = Response::from_string(body);
             match ct {
@@ -139,6 +132,24 @@ fn handle(req: Request, exporter: &Arc<Exporter>) {
     };
     // A scraper that hung up gets nothing; there is no one to tell.
     let _ = req.respond(response);
+}
+
+/// Who a scrape is for: the peer's address, and the `?scraper=` name when given. The address
+/// is part of it so that a client elsewhere naming another's scraper gets a window of its own
+/// instead of consuming that scraper's.
+fn scraper_key(query: &str, peer: Option<SocketAddr>) -> String {
+    let ip = peer.map_or_else(
+        || "unknown".to_string(),
+        |p| p.ip().to_canonical().to_string(),
+    );
+    match query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("scraper="))
+        .filter(|v| !v.is_empty())
+    {
+        Some(name) => format!("{ip} {name}"),
+        None => ip,
+    }
 }
 
 /// Whether `peer` is this machine. A dual-stack listener (`[::]`) sees an IPv4 loopback peer
@@ -181,6 +192,18 @@ with --allow-remote-dump\n"
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scraper_is_its_peer_and_its_name() {
+        let peer = |s: &str| Some(s.parse::<SocketAddr>().unwrap());
+        let here = scraper_key("scraper=prom", peer("10.0.0.1:5000"));
+        // Another connection of the same client is the same scraper; another peer is not.
+        assert_eq!(here, scraper_key("x=1&scraper=prom", peer("10.0.0.1:6000")));
+        assert_ne!(here, scraper_key("scraper=prom", peer("10.0.0.2:5000")));
+        assert_ne!(here, scraper_key("scraper=other", peer("10.0.0.1:5000")));
+        assert_eq!(scraper_key("", peer("[::ffff:10.0.0.1]:1")), "10.0.0.1");
+        assert_eq!(scraper_key("scraper=", peer("10.0.0.1:1")), "10.0.0.1");
+    }
 
     #[test]
     fn an_ipv4_loopback_peer_on_a_dual_stack_listener_is_loopback() {

@@ -29,6 +29,10 @@ pub struct ServeArgs {
     /// Folder the flight recorder's traces are written to (POST /dump, or SIGUSR1).
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub dump_dir: PathBuf,
+    /// This machine's flight-recorder dumps kept in --dump-dir; after each dump the oldest
+    /// beyond this many are deleted (only files named flight-HOST-TIME.cufall).
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub dump_keep: u32,
     /// Accept POST /dump from other machines too (default: from this machine only).
     #[arg(long)]
     pub allow_remote_dump: bool,
@@ -49,6 +53,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
     let mut opts = ServeOptions::new(args.dump_dir.clone());
     opts.keep = args.keep;
     opts.allow_remote_dump = args.allow_remote_dump;
+    opts.dump_keep = usize::try_from(args.dump_keep).unwrap_or(usize::MAX);
     opts.memory_available_bytes = mem_available_bytes();
     opts.heatmaps = selection.heatmaps.clone();
     let exporter = Exporter::new(opts);
@@ -104,8 +109,15 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
             let e = std::sync::Arc::clone(&exporter);
             // A signal's dump runs beside scrapes; a second one while it runs is refused.
             std::thread::spawn(move || {
-                if let Err(super::DumpRefused::Busy) = e.dump() {
-                    e.log("SIGUSR1: a dump is already being written; ignored");
+                match e.dump() {
+                    Err(super::DumpRefused::Busy) => {
+                        e.log("SIGUSR1: a dump is already being written; ignored");
+                    }
+                    Err(why @ super::DumpRefused::TooSoon { .. }) => {
+                        e.log(&format!("SIGUSR1: {why}; ignored"));
+                    }
+                    // Written or failed: the dump said so in the log.
+                    Ok(_) | Err(super::DumpRefused::Failed(_)) => {}
                 }
             });
         }

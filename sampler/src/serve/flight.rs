@@ -341,6 +341,62 @@ pub fn dump_path(dir: &Path, hostname: &str, unix_ns: i64) -> PathBuf {
     path
 }
 
+/// Whether `name` is one [`dump_path`] gives for `hostname`: `flight-HOST-YYYY-MM-DDTHH-MM-SSZ`,
+/// maybe `-N`, then `.cufall`. Only such names are ever deleted by [`prune_dumps`].
+pub fn is_dump_name(name: &str, hostname: &str) -> bool {
+    let base = dump_path(Path::new(""), hostname, 0);
+    // `flight-HOST-` (or `flight-`): the part of the name before the stamp.
+    let Some(prefix) = base
+        .to_str()
+        .and_then(|b| b.strip_suffix("1970-01-01T00-00-00Z.cufall"))
+    else {
+        return false;
+    };
+    let Some(rest) = name
+        .strip_prefix(prefix)
+        .and_then(|r| r.strip_suffix(".cufall"))
+    else {
+        return false;
+    };
+    let (stamp, n) = rest.split_at(rest.len().min(20));
+    let stamp_ok = stamp.len() == 20
+        && stamp.bytes().enumerate().all(|(i, b)| match i {
+            4 | 7 | 13 | 16 => b == b'-',
+            10 => b == b'T',
+            19 => b == b'Z',
+            _ => b.is_ascii_digit(),
+        });
+    let n_ok = n.is_empty()
+        || n.strip_prefix('-')
+            .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+    stamp_ok && n_ok
+}
+
+/// Deletes the oldest of this host's dumps in `dir` beyond the newest `keep` (by modification
+/// time, then name); only names [`is_dump_name`] accepts are touched. The paths deleted.
+pub fn prune_dumps(dir: &Path, hostname: &str, keep: usize) -> std::io::Result<Vec<PathBuf>> {
+    let mut dumps: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(dir)?
+        .filter_map(Result::ok)
+        .filter(|e| is_dump_name(&e.file_name().to_string_lossy(), hostname))
+        .filter_map(|e| {
+            let modified = e.metadata().and_then(|m| m.modified()).ok()?;
+            Some((modified, e.path()))
+        })
+        .collect();
+    dumps.sort();
+    let excess = dumps.len().saturating_sub(keep);
+    let mut deleted = Vec::new();
+    for (_, path) in dumps.into_iter().take(excess) {
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path)?;
+        } else {
+            std::fs::remove_file(&path)?;
+        }
+        deleted.push(path);
+    }
+    Ok(deleted)
+}
+
 /// Writes `snap` as a trace at `path`, atomically: a hidden folder beside it is written,
 /// finished, then renamed.
 pub fn write_dump(snap: &Snapshot, facts: &DumpFacts, path: &Path) -> Result<Dumped, DumpError> {
@@ -497,6 +553,47 @@ mod tests {
         assert!(e.ends_with("choose a shorter --keep"), "{e}");
         let five_min = Budget::new(8, 2, 50_000, 300_000_000_000);
         assert!(five_min.check("5m", 64 << 30).is_ok());
+    }
+
+    #[test]
+    fn only_this_hosts_dumps_beyond_keep_are_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut made = Vec::new();
+        for k in 0..4 {
+            let p = dump_path(
+                dir.path(),
+                "node/1",
+                1_764_460_800_000_000_000 + k * 1_000_000_000,
+            );
+            std::fs::create_dir(&p).unwrap();
+            std::fs::write(p.join("manifest.json"), "{}").unwrap();
+            made.push(p);
+            // Modification times a step apart on any file system.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let others = [
+            "flight-other-2025-11-30T00-00-00Z.cufall",
+            "flight-node_1-notes.cufall",
+            "flight-node_1-2025-11-30T00-00-00Z.cufall.bak",
+            "run.cufall",
+        ];
+        for o in others {
+            std::fs::create_dir(dir.path().join(o)).unwrap();
+        }
+        assert!(is_dump_name(
+            "flight-node_1-2025-11-30T00-00-00Z-12.cufall",
+            "node/1"
+        ));
+        assert!(!is_dump_name(
+            "flight-node_1-2025-11-30T00-00-00Z-.cufall",
+            "node/1"
+        ));
+        let deleted = prune_dumps(dir.path(), "node/1", 2).unwrap();
+        assert_eq!(deleted, made[..2].to_vec());
+        assert!(made[2].exists() && made[3].exists());
+        for o in others {
+            assert!(dir.path().join(o).exists(), "{o}");
+        }
     }
 
     #[test]

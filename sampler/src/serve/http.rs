@@ -4,7 +4,7 @@
 //! | route | what |
 //! |---|---|
 //! | `GET /metrics` | the exposition; the scraper is the peer's address and `?scraper=NAME` when given |
-//! | `POST /dump` | writes the flight recorder to a trace; loopback peers only unless `--allow-remote-dump` (403); 409 while a dump runs |
+//! | `POST /dump` | writes the flight recorder to a trace; loopback peers only unless `--allow-remote-dump` (403); 409 while a dump runs; 429 within 10 s of the last |
 //! | `GET /` | a line per route |
 //!
 //! A few handler threads take requests from tiny_http (which reads each connection on a thread
@@ -184,6 +184,13 @@ with --allow-remote-dump\n"
         Err(DumpRefused::Busy) => text(
             409,
             "a flight-recorder dump is being written; try again when it finishes\n".into(),
+        ),
+        Err(e @ DumpRefused::TooSoon { since, every }) => text(
+            429,
+            format!(
+                "{e}; try again in {:.0} s\n",
+                every.saturating_sub(since).as_secs_f64().ceil()
+            ),
         ),
         Err(DumpRefused::Failed(e)) => text(500, format!("dump failed: {e}\n")),
     }

@@ -78,6 +78,10 @@ pub struct ServeOptions {
     pub dump_dir: PathBuf,
     /// Accept `POST /dump` from any peer, not only loopback.
     pub allow_remote_dump: bool,
+    /// The least time between the starts of two dumps (a request sooner is refused).
+    pub dump_min_interval: Duration,
+    /// This host's dumps kept in `dump_dir`; older ones are deleted after each dump.
+    pub dump_keep: usize,
     /// The memory this machine had available at start (`MemAvailable`); a flight recorder is
     /// never given more than half of it, whatever metrics a later run brings. `None`: not
     /// limited (the machine did not say).
@@ -102,6 +106,8 @@ impl ServeOptions {
             keep: Duration::from_secs(300),
             dump_dir,
             allow_remote_dump: false,
+            dump_min_interval: Duration::from_secs(10),
+            dump_keep: 10,
             memory_available_bytes: None,
             heatmaps: Vec::new(),
             hostname: crate::record::hostname(),
@@ -121,6 +127,11 @@ impl ServeOptions {
 pub enum DumpRefused {
     #[error("a flight-recorder dump is being written")]
     Busy,
+    #[error(
+        "a flight-recorder dump was asked for {:.1} s ago; one is written at most every {:.0} s",
+        since.as_secs_f64(), every.as_secs_f64()
+    )]
+    TooSoon { since: Duration, every: Duration },
     #[error(transparent)]
     Failed(#[from] DumpError),
 }
@@ -143,6 +154,8 @@ pub struct Exporter {
     core: Mutex<Core>,
     ring: Mutex<Option<Ring>>,
     dumping: AtomicBool,
+    /// When the last dump was started, for the least time between dumps.
+    last_dump: Mutex<Option<Instant>>,
     dumps: AtomicU64,
     shutdown: AtomicBool,
     started: Instant,
@@ -176,6 +189,7 @@ impl Exporter {
             }),
             ring: Mutex::new(None),
             dumping: AtomicBool::new(false),
+            last_dump: Mutex::new(None),
             dumps: AtomicU64::new(0),
             shutdown: AtomicBool::new(false),
             started: now,
@@ -268,6 +282,17 @@ impl Exporter {
         let Some(claim) = Claim::take(&self.dumping) else {
             return Err(DumpRefused::Busy);
         };
+        {
+            let mut last = lock(&self.last_dump);
+            let now = Instant::now();
+            let every = self.opts.dump_min_interval;
+            if let Some(since) = last.map(|l| now.duration_since(l))
+                && since < every
+            {
+                return Err(DumpRefused::TooSoon { since, every });
+            }
+            *last = Some(now);
+        }
         let result = self.dump_now();
         drop(claim);
         match &result {
@@ -279,6 +304,7 @@ impl Exporter {
                     d.samples,
                     d.span_ns as f64 / 1e9
                 ));
+                self.prune_dumps();
             }
             Err(e) => self.log(&format!(
                 "flight recorder: dump failed: {}",
@@ -286,6 +312,26 @@ impl Exporter {
             )),
         }
         result.map_err(DumpRefused::Failed)
+    }
+
+    /// Deletes this host's oldest dumps beyond `dump_keep`, saying which.
+    fn prune_dumps(&self) {
+        let o = &self.opts;
+        match flight::prune_dumps(&o.dump_dir, &o.hostname, o.dump_keep) {
+            Ok(deleted) => {
+                for p in deleted {
+                    self.log(&format!(
+                        "flight recorder: deleted {} (--dump-keep {})",
+                        p.display(),
+                        o.dump_keep
+                    ));
+                }
+            }
+            Err(e) => self.log(&format!(
+                "flight recorder: cannot delete old dumps in {}: {e}",
+                o.dump_dir.display()
+            )),
+        }
     }
 
     fn dump_now(&self) -> Result<Dumped, DumpError> {

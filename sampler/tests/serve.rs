@@ -41,6 +41,14 @@ fn serve_fake(gpus: usize) -> Fixture {
 }
 
 fn serve_fake_on(gpus: usize, listen: &str) -> Fixture {
+    serve_fake_with(gpus, listen, |o| {
+        // Dumps as fast as the tests ask, all kept.
+        o.dump_min_interval = Duration::ZERO;
+        o.dump_keep = 1000;
+    })
+}
+
+fn serve_fake_with(gpus: usize, listen: &str, tweak: impl FnOnce(&mut ServeOptions)) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let server = serve::http::bind(listen).unwrap();
     let mut opts = ServeOptions::new(dir.path().to_path_buf());
@@ -49,6 +57,7 @@ fn serve_fake_on(gpus: usize, listen: &str) -> Fixture {
     opts.hostname = "testhost".into();
     opts.env = vec![("POD_NAME".into(), "llm-0".into())];
     opts.log_prefix = "cufall serve (test)";
+    tweak(&mut opts);
     let backend = FakeGpus::new(gpus);
     let switches = backend.switches.clone();
     let serving = serve::start(server, Exporter::new(opts), backend, None).unwrap();
@@ -437,6 +446,60 @@ fn a_dump_is_a_trace_that_info_and_report_read() {
     );
     let (code, _) = request(f.addr, "GET", "/dump");
     assert_eq!(code, 405);
+}
+
+#[test]
+fn dumps_are_spaced_and_only_the_newest_are_kept() {
+    let f = serve_fake_with(1, "127.0.0.1:0", |o| {
+        o.dump_min_interval = Duration::from_millis(1500);
+        o.dump_keep = 2;
+    });
+    warm_scrape(&f, "p", 0, Duration::from_millis(200));
+    // Not cufall's names: never deleted.
+    let mine = ["notes.cufall", "flight-testhost-latest.cufall"];
+    for m in mine {
+        std::fs::create_dir(f.dir.path().join(m)).unwrap();
+    }
+    let mut written = Vec::new();
+    for k in 0..3 {
+        let (code, body) = request(f.addr, "POST", "/dump");
+        assert_eq!(code, 200, "dump {k}: {body}");
+        written.push(body);
+        let (code, body) = request(f.addr, "POST", "/dump");
+        assert_eq!(code, 429, "{body}");
+        assert!(
+            body.starts_with("a flight-recorder dump was asked for")
+                && body.contains("one is written at most every 2 s; try again in"),
+            "{body}"
+        );
+        // Distinct names a second apart, so the oldest is the first.
+        std::thread::sleep(Duration::from_millis(1600));
+    }
+    let mut names: Vec<String> = std::fs::read_dir(f.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let dumps: Vec<&String> = names
+        .iter()
+        .filter(|n| !mine.contains(&n.as_str()))
+        .collect();
+    assert_eq!(dumps.len(), 2, "{names:?}");
+    assert!(written[0].contains("flight-testhost-"));
+    for m in mine {
+        assert!(names.iter().any(|n| n == m), "{names:?}");
+    }
+    for (w, d) in written[1..].iter().zip(&dumps) {
+        assert!(w.contains(d.as_str()), "{w} {d}");
+    }
+    assert!(
+        f.exporter()
+            .recent_log()
+            .iter()
+            .any(|l| l.starts_with("flight recorder: deleted") && l.ends_with("(--dump-keep 2)")),
+        "{:?}",
+        f.exporter().recent_log()
+    );
 }
 
 /// An address of this machine other than loopback (the source address of the default route;

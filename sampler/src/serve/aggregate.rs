@@ -2,10 +2,13 @@
 //! counters) and the values of each scraper's window (gauges).
 //!
 //! Every batch that reaches the exporter is folded once into the *current bucket*. A bucket is
-//! closed by every scrape (of any scraper) and at least once a second; closed buckets are kept
-//! for [`MAX_WINDOW`]. A scraper's window is the union of the buckets closed since its previous
-//! scrape, so each sample counts in exactly one window of each scraper, whatever the scrape
-//! intervals of the others. A scraper seen for the first time gets the buckets of the last
+//! closed by a scrape (of any scraper) when it is at least [`MIN_BUCKET`] old, and at least once
+//! a second; closed buckets are kept for [`MAX_WINDOW`]. A scraper's window is the union of the
+//! buckets closed since its previous scrape, so each sample counts in exactly one window of each
+//! scraper, whatever the scrape intervals of the others; a scrape right after another one's
+//! close reads up to that close (at most [`MIN_BUCKET`] behind). So a client scraping as fast
+//! as it can neither multiplies the buckets nor shortens anyone's history: [`MAX_BUCKETS`]
+//! holds [`MAX_WINDOW`] of them. A scraper seen for the first time gets the buckets of the last
 //! [`FIRST_WINDOW`]; one that comes back after more than [`MAX_WINDOW`] gets what is kept.
 //!
 //! Idle is the report's idle ([`cufall_analysis::samples::Activity`], with the report's default
@@ -30,8 +33,11 @@ pub const MAX_WINDOW: Duration = Duration::from_secs(600);
 pub const FIRST_WINDOW: Duration = Duration::from_secs(15);
 /// A bucket is closed at least this often, so that old ones can be let go on time.
 pub const BUCKET_PERIOD: Duration = Duration::from_secs(1);
-/// Closed buckets kept at most (scrapes more often than [`BUCKET_PERIOD`] make more of them).
-pub const MAX_BUCKETS: usize = 4096;
+/// A scrape closes the current bucket only when it is at least this old.
+pub const MIN_BUCKET: Duration = Duration::from_millis(100);
+/// Closed buckets kept at most: [`MAX_WINDOW`] of the shortest ones, so scrapes, however
+/// frequent, do not let buckets go before [`MAX_WINDOW`].
+pub const MAX_BUCKETS: usize = 6_000;
 /// Scrapers remembered at most; the one scraped least recently is forgotten first.
 pub const MAX_SCRAPERS: usize = 64;
 
@@ -385,9 +391,12 @@ impl Aggregator {
         }
     }
 
-    /// The window of scraper `who` (closed at `now`) and the running totals.
+    /// The window of scraper `who` (up to the last bucket closed, at `now` when the current one
+    /// is [`MIN_BUCKET`] old) and the running totals.
     pub fn scrape(&mut self, who: &str, now: Instant) -> Scrape {
-        self.close(now);
+        if now.duration_since(self.current.opened) >= MIN_BUCKET {
+            self.close(now);
+        }
         let first_unseen = match self.scrapers.get(who) {
             Some(s) => s.next_seq,
             None => {
@@ -412,7 +421,8 @@ impl Aggregator {
                     .add(t);
             }
         }
-        out.window = opened.map_or(Duration::ZERO, |o| now.duration_since(o));
+        // The window ends where the open bucket began (`now` when this scrape closed one).
+        out.window = opened.map_or(Duration::ZERO, |o| self.current.opened.duration_since(o));
         self.scrapers.insert(
             who.to_string(),
             Scraper {
@@ -484,7 +494,7 @@ mod tests {
     #[test]
     fn mean_max_and_idle_fraction_of_a_window() {
         let mut a = agg();
-        let t = Instant::now();
+        let t = Instant::now() + MIN_BUCKET;
         a.samples(&batch(0, 80, 50.0));
         a.samples(&batch(80, 100, 1.0));
         let s = a.scrape("p", t);
@@ -500,7 +510,7 @@ mod tests {
     #[test]
     fn a_gap_crossing_a_scrape_counts_once_whole_where_it_ends() {
         let mut a = agg();
-        let t = Instant::now();
+        let t = Instant::now() + MIN_BUCKET;
         a.samples(&batch(0, 10, 80.0));
         a.samples(&batch(10, 25, 0.0)); // idle from 1.0 ms
         let first = a.scrape("p", t);
@@ -519,7 +529,7 @@ mod tests {
     #[test]
     fn short_runs_and_holes_are_not_gaps() {
         let mut a = agg();
-        let t = Instant::now();
+        let t = Instant::now() + MIN_BUCKET;
         a.samples(&batch(0, 5, 0.0)); // 0.5 ms idle: too short
         a.samples(&batch(5, 6, 90.0));
         a.samples(&batch(6, 12, 0.0)); // 0.6 ms idle, then a hole
@@ -537,7 +547,7 @@ mod tests {
             lost_samples: Some(1),
         }]);
         b.samples(&batch(13, 14, 90.0));
-        let w = b.scrape("p", t);
+        let w = b.scrape("p", t + MIN_BUCKET);
         assert_eq!((window(&w).gaps, window(&w).gap_ns), (1, 1_200_000));
         assert_eq!(window(&w).lost_samples, 1);
         // A drop that arrives early does not cut the run the samples continue.
@@ -551,14 +561,14 @@ mod tests {
         }]);
         c.samples(&batch(0, 30, 0.0));
         c.samples(&batch(30, 31, 90.0));
-        let w = c.scrape("p", t);
+        let w = c.scrape("p", t + MIN_BUCKET);
         assert_eq!((window(&w).gaps, window(&w).gap_ns), (1, 3_000_000));
     }
 
     #[test]
     fn a_window_without_samples_has_no_values() {
         let mut a = agg();
-        let t = Instant::now();
+        let t = Instant::now() + MIN_BUCKET;
         a.samples(&batch(0, 10, 30.0));
         a.scrape("p", t);
         let s = a.scrape("p", t + Duration::from_secs(1));
@@ -576,7 +586,7 @@ mod tests {
     #[test]
     fn each_scraper_sees_every_sample_once() {
         let mut a = agg();
-        let t = Instant::now();
+        let t = Instant::now() + MIN_BUCKET;
         let (mut p, mut q) = (0, 0);
         for k in 0..10 {
             a.samples(&batch(k * 10, k * 10 + 10, 40.0));
@@ -601,7 +611,7 @@ mod tests {
     #[test]
     fn scrapers_and_buckets_stay_bounded() {
         let mut a = agg();
-        let t = Instant::now();
+        let t = Instant::now() + MIN_BUCKET;
         for k in 0..(MAX_SCRAPERS + 10) {
             a.scrape(&format!("s{k}"), t + Duration::from_millis(k as u64));
         }
@@ -611,6 +621,47 @@ mod tests {
         }
         assert!(a.closed.len() <= MAX_BUCKETS);
         assert!(a.closed.len() <= MAX_WINDOW.as_secs() as usize + 1);
+        assert!(MAX_BUCKETS as u128 >= MAX_WINDOW.as_millis() / MIN_BUCKET.as_millis());
+    }
+
+    #[test]
+    fn a_fast_scraper_does_not_shorten_a_slow_ones_window() {
+        let mut a = agg();
+        let t = Instant::now() + MIN_BUCKET;
+        a.scrape("slow", t);
+        let mut fed = 0;
+        // A minute of a scrape every millisecond beside one batch every 50 ms: a bucket closed
+        // at every scrape would have reached MAX_BUCKETS and let the slow scraper's go.
+        for ms in 1..=60_000u64 {
+            if ms % 50 == 0 {
+                a.samples(&batch(fed, fed + 1, 40.0));
+                fed += 1;
+            }
+            a.scrape("fast", t + Duration::from_millis(ms));
+        }
+        assert!(a.closed.len() <= 601, "{} buckets", a.closed.len());
+        let end = t + Duration::from_millis(60_000 + 100);
+        let slow = a.scrape("slow", end);
+        // Every batch since the slow scraper's first scrape, none let go early.
+        assert_eq!(
+            slow.windows.get(&DeviceId(0)).map_or(0, |w| w.samples),
+            1_200
+        );
+        assert!(slow.window >= Duration::from_secs(59), "{:?}", slow.window);
+    }
+
+    #[test]
+    fn a_scrape_right_after_a_close_reads_up_to_it_and_counts_once() {
+        let mut a = agg();
+        let t = Instant::now() + MIN_BUCKET;
+        a.samples(&batch(0, 10, 40.0));
+        assert_eq!(window(&a.scrape("p", t)).samples, 10);
+        a.samples(&batch(10, 20, 40.0));
+        // Within MIN_BUCKET of the close: nothing new yet, and nothing lost.
+        let early = a.scrape("p", t + Duration::from_millis(10));
+        assert!(!early.windows.contains_key(&DeviceId(0)));
+        let later = a.scrape("p", t + Duration::from_millis(150));
+        assert_eq!(window(&later).samples, 10);
     }
 
     #[test]

@@ -29,6 +29,10 @@ pub struct ServeArgs {
     /// Folder the flight recorder's traces are written to (POST /dump, or SIGUSR1).
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub dump_dir: PathBuf,
+    /// This machine's flight-recorder dumps kept in --dump-dir; after each dump the oldest
+    /// beyond this many are deleted (only files named flight-HOST-TIME.cufall).
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub dump_keep: u32,
     /// Accept POST /dump from other machines too (default: from this machine only).
     #[arg(long)]
     pub allow_remote_dump: bool,
@@ -49,8 +53,12 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
     let mut opts = ServeOptions::new(args.dump_dir.clone());
     opts.keep = args.keep;
     opts.allow_remote_dump = args.allow_remote_dump;
+    opts.dump_keep = usize::try_from(args.dump_keep).unwrap_or(usize::MAX);
+    opts.memory_available_bytes = mem_available_bytes();
     opts.heatmaps = selection.heatmaps.clone();
     let exporter = Exporter::new(opts);
+    let asked_metrics = cfg.metrics.len();
+    let asked_interval = cfg.interval_ns;
     let mut backend = SessionBackend {
         cfg,
         heatmaps: selection.heatmaps,
@@ -65,11 +73,20 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
             ));
         }
     };
-    if let Err(why) = check_memory(&first.feed.info, args.keep) {
+    let budget = start_budget(&first.feed.info, asked_metrics, asked_interval, args.keep);
+    if let Some(Err(why)) = exporter
+        .options()
+        .memory_available_bytes
+        .map(|a| budget.check(&humantime::format_duration(args.keep).to_string(), a))
+    {
         drop(first.run.stop());
         anyhow::bail!("{why}");
     }
-    say_cost(&exporter, &first.feed.info, args.keep);
+    exporter.log(&format!(
+        "flight recorder keeps the last {}: {}",
+        humantime::format_duration(args.keep),
+        budget.describe()
+    ));
     crate::os::catch_interrupts();
     let (dump_flag, _) = crate::os::catch_window_signals();
     let serving = super::start(server, exporter, backend, Some(first))?;
@@ -92,8 +109,15 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
             let e = std::sync::Arc::clone(&exporter);
             // A signal's dump runs beside scrapes; a second one while it runs is refused.
             std::thread::spawn(move || {
-                if let Err(super::DumpRefused::Busy) = e.dump() {
-                    e.log("SIGUSR1: a dump is already being written; ignored");
+                match e.dump() {
+                    Err(super::DumpRefused::Busy) => {
+                        e.log("SIGUSR1: a dump is already being written; ignored");
+                    }
+                    Err(why @ super::DumpRefused::TooSoon { .. }) => {
+                        e.log(&format!("SIGUSR1: {why}; ignored"));
+                    }
+                    // Written or failed: the dump said so in the log.
+                    Ok(_) | Err(super::DumpRefused::Failed(_)) => {}
                 }
             });
         }
@@ -103,34 +127,28 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// Says at start what the flight recorder will hold, in memory, and what it costs.
-fn say_cost(exporter: &Exporter, info: &cufall_live::FeedInfo, keep: Duration) {
-    let budget = Budget::new(
-        info.devices.len(),
-        info.metrics.len(),
-        info.interval_ns,
-        cufall_trace::model::nanos(keep),
-    );
-    exporter.log(&format!(
-        "flight recorder keeps the last {}: {}",
-        humantime::format_duration(keep),
-        budget.describe()
-    ));
-}
-
-/// Refuses a `--keep` whose flight recorder would take more than half of the memory this
-/// machine has available (`MemAvailable`; not checked where `/proc/meminfo` does not say).
-fn check_memory(info: &cufall_live::FeedInfo, keep: Duration) -> Result<(), String> {
-    let budget = Budget::new(
-        info.devices.len(),
-        info.metrics.len(),
-        info.interval_ns,
-        cufall_trace::model::nanos(keep),
-    );
-    let Some(available) = mem_available_bytes() else {
-        return Ok(());
+/// The flight recorder's budget for the metrics asked for, not only those the first run got: a
+/// first run without counters (another profiler holds them) samples no metric, and a budget
+/// of its metrics would let any `--keep` pass. Without counters the interval is the one asked
+/// for, or the run's (the default pair's); a later run whose cost model picks a finer one is
+/// checked again when its flight recorder is made.
+pub fn start_budget(
+    info: &cufall_live::FeedInfo,
+    asked_metrics: usize,
+    asked_interval_ns: Option<i64>,
+    keep: Duration,
+) -> Budget {
+    let interval_ns = if info.metrics.is_empty() {
+        asked_interval_ns.unwrap_or(info.interval_ns)
+    } else {
+        info.interval_ns
     };
-    budget.check(&humantime::format_duration(keep).to_string(), available)
+    Budget::new(
+        info.devices.len(),
+        asked_metrics.max(info.metrics.len()),
+        interval_ns,
+        cufall_trace::model::nanos(keep),
+    )
 }
 
 fn mem_available_bytes() -> Option<u64> {
@@ -138,4 +156,22 @@ fn mem_available_bytes() -> Option<u64> {
     let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_start_budget_counts_the_metrics_asked_for_when_the_first_run_has_none() {
+        let info = crate::serve::tests::feed_info(0, 50_000);
+        // Without counters the run has no metric; the budget is still that of the two asked.
+        let b = start_budget(&info, 2, Some(1_000), Duration::from_secs(36_000));
+        assert_eq!(b.bytes_per_sample, 32);
+        assert_eq!(b.samples_per_s, 8e6);
+        assert!(b.check("10h", 64 << 30).is_err());
+        let had = crate::serve::tests::feed_info(2, 50_000);
+        let b = start_budget(&had, 2, None, Duration::from_secs(300));
+        assert_eq!(b.samples_per_s, 160_000.0);
+    }
 }

@@ -4,8 +4,11 @@
 //! Rows are kept as the batches they arrived in, behind `Arc`s, so a dump takes a snapshot
 //! (a list of pointers) under the lock and writes it without holding the lock: scrapes and the
 //! sample stream go on while a dump is written. A batch leaves the ring once its last sample is
-//! older than `keep` behind the newest one; a byte cap of twice the stated estimate bounds the
-//! ring even when sample times jump (a GPU's clock set back, say).
+//! older than `keep` behind the newest one. Sample times follow the host's wall clock: when it
+//! is set back by more than `keep`, later rows are aged as if they went on from where the clock
+//! was, so the rows from before the step leave `keep` after it (not only when the clock catches
+//! up, which would have emptied the ring until then). A byte cap of twice the stated estimate
+//! bounds the ring whatever the times do.
 //!
 //! A dump is written to a hidden folder beside its final name and renamed when the trace is
 //! finished, so the final name is a complete trace or absent.
@@ -102,6 +105,8 @@ enum Rows {
 struct Entry {
     /// The latest time of the rows.
     end_ns: i64,
+    /// `end_ns` on the ring's ageing clock (moved past any backward step of the wall clock).
+    age_ns: i64,
     start_ns: i64,
     bytes: u64,
     rows: Rows,
@@ -113,7 +118,10 @@ pub struct Ring {
     keep_ns: i64,
     cap_bytes: u64,
     bytes: u64,
+    /// The newest time on the ageing clock.
     newest_ns: i64,
+    /// Added to sample times to make the ageing clock: the sum of the backward clock steps.
+    shift_ns: i64,
     entries: VecDeque<Entry>,
     /// Rows let go because of the byte cap (not the age), for the log.
     pub evicted_by_cap: u64,
@@ -161,13 +169,21 @@ impl Snapshot {
 }
 
 impl Ring {
-    pub fn new(keep_ns: i64, budget: &Budget) -> Ring {
+    /// A ring for `keep_ns` sized by `budget`, never holding more than `limit_bytes` when given
+    /// (the memory `cufall serve` allows itself at start).
+    pub fn new(keep_ns: i64, budget: &Budget, limit_bytes: Option<u64>) -> Ring {
         Ring {
             keep_ns,
-            // Twice the estimate, and room for NVML when no counters are sampled.
-            cap_bytes: budget.bytes.saturating_mul(2).max(64 << 20),
+            // Twice the estimate, and room for NVML when no counters are sampled; the limit
+            // wins over both, so a run whose metrics were not known at start cannot exceed it.
+            cap_bytes: budget
+                .bytes
+                .saturating_mul(2)
+                .max(64 << 20)
+                .min(limit_bytes.unwrap_or(u64::MAX)),
             bytes: 0,
             newest_ns: i64::MIN,
+            shift_ns: 0,
             entries: VecDeque::new(),
             evicted_by_cap: 0,
         }
@@ -177,18 +193,33 @@ impl Ring {
         self.bytes
     }
 
+    /// The most the ring holds before letting rows go early.
+    pub fn cap_bytes(&self) -> u64 {
+        self.cap_bytes
+    }
+
     fn push(&mut self, start_ns: i64, end_ns: i64, bytes: u64, rows: Rows) {
-        self.newest_ns = self.newest_ns.max(end_ns);
+        let mut age_ns = end_ns.saturating_add(self.shift_ns);
+        if age_ns < self.newest_ns.saturating_sub(self.keep_ns) {
+            // The clock was set back by more than `keep`: age on from the newest time, so the
+            // ring does not let every row go as too old until the clock catches up.
+            self.shift_ns = self
+                .shift_ns
+                .saturating_add(self.newest_ns.saturating_sub(age_ns));
+            age_ns = self.newest_ns;
+        }
+        self.newest_ns = self.newest_ns.max(age_ns);
         self.bytes += bytes;
         self.entries.push_back(Entry {
             end_ns,
+            age_ns,
             start_ns,
             bytes,
             rows,
         });
         let horizon = self.newest_ns.saturating_sub(self.keep_ns);
         while let Some(front) = self.entries.front() {
-            let old = front.end_ns < horizon;
+            let old = front.age_ns < horizon;
             let over = self.bytes > self.cap_bytes;
             if !(old || over) {
                 break;
@@ -310,6 +341,62 @@ pub fn dump_path(dir: &Path, hostname: &str, unix_ns: i64) -> PathBuf {
     path
 }
 
+/// Whether `name` is one [`dump_path`] gives for `hostname`: `flight-HOST-YYYY-MM-DDTHH-MM-SSZ`,
+/// maybe `-N`, then `.cufall`. Only such names are ever deleted by [`prune_dumps`].
+pub fn is_dump_name(name: &str, hostname: &str) -> bool {
+    let base = dump_path(Path::new(""), hostname, 0);
+    // `flight-HOST-` (or `flight-`): the part of the name before the stamp.
+    let Some(prefix) = base
+        .to_str()
+        .and_then(|b| b.strip_suffix("1970-01-01T00-00-00Z.cufall"))
+    else {
+        return false;
+    };
+    let Some(rest) = name
+        .strip_prefix(prefix)
+        .and_then(|r| r.strip_suffix(".cufall"))
+    else {
+        return false;
+    };
+    let (stamp, n) = rest.split_at(rest.len().min(20));
+    let stamp_ok = stamp.len() == 20
+        && stamp.bytes().enumerate().all(|(i, b)| match i {
+            4 | 7 | 13 | 16 => b == b'-',
+            10 => b == b'T',
+            19 => b == b'Z',
+            _ => b.is_ascii_digit(),
+        });
+    let n_ok = n.is_empty()
+        || n.strip_prefix('-')
+            .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+    stamp_ok && n_ok
+}
+
+/// Deletes the oldest of this host's dumps in `dir` beyond the newest `keep` (by modification
+/// time, then name); only names [`is_dump_name`] accepts are touched. The paths deleted.
+pub fn prune_dumps(dir: &Path, hostname: &str, keep: usize) -> std::io::Result<Vec<PathBuf>> {
+    let mut dumps: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(dir)?
+        .filter_map(Result::ok)
+        .filter(|e| is_dump_name(&e.file_name().to_string_lossy(), hostname))
+        .filter_map(|e| {
+            let modified = e.metadata().and_then(|m| m.modified()).ok()?;
+            Some((modified, e.path()))
+        })
+        .collect();
+    dumps.sort();
+    let excess = dumps.len().saturating_sub(keep);
+    let mut deleted = Vec::new();
+    for (_, path) in dumps.into_iter().take(excess) {
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path)?;
+        } else {
+            std::fs::remove_file(&path)?;
+        }
+        deleted.push(path);
+    }
+    Ok(deleted)
+}
+
 /// Writes `snap` as a trace at `path`, atomically: a hidden folder beside it is written,
 /// finished, then renamed.
 pub fn write_dump(snap: &Snapshot, facts: &DumpFacts, path: &Path) -> Result<Dumped, DumpError> {
@@ -396,7 +483,7 @@ mod tests {
     #[test]
     fn the_ring_keeps_the_last_keep_ns() {
         let budget = Budget::new(1, 1, 1_000, 10_000_000);
-        let mut r = Ring::new(10_000_000, &budget);
+        let mut r = Ring::new(10_000_000, &budget, None);
         for k in 0..100 {
             r.samples(batch(0, k * 1_000_000, (k + 1) * 1_000_000));
         }
@@ -405,6 +492,44 @@ mod tests {
         assert_eq!(snap.samples(), 11 * 1_000);
         assert_eq!(r.bytes(), 11 * 1_000 * 24);
         assert_eq!(r.evicted_by_cap, 0);
+    }
+
+    #[test]
+    fn a_clock_set_back_does_not_empty_the_ring() {
+        let budget = Budget::new(1, 1, 1_000, 10_000_000);
+        let mut r = Ring::new(10_000_000, &budget, None);
+        let hour = 3_600_000_000_000;
+        for k in 0..20 {
+            r.samples(batch(0, hour + k * 1_000_000, hour + (k + 1) * 1_000_000));
+        }
+        // The clock goes back an hour: the new rows are kept, beside the last 10 ms before.
+        r.samples(batch(0, 0, 1_000_000));
+        assert_eq!(r.snapshot().samples(), 12 * 1_000);
+        for k in 1..5 {
+            r.samples(batch(0, k * 1_000_000, (k + 1) * 1_000_000));
+        }
+        // Time goes on from the step: each new millisecond lets the oldest before it go.
+        assert_eq!(r.snapshot().samples(), 12 * 1_000);
+        // 10 ms after the step, the rows from before it have left.
+        for k in 5..30 {
+            r.samples(batch(0, k * 1_000_000, (k + 1) * 1_000_000));
+        }
+        let snap = r.snapshot();
+        assert_eq!(snap.samples(), 11 * 1_000);
+        assert_eq!(snap.span(), Some((19_000_000, 30_000_000)));
+        assert_eq!(r.evicted_by_cap, 0);
+    }
+
+    #[test]
+    fn a_limit_caps_the_ring_below_its_estimate() {
+        // 8 GPUs, 1 µs, 4 metrics, 5 minutes: far above the 1 MiB allowed.
+        let budget = Budget::new(8, 4, 1_000, 300_000_000_000);
+        let mut r = Ring::new(300_000_000_000, &budget, Some(1 << 20));
+        for k in 0..2_000 {
+            r.samples(batch(0, k * 1_000_000, (k + 1) * 1_000_000));
+        }
+        assert!(r.bytes() <= 1 << 20, "{} bytes", r.bytes());
+        assert!(r.evicted_by_cap > 0);
     }
 
     #[test]
@@ -428,6 +553,47 @@ mod tests {
         assert!(e.ends_with("choose a shorter --keep"), "{e}");
         let five_min = Budget::new(8, 2, 50_000, 300_000_000_000);
         assert!(five_min.check("5m", 64 << 30).is_ok());
+    }
+
+    #[test]
+    fn only_this_hosts_dumps_beyond_keep_are_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut made = Vec::new();
+        for k in 0..4 {
+            let p = dump_path(
+                dir.path(),
+                "node/1",
+                1_764_460_800_000_000_000 + k * 1_000_000_000,
+            );
+            std::fs::create_dir(&p).unwrap();
+            std::fs::write(p.join("manifest.json"), "{}").unwrap();
+            made.push(p);
+            // Modification times a step apart on any file system.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let others = [
+            "flight-other-2025-11-30T00-00-00Z.cufall",
+            "flight-node_1-notes.cufall",
+            "flight-node_1-2025-11-30T00-00-00Z.cufall.bak",
+            "run.cufall",
+        ];
+        for o in others {
+            std::fs::create_dir(dir.path().join(o)).unwrap();
+        }
+        assert!(is_dump_name(
+            "flight-node_1-2025-11-30T00-00-00Z-12.cufall",
+            "node/1"
+        ));
+        assert!(!is_dump_name(
+            "flight-node_1-2025-11-30T00-00-00Z-.cufall",
+            "node/1"
+        ));
+        let deleted = prune_dumps(dir.path(), "node/1", 2).unwrap();
+        assert_eq!(deleted, made[..2].to_vec());
+        assert!(made[2].exists() && made[3].exists());
+        for o in others {
+            assert!(dir.path().join(o).exists(), "{o}");
+        }
     }
 
     #[test]

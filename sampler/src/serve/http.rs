@@ -3,8 +3,8 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `GET /metrics` | the exposition; the scraper is `?scraper=NAME` when given, else the peer's address |
-//! | `POST /dump` | writes the flight recorder to a trace; loopback peers only unless `--allow-remote-dump` (403); 409 while a dump runs |
+//! | `GET /metrics` | the exposition; the scraper is the peer's address and `?scraper=NAME` when given |
+//! | `POST /dump` | writes the flight recorder to a trace; loopback peers only unless `--allow-remote-dump` (403); 409 while a dump runs; 429 within 10 s of the last |
 //! | `GET /` | a line per route |
 //!
 //! A few handler threads take requests from tiny_http (which reads each connection on a thread
@@ -113,14 +113,7 @@ fn handle(req: Request, exporter: &Arc<Exporter>) {
     let peer = req.remote_addr().copied();
     let response = match (req.method(), path) {
         (Method::Get, "/metrics") => {
-            let who = query
-                .split('&')
-                .find_map(|kv| kv.strip_prefix("scraper="))
-                .filter(|v| !v.is_empty())
-                .map(str::to_string)
-                .or_else(|| peer.map(|p| p.ip().to_string()))
-                .unwrap_or_else(|| "unknown".into());
-            let body = exporter.scrape(&who);
+            let body = exporter.scrape(&scraper_key(query, peer));
             let ct = Header::from_bytes("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
             let r = Response::from_string(body);
             match ct {
@@ -141,8 +134,32 @@ fn handle(req: Request, exporter: &Arc<Exporter>) {
     let _ = req.respond(response);
 }
 
+/// Who a scrape is for: the peer's address, and the `?scraper=` name when given. The address
+/// is part of it so that a client elsewhere naming another's scraper gets a window of its own
+/// instead of consuming that scraper's.
+fn scraper_key(query: &str, peer: Option<SocketAddr>) -> String {
+    let ip = peer.map_or_else(
+        || "unknown".to_string(),
+        |p| p.ip().to_canonical().to_string(),
+    );
+    match query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("scraper="))
+        .filter(|v| !v.is_empty())
+    {
+        Some(name) => format!("{ip} {name}"),
+        None => ip,
+    }
+}
+
+/// Whether `peer` is this machine. A dual-stack listener (`[::]`) sees an IPv4 loopback peer
+/// as `::ffff:127.0.0.1`, which `Ipv6Addr::is_loopback` says is not loopback.
+fn is_loopback(peer: SocketAddr) -> bool {
+    peer.ip().to_canonical().is_loopback()
+}
+
 fn dump(exporter: &Arc<Exporter>, peer: Option<SocketAddr>) -> Response<std::io::Cursor<Vec<u8>>> {
-    let loopback = peer.is_some_and(|p| p.ip().is_loopback());
+    let loopback = peer.is_some_and(is_loopback);
     if !loopback && !exporter.options().allow_remote_dump {
         let who = peer.map_or("an unknown peer".to_string(), |p| p.ip().to_string());
         return text(
@@ -168,6 +185,41 @@ with --allow-remote-dump\n"
             409,
             "a flight-recorder dump is being written; try again when it finishes\n".into(),
         ),
+        Err(e @ DumpRefused::TooSoon { since, every }) => text(
+            429,
+            format!(
+                "{e}; try again in {:.0} s\n",
+                every.saturating_sub(since).as_secs_f64().ceil()
+            ),
+        ),
         Err(DumpRefused::Failed(e)) => text(500, format!("dump failed: {e}\n")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scraper_is_its_peer_and_its_name() {
+        let peer = |s: &str| Some(s.parse::<SocketAddr>().unwrap());
+        let here = scraper_key("scraper=prom", peer("10.0.0.1:5000"));
+        // Another connection of the same client is the same scraper; another peer is not.
+        assert_eq!(here, scraper_key("x=1&scraper=prom", peer("10.0.0.1:6000")));
+        assert_ne!(here, scraper_key("scraper=prom", peer("10.0.0.2:5000")));
+        assert_ne!(here, scraper_key("scraper=other", peer("10.0.0.1:5000")));
+        assert_eq!(scraper_key("", peer("[::ffff:10.0.0.1]:1")), "10.0.0.1");
+        assert_eq!(scraper_key("scraper=", peer("10.0.0.1:1")), "10.0.0.1");
+    }
+
+    #[test]
+    fn an_ipv4_loopback_peer_on_a_dual_stack_listener_is_loopback() {
+        let peer = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert!(is_loopback(peer("127.0.0.1:5000")));
+        assert!(is_loopback(peer("[::1]:5000")));
+        assert!(is_loopback(peer("[::ffff:127.0.0.1]:5000")));
+        assert!(!is_loopback(peer("[::ffff:192.0.2.1]:5000")));
+        assert!(!is_loopback(peer("192.0.2.1:5000")));
+        assert!(!is_loopback(peer("[2001:db8::1]:5000")));
     }
 }

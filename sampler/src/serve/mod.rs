@@ -78,6 +78,14 @@ pub struct ServeOptions {
     pub dump_dir: PathBuf,
     /// Accept `POST /dump` from any peer, not only loopback.
     pub allow_remote_dump: bool,
+    /// The least time between the starts of two dumps (a request sooner is refused).
+    pub dump_min_interval: Duration,
+    /// This host's dumps kept in `dump_dir`; older ones are deleted after each dump.
+    pub dump_keep: usize,
+    /// The memory this machine had available at start (`MemAvailable`); a flight recorder is
+    /// never given more than half of it, whatever metrics a later run brings. `None`: not
+    /// limited (the machine did not say).
+    pub memory_available_bytes: Option<u64>,
     pub heatmaps: Vec<HeatmapSpec>,
     pub hostname: String,
     /// The command line, for the dumps' manifests.
@@ -98,6 +106,9 @@ impl ServeOptions {
             keep: Duration::from_secs(300),
             dump_dir,
             allow_remote_dump: false,
+            dump_min_interval: Duration::from_secs(10),
+            dump_keep: 10,
+            memory_available_bytes: None,
             heatmaps: Vec::new(),
             hostname: crate::record::hostname(),
             command: std::env::args().collect(),
@@ -116,6 +127,11 @@ impl ServeOptions {
 pub enum DumpRefused {
     #[error("a flight-recorder dump is being written")]
     Busy,
+    #[error(
+        "a flight-recorder dump was asked for {:.1} s ago; one is written at most every {:.0} s",
+        since.as_secs_f64(), every.as_secs_f64()
+    )]
+    TooSoon { since: Duration, every: Duration },
     #[error(transparent)]
     Failed(#[from] DumpError),
 }
@@ -138,6 +154,8 @@ pub struct Exporter {
     core: Mutex<Core>,
     ring: Mutex<Option<Ring>>,
     dumping: AtomicBool,
+    /// When the last dump was started, for the least time between dumps.
+    last_dump: Mutex<Option<Instant>>,
     dumps: AtomicU64,
     shutdown: AtomicBool,
     started: Instant,
@@ -171,6 +189,7 @@ impl Exporter {
             }),
             ring: Mutex::new(None),
             dumping: AtomicBool::new(false),
+            last_dump: Mutex::new(None),
             dumps: AtomicU64::new(0),
             shutdown: AtomicBool::new(false),
             started: now,
@@ -260,15 +279,22 @@ impl Exporter {
 
     /// Writes the flight recorder to a new trace in the dump folder; one dump at a time.
     pub fn dump(&self) -> Result<Dumped, DumpRefused> {
-        if self
-            .dumping
-            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
-            .is_err()
-        {
+        let Some(claim) = Claim::take(&self.dumping) else {
             return Err(DumpRefused::Busy);
+        };
+        {
+            let mut last = lock(&self.last_dump);
+            let now = Instant::now();
+            let every = self.opts.dump_min_interval;
+            if let Some(since) = last.map(|l| now.duration_since(l))
+                && since < every
+            {
+                return Err(DumpRefused::TooSoon { since, every });
+            }
+            *last = Some(now);
         }
         let result = self.dump_now();
-        self.dumping.store(false, Ordering::SeqCst);
+        drop(claim);
         match &result {
             Ok(d) => {
                 self.dumps.fetch_add(1, Ordering::Relaxed);
@@ -278,6 +304,7 @@ impl Exporter {
                     d.samples,
                     d.span_ns as f64 / 1e9
                 ));
+                self.prune_dumps();
             }
             Err(e) => self.log(&format!(
                 "flight recorder: dump failed: {}",
@@ -285,6 +312,26 @@ impl Exporter {
             )),
         }
         result.map_err(DumpRefused::Failed)
+    }
+
+    /// Deletes this host's oldest dumps beyond `dump_keep`, saying which.
+    fn prune_dumps(&self) {
+        let o = &self.opts;
+        match flight::prune_dumps(&o.dump_dir, &o.hostname, o.dump_keep) {
+            Ok(deleted) => {
+                for p in deleted {
+                    self.log(&format!(
+                        "flight recorder: deleted {} (--dump-keep {})",
+                        p.display(),
+                        o.dump_keep
+                    ));
+                }
+            }
+            Err(e) => self.log(&format!(
+                "flight recorder: cannot delete old dumps in {}: {e}",
+                o.dump_dir.display()
+            )),
+        }
     }
 
     fn dump_now(&self) -> Result<Dumped, DumpError> {
@@ -336,14 +383,7 @@ impl Exporter {
                 activity.as_ref(),
                 info.interval_ns,
             ));
-            let keep_ns = cufall_trace::model::nanos(self.opts.keep);
-            let budget = Budget::new(
-                info.devices.len(),
-                info.metrics.len(),
-                info.interval_ns,
-                keep_ns,
-            );
-            *lock(&self.ring) = Some(Ring::new(keep_ns, &budget));
+            *lock(&self.ring) = Some(self.new_ring(info));
         }
         if !info.metrics.is_empty() || core.info.is_none() {
             core.info = Some(info.clone());
@@ -354,6 +394,29 @@ impl Exporter {
                 a.add_device(d);
             }
         }
+    }
+
+    /// A flight recorder for `info`'s metrics and devices, checked again against the memory
+    /// allowed at start: the first run may have had no counters (another profiler held them),
+    /// so its budget said nothing of the metrics this run samples.
+    fn new_ring(&self, info: &FeedInfo) -> Ring {
+        let keep_ns = cufall_trace::model::nanos(self.opts.keep);
+        let budget = Budget::new(
+            info.devices.len(),
+            info.metrics.len(),
+            info.interval_ns,
+            keep_ns,
+        );
+        let available = self.opts.memory_available_bytes;
+        if let Some(Err(why)) = available
+            .map(|a| budget.check(&humantime::format_duration(self.opts.keep).to_string(), a))
+        {
+            self.log(&format!(
+                "flight recorder: {why}; until then it keeps only what fits in half of the \
+memory available at start, less than --keep"
+            ));
+        }
+        Ring::new(keep_ns, &budget, available.map(|a| a / 2))
     }
 
     fn ingest(&self, events: Vec<LiveEvent>) -> bool {
@@ -404,6 +467,25 @@ impl Exporter {
 
     fn set_state(&self, state: &'static str) {
         lock(&self.core).state = state;
+    }
+}
+
+/// Holds a flag set while it lives: cleared when dropped, also by a panic's unwinding, so a
+/// dump that panicked does not leave every later dump refused as busy.
+struct Claim<'a>(&'a AtomicBool);
+
+impl<'a> Claim<'a> {
+    /// Sets `flag` if it was clear; `None` when it was already set.
+    fn take(flag: &'a AtomicBool) -> Option<Claim<'a>> {
+        flag.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .ok()
+            .map(|_| Claim(flag))
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
     }
 }
 
@@ -593,5 +675,82 @@ impl Serving {
         for t in self.threads {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use cufall_trace::model::MetricInfo;
+
+    fn device(i: u32) -> DeviceInfo {
+        DeviceInfo {
+            id: DeviceId(i),
+            name: "Fake H200".into(),
+            chip: "GH100".into(),
+            uuid: format!("GPU-fake-{i}"),
+            pci_bus_id: format!("00000000:{:02X}:00.0", i + 1),
+            sm_count: Some(132),
+            memory_total_bytes: None,
+        }
+    }
+
+    pub(crate) fn feed_info(metrics: usize, interval_ns: i64) -> FeedInfo {
+        FeedInfo {
+            devices: (0..8).map(device).collect(),
+            metrics: (0..metrics)
+                .map(|i| MetricInfo {
+                    name: format!("m{i}"),
+                    unit: "%".into(),
+                    description: String::new(),
+                })
+                .collect(),
+            heatmaps: Vec::new(),
+            interval_ns,
+            nvml_interval_ns: 10_000_000,
+            counters_unavailable: (metrics == 0).then(|| "another profiler".to_string()),
+        }
+    }
+
+    fn ring_cap(e: &Exporter) -> u64 {
+        lock(&e.ring).as_ref().map_or(0, |r| r.cap_bytes())
+    }
+
+    #[test]
+    fn a_panic_while_dumping_leaves_dumps_possible() {
+        let flag = AtomicBool::new(false);
+        let held = Claim::take(&flag);
+        assert!(held.is_some());
+        assert!(Claim::take(&flag).is_none(), "one dump at a time");
+        drop(held);
+        let panicked = std::panic::catch_unwind(|| {
+            let _claim = Claim::take(&flag);
+            panic!("a dump panicked");
+        });
+        assert!(panicked.is_err());
+        assert!(!flag.load(Ordering::SeqCst));
+        assert!(Claim::take(&flag).is_some());
+    }
+
+    #[test]
+    fn counters_had_after_a_start_without_them_are_checked_against_the_memory() {
+        let mut opts = ServeOptions::new(PathBuf::from("."));
+        opts.keep = Duration::from_secs(3600);
+        opts.memory_available_bytes = Some(1 << 30);
+        let e = Exporter::new(opts);
+        // Another profiler held the counters: no metric, nothing to check yet.
+        e.begin_run(&feed_info(0, 50_000));
+        assert!(ring_cap(&e) <= 1 << 29);
+        assert!(!e.recent_log().iter().any(|l| l.contains("--keep")));
+        // The counters come: 8 GPUs, 2 metrics, 1 µs, an hour is far above 512 MiB.
+        e.begin_run(&feed_info(2, 1_000));
+        assert!(ring_cap(&e) <= 1 << 29, "{}", ring_cap(&e));
+        let log = e.recent_log();
+        assert!(
+            log.iter().any(|l| l
+                .starts_with("flight recorder: --keep 1h: the flight recorder would need")
+                && l.ends_with("less than --keep")),
+            "{log:?}"
+        );
     }
 }

@@ -517,10 +517,12 @@ impl ClassAcc {
     }
 
     fn add_gap(&mut self, ix: &HostIndex, ns: i64, no_kernel: Option<i64>, samples: &[Sample]) {
-        self.time_ns += ns;
+        // Gap times come from untrusted timestamps: saturate rather than overflow.
+        self.time_ns = self.time_ns.saturating_add(ns);
         self.gaps += 1;
         if let Some(n) = no_kernel {
-            *self.no_kernel_ns.get_or_insert(0) += n;
+            let acc = self.no_kernel_ns.get_or_insert(0);
+            *acc = acc.saturating_add(n);
         }
         self.add_samples(ix, samples);
     }
@@ -570,7 +572,9 @@ impl<'a> HostFold<'a> {
     /// Counts the samples of gap `g` in its place (labelled `label`) and in `slots`.
     pub fn add(&mut self, g: &Gap, label: &str, slots: impl Iterator<Item = usize>) {
         let samples = self.ix.between(g.start_ns, g.end_ns);
-        let no_kernel = g.kernel_resident_ns.map(|k| g.duration_ns() - k);
+        let no_kernel = g
+            .kernel_resident_ns
+            .map(|k| g.duration_ns().saturating_sub(k));
         let (ix, launchers, whole) = (self.ix, self.launchers, self.whole_slot);
         let (_, place) = self.places.entry(g.place.clone()).or_insert_with(|| {
             let launching = launchers
@@ -803,6 +807,15 @@ mod tests {
             .iter()
             .find(|f| f.function == function)
             .map(|f| f.share)
+    }
+
+    /// Gap times come from a file's timestamps: two gaps of i64::MAX saturate, not overflow.
+    #[test]
+    fn huge_gap_times_saturate() {
+        let samples: Vec<HostSample> = (0..20).map(|i| sample(i * 10, 1, 1, false)).collect();
+        let cs = classes(&samples, &[gap(0, i64::MAX), gap(1, i64::MAX)], 1);
+        assert_eq!(cs[0].time_ns, i64::MAX);
+        assert_eq!(cs[0].gaps, 2);
     }
 
     #[test]

@@ -99,7 +99,8 @@ fn host_stacks_info(
             .iter()
             .filter(|e| e.event == name)
             .map(|e| e.count)
-            .sum()
+            // The counts are the capture's untrusted bytes: saturate rather than overflow.
+            .fold(0u64, u64::saturating_add)
     };
     Ok(Some(HostStacksInfo {
         setting,
@@ -122,7 +123,7 @@ fn host_stacks_text(h: &HostStacksInfo) -> String {
     let mut o = String::new();
     let setting = h.setting.as_deref().unwrap_or("(setting not recorded)");
     if h.samples > 0 {
-        let asked = h.samples + h.missed;
+        let asked = h.samples.saturating_add(h.missed);
         o.push_str(&format!(
             "{:<14}{} samples of {} thread(s) in {} process(es), {} distinct stacks; {} missed ({:.2} % of {asked}); {setting}\n",
             "host stacks",

@@ -96,8 +96,12 @@ pub struct HostView {
     pub gil_held: Option<f64>,
     /// Samples whose stack has no frame (or names a stack the trace lacks).
     pub no_frames: u64,
-    /// Innermost frames, largest share first.
+    /// Innermost frames, largest share first, the first [`HOST_FRAMES_KEPT`].
     pub self_frames: Vec<FrameShare>,
+    /// Every innermost frame, largest share first: a diff compares these, so that a frame
+    /// kept on one side and cut on the other shows its real share on both. Not in the JSON.
+    #[serde(skip)]
+    pub all_self_frames: Vec<FrameShare>,
     /// Frames anywhere on the stack, largest share first.
     pub inclusive_frames: Vec<FrameShare>,
 }
@@ -476,9 +480,11 @@ impl ViewAcc {
                     .then_with(|| a.file.cmp(&b.file))
                     .then(a.line.cmp(&b.line))
             });
-            v.truncate(HOST_FRAMES_KEPT);
             v
         };
+        let all_self_frames = frames(self.self_frames);
+        let mut inclusive_frames = frames(self.inclusive);
+        inclusive_frames.truncate(HOST_FRAMES_KEPT);
         HostView {
             thread,
             threads,
@@ -488,8 +494,13 @@ impl ViewAcc {
             idle: of(self.idle),
             gil_held: (self.gil_known > 0).then(|| of(self.gil_held)),
             no_frames: self.no_frames,
-            self_frames: frames(self.self_frames),
-            inclusive_frames: frames(self.inclusive),
+            self_frames: all_self_frames
+                .iter()
+                .take(HOST_FRAMES_KEPT)
+                .cloned()
+                .collect(),
+            all_self_frames,
+            inclusive_frames,
         }
     }
 }

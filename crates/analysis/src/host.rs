@@ -236,9 +236,41 @@ impl HostIndex {
         samples: &[HostSample],
         host_stacks: Option<&str>,
     ) -> Option<HostIndex> {
-        if samples.is_empty() {
-            return None;
-        }
+        let mut b = HostIndexBuilder::new(stacks);
+        b.add(samples);
+        b.finish(host_stacks)
+    }
+
+    /// The samples with `start <= t < end`.
+    fn between(&self, start: i64, end: i64) -> &[Sample] {
+        let lo = self.samples.partition_point(|s| s.t_ns < start);
+        let hi = self.samples.partition_point(|s| s.t_ns < end);
+        &self.samples[lo..hi.max(lo)]
+    }
+
+    fn thread_of(&self, key: (u32, u32)) -> Option<u32> {
+        self.threads
+            .iter()
+            .position(|t| (t.pid, t.tid) == key)
+            .and_then(|i| u32::try_from(i).ok())
+    }
+}
+
+/// A [`HostIndex`] built a segment of host samples at a time: each segment's rows (a thread
+/// name each) are dropped once their compact samples are kept. The stacks table is kept whole
+/// as it is read: it is interned (one row per frame of each distinct stack), small next to the
+/// samples.
+pub struct HostIndexBuilder {
+    frames: Vec<FrameKey>,
+    stacks: Vec<StackFrames>,
+    stack_of: HashMap<u64, u32>,
+    thread_ids: HashMap<(u32, u32), u32>,
+    threads: Vec<HostThread>,
+    samples: Vec<Sample>,
+}
+
+impl HostIndexBuilder {
+    pub fn new(stacks: &[StackFrame]) -> HostIndexBuilder {
         let mut frames: Vec<FrameKey> = Vec::new();
         let mut frame_ids: HashMap<FrameKey, u32> = HashMap::new();
         let mut by_id: BTreeMap<u64, Vec<(u32, u32)>> = BTreeMap::new();
@@ -272,29 +304,46 @@ impl HostIndex {
                 distinct,
             });
         }
-        let mut thread_ids: HashMap<(u32, u32), u32> = HashMap::new();
-        let mut threads = Vec::new();
-        let mut resolved: Vec<Sample> = samples
-            .iter()
-            .map(|s| {
-                let next = u32::try_from(threads.len()).unwrap_or(u32::MAX);
-                let thread = *thread_ids.entry((s.pid, s.tid)).or_insert_with(|| {
-                    threads.push(HostThread {
-                        pid: s.pid,
-                        tid: s.tid,
-                        name: s.thread_name.clone(),
-                    });
-                    next
+        HostIndexBuilder {
+            frames,
+            stacks: stack_list,
+            stack_of,
+            thread_ids: HashMap::new(),
+            threads: Vec::new(),
+            samples: Vec::new(),
+        }
+    }
+
+    /// Keeps one segment's samples (in any order), threads interned by (pid, tid).
+    pub fn add(&mut self, samples: &[HostSample]) {
+        self.samples.reserve(samples.len());
+        for s in samples {
+            let next = u32::try_from(self.threads.len()).unwrap_or(u32::MAX);
+            let threads = &mut self.threads;
+            let thread = *self.thread_ids.entry((s.pid, s.tid)).or_insert_with(|| {
+                threads.push(HostThread {
+                    pid: s.pid,
+                    tid: s.tid,
+                    name: s.thread_name.clone(),
                 });
-                Sample {
-                    t_ns: s.t_ns,
-                    thread,
-                    idle: s.state == HostState::Idle,
-                    gil: s.gil,
-                    stack: stack_of.get(&s.stack_id).copied(),
-                }
-            })
-            .collect();
+                next
+            });
+            self.samples.push(Sample {
+                t_ns: s.t_ns,
+                thread,
+                idle: s.state == HostState::Idle,
+                gil: s.gil,
+                stack: self.stack_of.get(&s.stack_id).copied(),
+            });
+        }
+    }
+
+    /// `None` when no sample was added. `host_stacks` is the manifest's `extra.host_stacks`.
+    pub fn finish(self, host_stacks: Option<&str>) -> Option<HostIndex> {
+        if self.samples.is_empty() {
+            return None;
+        }
+        let mut resolved = self.samples;
         resolved.sort_by_key(|s| (s.t_ns, s.thread));
         let (interval_ns, interval_source) = match asked_interval_ns(host_stacks) {
             Some(i) => (i, IntervalSource::Asked),
@@ -305,27 +354,13 @@ impl HostIndex {
             ),
         };
         Some(HostIndex {
-            frames,
-            stacks: stack_list,
-            threads,
+            frames: self.frames,
+            stacks: self.stacks,
+            threads: self.threads,
             samples: resolved,
             interval_ns,
             interval_source,
         })
-    }
-
-    /// The samples with `start <= t < end`.
-    fn between(&self, start: i64, end: i64) -> &[Sample] {
-        let lo = self.samples.partition_point(|s| s.t_ns < start);
-        let hi = self.samples.partition_point(|s| s.t_ns < end);
-        &self.samples[lo..hi.max(lo)]
-    }
-
-    fn thread_of(&self, key: (u32, u32)) -> Option<u32> {
-        self.threads
-            .iter()
-            .position(|t| (t.pid, t.tid) == key)
-            .and_then(|i| u32::try_from(i).ok())
     }
 }
 
@@ -818,6 +853,42 @@ mod tests {
             .iter()
             .find(|f| f.function == function)
             .map(|f| f.share)
+    }
+
+    /// Segments in any order and of any size give the classes the whole table gives.
+    #[test]
+    fn building_by_segment_gives_what_the_whole_table_gives() {
+        let mut samples: Vec<HostSample> = (0..40)
+            .map(|i| sample(i * 10, 1 + (i % 3) as u32, 1 + (i % 2) as u64, i % 5 == 0))
+            .collect();
+        samples.push(sample(15, 4, 99, false)); // a stack the table lacks
+        let gaps = [gap(0, 120), gap(200, 330)];
+        let whole = HostIndex::build(&stacks(), &samples, Some("100000000 Hz")).expect("samples");
+        let mut b = HostIndexBuilder::new(&stacks());
+        for part in samples.chunks(7).rev() {
+            b.add(part);
+        }
+        b.add(&[]);
+        let parts = b.finish(Some("100000000 Hz")).expect("samples");
+        let fold = |ix: &HostIndex| {
+            let phases = Phases::build(&[]);
+            let index = SegPhases::build(&phases);
+            let l = Launchers::build(&phases, &index, 1, &[], &[]);
+            let mut f = HostFold::new(ix, &l, 1);
+            for g in &gaps {
+                f.add(g, "(whole run)", std::iter::once(0));
+            }
+            f.finish(&["(whole run)".to_string()])
+        };
+        let mut threads_whole = whole.threads.clone();
+        let mut threads_parts = parts.threads.clone();
+        threads_whole.sort();
+        threads_parts.sort();
+        assert_eq!(threads_whole, threads_parts);
+        // Thread indices differ with the order rows arrive in; the views name threads by
+        // (pid, tid), so the classes must not.
+        assert_eq!(fold(&whole), fold(&parts));
+        assert!(HostIndexBuilder::new(&stacks()).finish(None).is_none());
     }
 
     /// Gap times come from a file's timestamps: two gaps of i64::MAX saturate, not overflow.

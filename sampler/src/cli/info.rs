@@ -86,14 +86,22 @@ fn host_stacks_info(
 ) -> Result<Option<HostStacksInfo>> {
     use crate::hoststacks::event as ev;
     let setting = trace.manifest().extra.get(ev::MANIFEST_KEY).cloned();
-    let samples = trace.host_samples()?;
-    if setting.is_none() && samples.is_empty() {
+    // Counted a segment at a time: an hour of samples is too many rows to hold at once; the
+    // sets keep only distinct threads and stacks.
+    let mut samples = 0u64;
+    let mut threads = std::collections::HashSet::<(u32, u32)>::new();
+    let mut stacks = std::collections::HashSet::<u64>::new();
+    trace.host_samples_by_segment(|rows| {
+        samples = samples.saturating_add(rows.len() as u64);
+        for s in rows {
+            threads.insert((s.pid, s.tid));
+            stacks.insert(s.stack_id);
+        }
+    })?;
+    if setting.is_none() && samples == 0 {
         return Ok(None);
     }
-    let threads: std::collections::HashSet<(u32, u32)> =
-        samples.iter().map(|s| (s.pid, s.tid)).collect();
-    let processes: std::collections::HashSet<u32> = samples.iter().map(|s| s.pid).collect();
-    let stacks: std::collections::HashSet<u64> = samples.iter().map(|s| s.stack_id).collect();
+    let processes: std::collections::HashSet<u32> = threads.iter().map(|t| t.0).collect();
     let sum = |name: &str| -> u64 {
         events
             .iter()
@@ -104,7 +112,7 @@ fn host_stacks_info(
     };
     Ok(Some(HostStacksInfo {
         setting,
-        samples: samples.len() as u64,
+        samples,
         threads: threads.len(),
         processes: processes.len(),
         stacks: stacks.len(),

@@ -544,6 +544,11 @@ impl ViewAcc {
 #[derive(Debug, Default)]
 struct ClassAcc {
     time_ns: i64,
+    /// The time the class's gaps cover, overlaps once (a gap on 8 GPUs counts once): the
+    /// samples are counted over it, and the expected samples come from it.
+    covered_ns: i64,
+    /// The covered intervals, disjoint, start to end.
+    covered: BTreeMap<i64, i64>,
     gaps: u64,
     /// Gap time without a kernel resident; `None` where kernels were not captured.
     no_kernel_ns: Option<i64>,
@@ -562,15 +567,49 @@ impl ClassAcc {
         }
     }
 
-    fn add_gap(&mut self, ix: &HostIndex, ns: i64, no_kernel: Option<i64>, samples: &[Sample]) {
+    fn add_gap(&mut self, ix: &HostIndex, g: &Gap, no_kernel: Option<i64>) {
         // Gap times come from untrusted timestamps: saturate rather than overflow.
-        self.time_ns = self.time_ns.saturating_add(ns);
+        self.time_ns = self.time_ns.saturating_add(g.duration_ns());
         self.gaps += 1;
         if let Some(n) = no_kernel {
             let acc = self.no_kernel_ns.get_or_insert(0);
             *acc = acc.saturating_add(n);
         }
-        self.add_samples(ix, samples);
+        for (a, b) in self.cover(g.start_ns, g.end_ns) {
+            self.covered_ns = self.covered_ns.saturating_add(b.saturating_sub(a));
+            self.add_samples(ix, ix.between(a, b));
+        }
+    }
+
+    /// Marks `[start, end)` covered; returns its parts that were not, in order.
+    fn cover(&mut self, start: i64, end: i64) -> Vec<(i64, i64)> {
+        if start >= end {
+            return Vec::new();
+        }
+        // The covered intervals that overlap or touch [start, end), last first.
+        let touching: Vec<(i64, i64)> = self
+            .covered
+            .range(..=end)
+            .rev()
+            .take_while(|(_, e)| **e >= start)
+            .map(|(s, e)| (*s, *e))
+            .collect();
+        let mut new = Vec::new();
+        let mut from = start;
+        for (s, e) in touching.iter().rev() {
+            if *s > from {
+                new.push((from, (*s).min(end)));
+            }
+            from = from.max(*e);
+            self.covered.remove(s);
+        }
+        if from < end {
+            new.push((from, end));
+        }
+        let lo = touching.last().map_or(start, |(s, _)| (*s).min(start));
+        let hi = touching.first().map_or(end, |(_, e)| (*e).max(end));
+        self.covered.insert(lo, hi);
+        new
     }
 
     fn finish(self, ix: &HostIndex, scope: HostScope, name: String) -> HostClass {
@@ -582,8 +621,8 @@ impl ClassAcc {
             name,
             time_ns: self.time_ns,
             gaps: self.gaps,
-            launching: launching.map(|t| self.launching_acc.finish(ix, self.time_ns, Some(t))),
-            all: self.all.finish(ix, self.time_ns, None),
+            launching: launching.map(|t| self.launching_acc.finish(ix, self.covered_ns, Some(t))),
+            all: self.all.finish(ix, self.covered_ns, None),
         }
     }
 }
@@ -617,7 +656,6 @@ impl<'a> HostFold<'a> {
 
     /// Counts the samples of gap `g` in its place (labelled `label`) and in `slots`.
     pub fn add(&mut self, g: &Gap, label: &str, slots: impl Iterator<Item = usize>) {
-        let samples = self.ix.between(g.start_ns, g.end_ns);
         let no_kernel = g
             .kernel_resident_ns
             .map(|k| g.duration_ns().saturating_sub(k));
@@ -634,10 +672,10 @@ impl<'a> HostFold<'a> {
                 },
             )
         });
-        place.add_gap(ix, g.duration_ns(), no_kernel, samples);
+        place.add_gap(ix, g, no_kernel);
         for s in slots {
             if let Some(c) = self.slots.get_mut(s) {
-                c.add_gap(ix, g.duration_ns(), no_kernel, samples);
+                c.add_gap(ix, g, no_kernel);
             }
         }
     }
@@ -679,6 +717,8 @@ pub(crate) fn phase_classes(
     let mut accs: Vec<ClassAcc> = (0..slots)
         .map(|s| ClassAcc {
             time_ns: times_ns[s],
+            // A phase's time is one span: each sample counts once in it.
+            covered_ns: times_ns[s],
             launching: launchers.of_slot(s).and_then(|k| ix.thread_of(k)),
             ..ClassAcc::default()
         })
@@ -891,6 +931,48 @@ mod tests {
         assert!(HostIndexBuilder::new(&stacks()).finish(None).is_none());
     }
 
+    /// The same gap on two GPUs (and one overlapping it on a third) counts each sample once,
+    /// over the time the gaps cover; the class's time still sums every GPU's gap.
+    #[test]
+    fn a_gap_on_several_devices_counts_each_sample_once() {
+        let samples: Vec<HostSample> = (0..30).map(|i| sample(i * 10, 1, 1, false)).collect();
+        let on = |d: u32, start_ns: i64, end_ns: i64| Gap {
+            device: DeviceId(d),
+            ..gap(start_ns, end_ns)
+        };
+        let one = classes(&samples, &[on(0, 50, 150)], 1);
+        let two = classes(&samples, &[on(0, 50, 150), on(1, 50, 150)], 1);
+        let (a, b) = (&one[0].all, &two[0].all);
+        assert_eq!(b.samples, 10);
+        assert_eq!(b.samples, a.samples);
+        assert!((b.expected_samples - a.expected_samples).abs() < 1e-9);
+        assert_eq!(b.self_frames, a.self_frames);
+        assert_eq!(two[0].time_ns, 200);
+        assert_eq!(two[0].gaps, 2);
+        // A third GPU's gap [100, 200) adds only [150, 200): five samples, five expected.
+        let three = classes(
+            &samples,
+            &[on(0, 50, 150), on(1, 50, 150), on(2, 100, 200)],
+            1,
+        );
+        assert_eq!(three[0].all.samples, 15);
+        assert!((three[0].all.expected_samples - 15.0).abs() < 1e-9);
+        assert_eq!(three[0].time_ns, 300);
+    }
+
+    #[test]
+    fn covering_returns_only_the_new_parts() {
+        let mut c = ClassAcc::default();
+        assert_eq!(c.cover(10, 20), vec![(10, 20)]);
+        assert_eq!(c.cover(30, 40), vec![(30, 40)]);
+        assert_eq!(c.cover(15, 35), vec![(20, 30)]);
+        assert_eq!(c.cover(0, 50), vec![(0, 10), (40, 50)]);
+        assert_eq!(c.cover(5, 45), Vec::<(i64, i64)>::new());
+        assert_eq!(c.cover(50, 60), vec![(50, 60)]);
+        assert_eq!(c.cover(7, 7), Vec::<(i64, i64)>::new());
+        assert_eq!(c.covered.len(), 1);
+    }
+
     /// Gap times come from a file's timestamps: two gaps of i64::MAX saturate, not overflow.
     #[test]
     fn huge_gap_times_saturate() {
@@ -1056,7 +1138,7 @@ mod tests {
 
     proptest::proptest! {
         /// Against a count sample by sample: a view holds exactly the samples inside its gaps
-        /// (a gap's start in, its end out), every one in one self frame or without frames, and a
+        /// (a gap's start in, its end out), once however many of its gaps overlap, every one in one self frame or without frames, and a
         /// frame's inclusive count is never below its self count.
         #[test]
         fn views_count_what_a_brute_force_count_finds(
@@ -1074,7 +1156,7 @@ mod tests {
             let cs = classes(&host, &gaps, 1);
             let all = &cs[0].all;
             let inside = |t: i64| gaps.iter().filter(|g| t >= g.start_ns && t < g.end_ns).count();
-            let brute: usize = host.iter().map(|s| inside(s.t_ns)).sum();
+            let brute = host.iter().filter(|s| inside(s.t_ns) > 0).count();
             proptest::prop_assert_eq!(all.samples, brute as u64);
             let selfs: u64 = all.self_frames.iter().map(|f| f.samples).sum();
             proptest::prop_assert_eq!(selfs + all.no_frames, all.samples);
@@ -1083,11 +1165,10 @@ mod tests {
                 proptest::prop_assert!(incl.is_some_and(|i| i.samples >= f.samples));
             }
             if let Some(l) = &cs[0].launching {
-                let mine: usize = host
+                let mine = host
                     .iter()
-                    .filter(|s| s.tid == 1)
-                    .map(|s| inside(s.t_ns))
-                    .sum();
+                    .filter(|s| s.tid == 1 && inside(s.t_ns) > 0)
+                    .count();
                 proptest::prop_assert_eq!(l.samples, mine as u64);
             }
         }

@@ -86,7 +86,7 @@ pub struct HostView {
     pub threads: u64,
     pub samples: u64,
     /// Samples the time would hold at the recording's rate, for `threads` threads (one for a
-    /// launching thread).
+    /// launching thread); for gaps, the time they cover, overlaps (several GPUs) once.
     pub expected_samples: f64,
     /// `samples / expected_samples`: under 1, time the sampler missed.
     pub sampled: f64,

@@ -191,3 +191,45 @@ fn info_lists_domains_and_capture_problems() {
             "  capture problem: no_activity_records: kernel capture was set up in 2 processes",
         ));
 }
+
+/// The capture table's counts are another process's bytes: counts of u64::MAX (missed host
+/// samples, processes without Python) must give a line, not an overflow panic.
+#[test]
+fn info_survives_huge_host_capture_counts() {
+    use cufall_trace::model::CaptureEvent;
+    use cufall_trace::{Trace, TraceWriter, WriterOptions};
+    let tmp = tempfile::tempdir().unwrap();
+    let src = cufall_testkit::fixture::Fixture {
+        host_stacks: true,
+        ..Default::default()
+    }
+    .write(tmp.path(), "src.cufall");
+    let src = Trace::open(&src).unwrap();
+    let path = tmp.path().join("huge.cufall");
+    let mut w =
+        TraceWriter::create(&path, src.manifest().clone(), WriterOptions::default()).unwrap();
+    w.append_stacks(&src.stacks().unwrap()).unwrap();
+    w.append_host_samples(&src.host_samples().unwrap()).unwrap();
+    let ev = |event: &str| CaptureEvent {
+        t_ns: src.manifest().created_unix_ns,
+        pid: 1234,
+        event: event.into(),
+        count: u64::MAX,
+        detail: String::new(),
+    };
+    w.append_capture(&[
+        ev("host_samples_missed"),
+        ev("host_samples_missed"),
+        ev("host_not_python"),
+    ])
+    .unwrap();
+    w.finish(src.manifest().end_unix_ns.unwrap()).unwrap();
+    for args in [&["info"][..], &["info", "--json"][..]] {
+        let out = cufall().args(args).arg(&path).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(&u64::MAX.to_string()), "{text}");
+    }
+}

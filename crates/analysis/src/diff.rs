@@ -8,6 +8,7 @@ use crate::kernels::KernelScope;
 use crate::render::{TextTable, fmt_ns, fmt_num, fmt_pct, note_text};
 use crate::report::{PhaseReport, Report, ReportOptions, build_report_checked};
 use crate::select::{DomainCount, domain_label, ranges_text};
+use cufall_trace::model::FrameKind;
 use cufall_trace::{Trace, TraceError};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -95,7 +96,10 @@ pub struct HostFrameDiff {
     pub function: String,
     pub file: String,
     pub line: Option<u32>,
-    /// 0 where the frame is not among the side's kept frames ([`crate::host::HOST_FRAMES_KEPT`]).
+    /// The native frame's library; empty for a Python frame.
+    pub module: String,
+    pub kind: FrameKind,
+    /// 0 where the side has no sample with the frame innermost.
     pub share_a: f64,
     pub share_b: f64,
     /// B minus A, in fractions (0.1 = 10 percentage points).
@@ -112,6 +116,14 @@ fn host_frame_diffs(ra: &Report, rb: &Report) -> Vec<HostFrameDiff> {
     let (Some(ha), Some(hb)) = (&ra.host, &rb.host) else {
         return Vec::new();
     };
+    host_reports_diff(ha, hb)
+}
+
+/// [`host_frame_diffs`] of two host reports.
+fn host_reports_diff(
+    ha: &crate::host::HostReport,
+    hb: &crate::host::HostReport,
+) -> Vec<HostFrameDiff> {
     let classes = |h: &'_ crate::host::HostReport| -> Vec<HostClass> {
         h.gap_classes
             .iter()
@@ -132,22 +144,37 @@ fn host_frame_diffs(ra: &Report, rb: &Report) -> Vec<HostFrameDiff> {
         if va.samples == 0 || vb.samples == 0 {
             continue;
         }
-        let mut shares: BTreeMap<(&str, &str, Option<u32>), (f64, f64)> = BTreeMap::new();
-        for f in &va.self_frames {
-            shares.entry((&f.function, &f.file, f.line)).or_default().0 = f.share;
+        // Every frame of both sides (not the kept few: a frame cut on one side would read 0),
+        // keyed by the whole frame so that frames differing only in module or kind stay apart.
+        let key = |f: &'_ crate::host::FrameShare| {
+            (
+                f.function.clone(),
+                f.file.clone(),
+                f.line,
+                f.module.clone(),
+                f.kind.as_str(),
+            )
+        };
+        let mut shares: BTreeMap<_, (f64, f64, FrameKind)> = BTreeMap::new();
+        for f in &va.all_self_frames {
+            let e = shares.entry(key(f)).or_insert((0.0, 0.0, f.kind));
+            e.0 += f.share;
         }
-        for f in &vb.self_frames {
-            shares.entry((&f.function, &f.file, f.line)).or_default().1 = f.share;
+        for f in &vb.all_self_frames {
+            let e = shares.entry(key(f)).or_insert((0.0, 0.0, f.kind));
+            e.1 += f.share;
         }
-        for ((function, file, line), (sa, sb)) in shares {
+        for ((function, file, line, module, _), (sa, sb, kind)) in shares {
             if (sb - sa).abs() >= HOST_CHANGE_FROM {
                 out.push(HostFrameDiff {
                     scope: a.scope,
                     class: a.name.clone(),
                     launching,
-                    function: function.to_string(),
-                    file: file.to_string(),
+                    function,
+                    file,
                     line,
+                    module,
+                    kind,
                     share_a: sa,
                     share_b: sb,
                     delta: sb - sa,
@@ -161,6 +188,9 @@ fn host_frame_diffs(ra: &Report, rb: &Report) -> Vec<HostFrameDiff> {
             .total_cmp(&x.delta.abs())
             .then_with(|| x.class.cmp(&y.class))
             .then_with(|| x.function.cmp(&y.function))
+            .then_with(|| x.file.cmp(&y.file))
+            .then(x.line.cmp(&y.line))
+            .then_with(|| x.module.cmp(&y.module))
     });
     out
 }
@@ -684,4 +714,93 @@ fn kernel_diff_text(d: &DiffReport) -> String {
         ));
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::{FrameShare, HostReport, HostView, IntervalSource, LaunchingFrom};
+
+    fn share(function: &str, module: &str, kind: FrameKind, share: f64) -> FrameShare {
+        FrameShare {
+            function: function.into(),
+            file: String::new(),
+            line: None,
+            module: module.into(),
+            kind,
+            samples: 1,
+            idle_samples: 0,
+            share,
+        }
+    }
+
+    /// A host report of one class whose `all` view has `frames`, of which only the first
+    /// `kept` are in the kept list (as after the report's cut).
+    fn report(frames: Vec<FrameShare>, kept: usize) -> HostReport {
+        let all = HostView {
+            thread: None,
+            threads: 1,
+            samples: 100,
+            expected_samples: 100.0,
+            sampled: 1.0,
+            idle: 0.0,
+            gil_held: None,
+            no_frames: 0,
+            self_frames: frames.iter().take(kept).cloned().collect(),
+            all_self_frames: frames,
+            inclusive_frames: Vec::new(),
+        };
+        HostReport {
+            interval_ns: 1_000_000,
+            interval_source: IntervalSource::Asked,
+            samples: 100,
+            threads: 1,
+            processes: 1,
+            launching_from: LaunchingFrom::Unknown,
+            gap_classes: vec![HostClass {
+                scope: HostScope::Place,
+                name: "a → b".into(),
+                time_ns: 100_000_000,
+                gaps: 1,
+                launching: None,
+                all,
+            }],
+            phases: Vec::new(),
+        }
+    }
+
+    /// A frame cut from A's kept list still has its real share in A, and frames that differ
+    /// only in module stay apart instead of overwriting each other.
+    #[test]
+    fn frames_are_compared_untruncated_by_their_whole_key() {
+        let py = FrameKind::Python;
+        let native = FrameKind::Native;
+        let a = report(
+            vec![
+                share("busy", "", py, 0.5),
+                share("sync", "libA.so", native, 0.2),
+                share("late", "", py, 0.05),
+            ],
+            2,
+        );
+        let b = report(
+            vec![
+                share("busy", "", py, 0.5),
+                share("sync", "libB.so", native, 0.3),
+                share("sync", "libA.so", native, 0.2),
+                share("late", "", py, 0.1),
+            ],
+            4,
+        );
+        let d = host_reports_diff(&a, &b);
+        let row = |f: &str, m: &str| d.iter().find(|x| x.function == f && x.module == m);
+        let late = row("late", "").expect("late changed");
+        assert_eq!((late.share_a, late.share_b), (0.05, 0.1));
+        let lib_b = row("sync", "libB.so").expect("libB grew");
+        assert_eq!((lib_b.share_a, lib_b.share_b), (0.0, 0.3));
+        assert_eq!(lib_b.kind, native);
+        assert!(row("sync", "libA.so").is_none(), "{d:?}");
+        assert!(row("busy", "").is_none(), "{d:?}");
+        assert_eq!(d.len(), 2);
+    }
 }

@@ -86,7 +86,7 @@ pub struct HostView {
     pub threads: u64,
     pub samples: u64,
     /// Samples the time would hold at the recording's rate, for `threads` threads (one for a
-    /// launching thread).
+    /// launching thread); for gaps, the time they cover, overlaps (several GPUs) once.
     pub expected_samples: f64,
     /// `samples / expected_samples`: under 1, time the sampler missed.
     pub sampled: f64,
@@ -96,8 +96,12 @@ pub struct HostView {
     pub gil_held: Option<f64>,
     /// Samples whose stack has no frame (or names a stack the trace lacks).
     pub no_frames: u64,
-    /// Innermost frames, largest share first.
+    /// Innermost frames, largest share first, the first [`HOST_FRAMES_KEPT`].
     pub self_frames: Vec<FrameShare>,
+    /// Every innermost frame, largest share first: a diff compares these, so that a frame
+    /// kept on one side and cut on the other shows its real share on both. Not in the JSON.
+    #[serde(skip)]
+    pub all_self_frames: Vec<FrameShare>,
     /// Frames anywhere on the stack, largest share first.
     pub inclusive_frames: Vec<FrameShare>,
 }
@@ -232,9 +236,41 @@ impl HostIndex {
         samples: &[HostSample],
         host_stacks: Option<&str>,
     ) -> Option<HostIndex> {
-        if samples.is_empty() {
-            return None;
-        }
+        let mut b = HostIndexBuilder::new(stacks);
+        b.add(samples);
+        b.finish(host_stacks)
+    }
+
+    /// The samples with `start <= t < end`.
+    fn between(&self, start: i64, end: i64) -> &[Sample] {
+        let lo = self.samples.partition_point(|s| s.t_ns < start);
+        let hi = self.samples.partition_point(|s| s.t_ns < end);
+        &self.samples[lo..hi.max(lo)]
+    }
+
+    fn thread_of(&self, key: (u32, u32)) -> Option<u32> {
+        self.threads
+            .iter()
+            .position(|t| (t.pid, t.tid) == key)
+            .and_then(|i| u32::try_from(i).ok())
+    }
+}
+
+/// A [`HostIndex`] built a segment of host samples at a time: each segment's rows (a thread
+/// name each) are dropped once their compact samples are kept. The stacks table is kept whole
+/// as it is read: it is interned (one row per frame of each distinct stack), small next to the
+/// samples.
+pub struct HostIndexBuilder {
+    frames: Vec<FrameKey>,
+    stacks: Vec<StackFrames>,
+    stack_of: HashMap<u64, u32>,
+    thread_ids: HashMap<(u32, u32), u32>,
+    threads: Vec<HostThread>,
+    samples: Vec<Sample>,
+}
+
+impl HostIndexBuilder {
+    pub fn new(stacks: &[StackFrame]) -> HostIndexBuilder {
         let mut frames: Vec<FrameKey> = Vec::new();
         let mut frame_ids: HashMap<FrameKey, u32> = HashMap::new();
         let mut by_id: BTreeMap<u64, Vec<(u32, u32)>> = BTreeMap::new();
@@ -268,29 +304,46 @@ impl HostIndex {
                 distinct,
             });
         }
-        let mut thread_ids: HashMap<(u32, u32), u32> = HashMap::new();
-        let mut threads = Vec::new();
-        let mut resolved: Vec<Sample> = samples
-            .iter()
-            .map(|s| {
-                let next = u32::try_from(threads.len()).unwrap_or(u32::MAX);
-                let thread = *thread_ids.entry((s.pid, s.tid)).or_insert_with(|| {
-                    threads.push(HostThread {
-                        pid: s.pid,
-                        tid: s.tid,
-                        name: s.thread_name.clone(),
-                    });
-                    next
+        HostIndexBuilder {
+            frames,
+            stacks: stack_list,
+            stack_of,
+            thread_ids: HashMap::new(),
+            threads: Vec::new(),
+            samples: Vec::new(),
+        }
+    }
+
+    /// Keeps one segment's samples (in any order), threads interned by (pid, tid).
+    pub fn add(&mut self, samples: &[HostSample]) {
+        self.samples.reserve(samples.len());
+        for s in samples {
+            let next = u32::try_from(self.threads.len()).unwrap_or(u32::MAX);
+            let threads = &mut self.threads;
+            let thread = *self.thread_ids.entry((s.pid, s.tid)).or_insert_with(|| {
+                threads.push(HostThread {
+                    pid: s.pid,
+                    tid: s.tid,
+                    name: s.thread_name.clone(),
                 });
-                Sample {
-                    t_ns: s.t_ns,
-                    thread,
-                    idle: s.state == HostState::Idle,
-                    gil: s.gil,
-                    stack: stack_of.get(&s.stack_id).copied(),
-                }
-            })
-            .collect();
+                next
+            });
+            self.samples.push(Sample {
+                t_ns: s.t_ns,
+                thread,
+                idle: s.state == HostState::Idle,
+                gil: s.gil,
+                stack: self.stack_of.get(&s.stack_id).copied(),
+            });
+        }
+    }
+
+    /// `None` when no sample was added. `host_stacks` is the manifest's `extra.host_stacks`.
+    pub fn finish(self, host_stacks: Option<&str>) -> Option<HostIndex> {
+        if self.samples.is_empty() {
+            return None;
+        }
+        let mut resolved = self.samples;
         resolved.sort_by_key(|s| (s.t_ns, s.thread));
         let (interval_ns, interval_source) = match asked_interval_ns(host_stacks) {
             Some(i) => (i, IntervalSource::Asked),
@@ -301,27 +354,13 @@ impl HostIndex {
             ),
         };
         Some(HostIndex {
-            frames,
-            stacks: stack_list,
-            threads,
+            frames: self.frames,
+            stacks: self.stacks,
+            threads: self.threads,
             samples: resolved,
             interval_ns,
             interval_source,
         })
-    }
-
-    /// The samples with `start <= t < end`.
-    fn between(&self, start: i64, end: i64) -> &[Sample] {
-        let lo = self.samples.partition_point(|s| s.t_ns < start);
-        let hi = self.samples.partition_point(|s| s.t_ns < end);
-        &self.samples[lo..hi.max(lo)]
-    }
-
-    fn thread_of(&self, key: (u32, u32)) -> Option<u32> {
-        self.threads
-            .iter()
-            .position(|t| (t.pid, t.tid) == key)
-            .and_then(|i| u32::try_from(i).ok())
     }
 }
 
@@ -476,9 +515,11 @@ impl ViewAcc {
                     .then_with(|| a.file.cmp(&b.file))
                     .then(a.line.cmp(&b.line))
             });
-            v.truncate(HOST_FRAMES_KEPT);
             v
         };
+        let all_self_frames = frames(self.self_frames);
+        let mut inclusive_frames = frames(self.inclusive);
+        inclusive_frames.truncate(HOST_FRAMES_KEPT);
         HostView {
             thread,
             threads,
@@ -488,8 +529,13 @@ impl ViewAcc {
             idle: of(self.idle),
             gil_held: (self.gil_known > 0).then(|| of(self.gil_held)),
             no_frames: self.no_frames,
-            self_frames: frames(self.self_frames),
-            inclusive_frames: frames(self.inclusive),
+            self_frames: all_self_frames
+                .iter()
+                .take(HOST_FRAMES_KEPT)
+                .cloned()
+                .collect(),
+            all_self_frames,
+            inclusive_frames,
         }
     }
 }
@@ -498,6 +544,11 @@ impl ViewAcc {
 #[derive(Debug, Default)]
 struct ClassAcc {
     time_ns: i64,
+    /// The time the class's gaps cover, overlaps once (a gap on 8 GPUs counts once): the
+    /// samples are counted over it, and the expected samples come from it.
+    covered_ns: i64,
+    /// The covered intervals, disjoint, start to end.
+    covered: BTreeMap<i64, i64>,
     gaps: u64,
     /// Gap time without a kernel resident; `None` where kernels were not captured.
     no_kernel_ns: Option<i64>,
@@ -516,13 +567,49 @@ impl ClassAcc {
         }
     }
 
-    fn add_gap(&mut self, ix: &HostIndex, ns: i64, no_kernel: Option<i64>, samples: &[Sample]) {
-        self.time_ns += ns;
+    fn add_gap(&mut self, ix: &HostIndex, g: &Gap, no_kernel: Option<i64>) {
+        // Gap times come from untrusted timestamps: saturate rather than overflow.
+        self.time_ns = self.time_ns.saturating_add(g.duration_ns());
         self.gaps += 1;
         if let Some(n) = no_kernel {
-            *self.no_kernel_ns.get_or_insert(0) += n;
+            let acc = self.no_kernel_ns.get_or_insert(0);
+            *acc = acc.saturating_add(n);
         }
-        self.add_samples(ix, samples);
+        for (a, b) in self.cover(g.start_ns, g.end_ns) {
+            self.covered_ns = self.covered_ns.saturating_add(b.saturating_sub(a));
+            self.add_samples(ix, ix.between(a, b));
+        }
+    }
+
+    /// Marks `[start, end)` covered; returns its parts that were not, in order.
+    fn cover(&mut self, start: i64, end: i64) -> Vec<(i64, i64)> {
+        if start >= end {
+            return Vec::new();
+        }
+        // The covered intervals that overlap or touch [start, end), last first.
+        let touching: Vec<(i64, i64)> = self
+            .covered
+            .range(..=end)
+            .rev()
+            .take_while(|(_, e)| **e >= start)
+            .map(|(s, e)| (*s, *e))
+            .collect();
+        let mut new = Vec::new();
+        let mut from = start;
+        for (s, e) in touching.iter().rev() {
+            if *s > from {
+                new.push((from, (*s).min(end)));
+            }
+            from = from.max(*e);
+            self.covered.remove(s);
+        }
+        if from < end {
+            new.push((from, end));
+        }
+        let lo = touching.last().map_or(start, |(s, _)| (*s).min(start));
+        let hi = touching.first().map_or(end, |(_, e)| (*e).max(end));
+        self.covered.insert(lo, hi);
+        new
     }
 
     fn finish(self, ix: &HostIndex, scope: HostScope, name: String) -> HostClass {
@@ -534,8 +621,8 @@ impl ClassAcc {
             name,
             time_ns: self.time_ns,
             gaps: self.gaps,
-            launching: launching.map(|t| self.launching_acc.finish(ix, self.time_ns, Some(t))),
-            all: self.all.finish(ix, self.time_ns, None),
+            launching: launching.map(|t| self.launching_acc.finish(ix, self.covered_ns, Some(t))),
+            all: self.all.finish(ix, self.covered_ns, None),
         }
     }
 }
@@ -569,8 +656,9 @@ impl<'a> HostFold<'a> {
 
     /// Counts the samples of gap `g` in its place (labelled `label`) and in `slots`.
     pub fn add(&mut self, g: &Gap, label: &str, slots: impl Iterator<Item = usize>) {
-        let samples = self.ix.between(g.start_ns, g.end_ns);
-        let no_kernel = g.kernel_resident_ns.map(|k| g.duration_ns() - k);
+        let no_kernel = g
+            .kernel_resident_ns
+            .map(|k| g.duration_ns().saturating_sub(k));
         let (ix, launchers, whole) = (self.ix, self.launchers, self.whole_slot);
         let (_, place) = self.places.entry(g.place.clone()).or_insert_with(|| {
             let launching = launchers
@@ -584,10 +672,10 @@ impl<'a> HostFold<'a> {
                 },
             )
         });
-        place.add_gap(ix, g.duration_ns(), no_kernel, samples);
+        place.add_gap(ix, g, no_kernel);
         for s in slots {
             if let Some(c) = self.slots.get_mut(s) {
-                c.add_gap(ix, g.duration_ns(), no_kernel, samples);
+                c.add_gap(ix, g, no_kernel);
             }
         }
     }
@@ -629,6 +717,8 @@ pub(crate) fn phase_classes(
     let mut accs: Vec<ClassAcc> = (0..slots)
         .map(|s| ClassAcc {
             time_ns: times_ns[s],
+            // A phase's time is one span: each sample counts once in it.
+            covered_ns: times_ns[s],
             launching: launchers.of_slot(s).and_then(|k| ix.thread_of(k)),
             ..ClassAcc::default()
         })
@@ -805,6 +895,93 @@ mod tests {
             .map(|f| f.share)
     }
 
+    /// Segments in any order and of any size give the classes the whole table gives.
+    #[test]
+    fn building_by_segment_gives_what_the_whole_table_gives() {
+        let mut samples: Vec<HostSample> = (0..40)
+            .map(|i| sample(i * 10, 1 + (i % 3) as u32, 1 + (i % 2) as u64, i % 5 == 0))
+            .collect();
+        samples.push(sample(15, 4, 99, false)); // a stack the table lacks
+        let gaps = [gap(0, 120), gap(200, 330)];
+        let whole = HostIndex::build(&stacks(), &samples, Some("100000000 Hz")).expect("samples");
+        let mut b = HostIndexBuilder::new(&stacks());
+        for part in samples.chunks(7).rev() {
+            b.add(part);
+        }
+        b.add(&[]);
+        let parts = b.finish(Some("100000000 Hz")).expect("samples");
+        let fold = |ix: &HostIndex| {
+            let phases = Phases::build(&[]);
+            let index = SegPhases::build(&phases);
+            let l = Launchers::build(&phases, &index, 1, &[], &[]);
+            let mut f = HostFold::new(ix, &l, 1);
+            for g in &gaps {
+                f.add(g, "(whole run)", std::iter::once(0));
+            }
+            f.finish(&["(whole run)".to_string()])
+        };
+        let mut threads_whole = whole.threads.clone();
+        let mut threads_parts = parts.threads.clone();
+        threads_whole.sort();
+        threads_parts.sort();
+        assert_eq!(threads_whole, threads_parts);
+        // Thread indices differ with the order rows arrive in; the views name threads by
+        // (pid, tid), so the classes must not.
+        assert_eq!(fold(&whole), fold(&parts));
+        assert!(HostIndexBuilder::new(&stacks()).finish(None).is_none());
+    }
+
+    /// The same gap on two GPUs (and one overlapping it on a third) counts each sample once,
+    /// over the time the gaps cover; the class's time still sums every GPU's gap.
+    #[test]
+    fn a_gap_on_several_devices_counts_each_sample_once() {
+        let samples: Vec<HostSample> = (0..30).map(|i| sample(i * 10, 1, 1, false)).collect();
+        let on = |d: u32, start_ns: i64, end_ns: i64| Gap {
+            device: DeviceId(d),
+            ..gap(start_ns, end_ns)
+        };
+        let one = classes(&samples, &[on(0, 50, 150)], 1);
+        let two = classes(&samples, &[on(0, 50, 150), on(1, 50, 150)], 1);
+        let (a, b) = (&one[0].all, &two[0].all);
+        assert_eq!(b.samples, 10);
+        assert_eq!(b.samples, a.samples);
+        assert!((b.expected_samples - a.expected_samples).abs() < 1e-9);
+        assert_eq!(b.self_frames, a.self_frames);
+        assert_eq!(two[0].time_ns, 200);
+        assert_eq!(two[0].gaps, 2);
+        // A third GPU's gap [100, 200) adds only [150, 200): five samples, five expected.
+        let three = classes(
+            &samples,
+            &[on(0, 50, 150), on(1, 50, 150), on(2, 100, 200)],
+            1,
+        );
+        assert_eq!(three[0].all.samples, 15);
+        assert!((three[0].all.expected_samples - 15.0).abs() < 1e-9);
+        assert_eq!(three[0].time_ns, 300);
+    }
+
+    #[test]
+    fn covering_returns_only_the_new_parts() {
+        let mut c = ClassAcc::default();
+        assert_eq!(c.cover(10, 20), vec![(10, 20)]);
+        assert_eq!(c.cover(30, 40), vec![(30, 40)]);
+        assert_eq!(c.cover(15, 35), vec![(20, 30)]);
+        assert_eq!(c.cover(0, 50), vec![(0, 10), (40, 50)]);
+        assert_eq!(c.cover(5, 45), Vec::<(i64, i64)>::new());
+        assert_eq!(c.cover(50, 60), vec![(50, 60)]);
+        assert_eq!(c.cover(7, 7), Vec::<(i64, i64)>::new());
+        assert_eq!(c.covered.len(), 1);
+    }
+
+    /// Gap times come from a file's timestamps: two gaps of i64::MAX saturate, not overflow.
+    #[test]
+    fn huge_gap_times_saturate() {
+        let samples: Vec<HostSample> = (0..20).map(|i| sample(i * 10, 1, 1, false)).collect();
+        let cs = classes(&samples, &[gap(0, i64::MAX), gap(1, i64::MAX)], 1);
+        assert_eq!(cs[0].time_ns, i64::MAX);
+        assert_eq!(cs[0].gaps, 2);
+    }
+
     #[test]
     fn samples_count_inside_gaps_only_as_shares_of_expected_samples() {
         // Thread 1: in `inner` from 0 to 100 ns, in `waiter` (idle) from 100 to 200.
@@ -961,7 +1138,7 @@ mod tests {
 
     proptest::proptest! {
         /// Against a count sample by sample: a view holds exactly the samples inside its gaps
-        /// (a gap's start in, its end out), every one in one self frame or without frames, and a
+        /// (a gap's start in, its end out), once however many of its gaps overlap, every one in one self frame or without frames, and a
         /// frame's inclusive count is never below its self count.
         #[test]
         fn views_count_what_a_brute_force_count_finds(
@@ -979,7 +1156,7 @@ mod tests {
             let cs = classes(&host, &gaps, 1);
             let all = &cs[0].all;
             let inside = |t: i64| gaps.iter().filter(|g| t >= g.start_ns && t < g.end_ns).count();
-            let brute: usize = host.iter().map(|s| inside(s.t_ns)).sum();
+            let brute = host.iter().filter(|s| inside(s.t_ns) > 0).count();
             proptest::prop_assert_eq!(all.samples, brute as u64);
             let selfs: u64 = all.self_frames.iter().map(|f| f.samples).sum();
             proptest::prop_assert_eq!(selfs + all.no_frames, all.samples);
@@ -988,11 +1165,10 @@ mod tests {
                 proptest::prop_assert!(incl.is_some_and(|i| i.samples >= f.samples));
             }
             if let Some(l) = &cs[0].launching {
-                let mine: usize = host
+                let mine = host
                     .iter()
-                    .filter(|s| s.tid == 1)
-                    .map(|s| inside(s.t_ns))
-                    .sum();
+                    .filter(|s| s.tid == 1 && inside(s.t_ns) > 0)
+                    .count();
                 proptest::prop_assert_eq!(l.samples, mine as u64);
             }
         }

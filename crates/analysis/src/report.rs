@@ -5,7 +5,7 @@
 use crate::capture::{self, CaptureLine, GraphContents};
 use crate::error::{AnalysisError, Result};
 use crate::gaps::{self, Gap, HostCoverage, HostTime, KernelCoverage};
-use crate::host::{self, HostFold, HostIndex, HostReport, HostSide, Launchers};
+use crate::host::{self, HostFold, HostIndexBuilder, HostReport, HostSide, Launchers};
 use crate::kernels::{KernelFold, KernelTable};
 use crate::phases::{self, Phases, Place, SegPhases};
 use crate::samples::{self, Activity, FullScaleSource, SegAgg};
@@ -860,9 +860,11 @@ fn host_side(
     api: &[cufall_trace::model::ApiCall],
     chosen: &[NvtxRange],
 ) -> Result<Option<HostSide>> {
-    let ix = HostIndex::build(
-        &trace.stacks()?,
-        &trace.host_samples()?,
+    // The samples a segment at a time: only their compact form is kept (see
+    // `HostIndexBuilder`); the stacks table is read whole, it is interned and small.
+    let mut b = HostIndexBuilder::new(&trace.stacks()?);
+    trace.host_samples_by_segment(|rows| b.add(&rows))?;
+    let ix = b.finish(
         trace
             .manifest()
             .extra

@@ -1012,6 +1012,13 @@ impl Trace {
         self.rows(Table::HostSamples, tables::rows::<HostSample>)
     }
 
+    /// The host samples one segment at a time, in segment order (see
+    /// [`Trace::kernels_by_segment`]): an hour at 1 kHz of many threads is too many rows, each
+    /// with its thread's name, to hold at once.
+    pub fn host_samples_by_segment(&self, each: impl FnMut(Vec<HostSample>)) -> Result<()> {
+        self.by_segment(Table::HostSamples, tables::rows::<HostSample>, each)
+    }
+
     /// Counts and extents for `cufall info`. Sample counts come from the index where it has
     /// them; the small tables are read.
     pub fn summary(&self) -> Result<TraceSummary> {

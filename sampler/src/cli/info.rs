@@ -86,24 +86,33 @@ fn host_stacks_info(
 ) -> Result<Option<HostStacksInfo>> {
     use crate::hoststacks::event as ev;
     let setting = trace.manifest().extra.get(ev::MANIFEST_KEY).cloned();
-    let samples = trace.host_samples()?;
-    if setting.is_none() && samples.is_empty() {
+    // Counted a segment at a time: an hour of samples is too many rows to hold at once; the
+    // sets keep only distinct threads and stacks.
+    let mut samples = 0u64;
+    let mut threads = std::collections::HashSet::<(u32, u32)>::new();
+    let mut stacks = std::collections::HashSet::<u64>::new();
+    trace.host_samples_by_segment(|rows| {
+        samples = samples.saturating_add(rows.len() as u64);
+        for s in rows {
+            threads.insert((s.pid, s.tid));
+            stacks.insert(s.stack_id);
+        }
+    })?;
+    if setting.is_none() && samples == 0 {
         return Ok(None);
     }
-    let threads: std::collections::HashSet<(u32, u32)> =
-        samples.iter().map(|s| (s.pid, s.tid)).collect();
-    let processes: std::collections::HashSet<u32> = samples.iter().map(|s| s.pid).collect();
-    let stacks: std::collections::HashSet<u64> = samples.iter().map(|s| s.stack_id).collect();
+    let processes: std::collections::HashSet<u32> = threads.iter().map(|t| t.0).collect();
     let sum = |name: &str| -> u64 {
         events
             .iter()
             .filter(|e| e.event == name)
             .map(|e| e.count)
-            .sum()
+            // The counts are the capture's untrusted bytes: saturate rather than overflow.
+            .fold(0u64, u64::saturating_add)
     };
     Ok(Some(HostStacksInfo {
         setting,
-        samples: samples.len() as u64,
+        samples,
         threads: threads.len(),
         processes: processes.len(),
         stacks: stacks.len(),
@@ -122,7 +131,7 @@ fn host_stacks_text(h: &HostStacksInfo) -> String {
     let mut o = String::new();
     let setting = h.setting.as_deref().unwrap_or("(setting not recorded)");
     if h.samples > 0 {
-        let asked = h.samples + h.missed;
+        let asked = h.samples.saturating_add(h.missed);
         o.push_str(&format!(
             "{:<14}{} samples of {} thread(s) in {} process(es), {} distinct stacks; {} missed ({:.2} % of {asked}); {setting}\n",
             "host stacks",

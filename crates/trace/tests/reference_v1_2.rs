@@ -26,6 +26,17 @@ fn reads_the_v1_2_reference_recording() {
     let samples = trace.host_samples().unwrap();
     let stacks = trace.stacks().unwrap();
     assert_eq!(samples.len(), 1807);
+    // Read a segment at a time (as `report` and `info` read them), the same rows.
+    let mut parts = Vec::new();
+    let mut segments = 0;
+    trace
+        .host_samples_by_segment(|rows| {
+            segments += 1;
+            parts.extend(rows);
+        })
+        .unwrap();
+    assert!(segments > 1, "{segments} segment(s)");
+    assert_eq!(parts, samples);
     let ids: BTreeSet<u64> = stacks.iter().map(|f| f.stack_id).collect();
     assert_eq!(ids.len(), 15);
     // Every sample names a stack the trace holds, and each stack's depths run from 0 up.

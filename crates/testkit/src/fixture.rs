@@ -422,19 +422,19 @@ pub fn phase_thread_stacks() -> Vec<StackFrame> {
     let mut out = Vec::new();
     for (i, frames) in HOST_STACKS.iter().enumerate() {
         for (depth, (function, file, line, native)) in frames.iter().enumerate() {
-            out.push(StackFrame {
-                stack_id: i as u64 + PHASE_STACK_0,
-                depth: depth as u32,
-                function: function.to_string(),
-                file: file.to_string(),
-                line: *line,
-                module: String::new(),
-                kind: if *native {
-                    FrameKind::Native
-                } else {
-                    FrameKind::Python
-                },
-            });
+            let kind = if *native {
+                FrameKind::Native
+            } else {
+                FrameKind::Python
+            };
+            out.push(crate::tables::frame(
+                i as u64 + PHASE_STACK_0,
+                depth as u32,
+                function,
+                file,
+                *line,
+                kind,
+            ));
         }
     }
     out
@@ -482,15 +482,7 @@ pub fn phase_thread_samples() -> Vec<HostSample> {
 
 /// The stacks of a fixture with `host_stacks`.
 fn host_stacks() -> Vec<StackFrame> {
-    let frame = |stack_id, depth, function: &str, file: &str, line, kind| StackFrame {
-        stack_id,
-        depth,
-        function: function.into(),
-        file: file.into(),
-        line,
-        module: String::new(),
-        kind,
-    };
+    use crate::tables::frame;
     let py = FrameKind::Python;
     vec![
         frame(1, 0, "build_tree", "/srv/app/tree.py", Some(88), py),

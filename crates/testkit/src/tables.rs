@@ -163,10 +163,16 @@ pub fn kernels() -> Vec<KernelRecord> {
     ]
 }
 
-/// Two interned host stacks: a Python thread in `build_tree` called from `step`, and the same
-/// thread in a native frame below `torch.cuda.synchronize`.
-pub fn stacks() -> Vec<StackFrame> {
-    let frame = |stack_id, depth, function: &str, file: &str, line, kind| StackFrame {
+/// One frame of an interned host stack, without a module.
+pub fn frame(
+    stack_id: u64,
+    depth: u32,
+    function: &str,
+    file: &str,
+    line: Option<u32>,
+    kind: FrameKind,
+) -> StackFrame {
+    StackFrame {
         stack_id,
         depth,
         function: function.into(),
@@ -174,7 +180,12 @@ pub fn stacks() -> Vec<StackFrame> {
         line,
         module: String::new(),
         kind,
-    };
+    }
+}
+
+/// Two interned host stacks: a Python thread in `build_tree` called from `step`, and the same
+/// thread in a native frame below `torch.cuda.synchronize`.
+pub fn stacks() -> Vec<StackFrame> {
     vec![
         frame(1, 0, "build_tree", "tree.py", Some(88), FrameKind::Python),
         frame(1, 1, "step", "serve.py", Some(12), FrameKind::Python),

@@ -109,19 +109,11 @@ impl PmSource for ClockedSource {
     }
 
     fn fill(&self, image: &FakeImage) -> Result<CounterDataInfo, CuptiError> {
-        Ok(CounterDataInfo {
-            total: image.capacity,
-            populated: image.samples.len(),
-            completed: image.samples.len(),
-        })
+        Ok(image.info())
     }
 
     fn sample_times(&self, image: &FakeImage, index: usize) -> Result<(u64, u64), CuptiError> {
-        image
-            .samples
-            .get(index)
-            .copied()
-            .ok_or(CuptiError::InvalidArgument("no such sample".into()))
+        image.times(index)
     }
 
     fn rearm(&mut self) -> Result<(), CuptiError> {

@@ -61,6 +61,25 @@ pub struct FakeImage {
     pub samples: Vec<(u64, u64)>,
 }
 
+impl FakeImage {
+    /// What CUPTI says of an image: every sample it holds is populated and complete.
+    pub fn info(&self) -> CounterDataInfo {
+        CounterDataInfo {
+            total: self.capacity,
+            populated: self.samples.len(),
+            completed: self.samples.len(),
+        }
+    }
+
+    /// Sample `index`'s start and end, or CUPTI's answer to an index past the end.
+    pub fn times(&self, index: usize) -> Result<(u64, u64), CuptiError> {
+        self.samples
+            .get(index)
+            .copied()
+            .ok_or(CuptiError::InvalidArgument("no such sample".into()))
+    }
+}
+
 pub struct FakeSource {
     pub clock: u64,
     pub hw: VecDeque<(u64, u64)>,
@@ -181,19 +200,11 @@ impl PmSource for FakeSource {
     }
 
     fn fill(&self, image: &FakeImage) -> Result<CounterDataInfo, CuptiError> {
-        Ok(CounterDataInfo {
-            total: image.capacity,
-            populated: image.samples.len(),
-            completed: image.samples.len(),
-        })
+        Ok(image.info())
     }
 
     fn sample_times(&self, image: &FakeImage, index: usize) -> Result<(u64, u64), CuptiError> {
-        image
-            .samples
-            .get(index)
-            .copied()
-            .ok_or(CuptiError::InvalidArgument("no such sample".into()))
+        image.times(index)
     }
 
     fn rearm(&mut self) -> Result<(), CuptiError> {

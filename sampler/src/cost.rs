@@ -23,6 +23,10 @@ use std::fmt;
 
 /// CPU the default interval may cost per GPU, in cores (8 GPUs of a node: 8 cores).
 pub const CORE_BUDGET: f64 = 1.0;
+/// The same for `cufall serve`, which samples for weeks beside the node's own work: about a
+/// third of a core per GPU (the default pair at 200 µs; the DRAM metric alone at 50 µs), still
+/// fine enough to see the millisecond gaps of a decode step.
+pub const EXPORTER_CORE_BUDGET: f64 = 0.3;
 /// The share of one core the decode thread may be busy and still keep up: by this model the
 /// finest lossless runs measured had their decoder 88–89 % busy (the default pair at 30 µs, the
 /// tensor pipe alone at 25 µs, both 60 s); at 109 % (the tensor pipe at 20 µs) and more, samples
@@ -112,12 +116,23 @@ impl CostModel {
     /// [`Self::default_interval_ns`], and whether it met the budget (lossless, at most
     /// [`CORE_BUDGET`]): a metric set of megabytes per sample meets it at no step.
     pub fn default_interval(&self, bytes_per_sample: u64, metrics: usize) -> (i64, bool) {
+        self.default_interval_within(bytes_per_sample, metrics, CORE_BUDGET)
+    }
+
+    /// The finest round interval that is lossless and costs at most `cores` per GPU, and
+    /// whether one did (else the coarsest step, 100 ms).
+    pub fn default_interval_within(
+        &self,
+        bytes_per_sample: u64,
+        metrics: usize,
+        cores: f64,
+    ) -> (i64, bool) {
         DEFAULT_STEPS_US
             .iter()
             .map(|us| us * 1_000)
             .find(|&iv| {
                 let p = self.predict(bytes_per_sample, metrics, iv);
-                p.lossless() && p.cores() <= CORE_BUDGET
+                p.lossless() && p.cores() <= cores
             })
             .map_or(
                 (DEFAULT_STEPS_US[DEFAULT_STEPS_US.len() - 1] * 1_000, false),
@@ -241,6 +256,20 @@ mod tests {
         assert_eq!(m.finest_lossless_ns(PAIR, 2), 30_000);
         assert_eq!(m.finest_lossless_ns(TENSOR, 1), 25_000);
         assert!(m.finest_lossless_ns(DRAM, 1) < 10_000);
+    }
+
+    #[test]
+    fn the_exporters_budget_picks_coarser_intervals_that_still_see_millisecond_gaps() {
+        let m = CostModel::H200;
+        let within = |b, n| m.default_interval_within(b, n, EXPORTER_CORE_BUDGET);
+        assert_eq!(within(PAIR, 2), (200_000, true));
+        assert_eq!(within(DRAM, 1), (50_000, true));
+        for b in [313u64, DRAM, TENSOR, PAIR] {
+            let (iv, met) = within(b, 2);
+            assert!(met && iv <= 500_000, "{b} B: {iv} ns");
+            assert!(m.predict(b, 2, iv).cores() <= EXPORTER_CORE_BUDGET);
+            assert!(iv >= m.default_interval_ns(b, 2));
+        }
     }
 
     #[test]

@@ -50,10 +50,16 @@ enum Command {
     Control(cufall_sampler::control::ControlArgs),
     /// Export every GPU's counters to Prometheus (GET /metrics), with a flight recorder of the
     /// last minutes (POST /dump writes it to a trace).
-    #[command(after_help = "Examples:
+    #[command(
+        after_help = "Without --interval, serve samples at the finest interval the cost model keeps
+within about 0.3 of a core per GPU (200us for the default pair, 50us for the DRAM metric
+alone on an H200), not record's one core: it runs for weeks beside the node's work.
+
+Examples:
   cufall serve                                     every GPU, http://0.0.0.0:9401/metrics
   cufall serve --listen 127.0.0.1:9401 --keep 10m --dump-dir /var/lib/cufall
-  curl -X POST http://127.0.0.1:9401/dump          write the last minutes to a trace")]
+  curl -X POST http://127.0.0.1:9401/dump          write the last minutes to a trace"
+    )]
     Serve(Box<cufall_sampler::serve::cmd::ServeArgs>),
     /// List the metrics PM sampling offers on a GPU, with units and sub-metrics.
     #[command(after_help = "Examples:\n  cufall metrics\n  cufall metrics --filter tensor")]

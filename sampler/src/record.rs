@@ -88,6 +88,7 @@ impl SelectionArgs {
             devices,
             metrics: selection.columns.clone(),
             interval_ns,
+            core_budget: crate::cost::CORE_BUDGET,
             nvml_interval: Some(self.nvml_interval),
             counters: policy,
             hw_buffer_bytes: self.hw_buffer_mib.map(|m| m << 20),

@@ -53,8 +53,12 @@ pub struct SessionConfig {
     /// Metrics to collect (one column each).
     pub metrics: Vec<String>,
     /// GPU-time sampling interval; `None`: the finest the cost model says holds without loss
-    /// at about one core per GPU for these metrics' counter-data bytes ([`crate::cost`]).
+    /// within [`SessionConfig::core_budget`] for these metrics' counter-data bytes
+    /// ([`crate::cost`]).
     pub interval_ns: Option<i64>,
+    /// The CPU per GPU, in cores, the default interval may cost: [`crate::cost::CORE_BUDGET`]
+    /// (`record`), [`crate::cost::EXPORTER_CORE_BUDGET`] (`serve`).
+    pub core_budget: f64,
     /// NVML polling interval; `None` = no NVML.
     pub nvml_interval: Option<Duration>,
     pub counters: CounterPolicy,
@@ -82,12 +86,26 @@ const FALLBACK_BYTES_PER_SAMPLE: u64 = 25_529;
 pub enum IntervalChoice {
     /// `--interval`.
     Given,
-    /// The cost model's default; `budget_met` false when no step keeps the metrics within about
-    /// one core per GPU (the coarsest step is taken).
-    Model { budget_met: bool },
+    /// The cost model's default within `cores` per GPU; `budget_met` false when no step keeps
+    /// the metrics within it (the coarsest step is taken).
+    Model { budget_met: bool, cores: f64 },
     /// CUPTI could not say the bytes per sample before arming (`why`): the default pair's
     /// interval was taken.
     Fallback { why: String },
+}
+
+impl IntervalChoice {
+    /// The cost model's default interval for `bytes` per sample of `metrics` metrics within
+    /// `cores` per GPU, and the choice that names it.
+    fn model(
+        model: &crate::cost::CostModel,
+        bytes: u64,
+        metrics: usize,
+        cores: f64,
+    ) -> (i64, Self) {
+        let (iv, budget_met) = model.default_interval_within(bytes, metrics, cores);
+        (iv, IntervalChoice::Model { budget_met, cores })
+    }
 }
 
 impl Default for SessionConfig {
@@ -99,6 +117,7 @@ impl Default for SessionConfig {
                 .map(|s| s.to_string())
                 .collect(),
             interval_ns: None,
+            core_budget: crate::cost::CORE_BUDGET,
             nvml_interval: Some(DEFAULT_NVML_INTERVAL),
             counters: CounterPolicy::BestEffort,
             hw_buffer_bytes: None,
@@ -363,6 +382,17 @@ pub struct Cost {
     pub choice: IntervalChoice,
 }
 
+/// `one core`, `0.3 of a core`, `2 cores`.
+fn cores_text(cores: f64) -> String {
+    if (cores - 1.0).abs() < 1e-9 {
+        "one core".into()
+    } else if cores < 1.0 {
+        format!("{cores} of a core")
+    } else {
+        format!("{cores} cores")
+    }
+}
+
 impl Cost {
     /// One line for the user.
     pub fn describe(&self) -> String {
@@ -370,14 +400,22 @@ impl Cost {
         let bytes = self.prediction.bytes_per_sample;
         let finest = crate::sizing::format_interval(self.finest_lossless_ns);
         let why = match &self.choice {
-            IntervalChoice::Model { budget_met: true } => format!(
-                " (the finest interval at about one core per GPU for {bytes} bytes of counter data \
-per sample; --interval sets another, down to {finest} without loss)"
+            IntervalChoice::Model {
+                budget_met: true,
+                cores,
+            } => format!(
+                " (the finest interval at about {} per GPU for {bytes} bytes of counter data \
+per sample; --interval sets another, down to {finest} without loss)",
+                cores_text(*cores)
             ),
-            IntervalChoice::Model { budget_met: false } => format!(
+            IntervalChoice::Model {
+                budget_met: false,
+                cores,
+            } => format!(
                 " (the coarsest interval cufall chooses: no interval keeps {bytes} bytes of counter \
-data per sample within about one core per GPU; choose cheaper metrics, `cufall metrics` gives \
-each one's bytes)"
+data per sample within about {} per GPU; choose cheaper metrics, `cufall metrics` gives \
+each one's bytes)",
+                cores_text(*cores)
             ),
             IntervalChoice::Fallback { why } => format!(
                 " (the default pair's interval: CUPTI could not say the bytes per sample before \
@@ -592,10 +630,7 @@ fn arm_counters(
     let asked = asked.map(|v| v.into_iter().max().unwrap_or(1));
     let (interval_ns, choice) = match (cfg.interval_ns, &asked) {
         (Some(iv), _) => (iv, IntervalChoice::Given),
-        (None, Ok(bytes)) => {
-            let (iv, met) = model.default_interval(*bytes, n);
-            (iv, IntervalChoice::Model { budget_met: met })
-        }
+        (None, Ok(bytes)) => IntervalChoice::model(&model, *bytes, n, cfg.core_budget),
         (None, Err(why)) => (
             FALLBACK_INTERVAL_NS,
             IntervalChoice::Fallback { why: why.clone() },
@@ -1139,7 +1174,10 @@ mod tests {
             finest_lossless_ns: model.finest_lossless_ns(bytes, metrics),
             choice: match interval_ns {
                 Some(_) => IntervalChoice::Given,
-                None => IntervalChoice::Model { budget_met: true },
+                None => IntervalChoice::Model {
+                    budget_met: true,
+                    cores: crate::cost::CORE_BUDGET,
+                },
             },
         }
     }
@@ -1168,7 +1206,10 @@ metric(s): about 1.0 CPU cores (decoder 51 % busy) and ";
             "{pair}"
         );
         let mut heavy = cost_at(20_000_000, 12, None);
-        heavy.choice = IntervalChoice::Model { budget_met: false };
+        heavy.choice = IntervalChoice::Model {
+            budget_met: false,
+            cores: crate::cost::CORE_BUDGET,
+        };
         assert!(
             heavy
                 .describe()

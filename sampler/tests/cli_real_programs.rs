@@ -94,3 +94,63 @@ fn a_server_recorded_by_window_holds_the_window_only() {
     );
     assert!(text.contains("KERNELS"), "the window's kernels are tabled");
 }
+
+/// The host-stack shares of a gap class's launching thread: (function, file's last part, line,
+/// share, idle samples over samples).
+fn launching_frames(r: &serde_json::Value, class: &str) -> Vec<(String, String, u64, f64, f64)> {
+    let classes = r["host"]["gap_classes"].as_array().unwrap();
+    let c = classes
+        .iter()
+        .find(|c| c["name"] == class)
+        .unwrap_or_else(|| panic!("no host class {class}: {classes:?}"));
+    c["launching"]["self_frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let file = f["file"].as_str().unwrap();
+            (
+                f["function"].as_str().unwrap().to_string(),
+                file.rsplit('/').next().unwrap().to_string(),
+                f["line"].as_u64().unwrap_or(0),
+                f["share"].as_f64().unwrap(),
+                f["idle_samples"].as_f64().unwrap() / f["samples"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn host_stacks_name_the_sleep_between_draft_and_verify() {
+    // torch_phases.py sleeps 2 ms (line 64) between its draft and verify ranges, recorded on an
+    // H200 with host stacks on (the default).
+    let (r, text) = report("examples/h200-torch-phases-host.cufall", &[]);
+    let frames = launching_frames(&r, "draft → verify");
+    let (function, file, line, share, idle) = &frames[0];
+    assert_eq!(
+        (function.as_str(), file.as_str(), *line),
+        ("main", "torch_phases.py", 64)
+    );
+    assert!(*share > 0.8 && *share <= 1.0, "{frames:?}");
+    assert!(*idle > 0.9, "the sleep is waiting, not running: {frames:?}");
+    assert!(
+        text.contains("draft → verify (39 gap(s)") && text.contains("in main (torch_phases.py:64)"),
+        "{}",
+        &text[..text.len().min(4000)]
+    );
+}
+
+#[test]
+fn host_stacks_of_hugging_face_generate_show_its_sampling_code() {
+    // Sampled generation's gaps: the host in transformers' logits processors, not the GPU.
+    let (r, _) = report("examples/h200-hf-generate-host.cufall", &[]);
+    let frames = launching_frames(&r, "sampled");
+    assert!(
+        frames
+            .iter()
+            .take(3)
+            .any(|(_, file, ..)| file == "logits_process.py"),
+        "{frames:?}"
+    );
+    assert!(frames.iter().all(|f| f.3 <= 1.0), "{frames:?}");
+}

@@ -6,7 +6,9 @@
 //! `T` would hold `T / interval` samples of one thread at the recording's rate, so a frame's
 //! *share* is the samples in the class's gaps that have the frame, over those expected: time the
 //! sampler missed shows up as a `sampled` share under 100 %, never as more time for the frames
-//! that were seen. *Self* counts the innermost frame; *inclusive* counts a frame anywhere on the
+//! that were seen. Where a class's time holds more samples than expected (sampling rounds a
+//! little faster than the rate, gaps shorter than an interval), shares are over the samples
+//! instead, so that none reads above 100 %. *Self* counts the innermost frame; *inclusive* counts a frame anywhere on the
 //! stack (once per sample, however often recursion repeats it). For all threads together the
 //! expected count is that of one thread times the threads sampled in the class's gaps.
 //!
@@ -73,7 +75,8 @@ pub struct FrameShare {
     pub samples: u64,
     /// Of those, samples of a thread that was idle (in a blocking call, on a lock, asleep).
     pub idle_samples: u64,
-    /// `samples` over the samples expected in the time (see the module docs).
+    /// `samples` over the samples expected in the time (see the module docs), or over the
+    /// view's samples where those are more: at most 1.
     pub share: f64,
 }
 
@@ -88,7 +91,7 @@ pub struct HostView {
     /// Samples the time would hold at the recording's rate, for `threads` threads (one for a
     /// launching thread); for gaps, the time they cover, overlaps (several GPUs) once.
     pub expected_samples: f64,
-    /// `samples / expected_samples`: under 1, time the sampler missed.
+    /// `samples / expected_samples`, at most 1: under 1, time the sampler missed.
     pub sampled: f64,
     /// Share of the time in idle samples.
     pub idle: f64,
@@ -484,13 +487,10 @@ impl ViewAcc {
         } else {
             per_thread * threads as f64
         };
-        let of = |n: u64| {
-            if expected > 0.0 {
-                n as f64 / expected
-            } else {
-                0.0
-            }
-        };
+        // More samples than expected (rounds a little faster than the rate, gaps shorter
+        // than an interval): shares are then of the samples, so that none reads over 100 %.
+        let over = expected.max(self.samples as f64);
+        let of = |n: u64| if over > 0.0 { n as f64 / over } else { 0.0 };
         let frames = |m: HashMap<u32, FrameAcc>| {
             let mut v: Vec<FrameShare> = m
                 .into_iter()

@@ -42,7 +42,9 @@ pub struct ServeArgs {
 
 /// Runs `cufall serve` until SIGINT or SIGTERM.
 pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
-    let (cfg, selection) = args.selection.to_config(CounterPolicy::Required)?;
+    let (mut cfg, selection) = args.selection.to_config(CounterPolicy::Required)?;
+    // Always on beside the node's work: a cheaper default interval than `record`'s.
+    cfg.core_budget = crate::cost::EXPORTER_CORE_BUDGET;
     if !args.dump_dir.is_dir() {
         anyhow::bail!(
             "--dump-dir {}: no such folder; create it or choose another",

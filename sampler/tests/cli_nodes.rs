@@ -196,6 +196,33 @@ fn nodes_of_other_hosts_are_paired_in_the_order_given() {
         "{text}"
     );
     assert!(text.contains("lagging node (B): none"), "{text}");
+
+    // A's two nodes against B's one: twice the steps and the time in A, and node-b's change is
+    // its whole time, gone.
+    let out = cufall(tmp.path())
+        .args(["diff", "a.cufall", "b.cufall", "--vs", "c.cufall", "--json"])
+        .assert()
+        .success();
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["by_host"], false);
+    let decode = v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["path"] == "decode")
+        .unwrap();
+    assert_eq!(
+        (&decode["a"]["count"], &decode["b"]["count"]),
+        (&80.into(), &40.into())
+    );
+    let one_node = decode["b"]["total_ns"].as_i64().unwrap();
+    assert_eq!(decode["a"]["total_ns"].as_i64(), Some(2 * one_node));
+    assert_eq!(decode["delta_total_ns"].as_i64(), Some(-one_node));
+    assert_eq!(decode["nodes"][1]["b"], serde_json::Value::Null);
+    assert_eq!(
+        decode["nodes"][1]["delta_total_ns"].as_i64(),
+        Some(-one_node)
+    );
 }
 
 /// `diff A B` is the diff of two recordings still, and so is one recording per side with --vs.

@@ -1,5 +1,5 @@
 //! The window: a top bar (open, view options, help), the message bar, the side panel and the
-//! timeline, over one or two recordings.
+//! timeline, over one recording, two compared, or the nodes of one run on the wall clock.
 
 use crate::axis::AxisTime;
 use crate::flame::Icicle;
@@ -15,7 +15,7 @@ use eframe::egui::{self, Ui};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
-/// The `--align` value that places B on the shared wall clock.
+/// The `--align` value that places every recording on the shared wall clock.
 pub const ALIGN_WALL: &str = "wall";
 
 /// What a flame graph was built for: the selection, whose samples, and whether the
@@ -40,11 +40,15 @@ pub struct GuiApp {
     aligned: Option<(Option<String>, bool, bool)>,
     /// Which NVTX ranges are phases, in every recording opened.
     phases: PhaseSelect,
+    /// Whether the GPU groups were per node last frame: when the alignment changes that, the
+    /// timeline decides the folds again for the new groups.
+    groups_per_node: bool,
 }
 
 impl GuiApp {
-    /// Opens `traces` (at most two: A and B) with `align` as the phase to align them at and
-    /// `phases` choosing the NVTX ranges that are phases.
+    /// Opens `traces` with `align` as the phase to align B at, or [`ALIGN_WALL`], and `phases`
+    /// choosing the NVTX ranges that are phases. Two recordings are A and B; more are the
+    /// nodes of one run, always on the wall clock.
     pub fn new(
         ctx: &egui::Context,
         traces: &[PathBuf],
@@ -62,8 +66,9 @@ impl GuiApp {
             diff: DiffState::None,
             aligned: None,
             phases,
+            groups_per_node: false,
         };
-        // `wall` is the shared wall clock (recordings of one run on two hosts), not a phase.
+        // `wall` is the shared wall clock (recordings of one run on several hosts), not a phase.
         if align.as_deref() == Some(ALIGN_WALL) {
             app.st.align_wall = true;
         } else {
@@ -72,22 +77,29 @@ impl GuiApp {
         // Names come from the profiled program: a character no font has is drawn as a box,
         // never a failure.
         ctx.set_missing_glyph_policy(egui::MissingGlyphPolicy::Tofu);
-        if traces.len() > 2 {
+        if traces.len() > 2 && !app.st.align_wall {
+            let asked = app
+                .st
+                .align_phase
+                .take()
+                .map_or(String::new(), |p| format!(" (--align {p} aligns two)"));
             app.st.say(
-                true,
+                false,
                 format!(
-                    "{} recordings given: the window shows two at a time (A and B); opening the first two",
+                    "{} recordings given: shown as the nodes of one run, on the wall clock{asked}; compare two recordings with `cufall gui A B`",
                     traces.len()
                 ),
             );
+            app.st.align_wall = true;
         }
-        for p in traces.iter().take(2) {
+        for p in traces {
             app.open(p);
         }
         app
     }
 
-    /// Opens a recording as A, or as B when A is open (replacing B).
+    /// Opens a recording as A; when A is open, as B (replacing B), or on the wall clock (the
+    /// nodes of one run) as one more node.
     pub fn open(&mut self, path: &Path) {
         let path = trace_root(path);
         let ctx = self.ctx.clone();
@@ -95,7 +107,7 @@ impl GuiApp {
         match LoadedTrace::open(&path, budget, &self.phases, move || ctx.request_repaint()) {
             Ok(data) => {
                 self.settings.remember(&path.display().to_string());
-                if self.slots.len() >= 2 {
+                if self.slots.len() >= 2 && !self.st.align_wall {
                     self.slots.truncate(1);
                 }
                 // Times on the shared axis count from A's creation: small numbers keep f64
@@ -135,11 +147,7 @@ impl GuiApp {
         if self.slots.len() == 2 && matches!(self.diff, DiffState::None) {
             self.start_diff();
         }
-        if let Some(offset) = align_offset(&self.slots, &mut self.st, &mut self.aligned)
-            && let Some(b) = self.slots.get_mut(1)
-        {
-            b.offset_ns = offset;
-        }
+        self.place_recordings();
         let mut locked: Vec<Locked<'_>> = self.slots.iter().map(Locked::new).collect();
         for t in &locked {
             for p in t.s.problems.iter() {
@@ -234,6 +242,21 @@ impl GuiApp {
         }
         if let Some(p) = open_request {
             self.open(&p);
+        }
+    }
+
+    /// Places the recordings after A on the shared axis as the alignment says, and has the
+    /// timeline decide the folds again when the GPU groups change (per node or per GPU).
+    fn place_recordings(&mut self) {
+        if let Some(offset) = align_offset(&self.slots, &mut self.st, &mut self.aligned) {
+            for s in self.slots.iter_mut().skip(1) {
+                s.offset_ns = offset;
+            }
+        }
+        let per_node = self.st.nodes_apart(self.slots.len());
+        if per_node != self.groups_per_node {
+            self.groups_per_node = per_node;
+            self.st.folded = None;
         }
     }
 
@@ -344,7 +367,8 @@ fn update_flame(flame: &mut Option<(FlameKey, Icicle)>, st: &ViewState, locked: 
 }
 
 /// Places B on the shared axis: the first range of the chosen phase in B starts where the first
-/// in A does; without a chosen phase, their first samples line up. Returns B's offset, or `None`
+/// in A does; without a chosen phase, their first samples line up; on the wall clock, every
+/// recording after A takes A's offset. Returns the offset of the recordings after A, or `None`
 /// when nothing changed since `aligned`.
 fn align_offset(
     slots: &[TraceSlot],
@@ -366,7 +390,7 @@ fn align_offset(
     }
     let base = locked[0].slot.offset_ns;
     if st.align_wall {
-        // Every trace's clock is its host's wall clock: B takes A's offset, unshifted.
+        // Every trace's clock is its host's wall clock: each takes A's offset, unshifted.
         *aligned = Some((st.align_phase.clone(), true, ready));
         return Some(base);
     }
@@ -430,11 +454,8 @@ fn top_bar_ui(
         ui.horizontal_wrapped(|ui| {
             ui.strong("cufall");
             for (i, t) in locked.iter().enumerate() {
-                let tag = if locked.len() > 1 {
-                    if i == 0 { "A: " } else { "B: " }
-                } else {
-                    ""
-                };
+                // `A: `, `B: `, ... with several recordings.
+                let tag = crate::model::trace_tag(locked.len(), i).replace(' ', ": ");
                 ui.label(format!("{tag}{}", t.slot.data.name))
                     .on_hover_text(t.slot.data.path.display().to_string());
                 if !t.s.idle {

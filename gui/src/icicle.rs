@@ -65,10 +65,9 @@ fn pick_ui(ui: &mut Ui, traces: &[Locked<'_>], with_host: &[usize], st: &mut Vie
     let who = |ti: usize| {
         if hosts_differ(traces) {
             format!("{}: ", host_of(&traces[ti]))
-        } else if traces.len() > 1 {
-            format!("{}: ", if ti == 0 { "A" } else { "B" })
         } else {
-            String::new()
+            // `A: ` where there are several recordings.
+            crate::model::trace_tag(traces.len(), ti).replace(' ', ": ")
         }
     };
     let thread_name = |ti: usize, (pid, tid): (u32, u32)| {

@@ -3,7 +3,8 @@
 //! One shared time axis; per GPU a track per metric (heat strip or line over a min/max band),
 //! NVML tracks, NVTX lanes, a kernel lane, drops drawn as missing data and idle gaps shaded;
 //! a side panel with per-phase statistics and the largest gaps from `cufall_analysis`, the
-//! statistics of a selected range, and two recordings compared, aligned at a phase.
+//! statistics of a selected range, two recordings compared, aligned at a phase, and the nodes
+//! of one run on the wall clock, each node's GPUs in groups of their own.
 //!
 //! How the pieces fit (each layer uses only those above it, never one below; `tests/imports.rs`
 //! fails on a circle):
@@ -61,9 +62,10 @@ use std::path::PathBuf;
 /// What to open.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct GuiOptions {
-    /// Recordings: the first is A, the second B.
+    /// Recordings: the first is A, the second B; more than two are the nodes of one run.
     pub traces: Vec<PathBuf>,
-    /// Phase path to align B at (its first range starts where A's first does).
+    /// Phase path to align B at (its first range starts where A's first does), or `wall`:
+    /// every recording on the wall clock.
     pub align: Option<String>,
     /// Which NVTX ranges are phases (the report, the phase lane, alignment); every range is
     /// drawn on the NVTX lanes either way.

@@ -215,7 +215,7 @@ pub fn host_of(t: &Locked<'_>) -> String {
     }
 }
 
-/// Whether the open recordings were made on different hosts (two nodes of one run): their
+/// Whether the open recordings were made on different hosts (the nodes of one run): their
 /// GPUs are then named `host:GPU n`, as `cufall report A B` names them.
 pub fn hosts_differ(traces: &[Locked<'_>]) -> bool {
     traces
@@ -229,5 +229,27 @@ pub fn gpu_label(traces: &[Locked<'_>], ti: usize, dev: DeviceId) -> String {
     match traces.get(ti) {
         Some(t) if hosts_differ(traces) => format!("{}:{dev}", host_of(t)),
         _ => dev.to_string(),
+    }
+}
+
+/// A GPU of recording `ti` alone (a group of its own, the nodes of one run): `host:GPU n`, or
+/// with recordings of one host its recording's letter, `B GPU n`.
+pub fn node_gpu_label(traces: &[Locked<'_>], ti: usize, dev: DeviceId) -> String {
+    if hosts_differ(traces) {
+        gpu_label(traces, ti, dev)
+    } else {
+        format!("{}{dev}", trace_tag(traces.len(), ti))
+    }
+}
+
+/// The tag of recording `ti` of `n` in labels: nothing for one recording, else its letter and
+/// a space (`A `, `B `, `C `, ...; `#27 ` past `Z`).
+pub fn trace_tag(n: usize, ti: usize) -> String {
+    if n <= 1 {
+        return String::new();
+    }
+    match u8::try_from(ti).ok().filter(|i| *i < 26) {
+        Some(i) => format!("{} ", char::from(b'A' + i)),
+        None => format!("#{} ", ti + 1),
     }
 }

@@ -27,7 +27,8 @@ pub fn side_panel_ui(
         ui.selectable_value(&mut st.side_tab, SideTab::Phases, "Phases");
         ui.selectable_value(&mut st.side_tab, SideTab::Gaps, "Gaps");
         ui.selectable_value(&mut st.side_tab, SideTab::Selection, "Selection");
-        if traces.len() > 1 {
+        // The comparison is of two recordings; more are the nodes of one run.
+        if traces.len() == 2 {
             ui.selectable_value(&mut st.side_tab, SideTab::Compare, "Compare");
         }
     });
@@ -89,11 +90,7 @@ fn report_or_placeholder<'a>(ui: &mut Ui, t: &'a Locked<'_>) -> Option<&'a Repor
 }
 
 fn title(ti: usize, t: &Locked<'_>, n: usize) -> String {
-    if n > 1 {
-        format!("{} {}", if ti == 0 { "A" } else { "B" }, t.slot.data.name)
-    } else {
-        t.slot.data.name.clone()
-    }
+    format!("{}{}", crate::model::trace_tag(n, ti), t.slot.data.name)
 }
 
 fn phases_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], st: &mut ViewState) {
@@ -254,7 +251,7 @@ fn gaps_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], st: &m
             ui.end_row();
             for g in report.gaps.iter().take(GAPS_LISTED) {
                 let resp = ui.selectable_label(false, Nanos(g.duration_ns).to_string());
-                // The column is titled GPU: its number, or `host:GPU n` for two hosts.
+                // The column is titled GPU: its number, or `host:GPU n` for several hosts.
                 if hosts_differ(traces) {
                     ui.label(gpu_label(traces, ti, g.device));
                 } else {

@@ -205,9 +205,25 @@ pub enum Input {
     Clear,
     ToggleHelp,
     /// Folds a GPU's group of tracks into one row, or unfolds it (a click on its title).
-    ToggleGroup(DeviceId),
+    ToggleGroup(GpuGroup),
     /// Folds or unfolds a recording's host threads (a click on their title).
     ToggleHostGroup(usize),
+}
+
+/// A GPU's group of tracks: the GPU in every recording (`ti` `None`: two recordings compared,
+/// A's track right above B's), or in recording `ti` alone (the nodes of one run on the wall
+/// clock: each node's GPUs are groups of their own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GpuGroup {
+    pub ti: Option<usize>,
+    pub dev: DeviceId,
+}
+
+impl GpuGroup {
+    /// The group of `dev` in every recording.
+    pub fn all(dev: DeviceId) -> GpuGroup {
+        GpuGroup { ti: None, dev }
+    }
 }
 
 /// Which page the side panel shows.
@@ -250,15 +266,15 @@ pub struct ViewState {
     /// Where the rows' data area was drawn last frame (for tests and benchmarks that point at
     /// times).
     pub last_data_rect: Option<eframe::egui::Rect>,
-    /// The GPUs whose groups are folded; `None` until the timeline decides, once the
+    /// The GPU groups that are folded; `None` until the timeline decides, once the
     /// recordings' tables are read (every group open if all fit the window at their smallest,
     /// else every group folded); from then on only the user folds and unfolds.
-    pub folded: Option<BTreeSet<DeviceId>>,
-    /// The recordings (0: A, 1: B) whose host threads are folded into their title row;
+    pub folded: Option<BTreeSet<GpuGroup>>,
+    /// The recordings (0: A, 1: B, ...) whose host threads are folded into their title row;
     /// decided with [`ViewState::folded`] (folded where there are many threads).
     pub host_folded: Option<BTreeSet<usize>>,
-    /// B is placed on the shared wall clock (two hosts of one run): no shift; overrides
-    /// [`ViewState::align_phase`].
+    /// Every recording is placed on the shared wall clock (the nodes of one run): no shift,
+    /// each node's GPUs in groups of their own; overrides [`ViewState::align_phase`].
     pub align_wall: bool,
     /// Whose host samples the flame graph of the selection shows.
     pub flame_pick: FlamePick,
@@ -296,6 +312,12 @@ impl Default for ViewState {
 }
 
 impl ViewState {
+    /// Whether the `n` open recordings are shown as the nodes of one run, each node's GPUs in
+    /// groups of their own: on the wall clock, more than one.
+    pub fn nodes_apart(&self, n: usize) -> bool {
+        self.align_wall && n > 1
+    }
+
     /// Records a message for the window, and writes it to stderr.
     pub fn say(&mut self, error: bool, text: impl Into<String>) {
         let text = text.into();
@@ -347,10 +369,10 @@ impl ViewState {
                 self.show_help = false;
             }
             Input::ToggleHelp => self.show_help = !self.show_help,
-            Input::ToggleGroup(dev) => {
+            Input::ToggleGroup(group) => {
                 let folded = self.folded.get_or_insert_with(BTreeSet::new);
-                if !folded.remove(&dev) {
-                    folded.insert(dev);
+                if !folded.remove(&group) {
+                    folded.insert(group);
                 }
             }
             Input::ToggleHostGroup(ti) => {
@@ -490,14 +512,22 @@ mod tests {
     fn a_click_on_a_group_title_folds_and_unfolds_it() {
         let mut st = ViewState::default();
         let extent = (at(0.0), at(1e9));
-        st.folded = Some([DeviceId(1)].into());
-        st.apply(Input::ToggleGroup(DeviceId(0)), extent);
-        assert_eq!(st.folded, Some([DeviceId(0), DeviceId(1)].into()));
-        st.apply(Input::ToggleGroup(DeviceId(1)), extent);
-        assert_eq!(st.folded, Some([DeviceId(0)].into()));
+        let g = |dev| GpuGroup::all(DeviceId(dev));
+        st.folded = Some([g(1)].into());
+        st.apply(Input::ToggleGroup(g(0)), extent);
+        assert_eq!(st.folded, Some([g(0), g(1)].into()));
+        st.apply(Input::ToggleGroup(g(1)), extent);
+        assert_eq!(st.folded, Some([g(0)].into()));
         // Before the timeline decided, a click decides for that group.
         let mut st = ViewState::default();
-        st.apply(Input::ToggleGroup(DeviceId(2)), extent);
-        assert_eq!(st.folded, Some([DeviceId(2)].into()));
+        st.apply(Input::ToggleGroup(g(2)), extent);
+        assert_eq!(st.folded, Some([g(2)].into()));
+        // A node's GPU folds apart from the same GPU of another node.
+        let node = |ti| GpuGroup {
+            ti: Some(ti),
+            dev: DeviceId(0),
+        };
+        st.apply(Input::ToggleGroup(node(1)), extent);
+        assert_eq!(st.folded, Some([g(2), node(1)].into()));
     }
 }

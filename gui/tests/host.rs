@@ -1,14 +1,20 @@
-//! Host stacks and two nodes on a synthetic recording with known phases, gaps and host samples
+//! Host stacks and nodes on a synthetic recording with known phases, gaps and host samples
 //! (`cufall_testkit::fixture` with [`Extras`]): the host lanes under the phases, the hover of a
 //! sample, the flame graph of a gap selected in the side panel, and two hosts' recordings on
-//! the wall clock with their GPUs named `host:GPU n`. Image snapshots in `tests/snapshots/`,
-//! rewritten with `UPDATE_SNAPSHOTS=1 cargo test -p cufall-gui --test host`.
+//! the wall clock with their GPUs named `host:GPU n`; then three nodes, a real recording
+//! written again as three hosts ([`as_node`]), each node's GPU a group of its own. Image
+//! snapshots in `tests/snapshots/`, rewritten with
+//! `UPDATE_SNAPSHOTS=1 cargo test -p cufall-gui --test host`.
 
 mod common;
 
 use common::{TestApp, harness, settle};
-use cufall_gui::view::{Settings, SideTab};
+use cufall_gui::axis::AxisTime;
+use cufall_gui::model::Locked;
+use cufall_gui::view::{GpuGroup, Settings, SideTab};
+use cufall_testkit::examples::as_node;
 use cufall_testkit::fixture::{Extras, Fixture, T0, US};
+use cufall_trace::model::DeviceId;
 use eframe::egui::{Event, Pos2, Vec2};
 use egui_kittest::Harness;
 use egui_kittest::kittest::{NodeT, Queryable};
@@ -179,6 +185,97 @@ fn two_nodes_on_the_wall_clock_name_their_gpus_by_host() {
         );
     }
     h.snapshot("two_nodes_wall_clock");
+}
+
+/// `h200-torch-phases.cufall` as three hosts in `dir`: node-b's every time 3 ms later, node-c's
+/// 1 ms.
+fn three_nodes(dir: &tempfile::TempDir) -> Vec<PathBuf> {
+    let src = common::example("h200-torch-phases.cufall");
+    [("node-a", 0), ("node-b", 3_000_000), ("node-c", 1_000_000)]
+        .into_iter()
+        .map(|(host, offset_ns)| {
+            let path = dir.path().join(format!("{host}.cufall"));
+            as_node(&src, &path, host, offset_ns, 200);
+            path
+        })
+        .collect()
+}
+
+#[test]
+fn three_nodes_on_the_wall_clock_fold_each_nodes_gpu_apart() {
+    let _turn = render_turn();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let paths = three_nodes(&dir);
+    let mut h = harness(&paths, Some("wall"), Settings::default(), SIZE, true);
+    {
+        let app = h.state_mut().app();
+        assert_eq!(app.slots.len(), 3);
+        assert!(app.st.nodes_apart(3));
+        let offsets: Vec<i64> = app.slots.iter().map(|s| s.offset_ns).collect();
+        assert_eq!(offsets, vec![offsets[0]; 3], "no shift");
+    }
+    for gpu in ["node-a:GPU 0", "node-b:GPU 0", "node-c:GPU 0"] {
+        assert!(
+            h.query_all_by_label(&format!("fold {gpu}"))
+                .next()
+                .is_some(),
+            "{gpu} is a group of its own"
+        );
+    }
+    h.get_by_label("fold node-b:GPU 0").click();
+    h.run_steps(2);
+    settle(&mut h);
+    // 12 ms from node-a's first decode step: node-c's steps 1 ms later, node-b's 3 ms.
+    {
+        let app = h.state_mut().app();
+        let first_decode = {
+            let t = Locked::new(&app.slots[0]);
+            let phases = &t.s.tables.as_ref().expect("read").phases;
+            let idx = phases.phases.iter().position(|p| p.path == "decode");
+            let start = phases
+                .ranges
+                .iter()
+                .filter(|r| Some(r.phase) == idx)
+                .map(|r| r.start_ns)
+                .min()
+                .expect("a decode step");
+            app.slots[0].disp(start)
+        };
+        let end = AxisTime::new(first_decode.ns + 12e6);
+        app.st.view.fit(first_decode, end, 0.02);
+    }
+    settle(&mut h);
+    let node_b = GpuGroup {
+        ti: Some(1),
+        dev: DeviceId(0),
+    };
+    assert_eq!(
+        h.state_mut().app().st.folded,
+        Some([node_b].into_iter().collect())
+    );
+    h.event(Event::PointerGone);
+    settle(&mut h);
+    h.snapshot("three_nodes_wall_clock");
+}
+
+/// More than two recordings are the nodes of one run whatever `--align` says: the window puts
+/// them on the wall clock and says so.
+#[test]
+fn three_recordings_open_on_the_wall_clock() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let paths = three_nodes(&dir);
+    let mut h = harness(&paths, Some("decode"), Settings::default(), SIZE, false);
+    let app = h.state_mut().app();
+    assert_eq!(app.slots.len(), 3);
+    assert!(app.st.align_wall);
+    assert_eq!(app.st.align_phase, None);
+    let said: Vec<&str> = app.st.messages.iter().map(|m| m.text.as_str()).collect();
+    assert!(
+        said.iter().any(|m| m.starts_with(
+            "3 recordings given: shown as the nodes of one run, on the wall clock (--align decode aligns two)"
+        )),
+        "{said:?}"
+    );
 }
 
 #[test]

@@ -7,7 +7,7 @@
 mod common;
 
 use common::{TestApp, example, harness, settle};
-use cufall_gui::view::Settings;
+use cufall_gui::view::{GpuGroup, Settings};
 use cufall_testkit::bench::{BenchKind, BenchTrace, write_bench_trace};
 use cufall_trace::WriterOptions;
 use cufall_trace::model::DeviceId;
@@ -85,7 +85,7 @@ fn eight_gpus_start_folded_and_unfold_on_a_click() {
     h.get_by_label("unfold GPU 3").click();
     away(&mut h);
     let folded = h.state_mut().app().st.folded.clone().expect("decided");
-    assert!(!folded.contains(&DeviceId(3)) && folded.len() == 7);
+    assert!(!folded.contains(&GpuGroup::all(DeviceId(3))) && folded.len() == 7);
     h.snapshot("layout_eight_gpus_one_open");
 
     h.get_by_label("fold GPU 3").click();

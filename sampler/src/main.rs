@@ -85,21 +85,25 @@ Examples:
   cufall report examples/h200-specdec-0.5b-graphs-off.cufall
   cufall report run.cufall --metric sm__pipe_tensor_cycles_active.avg --min-gap 100us --json")]
     Report(analysis::ReportArgs),
-    /// Compare two recordings phase by phase, biggest changes first.
+    /// Compare two recordings phase by phase, biggest changes first (two runs of several nodes:
+    /// each node's recording, the second run's after --vs).
     #[command(after_help = "Examples:
   cufall diff before.cufall after.cufall
-  cd examples && cufall diff h200-specdec-0.5b-graphs-off.cufall h200-specdec-0.5b-graphs-on.cufall")]
+  cd examples && cufall diff h200-specdec-0.5b-graphs-off.cufall h200-specdec-0.5b-graphs-on.cufall
+  cufall diff before-node-a.cufall before-node-b.cufall --vs after-node-a.cufall after-node-b.cufall")]
     Diff(analysis::DiffArgs),
     /// Export a recording as Parquet or CSV tables, or as a Perfetto trace.
     #[command(after_help = "Examples:
   cufall export run.cufall --format perfetto        then open run.perfetto.json in ui.perfetto.dev
   cufall export run.cufall --format csv -o run-csv --force")]
     Export(analysis::ExportArgs),
-    /// Open recordings in a desktop timeline window (two: compared, aligned at a phase).
+    /// Open recordings in a desktop timeline window (two: compared, aligned at a phase; the
+    /// nodes of one run: on the wall clock).
     #[cfg(feature = "gui")]
     #[command(after_help = "Examples:
   cufall gui examples/h200-specdec-0.5b-graphs-off.cufall
-  cufall gui before.cufall after.cufall --align verify")]
+  cufall gui before.cufall after.cufall --align verify
+  cufall gui run-node-a.cufall run-node-b.cufall run-node-c.cufall --align wall")]
     Gui(GuiArgs),
 }
 
@@ -262,14 +266,15 @@ fn install_panic_hook() {
 #[cfg(feature = "gui")]
 #[derive(clap::Args, Debug)]
 struct GuiArgs {
-    /// Recordings to open: one, or two to compare (A and B). Without any, the window opens
-    /// empty: drop a recording on it or type its path.
+    /// Recordings to open: one, two to compare (A and B), or the nodes of one run (any number,
+    /// on the wall clock; more than two always are). Without any, the window opens empty: drop
+    /// a recording on it or type its path.
     #[arg(value_name = "TRACE")]
     traces: Vec<std::path::PathBuf>,
     /// Align the second recording at this phase (an NVTX range path such as `verify` or
-    /// `step/verify`): its first range starts where the first recording's does; `wall`: on the
-    /// shared wall clock, unshifted (two hosts' recordings of one run). Default: their first
-    /// samples line up.
+    /// `step/verify`): its first range starts where the first recording's does; `wall`: every
+    /// recording on the shared wall clock, unshifted, each node's GPUs in groups of their own
+    /// (hosts' recordings of one run). Default: their first samples line up.
     #[arg(long, value_name = "PHASE|wall")]
     align: Option<String>,
     #[command(flatten)]

@@ -111,3 +111,168 @@ fn recordings_that_are_not_one_run_are_refused() {
         "these recordings share no time, so they are not nodes of one run: a.cufall (host node-a) covers 2026-12-01 08:10:45",
     );
 }
+
+/// One hour: a second run of the same job, later.
+const LATER_NS: i64 = 3_600_000_000_000;
+
+/// The second run in `dir` (`a2.cufall`, `b2.cufall`, an hour after the first): node-b now
+/// lags by 1 ms.
+fn second_run(dir: &Path) {
+    let src = examples_dir().join(EXAMPLE);
+    as_node(&src, &dir.join("a2.cufall"), "node-a", LATER_NS, 200);
+    as_node(
+        &src,
+        &dir.join("b2.cufall"),
+        "node-b",
+        LATER_NS + 1_000_000,
+        200,
+    );
+}
+
+#[test]
+fn two_runs_of_two_nodes_are_compared_per_phase_and_per_node() {
+    let tmp = tempfile::tempdir().unwrap();
+    two_nodes(tmp.path(), 200);
+    second_run(tmp.path());
+    let args = [
+        "diff",
+        "a.cufall",
+        "b.cufall",
+        "--vs",
+        "a2.cufall",
+        "b2.cufall",
+    ];
+    let out = cufall(tmp.path()).args(args).assert().success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    insta::assert_snapshot!("nodes_diff", text);
+    assert!(
+        text.contains("nodes matched by host: node-a, node-b"),
+        "{text}"
+    );
+    assert!(text.contains("lagging node (A): node-b"), "{text}");
+    assert!(text.contains("lagging node (B): node-b"), "{text}");
+    assert!(text.contains("node-b +3.00 ms  node-b +1.00 ms"), "{text}");
+
+    let out = cufall(tmp.path())
+        .args(args)
+        .arg("--json")
+        .assert()
+        .success();
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["by_host"], true);
+    assert_eq!(v["a"]["lagging"], 1);
+    let draft = v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["path"] == "decode/draft")
+        .unwrap();
+    // Both nodes' 40 ranges on each side, the same durations: no change of time.
+    assert_eq!(draft["a"]["count"], 80);
+    assert_eq!(draft["delta_total_ns"], 0);
+    assert_eq!(draft["lagging_a"], 1);
+    assert_eq!(draft["nodes"][1]["a"]["mean_lag_ns"], LAG_NS);
+    assert_eq!(draft["nodes"][1]["b"]["mean_lag_ns"], 1_000_000);
+    assert_eq!(draft["nodes"][1]["delta_mean_lag_ns"], 1_000_000 - LAG_NS);
+}
+
+/// Other hosts on the second side: the nodes are paired in the order given, and the text says
+/// so.
+#[test]
+fn nodes_of_other_hosts_are_paired_in_the_order_given() {
+    let tmp = tempfile::tempdir().unwrap();
+    two_nodes(tmp.path(), 200);
+    let src = examples_dir().join(EXAMPLE);
+    as_node(&src, &tmp.path().join("c.cufall"), "node-c", LATER_NS, 200);
+    let out = cufall(tmp.path())
+        .args(["diff", "a.cufall", "b.cufall", "--vs", "c.cufall"])
+        .assert()
+        .success();
+    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    assert!(
+        text.contains(
+            "nodes matched in the order given (A / B): node-a / node-c, node-b / -; the sides do not name the same hosts"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("lagging node (B): none"), "{text}");
+
+    // A's two nodes against B's one: twice the steps and the time in A, and node-b's change is
+    // its whole time, gone.
+    let out = cufall(tmp.path())
+        .args(["diff", "a.cufall", "b.cufall", "--vs", "c.cufall", "--json"])
+        .assert()
+        .success();
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    assert_eq!(v["by_host"], false);
+    let decode = v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["path"] == "decode")
+        .unwrap();
+    assert_eq!(
+        (&decode["a"]["count"], &decode["b"]["count"]),
+        (&80.into(), &40.into())
+    );
+    let one_node = decode["b"]["total_ns"].as_i64().unwrap();
+    assert_eq!(decode["a"]["total_ns"].as_i64(), Some(2 * one_node));
+    assert_eq!(decode["delta_total_ns"].as_i64(), Some(-one_node));
+    assert_eq!(decode["nodes"][1]["b"], serde_json::Value::Null);
+    assert_eq!(
+        decode["nodes"][1]["delta_total_ns"].as_i64(),
+        Some(-one_node)
+    );
+}
+
+/// `diff A B` is the diff of two recordings still, and so is one recording per side with --vs.
+#[test]
+fn one_recording_per_side_is_the_plain_diff() {
+    let tmp = tempfile::tempdir().unwrap();
+    two_nodes(tmp.path(), 200);
+    for args in [
+        &["diff", "a.cufall", "b.cufall"][..],
+        &["diff", "a.cufall", "--vs", "b.cufall"][..],
+    ] {
+        let out = cufall(tmp.path()).args(args).assert().success();
+        let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+        assert!(
+            text.starts_with("cufall diff: A = a.cufall, B = b.cufall"),
+            "{text}"
+        );
+    }
+}
+
+/// One message each: a side whose recordings share no time, the same GPU twice on a side,
+/// more than two recordings without --vs.
+#[test]
+fn sides_that_are_not_one_run_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    two_nodes(tmp.path(), 200);
+    second_run(tmp.path());
+    let one_line = |args: &[&str], needle: &str| {
+        let out = cufall(tmp.path()).args(args).assert().failure();
+        let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        assert!(err.contains(needle), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    };
+    one_line(
+        &["diff", "a.cufall", "b2.cufall", "--vs", "a2.cufall"],
+        "side A of the diff: these recordings share no time, so they are not nodes of one run: a.cufall (host node-a) covers 2026-12-01 08:10:45",
+    );
+    one_line(
+        &[
+            "diff",
+            "a.cufall",
+            "b.cufall",
+            "--vs",
+            "b2.cufall",
+            "b2.cufall",
+        ],
+        "side B of the diff: b2.cufall and b2.cufall both hold node-b:GPU 0: recordings of several nodes of one run hold each GPU once",
+    );
+    one_line(
+        &["diff", "a.cufall", "b.cufall", "a2.cufall"],
+        "3 recordings given without --vs: to compare two runs of several nodes, put the second run's recordings after --vs",
+    );
+}

@@ -1,6 +1,7 @@
 //! `cufall diff A B`: two reports side by side, phases matched by path and gap places by label,
 //! biggest changes first. B is analysed with A's activity metric, full scale and minimum gap so
-//! that idle time means the same on both sides.
+//! that idle time means the same on both sides. [`crate::nodes_diff`] compares two runs of
+//! several nodes each with the same pieces (a phase's sides, the PHASES table's rows).
 
 use crate::error::{AnalysisError, Result};
 use crate::host::{HostClass, HostScope};
@@ -269,7 +270,11 @@ fn side(p: &PhaseReport) -> PhaseSide {
     }
 }
 
-fn phase_diff(path: &str, a: Option<&PhaseReport>, b: Option<&PhaseReport>) -> PhaseDiff {
+pub(crate) fn phase_diff(
+    path: &str,
+    a: Option<&PhaseReport>,
+    b: Option<&PhaseReport>,
+) -> PhaseDiff {
     let a = a.map(side);
     let b = b.map(side);
     let total = |s: &Option<PhaseSide>| s.as_ref().map_or(0, |s| s.total_ns);
@@ -286,10 +291,10 @@ fn phase_diff(path: &str, a: Option<&PhaseReport>, b: Option<&PhaseReport>) -> P
     }
 }
 
-/// The NVTX domains recorded in either trace, with their ranges in both together.
-fn recorded_in_either(a: &Report, b: &Report) -> Vec<DomainCount> {
+/// The NVTX domains recorded in any of the reports' traces, with their ranges in all together.
+pub(crate) fn recorded_in_any(reports: &[&Report]) -> Vec<DomainCount> {
     let mut out: Vec<DomainCount> = Vec::new();
-    for r in [a, b] {
+    for r in reports {
         let d = &r.phase_domains;
         for c in d.used.iter().chain(d.left_out.iter()) {
             match out.iter_mut().find(|x| x.domain == c.domain) {
@@ -301,9 +306,10 @@ fn recorded_in_either(a: &Report, b: &Report) -> Vec<DomainCount> {
     out
 }
 
-fn gpu_summary(r: &Report) -> String {
+/// The GPUs of one side (one report, or each node's), counted by name: `2× NVIDIA H200`.
+pub(crate) fn gpu_summary(reports: &[&Report]) -> String {
     let mut names: BTreeMap<String, usize> = BTreeMap::new();
-    for g in &r.gpus {
+    for g in reports.iter().flat_map(|r| &r.gpus) {
         *names
             .entry(if g.name.is_empty() {
                 "unnamed GPU".into()
@@ -326,15 +332,30 @@ fn comparability_warnings(ra: &Report, rb: &Report) -> Vec<String> {
     let mut warnings: Vec<String> = (ra.warnings.iter().map(|w| format!("A: {w}")))
         .chain(rb.warnings.iter().map(|w| format!("B: {w}")))
         .collect();
-    let ga = gpu_summary(ra);
-    let gb = gpu_summary(rb);
-    let chips = |r: &Report| {
-        let mut v: Vec<String> = r.gpus.iter().map(|g| g.chip.clone()).collect();
+    warnings.extend(setup_warnings(&[ra], &[rb]));
+    warnings
+}
+
+/// Different GPUs, intervals or activity values on the two sides, each side one report or
+/// one per node (the intervals and activity values of each side's first).
+pub(crate) fn setup_warnings(a: &[&Report], b: &[&Report]) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let (Some(ra), Some(rb)) = (a.first(), b.first()) else {
+        return warnings;
+    };
+    let ga = gpu_summary(a);
+    let gb = gpu_summary(b);
+    let chips = |side: &[&Report]| {
+        let mut v: Vec<String> = side
+            .iter()
+            .flat_map(|r| &r.gpus)
+            .map(|g| g.chip.clone())
+            .collect();
         v.sort();
         v.dedup();
         v
     };
-    if ga != gb || chips(ra) != chips(rb) {
+    if ga != gb || chips(a) != chips(b) {
         warnings.push(format!(
             "the traces come from different GPUs (A: {ga}; B: {gb}): compared anyway, but counters and timings may not be comparable"
         ));
@@ -377,7 +398,15 @@ fn phase_diffs(ra: &Report, rb: &Report) -> Vec<PhaseDiff> {
             )
         })
         .collect();
-    phases.sort_by(|x, y| {
+    biggest_phase_change_first(&mut phases, |p| p);
+    phases
+}
+
+/// Sorts rows of phases by the change of their total time, then of their idle share, largest
+/// first, ties by path.
+pub(crate) fn biggest_phase_change_first<T>(rows: &mut [T], diff: impl Fn(&T) -> &PhaseDiff) {
+    rows.sort_by(|x, y| {
+        let (x, y) = (diff(x), diff(y));
         y.delta_total_ns
             .unsigned_abs()
             .cmp(&x.delta_total_ns.unsigned_abs())
@@ -388,7 +417,6 @@ fn phase_diffs(ra: &Report, rb: &Report) -> Vec<PhaseDiff> {
             })
             .then(x.path.cmp(&y.path))
     });
-    phases
 }
 
 /// Gaps by place in A and B, biggest change of time first.
@@ -428,36 +456,11 @@ fn gap_diffs(ra: &Report, rb: &Report) -> Vec<GapDiff> {
 /// domain it names must be recorded in at least one of them.
 pub fn build_diff(a: &Trace, b: &Trace, opts: &ReportOptions) -> Result<DiffReport> {
     let ra = build_report_checked(a, opts, false, &mut |_| {}, &mut |_, _| {})?;
-    let opts_b = ReportOptions {
-        metric: ra.activity.as_ref().map(|a| a.metric.clone()),
-        full_scale: ra.activity.as_ref().map(|a| a.full_scale),
-        idle_below: opts.idle_below,
-        min_gap_ns: Some(ra.min_gap_ns),
-        also_low: Some(
-            ra.activity
-                .as_ref()
-                .map(|a| a.also_low.clone())
-                .unwrap_or_default(),
-        ),
-        gap_rows: opts.gap_rows,
-        kernel_rows: opts.kernel_rows,
-        window_samples: opts.window_samples,
-        phases: opts.phases.clone(),
-    };
-    let rb =
-        build_report_checked(b, &opts_b, false, &mut |_| {}, &mut |_, _| {}).map_err(
-            |e| match e {
-                AnalysisError::Trace(source @ TraceError::UnknownMetric { .. }) => {
-                    AnalysisError::MetricNotInB {
-                        path: b.path().to_path_buf(),
-                        source,
-                    }
-                }
-                other => other,
-            },
-        )?;
+    let opts_b = options_like(&ra, opts);
+    let rb = build_report_checked(b, &opts_b, false, &mut |_| {}, &mut |_, _| {})
+        .map_err(|e| metric_not_in_b(b, e))?;
     opts.phases
-        .check_domains(&recorded_in_either(&ra, &rb))
+        .check_domains(&recorded_in_any(&[&ra, &rb]))
         .map_err(AnalysisError::UnknownDomains)?;
     let warnings = comparability_warnings(&ra, &rb);
     let whole_run = phase_diff("(whole run)", Some(&ra.whole_run), Some(&rb.whole_run));
@@ -475,6 +478,40 @@ pub fn build_diff(a: &Trace, b: &Trace, opts: &ReportOptions) -> Result<DiffRepo
         kernels,
         host_frames,
     })
+}
+
+/// The options B is analysed with: A's activity metric, full scale and minimum gap (as A's
+/// report `ra` chose them), so that idle time means the same on both sides.
+pub(crate) fn options_like(ra: &Report, opts: &ReportOptions) -> ReportOptions {
+    ReportOptions {
+        metric: ra.activity.as_ref().map(|a| a.metric.clone()),
+        full_scale: ra.activity.as_ref().map(|a| a.full_scale),
+        idle_below: opts.idle_below,
+        min_gap_ns: Some(ra.min_gap_ns),
+        also_low: Some(
+            ra.activity
+                .as_ref()
+                .map(|a| a.also_low.clone())
+                .unwrap_or_default(),
+        ),
+        gap_rows: opts.gap_rows,
+        kernel_rows: opts.kernel_rows,
+        window_samples: opts.window_samples,
+        phases: opts.phases.clone(),
+    }
+}
+
+/// A's metric missing from trace `b` of side B, said as such; other errors unchanged.
+pub(crate) fn metric_not_in_b(b: &Trace, e: AnalysisError) -> AnalysisError {
+    match e {
+        AnalysisError::Trace(source @ TraceError::UnknownMetric { .. }) => {
+            AnalysisError::MetricNotInB {
+                path: b.path().to_path_buf(),
+                source,
+            }
+        }
+        other => other,
+    }
 }
 
 /// The whole-run kernel rows of A and B matched by name (devices summed), biggest change first.
@@ -523,7 +560,7 @@ fn biggest_change_first<T, K: Ord + ?Sized>(rows: &mut [T], key: impl Fn(&T) -> 
     });
 }
 
-fn signed_ns(ns: i64) -> String {
+pub(crate) fn signed_ns(ns: i64) -> String {
     if ns > 0 {
         format!("+{}", fmt_ns(ns))
     } else {
@@ -539,44 +576,73 @@ pub fn diff_text(d: &DiffReport) -> String {
 /// The PHASES table of a diff: the whole run, then each phase, biggest change first.
 fn phase_diff_text(d: &DiffReport) -> String {
     let mut o = String::from("\nPHASES (biggest change in total time first)\n");
-    let mut t = TextTable::new(&[
-        "phase",
-        "count A",
-        "count B",
-        "total A",
-        "total B",
-        "Δ total",
-        "p50 A",
-        "p50 B",
-        "idle A",
-        "idle B",
-        "Δ idle",
-        "activity A",
-        "activity B",
-    ]);
+    let mut t = TextTable::new(&phase_columns(false, &[]));
     for p in std::iter::once(&d.whole_run).chain(d.phases.iter()) {
-        let get = |s: &Option<PhaseSide>, f: &dyn Fn(&PhaseSide) -> String| {
-            s.as_ref().map_or("-".to_string(), f)
-        };
-        t.row(vec![
-            p.path.clone(),
-            get(&p.a, &|s| s.count.to_string()),
-            get(&p.b, &|s| s.count.to_string()),
-            get(&p.a, &|s| fmt_ns(s.total_ns)),
-            get(&p.b, &|s| fmt_ns(s.total_ns)),
-            signed_ns(p.delta_total_ns),
-            get(&p.a, &|s| fmt_ns(s.p50_ns)),
-            get(&p.b, &|s| fmt_ns(s.p50_ns)),
-            get(&p.a, &|s| fmt_pct(s.idle_fraction)),
-            get(&p.b, &|s| fmt_pct(s.idle_fraction)),
-            p.delta_idle
-                .map_or("-".into(), |v| format!("{:+.1} pp", v * 100.0)),
-            get(&p.a, &|s| fmt_num(s.activity_mean)),
-            get(&p.b, &|s| fmt_num(s.activity_mean)),
-        ]);
+        t.row(phase_cells(p, false));
     }
     o.push_str(&t.render("  "));
     o
+}
+
+/// The columns of a PHASES table, with the p99 columns or not, and `more` at the end.
+pub(crate) fn phase_columns<'a>(p99: bool, more: &[&'a str]) -> Vec<&'a str> {
+    let mut c = vec![
+        "phase", "count A", "count B", "total A", "total B", "Δ total", "p50 A", "p50 B",
+    ];
+    if p99 {
+        c.extend(["p99 A", "p99 B"]);
+    }
+    c.extend(["idle A", "idle B", "Δ idle", "activity A", "activity B"]);
+    c.extend_from_slice(more);
+    c
+}
+
+/// A phase's row of a PHASES table ([`phase_columns`] without `more`).
+pub(crate) fn phase_cells(p: &PhaseDiff, p99: bool) -> Vec<String> {
+    let get = |s: &Option<PhaseSide>, f: &dyn Fn(&PhaseSide) -> String| {
+        s.as_ref().map_or("-".to_string(), f)
+    };
+    let mut row = vec![
+        p.path.clone(),
+        get(&p.a, &|s| s.count.to_string()),
+        get(&p.b, &|s| s.count.to_string()),
+        get(&p.a, &|s| fmt_ns(s.total_ns)),
+        get(&p.b, &|s| fmt_ns(s.total_ns)),
+        signed_ns(p.delta_total_ns),
+        get(&p.a, &|s| fmt_ns(s.p50_ns)),
+        get(&p.b, &|s| fmt_ns(s.p50_ns)),
+    ];
+    if p99 {
+        row.push(get(&p.a, &|s| fmt_ns(s.p99_ns)));
+        row.push(get(&p.b, &|s| fmt_ns(s.p99_ns)));
+    }
+    row.extend([
+        get(&p.a, &|s| fmt_pct(s.idle_fraction)),
+        get(&p.b, &|s| fmt_pct(s.idle_fraction)),
+        p.delta_idle
+            .map_or("-".into(), |v| format!("{:+.1} pp", v * 100.0)),
+        get(&p.a, &|s| fmt_num(s.activity_mean)),
+        get(&p.b, &|s| fmt_num(s.activity_mean)),
+    ]);
+    row
+}
+
+/// How idle is measured on both sides: A's activity value and threshold, and the shortest gap.
+pub(crate) fn idle_line(
+    activity: Option<&crate::samples::Activity>,
+    threshold: Option<f64>,
+    min_gap_ns: i64,
+) -> String {
+    match activity {
+        Some(a) => format!(
+            "  idle = {} below {}{}; gaps of at least {}\n",
+            a.label(),
+            fmt_num(threshold),
+            a.also_low_clause(),
+            fmt_ns(min_gap_ns)
+        ),
+        None => "  idle: not measured (no GPU counters in A)\n".to_string(),
+    }
 }
 
 /// The text form of a diff; `cmd` is the command as the user runs it (for the notes).
@@ -589,21 +655,16 @@ pub fn diff_text_for(d: &DiffReport, cmd: &str) -> String {
     for (tag, r) in [("A", &d.a), ("B", &d.b)] {
         o.push_str(&format!(
             "  {tag}: {}, {}, idle {}\n",
-            gpu_summary(r),
+            gpu_summary(&[r]),
             fmt_ns(r.end_ns - r.start_ns),
             fmt_pct(r.whole_run.idle_fraction)
         ));
     }
-    match &d.a.activity {
-        Some(a) => o.push_str(&format!(
-            "  idle = {} below {}{}; gaps of at least {}\n",
-            a.label(),
-            fmt_num(d.a.idle_threshold),
-            a.also_low_clause(),
-            fmt_ns(d.a.min_gap_ns)
-        )),
-        None => o.push_str("  idle: not measured (no GPU counters in A)\n"),
-    }
+    o.push_str(&idle_line(
+        d.a.activity.as_ref(),
+        d.a.idle_threshold,
+        d.a.min_gap_ns,
+    ));
     for w in &d.warnings {
         o.push_str(&format!("  warning: {w}\n"));
     }

@@ -54,6 +54,18 @@ pub enum AnalysisError {
         second: PathBuf,
     },
 
+    /// One side of a diff of several nodes per side is not the nodes of one run.
+    /// (The side's error is in the message, not a source: the command line prints one line.)
+    #[error("side {side} of the diff: {reason}")]
+    NodesSide {
+        side: &'static str,
+        reason: Box<AnalysisError>,
+    },
+
+    /// A side of a diff of several nodes per side has no recording.
+    #[error("side {side} of the diff has no recording")]
+    NoNodes { side: &'static str },
+
     #[error("{path} already exists", path = .0.display())]
     OutputExists(PathBuf),
 

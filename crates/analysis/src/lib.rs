@@ -19,6 +19,8 @@
 //! - [`report`]: `cufall report`, the per-phase statistics per device with a verdict (the
 //!   window totals folded into each phase as they are read).
 //! - [`diff`]: `cufall diff`, two reports matched by phase.
+//! - [`nodes`]: `cufall report A B ...`, several nodes' recordings of one run; [`nodes_diff`]:
+//!   `cufall diff A1 A2 --vs B1 B2`, two such runs compared.
 //! - [`export`]: `cufall export`, Parquet/CSV tables and a Perfetto trace.
 //! - [`capture`]: the problems the recorder wrote in the trace's `capture` table, worded.
 //! - [`manifest`]: the manifest's interval, times and full scales checked against the samples.
@@ -39,6 +41,7 @@ pub mod kernels;
 pub mod manifest;
 pub mod names;
 pub mod nodes;
+pub mod nodes_diff;
 pub mod phases;
 pub mod render;
 pub mod report;

@@ -118,17 +118,32 @@ pub struct NodesReport {
 
 /// Reads `traces` as the recordings of one run on several hosts.
 pub fn build_nodes(traces: &[&Trace], opts: &ReportOptions) -> Result<NodesReport> {
+    read_nodes(traces, opts, &|_, e| e).map(|r| r.report)
+}
+
+/// The nodes of one run read together, with what a diff of two runs needs beyond the report:
+/// each node's own report and phases, in the nodes' order.
+pub(crate) struct NodesRead {
+    pub report: NodesReport,
+    pub reports: Vec<Report>,
+    pub phases: Vec<Phases>,
+}
+
+/// [`build_nodes`], keeping each node's report and phases; `node_err` words a node's report's
+/// error (a diff names the side whose recording lacks A's metric).
+pub(crate) fn read_nodes(
+    traces: &[&Trace],
+    opts: &ReportOptions,
+    node_err: &dyn Fn(&Trace, AnalysisError) -> AnalysisError,
+) -> Result<NodesRead> {
     check_distinct_gpus(traces)?;
     let mut reports = Vec::with_capacity(traces.len());
     for t in traces {
         // A domain `--phases` names may be missing from some nodes: not an error here.
-        reports.push(crate::report::build_report_checked(
-            t,
-            opts,
-            false,
-            &mut |_| {},
-            &mut |_, _| {},
-        )?);
+        reports.push(
+            crate::report::build_report_checked(t, opts, false, &mut |_| {}, &mut |_, _| {})
+                .map_err(|e| node_err(t, e))?,
+        );
     }
     let spans: Vec<(i64, i64)> = reports.iter().map(|r| (r.start_ns, r.end_ns)).collect();
     let lo = spans.iter().map(|s| s.0).max().unwrap_or(0);
@@ -159,19 +174,23 @@ pub fn build_nodes(traces: &[&Trace], opts: &ReportOptions) -> Result<NodesRepor
     for (n, r) in nodes.iter().zip(&reports) {
         warnings.extend(r.warnings.iter().map(|w| format!("{}: {w}", n.host)));
     }
-    Ok(NodesReport {
-        nodes,
-        overlap_start_ns: lo,
-        overlap_end_ns: hi,
-        clock_uncertainty_ns,
-        phases,
-        lagging,
-        warnings,
+    Ok(NodesRead {
+        report: NodesReport {
+            nodes,
+            overlap_start_ns: lo,
+            overlap_end_ns: hi,
+            clock_uncertainty_ns,
+            phases,
+            lagging,
+            warnings,
+        },
+        reports,
+        phases: ranges,
     })
 }
 
 /// The host a manifest names, or `?` when it names none.
-fn host_of(m: &Manifest) -> String {
+pub(crate) fn host_of(m: &Manifest) -> String {
     if m.hostname.trim().is_empty() {
         "?".into()
     } else {

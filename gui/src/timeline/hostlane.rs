@@ -31,7 +31,7 @@ pub(super) fn host_row(
         if hosts_differ(traces) {
             format!("{} ", host_of(&traces[ti]))
         } else {
-            ab_tag(traces, ti).to_string()
+            ab_tag(traces, ti)
         }
     };
     match row {

@@ -87,8 +87,11 @@ pub fn timeline_ui(
     let rows = rows(
         traces,
         settings,
-        st.folded.as_ref().unwrap_or(&no_folds),
-        st.host_folded.as_ref().unwrap_or(&BTreeSet::new()),
+        (
+            st.folded.as_ref().unwrap_or(&no_folds),
+            st.host_folded.as_ref().unwrap_or(&BTreeSet::new()),
+        ),
+        st.nodes_apart(traces.len()),
     );
     let heights = row_heights(&rows, traces, settings, avail_h);
     let total_h: f32 = heights.iter().map(|h| h + ROW_GAP).sum();
@@ -127,7 +130,7 @@ pub fn timeline_ui(
                 );
                 let hovered = pointer.filter(|p| area.contains(*p));
                 metric_label_ui(ui, row, label_rect, traces);
-                group_title_ui(ui, row, label_rect, st, extent);
+                group_title_ui(ui, row, label_rect, traces, st, extent);
                 let h = draw_row(
                     ui, &painter, *row, label_rect, area, traces, &geom, settings, hovered,
                 );
@@ -172,13 +175,14 @@ fn decide_folds(traces: &[Locked<'_>], settings: &Settings, st: &mut ViewState, 
             .collect(),
     );
     let host_folded = st.host_folded.clone().unwrap_or_default();
-    let open = rows(traces, settings, &BTreeSet::new(), &host_folded);
+    let per_node = st.nodes_apart(traces.len());
+    let open = rows(traces, settings, (&BTreeSet::new(), &host_folded), per_node);
     let smallest: f32 = open
         .iter()
         .map(|r| r.fit(traces, settings).min + ROW_GAP)
         .sum();
     st.folded = Some(if smallest > avail_h {
-        rows::devices(traces).into_iter().collect()
+        rows::groups(traces, per_node).into_iter().collect()
     } else {
         BTreeSet::new()
     });
@@ -189,17 +193,22 @@ fn group_title_ui(
     ui: &Ui,
     row: &Row,
     label_rect: Rect,
+    traces: &[Locked<'_>],
     st: &mut ViewState,
     extent: (AxisTime, AxisTime),
 ) {
     let (id, folded, (what, tracks), input) = match *row {
-        Row::Device { dev, folded } => {
-            let DeviceId(n) = dev;
+        Row::Device { group, folded } => {
+            let DeviceId(n) = group.dev;
+            let what = match group.ti {
+                Some(ti) => crate::model::node_gpu_label(traces, ti, group.dev),
+                None => group.dev.to_string(),
+            };
             (
-                egui::Id::unique(("cufall-group", n)),
+                egui::Id::unique(("cufall-group", group.ti, n)),
                 folded,
-                (dev.to_string(), "this GPU's tracks"),
-                Input::ToggleGroup(dev),
+                (what, "this GPU's tracks"),
+                Input::ToggleGroup(group),
             )
         }
         Row::HostTitle { ti, folded } => (

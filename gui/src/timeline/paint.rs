@@ -204,11 +204,7 @@ pub(super) fn group_title(
     );
 }
 
-/// `A `/`B ` with two recordings, else nothing.
-pub(super) fn ab_tag(traces: &[Locked<'_>], ti: usize) -> &'static str {
-    match (traces.len() > 1, ti) {
-        (false, _) => "",
-        (true, 0) => "A ",
-        (true, _) => "B ",
-    }
+/// `A `, `B `, ... with several recordings, else nothing.
+pub(super) fn ab_tag(traces: &[Locked<'_>], ti: usize) -> String {
+    crate::model::trace_tag(traces.len(), ti)
 }

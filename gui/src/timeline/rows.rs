@@ -1,14 +1,15 @@
 //! The rows of the timeline, in order: NVTX lanes of each recording, then per GPU a group: a
 //! title row, each metric (of recording A, then of B right below it, so differences line up),
 //! kernels, NVML power, SM clock and NVML utilisation; a folded group is its title row alone,
-//! which then shows the GPU's first metric. The sampled host threads of each recording come
+//! which then shows the GPU's first metric. Recordings of the nodes of one run on the wall
+//! clock have a group per node and GPU instead ([`GpuGroup`]), node after node. The sampled host threads of each recording come
 //! between the NVTX lanes and the GPUs, under a title that folds them. And how each row may be
 //! sized ([`Fit`]), for [`super::layout::share_heights`].
 
 use super::layout::Fit;
 use crate::model::Locked;
 use crate::tables::{NVML_POWER, NVML_SM_CLOCK, NVML_UTIL};
-use crate::view::{Settings, TrackStyle};
+use crate::view::{GpuGroup, Settings, TrackStyle};
 use cufall_trace::model::DeviceId;
 use std::collections::BTreeSet;
 
@@ -79,7 +80,7 @@ pub enum Row {
     },
     /// The title line of each GPU's group; a click folds or unfolds the group.
     Device {
-        dev: DeviceId,
+        group: GpuGroup,
         folded: bool,
     },
     /// The title line of a recording's sampled host threads; a click folds or unfolds them.
@@ -157,6 +158,25 @@ pub fn devices(traces: &[Locked<'_>]) -> Vec<DeviceId> {
     devices
 }
 
+/// The GPU groups, in order: per GPU of every recording, or with `per_node` (the nodes of one
+/// run) per recording and GPU, recording after recording.
+pub fn groups(traces: &[Locked<'_>], per_node: bool) -> Vec<GpuGroup> {
+    if !per_node {
+        return devices(traces).into_iter().map(GpuGroup::all).collect();
+    }
+    traces
+        .iter()
+        .enumerate()
+        .flat_map(|(ti, t)| {
+            t.slot
+                .data
+                .devices
+                .iter()
+                .map(move |&dev| GpuGroup { ti: Some(ti), dev })
+        })
+        .collect()
+}
+
 /// A recording with more sampled host threads than this starts with them folded.
 pub const HOST_OPEN_MAX: usize = 8;
 
@@ -168,13 +188,14 @@ pub fn host_threads(traces: &[Locked<'_>], ti: usize) -> usize {
         .map_or(0, |tb| tb.host.threads.len())
 }
 
-/// The rows to draw, in order; the groups of the GPUs in `folded` are their title row alone,
-/// and so are the host threads of the recordings in `host_folded`.
+/// The rows to draw, in order; the GPU groups in `folded` are their title row alone, and so
+/// are the host threads of the recordings in `host_folded`; `per_node`: a group per recording
+/// and GPU ([`groups`]).
 pub fn rows(
     traces: &[Locked<'_>],
     settings: &Settings,
-    folded: &BTreeSet<DeviceId>,
-    host_folded: &BTreeSet<usize>,
+    (folded, host_folded): (&BTreeSet<GpuGroup>, &BTreeSet<usize>),
+    per_node: bool,
 ) -> Vec<Row> {
     let mut out = Vec::new();
     if settings.show_nvtx {
@@ -198,26 +219,36 @@ pub fn rows(
             out.extend((0..n).map(|thread| Row::Host { ti, thread }));
         }
     }
-    for dev in devices(traces) {
-        let fold = folded.contains(&dev);
-        out.push(Row::Device { dev, folded: fold });
+    for group in groups(traces, per_node) {
+        let fold = folded.contains(&group);
+        out.push(Row::Device {
+            group,
+            folded: fold,
+        });
         if fold {
             continue;
         }
-        let metrics = traces
-            .iter()
-            .map(|t| t.slot.data.metrics.len())
+        let dev = group.dev;
+        // The recordings whose tracks the group holds: every one, or its node's.
+        let members = || {
+            traces
+                .iter()
+                .enumerate()
+                .filter(move |(ti, _)| group.ti.is_none_or(|g| g == *ti))
+        };
+        let metrics = members()
+            .map(|(_, t)| t.slot.data.metrics.len())
             .max()
             .unwrap_or(0);
         for m in 0..metrics {
-            for (ti, t) in traces.iter().enumerate() {
+            for (ti, t) in members() {
                 if m < t.slot.data.metrics.len() && t.slot.data.devices.contains(&dev) {
                     out.push(Row::Metric { ti, dev, m });
                 }
             }
         }
         if settings.show_kernels {
-            for (ti, t) in traces.iter().enumerate() {
+            for (ti, t) in members() {
                 let has =
                     t.s.tables
                         .as_ref()
@@ -229,7 +260,7 @@ pub fn rows(
         }
         if settings.show_nvml {
             for field in NvmlField::ALL {
-                for (ti, t) in traces.iter().enumerate() {
+                for (ti, t) in members() {
                     let has =
                         t.s.tables.as_ref().is_some_and(|tb| {
                             tb.nvml.get(&dev).is_some_and(|n| n.has(field.column()))

@@ -9,13 +9,13 @@ use super::rows::{NvmlField, Row};
 use crate::axis::AxisTime;
 use crate::fmt::{Nanos, fmt_offset, fmt_value, round_ns, short_metric};
 use crate::lod::{DevicePyramid, RawSeries, Summary};
-use crate::model::{Locked, ReportState, gpu_label, hosts_differ, shared_extent};
+use crate::model::{Locked, ReportState, gpu_label, hosts_differ, node_gpu_label, shared_extent};
 use crate::spans::{Piece, Spans, floor_i64, gallop};
 use crate::tables::{
     DeviceKernels, KernelView, NVML_MEM_CLOCK, NVML_POWER, NVML_SM_CLOCK, NVML_TEMPERATURE,
     NVML_UTIL, Names, NvtxLane,
 };
-use crate::view::{Settings, TrackStyle};
+use crate::view::{GpuGroup, Settings, TrackStyle};
 use cufall_analysis::names::short_kernel_name;
 use cufall_trace::model::DeviceId;
 use cufall_trace::model::{MetricInfo, NvtxRange};
@@ -75,13 +75,7 @@ pub(super) fn draw_row(
 ) -> Option<Hit> {
     let weak = ui.visuals().weak_text_color();
     let text = ui.visuals().text_color();
-    let tag = |ti: usize| {
-        if traces.len() > 1 {
-            if ti == 0 { "A " } else { "B " }
-        } else {
-            ""
-        }
-    };
+    let tag = |ti: usize| ab_tag(traces, ti);
     let dev_tag = |ti: usize, dev: DeviceId| device_tag(traces, ti, dev);
     let put_label = |s: &str, color: Color32| {
         let p = painter.with_clip_rect(label);
@@ -94,10 +88,13 @@ pub(super) fn draw_row(
         );
     };
     match row {
-        Row::Device { dev, folded } => {
+        Row::Device { group, folded } => {
+            let dev = group.dev;
             let name = traces
                 .iter()
-                .flat_map(|t| t.slot.data.manifest.devices.iter())
+                .enumerate()
+                .filter(|(ti, _)| group.ti.is_none_or(|g| g == *ti))
+                .flat_map(|(_, t)| t.slot.data.manifest.devices.iter())
                 .find(|d| d.id == dev)
                 .map(|d| d.name.clone())
                 .unwrap_or_default();
@@ -106,7 +103,10 @@ pub(super) fn draw_row(
                 label.top(),
                 Stroke::new(1.0, ui.visuals().widgets.noninteractive.bg_stroke.color),
             );
-            let title = format!("{}  {name}", group_gpus(traces, dev));
+            let title = match group.ti {
+                Some(ti) => format!("{}  {name}", node_gpu_label(traces, ti, dev)),
+                None => format!("{}  {name}", group_gpus(traces, dev)),
+            };
             group_title(painter, label, &title, folded, text);
             if !folded {
                 return None;
@@ -123,7 +123,7 @@ pub(super) fn draw_row(
                     weak,
                 );
             }
-            folded_group(ui, painter, traces, dev, area, geom, settings, pointer)
+            folded_group(ui, painter, traces, group, area, geom, settings, pointer)
         }
         Row::Nvtx { ti, lane } => {
             let t = &traces[ti];
@@ -168,18 +168,18 @@ pub(super) fn draw_row(
     }
 }
 
-/// The label tag of a row in a GPU's group: `A `/`B ` with two recordings, `host:GPU n ` where
-/// they come from two hosts (as `cufall report A B` names GPUs), else nothing.
+/// The label tag of a row in a GPU's group: `A `/`B ` with several recordings, `host:GPU n `
+/// where they come from different hosts (as `cufall report A B` names GPUs), else nothing.
 fn device_tag(traces: &[Locked<'_>], ti: usize, dev: DeviceId) -> String {
     if hosts_differ(traces) {
         format!("{} ", gpu_label(traces, ti, dev))
     } else {
-        ab_tag(traces, ti).to_string()
+        ab_tag(traces, ti)
     }
 }
 
-/// A GPU group's title: the GPU, or with two hosts' recordings each host's (`node-a:GPU 0 ·
-/// node-b:GPU 0`).
+/// The title of a GPU's group of every recording: the GPU, or with several hosts' recordings
+/// each host's (`node-a:GPU 0 · node-b:GPU 0`).
 fn group_gpus(traces: &[Locked<'_>], dev: DeviceId) -> String {
     if !hosts_differ(traces) {
         return dev.to_string();
@@ -297,22 +297,30 @@ fn nvtx_lane(
     hit
 }
 
-/// A folded group's row: the GPU's first metric as a heat strip, of each recording that has the
-/// GPU (A above B), with its drops and idle gaps: enough to see where the GPU was busy.
+/// A folded group's row: the GPU's first metric as a heat strip, of each recording of the group
+/// that has the GPU (A above B), with its drops and idle gaps: enough to see where the GPU was
+/// busy.
 #[allow(clippy::too_many_arguments)]
 fn folded_group(
     ui: &Ui,
     painter: &egui::Painter,
     traces: &[Locked<'_>],
-    dev: DeviceId,
+    group: GpuGroup,
     area: Rect,
     geom: &Geom,
     settings: &Settings,
     pointer: Option<Pos2>,
 ) -> Option<Hit> {
+    let dev = group.dev;
     let with: Vec<&Locked<'_>> = traces
         .iter()
-        .filter(|t| t.slot.data.devices.contains(&dev) && !t.slot.data.metrics.is_empty())
+        .enumerate()
+        .filter(|(ti, t)| {
+            group.ti.is_none_or(|g| g == *ti)
+                && t.slot.data.devices.contains(&dev)
+                && !t.slot.data.metrics.is_empty()
+        })
+        .map(|(_, t)| t)
         .collect();
     let band = area.height() / with.len().max(1) as f32;
     let mut hit = None;

@@ -1,0 +1,441 @@
+//! Native frames of a process that runs no Python, read without pausing it: the kernel's perf
+//! events sample each thread's user-space call chain on its own CPU time, and a thread that was
+//! off CPU is shown by the system call it waits in.
+//!
+//! ```text
+//!  each thread (/proc/PID/task, looked at every round):
+//!    perf_event_open(task clock, period = the host interval, user space only,
+//!                    IP | TID | TIME | CALLCHAIN, CLOCK_REALTIME) + a 1 + 8 page ring
+//!  each round:
+//!    a sample since the last round ─▶ running, the newest sample's call chain
+//!                                     (frame pointers, walked by the kernel)
+//!    none ─▶ /proc/PID/task/TID/syscall: in a system call ─▶ idle, one frame (`futex`)
+//!                                        "running"          ─▶ running, not sampled yet
+//! ```
+//!
+//! | module | part |
+//! |---|---|
+//! | [`perf`] | the perf event and its ring buffer (the only unsafe code) |
+//! | [`records`] | the ring's records, parsed |
+//! | [`symbols`] | `/proc/PID/maps` and ELF symbols: addresses → frames |
+//!
+//! The kernel walks the user stack by its frame pointers: code built without them gives the
+//! innermost frame and then whatever the frame-pointer register held. The walk stops at the
+//! first address outside every executable mapping, which ends most such garbage, but a frame
+//! above a function without frame pointers can still be wrong.
+
+pub mod perf;
+pub mod records;
+pub mod symbols;
+
+use super::procs::{ProcFs, ProcessTable};
+use super::source::{AttachError, Frame, ReadError, StackReader, StackSource, ThreadStack};
+use cufall_trace::model::{FrameKind, Gil, HostState};
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use symbols::{ProcessSymbols, SymbolCache};
+
+/// What a natively read process is, in the summary and the capture table.
+pub const DESCRIBE: &str = "native (perf task-clock)";
+/// What this reader records, for the manifest.
+pub const FRAMES_KIND: &str = "native frames (perf task-clock, frame-pointer call chains)";
+/// Data pages of each thread's ring (a power of two), and the fallback where locked memory is
+/// short (`kernel.perf_event_mlock_kb` for a user without CAP_IPC_LOCK).
+const RING_PAGES: [usize; 2] = [8, 1];
+
+/// The fix for a refusal of perf events.
+pub const PERF_PERMISSION_FIX: &str = "allow perf events on the program's threads: run cufall \
+as root or with CAP_PERFMON (CAP_SYS_ADMIN before Linux 5.8), or as the program's user with \
+kernel.perf_event_paranoid at 2 or below (`sudo sysctl kernel.perf_event_paranoid=2`); in a \
+container, also allow the perf_event_open system call (Docker's default seccomp profile \
+refuses it: `--security-opt seccomp=...` or `--cap-add PERFMON`)";
+
+/// Attaches native readers: one perf event per thread, with sampling period `period_ns` of the
+/// thread's CPU time.
+pub struct NativeSource {
+    proc_root: PathBuf,
+    period_ns: u64,
+    cache: Arc<Mutex<SymbolCache>>,
+}
+
+impl NativeSource {
+    /// Samples at the host interval: a thread on CPU all the time gives one sample a round.
+    pub fn new(interval: Duration) -> NativeSource {
+        NativeSource {
+            proc_root: PathBuf::from("/proc"),
+            period_ns: u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX),
+            cache: Arc::default(),
+        }
+    }
+}
+
+impl StackSource for NativeSource {
+    fn attach(&mut self, pid: u32) -> Result<Box<dyn StackReader>, AttachError> {
+        let dir = self.proc_root.join(pid.to_string());
+        let mut reader = NativeReader {
+            pid,
+            dir: dir.clone(),
+            period_ns: self.period_ns,
+            threads: BTreeMap::new(),
+            symbols: ProcessSymbols::new(dir, Arc::clone(&self.cache)),
+            procs: ProcFs::at(&self.proc_root),
+            buf: Vec::new(),
+        };
+        // The first thread tells whether perf events may be had at all.
+        match reader.find_threads() {
+            Ok(_) if reader.threads.values().any(|t| t.ring.is_some()) => Ok(Box::new(reader)),
+            Ok(_) if !reader.procs.alive(pid) => Err(AttachError::Gone { pid }),
+            Ok(_) => Err(AttachError::Other {
+                pid,
+                detail: "no thread of it could be sampled yet".into(),
+            }),
+            Err(e) => Err(attach_error(pid, &e, reader.procs.alive(pid))),
+        }
+    }
+
+    fn frames_kind(&self) -> &'static str {
+        FRAMES_KIND
+    }
+}
+
+/// Why perf events could not be had, told the way the loop needs.
+fn attach_error(pid: u32, e: &std::io::Error, alive: bool) -> AttachError {
+    let refused = |what: &str| AttachError::NativeUnavailable {
+        pid,
+        detail: format!("perf_event_open {what} ({e})"),
+    };
+    match e.raw_os_error() {
+        _ if !alive => AttachError::Gone { pid },
+        Some(libc::ESRCH) => AttachError::Gone { pid },
+        Some(libc::EACCES | libc::EPERM) => {
+            refused(&format!("was refused; to allow it: {PERF_PERMISSION_FIX}"))
+        }
+        Some(libc::ENOENT | libc::ENODEV | libc::EOPNOTSUPP | libc::ENOSYS | libc::EINVAL) => {
+            refused(
+                "is not available here: this kernel (or virtual machine) offers no software task-clock sampling event",
+            )
+        }
+        _ => AttachError::Other {
+            pid,
+            detail: format!("perf_event_open failed: {e}"),
+        },
+    }
+}
+
+struct Thread {
+    /// None when its event could not be opened (it is then read from /proc only).
+    ring: Option<perf::Ring>,
+    name: String,
+}
+
+/// An attached native process.
+pub struct NativeReader {
+    pid: u32,
+    dir: PathBuf,
+    period_ns: u64,
+    threads: BTreeMap<u32, Thread>,
+    symbols: ProcessSymbols,
+    procs: ProcFs,
+    buf: Vec<u8>,
+}
+
+impl NativeReader {
+    /// Opens an event for every thread not seen before, and forgets those that ended. The
+    /// error is the first refusal, when no thread could be opened.
+    fn find_threads(&mut self) -> std::io::Result<usize> {
+        let dir = std::fs::read_dir(self.dir.join("task"))?;
+        let tids: HashSet<u32> = dir
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+            .collect();
+        self.threads.retain(|tid, _| tids.contains(tid));
+        let mut first_error = None;
+        for tid in tids {
+            if self.threads.contains_key(&tid) {
+                continue;
+            }
+            let ring = open_ring(tid, self.period_ns);
+            let ring = match ring {
+                Ok(r) => Some(r),
+                // Ended since the listing.
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => continue,
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                    None
+                }
+            };
+            let name = std::fs::read_to_string(self.dir.join(format!("task/{tid}/comm")))
+                .map(|s| s.trim_end().to_string())
+                .unwrap_or_default();
+            self.threads.insert(tid, Thread { ring, name });
+        }
+        match first_error {
+            Some(e) if self.threads.values().all(|t| t.ring.is_none()) => Err(e),
+            _ => Ok(self.threads.len()),
+        }
+    }
+
+    /// The frames of a sampled call chain, innermost first, up to the first address outside
+    /// every executable mapping.
+    fn chain_frames(&mut self, chain: &[u64]) -> Vec<Frame> {
+        let mut frames = Vec::with_capacity(chain.len());
+        for (i, addr) in chain.iter().enumerate() {
+            match self.symbols.frame(*addr, i > 0) {
+                Some(f) => frames.push(f),
+                None => break,
+            }
+        }
+        if frames.is_empty()
+            && let Some(ip) = chain.first()
+        {
+            // The sampled instruction itself lies in no mapped file (generated code).
+            frames.push(placeholder(format!("0x{ip:x} (in no mapped file)")));
+        }
+        frames
+    }
+
+    /// A thread with no sample since the last round: where `/proc` says it is.
+    fn off_cpu(&mut self, tid: u32) -> (HostState, Vec<Frame>) {
+        let text = std::fs::read_to_string(self.dir.join(format!("task/{tid}/syscall")))
+            .unwrap_or_default();
+        match parse_syscall(&text) {
+            Some(Syscall::Running) => (
+                HostState::Running,
+                vec![placeholder(
+                    "(on CPU, no sample since the last round)".into(),
+                )],
+            ),
+            Some(Syscall::In { nr, pc }) => {
+                let (file, module) = self.symbols.file_of(pc).unwrap_or_default();
+                let function = match nr {
+                    Some(nr) => syscall_name(nr)
+                        .map(str::to_string)
+                        .unwrap_or_else(|| format!("syscall {nr}")),
+                    // Blocked outside a system call (stopped, traced): where it stopped.
+                    None => self
+                        .symbols
+                        .frame(pc, false)
+                        .map(|f| f.function)
+                        .unwrap_or_else(|| format!("0x{pc:x}")),
+                };
+                (
+                    HostState::Idle,
+                    vec![Frame {
+                        function,
+                        file,
+                        line: None,
+                        module,
+                        kind: FrameKind::Native,
+                    }],
+                )
+            }
+            None => (HostState::Idle, vec![placeholder("(off CPU)".into())]),
+        }
+    }
+}
+
+fn open_ring(tid: u32, period_ns: u64) -> std::io::Result<perf::Ring> {
+    match perf::Ring::open(tid, period_ns, RING_PAGES[0]) {
+        Err(e)
+            if e.raw_os_error() == Some(libc::EPERM) || e.raw_os_error() == Some(libc::ENOMEM) =>
+        {
+            perf::Ring::open(tid, period_ns, RING_PAGES[1])
+        }
+        r => r,
+    }
+}
+
+fn placeholder(function: String) -> Frame {
+    Frame {
+        function,
+        file: String::new(),
+        line: None,
+        module: String::new(),
+        kind: FrameKind::Native,
+    }
+}
+
+impl StackReader for NativeReader {
+    fn describe(&self) -> String {
+        DESCRIBE.into()
+    }
+
+    fn sample(&mut self) -> Result<Vec<ThreadStack>, ReadError> {
+        if let Err(e) = self.find_threads() {
+            return Err(if self.procs.alive(self.pid) {
+                ReadError::Failed(format!("cannot list or sample its threads: {e}"))
+            } else {
+                ReadError::Gone
+            });
+        }
+        if self.threads.is_empty() {
+            return Err(ReadError::Gone);
+        }
+        let tids: Vec<u32> = self.threads.keys().copied().collect();
+        let mut out = Vec::with_capacity(tids.len());
+        for tid in tids {
+            self.buf.clear();
+            let Some(t) = self.threads.get_mut(&tid) else {
+                continue;
+            };
+            if let Some(ring) = &mut t.ring {
+                ring.drain(&mut self.buf);
+            }
+            let name = t.name.clone();
+            // Only the newest sample counts: a full ring (a round far late) drops the newer
+            // ones, so that one is the last the kernel kept.
+            let drained = records::parse(&self.buf);
+            let (state, frames) = match drained.newest {
+                Some(s) if !s.callchain.is_empty() => {
+                    (HostState::Running, self.chain_frames(&s.callchain))
+                }
+                Some(s) => (HostState::Running, self.chain_frames(&[s.ip])),
+                None => self.off_cpu(tid),
+            };
+            out.push(ThreadStack {
+                tid,
+                name,
+                state,
+                gil: Gil::Unknown,
+                frames,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// What `/proc/PID/task/TID/syscall` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Syscall {
+    /// On a CPU now.
+    Running,
+    /// Blocked: in system call `nr` (None: blocked outside one), at user address `pc`.
+    In { nr: Option<u64>, pc: u64 },
+}
+
+/// Reads `NR arg1 .. arg6 SP PC`, `-1 SP PC` or `running`.
+pub fn parse_syscall(text: &str) -> Option<Syscall> {
+    let text = text.trim();
+    if text == "running" {
+        return Some(Syscall::Running);
+    }
+    let fields: Vec<&str> = text.split_ascii_whitespace().collect();
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
+    let pc = hex(fields.last()?)?;
+    let nr = match fields.first()? {
+        &"-1" => None,
+        n => Some(n.parse().ok()?),
+    };
+    (fields.len() == 9 || (nr.is_none() && fields.len() == 3)).then_some(Syscall::In { nr, pc })
+}
+
+/// The name of a system call a thread commonly waits in; None for the rest.
+pub fn syscall_name(nr: u64) -> Option<&'static str> {
+    #[cfg(target_arch = "x86_64")]
+    const TABLE: &[(u64, &str)] = &[
+        (0, "read"),
+        (1, "write"),
+        (7, "poll"),
+        (16, "ioctl"),
+        (23, "select"),
+        (24, "sched_yield"),
+        (35, "nanosleep"),
+        (43, "accept"),
+        (45, "recvfrom"),
+        (47, "recvmsg"),
+        (61, "wait4"),
+        (202, "futex"),
+        (230, "clock_nanosleep"),
+        (232, "epoll_wait"),
+        (270, "pselect6"),
+        (271, "ppoll"),
+        (281, "epoll_pwait"),
+        (426, "io_uring_enter"),
+        (441, "epoll_pwait2"),
+    ];
+    #[cfg(target_arch = "aarch64")]
+    const TABLE: &[(u64, &str)] = &[
+        (22, "epoll_pwait"),
+        (29, "ioctl"),
+        (63, "read"),
+        (64, "write"),
+        (72, "pselect6"),
+        (73, "ppoll"),
+        (98, "futex"),
+        (101, "nanosleep"),
+        (115, "clock_nanosleep"),
+        (124, "sched_yield"),
+        (207, "recvfrom"),
+        (212, "recvmsg"),
+        (242, "accept4"),
+        (260, "wait4"),
+        (426, "io_uring_enter"),
+        (441, "epoll_pwait2"),
+    ];
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    const TABLE: &[(u64, &str)] = &[];
+    TABLE.iter().find(|(n, _)| *n == nr).map(|(_, name)| *name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syscall_files_are_read() {
+        assert_eq!(parse_syscall("running\n"), Some(Syscall::Running));
+        assert_eq!(
+            parse_syscall("202 0x7f0 0x80 0x0 0x0 0x0 0x0 0x7ffd0 0x7f1234\n"),
+            Some(Syscall::In {
+                nr: Some(202),
+                pc: 0x7f1234
+            })
+        );
+        assert_eq!(
+            parse_syscall("-1 0x7ffd0 0x401000\n"),
+            Some(Syscall::In {
+                nr: None,
+                pc: 0x401000
+            })
+        );
+        assert_eq!(parse_syscall(""), None);
+        assert_eq!(parse_syscall("202 0x1"), None);
+        assert_eq!(parse_syscall("x 1 2 3 4 5 6 7 8"), None);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn common_waits_have_names() {
+        assert_eq!(syscall_name(202), Some("futex"));
+        assert_eq!(syscall_name(230), Some("clock_nanosleep"));
+        assert_eq!(syscall_name(9999), None);
+    }
+
+    #[test]
+    fn refusals_say_what_to_allow_and_absence_says_so() {
+        let e = |n| std::io::Error::from_raw_os_error(n);
+        match attach_error(5, &e(libc::EACCES), true) {
+            AttachError::NativeUnavailable { detail, .. } => {
+                assert!(detail.contains("perf_event_paranoid"), "{detail}");
+                assert!(detail.contains("CAP_PERFMON"), "{detail}");
+            }
+            other => panic!("{other:?}"),
+        }
+        match attach_error(5, &e(libc::ENODEV), true) {
+            AttachError::NativeUnavailable { detail, .. } => {
+                assert!(detail.contains("not available"), "{detail}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            attach_error(5, &e(libc::ESRCH), true),
+            AttachError::Gone { .. }
+        ));
+        assert!(matches!(
+            attach_error(5, &e(libc::EACCES), false),
+            AttachError::Gone { .. }
+        ));
+    }
+}

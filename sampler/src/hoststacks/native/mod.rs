@@ -3,13 +3,15 @@
 //! off CPU is shown by the system call it waits in.
 //!
 //! ```text
-//!  each thread (/proc/PID/task, looked at every round):
+//!  each thread (/proc/PID/task, listed every 10 ms):
 //!    perf_event_open(task clock, period = the host interval, user space only,
 //!                    IP | TID | TIME | CALLCHAIN, CLOCK_REALTIME) + a 1 + 8 page ring
 //!  each round:
 //!    a sample since the last round ─▶ running, the newest sample's call chain
 //!                                     (frame pointers, walked by the kernel)
-//!    none ─▶ /proc/PID/task/TID/syscall: in a system call ─▶ idle, one frame (`futex`)
+//!    none, and no CPU time since ─▶ idle where it waited at the last round
+//!    none, some CPU time (less than one period) or new
+//!         ─▶ /proc/PID/task/TID/syscall: in a system call ─▶ idle, one frame (`futex`)
 //!                                        "running"          ─▶ running, not sampled yet
 //! ```
 //!
@@ -34,7 +36,7 @@ use cufall_trace::model::{FrameKind, Gil, HostState};
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use symbols::{ProcessSymbols, SymbolCache};
 
 /// What a natively read process is, in the summary and the capture table.
@@ -44,6 +46,10 @@ pub const FRAMES_KIND: &str = "native frames (perf task-clock, frame-pointer cal
 /// Data pages of each thread's ring (a power of two), and the fallback where locked memory is
 /// short (`kernel.perf_event_mlock_kb` for a user without CAP_IPC_LOCK).
 const RING_PAGES: [usize; 2] = [8, 1];
+
+/// How often `/proc/PID/task` is listed for threads that started or ended (a thread whose
+/// `/proc` entry is found gone before is dropped then).
+const THREAD_SCAN: Duration = Duration::from_millis(10);
 
 /// The fix for a refusal of perf events.
 pub const PERF_PERMISSION_FIX: &str = "allow perf events on the program's threads: run cufall \
@@ -82,6 +88,7 @@ impl StackSource for NativeSource {
             symbols: ProcessSymbols::new(dir, Arc::clone(&self.cache)),
             procs: ProcFs::at(&self.proc_root),
             buf: Vec::new(),
+            scanned: None,
         };
         // The first thread tells whether perf events may be had at all.
         match reader.find_threads() {
@@ -128,6 +135,10 @@ struct Thread {
     /// None when its event could not be opened (it is then read from /proc only).
     ring: Option<perf::Ring>,
     name: String,
+    /// Its CPU time at the last round, and what it was waiting in then: a thread that has not
+    /// run since is still there, and `/proc` is not read again.
+    cpu_ns: Option<u64>,
+    waiting: Option<Vec<Frame>>,
 }
 
 /// An attached native process.
@@ -139,6 +150,8 @@ pub struct NativeReader {
     symbols: ProcessSymbols,
     procs: ProcFs,
     buf: Vec<u8>,
+    /// When `/proc/PID/task` was last listed.
+    scanned: Option<Instant>,
 }
 
 impl NativeReader {
@@ -146,6 +159,7 @@ impl NativeReader {
     /// error is the first refusal, when no thread could be opened.
     fn find_threads(&mut self) -> std::io::Result<usize> {
         let dir = std::fs::read_dir(self.dir.join("task"))?;
+        self.scanned = Some(Instant::now());
         let tids: HashSet<u32> = dir
             .flatten()
             .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
@@ -169,7 +183,15 @@ impl NativeReader {
             let name = std::fs::read_to_string(self.dir.join(format!("task/{tid}/comm")))
                 .map(|s| s.trim_end().to_string())
                 .unwrap_or_default();
-            self.threads.insert(tid, Thread { ring, name });
+            self.threads.insert(
+                tid,
+                Thread {
+                    ring,
+                    name,
+                    cpu_ns: None,
+                    waiting: None,
+                },
+            );
         }
         match first_error {
             Some(e) if self.threads.values().all(|t| t.ring.is_none()) => Err(e),
@@ -197,10 +219,18 @@ impl NativeReader {
     }
 
     /// A thread with no sample since the last round: where `/proc` says it is.
-    fn off_cpu(&mut self, tid: u32) -> (HostState, Vec<Frame>) {
-        let text = std::fs::read_to_string(self.dir.join(format!("task/{tid}/syscall")))
-            .unwrap_or_default();
-        match parse_syscall(&text) {
+    fn off_cpu(&mut self, tid: u32) -> Option<(HostState, Vec<Frame>)> {
+        let text = match std::fs::read_to_string(self.dir.join(format!("task/{tid}/syscall"))) {
+            Ok(text) => text,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    || e.raw_os_error() == Some(libc::ESRCH) =>
+            {
+                return None;
+            }
+            Err(_) => String::new(),
+        };
+        Some(match parse_syscall(&text) {
             Some(Syscall::Running) => (
                 HostState::Running,
                 vec![placeholder(
@@ -232,7 +262,7 @@ impl NativeReader {
                 )
             }
             None => (HostState::Idle, vec![placeholder("(off CPU)".into())]),
-        }
+        })
     }
 }
 
@@ -263,46 +293,71 @@ impl StackReader for NativeReader {
     }
 
     fn sample(&mut self) -> Result<Vec<ThreadStack>, ReadError> {
-        if let Err(e) = self.find_threads() {
+        if self.scanned.is_none_or(|t| t.elapsed() >= THREAD_SCAN)
+            && let Err(e) = self.find_threads()
+        {
             return Err(if self.procs.alive(self.pid) {
                 ReadError::Failed(format!("cannot list or sample its threads: {e}"))
             } else {
                 ReadError::Gone
             });
         }
-        if self.threads.is_empty() {
-            return Err(ReadError::Gone);
-        }
         let tids: Vec<u32> = self.threads.keys().copied().collect();
         let mut out = Vec::with_capacity(tids.len());
         for tid in tids {
-            self.buf.clear();
-            let Some(t) = self.threads.get_mut(&tid) else {
-                continue;
-            };
-            if let Some(ring) = &mut t.ring {
-                ring.drain(&mut self.buf);
+            if let Some(th) = self.thread(tid) {
+                out.push(th);
+            } else {
+                // Ended since the last listing.
+                self.threads.remove(&tid);
             }
-            let name = t.name.clone();
-            // Only the newest sample counts: a full ring (a round far late) drops the newer
-            // ones, so that one is the last the kernel kept.
-            let drained = records::parse(&self.buf);
-            let (state, frames) = match drained.newest {
-                Some(s) if !s.callchain.is_empty() => {
-                    (HostState::Running, self.chain_frames(&s.callchain))
-                }
-                Some(s) => (HostState::Running, self.chain_frames(&[s.ip])),
-                None => self.off_cpu(tid),
-            };
-            out.push(ThreadStack {
-                tid,
-                name,
-                state,
-                gil: Gil::Unknown,
-                frames,
-            });
+        }
+        if out.is_empty() {
+            return Err(ReadError::Gone);
         }
         Ok(out)
+    }
+}
+
+impl NativeReader {
+    /// One thread now; None when it has ended.
+    fn thread(&mut self, tid: u32) -> Option<ThreadStack> {
+        self.buf.clear();
+        let t = self.threads.get_mut(&tid)?;
+        if let Some(ring) = &mut t.ring {
+            ring.drain(&mut self.buf);
+        }
+        // Only the newest sample counts: a full ring (a round far late) drops the newer ones,
+        // so that one is the last the kernel kept.
+        let newest = records::parse(&self.buf).newest;
+        // Without a sample: not run since the last round, when it was waiting, it waits there
+        // still (the count is read only then: reading it interrupts the CPU the thread runs on).
+        let cpu_ns = match (&newest, &t.ring) {
+            (None, Some(ring)) => ring.cpu_ns().ok(),
+            _ => None,
+        };
+        let still = cpu_ns.is_some() && cpu_ns == t.cpu_ns;
+        t.cpu_ns = cpu_ns;
+        let cached = t.waiting.clone().filter(|_| still);
+        let name = t.name.clone();
+        let (state, frames) = match (newest, cached) {
+            (Some(s), _) if !s.callchain.is_empty() => {
+                (HostState::Running, self.chain_frames(&s.callchain))
+            }
+            (Some(s), _) => (HostState::Running, self.chain_frames(&[s.ip])),
+            (None, Some(frames)) => (HostState::Idle, frames),
+            (None, None) => self.off_cpu(tid)?,
+        };
+        if let Some(t) = self.threads.get_mut(&tid) {
+            t.waiting = (state == HostState::Idle).then(|| frames.clone());
+        }
+        Some(ThreadStack {
+            tid,
+            name,
+            state,
+            gil: Gil::Unknown,
+            frames,
+        })
     }
 }
 

@@ -10,7 +10,8 @@
 #![allow(unsafe_code)]
 
 use super::records::ring_segments;
-use std::io;
+use std::fs::File;
+use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -70,8 +71,8 @@ const _: () = assert!(std::mem::size_of::<PerfEventAttr>() == PERF_ATTR_SIZE_VER
 /// One thread's task-clock sampling event and its mapped ring buffer; closed and unmapped on
 /// drop.
 pub struct Ring {
-    /// The event: it samples while open.
-    _fd: OwnedFd,
+    /// The event: it samples while open, and its count is the thread's CPU time.
+    file: File,
     base: *mut u8,
     len: usize,
     data_offset: usize,
@@ -142,7 +143,7 @@ impl Ring {
         }
         let base = base.cast::<u8>();
         let mut ring = Ring {
-            _fd: fd,
+            file: File::from(fd),
             base,
             len,
             data_offset: page,
@@ -171,6 +172,14 @@ impl Ring {
         self.header_word(at).load(Ordering::Relaxed)
     }
 
+    /// The thread's CPU time (user space) since the event was opened, in nanoseconds: the
+    /// task clock's count, read with read(2) (`read_format` 0: one u64).
+    pub fn cpu_ns(&self) -> io::Result<u64> {
+        let mut b = [0u8; 8];
+        (&self.file).read_exact(&mut b)?;
+        Ok(u64::from_ne_bytes(b))
+    }
+
     /// Appends the bytes the kernel wrote since the last drain to `out` (whole records, in
     /// order) and hands the space back to the kernel.
     pub fn drain(&mut self, out: &mut Vec<u8>) {
@@ -197,7 +206,7 @@ impl Ring {
 impl Drop for Ring {
     fn drop(&mut self) {
         // SAFETY: `base` and `len` are the mapping made in `open`, unmapped once, here; the
-        // descriptor closes after (OwnedFd's drop).
+        // descriptor closes after (the File's drop).
         unsafe {
             libc::munmap(self.base.cast::<libc::c_void>(), self.len);
         }

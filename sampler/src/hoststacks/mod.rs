@@ -62,6 +62,10 @@ pub mod event {
     /// whose native frames could not be read either (they got no stacks at all).
     pub const NOT_PYTHON: &str = "host_stacks_not_python";
 
+    /// What [`NOT_PYTHON`]'s detail says when their native frames were tried and refused
+    /// (followed by why).
+    pub const NATIVE_REFUSED: &str = "native frames could not be read";
+
     /// The manifest's `extra` key that says how host stacks were sampled, or why not.
     pub const MANIFEST_KEY: &str = "host_stacks";
 

@@ -239,9 +239,9 @@ impl HostSummary {
             count: names.len() as u64,
             detail: match self.native_refusal() {
                 Some(why) => format!(
-                    "{} process(es) run no Python, and their native frames could not be read \
-                     ({why}); not sampled: {}",
+                    "{} process(es) run no Python, and their {} ({why}); not sampled: {}",
                     names.len(),
+                    event::NATIVE_REFUSED,
                     distinct.join(", ")
                 ),
                 None => format!(

@@ -94,9 +94,10 @@ impl StackSource for NativeSource {
         match reader.find_threads() {
             Ok(_) if reader.threads.values().any(|t| t.ring.is_some()) => Ok(Box::new(reader)),
             Ok(_) if !reader.procs.alive(pid) => Err(AttachError::Gone { pid }),
-            Ok(_) => Err(AttachError::Other {
+            // Every thread it listed ended before its event was opened.
+            Ok(_) => Err(AttachError::NativeUnavailable {
                 pid,
-                detail: "no thread of it could be sampled yet".into(),
+                detail: "its threads ended as they were found".into(),
             }),
             Err(e) => Err(attach_error(pid, &e, reader.procs.alive(pid))),
         }
@@ -124,10 +125,7 @@ fn attach_error(pid: u32, e: &std::io::Error, alive: bool) -> AttachError {
                 "is not available here: this kernel (or virtual machine) offers no software task-clock sampling event",
             )
         }
-        _ => AttachError::Other {
-            pid,
-            detail: format!("perf_event_open failed: {e}"),
-        },
+        _ => refused("failed"),
     }
 }
 

@@ -15,7 +15,7 @@
 
 use crate::hoststacks::source::Frame;
 use cufall_trace::model::FrameKind;
-use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -138,28 +138,77 @@ impl ElfSymbols {
             segments,
             ..ElfSymbols::default()
         };
-        for sym in elf.symbols().chain(elf.dynamic_symbols()) {
-            if sym.kind() != SymbolKind::Text || !sym.is_definition() || sym.address() == 0 {
-                continue;
+        if elf.is_64() && elf.is_little_endian() {
+            // The tables and their strings are read whole, each with one read: through the
+            // cache, every name would be a read of its own (a large library has a million).
+            let range = |name: &str| elf.section_by_name(name).and_then(|s| s.file_range());
+            let tables = [(".symtab", ".strtab"), (".dynsym", ".dynstr")]
+                .map(|(t, s)| range(t).zip(range(s)));
+            drop(elf);
+            let file = cache.into_inner();
+            for (syms, strs) in tables.into_iter().flatten() {
+                let (Ok(syms), Ok(strs)) = (read_at(&file, syms), read_at(&file, strs)) else {
+                    continue;
+                };
+                out.add_elf64_le(&syms, &strs);
             }
-            let Ok(name) = sym.name() else { continue };
-            let (Ok(name_at), Ok(name_len)) =
-                (u32::try_from(out.names.len()), u32::try_from(name.len()))
-            else {
-                break;
-            };
-            out.names.push_str(name);
-            out.syms.push(Sym {
-                addr: sym.address(),
-                size: sym.size(),
-                name_at,
-                name_len,
-            });
+        } else {
+            for sym in elf.symbols().chain(elf.dynamic_symbols()) {
+                if sym.kind() != SymbolKind::Text || !sym.is_definition() || sym.address() == 0 {
+                    continue;
+                }
+                if let Ok(name) = sym.name() {
+                    out.push(name, sym.address(), sym.size());
+                }
+            }
         }
         // Largest first at one address, so the lookup's last candidate is the smallest.
         out.syms
             .sort_unstable_by(|a, b| a.addr.cmp(&b.addr).then(b.size.cmp(&a.size)));
         Ok(out)
+    }
+
+    fn push(&mut self, name: &str, addr: u64, size: u64) {
+        let (Ok(name_at), Ok(name_len)) =
+            (u32::try_from(self.names.len()), u32::try_from(name.len()))
+        else {
+            return;
+        };
+        self.names.push_str(name);
+        self.syms.push(Sym {
+            addr,
+            size,
+            name_at,
+            name_len,
+        });
+    }
+
+    /// The function symbols of a 64-bit little-endian symbol table (`Elf64_Sym`, 24 bytes:
+    /// name u32, info u8, other u8, shndx u16, value u64, size u64) and its string table.
+    fn add_elf64_le(&mut self, syms: &[u8], strs: &[u8]) {
+        const STT_FUNC: u8 = 2;
+        const STT_GNU_IFUNC: u8 = 10;
+        for s in syms.chunks_exact(24) {
+            let word = |at: usize| -> u64 {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&s[at..at + 8]);
+                u64::from_le_bytes(b)
+            };
+            let name_at = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+            let kind = s[4] & 0xf;
+            let shndx = u16::from_le_bytes([s[6], s[7]]);
+            let (addr, size) = (word(8), word(16));
+            if !(kind == STT_FUNC || kind == STT_GNU_IFUNC) || shndx == 0 || addr == 0 {
+                continue;
+            }
+            let Some(rest) = usize::try_from(name_at).ok().and_then(|at| strs.get(at..)) else {
+                continue;
+            };
+            let end = rest.iter().position(|b| *b == 0).unwrap_or(rest.len());
+            if let Ok(name) = std::str::from_utf8(&rest[..end]) {
+                self.push(name, addr, size);
+            }
+        }
     }
 
     /// Bytes held.
@@ -193,6 +242,21 @@ impl ElfSymbols {
             .map(demangle);
         Resolved { function, elf_addr }
     }
+}
+
+/// The largest symbol or string table read (a bigger one is left out: its addresses are named
+/// by offset).
+const MAX_TABLE_BYTES: u64 = 512 << 20;
+
+/// `size` bytes of `file` at `offset`, with one read.
+fn read_at(file: &std::fs::File, (offset, size): (u64, u64)) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    if size > MAX_TABLE_BYTES {
+        return Err(std::io::Error::other("table too large"));
+    }
+    let mut b = vec![0u8; usize::try_from(size).map_err(std::io::Error::other)?];
+    file.read_exact_at(&mut b, offset)?;
+    Ok(b)
 }
 
 /// Symbol tables by file, shared by every process of a recording, memory bounded.

@@ -16,9 +16,10 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// Spins in `spin_here` on the main thread; a second thread (started after 100 ms, so after
-/// the reader attached) sleeps in `nanosleep`; a third lives 50 ms and exits. With an argument,
+/// the reader attached, and named `napper` once it runs) sleeps in `nanosleep`; a third lives 50 ms and exits. With an argument,
 /// it ends after that many seconds.
 const PROGRAM: &str = r#"
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
@@ -39,6 +40,7 @@ __attribute__((noinline)) void spin_here(double seconds) {
 
 __attribute__((noinline)) void *nap(void *arg) {
     (void)arg;
+    pthread_setname_np(pthread_self(), "napper");
     for (;;) {
         struct timespec d = {0, 10 * 1000 * 1000};
         nanosleep(&d, 0);
@@ -139,7 +141,7 @@ fn the_native_reader_sees_spin_here_running_and_the_sleeper_idle_in_its_syscall(
             tids.insert(t.tid);
             if t.tid == pid && t.state == HostState::Running && top(&t) == "spin_here" {
                 spinning = Some(t);
-            } else if t.tid != pid
+            } else if t.name == "napper"
                 && t.state == HostState::Idle
                 && ["nanosleep", "clock_nanosleep"].contains(&top(&t))
             {
@@ -157,8 +159,9 @@ fn the_native_reader_sees_spin_here_running_and_the_sleeper_idle_in_its_syscall(
         "{spinning:#?}"
     );
     assert_eq!(spinning.name, "spin");
-    let sleeping = sleeping
-        .unwrap_or_else(|| panic!("the sleeping thread never seen idle in {rounds} rounds"));
+    // Found, idle in its system call, under the name it gave itself after it started.
+    let sleeping =
+        sleeping.unwrap_or_else(|| panic!("the napper thread never seen idle in {rounds} rounds"));
     assert_eq!(sleeping.frames.len(), 1, "one frame: the system call");
     assert!(
         sleeping.frames[0].module.starts_with("libc"),

@@ -133,6 +133,8 @@ struct Thread {
     /// None when its event could not be opened (it is then read from /proc only).
     ring: Option<perf::Ring>,
     name: String,
+    /// Times its name was read.
+    name_reads: u8,
     /// Its CPU time at the last round, and what it was waiting in then: a thread that has not
     /// run since is still there, and `/proc` is not read again.
     cpu_ns: Option<u64>,
@@ -165,7 +167,13 @@ impl NativeReader {
         self.threads.retain(|tid, _| tids.contains(tid));
         let mut first_error = None;
         for tid in tids {
-            if self.threads.contains_key(&tid) {
+            if let Some(t) = self.threads.get_mut(&tid) {
+                // A thread is often named just after it starts (pthread_setname_np): its name
+                // is read again at its first few listings.
+                if t.name_reads < NAME_READS {
+                    t.name_reads += 1;
+                    t.name = thread_name(&self.dir, tid);
+                }
                 continue;
             }
             let ring = open_ring(tid, self.period_ns);
@@ -178,14 +186,12 @@ impl NativeReader {
                     None
                 }
             };
-            let name = std::fs::read_to_string(self.dir.join(format!("task/{tid}/comm")))
-                .map(|s| s.trim_end().to_string())
-                .unwrap_or_default();
             self.threads.insert(
                 tid,
                 Thread {
                     ring,
-                    name,
+                    name: thread_name(&self.dir, tid),
+                    name_reads: 1,
                     cpu_ns: None,
                     waiting: None,
                 },
@@ -262,6 +268,15 @@ impl NativeReader {
             None => (HostState::Idle, vec![placeholder("(off CPU)".into())]),
         })
     }
+}
+
+/// Listings at which a thread's name is read (10: its first 100 ms).
+const NAME_READS: u8 = 10;
+
+fn thread_name(dir: &std::path::Path, tid: u32) -> String {
+    std::fs::read_to_string(dir.join(format!("task/{tid}/comm")))
+        .map(|s| s.trim_end().to_string())
+        .unwrap_or_default()
 }
 
 fn open_ring(tid: u32, period_ns: u64) -> std::io::Result<perf::Ring> {

@@ -35,6 +35,7 @@ use super::source::{AttachError, Frame, ReadError, StackReader, StackSource, Thr
 use cufall_trace::model::{FrameKind, Gil, HostState};
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use symbols::{ProcessSymbols, SymbolCache};
@@ -64,6 +65,46 @@ pub struct NativeSource {
     proc_root: PathBuf,
     period_ns: u64,
     cache: Arc<Mutex<SymbolCache>>,
+    budget: Budget,
+}
+
+/// The perf events this cufall may hold open at once, over every process: each is a file
+/// descriptor, and the trace's writer needs its own. Threads past it are read from `/proc` only.
+#[derive(Clone, Debug)]
+struct Budget {
+    open: Arc<AtomicUsize>,
+    max: usize,
+}
+
+impl Budget {
+    /// Half of the soft limit on open files (RLIMIT_NOFILE), at most 4096.
+    fn of_open_files() -> Budget {
+        let limit = perf::open_files_limit().unwrap_or(1024);
+        Budget {
+            open: Arc::default(),
+            max: usize::try_from(limit / 2).unwrap_or(usize::MAX).min(4096),
+        }
+    }
+
+    /// A slot, if one is free.
+    fn take(&self) -> Option<Slot> {
+        self.open
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < self.max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Slot(Arc::clone(&self.open)))
+    }
+}
+
+/// One perf event counted against the [`Budget`]; given back on drop.
+#[derive(Debug)]
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl NativeSource {
@@ -73,6 +114,7 @@ impl NativeSource {
             proc_root: PathBuf::from("/proc"),
             period_ns: u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX),
             cache: Arc::default(),
+            budget: Budget::of_open_files(),
         }
     }
 }
@@ -84,6 +126,7 @@ impl StackSource for NativeSource {
             pid,
             dir: dir.clone(),
             period_ns: self.period_ns,
+            budget: self.budget.clone(),
             threads: BTreeMap::new(),
             symbols: ProcessSymbols::new(dir, Arc::clone(&self.cache)),
             procs: ProcFs::at(&self.proc_root),
@@ -91,8 +134,9 @@ impl StackSource for NativeSource {
             scanned: None,
         };
         // The first thread tells whether perf events may be had at all.
+        // (Threads past the budget of perf events are read from /proc only.)
         match reader.find_threads() {
-            Ok(_) if reader.threads.values().any(|t| t.ring.is_some()) => Ok(Box::new(reader)),
+            Ok(n) if n > 0 => Ok(Box::new(reader)),
             Ok(_) if !reader.procs.alive(pid) => Err(AttachError::Gone { pid }),
             // Every thread it listed ended before its event was opened.
             Ok(_) => Err(AttachError::NativeUnavailable {
@@ -132,6 +176,8 @@ fn attach_error(pid: u32, e: &std::io::Error, alive: bool) -> AttachError {
 struct Thread {
     /// None when its event could not be opened (it is then read from /proc only).
     ring: Option<perf::Ring>,
+    /// The ring's place in the budget (after `ring`: given back once it is closed).
+    _slot: Option<Slot>,
     name: String,
     /// Times its name was read.
     name_reads: u8,
@@ -146,6 +192,7 @@ pub struct NativeReader {
     pid: u32,
     dir: PathBuf,
     period_ns: u64,
+    budget: Budget,
     threads: BTreeMap<u32, Thread>,
     symbols: ProcessSymbols,
     procs: ProcFs,
@@ -176,20 +223,23 @@ impl NativeReader {
                 }
                 continue;
             }
-            let ring = open_ring(tid, self.period_ns);
-            let ring = match ring {
-                Ok(r) => Some(r),
+            let slot = self.budget.take();
+            let ring = match slot.as_ref().map(|_| open_ring(tid, self.period_ns)) {
+                Some(Ok(r)) => Some(r),
                 // Ended since the listing.
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => continue,
-                Err(e) => {
+                Some(Err(e)) if e.raw_os_error() == Some(libc::ESRCH) => continue,
+                Some(Err(e)) => {
                     first_error.get_or_insert(e);
                     None
                 }
+                None => None,
             };
+            let slot = slot.filter(|_| ring.is_some());
             self.threads.insert(
                 tid,
                 Thread {
                     ring,
+                    _slot: slot,
                     name: thread_name(&self.dir, tid),
                     name_reads: 1,
                     cpu_ns: None,
@@ -450,6 +500,20 @@ pub fn syscall_name(nr: u64) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn perf_events_past_the_budget_are_not_opened_and_closed_ones_give_their_place_back() {
+        let b = Budget {
+            open: Arc::default(),
+            max: 2,
+        };
+        let (x, y) = (b.take(), b.take());
+        assert!(x.is_some() && y.is_some());
+        assert!(b.take().is_none(), "past the budget");
+        drop(x);
+        assert!(b.take().is_some(), "a closed event's place is free again");
+        assert!(Budget::of_open_files().max >= 1);
+    }
 
     #[test]
     fn syscall_files_are_read() {

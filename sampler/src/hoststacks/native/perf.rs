@@ -89,6 +89,18 @@ fn page_size() -> usize {
     usize::try_from(n).ok().filter(|n| *n > 0).unwrap_or(4096)
 }
 
+/// The soft limit on this process's open files (RLIMIT_NOFILE); None when unlimited or
+/// unknown.
+pub fn open_files_limit() -> Option<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the struct we own, alive for the call.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0;
+    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
+}
+
 impl Ring {
     /// Samples thread `tid` (of any process) every `period_ns` of its CPU time, user space
     /// only, stamped with CLOCK_REALTIME; a ring of `data_pages` pages (a power of two).

@@ -155,7 +155,7 @@ impl HostSummary {
         if not_python > 0 {
             out.push(match self.native_refusal() {
                 Some(why) => format!(
-                    "host stacks: {not_python} process(es) of the program run no Python and their native frames could not be read; not sampled: {why}"
+                    "host stacks: {not_python} process(es) of the program run no Python and their native frames could not be read ({why}); not sampled"
                 ),
                 None => format!(
                     "host stacks: {not_python} process(es) of the program run no Python; not sampled"

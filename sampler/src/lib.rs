@@ -7,7 +7,7 @@
 //! | [`session`] | the reusable API: prepare (validate + arm GPUs), start (to a trace and/or a live feed), stop |
 //! | [`pipeline`] | per-device decode thread, evaluator threads, the single writer/sink thread (`decode`, `evaluate`, `sink`, behind small traits over CUPTI) |
 //! | [`recorder`] | the program's NVTX ranges, kernels, copies and API calls, from the capture library |
-//! | [`hoststacks`] | the Python stacks of the program's host threads, sampled with py-spy's library (and the hidden `probe-host-stacks`) |
+//! | [`hoststacks`] | the stacks of the program's host threads: Python with py-spy's library, native frames with perf events for processes without Python (and the hidden `probe-host-stacks`) |
 //! | [`holes`] | timestamps → kept samples + explicit drop records (holes, warm-up) |
 //! | [`cost`] | what a metric set costs from its counter-data bytes per sample: decoder load, cores, the finest lossless and the default interval |
 //! | [`sizing`] | counter-data image sizes and when to swap them so no sample is silently lost; evaluator threads, memory and CPU a rate needs |

@@ -675,7 +675,7 @@ fn start_host_stacks(
     match HostStacks::start(
         child.id(),
         tx,
-        Box::new(hoststacks::PySpySource::default()),
+        Box::new(hoststacks::HostSource::new(interval)),
         Box::new(hoststacks::ProcFs::default()),
         hoststacks::Options::at(interval),
     ) {

@@ -255,8 +255,8 @@ fn known_info(event: &str, count: u64) -> Option<String> {
              host's shares count that time as unsampled"
         ),
         "host_stacks_not_python" => format!(
-            "{} of the program run no Python: no host stacks from them (native frames are not \
-             recorded)",
+            "{} of the program run no Python and got no host stacks (their native frames were \
+             not read; `cufall info` and the capture table's detail say why)",
             processes_text(usize::try_from(count).unwrap_or(usize::MAX))
         ),
         "graph_contents_unavailable" => {

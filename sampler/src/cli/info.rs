@@ -75,8 +75,13 @@ pub struct HostStacksInfo {
     pub missed: u64,
     /// Processes that run Python and could not be read: `process PID: why`.
     pub unread: Vec<String>,
-    /// Processes of the program that run no Python.
+    /// Processes of the program that run no Python and got no stacks (not read natively
+    /// either).
     pub not_python: u64,
+    /// Why their native frames could not be read (perf events refused or absent), when
+    /// that was tried.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_python_why: Option<String>,
 }
 
 /// The host-stack account of a trace; none when it has neither the setting nor rows.
@@ -123,6 +128,10 @@ fn host_stacks_info(
             .map(|e| format!("process {}: {}", e.pid, e.detail))
             .collect(),
         not_python: sum(ev::NOT_PYTHON),
+        not_python_why: events
+            .iter()
+            .find(|e| e.event == ev::NOT_PYTHON && e.detail.contains(ev::NATIVE_REFUSED))
+            .map(|e| e.detail.clone()),
     }))
 }
 
@@ -152,11 +161,13 @@ fn host_stacks_text(h: &HostStacksInfo) -> String {
             o.push_str(&format!("  not read: {u}\n"));
         }
     }
-    if h.not_python > 0 {
-        o.push_str(&format!(
+    match &h.not_python_why {
+        Some(why) if h.not_python > 0 => o.push_str(&format!("  {why}\n")),
+        _ if h.not_python > 0 => o.push_str(&format!(
             "  {} process(es) of the program run no Python (not sampled)\n",
             h.not_python
-        ));
+        )),
+        _ => {}
     }
     o
 }
@@ -516,5 +527,33 @@ fn fmt_bytes(b: u64) -> String {
         format!("{:.1} kB", b / 1e3)
     } else {
         format!("{b} B")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn processes_whose_native_frames_were_refused_say_why() {
+        let mut h = HostStacksInfo {
+            setting: Some("on: every 1ms (1000 Hz), ...".into()),
+            samples: 10,
+            threads: 1,
+            processes: 1,
+            stacks: 1,
+            not_python: 2,
+            ..HostStacksInfo::default()
+        };
+        assert!(
+            host_stacks_text(&h)
+                .contains("  2 process(es) of the program run no Python (not sampled)")
+        );
+        h.not_python_why = Some(
+            "2 process(es) run no Python, and their native frames could not be read (perf_event_open was refused); not sampled: sh".into(),
+        );
+        let text = host_stacks_text(&h);
+        assert!(text.contains("perf_event_open was refused"), "{text}");
+        assert!(!text.contains("(not sampled)\n"), "{text}");
     }
 }

@@ -1,6 +1,6 @@
-//! Host stacks: the Python stacks of every thread of every process of the recorded program,
-//! sampled on the trace's clock while it runs (`record --host-stacks on`, the default with a
-//! program).
+//! Host stacks: the stacks of every thread of every process of the recorded program, sampled on
+//! the trace's clock while it runs (`record --host-stacks on`, the default with a program):
+//! Python stacks for a process that runs Python, native frames for one that does not.
 //!
 //! ```text
 //!  one sampling thread, every --host-interval (1 ms):          sink thread
@@ -9,21 +9,26 @@
 //!    (new → attach, exec → attach again, gone → retire;   │
 //!    attaching runs on a second thread)                   │
 //!  each attached process: read every thread's stack ──────┼──▶ SinkMsg::Host { stacks, samples }
-//!    (py-spy, not pausing it), intern, stamp the time     │     (stacks written first)
+//!    (py-spy, or perf events where no Python runs; never  │     (stacks written first)
+//!    pausing it), intern, stamp the time                  │
 //!  a late round or a failed read → counted as missed ─────┴──▶ SinkMsg::Capture (per process)
 //! ```
 //!
 //! | module | part |
 //! |---|---|
 //! | [`source`] | what the loop asks of a stack reader ([`StackSource`], [`StackReader`]) and its typed errors |
-//! | [`pyspy`] | the real reader, py-spy's library |
+//! | [`pyspy`] | the Python reader, py-spy's library |
+//! | [`native`] | the native reader for processes without Python: perf task-clock samples, ELF symbols |
+//! | [`composite`] | the source `record` uses: py-spy first, native where no Python runs |
 //! | [`procs`] | the program's process tree from `/proc` ([`ProcessTable`]) |
 //! | [`intern`] | stacks → ids, memory bounded |
 //! | [`sampler`] | the round loop |
 //! | [`report`] | what the loop found, for the user, the manifest and the trace's capture table |
 //! | [`probe`] | the hidden `probe-host-stacks`: host stacks of a program into a trace, no GPU |
 
+pub mod composite;
 pub mod intern;
+pub mod native;
 pub mod probe;
 pub mod procs;
 pub mod pyspy;
@@ -33,6 +38,8 @@ pub mod source;
 #[cfg(test)]
 mod tests;
 
+pub use composite::HostSource;
+pub use native::NativeSource;
 pub use procs::{ProcFs, ProcessTable};
 pub use pyspy::PySpySource;
 pub use report::{HostSummary, ProcessReport};
@@ -45,14 +52,19 @@ use std::time::Duration;
 /// The capture-table events host stacks write (listed in `docs/trace-format.md`).
 pub mod event {
     /// One per process whose stacks were read: count = samples written; detail = the
-    /// interpreter, threads, samples and missed.
+    /// interpreter (or `native (perf task-clock)`), threads, samples and missed.
     pub const PROCESS: &str = "host_stacks";
     /// One per process that missed samples: count = samples missed.
     pub const MISSED: &str = "host_samples_missed";
     /// One per process that runs Python but could not be read: detail = why and the fix.
     pub const UNAVAILABLE: &str = "host_stacks_unavailable";
-    /// One per recording (pid 0): count = processes of the program that run no Python.
+    /// One per recording (pid 0): count = processes of the program that run no Python and
+    /// whose native frames could not be read either (they got no stacks at all).
     pub const NOT_PYTHON: &str = "host_stacks_not_python";
+
+    /// What [`NOT_PYTHON`]'s detail says when their native frames were tried and refused
+    /// (followed by why).
+    pub const NATIVE_REFUSED: &str = "native frames could not be read";
 
     /// The manifest's `extra` key that says how host stacks were sampled, or why not.
     pub const MANIFEST_KEY: &str = "host_stacks";
@@ -79,9 +91,10 @@ pub enum Switch {
 /// The host-stack flags of `record` (and of the hidden `probe-host-stacks`).
 #[derive(Clone, Debug, clap::Args)]
 pub struct HostArgs {
-    /// Sample the Python stacks of every thread of every process of the program (with a
-    /// program after --): on or off. Needs permission to read the program's memory (see
-    /// docs/host-stacks.md); without it the recording goes on without stacks.
+    /// Sample the host stacks of every thread of every process of the program (with a
+    /// program after --): Python stacks, and native frames (perf events) for processes
+    /// without Python; on or off. Needs permission to read the program's memory and to use
+    /// perf events (see docs/host-stacks.md); without it the recording goes on without stacks.
     #[arg(long, value_enum, value_name = "ON|OFF", default_value = "on")]
     pub host_stacks: Switch,
     /// How often host stacks are sampled (1ms: 1 kHz; at least 100us).
@@ -112,7 +125,7 @@ pub fn rate_text(interval: Duration) -> String {
 /// found: [`HostSummary::manifest_text`]).
 pub fn start_text(on: bool, interval: Duration) -> String {
     if on {
-        format!("on: {}, python frames only", rate_text(interval))
+        format!("on: {}, {}", rate_text(interval), composite::FRAMES)
     } else {
         "off: --host-stacks off".into()
     }

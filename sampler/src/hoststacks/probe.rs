@@ -3,7 +3,7 @@
 //! counters. It exists to measure what sampling costs (`scripts/bench-host-stacks.sh`) on a
 //! machine without a GPU; `--stats-json` writes the figures.
 
-use super::{HostArgs, HostStacks, HostSummary, Options, ProcFs, PySpySource, Switch};
+use super::{HostArgs, HostSource, HostStacks, HostSummary, Options, ProcFs, Switch};
 use crate::pipeline::{SinkMsg, SinkShared, sink_main};
 use crate::program::{exit_code, stop_child, which};
 use anyhow::{Context, bail};
@@ -90,7 +90,7 @@ pub fn run(args: &ProbeHostArgs) -> anyhow::Result<i32> {
         Some(HostStacks::start(
             child.id(),
             tx,
-            Box::new(PySpySource::default()),
+            Box::new(HostSource::new(args.host.host_interval)),
             Box::new(ProcFs::default()),
             Options::at(args.host.host_interval),
         )?)

@@ -2,6 +2,7 @@
 //! of `record`, the manifest's `host_stacks` entry, and rows of the trace's capture table.
 
 use super::event;
+use super::native::DESCRIBE;
 use cufall_trace::model::CaptureEvent;
 use std::time::Duration;
 
@@ -9,6 +10,8 @@ use std::time::Duration;
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Unread {
+    /// No Python, and no native frames either (the detail says why, when perf events were
+    /// refused).
     NotPython,
     NoPermission,
     UnsupportedPython,
@@ -22,7 +25,8 @@ pub struct ProcessReport {
     pub pid: u32,
     /// What it ran (`/proc/PID/exe`).
     pub image: String,
-    /// The interpreter read (`python 3.11.7`); empty when never read.
+    /// The interpreter read (`python 3.11.7`, or `native (perf task-clock)`); empty when never
+    /// read.
     pub interpreter: String,
     pub samples: u64,
     /// Samples missed: rounds that ran late, reads that failed, rounds while re-attaching.
@@ -44,7 +48,7 @@ pub struct ProcessReport {
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct HostSummary {
     pub interval_ns: u64,
-    /// `python frames`.
+    /// What is recorded (the source's `frames_kind`).
     pub frames: String,
     pub processes: Vec<ProcessReport>,
     pub samples: u64,
@@ -78,11 +82,19 @@ impl HostSummary {
         self.processes.iter().filter(|p| !p.interpreter.is_empty())
     }
 
+    /// Why a process without Python could not be read natively either (the first such).
+    fn native_refusal(&self) -> Option<&str> {
+        self.processes
+            .iter()
+            .find(|p| p.unread == Some(Unread::NotPython) && !p.unread_detail.is_empty())
+            .map(|p| p.unread_detail.as_str())
+    }
+
     /// The manifest's `host_stacks` at the end: how it was sampled, or why there are none.
     pub fn manifest_text(&self) -> String {
         let rate = super::rate_text(Duration::from_nanos(self.interval_ns));
         if self.samples > 0 {
-            return format!("on: {rate}, {} only", self.frames);
+            return format!("on: {rate}, {}", self.frames);
         }
         if let Some(p) = self
             .processes
@@ -100,10 +112,14 @@ impl HostSummary {
                 .iter()
                 .find(|p| !p.unread_detail.is_empty() && p.unread != Some(Unread::NotPython))
                 .map(|p| p.unread_detail.clone())
+                .or_else(|| {
+                    self.native_refusal()
+                        .map(|why| format!("no process of the program runs Python, and native frames could not be read: {why}"))
+                })
                 .unwrap_or_else(|| "no process of the program runs Python".into());
             return format!("off: {why}");
         }
-        format!("on: {rate}, {} only; no sample was read", self.frames)
+        format!("on: {rate}, {}; no sample was read", self.frames)
     }
 
     /// The lines `record` prints at its end.
@@ -113,9 +129,11 @@ impl HostSummary {
         let read = self.read().count();
         if read > 0 {
             let asked = self.samples + self.missed;
+            let native = self.read().filter(|p| p.interpreter == DESCRIBE).count();
             out.push(format!(
-                "host stacks: {} samples of {threads} thread(s) in {read} Python process(es) {} ({}); {} missed ({:.2} % of {asked} asked for)",
+                "host stacks: {} samples of {threads} thread(s) in {read} process(es) ({} python, {native} native) {} ({}); {} missed ({:.2} % of {asked} asked for)",
                 self.samples,
+                read - native,
                 super::rate_text(Duration::from_nanos(self.interval_ns)),
                 self.frames,
                 self.missed,
@@ -135,9 +153,14 @@ impl HostSummary {
         }
         let not_python = self.count(&Unread::NotPython);
         if not_python > 0 {
-            out.push(format!(
-                "host stacks: {not_python} process(es) of the program run no Python; not sampled"
-            ));
+            out.push(match self.native_refusal() {
+                Some(why) => format!(
+                    "host stacks: {not_python} process(es) of the program run no Python and their native frames could not be read ({why}); not sampled"
+                ),
+                None => format!(
+                    "host stacks: {not_python} process(es) of the program run no Python; not sampled"
+                ),
+            });
         }
         if read == 0 && self.processes.iter().all(|p| p.unread.is_none()) {
             out.push(format!("host stacks: {}", self.manifest_text()));
@@ -214,11 +237,19 @@ impl HostSummary {
             pid: 0,
             event: event::NOT_PYTHON.into(),
             count: names.len() as u64,
-            detail: format!(
-                "{} process(es) run no Python, not sampled: {}",
-                names.len(),
-                distinct.join(", ")
-            ),
+            detail: match self.native_refusal() {
+                Some(why) => format!(
+                    "{} process(es) run no Python, and their {} ({why}); not sampled: {}",
+                    names.len(),
+                    event::NATIVE_REFUSED,
+                    distinct.join(", ")
+                ),
+                None => format!(
+                    "{} process(es) run no Python, not sampled: {}",
+                    names.len(),
+                    distinct.join(", ")
+                ),
+            },
         })
     }
 }

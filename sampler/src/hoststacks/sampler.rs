@@ -443,6 +443,7 @@ impl Sampler {
                 format!("{} ({}); to allow it: {PERMISSION_FIX}", e, e_source(&e)),
             ),
             Err(AttachError::NotPython { .. }) => (Unread::NotPython, String::new()),
+            Err(AttachError::NativeUnavailable { detail, .. }) => (Unread::NotPython, detail),
             Err(e @ AttachError::UnsupportedPython { .. }) => (
                 Unread::UnsupportedPython,
                 format!("{e}; a newer cufall (its py-spy) may read it"),

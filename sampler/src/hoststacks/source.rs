@@ -1,6 +1,7 @@
 //! What the round loop asks of the layer that reads another process's stacks: attach to a
-//! process, then read every thread's stack once per round. The real implementation is
-//! [`crate::hoststacks::pyspy`]; tests drive the loop with a fake.
+//! process, then read every thread's stack once per round. The real implementations are
+//! [`crate::hoststacks::pyspy`] (Python) and [`crate::hoststacks::native`] (perf events),
+//! joined by [`crate::hoststacks::composite`]; tests drive the loop with a fake.
 
 use cufall_trace::model::{FrameKind, Gil, HostState};
 
@@ -22,7 +23,8 @@ pub struct ThreadStack {
     pub name: String,
     pub state: HostState,
     pub gil: Gil,
-    /// Innermost (running) frame first; empty when the thread runs no Python code.
+    /// Innermost (running) frame first; empty when the thread runs no Python code (a native
+    /// reader always gives at least one frame).
     pub frames: Vec<Frame>,
 }
 
@@ -42,6 +44,10 @@ pub enum AttachError {
     /// An interpreter the reader does not know how to read.
     #[error("process {pid} runs a Python this cufall cannot read ({detail})")]
     UnsupportedPython { pid: u32, detail: String },
+    /// No Python, and native frames cannot be read either (perf events refused or not
+    /// offered); the detail says why and the fix.
+    #[error("process {pid} runs no Python, and its native frames cannot be read: {detail}")]
+    NativeUnavailable { pid: u32, detail: String },
     /// The process ended before it could be read.
     #[error("process {pid} exited")]
     Gone { pid: u32 },
@@ -68,7 +74,7 @@ pub enum ReadError {
 
 /// An attached process: one read per round.
 pub trait StackReader: Send {
-    /// What runs there, for the summary (`python 3.11.7`).
+    /// What runs there, for the summary (`python 3.11.7`, `native (perf task-clock)`).
     fn describe(&self) -> String;
     /// Every thread's stack, now.
     fn sample(&mut self) -> Result<Vec<ThreadStack>, ReadError>;

@@ -545,3 +545,177 @@ fn a_process_that_stops_being_readable_is_attached_again_and_named() {
         "it was read for a while"
     );
 }
+
+/// The native half of the composite source: reads every process it is asked for, or refuses
+/// them all the way a machine without perf events does.
+struct FakeNative {
+    world: Shared,
+    refuse: bool,
+}
+
+impl StackSource for FakeNative {
+    fn attach(&mut self, pid: u32) -> Result<Box<dyn StackReader>, AttachError> {
+        if self.refuse {
+            return Err(AttachError::NativeUnavailable {
+                pid,
+                detail: "perf_event_open was refused (Permission denied); to allow it: ...".into(),
+            });
+        }
+        Ok(Box::new(FakeNativeReader(Arc::clone(&self.world), pid)))
+    }
+    fn frames_kind(&self) -> &'static str {
+        "native frames"
+    }
+}
+
+struct FakeNativeReader(Shared, u32);
+impl StackReader for FakeNativeReader {
+    fn describe(&self) -> String {
+        super::native::DESCRIBE.into()
+    }
+    fn sample(&mut self) -> Result<Vec<ThreadStack>, ReadError> {
+        if !self.0.lock().expect("world").alive.contains(&self.1) {
+            return Err(ReadError::Gone);
+        }
+        Ok(vec![ThreadStack {
+            tid: self.1,
+            name: "sh".into(),
+            state: HostState::Idle,
+            gil: Gil::Unknown,
+            frames: vec![Frame {
+                function: "wait4".into(),
+                file: "/usr/lib/libc.so.6".into(),
+                line: None,
+                module: "libc.so.6".into(),
+                kind: FrameKind::Native,
+            }],
+        }])
+    }
+}
+
+/// The loop over world `w` with the composite source: Python through the fake py-spy, the rest
+/// through the fake native reader.
+fn composite(w: &Shared, refuse: bool) -> (Sampler, Receiver<SinkMsg>) {
+    let (tx, rx) = channel();
+    let source = super::HostSource::with(
+        Box::new(FakeSource(Arc::clone(w))),
+        Box::new(FakeNative {
+            world: Arc::clone(w),
+            refuse,
+        }),
+    );
+    let s = Sampler::new(
+        10,
+        tx,
+        Box::new(source),
+        Box::new(FakeTable(Arc::clone(w))),
+        Options::at(Duration::from_millis(1)),
+    );
+    (s, rx)
+}
+
+#[test]
+fn processes_without_python_are_read_natively_and_python_ones_stay_python_only() {
+    let (w, _s, _rx) = setup();
+    {
+        let mut g = w.lock().expect("world");
+        g.tree.push(proc(20, "/bin/sh"));
+        g.tree.push(proc(21, "/usr/bin/no-perms"));
+        g.alive.extend([20, 21]);
+        g.kinds
+            .insert("/usr/bin/no-perms".into(), Kind::NoPermission);
+    }
+    let (mut s, rx) = composite(&w, false);
+    for _ in 0..3 {
+        s.discover();
+        s.round();
+    }
+    let summary = s.finish();
+    let out = sent(&rx);
+    let by_pid = |pid| {
+        summary
+            .processes
+            .iter()
+            .find(|p| p.pid == pid)
+            .expect("reported")
+    };
+    assert_eq!(by_pid(10).interpreter, "python 3.11.7");
+    assert_eq!(by_pid(20).interpreter, super::native::DESCRIBE);
+    assert_eq!(by_pid(20).samples, 3);
+    // A refusal of py-spy is not a reason to read the process natively.
+    assert_eq!(by_pid(21).unread, Some(Unread::NoPermission));
+    let stacks = out.stacks();
+    let python: Vec<&HostSample> = out.samples().into_iter().filter(|x| x.pid == 10).collect();
+    for x in &python {
+        assert!(
+            stacks
+                .iter()
+                .filter(|f| f.stack_id == x.stack_id)
+                .all(|f| f.kind == FrameKind::Python),
+            "no native frame in a Python stack"
+        );
+    }
+    let native: Vec<&HostSample> = out.samples().into_iter().filter(|x| x.pid == 20).collect();
+    assert_eq!(native.len(), 3);
+    assert!(native.iter().all(|x| x.gil == Gil::Unknown));
+    assert!(
+        out.event(event::NOT_PYTHON, 0).is_none(),
+        "a process read natively got stacks: it is not counted as unsampled"
+    );
+    let e = out.event(event::PROCESS, 20).expect("a host_stacks row");
+    assert!(
+        e.detail.starts_with("native (perf task-clock) (sh)"),
+        "{}",
+        e.detail
+    );
+    assert!(
+        summary.lines()[0].contains("in 2 process(es) (1 python, 1 native)"),
+        "{:?}",
+        summary.lines()
+    );
+    assert_eq!(
+        summary.manifest_text(),
+        format!("on: every 1ms (1000 Hz), {}", super::composite::FRAMES)
+    );
+}
+
+#[test]
+fn processes_whose_native_frames_are_refused_are_counted_once_with_why() {
+    let (w, _s, _rx) = setup();
+    {
+        let mut g = w.lock().expect("world");
+        g.tree = vec![proc(20, "/bin/sh"), proc(21, "/usr/bin/nvcc")];
+        g.alive.extend([20, 21]);
+    }
+    let (mut s, rx) = composite(&w, true);
+    for _ in 0..3 {
+        s.discover();
+        s.round();
+    }
+    let summary = s.finish();
+    let out = sent(&rx);
+    assert!(out.samples().is_empty());
+    let e = out.event(event::NOT_PYTHON, 0).expect("one row for them");
+    assert_eq!(e.count, 2);
+    assert!(
+        e.detail.contains("native frames could not be read") && e.detail.contains("refused"),
+        "{}",
+        e.detail
+    );
+    assert!(
+        out.event(event::UNAVAILABLE, 20).is_none(),
+        "told once, not per process"
+    );
+    let m = summary.manifest_text();
+    assert!(
+        m.starts_with("off: no process of the program runs Python, and native frames could not be read: perf_event_open was refused"),
+        "{m}"
+    );
+    assert!(
+        summary.lines().iter().any(|l| l.contains(
+            "2 process(es) of the program run no Python and their native frames could not be read"
+        )),
+        "{:?}",
+        summary.lines()
+    );
+}

@@ -291,6 +291,10 @@ impl NativeReader {
                     "(on CPU, no sample since the last round)".into(),
                 )],
             ),
+            // Blocked outside a system call with no user address (an exiting thread).
+            Some(Syscall::In { nr: None, pc: 0 }) | None => {
+                (HostState::Idle, vec![placeholder("(off CPU)".into())])
+            }
             Some(Syscall::In { nr, pc }) => {
                 let (file, module) = self.symbols.file_of(pc).unwrap_or_default();
                 let function = match nr {
@@ -315,7 +319,6 @@ impl NativeReader {
                     }],
                 )
             }
-            None => (HostState::Idle, vec![placeholder("(off CPU)".into())]),
         })
     }
 }

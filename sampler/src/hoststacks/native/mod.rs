@@ -56,8 +56,9 @@ const THREAD_SCAN: Duration = Duration::from_millis(10);
 pub const PERF_PERMISSION_FIX: &str = "allow perf events on the program's threads: run cufall \
 as root or with CAP_PERFMON (CAP_SYS_ADMIN before Linux 5.8), or as the program's user with \
 kernel.perf_event_paranoid at 2 or below (`sudo sysctl kernel.perf_event_paranoid=2`); in a \
-container, also allow the perf_event_open system call (Docker's default seccomp profile \
-refuses it: `--security-opt seccomp=...` or `--cap-add PERFMON`)";
+container, the perf_event_open system call must be allowed too (Docker's default seccomp \
+profile refuses it unless the container has CAP_PERFMON or CAP_SYS_ADMIN: `--cap-add PERFMON`, \
+or a seccomp profile that allows it)";
 
 /// Attaches native readers: one perf event per thread, with sampling period `period_ns` of the
 /// thread's CPU time.
@@ -291,6 +292,10 @@ impl NativeReader {
                     "(on CPU, no sample since the last round)".into(),
                 )],
             ),
+            // Blocked outside a system call with no user address (an exiting thread).
+            Some(Syscall::In { nr: None, pc: 0 }) | None => {
+                (HostState::Idle, vec![placeholder("(off CPU)".into())])
+            }
             Some(Syscall::In { nr, pc }) => {
                 let (file, module) = self.symbols.file_of(pc).unwrap_or_default();
                 let function = match nr {
@@ -315,7 +320,6 @@ impl NativeReader {
                     }],
                 )
             }
-            None => (HostState::Idle, vec![placeholder("(off CPU)".into())]),
         })
     }
 }

@@ -131,3 +131,17 @@ fn zoomed_into_one_verify_step() {
     common::settle(&mut h);
     h.snapshot("zoomed_verify_step");
 }
+
+#[test]
+fn a_flight_recorder_dump() {
+    // `cufall serve`'s flight recorder on an H200 (`scripts/gpu/serve.sh small`): 16.5 s of the
+    // engine run three times with pauses, dumped by `POST /dump`.
+    let mut h = harness(
+        &[example("h200-flight-recorder.cufall")],
+        None,
+        Settings::default(),
+        SIZE,
+        true,
+    );
+    h.snapshot("flight_recorder_dump");
+}

@@ -154,3 +154,32 @@ fn host_stacks_of_hugging_face_generate_show_its_sampling_code() {
     );
     assert!(frames.iter().all(|f| f.3 <= 1.0), "{frames:?}");
 }
+
+#[test]
+fn native_host_frames_of_the_engine_show_cublas_under_its_draft_gaps() {
+    // specdec (Rust, no Python) recorded on an H200 with host stacks: its threads are read
+    // through perf events; the engine's own symbols and cuBLAS's exported ones are named.
+    let (r, text) = report("examples/h200-specdec-graphs-on-native-host.cufall", &[]);
+    let classes = r["host"]["gap_classes"].as_array().unwrap();
+    let draft = classes.iter().find(|c| c["name"] == "draft").unwrap();
+    let inclusive = draft["launching"]["inclusive_frames"].as_array().unwrap();
+    assert!(
+        inclusive
+            .iter()
+            .any(|f| f["function"] == "cublasGemmEx" && f["kind"] == "native"),
+        "{inclusive:?}"
+    );
+    assert!(
+        text.contains("futex (libc.so.6)"),
+        "{}",
+        &text[..text.len().min(3000)]
+    );
+}
+
+#[test]
+fn a_flight_recorder_dump_reads_like_any_recording() {
+    let (r, _) = report("examples/h200-flight-recorder.cufall", &[]);
+    let idle = r["whole_run"]["devices"][0]["idle_fraction"].as_f64();
+    assert!(idle.is_some_and(|i| i > 0.9), "{}", r["whole_run"]);
+    assert!(r["gap_count"].as_u64().unwrap() >= 30);
+}

@@ -90,3 +90,39 @@ fn the_live_phase_lane_leaves_library_domains_out() {
     assert!(!keep(&range("CCCL")));
     assert!(!keep(&range("TSL")));
 }
+
+#[test]
+fn the_views_gaps_say_where_the_host_was() {
+    // The H200 recording of torch_phases.py with host stacks: every draft → verify gap's line
+    // names the 2 ms sleep (line 64).
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/h200-torch-phases-host.cufall");
+    let marks = cufall_sampler::cli::view::gap_marks(
+        &path,
+        &cufall_analysis::select::PhaseSelect::default(),
+    );
+    let between: Vec<_> = marks
+        .iter()
+        .filter(|m| m.text.contains("draft → verify"))
+        .collect();
+    assert_eq!(between.len(), 39, "{marks:#?}");
+    let named = between
+        .iter()
+        .filter(|m| {
+            m.text
+                .contains("host: thread 571 in main (torch_phases.py:64)")
+        })
+        .count();
+    assert!(named >= 30, "{between:#?}");
+    // A recording without host stacks still has its gaps, and says so.
+    let plain = cufall_sampler::cli::view::gap_marks(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/h200-torch-phases.cufall"),
+        &cufall_analysis::select::PhaseSelect::default(),
+    );
+    assert!(!plain.is_empty());
+    assert!(
+        plain
+            .iter()
+            .all(|m| m.text.ends_with("host: no host samples"))
+    );
+}

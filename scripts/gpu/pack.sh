@@ -6,7 +6,10 @@ cd "$(dirname "$0")/../.."
 mkdir -p .dev-bin
 rm -f .dev-bin/*.xz
 for f in cufall specdec libcufall_inject.so; do
-  strip -o ".dev-bin/$f" "${CARGO_TARGET_DIR:-target}/release/$f"
+  # The engine keeps its symbol table (debug info only is stripped): native host frames name
+  # its functions.
+  if [ "$f" = specdec ]; then how=--strip-debug; else how=--strip-all; fi
+  strip "$how" -o ".dev-bin/$f" "${CARGO_TARGET_DIR:-target}/release/$f"
   xz -T2 -6 -f ".dev-bin/$f"
 done
 ls -la .dev-bin

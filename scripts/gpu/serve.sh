@@ -6,7 +6,7 @@
 # it runs: 409) and by SIGUSR1, read by info and report; each scrape window's idle ratio and
 # gaps set beside the same windows computed from the dump's samples and from the load's kernels
 # (analyze_serve.py); the exporter's cores per GPU and memory; SIGTERM ends it; then a 20 s
-# flight recorder at 200us whose dump comes back for the GUI.
+# flight recorder at the default interval whose dump comes back for the GUI.
 # Parts (default: both): main (all of the above but the last), small (the 20 s recorder).
 # Prints one line per check; results come back in $OUT (or a temporary folder): serve.log,
 # windows.txt, serve-files.tar.xz (scrapes, logs, Prometheus answers), flight-small.tar.xz.
@@ -114,15 +114,17 @@ if want main; then
   $PYA scripts/gpu/analyze_serve.py "$DIR" "$dump" "$DIR/load.cufall" 2>&1 | tee "$DIR/windows.txt"
 fi
 if want small; then
-  # A short flight recorder at a coarser interval, for the GUI: 20 s of a load, dumped.
+  # A short flight recorder at the default interval (0.3 of a core per GPU), for the GUI: 20 s
+  # of a load, dumped; its cores and memory.
   mkdir -p "$DIR/small"
-  "$C" serve --listen "127.0.0.1:$PORT" --keep 20s --interval 200us --dump-dir "$DIR/small" 2>"$DIR/exporter-small.log" &
+  "$C" serve --listen "127.0.0.1:$PORT" --keep 20s --dump-dir "$DIR/small" 2>"$DIR/exporter-small.log" &
   pid=$!
   sleep 3
   ( for _ in 1 2 3; do "$S" --preset 0.5b --new-tokens 64 >/dev/null 2>&1; sleep 1; done )
+  sleep 8
   curl -s "$URL/metrics" >"$DIR/scrape-small.txt"
   curl -s -X POST "$URL/dump" | tee -a "$LOG"
-  echo "200us exporter: cores per GPU $(series "$DIR/scrape-small.txt" cufall_exporter_cores_per_gpu), resident bytes $(series "$DIR/scrape-small.txt" cufall_exporter_resident_memory_bytes)"
+  echo "default-interval exporter: $(grep -o "every [0-9a-zµ]*" "$DIR/exporter-small.log" | head -1); cores per GPU $(series "$DIR/scrape-small.txt" cufall_exporter_cores_per_gpu), resident bytes $(series "$DIR/scrape-small.txt" cufall_exporter_resident_memory_bytes)"
   kill -TERM "$pid"
   wait "$pid"
   small=$(ls -d "$DIR"/small/flight-*.cufall | head -1)

@@ -817,8 +817,24 @@ fn draw_axis(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
         buf.set_string(x0 + c as u16, area.y, &label, DIM);
         last_end = c + n + 1;
     }
-    // Drop marks over the axis, for any GPU.
     let color = state.options.palette.is_color();
+    // The selected gap under the axis's labels.
+    if let Some((_, g)) = state.selected_gap()
+        && g.end_ns > t0
+        && g.start_ns < t1
+    {
+        let a = (g.start_ns.max(t0).saturating_sub(t0) / col) as usize;
+        let b = ((g.end_ns.min(t1).saturating_sub(t0).saturating_sub(1) / col) as usize).max(a);
+        for c in a..=b.min(cols.saturating_sub(1)) {
+            let cell = &mut buf[(x0 + c as u16, area.y)];
+            if color {
+                cell.set_char('━').set_style(Style::new().fg(Color::Yellow));
+            } else {
+                cell.set_char('=');
+            }
+        }
+    }
+    // Drop marks over the axis, for any GPU.
     for d in 0..state.store.devices.len() {
         for r in state.store.drops_in(d, t0, t1) {
             let a = (r.start_ns.max(t0).saturating_sub(t0) / col) as usize;
@@ -839,6 +855,9 @@ fn draw_status(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
     let store = &state.store;
     let (t0, t1) = state.window();
     let mut parts: Vec<String> = Vec::new();
+    if let Some((i, g)) = state.selected_gap() {
+        parts.push(format!("gap {}/{}: {}", i + 1, state.gaps.len(), g.text));
+    }
     if let Some(why) = &store.counters_unavailable {
         parts.push(format!("counters unavailable: {why}"));
     }
@@ -877,7 +896,9 @@ fn draw_status(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
     if let Some(m) = store.messages.back() {
         parts.push(m.clone());
     }
-    let style = if drops.is_empty() && store.discarded == 0 {
+    let style = if state.gap_cursor.is_some() {
+        Style::new().fg(Color::Yellow)
+    } else if drops.is_empty() && store.discarded == 0 {
         DIM
     } else {
         Style::new().fg(Color::Red)
@@ -896,8 +917,8 @@ fn draw_status(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
     );
 }
 
-fn draw_footer(buf: &mut Buffer, area: Rect, _state: &HeatmapState) {
-    let short = [
+fn draw_footer(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
+    let mut short = vec![
         ("q", "quit"),
         ("?", "help"),
         ("space", "pause"),
@@ -905,10 +926,11 @@ fn draw_footer(buf: &mut Buffer, area: Rect, _state: &HeatmapState) {
         ("←/→", "pan"),
         ("[ ]", "phase"),
         ("d", "drop"),
-        ("m", "metric"),
-        ("s", "spread"),
-        ("a", "mean/max"),
     ];
+    if !state.gaps.is_empty() {
+        short.push(("x", "gap"));
+    }
+    short.extend([("m", "metric"), ("s", "spread"), ("a", "mean/max")]);
     let mut x = area.x;
     for (k, what) in short {
         let need = (k.chars().count() + what.chars().count() + 3) as u16;

@@ -26,6 +26,10 @@ pub enum Input {
     PrevPhase,
     NextDrop,
     PrevDrop,
+    /// Select the next / previous idle gap (when the view was given the recording's gaps): the
+    /// status line says where the host was during it.
+    NextGap,
+    PrevGap,
     /// Show the next metric alone; after the last, all metrics stacked.
     NextMetric,
     ToggleSpread,
@@ -37,7 +41,7 @@ pub enum Input {
 /// The keys, as the footer and the help show them.
 pub const KEYS: &[(&str, &str)] = &[
     ("q", "quit"),
-    ("Esc", "close help, else quit"),
+    ("Esc", "close help, gap, or quit"),
     ("?", "help"),
     ("space", "pause"),
     ("+/-", "zoom"),
@@ -46,6 +50,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("Home/End", "start / newest (follow)"),
     ("[ ]", "previous / next phase"),
     ("d D", "next / previous drop"),
+    ("x X", "next / previous idle gap"),
     ("m", "next metric (then all)"),
     ("s", "SM spread rows on/off"),
     ("a", "mean / max per cell"),
@@ -82,6 +87,8 @@ pub fn from_key(k: &KeyEvent) -> Option<Input> {
         KeyCode::Char('[') | KeyCode::Char('N') => Input::PrevPhase,
         KeyCode::Char('d') => Input::NextDrop,
         KeyCode::Char('D') => Input::PrevDrop,
+        KeyCode::Char('x') => Input::NextGap,
+        KeyCode::Char('X') => Input::PrevGap,
         KeyCode::Char('m') | KeyCode::Tab => Input::NextMetric,
         KeyCode::Char('s') => Input::ToggleSpread,
         KeyCode::Char('a') => Input::ToggleAgg,

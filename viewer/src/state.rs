@@ -67,6 +67,16 @@ pub enum MetricView {
     One(usize),
 }
 
+/// One idle gap of a recording, as the analysis found it, with the line the status bar shows
+/// while it is selected (the place, its length, where the host was: made safe for a terminal
+/// by whoever made it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GapMark {
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub text: String,
+}
+
 /// The whole view state.
 #[derive(Clone, Debug)]
 pub struct HeatmapState {
@@ -89,6 +99,10 @@ pub struct HeatmapState {
     pub height: u16,
     /// Where relative times count from (the first data seen).
     pub origin_ns: Option<i64>,
+    /// The recording's idle gaps, by start (empty in the live view, or when not computed).
+    pub gaps: Vec<GapMark>,
+    /// The selected gap (`x` / `X`), an index into [`HeatmapState::gaps`].
+    pub gap_cursor: Option<usize>,
 }
 
 /// The column width of zoom step `z`: 1, 2, 3, 4, 6, 8, 12, 16, ... base bins, so that each
@@ -132,6 +146,8 @@ impl HeatmapState {
             width: 120,
             height: 30,
             origin_ns: None,
+            gaps: Vec::new(),
+            gap_cursor: None,
         };
         s.origin_ns = s.store.first_ns;
         if mode == Mode::Browse {
@@ -275,12 +291,53 @@ impl HeatmapState {
         }
     }
 
+    /// Gives the view the recording's idle gaps (any order), for `x` / `X`.
+    pub fn set_gaps(&mut self, mut gaps: Vec<GapMark>) {
+        gaps.sort_by_key(|g| (g.start_ns, g.end_ns));
+        self.gaps = gaps;
+        self.gap_cursor = None;
+    }
+
+    /// The selected gap, if any.
+    pub fn selected_gap(&self) -> Option<(usize, &GapMark)> {
+        let i = self.gap_cursor?;
+        self.gaps.get(i).map(|g| (i, g))
+    }
+
+    /// Selects the gap after (before) the selected one, or after (before) the window's centre
+    /// when none is, and brings it into view: centred, the window widened to hold it.
+    fn jump_gap(&mut self, forward: bool) {
+        let n = self.gaps.len();
+        let next = match self.gap_cursor {
+            Some(i) if forward => (i + 1 < n).then_some(i + 1),
+            Some(i) => i.checked_sub(1),
+            None => {
+                let c = self.center();
+                if forward {
+                    self.gaps.iter().position(|g| g.start_ns > c)
+                } else {
+                    self.gaps.iter().rposition(|g| g.start_ns < c)
+                }
+            }
+        };
+        let Some(i) = next else { return };
+        self.gap_cursor = Some(i);
+        let (a, b) = (self.gaps[i].start_ns, self.gaps[i].end_ns);
+        let len = b.saturating_sub(a).max(1);
+        if len.saturating_mul(2) > self.span_ns() {
+            let pad = len / 2;
+            self.set_window(a.saturating_sub(pad), b.saturating_add(pad));
+        }
+        self.center_on(a.saturating_add(len / 2));
+    }
+
     /// Applies one input.
     pub fn update(&mut self, input: Input) {
         let span = self.span_ns();
         match input {
             Input::Quit => self.quit = true,
             Input::Back if self.show_help => self.show_help = false,
+            Input::Back if self.gap_cursor.is_some() => self.gap_cursor = None,
             Input::Back => self.quit = true,
             Input::ToggleHelp => self.show_help = !self.show_help,
             Input::TogglePause => {
@@ -319,6 +376,8 @@ impl HeatmapState {
             Input::PrevPhase => self.jump(self.phase_starts(), false),
             Input::NextDrop => self.jump(self.drop_starts(), true),
             Input::PrevDrop => self.jump(self.drop_starts(), false),
+            Input::NextGap => self.jump_gap(true),
+            Input::PrevGap => self.jump_gap(false),
             Input::NextMetric => {
                 let n = self.store.heatmaps.len();
                 self.metric_view = match self.metric_view {

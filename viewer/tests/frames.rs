@@ -498,3 +498,52 @@ fn a_live_frame_too_low_for_its_gpus_is_refused_with_the_minimum() {
     let text = cufall_viewer::live::print_after(&rx, &s, Mode::Live, short, 100, 7).expect("frame");
     assert_eq!(text.lines().count(), 7, "{text}");
 }
+
+#[test]
+fn x_selects_the_next_gap_and_the_status_line_says_where_the_host_was() {
+    use cufall_viewer::state::GapMark;
+    let s = setup(Palette::Mono, TENSOR);
+    let mut st = browse(constant(1, 0.5, 100_000_000), &s, 100, 12);
+    st.options.spread = false;
+    let mark = |a: i64, b: i64, text: &str| GapMark {
+        start_ns: T0 + a,
+        end_ns: T0 + b,
+        text: text.into(),
+    };
+    st.set_gaps(vec![
+        mark(
+            60_000_000,
+            62_000_000,
+            "GPU0 draft → verify 2.00 ms · host: thread 7 in main (p.py:64) 90% waiting",
+        ),
+        mark(
+            20_000_000,
+            30_000_000,
+            "GPU0 prefill 10.00 ms · host: thread 7 in load (p.py:9) 100%",
+        ),
+    ]);
+    // Nothing selected: the frame is the usual one, with `x gap` among the keys.
+    assert!(!frame(&st).contains("gap 1/2"));
+    assert!(frame(&st).contains("x gap"));
+    // From the window's centre (50 ms), `x` goes to the later gap, `X` back to the earlier.
+    st.update(Input::NextGap);
+    let text = frame(&st);
+    insta::assert_snapshot!(text);
+    assert!(
+        text.contains("gap 2/2: GPU0 draft → verify 2.00 ms · host: thread 7 in main (p.py:64)"),
+        "{text}"
+    );
+    assert!(text.contains("=="), "the gap is marked on the axis: {text}");
+    let (a, b) = st.window();
+    assert!(a <= T0 + 60_000_000 && T0 + 62_000_000 <= b);
+    st.update(Input::PrevGap);
+    assert!(frame(&st).contains("gap 1/2: GPU0 prefill 10.00 ms"));
+    st.update(Input::PrevGap);
+    assert_eq!(st.gap_cursor, Some(0), "no gap before the first");
+    // Esc unselects before it quits.
+    st.update(Input::Back);
+    assert_eq!(st.gap_cursor, None);
+    assert!(!st.quit);
+    st.update(Input::Back);
+    assert!(st.quit);
+}

@@ -135,6 +135,22 @@ pub struct HostClass {
     pub all: HostView,
 }
 
+/// The host during one gap: the launching thread of its place (all threads where there is
+/// none) and its innermost frames.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GapHost {
+    /// The launching thread; `None`: all threads.
+    pub thread: Option<HostThread>,
+    pub samples: u64,
+    /// Share of the gap in idle samples.
+    pub idle: f64,
+    /// Innermost frames, largest share first, the first [`GAP_HOST_FRAMES`].
+    pub frames: Vec<FrameShare>,
+}
+
+/// How many frames each gap's [`GapHost`] keeps.
+pub const GAP_HOST_FRAMES: usize = 3;
+
 /// The host side of a report.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct HostReport {
@@ -678,6 +694,27 @@ impl<'a> HostFold<'a> {
                 c.add_gap(ix, g, no_kernel);
             }
         }
+    }
+
+    /// The host during gap `g` alone; `None` when no sample falls in it.
+    pub fn gap_host(&self, g: &Gap) -> Option<GapHost> {
+        let launching = self
+            .launchers
+            .of_place(&g.place, self.whole_slot)
+            .and_then(|k| self.ix.thread_of(k));
+        let mut acc = ClassAcc {
+            launching,
+            ..ClassAcc::default()
+        };
+        acc.add_gap(self.ix, g, None);
+        let c = acc.finish(self.ix, HostScope::Place, String::new());
+        let v = c.launching.filter(|v| v.samples > 0).unwrap_or(c.all);
+        (v.samples > 0).then(|| GapHost {
+            thread: v.thread,
+            samples: v.samples,
+            idle: v.idle,
+            frames: v.self_frames.into_iter().take(GAP_HOST_FRAMES).collect(),
+        })
     }
 
     /// The classes with a host-bound share; `phase_paths` names the slots (phases in tree

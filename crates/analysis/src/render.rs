@@ -670,11 +670,25 @@ fn frames_text(frames: &[crate::host::FrameShare]) -> String {
         .join(", ")
 }
 
+/// One gap's host as a line: `thread 571 (MainThread) in main (torch_phases.py:64) 87% waiting`.
+pub fn gap_host_text(h: &crate::host::GapHost) -> String {
+    let who = h.thread.as_ref().map_or("all threads".into(), thread_who);
+    format!("{who} in {}", frames_text(&h.frames))
+}
+
+/// `thread 1234 (MainThread)`, or `thread 1234` for a thread without a name.
+fn thread_who(t: &crate::host::HostThread) -> String {
+    if t.name.is_empty() {
+        format!("thread {}", t.tid)
+    } else {
+        format!("thread {} ({})", t.tid, cufall_text::name(&t.name))
+    }
+}
+
 /// Who a view is: `thread 1234 (MainThread)` or `all 3 threads`.
 fn view_who(v: &crate::host::HostView) -> String {
     match &v.thread {
-        Some(t) if t.name.is_empty() => format!("thread {}", t.tid),
-        Some(t) => format!("thread {} ({})", t.tid, cufall_text::name(&t.name)),
+        Some(t) => thread_who(t),
         None => format!("all {} thread(s)", v.threads),
     }
 }

@@ -288,6 +288,8 @@ pub struct GapRow {
     pub kernel_resident_ns: Option<i64>,
     /// Gap time the host spent in CUDA calls (`--capture api`).
     pub host: Option<HostTime>,
+    /// Where the host's stacks were during the gap (host samples in the trace).
+    pub host_frames: Option<crate::host::GapHost>,
 }
 
 /// Drops of one device.
@@ -1111,6 +1113,7 @@ impl<'a> GapFold<'a> {
         if let Some(h) = &mut self.host {
             h.add(g, &place.label, slots_of(self.index, seg, slots));
         }
+        let host_frames = self.host.as_ref().and_then(|h| h.gap_host(g));
         let row = GapRow {
             device: g.device,
             start_ns: g.start_ns,
@@ -1121,6 +1124,7 @@ impl<'a> GapFold<'a> {
             no_kernel_ns: g.kernel_resident_ns.map(|k| g.duration_ns() - k),
             kernel_resident_ns: g.kernel_resident_ns,
             host: g.host,
+            host_frames,
         };
         each(&row);
         self.rows.keep(row);

@@ -18,7 +18,7 @@ use cufall_viewer::input::Input;
 use cufall_viewer::live;
 use cufall_viewer::print;
 use cufall_viewer::replay::{self, Recording};
-use cufall_viewer::state::{HeatmapState, Mode, ViewOptions};
+use cufall_viewer::state::{GapMark, HeatmapState, Mode, ViewOptions};
 use cufall_viewer::store::HeatmapOverrides;
 use cufall_viewer::store::NvtxFilter;
 use std::path::PathBuf;
@@ -279,6 +279,66 @@ fn open(path: &PathBuf, display: &DisplayArgs) -> Result<Recording> {
     Ok(rec)
 }
 
+/// The most gaps the terminal views take from the analysis.
+const VIEW_GAPS: usize = 100_000;
+
+/// The recording's idle gaps for the views' `x` / `X` (the first [`VIEW_GAPS`] by device and
+/// time), each with its status line: GPU, place, length, the share without a kernel resident,
+/// and where the host's stacks were. None where the analysis cannot run on the recording (no
+/// counters, say): the keys then select nothing.
+pub fn gap_marks(path: &std::path::Path, phases: &PhaseSelect) -> Vec<GapMark> {
+    let Ok(trace) = Trace::open(path) else {
+        return Vec::new();
+    };
+    let opts = cufall_analysis::report::ReportOptions {
+        phases: phases.clone(),
+        gap_rows: Some(0),
+        kernel_rows: Some(0),
+        ..Default::default()
+    };
+    let mut marks = Vec::new();
+    let built = cufall_analysis::report::build_report_with(
+        &trace,
+        &opts,
+        &mut |g| {
+            if marks.len() < VIEW_GAPS {
+                marks.push(gap_mark(g));
+            }
+        },
+        &mut |_, _| {},
+    );
+    if built.is_err() {
+        return Vec::new();
+    }
+    marks
+}
+
+/// `GPU0 draft → verify 2.03 ms, no kernel 100% · host: thread 571 in main (torch_phases.py:64) 87% waiting`.
+fn gap_mark(g: &cufall_analysis::report::GapRow) -> GapMark {
+    use cufall_analysis::render::{fmt_ns, gap_host_text};
+    let mut text = format!(
+        "GPU{} {} {}",
+        g.device.0,
+        cufall_text::name(&g.place),
+        fmt_ns(g.duration_ns)
+    );
+    if let Some(n) = g.no_kernel_ns.filter(|_| g.duration_ns > 0) {
+        text.push_str(&format!(
+            ", no kernel {:.0}%",
+            100.0 * n as f64 / g.duration_ns as f64
+        ));
+    }
+    match &g.host_frames {
+        Some(h) => text.push_str(&format!(" · host: {}", gap_host_text(h))),
+        None => text.push_str(" · host: no host samples"),
+    }
+    GapMark {
+        start_ns: g.start_ns,
+        end_ns: g.end_ns,
+        text,
+    }
+}
+
 /// Applies what `report` takes from the manifest to the view: an absurd sampling interval or
 /// heatmap full scale is replaced by what the samples show, samples outside the recording's
 /// time are left out, and each is a warning ([`cufall_analysis::manifest`]).
@@ -407,6 +467,7 @@ pub fn run_view(args: &ViewArgs) -> Result<ExitCode> {
     let setup = args.display.setup(args.trace.display().to_string());
     let mut state = app::browse_state(rec, &setup)?;
     args.display.look.check_window(&state)?;
+    state.set_gaps(gap_marks(&args.trace, &args.display.phases.select()));
     if let Some((w, h)) = app::terminal_size() {
         state.update(Input::Resize(w, h));
     }
@@ -450,7 +511,8 @@ pub fn run_replay_titled(args: &ReplayArgs, title: Option<String>) -> Result<Exi
         .name("cufall-replay".into())
         .spawn(move || replay::play(rec, speed, REPLAY_CHUNK_NS, &tx))
         .context("could not start the replay thread")?;
-    let state = app::live_state(&rx, &setup, Mode::Replay)?;
+    let mut state = app::live_state(&rx, &setup, Mode::Replay)?;
+    state.set_gaps(gap_marks(&args.trace, &args.display.phases.select()));
     let result = app::interactive(state, Some(&rx), 30);
     rx.close();
     let _ = producer.join();

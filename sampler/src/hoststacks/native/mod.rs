@@ -109,11 +109,15 @@ impl Drop for Slot {
 }
 
 impl NativeSource {
-    /// Samples at the host interval: a thread on CPU all the time gives one sample a round.
+    /// Samples every half host interval of a thread's CPU time: a thread on CPU all the time
+    /// gives about two samples a round, so that a round whose CPU time fell a little short of
+    /// one period (CPU time and rounds drift apart) still has one.
     pub fn new(interval: Duration) -> NativeSource {
         NativeSource {
             proc_root: PathBuf::from("/proc"),
-            period_ns: u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX),
+            period_ns: u64::try_from(interval.as_nanos() / 2)
+                .unwrap_or(u64::MAX)
+                .max(1),
             cache: Arc::default(),
             budget: Budget::of_open_files(),
         }
@@ -186,7 +190,13 @@ struct Thread {
     /// run since is still there, and `/proc` is not read again.
     cpu_ns: Option<u64>,
     waiting: Option<Vec<Frame>>,
+    /// The frames of its newest sample, and the rounds since: a thread on CPU without a sample
+    /// this round is still there, within [`RUNNING_KEPT_ROUNDS`].
+    running: Option<(Vec<Frame>, u8)>,
 }
+
+/// Rounds a thread on CPU without a new sample keeps its newest sample's frames.
+const RUNNING_KEPT_ROUNDS: u8 = 3;
 
 /// An attached native process.
 pub struct NativeReader {
@@ -245,6 +255,7 @@ impl NativeReader {
                     name_reads: 1,
                     cpu_ns: None,
                     waiting: None,
+                    running: None,
                 },
             );
         }
@@ -407,7 +418,8 @@ impl NativeReader {
         t.cpu_ns = cpu_ns;
         let cached = t.waiting.clone().filter(|_| still);
         let name = t.name.clone();
-        let (state, frames) = match (newest, cached) {
+        let sampled = newest.is_some();
+        let (state, mut frames) = match (newest, cached) {
             (Some(s), _) if !s.callchain.is_empty() => {
                 (HostState::Running, self.chain_frames(&s.callchain))
             }
@@ -415,9 +427,22 @@ impl NativeReader {
             (None, Some(frames)) => (HostState::Idle, frames),
             (None, None) => self.off_cpu(tid)?,
         };
-        if let Some(t) = self.threads.get_mut(&tid) {
-            t.waiting = (state == HostState::Idle).then(|| frames.clone());
+        let t = self.threads.get_mut(&tid)?;
+        if sampled {
+            t.running = Some((frames.clone(), 0));
+        } else if state == HostState::Running {
+            // On CPU, its sample not yet taken: where its newest sample was, if recent.
+            match &mut t.running {
+                Some((last, rounds)) if *rounds < RUNNING_KEPT_ROUNDS => {
+                    *rounds += 1;
+                    frames.clone_from(last);
+                }
+                _ => t.running = None,
+            }
+        } else {
+            t.running = None;
         }
+        t.waiting = (state == HostState::Idle).then(|| frames.clone());
         Some(ThreadStack {
             tid,
             name,

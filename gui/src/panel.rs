@@ -23,6 +23,10 @@ pub fn side_panel_ui(
     (sel, flame): (Option<&SelectionStats>, Option<&Icicle>),
     diff: &DiffState,
 ) {
+    // A Compare tab left open when a third recording arrived would compare A with B alone.
+    if traces.len() != 2 && st.side_tab == SideTab::Compare {
+        st.side_tab = SideTab::Phases;
+    }
     ui.horizontal(|ui| {
         ui.selectable_value(&mut st.side_tab, SideTab::Phases, "Phases");
         ui.selectable_value(&mut st.side_tab, SideTab::Gaps, "Gaps");

@@ -75,9 +75,15 @@ pub struct SessionConfig {
 pub const DEFAULT_NVML_INTERVAL: Duration = Duration::from_millis(10);
 /// The interval configured while a chip's bytes per sample are measured (any CUPTI accepts).
 const PROBE_INTERVAL_NS: i64 = 100_000;
-/// The interval when CUPTI could not say the bytes per sample before arming: the default pair's
-/// (the model's choice for 25,529 bytes).
-const FALLBACK_INTERVAL_NS: i64 = 50_000;
+/// The interval when CUPTI could not say the bytes per sample before arming: the model's
+/// choice for the default pair's bytes (50 µs within one core per GPU, 200 µs within the
+/// exporter's budget), whatever metrics were asked.
+fn fallback_interval_ns(model: &crate::cost::CostModel, metrics: usize, cores: f64) -> i64 {
+    model
+        .default_interval_within(FALLBACK_BYTES_PER_SAMPLE, metrics.max(2), cores)
+        .0
+}
+
 /// The bytes per sample assumed until the devices report theirs, in that case: the pair's.
 const FALLBACK_BYTES_PER_SAMPLE: u64 = 25_529;
 
@@ -632,7 +638,7 @@ fn arm_counters(
         (Some(iv), _) => (iv, IntervalChoice::Given),
         (None, Ok(bytes)) => IntervalChoice::model(&model, *bytes, n, cfg.core_budget),
         (None, Err(why)) => (
-            FALLBACK_INTERVAL_NS,
+            fallback_interval_ns(&model, n, cfg.core_budget),
             IntervalChoice::Fallback { why: why.clone() },
         ),
     };
@@ -1148,6 +1154,23 @@ impl SessionHandle {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fallback_interval_keeps_the_budget_asked_for() {
+        let m = crate::cost::CostModel::H200;
+        assert_eq!(
+            fallback_interval_ns(&m, 2, crate::cost::CORE_BUDGET),
+            50_000
+        );
+        assert_eq!(
+            fallback_interval_ns(&m, 2, crate::cost::EXPORTER_CORE_BUDGET),
+            200_000
+        );
+        assert_eq!(
+            fallback_interval_ns(&m, 1, crate::cost::EXPORTER_CORE_BUDGET),
+            200_000
+        );
+    }
 
     #[test]
     fn units_follow_the_suffix() {

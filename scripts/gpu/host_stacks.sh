@@ -69,7 +69,8 @@ if want hf; then
   "${REC[@]}" -o "$T/hf-generate-host.cufall" --interval 200us -- $PY $WL/hf_generate.py --new-tokens 32 2>&1 | tail -14
   "$C" report "$T/hf-generate-host.cufall" > "$R/hf-generate-host.report.txt"
   host_section "$T/hf-generate-host.cufall" 80
-  check "hf: the report has host frames" grep -q 'host in\|HOST' "$R/hf-generate-host.report.txt"
+  check "hf: sampled generation's gaps name transformers' logits processors" \
+    bash -c "grep -A3 '^  sampled (' '$R/hf-generate-host.report.txt' | grep -q 'logits_process.py'"
   du -sh "$T/hf-generate-host.cufall"
   keep "$T/hf-generate-host.cufall"
 fi

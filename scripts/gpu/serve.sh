@@ -79,7 +79,7 @@ if want main; then
   check "every GPU has an idle ratio in [0, 1]" bash -c "[ -n \"\$(grep '^cufall_idle_ratio{' '$last')\" ] && ! grep '^cufall_idle_ratio{' '$last' | awk '{if (\$NF < 0 || \$NF > 1) bad = 1} END {exit !bad}'"
   check "nvidia-smi's utilisation beside it" grep -q '^cufall_nvml_gpu_utilization_ratio{' "$last"
   check "sampling state is sampling" grep -q '^cufall_sampling_state{state="sampling"} 1' "$last"
-  check "no sample lost" bash -c "! grep '^cufall_samples_lost_total{' '$last' | awk '{if (\$NF > 0) bad = 1} END {exit !bad}'"
+  check "no sample lost" bash -c "grep -q '^cufall_samples_lost_total{' '$last' && ! grep '^cufall_samples_lost_total{' '$last' | awk '{if (\$NF > 0) bad = 1} END {exit !bad}'"
   echo "cores per GPU: $(series "$last" cufall_exporter_cores_per_gpu)  resident bytes: $(series "$last" cufall_exporter_resident_memory_bytes)  flight recorder bytes: $(series "$last" cufall_flight_recorder_bytes)" | tee -a "$LOG"
   curl -s -X POST "$URL/dump" >"$DIR/dump.txt" &
   first=$!

@@ -176,6 +176,7 @@ pub fn interactive_until(
             }
             state.store.discarded = rx.discarded();
         }
+        state.take_ready_gaps();
         terminal.draw(|f| draw::draw(f, &state))?;
         // Wait for keys until the next frame is due.
         loop {

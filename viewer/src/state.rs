@@ -77,6 +77,11 @@ pub struct GapMark {
     pub text: String,
 }
 
+/// Gaps being found on another thread (finding them reads the whole recording): set once, when
+/// they are ready.
+#[derive(Clone, Debug, Default)]
+pub struct PendingGaps(pub std::sync::Arc<std::sync::OnceLock<Vec<GapMark>>>);
+
 /// The whole view state.
 #[derive(Clone, Debug)]
 pub struct HeatmapState {
@@ -103,6 +108,8 @@ pub struct HeatmapState {
     pub gaps: Vec<GapMark>,
     /// The selected gap (`x` / `X`), an index into [`HeatmapState::gaps`].
     pub gap_cursor: Option<usize>,
+    /// Gaps still being found; [`HeatmapState::take_ready_gaps`] takes them when ready.
+    pub pending_gaps: Option<PendingGaps>,
 }
 
 /// The column width of zoom step `z`: 1, 2, 3, 4, 6, 8, 12, 16, ... base bins, so that each
@@ -148,6 +155,7 @@ impl HeatmapState {
             origin_ns: None,
             gaps: Vec::new(),
             gap_cursor: None,
+            pending_gaps: None,
         };
         s.origin_ns = s.store.first_ns;
         if mode == Mode::Browse {
@@ -298,6 +306,15 @@ impl HeatmapState {
         self.gap_cursor = None;
     }
 
+    /// Takes the gaps being found elsewhere once they are ready.
+    pub fn take_ready_gaps(&mut self) {
+        if let Some(gaps) = self.pending_gaps.as_ref().and_then(|p| p.0.get()) {
+            let gaps = gaps.clone();
+            self.pending_gaps = None;
+            self.set_gaps(gaps);
+        }
+    }
+
     /// The selected gap, if any.
     pub fn selected_gap(&self) -> Option<(usize, &GapMark)> {
         let i = self.gap_cursor?;
@@ -307,6 +324,13 @@ impl HeatmapState {
     /// Selects the gap after (before) the selected one, or after (before) the window's centre
     /// when none is, and brings it into view: centred, the window widened to hold it.
     fn jump_gap(&mut self, forward: bool) {
+        self.take_ready_gaps();
+        if self.gaps.is_empty() && self.pending_gaps.is_some() {
+            self.store.messages.push_back(
+                "idle gaps: still being found in the recording; press x again shortly".into(),
+            );
+            return;
+        }
         let n = self.gaps.len();
         let next = match self.gap_cursor {
             Some(i) if forward => (i + 1 < n).then_some(i + 1),

@@ -547,3 +547,27 @@ fn x_selects_the_next_gap_and_the_status_line_says_where_the_host_was() {
     st.update(Input::Back);
     assert!(st.quit);
 }
+
+#[test]
+fn gaps_found_in_the_background_arrive_when_ready() {
+    use cufall_viewer::state::{GapMark, PendingGaps};
+    let s = setup(Palette::Mono, TENSOR);
+    let mut st = browse(constant(1, 0.5, 100_000_000), &s, 100, 12);
+    let pending = PendingGaps::default();
+    st.pending_gaps = Some(pending.clone());
+    st.update(Input::NextGap);
+    assert_eq!(st.gap_cursor, None);
+    assert!(frame(&st).contains("idle gaps: still being found"));
+    pending
+        .0
+        .set(vec![GapMark {
+            start_ns: T0 + 70_000_000,
+            end_ns: T0 + 71_000_000,
+            text: "GPU0 verify 1.00 ms".into(),
+        }])
+        .unwrap();
+    st.update(Input::NextGap);
+    assert_eq!(st.gap_cursor, Some(0));
+    assert!(st.pending_gaps.is_none());
+    assert!(frame(&st).contains("gap 1/1: GPU0 verify 1.00 ms"));
+}

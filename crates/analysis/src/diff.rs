@@ -250,10 +250,16 @@ fn side(p: &PhaseReport) -> PhaseSide {
     };
     let mut metric_means = BTreeMap::new();
     if let Some(first) = p.devices.first() {
-        for (i, m) in first.metrics.iter().enumerate() {
+        // By name: merged nodes' devices may list their metrics in other orders.
+        for m in &first.metrics {
             metric_means.insert(
                 m.name.clone(),
-                weighted(&|d| d.metrics.get(i).and_then(|s| s.mean)),
+                weighted(&|d| {
+                    d.metrics
+                        .iter()
+                        .find(|s| s.name == m.name)
+                        .and_then(|s| s.mean)
+                }),
             );
         }
     }

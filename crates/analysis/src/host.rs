@@ -5,12 +5,12 @@
 //! A host sample at `t` stands for its thread over one sampling interval. A gap class's gap time
 //! `T` would hold `T / interval` samples of one thread at the recording's rate, so a frame's
 //! *share* is the samples in the class's gaps that have the frame, over those expected: time the
-//! sampler missed shows up as a `sampled` share under 100 %, never as more time for the frames
-//! that were seen. Where a class's time holds more samples than expected (sampling rounds a
-//! little faster than the rate, gaps shorter than an interval), shares are over the samples
-//! instead, so that none reads above 100 %. *Self* counts the innermost frame; *inclusive* counts a frame anywhere on the
-//! stack (once per sample, however often recursion repeats it). For all threads together the
-//! expected count is that of one thread times the threads sampled in the class's gaps.
+//! sampler missed shows up as a `sampled` share under 100 %, never as more time for the frames that
+//! were seen. Where a class's time holds more samples than expected (sampling rounds a little
+//! faster than the rate, gaps shorter than an interval), shares are over the samples instead, so
+//! that none reads above 100 %. *Self* counts the innermost frame; *inclusive* counts a frame
+//! anywhere on the stack (once per sample, however often recursion repeats it). For all threads
+//! together the expected count is that of one thread times the threads sampled in the class's gaps.
 //!
 //! The *launching thread* of a phase is the thread that made the most kernel-launch calls
 //! (`api` rows whose name has `Launch`) starting inside the phase; without API calls in the

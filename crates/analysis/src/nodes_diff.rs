@@ -85,12 +85,26 @@ pub fn build_nodes_diff(a: &[&Trace], b: &[&Trace], opts: &ReportOptions) -> Res
             return Err(AnalysisError::NoNodes { side });
         }
     }
-    let ra = read_nodes(a, opts, &|_, e| e).map_err(|e| on_side("A", e))?;
+    // A's first recording sets the activity, full scale and shortest gap; every other node of
+    // either side is read with them, so that one side's idle time never mixes thresholds.
+    let first = read_nodes(&a[..1], opts, &|_, e| e).map_err(|e| on_side("A", e))?;
+    let like = options_like(
+        first
+            .reports
+            .first()
+            .ok_or(AnalysisError::NoNodes { side: "A" })?,
+        opts,
+    );
+    let ra = if a.len() > 1 {
+        read_nodes(a, &like, &|_, e| e).map_err(|e| on_side("A", e))?
+    } else {
+        first
+    };
     let first_a = ra
         .reports
         .first()
         .ok_or(AnalysisError::NoNodes { side: "A" })?;
-    let opts_b = options_like(first_a, opts);
+    let opts_b = like;
     let (activity, idle_threshold, min_gap_ns) = (
         first_a.activity.clone(),
         first_a.idle_threshold,

@@ -288,7 +288,8 @@ pub struct GapRow {
     pub kernel_resident_ns: Option<i64>,
     /// Gap time the host spent in CUDA calls (`--capture api`).
     pub host: Option<HostTime>,
-    /// Where the host's stacks were during the gap (host samples in the trace).
+    /// Where the host's stacks were during the gap (absent without host samples in it).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub host_frames: Option<crate::host::GapHost>,
 }
 

@@ -1,10 +1,10 @@
-//! The rows of the timeline, in order: NVTX lanes of each recording, then per GPU a group: a
-//! title row, each metric (of recording A, then of B right below it, so differences line up),
-//! kernels, NVML power, SM clock and NVML utilisation; a folded group is its title row alone,
-//! which then shows the GPU's first metric. Recordings of the nodes of one run on the wall
-//! clock have a group per node and GPU instead ([`GpuGroup`]), node after node. The sampled host threads of each recording come
-//! between the NVTX lanes and the GPUs, under a title that folds them. And how each row may be
-//! sized ([`Fit`]), for [`super::layout::share_heights`].
+//! The rows of the timeline, in order: NVTX lanes of each recording, then per GPU a group: a title
+//! row, each metric (of recording A, then of B right below it, so differences line up), kernels,
+//! NVML power, SM clock and NVML utilisation; a folded group is its title row alone, which then
+//! shows the GPU's first metric. Recordings of the nodes of one run on the wall clock have a group
+//! per node and GPU instead ([`GpuGroup`]), node after node. The sampled host threads of each
+//! recording come between the NVTX lanes and the GPUs, under a title that folds them. And how each
+//! row may be sized ([`Fit`]), for [`super::layout::share_heights`].
 
 use super::layout::Fit;
 use crate::model::Locked;

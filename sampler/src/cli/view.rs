@@ -18,7 +18,7 @@ use cufall_viewer::input::Input;
 use cufall_viewer::live;
 use cufall_viewer::print;
 use cufall_viewer::replay::{self, Recording};
-use cufall_viewer::state::{GapMark, HeatmapState, Mode, ViewOptions};
+use cufall_viewer::state::{GapMark, HeatmapState, Mode, PendingGaps, ViewOptions};
 use cufall_viewer::store::HeatmapOverrides;
 use cufall_viewer::store::NvtxFilter;
 use std::path::PathBuf;
@@ -313,7 +313,22 @@ pub fn gap_marks(path: &std::path::Path, phases: &PhaseSelect) -> Vec<GapMark> {
     marks
 }
 
-/// `GPU0 draft → verify 2.03 ms, no kernel 100% · host: thread 571 in main (torch_phases.py:64) 87% waiting`.
+/// [`gap_marks`] on a thread of its own, so that the view opens at once: a long recording's
+/// analysis takes as long as `cufall report` of it.
+fn gaps_in_background(path: PathBuf, phases: PhaseSelect) -> PendingGaps {
+    let pending = PendingGaps::default();
+    let slot = Arc::clone(&pending.0);
+    // A thread that cannot start leaves the keys without gaps, and the view as it was.
+    let _ = std::thread::Builder::new()
+        .name("cufall-gaps".into())
+        .spawn(move || {
+            let _ = slot.set(gap_marks(&path, &phases));
+        });
+    pending
+}
+
+/// The line of one gap: `GPU0 draft → verify 2.03 ms, no kernel 100% · host: thread 571 in
+/// main (torch_phases.py:64) 87% waiting`.
 fn gap_mark(g: &cufall_analysis::report::GapRow) -> GapMark {
     use cufall_analysis::render::{fmt_ns, gap_host_text};
     let mut text = format!(
@@ -467,7 +482,10 @@ pub fn run_view(args: &ViewArgs) -> Result<ExitCode> {
     let setup = args.display.setup(args.trace.display().to_string());
     let mut state = app::browse_state(rec, &setup)?;
     args.display.look.check_window(&state)?;
-    state.set_gaps(gap_marks(&args.trace, &args.display.phases.select()));
+    state.pending_gaps = Some(gaps_in_background(
+        args.trace.clone(),
+        args.display.phases.select(),
+    ));
     if let Some((w, h)) = app::terminal_size() {
         state.update(Input::Resize(w, h));
     }
@@ -512,7 +530,10 @@ pub fn run_replay_titled(args: &ReplayArgs, title: Option<String>) -> Result<Exi
         .spawn(move || replay::play(rec, speed, REPLAY_CHUNK_NS, &tx))
         .context("could not start the replay thread")?;
     let mut state = app::live_state(&rx, &setup, Mode::Replay)?;
-    state.set_gaps(gap_marks(&args.trace, &args.display.phases.select()));
+    state.pending_gaps = Some(gaps_in_background(
+        args.trace.clone(),
+        args.display.phases.select(),
+    ));
     let result = app::interactive(state, Some(&rx), 30);
     rx.close();
     let _ = producer.join();

@@ -35,7 +35,7 @@ pub struct HostSource {
 }
 
 impl HostSource {
-    /// The real sources; native threads are sampled every `interval` of their CPU time.
+    /// The real sources; native threads are sampled every half `interval` of their CPU time.
     pub fn new(interval: Duration) -> HostSource {
         HostSource::with(
             Box::new(PySpySource::default()),

@@ -294,6 +294,19 @@ impl NativeReader {
             {
                 return None;
             }
+            // Reading it needs ptrace permission over the thread, which perf events do not.
+            Err(e)
+                if e.kind() == std::io::ErrorKind::PermissionDenied
+                    || e.raw_os_error() == Some(libc::EPERM) =>
+            {
+                return Some((
+                    HostState::Idle,
+                    vec![placeholder(
+                        "(off CPU; its system call is not readable without ptrace permission)"
+                            .into(),
+                    )],
+                ));
+            }
             Err(_) => String::new(),
         };
         Some(match parse_syscall(&text) {

@@ -221,8 +221,9 @@ impl ElfSymbols {
     fn elf_addr(&self, file_offset: u64) -> u64 {
         self.segments
             .iter()
-            .find(|(off, size, _)| file_offset >= *off && file_offset < off + size)
-            .map(|(off, _, vaddr)| file_offset - off + vaddr)
+            // The segments come from the file: saturate rather than overflow on a crafted one.
+            .find(|(off, size, _)| file_offset >= *off && file_offset < off.saturating_add(*size))
+            .map(|(off, _, vaddr)| (file_offset - off).wrapping_add(*vaddr))
             .unwrap_or(file_offset)
     }
 
@@ -369,7 +370,11 @@ impl ProcessSymbols {
         if self.frames.len() >= MAX_FRAMES_CACHED {
             self.frames.clear();
         }
-        self.frames.insert(addr, frame.clone());
+        // A miss is not kept: a library loaded since the maps were read resolves once they are
+        // read again.
+        if frame.is_some() {
+            self.frames.insert(addr, frame.clone());
+        }
         frame
     }
 

@@ -184,8 +184,9 @@ impl Ring {
         self.header_word(at).load(Ordering::Relaxed)
     }
 
-    /// The thread's CPU time (user space) since the event was opened, in nanoseconds: the
-    /// task clock's count, read with read(2) (`read_format` 0: one u64).
+    /// The thread's CPU time since the event was opened, in nanoseconds: the task clock's count
+    /// (kernel time included: `exclude_kernel` filters samples, not the count), read with
+    /// read(2) (`read_format` 0: one u64).
     pub fn cpu_ns(&self) -> io::Result<u64> {
         let mut b = [0u8; 8];
         (&self.file).read_exact(&mut b)?;

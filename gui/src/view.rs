@@ -224,6 +224,11 @@ impl GpuGroup {
     pub fn all(dev: DeviceId) -> GpuGroup {
         GpuGroup { ti: None, dev }
     }
+
+    /// Whether recording `ti`'s GPU belongs to this group.
+    pub fn holds(&self, ti: usize) -> bool {
+        self.ti.is_none_or(|g| g == ti)
+    }
 }
 
 /// Which page the side panel shows.

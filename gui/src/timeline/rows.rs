@@ -234,7 +234,7 @@ pub fn rows(
             traces
                 .iter()
                 .enumerate()
-                .filter(move |(ti, _)| group.ti.is_none_or(|g| g == *ti))
+                .filter(move |(ti, _)| group.holds(*ti))
         };
         let metrics = members()
             .map(|(_, t)| t.slot.data.metrics.len())

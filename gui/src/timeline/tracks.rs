@@ -93,7 +93,7 @@ pub(super) fn draw_row(
             let name = traces
                 .iter()
                 .enumerate()
-                .filter(|(ti, _)| group.ti.is_none_or(|g| g == *ti))
+                .filter(|(ti, _)| group.holds(*ti))
                 .flat_map(|(_, t)| t.slot.data.manifest.devices.iter())
                 .find(|d| d.id == dev)
                 .map(|d| d.name.clone())
@@ -316,7 +316,7 @@ fn folded_group(
         .iter()
         .enumerate()
         .filter(|(ti, t)| {
-            group.ti.is_none_or(|g| g == *ti)
+            group.holds(*ti)
                 && t.slot.data.devices.contains(&dev)
                 && !t.slot.data.metrics.is_empty()
         })

@@ -101,6 +101,49 @@ pub fn open_files_limit() -> Option<u64> {
     (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
 }
 
+/// `perf_event_open(attr, tid, any CPU, no group, close-on-exec)`.
+fn perf_event_open(attr: &PerfEventAttr, tid: libc::pid_t) -> io::Result<OwnedFd> {
+    // SAFETY: `attr` is a valid, fully initialised perf_event_attr of the size it states,
+    // alive for the call; the other arguments are plain integers.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr as *const PerfEventAttr,
+            tid,
+            -1 as libc::c_int,
+            -1 as libc::c_int,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = libc::c_int::try_from(fd).map_err(|_| io::Error::other("fd out of range"))?;
+    // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A shared read-write mapping of `len` bytes of `fd` from offset 0.
+fn map_shared(fd: &OwnedFd, len: usize) -> io::Result<*mut u8> {
+    // SAFETY: a fresh shared mapping of the perf event's descriptor, of the length the kernel
+    // asks for (one header page and a power of two of data pages); no existing memory is
+    // touched.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(base.cast::<u8>())
+}
+
 impl Ring {
     /// Samples thread `tid` (of any process) every `period_ns` of its CPU time, user space
     /// only, stamped with CLOCK_REALTIME; a ring of `data_pages` pages (a power of two).
@@ -117,43 +160,10 @@ impl Ring {
             clockid: libc::CLOCK_REALTIME,
             ..PerfEventAttr::default()
         };
-        // SAFETY: `attr` is a valid, fully initialised perf_event_attr of the size it states,
-        // alive for the call; the other arguments are plain integers.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_perf_event_open,
-                &attr as *const PerfEventAttr,
-                tid,
-                -1 as libc::c_int,
-                -1 as libc::c_int,
-                PERF_FLAG_FD_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let fd = libc::c_int::try_from(fd).map_err(|_| io::Error::other("fd out of range"))?;
-        // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let fd = perf_event_open(&attr, tid)?;
         let page = page_size();
         let len = page * (1 + data_pages);
-        // SAFETY: a fresh shared mapping of the perf event's descriptor, of the length the
-        // kernel asks for (one header page and a power of two of data pages); no existing memory
-        // is touched.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let base = base.cast::<u8>();
+        let base = map_shared(&fd, len)?;
         let mut ring = Ring {
             file: File::from(fd),
             base,

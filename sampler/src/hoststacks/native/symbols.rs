@@ -278,9 +278,15 @@ impl SymbolCache {
             *used = self.clock;
             return Arc::clone(t);
         }
-        // A file that cannot be read gets an empty table: its addresses are offsets.
+        // The first of the places that is the mapped file itself (the inode the maps name: a
+        // path in cufall's own mount namespace can be another file); a file that cannot be
+        // read gets an empty table, its addresses then offsets.
         let table = open_at
             .iter()
+            .filter(|p| {
+                use std::os::unix::fs::MetadataExt;
+                inode == 0 || std::fs::metadata(p).is_ok_and(|m| m.ino() == inode)
+            })
             .find_map(|p| ElfSymbols::load(p).ok())
             .unwrap_or_default();
         let table = if table.bytes() > MAX_SYMBOL_BYTES {
@@ -392,10 +398,14 @@ impl ProcessSymbols {
         let module = base_name(&m.path).to_string();
         let file_offset = addr - m.start + m.offset;
         let function = if m.path.starts_with('/') {
-            // The path as mapped, else the process's own view of it (another mount namespace,
-            // a file deleted since).
+            // The path as mapped, else the process's own view of it: through its root (another
+            // mount namespace), or its mapping (a file deleted since; opening that needs
+            // CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE).
             let open_at = [
                 PathBuf::from(&m.path),
+                self.proc_dir
+                    .join("root")
+                    .join(m.path.trim_start_matches('/')),
                 self.proc_dir
                     .join("map_files")
                     .join(format!("{:x}-{:x}", m.start, m.end)),
@@ -461,6 +471,18 @@ garbage
         assert_eq!(m[3].path, "/opt/my lib/libx.so (deleted)");
         assert_eq!(m[4].path, "[vdso]");
         assert_eq!(base_name(&m[1].path), "cat");
+    }
+
+    #[test]
+    fn a_path_that_is_another_file_than_the_mapped_one_gives_no_symbols() {
+        use std::os::unix::fs::MetadataExt;
+        let exe = std::fs::read_link("/proc/self/exe").expect("exe");
+        let ino = std::fs::metadata(&exe).expect("metadata").ino();
+        let mut cache = SymbolCache::default();
+        let right = cache.get("right", ino, std::slice::from_ref(&exe));
+        let wrong = cache.get("wrong", ino + 1, std::slice::from_ref(&exe));
+        assert!(right.bytes() > wrong.bytes());
+        assert_eq!(wrong.bytes(), ElfSymbols::default().bytes());
     }
 
     #[test]

@@ -83,17 +83,20 @@ fn a_lag_within_the_clocks_uncertainty_is_said_to_be_possibly_clock_error() {
     );
 }
 
+/// `cufall ARGS` in `dir` fails with one line of stderr that holds `needle`.
+fn refused_in_one_line(dir: &Path, args: &[&str], needle: &str) {
+    let out = cufall(dir).args(args).assert().failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains(needle), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
 /// One message each: the same GPU twice, recordings that share no time.
 #[test]
 fn recordings_that_are_not_one_run_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     two_nodes(tmp.path(), 200);
-    let one_line = |args: &[&str], needle: &str| {
-        let out = cufall(tmp.path()).args(args).assert().failure();
-        let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
-        assert!(err.contains(needle), "{err}");
-        assert_eq!(err.trim().lines().count(), 1, "{err}");
-    };
+    let one_line = |args: &[&str], needle: &str| refused_in_one_line(tmp.path(), args, needle);
     one_line(
         &["report", "a.cufall", "a.cufall"],
         "a.cufall and a.cufall both hold node-a:GPU 0: recordings of several nodes of one run hold each GPU once",
@@ -250,12 +253,7 @@ fn sides_that_are_not_one_run_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     two_nodes(tmp.path(), 200);
     second_run(tmp.path());
-    let one_line = |args: &[&str], needle: &str| {
-        let out = cufall(tmp.path()).args(args).assert().failure();
-        let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
-        assert!(err.contains(needle), "{err}");
-        assert_eq!(err.trim().lines().count(), 1, "{err}");
-    };
+    let one_line = |args: &[&str], needle: &str| refused_in_one_line(tmp.path(), args, needle);
     one_line(
         &["diff", "a.cufall", "b2.cufall", "--vs", "a2.cufall"],
         "side A of the diff: these recordings share no time, so they are not nodes of one run: a.cufall (host node-a) covers 2026-12-01 08:10:45",

@@ -2,7 +2,7 @@
 //! it counts, and what it says, for each way a process can be or stop being readable.
 
 use super::procs::{Proc, ProcessTable};
-use super::report::{PERMISSION_FIX, Unread};
+use super::report::{HostSummary, PERMISSION_FIX, ProcessReport, Unread};
 use super::sampler::{ATTACH_TRIES, REATTACH_AFTER, Sampler};
 use super::source::{AttachError, Frame, ReadError, StackReader, StackSource, ThreadStack};
 use super::{HostStacks, Options, event};
@@ -190,6 +190,15 @@ impl Sent {
     fn event(&self, name: &str, pid: u32) -> Option<&CaptureEvent> {
         self.events.iter().find(|e| e.event == name && e.pid == pid)
     }
+}
+
+/// The summary's account of process `pid`.
+fn report_of(summary: &HostSummary, pid: u32) -> &ProcessReport {
+    summary
+        .processes
+        .iter()
+        .find(|p| p.pid == pid)
+        .expect("reported")
 }
 
 fn sent(rx: &Receiver<SinkMsg>) -> Sent {
@@ -461,13 +470,7 @@ fn an_unsupported_python_and_an_interpreter_that_never_starts_are_reported() {
     }
     let summary = s.finish();
     let out = sent(&rx);
-    let by_pid = |pid| {
-        summary
-            .processes
-            .iter()
-            .find(|p| p.pid == pid)
-            .expect("reported")
-    };
+    let by_pid = |pid| report_of(&summary, pid);
     assert_eq!(by_pid(30).unread, Some(Unread::UnsupportedPython));
     assert_eq!(by_pid(31).unread, None, "a slow start is waited for");
     assert!(by_pid(31).samples > 0);
@@ -632,13 +635,7 @@ fn processes_without_python_are_read_natively_and_python_ones_stay_python_only()
     }
     let summary = s.finish();
     let out = sent(&rx);
-    let by_pid = |pid| {
-        summary
-            .processes
-            .iter()
-            .find(|p| p.pid == pid)
-            .expect("reported")
-    };
+    let by_pid = |pid| report_of(&summary, pid);
     assert_eq!(by_pid(10).interpreter, "python 3.11.7");
     assert_eq!(by_pid(20).interpreter, super::native::DESCRIBE);
     assert_eq!(by_pid(20).samples, 3);

@@ -817,36 +817,31 @@ fn draw_axis(buf: &mut Buffer, area: Rect, state: &HeatmapState) {
         buf.set_string(x0 + c as u16, area.y, &label, DIM);
         last_end = c + n + 1;
     }
+    // Marks [start, end) on the axis row: `mono` without colour, `colored` in `fg`.
     let color = state.options.palette.is_color();
+    let mut mark = |start: i64, end: i64, mono: char, colored: char, fg: Color| {
+        let a = (start.max(t0).saturating_sub(t0) / col) as usize;
+        let b = ((end.min(t1).saturating_sub(t0).saturating_sub(1) / col) as usize).max(a);
+        for c in a..=b.min(cols.saturating_sub(1)) {
+            let cell = &mut buf[(x0 + c as u16, area.y)];
+            if color {
+                cell.set_char(colored).set_style(Style::new().fg(fg));
+            } else {
+                cell.set_char(mono);
+            }
+        }
+    };
     // The selected gap under the axis's labels.
     if let Some((_, g)) = state.selected_gap()
         && g.end_ns > t0
         && g.start_ns < t1
     {
-        let a = (g.start_ns.max(t0).saturating_sub(t0) / col) as usize;
-        let b = ((g.end_ns.min(t1).saturating_sub(t0).saturating_sub(1) / col) as usize).max(a);
-        for c in a..=b.min(cols.saturating_sub(1)) {
-            let cell = &mut buf[(x0 + c as u16, area.y)];
-            if color {
-                cell.set_char('━').set_style(Style::new().fg(Color::Yellow));
-            } else {
-                cell.set_char('=');
-            }
-        }
+        mark(g.start_ns, g.end_ns, '=', '━', Color::Yellow);
     }
     // Drop marks over the axis, for any GPU.
     for d in 0..state.store.devices.len() {
         for r in state.store.drops_in(d, t0, t1) {
-            let a = (r.start_ns.max(t0).saturating_sub(t0) / col) as usize;
-            let b = ((r.end_ns.min(t1).saturating_sub(t0).saturating_sub(1) / col) as usize).max(a);
-            for c in a..=b.min(cols.saturating_sub(1)) {
-                let cell = &mut buf[(x0 + c as u16, area.y)];
-                if color {
-                    cell.set_char('▲').set_style(Style::new().fg(Color::Red));
-                } else {
-                    cell.set_char('^');
-                }
-            }
+            mark(r.start_ns, r.end_ns, '^', '▲', Color::Red);
         }
     }
 }

@@ -25,6 +25,7 @@
 pub mod cli;
 pub mod control;
 pub mod cost;
+pub mod cpus;
 pub mod holes;
 pub mod hoststacks;
 pub mod metrics_cmd;

@@ -58,11 +58,10 @@ pub fn run(args: &LiveArgs) -> Result<ExitCode> {
     }
     let capture = CaptureRequest::from_flags(&args.capture, DEFAULT_CAPTURE_WAIT, &args.command)?;
     let prepared = session::prepare(&cfg)?;
-    let heatmaps = if prepared.has_counters() {
-        selection.heatmaps.clone()
-    } else {
-        Vec::new()
-    };
+    let (heatmaps, relative) = prepared.heatmaps_for(&selection);
+    for line in relative {
+        eprintln!("cufall: {line}");
+    }
     let (tx, rx) = cufall_live::feed(prepared.feed_info(heatmaps), FEED_CAPACITY);
     if !args.command.is_empty() {
         return run_program(args, prepared, capture, tx, rx);

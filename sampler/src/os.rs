@@ -112,3 +112,22 @@ mod tests {
         assert!(max_us >= 0 && est_us >= 0);
     }
 }
+
+/// Keeps thread `tid` (of any process the caller may change) to the CPUs in `cpus`; CPUs past
+/// what the kernel's affinity mask can hold are left out.
+pub fn set_thread_affinity(tid: i32, cpus: &std::collections::BTreeSet<usize>) -> std::io::Result<()> {
+    // SAFETY: cpu_set_t is a plain bit array, for which all zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let max = usize::try_from(libc::CPU_SETSIZE).unwrap_or(0);
+    for &cpu in cpus.iter().filter(|&&c| c < max) {
+        // SAFETY: `cpu` is below CPU_SETSIZE, so the bit lies inside `set`.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: the set is initialised and its size is passed with it.
+    let r = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}

@@ -33,12 +33,19 @@ pub struct SelectionArgs {
     /// them.
     #[arg(long = "metric", value_name = "METRIC")]
     pub metric: Vec<String>,
-    /// Divide every --metric by this metric, sample by sample (e.g. gr__cycles_elapsed.max).
+    /// Divide every --metric by this metric, sample by sample (e.g. gr__cycles_elapsed.max). A
+    /// bare counter (`sm__pipe_tensor_cycles_active.avg`) is then still shown against its true
+    /// full scale: its sustained peak over the same sample, as % (--raw for the plain ratio).
     #[arg(long, value_name = "METRIC")]
     pub denominator: Option<String>,
-    /// Show raw values (overrides --denominator).
+    /// Show raw values (overrides --denominator; implies --raw).
     #[arg(long)]
     pub no_denominator: bool,
+    /// Show a bare counter (a metric with only a rollup, such as
+    /// sm__pipe_tensor_cycles_active.avg) as it counts, in cycles or bytes per sample (or over
+    /// --denominator), instead of as % of its sustained peak.
+    #[arg(long)]
+    pub raw: bool,
     /// Value mapped to the top of the colour scale (default: 100 for %, 1 for ratios).
     #[arg(long, value_name = "X", value_parser = crate::cli::number::parse_full_scale)]
     pub full_scale: Option<f64>,
@@ -81,6 +88,7 @@ impl SelectionArgs {
             no_denominator: self.no_denominator,
             full_scale: self.full_scale,
             sm_spread: self.sm_spread,
+            raw: self.raw || self.no_denominator,
         })?;
         let interval_ns = self.interval.map(nanos);
         let devices = parse_devices(&self.devices).map_err(|e| anyhow!("--devices: {e}"))?;
@@ -94,6 +102,7 @@ impl SelectionArgs {
             hw_buffer_bytes: self.hw_buffer_mib.map(|m| m << 20),
             eval_threads: self.eval_threads.map(|n| n.max(1)),
             image_timing: crate::sizing::ImageTiming::from_flags(self.seal, self.margin),
+            optional_metrics: selection.added.clone(),
         };
         Ok((cfg, selection))
     }
@@ -343,11 +352,11 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
             hoststacks::start_text(args.host_stacks(), args.host.host_interval),
         );
     }
-    manifest.heatmaps = if prepared.has_counters() {
-        selection.heatmaps.clone()
-    } else {
-        Vec::new()
-    };
+    let (heatmaps, relative) = prepared.heatmaps_for(&selection);
+    for line in relative {
+        say(line);
+    }
+    manifest.heatmaps = heatmaps;
     prepared.fill_manifest(&mut manifest);
     let writer = match TraceWriter::create(
         &args.output,
@@ -689,6 +698,15 @@ fn start_host_stacks(
     }
 }
 
+/// The fence that keeps cufall's threads off the program's CPUs
+/// ([`crate::cpus`]); `CUFALL_CPU_FENCE=off` turns it off (to measure what it saves).
+fn cpu_fence() -> Option<crate::cpus::CpuFence<crate::cpus::ThisProcess>> {
+    if std::env::var("CUFALL_CPU_FENCE").is_ok_and(|v| v.eq_ignore_ascii_case("off")) {
+        return None;
+    }
+    crate::cpus::CpuFence::for_this_process()
+}
+
 /// Waits until the recording ends: Ctrl-C, the program's exit, the capture window's end,
 /// `--duration` or a sampling error; stops the program where that is the rule. Returns why, and
 /// the program's exit status if it ended.
@@ -702,9 +720,30 @@ fn wait_for_end(
     let tty = std::io::stderr().is_terminal();
     let mut last_status = Instant::now();
     let mut child_status: Option<ExitStatus> = None;
+    let mut fence = child.as_ref().and_then(|_| cpu_fence());
+    let mut last_fence = Instant::now();
+    let mut fence_checks = 0u32;
     let why_stopped;
     loop {
         std::thread::sleep(Duration::from_millis(25));
+        // Soon after the start (a `taskset` in front of the program execs it at once), then
+        // every second.
+        let due = if fence_checks < 8 { 50 } else { 1000 };
+        if let (Some(f), Some(c)) = (fence.as_mut(), child.as_deref())
+            && last_fence.elapsed() >= Duration::from_millis(due)
+        {
+            last_fence = Instant::now();
+            fence_checks += 1;
+            use crate::hoststacks::procs::ProcessTable;
+            let pids: Vec<u32> = crate::hoststacks::procs::ProcFs::default()
+                .tree(c.id())
+                .iter()
+                .map(|p| p.pid)
+                .collect();
+            if let Some(line) = f.check(&pids) {
+                say(line);
+            }
+        }
         if os::interrupted() {
             why_stopped = "Ctrl-C";
             if let Some(c) = child.as_deref_mut() {

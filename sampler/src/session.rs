@@ -70,6 +70,9 @@ pub struct SessionConfig {
     pub eval_threads: Option<usize>,
     /// Override of the image plan's seal period and margin (benchmarks).
     pub image_timing: Option<sizing::ImageTiming>,
+    /// Metrics cufall added itself (the percentages of peak of bare counters): one a chip cannot
+    /// evaluate is left out ([`Prepared::peaks_refused`]), not an error.
+    pub optional_metrics: Vec<String>,
 }
 
 pub const DEFAULT_NVML_INTERVAL: Duration = Duration::from_millis(10);
@@ -129,6 +132,7 @@ impl Default for SessionConfig {
             hw_buffer_bytes: None,
             eval_threads: None,
             image_timing: None,
+            optional_metrics: Vec::new(),
         }
     }
 }
@@ -205,6 +209,10 @@ pub struct Prepared {
     pub extra: BTreeMap<String, String>,
     /// What sampling the counters will cost, when they are sampled.
     pub cost: Option<Cost>,
+    /// Percentages of peak of bare counters (`cufall_trace::model::peak`) that the GPU cannot
+    /// evaluate, each with CUPTI's reason: not collected; their counters are shown on a relative
+    /// scale ([`crate::spec::Selection::relative`]).
+    pub peaks_refused: Vec<(String, String)>,
     threads: Vec<(DeviceId, DeviceThread, Arc<DeviceCounters>)>,
     nvml: Option<NvmlSource>,
     tx: Sender<SinkMsg>,
@@ -233,6 +241,7 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
     let mut metrics = Vec::new();
     let mut threads = Vec::new();
     let mut cost: Option<Cost> = None;
+    let mut peaks_refused = Vec::new();
     match cfg.counters {
         CounterPolicy::Off => {
             counters_unavailable =
@@ -242,10 +251,11 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
             counters_unavailable = Some("no metric was asked for".to_string());
         }
         policy => match arm_counters(cfg, &selected, &mut devices, &tx, &stop, &mut extra) {
-            Ok((m, t, c)) => {
+            Ok((m, t, c, refused)) => {
                 metrics = m;
                 threads = t;
                 cost = Some(c);
+                peaks_refused = refused;
             }
             Err(e) if policy == CounterPolicy::BestEffort && e.counters_out_of_reach() => {
                 counters_unavailable = Some(e.to_string());
@@ -273,6 +283,7 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
         nvml_interval: cfg.nvml_interval.filter(|_| nvml.is_some()),
         extra,
         cost,
+        peaks_refused,
         threads,
         nvml,
         tx,
@@ -348,6 +359,7 @@ type Armed = (
     Vec<MetricInfo>,
     Vec<(DeviceId, DeviceThread, Arc<DeviceCounters>)>,
     Cost,
+    Vec<(String, String)>,
 );
 
 /// The cost model's prediction for a recording, as `--stats-json` writes it.
@@ -549,19 +561,23 @@ type ChipSetups = (
     HashMap<String, ChipSetup>,
     Vec<DeviceToArm>,
     Vec<MetricInfo>,
+    Vec<(String, String)>,
 );
 
 /// Validates the metrics on each chip of the selected devices and learns what arming needs of
-/// each chip (configuration image, bytes per sample); names each device's chip.
+/// each chip (configuration image, bytes per sample); names each device's chip. A bare
+/// counter's peak column that a chip cannot evaluate is taken out of `cfg.metrics` and
+/// returned with the reason (its metric is then shown on a relative scale), never an error.
 fn chip_setups(
     cupti: &Cupti,
-    cfg: &SessionConfig,
+    cfg: &mut SessionConfig,
     selected: &[usize],
     devices: &mut [DeviceInfo],
 ) -> Result<ChipSetups, SessionError> {
     let mut per_chip: HashMap<String, ChipSetup> = HashMap::new();
     let mut infos: Vec<MetricInfo> = Vec::new();
     let mut chips = Vec::new();
+    let mut refused: Vec<(String, String)> = Vec::new();
     for (slot, &index) in selected.iter().enumerate() {
         let chip = cupti.chip_name(index)?;
         let availability = cupti.pm_counter_availability(index)?;
@@ -574,8 +590,22 @@ fn chip_setups(
             )?;
             let range = ProfilerHost::new(cupti, HostKind::RangeProfiler, &chip, None).ok();
             let catalogue = Catalogue::read(&host, range.as_ref())?;
+            let mut kept = Vec::with_capacity(cfg.metrics.len());
             for m in &cfg.metrics {
-                catalogue.validate(&host, m)?;
+                match catalogue.validate(&host, m) {
+                    Ok(()) => kept.push(m.clone()),
+                    Err(e) if cfg.optional_metrics.contains(m) => {
+                        refused.push((m.clone(), e.to_string()));
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if kept.len() != cfg.metrics.len() {
+                // Configured before any chip was armed: a later chip sees the reduced list.
+                if !infos.is_empty() {
+                    infos.retain(|i| kept.contains(&i.name));
+                }
+                cfg.metrics = kept;
             }
             if infos.is_empty() {
                 for m in &cfg.metrics {
@@ -611,7 +641,7 @@ fn chip_setups(
         devices[slot].chip = chip.clone();
         chips.push((slot, index, chip, availability));
     }
-    Ok((per_chip, chips, infos))
+    Ok((per_chip, chips, infos, refused))
 }
 
 fn arm_counters(
@@ -624,7 +654,9 @@ fn arm_counters(
 ) -> Result<Armed, SessionError> {
     let cupti = Cupti::init()?;
     extra.insert("cupti_library".into(), cupti.cupti_source.clone());
-    let (per_chip, chips, infos) = chip_setups(&cupti, cfg, selected, devices)?;
+    let mut cfg = cfg.clone();
+    let (per_chip, chips, infos, refused) = chip_setups(&cupti, &mut cfg, selected, devices)?;
+    let cfg = &cfg;
     // One interval for every GPU (the trace has one): the one the costliest chip allows.
     let timing = cfg.image_timing.unwrap_or_default();
     let model = crate::cost::CostModel::H200.with_decode_period(sizing::decode_period(timing));
@@ -722,10 +754,25 @@ fn arm_counters(
         finest_lossless_ns: model.finest_lossless_ns(bytes, n),
         choice,
     };
-    Ok((infos, threads, cost))
+    Ok((infos, threads, cost, refused))
 }
 
 impl Prepared {
+    /// The heatmaps to show of `selection` on the armed GPUs (none without counters), with a
+    /// line for each bare counter whose peak the GPU cannot give (shown on a relative scale).
+    pub fn heatmaps_for(&self, selection: &crate::spec::Selection) -> (Vec<HeatmapSpec>, Vec<String>) {
+        if !self.has_counters() {
+            return (Vec::new(), Vec::new());
+        }
+        let mut s = selection.clone();
+        let lines = self
+            .peaks_refused
+            .iter()
+            .filter_map(|(column, why)| s.relative(column, why))
+            .collect();
+        (s.heatmaps, lines)
+    }
+
     /// What a live view needs before the first sample.
     pub fn feed_info(&self, heatmaps: Vec<HeatmapSpec>) -> FeedInfo {
         FeedInfo {

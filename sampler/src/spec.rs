@@ -3,6 +3,7 @@
 
 use cufall_cupti::metric::MetricName;
 use cufall_trace::model::HeatmapSpec;
+use cufall_trace::model::peak::is_bare_counter;
 
 /// Tensor-pipe activity as % of peak: the honest "are the tensor cores busy" number.
 pub const DEFAULT_TENSOR: &str = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed";
@@ -19,6 +20,8 @@ pub struct MetricRequest {
     pub no_denominator: bool,
     pub full_scale: Option<f64>,
     pub sm_spread: bool,
+    /// `--raw`: bare counters as they count (cycles, bytes), not against their peak.
+    pub raw: bool,
 }
 
 /// What to collect (one column per metric, no duplicates) and which heatmaps to show.
@@ -26,6 +29,11 @@ pub struct MetricRequest {
 pub struct Selection {
     pub columns: Vec<String>,
     pub heatmaps: Vec<HeatmapSpec>,
+    /// The `--denominator` in effect (none with `--no-denominator`).
+    pub denominator: Option<String>,
+    /// Columns cufall added to the metrics asked for: the percentages of peak of bare
+    /// counters. A GPU that cannot evaluate one drops it ([`Selection::relative`]).
+    pub added: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -73,6 +81,13 @@ fn check_name(name: &str) -> Result<(), SpecError> {
 
 /// Applies the flags. Metric names are checked for shape here and against the GPU's catalogue
 /// later (`cufall_cupti::metric::Catalogue::validate`).
+///
+/// A bare counter (a rollup and nothing after it, [`is_bare_counter`]) is shown as a percentage
+/// of its sustained peak unless `--raw` is given: CUPTI's `.pct_of_peak_sustained_elapsed` of it
+/// is collected beside it and is its heatmap (`cufall_trace::model::peak`). A `--denominator` is
+/// then still collected, but the value shown is the ratio against its true full scale, which is
+/// that same percentage: (metric / D) / (peak / D). A percentage the GPU cannot evaluate is
+/// dropped when the GPU is armed ([`Selection::relative`]).
 pub fn select(req: &MetricRequest) -> Result<Selection, SpecError> {
     if let Some(fs) = req.full_scale
         && !(fs.is_finite() && fs > 0.0)
@@ -117,15 +132,59 @@ pub fn select(req: &MetricRequest) -> Result<Selection, SpecError> {
     let heatmaps = shown
         .iter()
         .filter(|m| metrics.iter().any(|r| r.as_str() == m.as_str()))
-        .map(|m| HeatmapSpec {
-            metric: m.clone(),
-            denominator: denominator.clone(),
-            full_scale: req
-                .full_scale
-                .or_else(|| default_full_scale(m, denominator.is_some())),
+        .map(|m| {
+            if !req.raw && is_bare_counter(m) {
+                return HeatmapSpec {
+                    full_scale: req.full_scale.or(Some(100.0)),
+                    ..HeatmapSpec::of_peak(m)
+                };
+            }
+            HeatmapSpec {
+                metric: m.clone(),
+                denominator: denominator.clone(),
+                full_scale: req
+                    .full_scale
+                    .or_else(|| default_full_scale(m, denominator.is_some())),
+            }
         })
-        .collect();
-    Ok(Selection { columns, heatmaps })
+        .collect::<Vec<_>>();
+    // The percentages of bare counters are columns cufall adds (unless asked for too).
+    let mut added = Vec::new();
+    for h in &heatmaps {
+        if !columns.contains(&h.metric) {
+            added.push(h.metric.clone());
+            columns.push(h.metric.clone());
+        }
+    }
+    Ok(Selection {
+        columns,
+        heatmaps,
+        denominator,
+        added,
+    })
+}
+
+impl Selection {
+    /// Drops the percentage column `column` that the GPU cannot evaluate: its counter is then
+    /// shown as it counts (over the denominator, when one was given), on a relative scale.
+    /// Returns the line that says so.
+    pub fn relative(&mut self, column: &str, why: &str) -> Option<String> {
+        if !self.added.iter().any(|c| c == column) {
+            return None;
+        }
+        let counter = cufall_trace::model::peak::percent_of(column)?.to_string();
+        let denominator = self.denominator.clone();
+        let h = self.heatmaps.iter_mut().find(|h| h.metric == column)?;
+        h.metric = counter.clone();
+        h.denominator = denominator;
+        h.full_scale = h.denominator.as_ref().map(|_| 1.0);
+        self.columns.retain(|c| c != column);
+        self.added.retain(|c| c != column);
+        Some(format!(
+            "{counter} is shown as it counts, on a relative scale: CUPTI cannot give its \
+             percentage of peak on this GPU ({why}); --raw hides this line"
+        ))
+    }
 }
 
 fn push_unique(v: &mut Vec<String>, s: &str) {
@@ -151,12 +210,14 @@ mod tests {
 
     #[test]
     fn denominator_is_collected_once_and_scales_to_one() {
+        // --raw: the plain ratios (without it, bare counters are shown as % of their peak).
         let s = select(&MetricRequest {
             metrics: vec![
                 "sm__pipe_tensor_cycles_active.avg".into(),
                 "sm__cycles_active.avg".into(),
             ],
             denominator: Some("gr__cycles_elapsed.max".into()),
+            raw: true,
             ..Default::default()
         })
         .unwrap();
@@ -168,6 +229,67 @@ mod tests {
             Some("gr__cycles_elapsed.max")
         );
         assert_eq!(s.heatmaps[0].full_scale, Some(1.0));
+    }
+
+    #[test]
+    fn a_bare_counter_is_shown_as_percent_of_peak_and_raw_keeps_cycles() {
+        let seed = "sm__pipe_tensor_cycles_active.avg";
+        let pct = format!("{seed}.pct_of_peak_sustained_elapsed");
+        let s = select(&MetricRequest {
+            metrics: vec![seed.into()],
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(s.columns, vec![seed.to_string(), pct.clone()]);
+        assert_eq!(s.heatmaps, vec![HeatmapSpec::of_peak(seed)]);
+        assert_eq!(s.added, vec![pct.clone()]);
+        // The seed's denominator is collected, and the value is still the percentage of peak.
+        let d = select(&MetricRequest {
+            metrics: vec![seed.into()],
+            denominator: Some("gr__cycles_elapsed.max".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            d.columns,
+            vec![seed.to_string(), "gr__cycles_elapsed.max".into(), pct.clone()]
+        );
+        assert_eq!(d.heatmaps, vec![HeatmapSpec::of_peak(seed)]);
+        // --raw: the cycles, over the denominator when one is given.
+        let r = select(&MetricRequest {
+            metrics: vec![seed.into()],
+            denominator: Some("gr__cycles_elapsed.max".into()),
+            raw: true,
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(r.columns, vec![seed.to_string(), "gr__cycles_elapsed.max".into()]);
+        assert_eq!(r.heatmaps[0].metric, seed);
+        assert_eq!(
+            r.heatmaps[0].denominator.as_deref(),
+            Some("gr__cycles_elapsed.max")
+        );
+        // Percentages asked for are shown as they are.
+        let p = select(&MetricRequest::default()).unwrap();
+        assert!(p.added.is_empty());
+        assert_eq!(p.columns, vec![DEFAULT_TENSOR, DEFAULT_DRAM]);
+    }
+
+    #[test]
+    fn a_percentage_the_gpu_cannot_give_leaves_a_relative_scale_and_says_why() {
+        let mut s = select(&MetricRequest {
+            metrics: vec!["dram__bytes_read.sum".into()],
+            ..Default::default()
+        })
+        .unwrap();
+        let line = s
+            .relative("dram__bytes_read.sum.pct_of_peak_sustained_elapsed", "refused")
+            .unwrap();
+        assert!(line.contains("relative scale") && line.contains("refused"), "{line}");
+        assert_eq!(s.columns, vec!["dram__bytes_read.sum".to_string()]);
+        assert_eq!(s.heatmaps[0].metric, "dram__bytes_read.sum");
+        assert_eq!(s.heatmaps[0].full_scale, None);
+        assert_eq!(s.relative("x__y.avg.pct_of_peak_sustained_elapsed", "no"), None);
     }
 
     #[test]

@@ -13,6 +13,7 @@
 // say why not.
 #![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
+pub mod peak;
 pub mod summary;
 pub mod time;
 pub use summary::Summary;

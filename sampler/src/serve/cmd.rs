@@ -61,10 +61,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
     let exporter = Exporter::new(opts);
     let asked_metrics = cfg.metrics.len();
     let asked_interval = cfg.interval_ns;
-    let mut backend = SessionBackend {
-        cfg,
-        heatmaps: selection.heatmaps,
-    };
+    let mut backend = SessionBackend { cfg, selection };
     let first = match backend.start() {
         Ok(s) => s,
         Err(e) => {

@@ -8,7 +8,6 @@
 use super::{Backend, FEED_CAPACITY, Run, Started};
 use crate::session::{self, CounterPolicy, SessionConfig, SessionError, SessionHandle};
 use cufall_cupti::CuptiError;
-use cufall_trace::model::HeatmapSpec;
 
 impl Run for SessionHandle {
     fn error(&self) -> Option<String> {
@@ -23,7 +22,7 @@ impl Run for SessionHandle {
 /// Sessions over the GPUs of `cfg`.
 pub struct SessionBackend {
     pub cfg: SessionConfig,
-    pub heatmaps: Vec<HeatmapSpec>,
+    pub selection: crate::spec::Selection,
 }
 
 impl SessionBackend {
@@ -34,11 +33,7 @@ impl SessionBackend {
             ..self.cfg.clone()
         };
         let prepared = session::prepare(&cfg)?;
-        let heatmaps = if prepared.has_counters() {
-            self.heatmaps.clone()
-        } else {
-            Vec::new()
-        };
+        let (heatmaps, _) = prepared.heatmaps_for(&self.selection);
         let (tx, rx) = cufall_live::feed(prepared.feed_info(heatmaps), FEED_CAPACITY);
         let handle = prepared.start(Some(tx), None)?;
         Ok(Started {

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# What capture costs the loops it measures: a host-bound, graph-replayed decode loop
+# (examples/workloads/graph_step_loop.py) and the bundled engine, bare, under each capture
+# setting and under Nsight Systems, the program pinned to one core, every case once per round,
+# rounds interleaved, medians and spread. Only such runs say anything on a shared VM: single bare
+# runs of the loop vary by 2x.
+#
+#   scripts/gpu/overhead.sh                 # the loop (--mode graph) and the engine, 5 rounds
+#   MODES="compile graph" ROUNDS=7 scripts/gpu/overhead.sh
+#   CASES="bare nvtx default nsys" scripts/gpu/overhead.sh
+#
+# Cases: bare; none (record --nvml-only --capture none: the recorder and the injected library,
+# nothing captured); nvtx, graphs, kernels (record --nvml-only --capture nvtx[,graphs|,kernels]
+# --host-stacks off); nostacks (record --host-stacks off: the default capture with counters);
+# default (record: counters, the default capture, host stacks); nofence (the default with
+# CUFALL_CPU_FENCE=off: cufall's threads free to run on the program's core); nsys (nsys profile -t cuda,nvtx
+# --cuda-graph-trace=graph --sample=none --cpuctxsw=none). Results: $OUT/overhead.txt (one line
+# per run) and the table at the end.
+set -u
+cd "$(dirname "$0")/../.."
+BIN=${BIN:-.dev-bin/all}
+C="$BIN/cufall"
+OUT=${OUT:-/tmp/cufall-overhead}
+ROUNDS=${ROUNDS:-5}
+PIN=${PIN:-3}
+SECONDS_PER_RUN=${SECONDS_PER_RUN:-2}
+MODES=${MODES:-graph}
+CASES=${CASES:-"bare none nvtx graphs kernels nostacks default nsys"}
+ENGINE=${ENGINE:-1}
+T=$(mktemp -d /tmp/cufall-ovh.XXXX)
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+NSYS=$(command -v nsys || ls /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | head -1)
+echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?') $(date -u +%FT%TZ)"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+"$C" --version | head -2; echo "nsys: ${NSYS:-none}; pinned to CPU $PIN of $(nproc)"
+
+# prefix CASE: the command in front of the pinned program
+prefix() {
+  local r=("$C" record --force -o "$T/o.cufall" --devices 0)
+  case $1 in
+    bare) ;;
+    none) echo "${r[@]} --nvml-only --capture none --host-stacks off --" ;;
+    nvtx) echo "${r[@]} --nvml-only --capture nvtx --host-stacks off --" ;;
+    graphs) echo "${r[@]} --nvml-only --capture nvtx,graphs --host-stacks off --" ;;
+    kernels) echo "${r[@]} --nvml-only --capture nvtx,kernels,memcpy --host-stacks off --" ;;
+    nostacks) echo "${r[@]} --host-stacks off --" ;;
+    default) echo "${r[@]} --" ;;
+    nofence) echo "env CUFALL_CPU_FENCE=off ${r[@]} --" ;;
+    nsys) [ -n "$NSYS" ] && echo "$NSYS profile -t cuda,nvtx --cuda-graph-trace=graph --sample=none --cpuctxsw=none --force-overwrite true -o $T/nsys" ;;
+  esac
+}
+
+run_loop() { # MODE CASE -> steps/s line
+  local p; p=$(prefix "$2")
+  [ "$2" != bare ] && [ -z "$p" ] && return
+  local line
+  line=$($p taskset -c "$PIN" python3 examples/workloads/graph_step_loop.py --mode "$1" \
+    --seconds "$SECONDS_PER_RUN" 2>"$T/err.txt" | grep '^{' | tail -1)
+  if [ -z "$line" ]; then echo "$1 $2 FAILED $(tail -c 300 "$T/err.txt" | tr '\n' ' ')"; return; fi
+  echo "$1 $2 $line"
+  [ "$2" != bare ] && [ "$2" != nsys ] && grep -h "capture added" "$T/err.txt" | head -2
+}
+
+run_engine() { # GRAPHS CASE -> the engine's own median step
+  local p; p=$(prefix "$2")
+  [ "$2" != bare ] && [ -z "$p" ] && return
+  $p taskset -c "$PIN" "$BIN/specdec" --preset 0.5b --context 256 --graphs "$1" --new-tokens 64 \
+    > "$T/eng.txt" 2>&1
+  local ms; ms=$(grep -o 'median step [0-9.]* ms' "$T/eng.txt" | grep -o '[0-9.]*' | tail -1)
+  if [ -z "$ms" ]; then echo "engine-graphs-$1 $2 FAILED $(tail -c 300 "$T/eng.txt" | tr '\n' ' ')"; return; fi
+  echo "engine-graphs-$1 $2 {\"median_step_ms\": $ms}"
+}
+
+for round in $(seq "$ROUNDS"); do
+  for mode in $MODES; do
+    for c in $CASES; do run_loop "$mode" "$c"; done
+  done
+  if [ "$ENGINE" = 1 ] && [ -x "$BIN/specdec" ]; then
+    for g in off on; do for c in bare nostacks default nsys; do run_engine "$g" "$c"; done; done
+  fi
+done | tee "$OUT/overhead.txt"
+
+python3 - "$OUT/overhead.txt" <<'PY'
+import json, re, statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    parts = line.split(" ", 2)
+    if len(parts) < 3 or not parts[2].startswith("{"):
+        continue
+    d = json.loads(parts[2])
+    v = d.get("steps") or d.get("median_step_ms")
+    rows.setdefault(parts[0], {}).setdefault(parts[1], []).append((v, d))
+print("\n%-18s %-9s %6s %10s %10s %9s  %s" % ("workload", "case", "runs", "median", "spread", "vs bare", "threads (cpu ms, involuntary switches of the busiest)"))
+for w, cases in rows.items():
+    higher_better = w in ("graph", "compile")
+    bare = statistics.median([v for v, _ in cases.get("bare", [])]) if "bare" in cases else None
+    for c, runs in cases.items():
+        vs = [v for v, _ in runs]
+        m = statistics.median(vs)
+        ch = "" if not bare else "%+.1f%%" % (100 * ((m / bare - 1) if higher_better else (bare / m - 1)))
+        th = runs[len(runs) // 2][1].get("threads", {})
+        busy = sorted(th.items(), key=lambda kv: -kv[1]["cpu_ms"])[:4]
+        ts = ", ".join("%s %d/%s" % (k, t["cpu_ms"], t["involuntary"]) for k, t in busy)
+        print("%-18s %-9s %6d %10.1f %10s %9s  %s" % (w, c, len(vs), m, "%.0f-%.0f" % (min(vs), max(vs)), ch, ts))
+PY

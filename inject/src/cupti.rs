@@ -49,6 +49,8 @@ struct Api {
     enable_callback: Option<unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> Res>,
     graph_id: Option<unsafe extern "C" fn(*mut c_void, *mut u32) -> Res>,
     graph_exec_id: Option<unsafe extern "C" fn(*mut c_void, *mut u32) -> Res>,
+    set_attribute: Option<unsafe extern "C" fn(u32, *mut usize, *mut c_void) -> Res>,
+    enable_hw_trace: Option<unsafe extern "C" fn(u8) -> Res>,
 }
 
 static API: OnceLock<Api> = OnceLock::new();
@@ -138,6 +140,13 @@ const FLUSH_PERIOD_MS: u32 = 100;
 const FORCED_FLUSH_MS: u64 = 100;
 /// Environment variable overriding [`FORCED_FLUSH_MS`].
 pub const ENV_FORCED_FLUSH_MS: &str = "CUFALL_CAPTURE_FLUSH_MS";
+/// Environment variable naming CUPTI settings to try, for measuring what each costs
+/// (`scripts/gpu/overhead.sh`): `per-thread-buffers` (CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER),
+/// `hw-trace` (cuptiActivityEnableHWTrace), `process-thread-ids` (CUPTI's own thread ids instead
+/// of the system's), comma-separated.
+pub const ENV_TUNE: &str = "CUFALL_CAPTURE_TUNE";
+/// `CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER` (CUPTI 12.3 and later).
+const ATTR_PER_THREAD_ACTIVITY_BUFFER: u32 = 9;
 
 const THREAD_ID_SYSTEM: u32 = 1;
 const FLUSH_FORCED: u32 = 1;
@@ -201,6 +210,8 @@ fn bind(lib: Library, soname: &'static str) -> Result<Api, String> {
         enable_callback: opt!("cuptiEnableCallback"),
         graph_id: opt!("cuptiGetGraphId"),
         graph_exec_id: opt!("cuptiGetGraphExecId"),
+        set_attribute: opt!("cuptiActivitySetAttribute"),
+        enable_hw_trace: opt!("cuptiActivityEnableHWTrace"),
         soname,
         _lib: lib,
     };
@@ -242,7 +253,28 @@ pub fn attach(kinds: Kinds) -> Result<Attached, String> {
     let mut version = 0u32;
     // SAFETY: writes the CUPTI API version into `version`.
     unsafe { (api.get_version)(&mut version) };
-    if let Some(f) = api.set_thread_id_type {
+    let tune = std::env::var(ENV_TUNE).unwrap_or_default();
+    let tuned = |what: &str| tune.split(',').any(|t| t.trim() == what);
+    let mut tried = Vec::new();
+    if tuned("per-thread-buffers")
+        && let Some(f) = api.set_attribute
+    {
+        let mut one: u8 = 1;
+        let mut size = std::mem::size_of::<u8>();
+        // SAFETY: the attribute takes a uint8_t flag, passed with its size.
+        let r = unsafe { f(ATTR_PER_THREAD_ACTIVITY_BUFFER, &mut size, (&raw mut one).cast()) };
+        tried.push(format!("per-thread-buffers: {}", api.describe(r)));
+    }
+    if tuned("hw-trace")
+        && let Some(f) = api.enable_hw_trace
+    {
+        // SAFETY: plain call with a flag.
+        let r = unsafe { f(1) };
+        tried.push(format!("hw-trace: {}", api.describe(r)));
+    }
+    if let Some(f) = api.set_thread_id_type
+        && !tuned("process-thread-ids")
+    {
         // SAFETY: plain call; SYSTEM thread ids match the gettid() NVTX ranges carry.
         unsafe { f(THREAD_ID_SYSTEM) };
     }
@@ -296,6 +328,9 @@ pub fn attach(kinds: Kinds) -> Result<Attached, String> {
         start_forced_flushes(period);
     }
     let mut text = format!("{} (CUPTI API {version}): {}", api.soname, on.join(", "));
+    if !tried.is_empty() {
+        text.push_str(&format!("; tuned ({})", tried.join(", ")));
+    }
     match forced {
         Some(p) => text.push_str(&format!("; buffers flushed every {} ms", p.as_millis())),
         None => text.push_str("; periodic flushes off"),

@@ -13,7 +13,9 @@
 # nothing captured); nvtx, graphs, kernels (record --nvml-only --capture nvtx[,graphs|,kernels]
 # --host-stacks off); nostacks (record --host-stacks off: the default capture with counters);
 # default (record: counters, the default capture, host stacks); nofence (the default with
-# CUFALL_CPU_FENCE=off: cufall's threads free to run on the program's core); nsys (nsys profile -t cuda,nvtx
+# CUFALL_CPU_FENCE=off: cufall's threads free to run on the program's core); cap (record
+# --nvml-only --host-stacks off: the default capture alone) and its CUPTI settings cap_perthread,
+# cap_hwtrace, cap_pids (CUFALL_CAPTURE_TUNE) and cap_noforce (CUFALL_CAPTURE_FLUSH_MS=0); nsys (nsys profile -t cuda,nvtx
 # --cuda-graph-trace=graph --sample=none --cpuctxsw=none). Results: $OUT/overhead.txt (one line
 # per run) and the table at the end.
 set -u
@@ -47,6 +49,11 @@ prefix() {
     nostacks) echo "${r[@]} --host-stacks off --" ;;
     default) echo "${r[@]} --" ;;
     nofence) echo "env CUFALL_CPU_FENCE=off ${r[@]} --" ;;
+    cap) echo "${r[@]} --nvml-only --host-stacks off --" ;;
+    cap_perthread) echo "env CUFALL_CAPTURE_TUNE=per-thread-buffers ${r[@]} --nvml-only --host-stacks off --" ;;
+    cap_hwtrace) echo "env CUFALL_CAPTURE_TUNE=hw-trace ${r[@]} --nvml-only --host-stacks off --" ;;
+    cap_pids) echo "env CUFALL_CAPTURE_TUNE=process-thread-ids ${r[@]} --nvml-only --host-stacks off --" ;;
+    cap_noforce) echo "env CUFALL_CAPTURE_FLUSH_MS=0 ${r[@]} --nvml-only --host-stacks off --" ;;
     nsys) [ -n "$NSYS" ] && echo "$NSYS profile -t cuda,nvtx --cuda-graph-trace=graph --sample=none --cpuctxsw=none --force-overwrite true -o $T/nsys" ;;
   esac
 }
@@ -60,6 +67,7 @@ run_loop() { # MODE CASE -> steps/s line
   if [ -z "$line" ]; then echo "$1 $2 FAILED $(tail -c 300 "$T/err.txt" | tr '\n' ' ')"; return; fi
   echo "$1 $2 $line"
   [ "$2" != bare ] && [ "$2" != nsys ] && grep -h "capture added" "$T/err.txt" | head -2
+  case $2 in cap_*) "$C" info "$T/o.cufall" 2>/dev/null | grep -o "tuned ([^)]*)" | head -1 ;; esac
 }
 
 run_engine() { # GRAPHS CASE -> the engine's own median step

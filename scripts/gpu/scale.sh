@@ -48,19 +48,30 @@ if want probe; then
   hdr "sub-metrics CUPTI lists for the tensor pipe counter"
   "$C" metrics --filter pipe_tensor_cycles_active 2>&1 | head -40
   hdr "raw columns"
+  i=0
   for set in \
     "$X $X.peak_sustained $PCT sm__cycles_elapsed.avg gpc__cycles_elapsed.max gr__cycles_elapsed.max" \
     "$X $X.peak_sustained_elapsed" \
     "$X.sum $X.sum.peak_sustained $X.sum.peak_sustained_elapsed sm__cycles_elapsed.sum" \
     "sys__cycles_elapsed.avg gpc__cycles_elapsed.avg sm__cycles_elapsed.max" \
-    "dram__bytes_read.sum dram__bytes_read.sum.peak_sustained dram__bytes_read.sum.peak_sustained_elapsed dram__cycles_elapsed.avg dram__throughput.avg.pct_of_peak_sustained_elapsed"; do
+    "dram__bytes_read.sum dram__bytes_read.sum.peak_sustained dram__bytes_read.sum.peak_sustained_elapsed dram__cycles_elapsed.avg dram__throughput.avg.pct_of_peak_sustained_elapsed" \
+    "$PCT sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed sm__pipe_tensor_cycles_active_realtime.avg sm__pipe_tensor_cycles_active_realtime.avg.peak_sustained" \
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed dram__bytes.sum.pct_of_peak_sustained_elapsed dram__bytes_read.sum.pct_of_peak_sustained_elapsed dram__bytes_write.sum.pct_of_peak_sustained_elapsed"; do
     args=(); for m in $set; do args+=(--metric "$m"); done
-    name=set$((++i))
+    i=$((i + 1)); name=set$i
     rec "$name" --no-denominator "${args[@]}"
     python3 scripts/gpu/analyze_scale.py "$T/$name.cufall" "$T/$name.phases.json" > "$OUT/scale_$name.json" 2>&1
     head -c 3000 "$OUT/scale_$name.json"; echo
   done
   ncu_run
+  hdr "bytes per sample of candidate metrics and sets"
+  "$C" metrics --filter dram__bytes 2>&1 | grep -E "^(dram|  ).*cost" | head -8
+  for set in "$PCT dram__throughput.avg.pct_of_peak_sustained_elapsed" \
+    "sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed dram__throughput.avg.pct_of_peak_sustained_elapsed" \
+    "$X $PCT" "sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed dram__bytes.sum.pct_of_peak_sustained_elapsed"; do
+    args=(); for m in $set; do args+=(--metric "$m"); done
+    "$C" metrics "${args[@]}" 2>&1 | tail -3
+  done
 fi
 
 if want check; then
@@ -77,4 +88,15 @@ if want check; then
   done
   python3 scripts/gpu/analyze_scale.py --check "$T" "$OUT/ncu_matmul.csv" > "$OUT/scale_check.json"
   cat "$OUT/scale_check.json"
+  hdr "the live view and the exporter under a bf16 matmul load"
+  python3 $W --load 14 > /dev/null 2>&1 &
+  load=$!
+  sleep 3
+  "$C" --metric $X --print --print-after 3s 2>&1 | head -12
+  "$C" --metric $X --denominator gr__cycles_elapsed.max --print --print-after 3s 2>&1 | head -12
+  "$C" serve --listen 127.0.0.1:9477 --metric $X --dump-dir "$T" > "$T/serve.log" 2>&1 &
+  srv=$!
+  sleep 4
+  curl -s 127.0.0.1:9477/metrics | grep -E "^cufall_metric_mean" | head -4
+  kill $srv; wait $srv 2>/dev/null; kill $load 2>/dev/null; wait $load 2>/dev/null
 fi

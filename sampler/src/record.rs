@@ -423,6 +423,8 @@ struct WindowWatch {
     signals: Option<(Arc<AtomicBool>, Arc<AtomicBool>)>,
     signal_open: bool,
     _control: Option<crate::control::ControlFile>,
+    /// The session's counters, once it runs (what `cufall control pause` pauses).
+    sharing: Arc<std::sync::OnceLock<crate::pipeline::pause::CounterSharing>>,
 }
 
 impl WindowWatch {
@@ -432,6 +434,19 @@ impl WindowWatch {
         trace: &std::path::Path,
     ) -> anyhow::Result<Self> {
         let signal = matches!(windows, Some(Windows::Signal));
+        let sharing = Arc::new(std::sync::OnceLock::new());
+        let control = match control_file(trace, signal, &sharing) {
+            Ok(c) => Some(c),
+            // Windows by signal need the file; a pause is a convenience.
+            Err(e) if signal => return Err(e),
+            Err(e) => {
+                say(format!(
+                    "`cufall control pause` cannot reach this recording: {}",
+                    crate::cli::hint::message_without_advice(&e)
+                ));
+                None
+            }
+        };
         Ok(WindowWatch {
             windows,
             end,
@@ -439,12 +454,14 @@ impl WindowWatch {
             delay_sent: false,
             signals: signal.then(os::catch_window_signals),
             signal_open: false,
-            _control: if signal {
-                Some(crate::control::ControlFile::create(trace)?)
-            } else {
-                None
-            },
+            _control: control,
+            sharing,
         })
+    }
+
+    /// The session runs: its counters can be paused from now on.
+    fn running(&self, handle: &SessionHandle) {
+        let _ = self.sharing.set(handle.sharing());
     }
 
     /// Whether `--duration` has passed: counted from the end of `--delay` when there is one.
@@ -582,6 +599,7 @@ fn record_with(
     // Taken before the sink starts; handed to the host-stack thread once the program runs.
     let host_tx = args.host_stacks().then(|| prepared.sink_sender());
     let handle = prepared.start(None, Some(writer))?;
+    watch.running(&handle);
     let started = Instant::now();
     // Let the warm-up sample end before the program starts, so its first kernels are sampled.
     std::thread::sleep(Duration::from_millis(20));
@@ -687,6 +705,32 @@ fn start_host_stacks(
             None
         }
     }
+}
+
+/// This recording's control file: window signals when `signal`, pause and resume always.
+fn control_file(
+    trace: &std::path::Path,
+    signal: bool,
+    sharing: &Arc<std::sync::OnceLock<crate::pipeline::pause::CounterSharing>>,
+) -> anyhow::Result<crate::control::ControlFile> {
+    use crate::control::{Request, answer, state_line};
+    let sharing = Arc::clone(sharing);
+    let handler: crate::control::Handler = Arc::new(move |req| {
+        let Some(s) = sharing.get() else {
+            return Err("the recording is starting; try again in a moment".into());
+        };
+        match req {
+            Request::Pause(d) => answer(s.pause(d)),
+            Request::Resume => answer(s.resume()),
+            Request::State => Ok(state_line(s.state())),
+        }
+    });
+    crate::control::ControlFile::create(
+        crate::control::Kind::Record,
+        signal,
+        &trace.display().to_string(),
+        Some(handler),
+    )
 }
 
 /// Waits until the recording ends: Ctrl-C, the program's exit, the capture window's end,

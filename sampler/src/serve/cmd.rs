@@ -93,6 +93,19 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
     let (dump_flag, _) = crate::os::catch_window_signals();
     let serving = super::start(server, exporter, backend, Some(first))?;
     let exporter = std::sync::Arc::clone(&serving.exporter);
+    let listen = serving
+        .addr
+        .map_or_else(|| args.listen.clone(), |a| a.to_string());
+    let _control = match control_file(&exporter, &listen) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            exporter.log(&format!(
+                "`cufall control pause` cannot reach this exporter (POST /pause still can): {}",
+                crate::cli::hint::message_without_advice(&e)
+            ));
+            None
+        }
+    };
     exporter.log(&format!(
         "serving http://{}/metrics; flight recorder: POST /dump {} or SIGUSR1 to pid {}",
         serving
@@ -127,6 +140,31 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
     exporter.log("stopping");
     serving.stop();
     Ok(0)
+}
+
+/// The exporter's control file: `cufall control pause|resume` reach it as `POST /pause` does.
+pub fn control_file(
+    exporter: &std::sync::Arc<Exporter>,
+    listen: &str,
+) -> anyhow::Result<crate::control::ControlFile> {
+    crate::control::ControlFile::create(
+        crate::control::Kind::Serve,
+        false,
+        listen,
+        Some(control_handler(exporter)),
+    )
+}
+
+/// How the exporter answers `cufall control`: as `POST /pause` and `/resume`; `state` is the
+/// sampling state gauge's.
+pub fn control_handler(exporter: &std::sync::Arc<Exporter>) -> crate::control::Handler {
+    use crate::control::{Request, answer};
+    let e = std::sync::Arc::clone(exporter);
+    std::sync::Arc::new(move |req| match req {
+        Request::Pause(d) => answer(e.pause(d)),
+        Request::Resume => answer(e.resume()),
+        Request::State => Ok(e.sampling_state().0.to_string()),
+    })
 }
 
 /// The flight recorder's budget for the metrics asked for, not only those the first run got: a

@@ -617,6 +617,40 @@ fn chip_setups(
     Ok((per_chip, chips, infos))
 }
 
+/// Starts arming one device on its own thread; it reports on `ready` and waits for the go.
+fn spawn_armed(
+    id: DeviceId,
+    setup: DeviceSetup,
+    cupti: &Cupti,
+    tx: &Sender<SinkMsg>,
+    ready: Sender<(DeviceId, Result<Ready, ArmError>)>,
+) -> Result<ArmedDevice, SessionError> {
+    let counters = Arc::new(DeviceCounters::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let rearm = Rearm {
+        setup: setup.clone(),
+        cupti: cupti.clone(),
+        out: tx.clone(),
+        counters: Arc::clone(&counters),
+    };
+    let thread = pipeline::spawn_device(
+        setup,
+        cupti.clone(),
+        tx.clone(),
+        Arc::clone(&stop),
+        Arc::clone(&counters),
+        ready,
+    )
+    .map_err(|e| CuptiError::InvalidArgument(format!("cannot start a device thread: {e}")))?;
+    Ok(ArmedDevice {
+        id,
+        thread,
+        stop,
+        counters,
+        rearm,
+    })
+}
+
 fn arm_counters(
     cfg: &SessionConfig,
     selected: &[usize],
@@ -681,30 +715,13 @@ fn arm_counters(
             plan,
             devices_sharing_memory: selected.len(),
         };
-        let counters = Arc::new(DeviceCounters::default());
-        let stop = Arc::new(AtomicBool::new(false));
-        let rearm = Rearm {
-            setup: setup.clone(),
-            cupti: cupti.clone(),
-            out: tx.clone(),
-            counters: Arc::clone(&counters),
-        };
-        let t = pipeline::spawn_device(
+        threads.push(spawn_armed(
+            devices[slot].id,
             setup,
-            cupti.clone(),
-            tx.clone(),
-            Arc::clone(&stop),
-            Arc::clone(&counters),
+            &cupti,
+            tx,
             ready_tx.clone(),
-        )
-        .map_err(|e| CuptiError::InvalidArgument(format!("cannot start a device thread: {e}")))?;
-        threads.push(ArmedDevice {
-            id: devices[slot].id,
-            thread: t,
-            stop,
-            counters,
-            rearm,
-        });
+        )?);
     }
     drop(ready_tx);
     let (image_bytes, spi, measured) = match wait_ready(&ready_rx, threads.len()) {

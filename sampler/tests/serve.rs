@@ -965,6 +965,18 @@ fn a_pause_releases_the_counters_nvml_goes_on_and_sampling_resumes_by_itself() {
     );
     // Released at once: the answer comes once the PM sampling session is gone.
     assert_eq!(sw.sources.load(Ordering::SeqCst), 0);
+    // A dump during the pause shows it so far.
+    let (code, body) = request(f.addr, "POST", "/dump");
+    assert_eq!(code, 200, "{body}");
+    let during = cufall_trace::Trace::open(std::path::Path::new(&dumped_path(&body))).unwrap();
+    assert!(
+        during
+            .drops()
+            .unwrap()
+            .iter()
+            .any(|d| d.reason == cufall_trace::model::DropReason::Paused),
+        "no paused drop in a dump during the pause"
+    );
     let t = scrape(f.addr, "p");
     assert_eq!(
         value(&t, "cufall_sampling_state", &["state=\"paused\""]),

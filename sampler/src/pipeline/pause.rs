@@ -607,6 +607,30 @@ impl CounterSharing {
         })
     }
 
+    /// The `paused` drop records of a pause still on, up to now (what a dump during a pause
+    /// shows; the pause's own record comes when it ends).
+    pub fn open_pauses(&self) -> Vec<DropRecord> {
+        let Some(c) = &self.control else {
+            return Vec::new();
+        };
+        let now = (c.now_ns)();
+        lock(&c.inner)
+            .slots
+            .iter()
+            .filter(|s| s.run.is_none())
+            .filter_map(|s| {
+                let from = s.released_ns?;
+                Some(DropRecord {
+                    device: s.device,
+                    start_ns: from,
+                    end_ns: now.max(from),
+                    reason: DropReason::Paused,
+                    lost_samples: None,
+                })
+            })
+            .collect()
+    }
+
     /// See [`PauseControl::error`].
     pub fn error(&self) -> Option<String> {
         self.control.as_ref().and_then(|c| c.error())

@@ -390,6 +390,13 @@ impl Exporter {
             .as_ref()
             .map(Ring::snapshot)
             .ok_or(DumpError::Empty)?;
+        // A pause still on: its hole so far, as the record its end will make.
+        let sharing = lock(&self.core).sharing.clone();
+        let open = sharing
+            .as_ref()
+            .map(CounterSharing::open_pauses)
+            .unwrap_or_default();
+        let snap = snap.with_drops(open);
         let facts = {
             let core = lock(&self.core);
             DumpFacts {

@@ -913,7 +913,7 @@ fn print_summary(
             let detail: Vec<String> = s
                 .drops
                 .iter()
-                .filter(|(k, _)| k.as_str() != "warmup")
+                .filter(|(k, _)| !["warmup", "paused"].contains(&k.as_str()))
                 .map(|(k, c)| format!("{k}: {} hole(s), ~{} samples", c.records, c.lost_samples))
                 .collect();
             say(format!(
@@ -921,6 +921,13 @@ fn print_summary(
                 s.loss_records,
                 s.lost_samples,
                 detail.join("; ")
+            ));
+        }
+        if let Some(p) = s.drops.get("paused") {
+            say(format!(
+                "sampling was paused (cufall control pause): {} `paused` drop record(s) in the \
+trace, one per GPU and pause, never counted as idle",
+                p.records
             ));
         }
     } else {

@@ -246,7 +246,13 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
                 cost = Some(c);
             }
             Err(e) if policy == CounterPolicy::BestEffort && e.counters_out_of_reach() => {
-                counters_unavailable = Some(e.to_string());
+                // When it is a cufall of this user's that holds them: which, and how to pause it.
+                let who = matches!(&e, SessionError::Cupti(CuptiError::CountersBusy { .. }))
+                    .then(|| crate::control::held_by(&crate::cli::hint::command_name()))
+                    .flatten()
+                    .map(|h| format!(" {h}"))
+                    .unwrap_or_default();
+                counters_unavailable = Some(format!("{e}{who}"));
             }
             Err(e) => return Err(e),
         },

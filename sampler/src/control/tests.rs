@@ -116,6 +116,23 @@ fn a_folder_of_another_user_is_refused() {
     assert!(e.contains("TMPDIR"), "{e}");
 }
 
+/// A file another user put in the folder (root's folder was once 0777 and `nobody` wrote a
+/// pid into it) is never trusted, and never removed either.
+#[test]
+fn a_file_of_another_user_is_not_trusted() {
+    if os::uid() != 0 {
+        // Only root can give a file away.
+        return;
+    }
+    let (_tmp, dir) = private_dir();
+    let (pid, start) = me();
+    write(&dir, &pid.to_string(), &announce(pid, start, true, "t"));
+    let file = dir.join(pid.to_string());
+    std::os::unix::fs::chown(&file, Some(65534), None).unwrap();
+    assert!(running_in(&dir).unwrap().is_empty());
+    assert!(file.exists());
+}
+
 #[test]
 fn a_symlinked_folder_is_refused_and_nothing_in_its_target_is_deleted() {
     let (tmp, target) = private_dir();

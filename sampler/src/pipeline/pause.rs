@@ -278,15 +278,15 @@ impl PauseControl {
             });
         }
         let until = Instant::now() + d;
+        // Waiting for the counters after a pause, some devices may sample again: they are
+        // released too.
+        let errors = self.release(&mut inner);
+        inner.errors.extend(errors);
         let done = match inner.phase {
-            Phase::Sampling => {
-                let errors = self.release(&mut inner);
-                inner.errors.extend(errors);
-                PauseDone::Released {
-                    devices: inner.slots.len(),
-                    for_: d,
-                }
-            }
+            Phase::Sampling => PauseDone::Released {
+                devices: inner.slots.len(),
+                for_: d,
+            },
             Phase::Paused { .. } | Phase::Waiting { .. } => PauseDone::Extended { for_: d },
         };
         inner.phase = Phase::Paused { until };
@@ -645,5 +645,183 @@ impl CounterSharing {
     pub fn stop(&self) -> Vec<String> {
         let p = lock(&self.pausable).take();
         p.map(Pausable::stop).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cufall_cupti::{CuptiError, Status};
+    use std::sync::atomic::AtomicU32;
+    use std::sync::mpsc::{self, Receiver};
+
+    fn busy() -> CuptiError {
+        CuptiError::CountersBusy {
+            during: "cuptiPmSamplingStart",
+            status: Status {
+                name: "CUPTI_ERROR_HARDWARE_BUSY".into(),
+                code: 27,
+                message: String::new(),
+            },
+        }
+    }
+
+    /// A device whose pipeline runs until stopped; `refuse_arm` arms are refused as busy, and
+    /// `refuse_start` runs end at once as a start refused as busy.
+    #[derive(Clone, Default)]
+    struct Fake {
+        refuse_arm: Arc<AtomicU32>,
+        refuse_start: Arc<AtomicU32>,
+        alive: Arc<AtomicU32>,
+        starts: Arc<AtomicU32>,
+    }
+
+    fn take(n: &AtomicU32) -> bool {
+        n.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| v.checked_sub(1))
+            .is_ok()
+    }
+
+    impl DeviceStarter for Fake {
+        fn start(&mut self, stop: Arc<AtomicBool>) -> Result<Running, ArmError> {
+            if take(&self.refuse_arm) {
+                return Err(ArmError::Cupti(busy()));
+            }
+            self.starts.fetch_add(1, Ordering::SeqCst);
+            Ok(run(self, stop))
+        }
+    }
+
+    fn run(f: &Fake, stop: Arc<AtomicBool>) -> Running {
+        let refused = take(&f.refuse_start);
+        let alive = Arc::clone(&f.alive);
+        alive.fetch_add(1, Ordering::SeqCst);
+        let handle = std::thread::spawn(move || {
+            while !refused && !stop.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            alive.fetch_sub(1, Ordering::SeqCst);
+            if refused {
+                return Err(PipelineError::Start {
+                    device: DeviceId(0),
+                    source: busy(),
+                });
+            }
+            Ok(())
+        });
+        Running {
+            handle,
+            started_ns: crate::now_unix_ns(),
+        }
+    }
+
+    fn started(f: &Fake) -> (Pausable, Receiver<SinkMsg>) {
+        let (tx, rx) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let dev = Device {
+            id: DeviceId(0),
+            stop: Arc::clone(&stop),
+            running: run(f, stop),
+            starter: Box::new(f.clone()),
+        };
+        (Pausable::new(vec![dev], tx).unwrap(), rx)
+    }
+
+    fn paused_drops(rx: &Receiver<SinkMsg>) -> Vec<DropRecord> {
+        rx.try_iter()
+            .filter_map(|m| match m {
+                SinkMsg::Drops(d) => Some(d),
+                _ => None,
+            })
+            .flatten()
+            .filter(|d| d.reason == DropReason::Paused)
+            .collect()
+    }
+
+    fn wait_for(what: &str, ok: impl Fn() -> bool) {
+        let t0 = Instant::now();
+        while !ok() {
+            assert!(t0.elapsed() < Duration::from_secs(20), "timed out: {what}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn a_recording_that_ends_during_a_pause_records_the_pause_up_to_its_end() {
+        let f = Fake::default();
+        let (p, rx) = started(&f);
+        let c = Arc::clone(&p.control);
+        assert_eq!(
+            c.pause(Duration::from_secs(60)),
+            Ok(PauseDone::Released {
+                devices: 1,
+                for_: Duration::from_secs(60)
+            })
+        );
+        assert_eq!(f.alive.load(Ordering::SeqCst), 0);
+        assert!(
+            matches!(c.state(), CounterState::Paused { left } if left > Duration::from_secs(50))
+        );
+        assert!(!c.ended_early());
+        std::thread::sleep(Duration::from_millis(50));
+        let t_stop = crate::now_unix_ns();
+        assert!(p.stop().is_empty());
+        let d = paused_drops(&rx);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(d[0].end_ns >= t_stop && d[0].end_ns - d[0].start_ns >= 50_000_000);
+        assert_eq!(f.starts.load(Ordering::SeqCst), 0);
+        // The sink's sender is let go: the channel ends.
+        assert!(rx.recv().is_err());
+    }
+
+    #[test]
+    fn counters_taken_again_between_arming_and_starting_are_waited_for() {
+        let f = Fake::default();
+        let (p, rx) = started(&f);
+        let c = Arc::clone(&p.control);
+        c.pause(Duration::from_millis(10)).unwrap();
+        // The first arm is refused, the next start too; then the counters are had.
+        f.refuse_arm.store(1, Ordering::SeqCst);
+        f.refuse_start.store(1, Ordering::SeqCst);
+        wait_for("the counters had again", || {
+            f.alive.load(Ordering::SeqCst) == 1 && c.state() == CounterState::Sampling
+        });
+        assert_eq!(f.starts.load(Ordering::SeqCst), 2);
+        assert!(
+            !c.ended_early(),
+            "a refused start is retried, not a failure"
+        );
+        assert_eq!(c.error(), None);
+        let d = paused_drops(&rx);
+        // One hole: the pause up to the refused start, then up to the start that held.
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert_eq!(d[0].end_ns, d[1].start_ns);
+        assert_eq!(c.resume(), Err(PauseRefused::NotPaused));
+        assert!(p.stop().is_empty());
+        assert_eq!(f.alive.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn nothing_to_pause_and_too_long_are_refused() {
+        let none = CounterSharing::none("NVML-only recording was asked for (--nvml-only)".into());
+        assert_eq!(
+            none.pause(Duration::from_secs(10)).unwrap_err().to_string(),
+            "nothing to pause: NVML-only recording was asked for (--nvml-only)"
+        );
+        assert_eq!(
+            none.pause(Duration::from_secs(2 * 86_400))
+                .unwrap_err()
+                .to_string(),
+            "a pause of 2days is longer than a day: give --for 24h or less (`resume` ends a \
+pause early)"
+        );
+        assert!(none.state().is_none() && none.stop().is_empty());
+        let f = Fake::default();
+        let (p, _rx) = started(&f);
+        let s = CounterSharing::new(p);
+        assert_eq!(s.pause(Duration::ZERO), Err(PauseRefused::Zero));
+        assert_eq!(s.resume(), Err(PauseRefused::NotPaused));
+        assert_eq!(f.alive.load(Ordering::SeqCst), 1);
+        assert!(s.stop().is_empty());
+        assert_eq!(s.pause(Duration::from_secs(1)), Err(PauseRefused::Stopping));
     }
 }

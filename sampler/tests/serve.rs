@@ -1041,6 +1041,19 @@ fn a_pause_releases_the_counters_nvml_goes_on_and_sampling_resumes_by_itself() {
         })
         .sum();
     assert_eq!(inside, 0);
+    // `info` tells the pause from samples lost; the report lists it among the drops.
+    let info = cufall()
+        .args(["info", &dumped_path(&body)])
+        .assert()
+        .success();
+    let out = String::from_utf8_lossy(&info.get_output().stdout).into_owned();
+    assert!(out.contains(" paused), "), "{out}");
+    let report = cufall()
+        .args(["report", &dumped_path(&body)])
+        .assert()
+        .success();
+    let out = String::from_utf8_lossy(&report.get_output().stdout).into_owned();
+    assert!(out.contains("paused ×1 ("), "{out}");
     // The report never counts the pause as idle: the pattern's 0.2 over the sampled time.
     let report = cufall()
         .args(["report", &dumped_path(&body), "--json"])

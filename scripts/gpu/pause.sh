@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sharing the counters on a GPU machine, in under three minutes (about 2.5 on an H200):
+# Sharing the counters on a GPU machine, meant to take under three minutes:
 # `cufall serve` samples GPU 0 under a bf16 matmul load; `ncu` fails while it samples
 # and a second `cufall record` is told which cufall holds the counters and how to pause it;
 # `POST /pause?for=150s` releases them (the gauge reads paused, NVML goes on) and `ncu` profiles a

@@ -5,6 +5,7 @@ use crate::cli::duration::{parse_duration, parse_positive_duration};
 use crate::hoststacks::{self, HostArgs, HostStacks, HostSummary, Switch};
 use crate::os;
 use crate::pipeline::SinkMsg;
+use crate::pipeline::pause::CounterState;
 use crate::pipeline::window::Edge;
 use crate::program::{exit_code, stop_child, which};
 use crate::recorder::{CaptureSummary, Recorder};
@@ -799,8 +800,15 @@ fn wait_for_end(
         if tty && last_status.elapsed() >= Duration::from_secs(1) {
             last_status = Instant::now();
             let s = handle.status();
+            let paused = match handle.sharing().state() {
+                Some(CounterState::Paused { left }) => {
+                    format!(" · paused, {} s left", left.as_secs())
+                }
+                Some(CounterState::Waiting { .. }) => " · waiting for the counters".into(),
+                _ => String::new(),
+            };
             eprint!(
-                "\rcufall: recording {:>6.1} s · {} samples · {} lost      ",
+                "\rcufall: recording {:>6.1} s · {} samples · {} lost{paused}      ",
                 started.elapsed().as_secs_f64(),
                 s.samples_written,
                 s.lost_samples

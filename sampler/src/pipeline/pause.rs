@@ -277,11 +277,12 @@ impl PauseControl {
                 why: "no GPU counters are being sampled".into(),
             });
         }
-        let until = Instant::now() + d;
         // Waiting for the counters after a pause, some devices may sample again: they are
         // released too.
         let errors = self.release(&mut inner);
         inner.errors.extend(errors);
+        // The time asked for is counted from the release.
+        let until = Instant::now() + d;
         let done = match inner.phase {
             Phase::Sampling => PauseDone::Released {
                 devices: inner.slots.len(),

@@ -326,7 +326,11 @@ fn spawn_device(
     Running { handle, started_ns }
 }
 
-fn spawn_nvml(present: Vec<usize>, tx: Sender<SinkMsg>, stop: Arc<AtomicBool>) -> JoinHandle<()> {
+pub fn spawn_nvml(
+    present: Vec<usize>,
+    tx: Sender<SinkMsg>,
+    stop: Arc<AtomicBool>,
+) -> JoinHandle<()> {
     std::thread::spawn(move || {
         while !stop.load(Ordering::SeqCst) {
             let t = now_ns();

@@ -950,6 +950,56 @@ fn state_is(f: &Fixture, state: &str) -> bool {
     ) == Some(1.0)
 }
 
+/// A dump after a pause of 2 s: one `paused` drop of about that, NVML rows and no samples in
+/// it; `info` and `report` tell it apart from losses and idle time.
+fn a_dump_holds_one_pause_of_2s(path: &str) {
+    let trace = cufall_trace::Trace::open(std::path::Path::new(path)).unwrap();
+    let paused: Vec<_> = trace
+        .drops()
+        .unwrap()
+        .into_iter()
+        .filter(|d| d.reason == cufall_trace::model::DropReason::Paused)
+        .collect();
+    assert_eq!(paused.len(), 1, "{paused:?}");
+    let p = &paused[0];
+    let span_s = (p.end_ns - p.start_ns) as f64 / 1e9;
+    assert!((1.9..3.0).contains(&span_s), "a pause of {span_s} s");
+    let nvml_inside = trace
+        .nvml()
+        .unwrap()
+        .iter()
+        .filter(|r| r.t_ns > p.start_ns && r.t_ns < p.end_ns)
+        .count();
+    assert!(
+        nvml_inside > 50,
+        "{nvml_inside} NVML readings during the pause"
+    );
+    let inside: usize = trace
+        .sample_batches()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            b.start_ns
+                .iter()
+                .filter(|&&s| s > p.start_ns && s < p.end_ns)
+                .count()
+        })
+        .sum();
+    assert_eq!(inside, 0);
+    // `info` tells the pause from samples lost; the report lists it among the drops.
+    let info = cufall().args(["info", path]).assert().success();
+    let out = String::from_utf8_lossy(&info.get_output().stdout).into_owned();
+    assert!(out.contains(" paused), "), "{out}");
+    let report = cufall().args(["report", path]).assert().success();
+    let out = String::from_utf8_lossy(&report.get_output().stdout).into_owned();
+    assert!(out.contains("paused ×1 ("), "{out}");
+    // The report never counts the pause as idle: the pattern's 0.2 over the sampled time.
+    let report = cufall().args(["report", path, "--json"]).assert().success();
+    let json: serde_json::Value = serde_json::from_slice(&report.get_output().stdout).unwrap();
+    let idle = json["whole_run"]["idle_fraction"].as_f64().unwrap();
+    assert!((0.15..=0.25).contains(&idle), "report: idle {idle}");
+}
+
 #[test]
 fn a_pause_releases_the_counters_nvml_goes_on_and_sampling_resumes_by_itself() {
     let f = serve_fake(1);
@@ -1008,60 +1058,7 @@ fn a_pause_releases_the_counters_nvml_goes_on_and_sampling_resumes_by_itself() {
     std::thread::sleep(Duration::from_millis(300));
     let (code, body) = request(f.addr, "POST", "/dump");
     assert_eq!(code, 200, "{body}");
-    let trace = cufall_trace::Trace::open(std::path::Path::new(&dumped_path(&body))).unwrap();
-    let paused: Vec<_> = trace
-        .drops()
-        .unwrap()
-        .into_iter()
-        .filter(|d| d.reason == cufall_trace::model::DropReason::Paused)
-        .collect();
-    assert_eq!(paused.len(), 1, "{paused:?}");
-    let p = &paused[0];
-    let span_s = (p.end_ns - p.start_ns) as f64 / 1e9;
-    assert!((1.9..3.0).contains(&span_s), "a pause of {span_s} s");
-    let nvml_inside = trace
-        .nvml()
-        .unwrap()
-        .iter()
-        .filter(|r| r.t_ns > p.start_ns && r.t_ns < p.end_ns)
-        .count();
-    assert!(
-        nvml_inside > 50,
-        "{nvml_inside} NVML readings during the pause"
-    );
-    let inside: usize = trace
-        .sample_batches()
-        .unwrap()
-        .iter()
-        .map(|b| {
-            b.start_ns
-                .iter()
-                .filter(|&&s| s > p.start_ns && s < p.end_ns)
-                .count()
-        })
-        .sum();
-    assert_eq!(inside, 0);
-    // `info` tells the pause from samples lost; the report lists it among the drops.
-    let info = cufall()
-        .args(["info", &dumped_path(&body)])
-        .assert()
-        .success();
-    let out = String::from_utf8_lossy(&info.get_output().stdout).into_owned();
-    assert!(out.contains(" paused), "), "{out}");
-    let report = cufall()
-        .args(["report", &dumped_path(&body)])
-        .assert()
-        .success();
-    let out = String::from_utf8_lossy(&report.get_output().stdout).into_owned();
-    assert!(out.contains("paused ×1 ("), "{out}");
-    // The report never counts the pause as idle: the pattern's 0.2 over the sampled time.
-    let report = cufall()
-        .args(["report", &dumped_path(&body), "--json"])
-        .assert()
-        .success();
-    let json: serde_json::Value = serde_json::from_slice(&report.get_output().stdout).unwrap();
-    let idle = json["whole_run"]["idle_fraction"].as_f64().unwrap();
-    assert!((0.15..=0.25).contains(&idle), "report: idle {idle}");
+    a_dump_holds_one_pause_of_2s(&dumped_path(&body));
     let log = f.exporter().recent_log();
     assert!(
         log.iter()

@@ -153,8 +153,9 @@ const RETRY: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs
 pub struct PauseControl {
     inner: Mutex<Inner>,
     wake: Condvar,
-    /// The last state, readable while the devices are being armed (which takes seconds).
-    state: Mutex<CounterState>,
+    /// The last state, readable while the devices are being armed (which takes seconds), and
+    /// when a pause ends, so that the time left reads true between changes.
+    state: Mutex<(CounterState, Option<Instant>)>,
     now_ns: fn() -> i64,
 }
 
@@ -207,7 +208,7 @@ impl Pausable {
                 ended: false,
             }),
             wake: Condvar::new(),
-            state: Mutex::new(CounterState::Sampling),
+            state: Mutex::new((CounterState::Sampling, None)),
             now_ns,
         });
         let c = Arc::clone(&control);
@@ -234,7 +235,12 @@ impl Pausable {
 impl PauseControl {
     /// The counters' state now.
     pub fn state(&self) -> CounterState {
-        lock(&self.state).clone()
+        match &*lock(&self.state) {
+            (CounterState::Paused { .. }, Some(until)) => CounterState::Paused {
+                left: until.saturating_duration_since(Instant::now()),
+            },
+            (s, _) => s.clone(),
+        }
     }
 
     /// Devices managed.
@@ -244,11 +250,14 @@ impl PauseControl {
 
     fn publish(&self, inner: &Inner) {
         let s = match &inner.phase {
-            Phase::Sampling => CounterState::Sampling,
-            Phase::Paused { until } => CounterState::Paused {
-                left: until.saturating_duration_since(Instant::now()),
-            },
-            Phase::Waiting { why, .. } => CounterState::Waiting { why: why.clone() },
+            Phase::Sampling => (CounterState::Sampling, None),
+            Phase::Paused { until } => (
+                CounterState::Paused {
+                    left: until.saturating_duration_since(Instant::now()),
+                },
+                Some(*until),
+            ),
+            Phase::Waiting { why, .. } => (CounterState::Waiting { why: why.clone() }, None),
         };
         *lock(&self.state) = s;
     }
@@ -436,8 +445,6 @@ impl PauseControl {
                 continue;
             }
             self.take_back_refused_starts(&mut inner);
-            // The time left reads right between changes.
-            self.publish(&inner);
             inner = self
                 .wake
                 .wait_timeout(inner, wait.min(Duration::from_millis(500)))

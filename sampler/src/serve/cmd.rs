@@ -19,7 +19,7 @@ use std::time::Duration;
 /// Flags of `cufall serve`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct ServeArgs {
-    /// Address and port of the HTTP server (/metrics, /dump). 0.0.0.0 listens on every
+    /// Address and port of the HTTP server (/metrics, /dump, /pause, /resume). 0.0.0.0 listens on every
     /// interface; 127.0.0.1 on this machine only.
     #[arg(long, value_name = "ADDR:PORT", default_value_t = format!("0.0.0.0:{DEFAULT_PORT}"))]
     pub listen: String,
@@ -33,7 +33,8 @@ pub struct ServeArgs {
     /// beyond this many are deleted (only files named flight-HOST-TIME.cufall).
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub dump_keep: u32,
-    /// Accept POST /dump from other machines too (default: from this machine only).
+    /// Accept POST /dump, /pause and /resume from other machines too (default: from this
+    /// machine only).
     #[arg(long)]
     pub allow_remote_dump: bool,
     #[command(flatten)]

@@ -7,6 +7,7 @@
 //!                                                                      └▶ Ring (the last --keep)
 //!  HTTP handler threads: GET /metrics ─▶ Aggregator::scrape ─▶ exposition
 //!                        POST /dump / SIGUSR1 ─▶ Ring snapshot ─▶ trace (atomically)
+//!                        POST /pause, /resume, `cufall control` ─▶ the run's CounterSharing
 //! ```
 //!
 //! | module | part |

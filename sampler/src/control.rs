@@ -365,6 +365,13 @@ fn running_with_start(dir: &Path) -> Result<Vec<(Running, u64)>, FolderError> {
         };
         let path = e.path();
         let Some(a) = read_file(&path) else {
+            // A plain file of ours that does not parse (an older cufall wrote the trace's path
+            // alone) names a process that ended: removed. Anything else is left alone.
+            let ours = std::fs::symlink_metadata(&path)
+                .is_ok_and(|m| m.file_type().is_file() && m.uid() == os::uid());
+            if ours && start_time(pid).is_none() {
+                let _ = std::fs::remove_file(&path);
+            }
             continue;
         };
         let alive = a.pid == pid && owned_by_me(pid) && start_time(pid) == Some(a.start_time);

@@ -50,10 +50,13 @@ fn files_of_ended_or_other_processes_are_ignored_and_removed() {
     let gone = dir.join("4194305");
     write(&dir, "4194305", &announce(4_194_305, 1, true, "old.cufall"));
     std::fs::write(dir.join("notes.txt"), "not ours").unwrap();
+    // An older cufall's file (the trace's path alone) of a process that ended.
+    let older = dir.join("4194306");
+    std::fs::write(&older, "old.cufall").unwrap();
     let r = running_in(&dir).unwrap();
     assert_eq!(r.len(), 1);
     assert_eq!((r[0].pid, r[0].what.as_str()), (pid, "run.cufall"));
-    assert!(!gone.exists());
+    assert!(!gone.exists() && !older.exists());
     assert!(dir.join("notes.txt").exists());
     // A pid reused by another program (a recording killed long ago): its start time is not
     // the one recorded, so it is never trusted, whatever its name.

@@ -50,8 +50,8 @@ wait_state() { # STATE SECONDS
   return 1
 }
 ncu_run() { # OUTFILE: a short matmul program under ncu, the metric per kernel as CSV
-  timeout 120 "$NCU" --clock-control none --metrics "$M" --csv --launch-skip 3 --launch-count 3 \
-    "$PY" "$W" --only matmul --iters 8 >"$1" 2>&1
+  timeout 120 "$NCU" --clock-control none --metrics "$M" --csv --launch-skip 3 --launch-count 2 \
+    "$PY" "$W" --only matmul --iters 6 >"$1" 2>&1
 }
 ncu_has_value() { # FILE: a row with the metric and a number
   grep -F "\"$M\"" "$1" | grep -Eq '"[0-9]+([.,][0-9]+)?"$'

@@ -12,7 +12,8 @@
 # recordings), scripts/gpu/engine.sh (specdec checks and benchmarks) and
 # scripts/gpu/integration.sh (live view, two GPUs, the engine under cufall), scripts/gpu/graphs.sh
 # (CUDA graphs off and on, bare and under each capture mode), scripts/gpu/serve.sh (the
-# exporter under load, its dumps, cores and memory), scripts/gpu/host_stacks.sh (host stacks of
+# exporter under load, its dumps, cores and memory), scripts/gpu/pause.sh (the exporter and a
+# recording step aside for ncu), scripts/gpu/host_stacks.sh (host stacks of
 # third-party programs and the engine, and their cost). Each prints a short
 # table; results go to OUT_DIR (default: ./gpu-results).
 set -uo pipefail
@@ -34,5 +35,6 @@ run_part engine bash scripts/gpu/engine.sh
 run_part integration bash scripts/gpu/integration.sh
 run_part graphs bash scripts/gpu/graphs.sh
 run_part serve bash scripts/gpu/serve.sh
+run_part pause bash scripts/gpu/pause.sh
 run_part host_stacks bash scripts/gpu/host_stacks.sh
 exit $status

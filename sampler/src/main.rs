@@ -43,10 +43,13 @@ enum Command {
   cufall record -o idle.cufall --duration 10s --interval 50us
   cufall record -o calls.cufall --capture all -- python serve.py")]
     Record(Box<cufall_sampler::record::RecordArgs>),
-    /// Open or close the capture window of a running `record --capture-range signal`.
+    /// Open or close the capture window of a running `record --capture-range signal`; pause or
+    /// resume the GPU counters of a running `record` or `serve` (for ncu, Nsight, DCGM).
     #[command(after_help = "Examples:
   cufall record -o serve.cufall --capture-range signal -- python serve.py   (terminal 1)
-  cufall control start; sleep 10; cufall control stop                       (terminal 2)")]
+  cufall control start; sleep 10; cufall control stop                       (terminal 2)
+  cufall control pause --for 10m      release the counters; sampling resumes by itself
+  cufall control resume               sample them again now")]
     Control(cufall_sampler::control::ControlArgs),
     /// Export every GPU's counters to Prometheus (GET /metrics), with a flight recorder of the
     /// last minutes (POST /dump writes it to a trace).

@@ -34,15 +34,6 @@ pub fn uid() -> u32 {
     unsafe { libc::getuid() }
 }
 
-/// Whether process `pid` exists (signal 0 checks without sending anything).
-pub fn process_exists(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: kill(2) with signal 0 only checks that the process exists and may be signalled.
-    unsafe { libc::kill(pid, 0) == 0 }
-}
-
 /// Whether Ctrl-C (or SIGTERM) arrived since [`catch_interrupts`].
 pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)

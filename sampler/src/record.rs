@@ -5,6 +5,7 @@ use crate::cli::duration::{parse_duration, parse_positive_duration};
 use crate::hoststacks::{self, HostArgs, HostStacks, HostSummary, Switch};
 use crate::os;
 use crate::pipeline::SinkMsg;
+use crate::pipeline::pause::CounterState;
 use crate::pipeline::window::Edge;
 use crate::program::{exit_code, stop_child, which};
 use crate::recorder::{CaptureSummary, Recorder};
@@ -432,6 +433,8 @@ struct WindowWatch {
     signals: Option<(Arc<AtomicBool>, Arc<AtomicBool>)>,
     signal_open: bool,
     _control: Option<crate::control::ControlFile>,
+    /// The session's counters, once it runs (what `cufall control pause` pauses).
+    sharing: Arc<std::sync::OnceLock<crate::pipeline::pause::CounterSharing>>,
 }
 
 impl WindowWatch {
@@ -441,6 +444,19 @@ impl WindowWatch {
         trace: &std::path::Path,
     ) -> anyhow::Result<Self> {
         let signal = matches!(windows, Some(Windows::Signal));
+        let sharing = Arc::new(std::sync::OnceLock::new());
+        let control = match control_file(trace, signal, &sharing) {
+            Ok(c) => Some(c),
+            // Windows by signal need the file; a pause is a convenience.
+            Err(e) if signal => return Err(e),
+            Err(e) => {
+                say(format!(
+                    "`cufall control pause` cannot reach this recording: {}",
+                    crate::cli::hint::message_without_advice(&e)
+                ));
+                None
+            }
+        };
         Ok(WindowWatch {
             windows,
             end,
@@ -448,12 +464,14 @@ impl WindowWatch {
             delay_sent: false,
             signals: signal.then(os::catch_window_signals),
             signal_open: false,
-            _control: if signal {
-                Some(crate::control::ControlFile::create(trace)?)
-            } else {
-                None
-            },
+            _control: control,
+            sharing,
         })
+    }
+
+    /// The session runs: its counters can be paused from now on.
+    fn running(&self, handle: &SessionHandle) {
+        let _ = self.sharing.set(handle.sharing());
     }
 
     /// Whether `--duration` has passed: counted from the end of `--delay` when there is one.
@@ -591,6 +609,7 @@ fn record_with(
     // Taken before the sink starts; handed to the host-stack thread once the program runs.
     let host_tx = args.host_stacks().then(|| prepared.sink_sender());
     let handle = prepared.start(None, Some(writer))?;
+    watch.running(&handle);
     let started = Instant::now();
     // Let the warm-up sample end before the program starts, so its first kernels are sampled.
     std::thread::sleep(Duration::from_millis(20));
@@ -707,6 +726,32 @@ fn cpu_fence() -> Option<crate::cpus::CpuFence<crate::cpus::ThisProcess>> {
     crate::cpus::CpuFence::for_this_process()
 }
 
+/// This recording's control file: window signals when `signal`, pause and resume always.
+fn control_file(
+    trace: &std::path::Path,
+    signal: bool,
+    sharing: &Arc<std::sync::OnceLock<crate::pipeline::pause::CounterSharing>>,
+) -> anyhow::Result<crate::control::ControlFile> {
+    use crate::control::{Request, answer, state_line};
+    let sharing = Arc::clone(sharing);
+    let handler: crate::control::Handler = Arc::new(move |req| {
+        let Some(s) = sharing.get() else {
+            return Err("the recording is starting; try again in a moment".into());
+        };
+        match req {
+            Request::Pause(d) => answer(s.pause(d)),
+            Request::Resume => answer(s.resume()),
+            Request::State => Ok(state_line(s.state())),
+        }
+    });
+    crate::control::ControlFile::create(
+        crate::control::Kind::Record,
+        signal,
+        &trace.display().to_string(),
+        Some(handler),
+    )
+}
+
 /// Waits until the recording ends: Ctrl-C, the program's exit, the capture window's end,
 /// `--duration` or a sampling error; stops the program where that is the rule. Returns why, and
 /// the program's exit status if it ended.
@@ -794,8 +839,15 @@ fn wait_for_end(
         if tty && last_status.elapsed() >= Duration::from_secs(1) {
             last_status = Instant::now();
             let s = handle.status();
+            let paused = match handle.sharing().state() {
+                Some(CounterState::Paused { left }) => {
+                    format!(" · paused, {} s left", left.as_secs())
+                }
+                Some(CounterState::Waiting { .. }) => " · waiting for the counters".into(),
+                _ => String::new(),
+            };
             eprint!(
-                "\rcufall: recording {:>6.1} s · {} samples · {} lost      ",
+                "\rcufall: recording {:>6.1} s · {} samples · {} lost{paused}      ",
                 started.elapsed().as_secs_f64(),
                 s.samples_written,
                 s.lost_samples
@@ -908,7 +960,7 @@ fn print_summary(
             let detail: Vec<String> = s
                 .drops
                 .iter()
-                .filter(|(k, _)| k.as_str() != "warmup")
+                .filter(|(k, _)| !["warmup", "paused"].contains(&k.as_str()))
                 .map(|(k, c)| format!("{k}: {} hole(s), ~{} samples", c.records, c.lost_samples))
                 .collect();
             say(format!(
@@ -916,6 +968,13 @@ fn print_summary(
                 s.loss_records,
                 s.lost_samples,
                 detail.join("; ")
+            ));
+        }
+        if let Some(p) = s.drops.get("paused") {
+            say(format!(
+                "sampling was paused (cufall control pause): {} `paused` drop record(s) in the \
+trace, one per GPU and pause, never counted as idle",
+                p.records
             ));
         }
     } else {

@@ -17,8 +17,8 @@
 
 use crate::nvml::NvmlSource;
 use crate::pipeline::{
-    self, ArmError, DeviceCounters, DeviceSetup, DeviceThread, DropCount, DropTally, PipelineError,
-    Ready, SinkMsg, SinkShared, error_chain,
+    self, ArmError, DeviceCounters, DeviceSetup, DeviceThread, DropCount, DropTally, Ready, Rearm,
+    SinkMsg, SinkShared, pause,
 };
 use crate::sizing;
 use cufall_cupti::metric::{Catalogue, MetricName};
@@ -213,11 +213,10 @@ pub struct Prepared {
     /// evaluate, each with CUPTI's reason: not collected; their counters are shown on a relative
     /// scale ([`crate::spec::Selection::relative`]).
     pub peaks_refused: Vec<(String, String)>,
-    threads: Vec<(DeviceId, DeviceThread, Arc<DeviceCounters>)>,
+    threads: Vec<ArmedDevice>,
     nvml: Option<NvmlSource>,
     tx: Sender<SinkMsg>,
     rx: Receiver<SinkMsg>,
-    stop: Arc<AtomicBool>,
     /// The trace keeps capture windows only ([`Prepared::limit_to_windows`]).
     windowed: bool,
 }
@@ -235,7 +234,6 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
     }
     let (selected, mut devices) = select_devices(cfg.devices.as_deref())?;
     let (tx, rx) = mpsc::channel();
-    let stop = Arc::new(AtomicBool::new(false));
     let mut extra = BTreeMap::new();
     let mut counters_unavailable = None;
     let mut metrics = Vec::new();
@@ -250,7 +248,7 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
         _ if cfg.metrics.is_empty() => {
             counters_unavailable = Some("no metric was asked for".to_string());
         }
-        policy => match arm_counters(cfg, &selected, &mut devices, &tx, &stop, &mut extra) {
+        policy => match arm_counters(cfg, &selected, &mut devices, &tx, &mut extra) {
             Ok((m, t, c, refused)) => {
                 metrics = m;
                 threads = t;
@@ -258,7 +256,13 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
                 peaks_refused = refused;
             }
             Err(e) if policy == CounterPolicy::BestEffort && e.counters_out_of_reach() => {
-                counters_unavailable = Some(e.to_string());
+                // When it is a cufall of this user's that holds them: which, and how to pause it.
+                let who = matches!(&e, SessionError::Cupti(CuptiError::CountersBusy { .. }))
+                    .then(|| crate::control::held_by(&crate::cli::hint::command_name()))
+                    .flatten()
+                    .map(|h| format!(" {h}"))
+                    .unwrap_or_default();
+                counters_unavailable = Some(format!("{e}{who}"));
             }
             Err(e) => return Err(e),
         },
@@ -288,7 +292,6 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
         nvml,
         tx,
         rx,
-        stop,
         windowed: false,
     })
 }
@@ -355,12 +358,17 @@ fn open_nvml(
     }
 }
 
-type Armed = (
-    Vec<MetricInfo>,
-    Vec<(DeviceId, DeviceThread, Arc<DeviceCounters>)>,
-    Cost,
-    Vec<(String, String)>,
-);
+/// A device armed and waiting for the go: its thread, the flag that stops it, its counters,
+/// and what arms it again after a pause.
+struct ArmedDevice {
+    id: DeviceId,
+    thread: DeviceThread,
+    stop: Arc<AtomicBool>,
+    counters: Arc<DeviceCounters>,
+    rearm: Rearm,
+}
+
+type Armed = (Vec<MetricInfo>, Vec<ArmedDevice>, Cost, Vec<(String, String)>);
 
 /// The cost model's prediction for a recording, as `--stats-json` writes it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -644,12 +652,45 @@ fn chip_setups(
     Ok((per_chip, chips, infos, refused))
 }
 
+/// Starts arming one device on its own thread; it reports on `ready` and waits for the go.
+fn spawn_armed(
+    id: DeviceId,
+    setup: DeviceSetup,
+    cupti: &Cupti,
+    tx: &Sender<SinkMsg>,
+    ready: Sender<(DeviceId, Result<Ready, ArmError>)>,
+) -> Result<ArmedDevice, SessionError> {
+    let counters = Arc::new(DeviceCounters::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let rearm = Rearm {
+        setup: setup.clone(),
+        cupti: cupti.clone(),
+        out: tx.clone(),
+        counters: Arc::clone(&counters),
+    };
+    let thread = pipeline::spawn_device(
+        setup,
+        cupti.clone(),
+        tx.clone(),
+        Arc::clone(&stop),
+        Arc::clone(&counters),
+        ready,
+    )
+    .map_err(|e| CuptiError::InvalidArgument(format!("cannot start a device thread: {e}")))?;
+    Ok(ArmedDevice {
+        id,
+        thread,
+        stop,
+        counters,
+        rearm,
+    })
+}
+
 fn arm_counters(
     cfg: &SessionConfig,
     selected: &[usize],
     devices: &mut [DeviceInfo],
     tx: &Sender<SinkMsg>,
-    stop: &Arc<AtomicBool>,
     extra: &mut BTreeMap<String, String>,
 ) -> Result<Armed, SessionError> {
     let cupti = Cupti::init()?;
@@ -711,26 +752,22 @@ fn arm_counters(
             plan,
             devices_sharing_memory: selected.len(),
         };
-        let counters = Arc::new(DeviceCounters::default());
-        let t = pipeline::spawn_device(
+        threads.push(spawn_armed(
+            devices[slot].id,
             setup,
-            cupti.clone(),
-            tx.clone(),
-            Arc::clone(stop),
-            Arc::clone(&counters),
+            &cupti,
+            tx,
             ready_tx.clone(),
-        )
-        .map_err(|e| CuptiError::InvalidArgument(format!("cannot start a device thread: {e}")))?;
-        threads.push((devices[slot].id, t, counters));
+        )?);
     }
     drop(ready_tx);
     let (image_bytes, spi, measured) = match wait_ready(&ready_rx, threads.len()) {
         Ok((b, s, m)) => (b, s.unwrap_or(plan.samples_per_image), m),
         Err(e) => {
             // Dropping the threads' `go` senders tells them to disarm and exit.
-            for (_, t, _) in threads {
-                drop(t.go);
-                let _ = t.handle.join();
+            for d in threads {
+                drop(d.thread.go);
+                let _ = d.thread.handle.join();
             }
             return Err(e.into());
         }
@@ -809,9 +846,9 @@ impl Prepared {
 
     /// Disarms every device without starting.
     pub fn abort(self) {
-        for (_, t, _) in self.threads {
-            drop(t.go);
-            let _ = t.handle.join();
+        for d in self.threads {
+            drop(d.thread.go);
+            let _ = d.thread.handle.join();
         }
     }
 
@@ -858,13 +895,33 @@ impl Prepared {
                 .spawn(move || pipeline::sink_main(rx, writer, live, shared, gate))
                 .map_err(|source| SessionError::WriterThread { source })?
         };
-        let mut threads = Vec::new();
+        let mut devices = Vec::new();
         let mut counters = Vec::new();
-        for (id, t, c) in self.threads {
-            let _ = t.go.send(true);
-            threads.push((id, t.handle));
-            counters.push((id, c));
+        for d in self.threads {
+            let started_ns = crate::now_unix_ns();
+            let _ = d.thread.go.send(true);
+            devices.push(pause::Device {
+                id: d.id,
+                stop: d.stop,
+                running: pause::Running {
+                    handle: d.thread.handle,
+                    started_ns,
+                },
+                starter: Box::new(d.rearm),
+            });
+            counters.push((d.id, d.counters));
         }
+        let sharing = if devices.is_empty() {
+            pause::CounterSharing::none(
+                self.counters_unavailable
+                    .clone()
+                    .unwrap_or_else(|| "this session samples no GPU counters".into()),
+            )
+        } else {
+            let p = pause::Pausable::new(devices, self.tx.clone())
+                .map_err(|source| SessionError::WriterThread { source })?;
+            pause::CounterSharing::new(p)
+        };
         let nvml_stop = Arc::new(AtomicBool::new(false));
         let nvml_thread = match (self.nvml, self.nvml_interval) {
             (Some(src), Some(interval)) => {
@@ -888,9 +945,8 @@ impl Prepared {
         }
         drop(self.tx);
         Ok(SessionHandle {
-            stop: self.stop,
             nvml_stop,
-            threads,
+            sharing,
             counters,
             nvml_thread,
             sink: Some(sink),
@@ -904,9 +960,9 @@ impl Prepared {
 
 /// A running session.
 pub struct SessionHandle {
-    stop: Arc<AtomicBool>,
     nvml_stop: Arc<AtomicBool>,
-    threads: Vec<(DeviceId, JoinHandle<Result<(), PipelineError>>)>,
+    /// The devices' pipelines, pausable ([`SessionHandle::sharing`]).
+    sharing: pause::CounterSharing,
     counters: Vec<(DeviceId, Arc<DeviceCounters>)>,
     nvml_thread: Option<JoinHandle<()>>,
     sink: Option<JoinHandle<pipeline::SinkResult>>,
@@ -1096,16 +1152,28 @@ impl SessionHandle {
             return Some(e.clone());
         }
         for (id, c) in &self.counters {
+            // After a pause the pause control says which failures end a device: a start
+            // refused because the counters were taken again is retried.
+            if self.sharing.resumed(*id) {
+                continue;
+            }
             if let Ok(e) = c.error.lock()
                 && let Some(e) = e.as_ref()
             {
                 return Some(format!("{id}: {e}"));
             }
         }
-        self.threads
-            .iter()
-            .any(|(_, h)| h.is_finished())
+        if let Some(e) = self.sharing.error() {
+            return Some(e);
+        }
+        self.sharing
+            .ended_early()
             .then(|| "a device's sampling thread ended early".to_string())
+    }
+
+    /// Pausing and resuming this session's GPU counters (`cufall control pause`).
+    pub fn sharing(&self) -> pause::CounterSharing {
+        self.sharing.clone()
     }
 
     /// Opens or closes a capture window (a recording limited to windows).
@@ -1123,18 +1191,7 @@ impl SessionHandle {
     /// Stops sampling, drains every image, waits for the writer; returns the writer unfinished.
     pub fn stop(mut self) -> SessionOutcome {
         self.window_tx = None;
-        self.stop.store(true, Ordering::Relaxed);
-        let mut errors = Vec::new();
-        for (id, h) in self.threads.drain(..) {
-            match h.join() {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => errors.push(error_chain(&e)),
-                Err(p) => errors.push(format!(
-                    "{id}: the sampling thread panicked: {}",
-                    pipeline::panic_message(p.as_ref())
-                )),
-            }
-        }
+        let mut errors = self.sharing.stop();
         self.nvml_stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.nvml_thread.take() {
             let _ = h.join();

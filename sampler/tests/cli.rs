@@ -203,6 +203,73 @@ fn a_control_request_with_no_recording_running_says_how_to_start_one() {
         );
 }
 
+/// A program whose name starts with `cufall` (as a `cufall view` does) whose pid a control file
+/// names with another start time (the file of an ended recording whose pid was reused) is
+/// never signalled, and the stale file goes; a pause with nothing running is refused in one
+/// line; a control folder others may write is refused with the fix.
+#[test]
+fn control_never_signals_a_process_only_named_cufall() {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let tmp = tempfile::tempdir().unwrap();
+    let uid = std::fs::metadata("/proc/self").unwrap().uid();
+    let dir = tmp.path().join(format!("cufall-control-{uid}"));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
+    let bin = tmp.path().join("cufall-view");
+    std::fs::copy("/bin/sleep", &bin).unwrap();
+    let mut view = std::process::Command::new(&bin).arg("30").spawn().unwrap();
+    let pid = view.id();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let start: u64 = stat[stat.rfind(')').unwrap() + 1..]
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let file = dir.join(pid.to_string());
+    std::fs::write(
+        &file,
+        format!(
+            r#"{{"pid":{pid},"start_time":{},"kind":"record","windows":true,"what":"\u001b[2Jold.cufall","command":["cufall","record"]}}"#,
+            start + 1
+        ),
+    )
+    .unwrap();
+    cufall()
+        .env("TMPDIR", tmp.path())
+        .args(["control", "start"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("no recording that takes window signals").and(no_panic()));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(
+        view.try_wait().unwrap().is_none(),
+        "the cufall-view process was signalled"
+    );
+    assert!(!file.exists());
+    let out = cufall()
+        .env("TMPDIR", tmp.path())
+        .args(["control", "pause", "--for", "30s"])
+        .assert()
+        .failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(
+        err.contains("nothing to pause: no cufall record or cufall serve"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o733)).unwrap();
+    cufall()
+        .env("TMPDIR", tmp.path())
+        .args(["control", "stop"])
+        .assert()
+        .failure()
+        .stderr(
+            predicate::str::contains("has mode 733").and(predicate::str::contains("chmod 700")),
+        );
+    let _ = view.kill();
+    let _ = view.wait();
+}
+
 #[test]
 fn view_and_report_flags_are_checked() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");

@@ -375,3 +375,93 @@ fn evaluators_that_all_fail_end_their_device_and_the_other_gpu_goes_on() {
     );
     assert!(msgs.iter().any(|m| m.contains("stopped")), "{msgs:?}");
 }
+
+/// A recording paused and resumed (as `cufall control pause` pauses a `cufall record`): the
+/// trace holds one `paused` drop for the GPU, no sample inside it, NVML rows through it, and
+/// the sink counts nothing lost.
+#[test]
+fn a_recording_paused_and_resumed_holds_the_pause_in_its_trace() {
+    use common::clocked::{self, FakeStarter, Switches};
+    use cufall_sampler::pipeline::pause::{
+        CounterState, Device, DeviceStarter, Pausable, PauseDone,
+    };
+    use cufall_trace::model::{DropReason, Manifest, SamplingInfo};
+    use cufall_trace::{Trace, TraceWriter, WriterOptions};
+    use std::time::Instant;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("paused.cufall");
+    let mut m = Manifest::new("test", cufall_sampler::now_unix_ns());
+    m.devices = vec![clocked::device_info(0)];
+    m.sampling = Some(SamplingInfo {
+        interval_ns: clocked::IV_NS,
+        metrics: vec![clocked::metric_info()],
+        source: "fake".into(),
+    });
+    let writer = TraceWriter::create(&path, m, WriterOptions::default()).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let shared = Arc::new(SinkShared::default());
+    let s = Arc::clone(&shared);
+    let sink = std::thread::spawn(move || sink_main(rx, Some(writer), None, s, None));
+    let nvml_stop = Arc::new(AtomicBool::new(false));
+    let nvml = clocked::spawn_nvml(vec![0], tx.clone(), Arc::clone(&nvml_stop));
+    let switches = Arc::new(Switches::default());
+    let mut starter = FakeStarter {
+        i: 0,
+        switches: Arc::clone(&switches),
+        out: tx.clone(),
+        counters: Arc::new(DeviceCounters::default()),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let running = starter.start(Arc::clone(&stop)).unwrap();
+    let p = Pausable::new(
+        vec![Device {
+            id: DeviceId(0),
+            stop,
+            running,
+            starter: Box::new(starter),
+        }],
+        tx,
+    )
+    .unwrap();
+    let c = Arc::clone(&p.control);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(matches!(
+        c.pause(Duration::from_millis(400)),
+        Ok(PauseDone::Released { devices: 1, .. })
+    ));
+    assert_eq!(switches.sources.load(Ordering::SeqCst), 0);
+    let t0 = Instant::now();
+    while c.state() != CounterState::Sampling {
+        assert!(t0.elapsed() < Duration::from_secs(10), "no resume");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(p.stop().is_empty());
+    nvml_stop.store(true, Ordering::SeqCst);
+    nvml.join().unwrap();
+    let writer = sink.join().unwrap().writer.unwrap();
+    writer.finish(cufall_sampler::now_unix_ns()).unwrap();
+    assert_eq!(shared.tally.lock().unwrap().losses().records, 0);
+
+    let t = Trace::open(&path).unwrap();
+    let drops = t.drops().unwrap();
+    let paused: Vec<&DropRecord> = drops
+        .iter()
+        .filter(|d| d.reason == DropReason::Paused)
+        .collect();
+    assert_eq!(paused.len(), 1, "{drops:?}");
+    let (from, to) = (paused[0].start_ns, paused[0].end_ns);
+    assert!(to - from >= 400_000_000, "a pause of {} ns", to - from);
+    let batches = t.sample_batches().unwrap();
+    let starts: Vec<i64> = batches.iter().flat_map(|b| b.start_ns.clone()).collect();
+    assert!(starts.iter().any(|&s| s < from) && starts.iter().any(|&s| s > to));
+    assert!(!starts.iter().any(|&s| s > from && s < to));
+    let nvml_inside = t
+        .nvml()
+        .unwrap()
+        .iter()
+        .filter(|r| r.t_ns > from && r.t_ns < to)
+        .count();
+    assert!(nvml_inside >= 20, "{nvml_inside} NVML rows in the pause");
+}

@@ -523,6 +523,13 @@ fn dump_is_refused_to_other_machines() {
     assert_eq!(code, 403, "{body}");
     assert!(body.contains(&format!("not from {ip}")), "{body}");
     assert!(body.contains("--allow-remote-dump"), "{body}");
+    // Pausing and resuming change what the exporter does, as a dump does.
+    for route in ["/pause?for=10s", "/resume"] {
+        let (code, body) = request(at, "POST", route);
+        assert_eq!(code, 403, "{route}: {body}");
+        assert!(body.contains("--allow-remote-dump"), "{body}");
+    }
+    assert_eq!(f.switches[0].rearmed.load(Ordering::SeqCst), 0);
     // Scrapes from there are served.
     let (code, _) = request(at, "GET", "/metrics");
     assert_eq!(code, 200);
@@ -921,4 +928,294 @@ fn the_grafana_dashboard_asks_only_for_what_the_exporter_exports() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The path a `POST /dump` answer names.
+fn dumped_path(body: &str) -> String {
+    body.trim()
+        .strip_prefix("wrote ")
+        .unwrap()
+        .split(" (")
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+fn state_is(f: &Fixture, state: &str) -> bool {
+    let t = scrape(f.addr, "state");
+    value(
+        &t,
+        "cufall_sampling_state",
+        &[&format!("state=\"{state}\"")],
+    ) == Some(1.0)
+}
+
+/// A dump after a pause of 2 s: one `paused` drop of about that, NVML rows and no samples in
+/// it; `info` and `report` tell it apart from losses and idle time.
+fn a_dump_holds_one_pause_of_2s(path: &str) {
+    let trace = cufall_trace::Trace::open(std::path::Path::new(path)).unwrap();
+    let paused: Vec<_> = trace
+        .drops()
+        .unwrap()
+        .into_iter()
+        .filter(|d| d.reason == cufall_trace::model::DropReason::Paused)
+        .collect();
+    assert_eq!(paused.len(), 1, "{paused:?}");
+    let p = &paused[0];
+    let span_s = (p.end_ns - p.start_ns) as f64 / 1e9;
+    assert!((1.9..3.0).contains(&span_s), "a pause of {span_s} s");
+    let nvml_inside = trace
+        .nvml()
+        .unwrap()
+        .iter()
+        .filter(|r| r.t_ns > p.start_ns && r.t_ns < p.end_ns)
+        .count();
+    assert!(
+        nvml_inside > 50,
+        "{nvml_inside} NVML readings during the pause"
+    );
+    let inside: usize = trace
+        .sample_batches()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            b.start_ns
+                .iter()
+                .filter(|&&s| s > p.start_ns && s < p.end_ns)
+                .count()
+        })
+        .sum();
+    assert_eq!(inside, 0);
+    // `info` tells the pause from samples lost; the report lists it among the drops.
+    let info = cufall().args(["info", path]).assert().success();
+    let out = String::from_utf8_lossy(&info.get_output().stdout).into_owned();
+    assert!(out.contains(" paused), "), "{out}");
+    let report = cufall().args(["report", path]).assert().success();
+    let out = String::from_utf8_lossy(&report.get_output().stdout).into_owned();
+    assert!(out.contains("paused ×1 ("), "{out}");
+    // The report never counts the pause as idle: the pattern's 0.2 over the sampled time.
+    let report = cufall().args(["report", path, "--json"]).assert().success();
+    let json: serde_json::Value = serde_json::from_slice(&report.get_output().stdout).unwrap();
+    let idle = json["whole_run"]["idle_fraction"].as_f64().unwrap();
+    assert!((0.15..=0.25).contains(&idle), "report: idle {idle}");
+}
+
+#[test]
+fn a_pause_releases_the_counters_nvml_goes_on_and_sampling_resumes_by_itself() {
+    let f = serve_fake(1);
+    let g = gpu(0);
+    warm_scrape(&f, "p", 0, Duration::ZERO);
+    let sw = &f.switches[0];
+    assert_eq!(sw.sources.load(Ordering::SeqCst), 1);
+    let (code, body) = request(f.addr, "POST", "/pause?for=2s");
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        body.starts_with("paused: the GPU counters of 1 GPU(s) are released for 2s"),
+        "{body}"
+    );
+    // Released at once: the answer comes once the PM sampling session is gone.
+    assert_eq!(sw.sources.load(Ordering::SeqCst), 0);
+    // A dump during the pause shows it so far.
+    let (code, body) = request(f.addr, "POST", "/dump");
+    assert_eq!(code, 200, "{body}");
+    let during = cufall_trace::Trace::open(std::path::Path::new(&dumped_path(&body))).unwrap();
+    assert!(
+        during
+            .drops()
+            .unwrap()
+            .iter()
+            .any(|d| d.reason == cufall_trace::model::DropReason::Paused),
+        "no paused drop in a dump during the pause"
+    );
+    let t = scrape(f.addr, "p");
+    assert_eq!(
+        value(&t, "cufall_sampling_state", &["state=\"paused\""]),
+        Some(1.0)
+    );
+    let left = value(&t, "cufall_pause_remaining_seconds", &[]).unwrap();
+    assert!(left > 0.5 && left <= 2.0, "{left} s left");
+    let before = value(&t, "cufall_samples_total", &[&g]).unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    let t = scrape(f.addr, "p");
+    assert_eq!(value(&t, "cufall_samples_total", &[&g]), Some(before));
+    // NVML goes on: the window of the pause has nvidia-smi's reading.
+    assert_eq!(
+        value(&t, "cufall_power_watts", &[&g]),
+        Some(f64::from(POWER_W))
+    );
+    // Back by itself.
+    wait_for("sampling again", Duration::from_secs(10), || {
+        state_is(&f, "sampling")
+    });
+    assert_eq!(sw.rearmed.load(Ordering::SeqCst), 1);
+    assert_eq!(sw.sources.load(Ordering::SeqCst), 1);
+    wait_for("samples after the pause", Duration::from_secs(10), || {
+        value(&scrape(f.addr, "p"), "cufall_samples_total", &[&g]).unwrap() > before
+    });
+    let t = scrape(f.addr, "p");
+    assert_eq!(value(&t, "cufall_pause_remaining_seconds", &[]), Some(0.0));
+    assert_eq!(value(&t, "cufall_samples_lost_total", &[&g]), Some(0.0));
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, body) = request(f.addr, "POST", "/dump");
+    assert_eq!(code, 200, "{body}");
+    a_dump_holds_one_pause_of_2s(&dumped_path(&body));
+    let log = f.exporter().recent_log();
+    assert!(
+        log.iter()
+            .any(|l| l.contains("the pause is over: sampling the GPU counters again")),
+        "{log:?}"
+    );
+}
+
+#[test]
+fn counters_taken_during_a_pause_are_waited_for_and_resume_ends_a_pause_early() {
+    let f = serve_fake(1);
+    warm_scrape(&f, "p", 0, Duration::ZERO);
+    let sw = &f.switches[0];
+    let (code, body) = request(f.addr, "POST", "/pause?for=500ms");
+    assert_eq!(code, 200, "{body}");
+    // Another tool takes the counters while they are released.
+    sw.taken.store(true, Ordering::SeqCst);
+    wait_for("waiting for the counters", Duration::from_secs(10), || {
+        state_is(&f, "counters_busy")
+    });
+    assert_eq!(sw.sources.load(Ordering::SeqCst), 0);
+    let log = f.exporter().recent_log();
+    assert!(
+        log.iter().any(
+            |l| l.contains("the pause is over, but the GPU counters cannot be had")
+                && l.contains("held by another profiler")
+        ),
+        "{log:?}"
+    );
+    // A resume while they are held says so and keeps trying.
+    let (code, body) = request(f.addr, "POST", "/resume");
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("cannot be had yet"), "{body}");
+    sw.taken.store(false, Ordering::SeqCst);
+    wait_for("sampling again", Duration::from_secs(15), || {
+        state_is(&f, "sampling")
+    });
+    assert_eq!(sw.sources.load(Ordering::SeqCst), 1);
+    // A long pause ended early.
+    let (code, body) = request(f.addr, "POST", "/pause?for=1h");
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = request(f.addr, "POST", "/pause?for=10m");
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        body.starts_with("paused already: the pause now ends in 10m"),
+        "{body}"
+    );
+    let (code, body) = request(f.addr, "POST", "/resume");
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body, "resumed: sampling the GPU counters again\n");
+    assert!(state_is(&f, "sampling"));
+    assert_eq!(sw.sources.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_pause_too_long_or_with_nothing_to_pause_is_refused_in_one_line() {
+    let f = serve_fake(1);
+    warm_scrape(&f, "p", 0, Duration::ZERO);
+    let one_line = |code: u16, body: &str, want: u16, starts: &str| {
+        assert_eq!(code, want, "{body}");
+        assert!(body.starts_with(starts), "{body}");
+        assert_eq!(body.lines().count(), 1, "{body}");
+    };
+    let (code, body) = request(f.addr, "POST", "/pause?for=2d");
+    one_line(
+        code,
+        &body,
+        400,
+        "refused: a pause of 2days is longer than a day",
+    );
+    let (code, body) = request(f.addr, "POST", "/pause?for=soon");
+    one_line(code, &body, 400, "refused: for=`soon` is not a duration");
+    let (code, body) = request(f.addr, "POST", "/resume");
+    one_line(code, &body, 409, "refused: not paused");
+    let (code, _) = request(f.addr, "GET", "/pause");
+    assert_eq!(code, 405);
+    assert_eq!(f.switches[0].sources.load(Ordering::SeqCst), 1);
+    // Another profiler holds the counters: the exporter samples NVML only, nothing to pause.
+    f.switches[0].taken.store(true, Ordering::SeqCst);
+    wait_for("counters_busy", Duration::from_secs(20), || {
+        state_is(&f, "counters_busy")
+    });
+    wait_for("the NVML-only run", Duration::from_secs(20), || {
+        request(f.addr, "POST", "/pause?for=10s").0 == 409
+    });
+    let (code, body) = request(f.addr, "POST", "/pause?for=10s");
+    one_line(code, &body, 409, "refused: nothing to pause: ");
+}
+
+/// `cufall control pause` and `resume`, the built binary, against an exporter on fake GPUs in
+/// this process (its control file names this process).
+#[test]
+fn cufall_control_pauses_and_resumes_a_running_exporter() {
+    let f = serve_fake(1);
+    warm_scrape(&f, "p", 0, Duration::ZERO);
+    let tmp = tempfile::tempdir().unwrap();
+    // The control folder is under TMPDIR, for this process as for the command.
+    let dir = tmp
+        .path()
+        .join(format!("cufall-control-{}", unsafe_free_uid()));
+    let _file = cufall_sampler::control::ControlFile::create_in(
+        &dir,
+        cufall_sampler::control::Kind::Serve,
+        false,
+        &f.addr.to_string(),
+        Some(serve::cmd::control_handler(f.exporter())),
+    )
+    .unwrap();
+    let control = |args: &[&str]| {
+        let out = cufall()
+            .env("TMPDIR", tmp.path())
+            .arg("control")
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, out, err) = control(&["pause", "--for", "30s"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.starts_with(&format!(
+            "cufall: cufall serve (process {}): paused: the GPU counters of 1 GPU(s) are released for 30s",
+            std::process::id()
+        )),
+        "{out}"
+    );
+    assert_eq!(f.switches[0].sources.load(Ordering::SeqCst), 0);
+    assert!(state_is(&f, "paused"));
+    let (ok, out, err) = control(&["resume"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("resumed: sampling the GPU counters again"),
+        "{out}"
+    );
+    assert!(state_is(&f, "sampling"));
+    let (ok, _, err) = control(&["resume"]);
+    assert!(!ok);
+    assert!(err.contains("refused: not paused"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let (ok, _, err) = control(&["pause", "--for", "25h"]);
+    assert!(!ok);
+    assert!(err.contains("longer than a day"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    // An exporter is never sent a window signal (SIGUSR1 would dump).
+    let (ok, _, err) = control(&["start"]);
+    assert!(!ok);
+    assert!(
+        err.contains("no recording that takes window signals"),
+        "{err}"
+    );
+}
+
+fn unsafe_free_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").unwrap().uid()
 }

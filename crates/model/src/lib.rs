@@ -39,7 +39,7 @@ pub const FORMAT_NAME: &str = "cufall-trace";
 /// Major version of the schema: a reader refuses traces with a larger major.
 pub const SCHEMA_MAJOR: u32 = 1;
 /// Minor version: additions that older readers can ignore (they warn).
-pub const SCHEMA_MINOR: u32 = 2;
+pub const SCHEMA_MINOR: u32 = 3;
 /// The first schema version cufall wrote.
 pub const SCHEMA_FIRST: SchemaVersion = SchemaVersion { major: 1, minor: 0 };
 
@@ -321,6 +321,11 @@ pub enum DropReason {
     /// A segment of the samples table was cut short or damaged and is skipped on reading: the
     /// reader reports its span as missing data (never written by a recorder).
     SegmentUnreadable,
+    /// Sampling was paused on request (`cufall control pause`, `POST /pause`) so that another
+    /// tool could take the GPU counters: from their release until sampling started again.
+    /// Asked for, so never a loss; never idle time either (a 1.3 value; older readers take it
+    /// for a `gap`).
+    Paused,
 }
 
 impl DropReason {
@@ -334,6 +339,7 @@ impl DropReason {
             DropReason::EvaluationFailed => "evaluation_failed",
             DropReason::ViewBackpressure => "view_backpressure",
             DropReason::SegmentUnreadable => "segment_unreadable",
+            DropReason::Paused => "paused",
         }
     }
 
@@ -347,6 +353,7 @@ impl DropReason {
             "evaluation_failed" => DropReason::EvaluationFailed,
             "view_backpressure" => DropReason::ViewBackpressure,
             "segment_unreadable" => DropReason::SegmentUnreadable,
+            "paused" => DropReason::Paused,
             _ => return None,
         })
     }
@@ -670,7 +677,7 @@ mod tests {
     fn schema_versions_parse_strictly_and_compare() {
         let v = |s| SchemaVersion::parse(s);
         assert_eq!(v("1.1"), Some(SchemaVersion { major: 1, minor: 1 }));
-        assert_eq!(v("1.2"), Some(SchemaVersion::CURRENT));
+        assert_eq!(v("1.3"), Some(SchemaVersion::CURRENT));
         for bad in [
             "", "1", "1.", ".1", "1.1.1", "-1.0", "+1.0", " 1.0", "1.0 ", "v1.0", "1,1",
         ] {
@@ -680,7 +687,8 @@ mod tests {
         assert!(huge.is_newer_major());
         assert!(v("184467440737095516150000.0").unwrap().is_newer_major());
         assert!(v("2.0").unwrap().is_newer_major());
-        assert!(v("1.3").unwrap().is_newer_minor());
+        assert!(v("1.4").unwrap().is_newer_minor());
+        assert!(!v("1.3").unwrap().is_newer_minor());
         assert!(!v("1.2").unwrap().is_newer_minor());
         assert!(!v("1.1").unwrap().is_newer_minor());
         assert!(!v("1.0").unwrap().is_newer_minor());

@@ -108,6 +108,8 @@ pub struct DeviceSummary {
     pub samples: u64,
     pub drops: u64,
     pub dropped_ns: i64,
+    /// The part of `dropped_ns` in `paused` drops: asked for, not lost.
+    pub paused_ns: i64,
     pub nvml_rows: u64,
 }
 
@@ -1079,6 +1081,9 @@ impl Trace {
             let e = s.devices.entry(d.device).or_default();
             e.drops += 1;
             e.dropped_ns += (d.end_ns - d.start_ns).max(0);
+            if d.reason == DropReason::Paused {
+                e.paused_ns += (d.end_ns - d.start_ns).max(0);
+            }
         }
         for r in self.nvml()? {
             s.devices.entry(r.device).or_default().nvml_rows += 1;

@@ -740,6 +740,7 @@ mod tests {
                 "1.0" => 0,
                 "1.1" => 1,
                 "1.2" => 2,
+                "1.3" => 3,
                 other => panic!("`since` {other} in row `{line}`"),
             };
             let names: Vec<String> = if col == "*metric name*" {

@@ -217,6 +217,8 @@ fn cupti_advice(e: &CuptiError, cmd: &str) -> Option<String> {
         CuptiError::HardwareBufferOverflow { .. } => {
             Some("Use a longer --interval or fewer metrics.".into())
         }
+        // When it is a cufall of this user's that holds them: which, and how to pause it.
+        CuptiError::CountersBusy { .. } => crate::control::held_by(cmd),
         _ => None,
     }
 }

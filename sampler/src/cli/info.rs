@@ -186,6 +186,8 @@ pub struct DeviceRow {
     pub samples: u64,
     pub drops: u64,
     pub dropped_ns: i64,
+    /// The part of `dropped_ns` paused on request (`cufall control pause`): not lost.
+    pub paused_ns: i64,
     pub nvml_rows: u64,
 }
 
@@ -378,12 +380,17 @@ fn devices_text(devices: &[DeviceRow]) -> String {
             (Some(name), _) => format!(" {name}"),
             (None, _) => " (not in manifest.json's devices: name unknown)".to_string(),
         };
+        let paused = if d.paused_ns > 0 {
+            format!(", {} paused", fmt_duration_ns(d.paused_ns))
+        } else {
+            String::new()
+        };
         o.push_str(&format!(
-            "  GPU {} {about}: {} samples, {} drops ({} lost), {} NVML readings\n",
+            "  GPU {} {about}: {} samples, {} drops ({} lost{paused}), {} NVML readings\n",
             d.index,
             d.samples,
             d.drops,
-            fmt_duration_ns(d.dropped_ns),
+            fmt_duration_ns(d.dropped_ns - d.paused_ns),
             d.nvml_rows
         ));
     }
@@ -418,6 +425,7 @@ fn device_rows(
             samples: s.samples,
             drops: s.drops,
             dropped_ns: s.dropped_ns,
+            paused_ns: s.paused_ns,
             nvml_rows: s.nvml_rows,
         }
     })

@@ -306,3 +306,52 @@ fn device_main(
     };
     run_device(parts, &cfg, out, stop, counters)
 }
+
+/// Arms a device again after a pause, as the session armed it: a new device thread on the
+/// same setup, started once it reports ready.
+pub struct Rearm {
+    pub setup: DeviceSetup,
+    pub cupti: Cupti,
+    pub out: Sender<SinkMsg>,
+    pub counters: Arc<DeviceCounters>,
+}
+
+impl super::pause::DeviceStarter for Rearm {
+    fn start(&mut self, stop: Arc<AtomicBool>) -> Result<super::pause::Running, ArmError> {
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let t = spawn_device(
+            self.setup.clone(),
+            self.cupti.clone(),
+            self.out.clone(),
+            stop,
+            Arc::clone(&self.counters),
+            ready_tx,
+        )
+        .map_err(|e| CuptiError::InvalidArgument(format!("cannot start a device thread: {e}")))?;
+        let refused = match ready_rx.recv_timeout(std::time::Duration::from_secs(120)) {
+            Ok((_, Ok(_))) => None,
+            Ok((_, Err(e))) => Some(e),
+            Err(_) => Some(ArmError::Cupti(CuptiError::InvalidArgument(
+                "the device thread did not get ready within 120 s".into(),
+            ))),
+        };
+        if let Some(e) = refused {
+            // Dropping `go` tells the thread to disarm and exit.
+            drop(t.go);
+            let _ = t.handle.join();
+            return Err(e);
+        }
+        let started_ns = crate::now_unix_ns();
+        let _ = t.go.send(true);
+        Ok(super::pause::Running {
+            handle: t.handle,
+            started_ns,
+        })
+    }
+
+    fn forget_error(&mut self) {
+        if let Ok(mut slot) = self.counters.error.lock() {
+            *slot = None;
+        }
+    }
+}

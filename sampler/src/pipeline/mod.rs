@@ -15,7 +15,8 @@
 //! | [`decode`] | the decode state machine: decode calls, sealing, holes, overflow re-arm, stop |
 //! | [`evaluate`] | evaluator threads: chunks of sealed images → batches; failures become drops |
 //! | [`sink`] | the one thread that puts batches in order and writes the trace and the live feed |
-//! | [`device`] | arming a GPU through CUPTI and running its pipeline on a thread |
+//! | [`device`] | arming a GPU through CUPTI and running its pipeline on a thread; arming it again after a pause |
+//! | [`pause`] | sharing the counters: a pause releases every device's PM sampling, the end of the pause arms them again |
 //! | [`window`] | capture windows: rows held until their windows are known, then cut to them |
 //!
 //! The decoder never lets an image get near full (see [`crate::sizing`]), never evaluates, and
@@ -28,12 +29,13 @@
 pub mod decode;
 pub mod device;
 pub mod evaluate;
+pub mod pause;
 pub mod sink;
 pub mod source;
 pub mod window;
 
 pub use decode::{DecodeConfig, DeviceParts, run_device};
-pub use device::{ArmError, DeviceSetup, DeviceThread, Ready, spawn_device};
+pub use device::{ArmError, DeviceSetup, DeviceThread, Ready, Rearm, spawn_device};
 pub use sink::{DropCount, DropTally, MAX_PENDING_BATCHES, SinkResult, SinkShared, sink_main};
 pub use source::{
     CuptiEvaluator, CuptiImages, CuptiSource, ImageStore, PmSource, Restored, SampleEvaluator,

@@ -40,11 +40,13 @@ impl DropTally {
         e.lost_samples += r.lost_samples.unwrap_or(0);
     }
 
-    /// Records other than warm-up: real losses.
+    /// Records other than warm-up and pauses (asked for): real losses.
     pub fn losses(&self) -> DropCount {
         self.by_reason
             .iter()
-            .filter(|(k, _)| **k != DropReason::Warmup.as_str())
+            .filter(|(k, _)| {
+                ![DropReason::Warmup.as_str(), DropReason::Paused.as_str()].contains(k)
+            })
             .fold(DropCount::default(), |a, (_, c)| DropCount {
                 records: a.records + c.records,
                 lost_samples: a.lost_samples + c.lost_samples,

@@ -19,7 +19,7 @@ use std::time::Duration;
 /// Flags of `cufall serve`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct ServeArgs {
-    /// Address and port of the HTTP server (/metrics, /dump). 0.0.0.0 listens on every
+    /// Address and port of the HTTP server (/metrics, /dump, /pause, /resume). 0.0.0.0 listens on every
     /// interface; 127.0.0.1 on this machine only.
     #[arg(long, value_name = "ADDR:PORT", default_value_t = format!("0.0.0.0:{DEFAULT_PORT}"))]
     pub listen: String,
@@ -33,7 +33,8 @@ pub struct ServeArgs {
     /// beyond this many are deleted (only files named flight-HOST-TIME.cufall).
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub dump_keep: u32,
-    /// Accept POST /dump from other machines too (default: from this machine only).
+    /// Accept POST /dump, /pause and /resume from other machines too (default: from this
+    /// machine only).
     #[arg(long)]
     pub allow_remote_dump: bool,
     #[command(flatten)]
@@ -90,6 +91,19 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
     let (dump_flag, _) = crate::os::catch_window_signals();
     let serving = super::start(server, exporter, backend, Some(first))?;
     let exporter = std::sync::Arc::clone(&serving.exporter);
+    let listen = serving
+        .addr
+        .map_or_else(|| args.listen.clone(), |a| a.to_string());
+    let _control = match control_file(&exporter, &listen) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            exporter.log(&format!(
+                "`cufall control pause` cannot reach this exporter (POST /pause still can): {}",
+                crate::cli::hint::message_without_advice(&e)
+            ));
+            None
+        }
+    };
     exporter.log(&format!(
         "serving http://{}/metrics; flight recorder: POST /dump {} or SIGUSR1 to pid {}",
         serving
@@ -124,6 +138,31 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
     exporter.log("stopping");
     serving.stop();
     Ok(0)
+}
+
+/// The exporter's control file: `cufall control pause|resume` reach it as `POST /pause` does.
+pub fn control_file(
+    exporter: &std::sync::Arc<Exporter>,
+    listen: &str,
+) -> anyhow::Result<crate::control::ControlFile> {
+    crate::control::ControlFile::create(
+        crate::control::Kind::Serve,
+        false,
+        listen,
+        Some(control_handler(exporter)),
+    )
+}
+
+/// How the exporter answers `cufall control`: as `POST /pause` and `/resume`; `state` is the
+/// sampling state gauge's.
+pub fn control_handler(exporter: &std::sync::Arc<Exporter>) -> crate::control::Handler {
+    use crate::control::{Request, answer};
+    let e = std::sync::Arc::clone(exporter);
+    std::sync::Arc::new(move |req| match req {
+        Request::Pause(d) => answer(e.pause(d)),
+        Request::Resume => answer(e.resume()),
+        Request::State => Ok(e.sampling_state().0.to_string()),
+    })
 }
 
 /// The flight recorder's budget for the metrics asked for, not only those the first run got: a

@@ -101,7 +101,7 @@ fn family<'a>(out: &'a mut String, name: &str, kind: &str, help: &str) -> Family
 }
 
 /// The state of sampling, as the `state` label of `cufall_sampling_state`.
-pub const STATES: [&str; 4] = ["starting", "sampling", "counters_busy", "stopped"];
+pub const STATES: [&str; 5] = ["starting", "sampling", "paused", "counters_busy", "stopped"];
 
 /// Everything a scrape shows besides the aggregates.
 #[derive(Clone, Debug, Default)]
@@ -113,6 +113,8 @@ pub struct Context {
     pub age_s: BTreeMap<DeviceId, f64>,
     /// One of [`STATES`].
     pub state: &'static str,
+    /// Seconds until a pause ends by itself (0 when not paused).
+    pub pause_left_s: f64,
     pub restarts: u64,
     pub measures_idle: bool,
     pub cpu_s: f64,
@@ -322,13 +324,20 @@ fn self_families(out: &mut String, ctx: &Context, scrape: &Scrape) {
             out,
             name,
             "gauge",
-            "1 for the exporter's current sampling state (starting, sampling, counters_busy: another profiler holds the GPU counters, stopped: waiting to retry).",
+            "1 for the exporter's current sampling state (starting, sampling, paused: the GPU counters are released for another tool (cufall control pause, POST /pause), counters_busy: another profiler holds the GPU counters, stopped: waiting to retry).",
         );
         for s in STATES {
             let v = if s == ctx.state { 1.0 } else { 0.0 };
             f.sample(name, &labels(&[], &[("state", s)]), v);
         }
     }
+    one(
+        out,
+        "cufall_pause_remaining_seconds",
+        "gauge",
+        "Seconds until a pause of the GPU counters ends and sampling resumes by itself; 0 when not paused.",
+        ctx.pause_left_s,
+    );
     one(
         out,
         "cufall_sampling_restarts_total",

@@ -134,6 +134,25 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// Adds drop records the ring does not hold: a pause still on at the dump, whose record is
+    /// made when it ends.
+    pub fn with_drops(mut self, rows: Vec<DropRecord>) -> Snapshot {
+        let (Some(s), Some(e)) = (
+            rows.iter().map(|r| r.start_ns).min(),
+            rows.iter().map(|r| r.end_ns).max(),
+        ) else {
+            return self;
+        };
+        self.entries.push(Entry {
+            end_ns: e,
+            age_ns: e,
+            start_ns: s,
+            bytes: rows.len() as u64 * DROP_ROW_BYTES,
+            rows: Rows::Drops(Arc::new(rows)),
+        });
+        self
+    }
+
     pub fn samples(&self) -> u64 {
         self.entries
             .iter()

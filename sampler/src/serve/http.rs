@@ -5,6 +5,8 @@
 //! |---|---|
 //! | `GET /metrics` | the exposition; the scraper is the peer's address and `?scraper=NAME` when given |
 //! | `POST /dump` | writes the flight recorder to a trace; loopback peers only unless `--allow-remote-dump` (403); 409 while a dump runs; 429 within 10 s of the last |
+//! | `POST /pause?for=DURATION` | releases the GPU counters for DURATION (default 5 min, at most a day; 400 beyond); loopback only as `/dump`; 409 when nothing samples them |
+//! | `POST /resume` | ends a pause now; loopback only as `/dump`; 409 when not paused |
 //! | `GET /` | a line per route |
 //!
 //! A few handler threads take requests from tiny_http (which reads each connection on a thread
@@ -19,6 +21,7 @@
 //! so it cannot be set from here.
 
 use super::{DumpRefused, Exporter};
+use crate::pipeline::pause::PauseRefused;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::Arc;
@@ -121,11 +124,19 @@ fn handle(req: Request, exporter: &Arc<Exporter>) {
                 Err(()) => r,
             }
         }
-        (Method::Post, "/dump") => dump(exporter, peer),
+        (Method::Post, "/dump") => refuse_remote(exporter, peer, "/dump").unwrap_or_else(|| dump(exporter)),
         (_, "/dump") => text(405, "use POST /dump to write the flight recorder\n".into()),
+        (Method::Post, "/pause") => refuse_remote(exporter, peer, "/pause")
+            .unwrap_or_else(|| pause(exporter, query)),
+        (Method::Post, "/resume") => refuse_remote(exporter, peer, "/resume")
+            .unwrap_or_else(|| resume(exporter)),
+        (_, "/pause" | "/resume") => text(
+            405,
+            format!("use POST {path} (e.g. curl -X POST 'http://127.0.0.1:PORT/pause?for=30s')\n"),
+        ),
         (Method::Get, "/") => text(
             200,
-            "cufall serve\nGET  /metrics  Prometheus exposition\nPOST /dump     write the flight recorder to a trace\n"
+            "cufall serve\nGET  /metrics           Prometheus exposition\nPOST /dump              write the flight recorder to a trace\nPOST /pause?for=30s     release the GPU counters for another tool (default 5m)\nPOST /resume            sample the GPU counters again now\n"
                 .into(),
         ),
         _ => text(404, format!("no such page: {path} (try /metrics)\n")),
@@ -158,19 +169,58 @@ fn is_loopback(peer: SocketAddr) -> bool {
     peer.ip().to_canonical().is_loopback()
 }
 
-fn dump(exporter: &Arc<Exporter>, peer: Option<SocketAddr>) -> Response<std::io::Cursor<Vec<u8>>> {
+type Reply = Response<std::io::Cursor<Vec<u8>>>;
+
+/// 403 for a peer of another machine, unless `--allow-remote-dump`: `/dump`, `/pause` and
+/// `/resume` change what the exporter does, scrapes only read.
+fn refuse_remote(exporter: &Exporter, peer: Option<SocketAddr>, route: &str) -> Option<Reply> {
     let loopback = peer.is_some_and(is_loopback);
-    if !loopback && !exporter.options().allow_remote_dump {
-        let who = peer.map_or("an unknown peer".to_string(), |p| p.ip().to_string());
-        return text(
-            403,
-            format!(
-                "refused: /dump is only accepted from this machine (127.0.0.1 or ::1), not from \
-{who}; run `curl -X POST http://127.0.0.1:PORT/dump` on the GPU node, or start cufall serve \
-with --allow-remote-dump\n"
-            ),
-        );
+    if loopback || exporter.options().allow_remote_dump {
+        return None;
     }
+    let who = peer.map_or("an unknown peer".to_string(), |p| p.ip().to_string());
+    Some(text(
+        403,
+        format!(
+            "refused: {route} is only accepted from this machine (127.0.0.1 or ::1), not from \
+{who}; run `curl -X POST http://127.0.0.1:PORT{route}` on the GPU node, or start cufall serve \
+with --allow-remote-dump\n"
+        ),
+    ))
+}
+
+/// The `for=` of a pause: default 5 minutes.
+fn pause_duration(query: &str) -> Result<Duration, String> {
+    match query.split('&').find_map(|kv| kv.strip_prefix("for=")) {
+        None => Ok(crate::pipeline::pause::DEFAULT_PAUSE),
+        Some(v) => {
+            // `%20` and `+` are what a client makes of a space (`for=1m 30s`).
+            let v = v.replace("%20", " ").replace('+', " ");
+            crate::cli::duration::parse_positive_duration(&v)
+        }
+    }
+}
+
+fn pause(exporter: &Exporter, query: &str) -> Reply {
+    let d = match pause_duration(query) {
+        Ok(d) => d,
+        Err(e) => return text(400, format!("refused: for={e}\n")),
+    };
+    match exporter.pause(d) {
+        Ok(done) => text(200, format!("{done}\n")),
+        Err(e @ PauseRefused::TooLong { .. }) => text(400, format!("refused: {e}\n")),
+        Err(e) => text(409, format!("refused: {e}\n")),
+    }
+}
+
+fn resume(exporter: &Exporter) -> Reply {
+    match exporter.resume() {
+        Ok(done) => text(200, format!("{done}\n")),
+        Err(e) => text(409, format!("refused: {e}\n")),
+    }
+}
+
+fn dump(exporter: &Arc<Exporter>) -> Reply {
     match exporter.dump() {
         Ok(d) => text(
             200,
@@ -210,6 +260,18 @@ mod tests {
         assert_ne!(here, scraper_key("scraper=other", peer("10.0.0.1:5000")));
         assert_eq!(scraper_key("", peer("[::ffff:10.0.0.1]:1")), "10.0.0.1");
         assert_eq!(scraper_key("scraper=", peer("10.0.0.1:1")), "10.0.0.1");
+    }
+
+    #[test]
+    fn a_pause_is_five_minutes_unless_given() {
+        assert_eq!(pause_duration("").unwrap(), Duration::from_secs(300));
+        assert_eq!(pause_duration("for=30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(
+            pause_duration("x=1&for=1m+30s").unwrap(),
+            Duration::from_secs(90)
+        );
+        assert!(pause_duration("for=0").is_err());
+        assert!(pause_duration("for=soon").is_err());
     }
 
     #[test]

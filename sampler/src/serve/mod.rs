@@ -7,6 +7,7 @@
 //!                                                                      └▶ Ring (the last --keep)
 //!  HTTP handler threads: GET /metrics ─▶ Aggregator::scrape ─▶ exposition
 //!                        POST /dump / SIGUSR1 ─▶ Ring snapshot ─▶ trace (atomically)
+//!                        POST /pause, /resume, `cufall control` ─▶ the run's CounterSharing
 //! ```
 //!
 //! | module | part |
@@ -31,6 +32,7 @@ pub mod flight;
 pub mod http;
 pub mod session_backend;
 
+use crate::pipeline::pause::{CounterSharing, CounterState, MAX_PAUSE, PauseDone, PauseRefused};
 use crate::session::SessionError;
 use aggregate::Aggregator;
 use cufall_live::{FeedInfo, LiveEvent, LiveReceiver};
@@ -57,6 +59,10 @@ pub trait Run: Send {
     fn error(&self) -> Option<String>;
     /// Stops sampling and waits for the run's threads; the errors they ended with.
     fn stop(self: Box<Self>) -> Vec<String>;
+    /// Pausing the run's GPU counters, when it has a way to.
+    fn sharing(&self) -> Option<CounterSharing> {
+        None
+    }
 }
 
 /// A started run and its feed.
@@ -146,6 +152,8 @@ struct Core {
     state: &'static str,
     restarts: u64,
     feed_discarded: u64,
+    /// The current run's counters, to pause.
+    sharing: Option<CounterSharing>,
 }
 
 /// The exporter: its state, its flight recorder, and the flags that end it.
@@ -186,6 +194,7 @@ impl Exporter {
                 state: "starting",
                 restarts: 0,
                 feed_discarded: 0,
+                sharing: None,
             }),
             ring: Mutex::new(None),
             dumping: AtomicBool::new(false),
@@ -254,6 +263,7 @@ impl Exporter {
                 (*d, now.duration_since(since).as_secs_f64())
             })
             .collect();
+        let (state, pause_left_s) = shown_state(core.state, core.sharing.as_ref());
         let ctx = Context {
             gpus,
             metrics: core
@@ -262,7 +272,8 @@ impl Exporter {
                 .map(|i| i.metrics.clone())
                 .unwrap_or_default(),
             age_s,
-            state: core.state,
+            state,
+            pause_left_s,
             restarts: core.restarts,
             measures_idle: core.agg.as_ref().is_some_and(Aggregator::measures_idle),
             cpu_s: crate::os::cpu_seconds() - self.cpu0,
@@ -275,6 +286,47 @@ impl Exporter {
         };
         drop(core);
         exposition::render(&scrape, &ctx)
+    }
+
+    /// Releases the GPU counters for `d` (`POST /pause`, `cufall control pause`).
+    pub fn pause(&self, d: Duration) -> Result<PauseDone, PauseRefused> {
+        if d > MAX_PAUSE {
+            return Err(PauseRefused::TooLong { asked: d });
+        }
+        let (sharing, state) = {
+            let core = lock(&self.core);
+            (core.sharing.clone(), core.state)
+        };
+        let r = match sharing {
+            Some(s) => s.pause(d),
+            None => Err(PauseRefused::NothingSamples {
+                why: format!("this exporter is not sampling now (state {state})"),
+            }),
+        };
+        if let Ok(done) = &r {
+            self.log(&done.to_string());
+        }
+        r
+    }
+
+    /// Ends a pause now (`POST /resume`, `cufall control resume`).
+    pub fn resume(&self) -> Result<PauseDone, PauseRefused> {
+        let (sharing, state) = {
+            let core = lock(&self.core);
+            (core.sharing.clone(), core.state)
+        };
+        match sharing {
+            Some(s) => s.resume(),
+            None => Err(PauseRefused::NothingSamples {
+                why: format!("this exporter is not sampling now (state {state})"),
+            }),
+        }
+    }
+
+    /// The sampling state as the gauge shows it, and the seconds a pause has left.
+    pub fn sampling_state(&self) -> (&'static str, f64) {
+        let core = lock(&self.core);
+        shown_state(core.state, core.sharing.as_ref())
     }
 
     /// Writes the flight recorder to a new trace in the dump folder; one dump at a time.
@@ -339,6 +391,13 @@ impl Exporter {
             .as_ref()
             .map(Ring::snapshot)
             .ok_or(DumpError::Empty)?;
+        // A pause still on: its hole so far, as the record its end will make.
+        let sharing = lock(&self.core).sharing.clone();
+        let open = sharing
+            .as_ref()
+            .map(CounterSharing::open_pauses)
+            .unwrap_or_default();
+        let snap = snap.with_drops(open);
         let facts = {
             let core = lock(&self.core);
             DumpFacts {
@@ -357,10 +416,12 @@ impl Exporter {
         flight::write_dump(&snap, &facts, &path)
     }
 
-    /// Takes a new run's facts: its devices, and (the first time) the aggregator and the ring.
-    fn begin_run(&self, info: &FeedInfo) {
+    /// Takes a new run's facts: its devices, its counters to pause, and (the first time) the
+    /// aggregator and the ring.
+    fn begin_run(&self, info: &FeedInfo, sharing: Option<CounterSharing>) {
         let mut core = lock(&self.core);
         core.run_started = Instant::now();
+        core.sharing = sharing;
         core.state = if info.counters_unavailable.is_some() {
             "counters_busy"
         } else {
@@ -470,6 +531,19 @@ memory available at start, less than --keep"
     }
 }
 
+/// The state the gauge shows: a run that samples may be paused (with the seconds left) or
+/// waiting for counters another tool took during its pause.
+fn shown_state(state: &'static str, sharing: Option<&CounterSharing>) -> (&'static str, f64) {
+    if state != "sampling" {
+        return (state, 0.0);
+    }
+    match sharing.and_then(CounterSharing::state) {
+        Some(CounterState::Paused { left }) => ("paused", left.as_secs_f64()),
+        Some(CounterState::Waiting { .. }) => ("counters_busy", 0.0),
+        _ => (state, 0.0),
+    }
+}
+
 /// Holds a flag set while it lives: cleared when dropped, also by a panic's unwinding, so a
 /// dump that panicked does not leave every later dump refused as busy.
 struct Claim<'a>(&'a AtomicBool);
@@ -507,7 +581,7 @@ struct Ended {
 /// counters, after `degraded_for`, to ask for them again).
 fn take_run(exporter: &Exporter, started: Started, degraded_for: Duration) -> Ended {
     let Started { feed, run } = started;
-    exporter.begin_run(&feed.info);
+    exporter.begin_run(&feed.info, run.sharing());
     let degraded = feed.info.counters_unavailable.clone();
     match &degraded {
         Some(why) => exporter.log(&format!("sampling without GPU counters (NVML only): {why}")),
@@ -538,6 +612,7 @@ fn take_run(exporter: &Exporter, started: Started, degraded_for: Duration) -> En
             break "trying the GPU counters again".to_string();
         }
     };
+    lock(&exporter.core).sharing = None;
     let errors = run.stop();
     // What the run's sink handed over while stopping.
     exporter.ingest(feed.drain(Duration::ZERO));
@@ -739,11 +814,11 @@ pub(crate) mod tests {
         opts.memory_available_bytes = Some(1 << 30);
         let e = Exporter::new(opts);
         // Another profiler held the counters: no metric, nothing to check yet.
-        e.begin_run(&feed_info(0, 50_000));
+        e.begin_run(&feed_info(0, 50_000), None);
         assert!(ring_cap(&e) <= 1 << 29);
         assert!(!e.recent_log().iter().any(|l| l.contains("--keep")));
         // The counters come: 8 GPUs, 2 metrics, 1 µs, an hour is far above 512 MiB.
-        e.begin_run(&feed_info(2, 1_000));
+        e.begin_run(&feed_info(2, 1_000), None);
         assert!(ring_cap(&e) <= 1 << 29, "{}", ring_cap(&e));
         let log = e.recent_log();
         assert!(

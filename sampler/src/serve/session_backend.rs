@@ -17,6 +17,10 @@ impl Run for SessionHandle {
     fn stop(self: Box<Self>) -> Vec<String> {
         SessionHandle::stop(*self).summary.errors
     }
+
+    fn sharing(&self) -> Option<crate::pipeline::pause::CounterSharing> {
+        Some(SessionHandle::sharing(self))
+    }
 }
 
 /// Sessions over the GPUs of `cfg`.
@@ -49,7 +53,10 @@ impl Backend for SessionBackend {
             Err(SessionError::Cupti(e @ CuptiError::CountersBusy { .. })) => {
                 // NVML only, saying why; the supervisor asks for the counters again later.
                 let mut started = self.start_with(CounterPolicy::Off)?;
-                started.feed.info.counters_unavailable = Some(e.to_string());
+                let who = crate::control::held_by(&crate::cli::hint::command_name())
+                    .map(|h| format!(" {h}"))
+                    .unwrap_or_default();
+                started.feed.info.counters_unavailable = Some(format!("{e}{who}"));
                 Ok(started)
             }
             other => other,

@@ -7,14 +7,17 @@
 //! profiler holds the counters (decode and start fail with `CountersBusy`), `gone` as a GPU that
 //! fell off the bus (decode fails; the next run leaves it out). [`FakeGpus`] is a
 //! `serve::Backend`: each run is the real decode loop, evaluators and sink of every present
-//! GPU, an NVML thread (100 % utilisation, 350 W, nvidia-smi's view of the same pattern), and
-//! the live feed the exporter takes.
+//! GPU under the library's pause control (`pipeline::pause`, as a session has it), an NVML
+//! thread (100 % utilisation, 350 W, nvidia-smi's view of the same pattern), and the live feed
+//! the exporter takes. `Switches::sources` counts the fake PM sampling sessions alive, so a test
+//! sees a pause release them.
 
 use super::{FakeImage, FakeImages, status};
 use cufall_cupti::{CounterDataInfo, CuptiError, DecodeOutcome, DecodeStop};
 use cufall_live::FeedInfo;
+use cufall_sampler::pipeline::pause::{CounterSharing, Device, DeviceStarter, Pausable, Running};
 use cufall_sampler::pipeline::{
-    DecodeConfig, DeviceCounters, DeviceParts, PipelineError, PmSource, SampleEvaluator, SinkMsg,
+    ArmError, DecodeConfig, DeviceCounters, DeviceParts, PmSource, SampleEvaluator, SinkMsg,
     SinkResult, SinkShared, error_chain, run_device, sink_main,
 };
 use cufall_sampler::serve::{Backend, Run, Started};
@@ -22,7 +25,7 @@ use cufall_sampler::session::SessionError;
 use cufall_sampler::sizing::ImagePlan;
 use cufall_trace::model::{DeviceId, DeviceInfo, MetricInfo, NvmlRow};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -39,6 +42,10 @@ pub const POWER_W: f32 = 350.0;
 pub struct Switches {
     pub taken: AtomicBool,
     pub gone: AtomicBool,
+    /// Fake PM sampling sessions alive (made, not yet dropped).
+    pub sources: AtomicI64,
+    /// Times the GPU was armed again after a pause.
+    pub rearmed: AtomicU64,
 }
 
 fn now_ns() -> i64 {
@@ -126,6 +133,12 @@ impl PmSource for ClockedSource {
     }
 }
 
+impl Drop for ClockedSource {
+    fn drop(&mut self) {
+        self.switches.sources.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// The pattern's value for a sample starting at `start_ns`.
 pub fn pattern(start_ns: i64) -> f64 {
     if start_ns.rem_euclid(PERIOD_NS) < BUSY_NS {
@@ -201,43 +214,36 @@ impl FakeGpus {
     }
 }
 
-type DeviceRun = (
-    DeviceId,
-    JoinHandle<Result<(), PipelineError>>,
-    Arc<DeviceCounters>,
-);
-
 /// One run of the fake GPUs.
 pub struct FakeRun {
-    stop: Arc<AtomicBool>,
     nvml_stop: Arc<AtomicBool>,
-    devices: Vec<DeviceRun>,
+    sharing: CounterSharing,
+    counters: Vec<(DeviceId, Arc<DeviceCounters>)>,
     nvml: Option<JoinHandle<()>>,
     sink: Option<JoinHandle<SinkResult>>,
 }
 
 impl Run for FakeRun {
     fn error(&self) -> Option<String> {
-        for (id, h, c) in &self.devices {
+        for (id, c) in &self.counters {
+            if self.sharing.resumed(*id) {
+                continue;
+            }
             if let Some(e) = c.error.lock().ok().and_then(|e| e.clone()) {
                 return Some(format!("{id}: {e}"));
             }
-            if h.is_finished() {
-                return Some(format!("{id}: its sampling thread ended"));
-            }
         }
-        None
+        if let Some(e) = self.sharing.error() {
+            return Some(e);
+        }
+        self.sharing
+            .ended_early()
+            .then(|| "a sampling thread ended".to_string())
     }
 
     fn stop(self: Box<Self>) -> Vec<String> {
         let mut me = *self;
-        me.stop.store(true, Ordering::SeqCst);
-        let mut errors = Vec::new();
-        for (_, h, _) in me.devices.drain(..) {
-            if let Ok(Err(e)) = h.join() {
-                errors.push(error_chain(&e));
-            }
-        }
+        let errors = me.sharing.stop();
         me.nvml_stop.store(true, Ordering::SeqCst);
         if let Some(h) = me.nvml.take() {
             let _ = h.join();
@@ -247,24 +253,55 @@ impl Run for FakeRun {
         }
         errors
     }
+
+    fn sharing(&self) -> Option<CounterSharing> {
+        Some(self.sharing.clone())
+    }
+}
+
+/// Arms one fake GPU, as `pipeline::Rearm` arms a real one: refused while another profiler
+/// holds its counters.
+pub struct FakeStarter {
+    pub i: usize,
+    pub switches: Arc<Switches>,
+    pub out: Sender<SinkMsg>,
+    pub counters: Arc<DeviceCounters>,
+}
+
+impl DeviceStarter for FakeStarter {
+    fn start(&mut self, stop: Arc<AtomicBool>) -> Result<Running, ArmError> {
+        if self.switches.taken.load(Ordering::SeqCst) {
+            return Err(ArmError::Cupti(busy_status("cuptiPmSamplingEnable")));
+        }
+        self.switches.rearmed.fetch_add(1, Ordering::SeqCst);
+        Ok(spawn_device(
+            self.i,
+            &self.switches,
+            &self.out,
+            stop,
+            &self.counters,
+        ))
+    }
 }
 
 fn spawn_device(
     i: usize,
     switches: &Arc<Switches>,
     tx: &Sender<SinkMsg>,
-    stop: &Arc<AtomicBool>,
-) -> DeviceRun {
+    stop: Arc<AtomicBool>,
+    counters: &Arc<DeviceCounters>,
+) -> Running {
     let id = DeviceId(i as u32);
-    let counters = Arc::new(DeviceCounters::default());
-    let (tx, stop, c) = (tx.clone(), Arc::clone(stop), Arc::clone(&counters));
+    let (tx, c) = (tx.clone(), Arc::clone(counters));
+    switches.sources.fetch_add(1, Ordering::SeqCst);
     let source = ClockedSource {
         clock: 0,
         running: false,
         switches: Arc::clone(switches),
         produced: Arc::default(),
     };
-    let h = std::thread::spawn(move || {
+    let started_ns = now_ns();
+    let handle = std::thread::spawn(move || {
         let parts = DeviceParts {
             source,
             images: Arc::new(FakeImages {
@@ -286,10 +323,14 @@ fn spawn_device(
         }
         r
     });
-    (id, h, counters)
+    Running { handle, started_ns }
 }
 
-fn spawn_nvml(present: Vec<usize>, tx: Sender<SinkMsg>, stop: Arc<AtomicBool>) -> JoinHandle<()> {
+pub fn spawn_nvml(
+    present: Vec<usize>,
+    tx: Sender<SinkMsg>,
+    stop: Arc<AtomicBool>,
+) -> JoinHandle<()> {
     std::thread::spawn(move || {
         while !stop.load(Ordering::SeqCst) {
             let t = now_ns();
@@ -345,23 +386,40 @@ impl Backend for FakeGpus {
                 None,
             )
         });
-        let stop = Arc::new(AtomicBool::new(false));
         let nvml_stop = Arc::new(AtomicBool::new(false));
-        let devices = if taken {
-            Vec::new()
+        let mut devices = Vec::new();
+        let mut counters = Vec::new();
+        if !taken {
+            for &i in &present {
+                let c = Arc::new(DeviceCounters::default());
+                let stop = Arc::new(AtomicBool::new(false));
+                let running = spawn_device(i, &self.switches[i], &tx, Arc::clone(&stop), &c);
+                devices.push(Device {
+                    id: DeviceId(i as u32),
+                    stop,
+                    running,
+                    starter: Box::new(FakeStarter {
+                        i,
+                        switches: Arc::clone(&self.switches[i]),
+                        out: tx.clone(),
+                        counters: Arc::clone(&c),
+                    }),
+                });
+                counters.push((DeviceId(i as u32), c));
+            }
+        }
+        let sharing = if devices.is_empty() {
+            CounterSharing::none("the GPU counters are held by another profiler".into())
         } else {
-            present
-                .iter()
-                .map(|&i| spawn_device(i, &self.switches[i], &tx, &stop))
-                .collect()
+            CounterSharing::new(Pausable::new(devices, tx.clone()).unwrap())
         };
         let nvml = spawn_nvml(present, tx, Arc::clone(&nvml_stop));
         Ok(Started {
             feed: rx,
             run: Box::new(FakeRun {
-                stop,
                 nvml_stop,
-                devices,
+                sharing,
+                counters,
                 nvml: Some(nvml),
                 sink: Some(sink),
             }),

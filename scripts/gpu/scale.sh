@@ -63,7 +63,6 @@ if want probe; then
     python3 scripts/gpu/analyze_scale.py "$T/$name.cufall" "$T/$name.phases.json" > "$OUT/scale_$name.json" 2>&1
     head -c 3000 "$OUT/scale_$name.json"; echo
   done
-  ncu_run
   hdr "bytes per sample of candidate metrics and sets"
   "$C" metrics --filter dram__bytes 2>&1 | grep -E "^(dram|  ).*cost" | head -8
   for set in "$PCT dram__throughput.avg.pct_of_peak_sustained_elapsed" \

@@ -786,10 +786,11 @@ mod tests {
         let f = Fake::default();
         let (p, rx) = started(&f);
         let c = Arc::clone(&p.control);
-        c.pause(Duration::from_millis(10)).unwrap();
-        // The first arm is refused, the next start too; then the counters are had.
+        // The first arm after the pause is refused, the next start too; then the counters are
+        // had. Set before the pause: a 10 ms pause can end before the next line runs.
         f.refuse_arm.store(1, Ordering::SeqCst);
         f.refuse_start.store(1, Ordering::SeqCst);
+        c.pause(Duration::from_millis(10)).unwrap();
         wait_for("the counters had again", || {
             f.alive.load(Ordering::SeqCst) == 1 && c.state() == CounterState::Sampling
         });

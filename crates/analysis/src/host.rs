@@ -22,10 +22,12 @@
 //! the attribution is O((gaps + samples) log samples) times the stack depth, never
 //! gaps × samples.
 
-use crate::gaps::Gap;
+use crate::gaps::{GapPart, KernelCoverage};
 use crate::phases::{Phases, Place, SegPhases};
 use crate::report::{PhaseReport, slots_of};
-use cufall_trace::model::{ApiCall, FrameKind, Gil, HostSample, HostState, NvtxRange, StackFrame};
+use cufall_trace::model::{
+    ApiCall, DeviceId, FrameKind, Gil, HostSample, HostState, NvtxRange, StackFrame,
+};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -194,9 +196,20 @@ pub struct HostIndex {
     /// Each interned stack's innermost frame and distinct frames, as indices into `frames`.
     stacks: Vec<StackFrames>,
     threads: Vec<HostThread>,
+    /// Each thread's life as its samples show it, `[first, last + interval)`; `None` for a
+    /// thread left without a sample ([`HostIndex::keep_within`]).
+    alive: Vec<Option<(i64, i64)>>,
     samples: Vec<Sample>,
     interval_ns: i64,
     interval_source: IntervalSource,
+}
+
+/// What [`HostIndex::keep_within`] left out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LeftOut {
+    pub samples: u64,
+    /// Threads with no sample left: they never started within the recording.
+    pub threads: u64,
 }
 
 struct StackFrames {
@@ -265,6 +278,28 @@ impl HostIndex {
         let lo = self.samples.partition_point(|s| s.t_ns < start);
         let hi = self.samples.partition_point(|s| s.t_ns < end);
         &self.samples[lo..hi.max(lo)]
+    }
+
+    /// Leaves out the samples outside `[start, end]` (the recording as its GPU samples, NVML
+    /// readings and ranges span it): a clock that jumped, a file edited by hand. A thread with no
+    /// sample left counts nowhere.
+    pub fn keep_within(&mut self, start_ns: i64, end_ns: i64) -> LeftOut {
+        let before = self.samples.len();
+        self.samples
+            .retain(|s| s.t_ns >= start_ns && s.t_ns <= end_ns);
+        let samples = (before - self.samples.len()) as u64;
+        let had: usize = self.alive.iter().flatten().count();
+        self.alive = alive_spans(&self.samples, self.threads.len(), self.interval_ns);
+        let threads = had.saturating_sub(self.alive.iter().flatten().count()) as u64;
+        LeftOut { samples, threads }
+    }
+
+    /// Time of `covered` during which thread `t` was alive.
+    fn alive_in(&self, t: u32, covered: &KernelCoverage) -> i64 {
+        match self.alive.get(t as usize).copied().flatten() {
+            Some((a, b)) => covered.covered_ns(COVER_LANE, a, b),
+            None => 0,
+        }
     }
 
     fn thread_of(&self, key: (u32, u32)) -> Option<u32> {
@@ -372,16 +407,36 @@ impl HostIndexBuilder {
                 IntervalSource::Observed,
             ),
         };
+        let alive = alive_spans(&resolved, self.threads.len(), interval_ns);
         Some(HostIndex {
             frames: self.frames,
             stacks: self.stacks,
             threads: self.threads,
+            alive,
             samples: resolved,
             interval_ns,
             interval_source,
         })
     }
 }
+
+/// Each thread's life, `[first sample, last sample + interval)`; `None` without a sample.
+fn alive_spans(samples: &[Sample], threads: usize, interval_ns: i64) -> Vec<Option<(i64, i64)>> {
+    let mut alive: Vec<Option<(i64, i64)>> = vec![None; threads];
+    for s in samples {
+        if let Some(slot) = alive.get_mut(s.thread as usize) {
+            let end = s.t_ns.saturating_add(interval_ns);
+            *slot = Some(match *slot {
+                Some((a, b)) => (a.min(s.t_ns), b.max(end)),
+                None => (s.t_ns, end),
+            });
+        }
+    }
+    alive
+}
+
+/// The one key of the intervals a class covers.
+const COVER_LANE: DeviceId = DeviceId(0);
 
 /// The launching thread of each slot (phases, then the whole run), as `(pid, tid)`.
 pub struct Launchers {
@@ -495,14 +550,31 @@ impl ViewAcc {
         }
     }
 
-    fn finish(self, ix: &HostIndex, time_ns: i64, thread: Option<HostThread>) -> HostView {
-        let per_thread = time_ns.max(0) as f64 / ix.interval_ns as f64;
-        let threads = self.threads.len() as u64;
-        let expected = if thread.is_some() {
-            per_thread
-        } else {
-            per_thread * threads as f64
+    /// The view over the time `covered`, of thread `launching` or (`None`) of every thread
+    /// for the part of the time it was alive.
+    fn finish(
+        self,
+        ix: &HostIndex,
+        covered: &KernelCoverage,
+        launching: Option<(u32, HostThread)>,
+    ) -> HostView {
+        let interval = ix.interval_ns.max(1) as f64;
+        // A thread is expected to be sampled only while it was alive: one that started late or
+        // a short-lived process does not dilute the others' shares.
+        let (alive_ns, alive_threads) = match &launching {
+            Some((t, _)) => {
+                let a = ix.alive_in(*t, covered);
+                (a as f64, u64::from(a > 0))
+            }
+            None => (0..ix.threads.len())
+                .filter_map(|t| u32::try_from(t).ok())
+                .map(|t| ix.alive_in(t, covered))
+                .filter(|a| *a > 0)
+                .fold((0.0, 0u64), |(sum, n), a| (sum + a as f64, n + 1)),
         };
+        let threads = alive_threads.max(self.threads.len() as u64);
+        let expected = alive_ns / interval;
+        let thread = launching.map(|(_, t)| t);
         // More samples than expected (rounds a little faster than the rate, gaps shorter
         // than an interval): shares are then of the samples, so that none reads over 100 %.
         let over = expected.max(self.samples as f64);
@@ -560,10 +632,9 @@ impl ViewAcc {
 #[derive(Debug, Default)]
 struct ClassAcc {
     time_ns: i64,
-    /// The time the class's gaps cover, overlaps once (a gap on 8 GPUs counts once): the
-    /// samples are counted over it, and the expected samples come from it.
-    covered_ns: i64,
-    /// The covered intervals, disjoint, start to end.
+    /// The intervals the class's gaps cover, overlaps once (a gap on 8 GPUs counts once),
+    /// disjoint, start to end: the samples are counted over them, and the expected samples
+    /// come from them.
     covered: BTreeMap<i64, i64>,
     gaps: u64,
     /// Gap time without a kernel resident; `None` where kernels were not captured.
@@ -583,16 +654,16 @@ impl ClassAcc {
         }
     }
 
-    fn add_gap(&mut self, ix: &HostIndex, g: &Gap, no_kernel: Option<i64>) {
+    /// Adds a gap's part or piece `p`; `new_gap`: it starts a gap of the class.
+    fn add_gap(&mut self, ix: &HostIndex, p: &GapPart, new_gap: bool) {
         // Gap times come from untrusted timestamps: saturate rather than overflow.
-        self.time_ns = self.time_ns.saturating_add(g.duration_ns());
-        self.gaps += 1;
-        if let Some(n) = no_kernel {
+        self.time_ns = self.time_ns.saturating_add(p.duration_ns());
+        self.gaps += u64::from(new_gap);
+        if let Some(n) = p.no_kernel_ns() {
             let acc = self.no_kernel_ns.get_or_insert(0);
             *acc = acc.saturating_add(n);
         }
-        for (a, b) in self.cover(g.start_ns, g.end_ns) {
-            self.covered_ns = self.covered_ns.saturating_add(b.saturating_sub(a));
+        for (a, b) in self.cover(p.start_ns, p.end_ns) {
             self.add_samples(ix, ix.between(a, b));
         }
     }
@@ -631,14 +702,16 @@ impl ClassAcc {
     fn finish(self, ix: &HostIndex, scope: HostScope, name: String) -> HostClass {
         let launching = self
             .launching
-            .and_then(|t| ix.threads.get(t as usize).cloned());
+            .and_then(|t| Some((t, ix.threads.get(t as usize)?.clone())));
+        let covered =
+            KernelCoverage::from_intervals(self.covered.iter().map(|(a, b)| (COVER_LANE, *a, *b)));
         HostClass {
             scope,
             name,
             time_ns: self.time_ns,
             gaps: self.gaps,
-            launching: launching.map(|t| self.launching_acc.finish(ix, self.covered_ns, Some(t))),
-            all: self.all.finish(ix, self.covered_ns, None),
+            launching: launching.map(|t| self.launching_acc.finish(ix, &covered, Some(t))),
+            all: self.all.finish(ix, &covered, None),
         }
     }
 }
@@ -670,15 +743,12 @@ impl<'a> HostFold<'a> {
         }
     }
 
-    /// Counts the samples of gap `g` in its place (labelled `label`) and in `slots`.
-    pub fn add(&mut self, g: &Gap, label: &str, slots: impl Iterator<Item = usize>) {
-        let no_kernel = g
-            .kernel_resident_ns
-            .map(|k| g.duration_ns().saturating_sub(k));
+    /// Counts the samples of gap piece `p` in its place (labelled `label`).
+    pub fn add_place(&mut self, p: &GapPart, label: &str) {
         let (ix, launchers, whole) = (self.ix, self.launchers, self.whole_slot);
-        let (_, place) = self.places.entry(g.place.clone()).or_insert_with(|| {
+        let (_, place) = self.places.entry(p.place.clone()).or_insert_with(|| {
             let launching = launchers
-                .of_place(&g.place, whole)
+                .of_place(&p.place, whole)
                 .and_then(|k| ix.thread_of(k));
             (
                 label.to_string(),
@@ -688,28 +758,35 @@ impl<'a> HostFold<'a> {
                 },
             )
         });
-        place.add_gap(ix, g, no_kernel);
-        for s in slots {
-            if let Some(c) = self.slots.get_mut(s) {
-                c.add_gap(ix, g, no_kernel);
-            }
+        place.add_gap(ix, p, true);
+    }
+
+    /// Counts the samples of gap part `p` in `slot`; `new_gap`: it starts a gap of the slot.
+    pub fn add_slot(&mut self, slot: usize, p: &GapPart, new_gap: bool) {
+        if let Some(c) = self.slots.get_mut(slot) {
+            c.add_gap(self.ix, p, new_gap);
         }
     }
 
-    /// The host during gap `g` alone; `None` when no sample falls in it.
-    pub fn gap_host(&self, g: &Gap) -> Option<GapHost> {
+    /// The host during `[start, end)` of a gap in `place`; `None` when no sample falls in it.
+    pub fn gap_host(&self, place: &Place, start_ns: i64, end_ns: i64) -> Option<GapHost> {
         let launching = self
             .launchers
-            .of_place(&g.place, self.whole_slot)
+            .of_place(place, self.whole_slot)
             .and_then(|k| self.ix.thread_of(k));
         let mut acc = ClassAcc {
             launching,
             ..ClassAcc::default()
         };
-        acc.add_gap(self.ix, g, None);
+        for (a, b) in acc.cover(start_ns, end_ns) {
+            acc.add_samples(self.ix, self.ix.between(a, b));
+        }
+        if acc.all.samples == 0 {
+            return None;
+        }
         let c = acc.finish(self.ix, HostScope::Place, String::new());
         let v = c.launching.filter(|v| v.samples > 0).unwrap_or(c.all);
-        (v.samples > 0).then(|| GapHost {
+        Some(GapHost {
             thread: v.thread,
             samples: v.samples,
             idle: v.idle,
@@ -748,18 +825,28 @@ pub(crate) fn phase_classes(
     phases: &Phases,
     index: &SegPhases,
     times_ns: &[i64],
+    run: (i64, i64),
     phase_paths: &[String],
 ) -> Vec<HostClass> {
     let slots = times_ns.len();
     let mut accs: Vec<ClassAcc> = (0..slots)
         .map(|s| ClassAcc {
             time_ns: times_ns[s],
-            // A phase's time is one span: each sample counts once in it.
-            covered_ns: times_ns[s],
             launching: launchers.of_slot(s).and_then(|k| ix.thread_of(k)),
             ..ClassAcc::default()
         })
         .collect();
+    // A phase covers the union of its ranges (ranges of several threads overlapping count
+    // once), the whole run its span; the samples are counted below, not here.
+    for (p, acc) in phases.phases.iter().zip(accs.iter_mut()) {
+        for seg in &p.segments {
+            let (a, b) = phases.segment_bounds(*seg as usize, run.0, run.1);
+            acc.cover(a, b);
+        }
+    }
+    if let Some(whole) = accs.last_mut() {
+        whole.cover(run.0, run.1);
+    }
     for s in &ix.samples {
         for slot in slots_of(index, phases.segment_of(s.t_ns), slots) {
             accs[slot].add_samples(ix, std::slice::from_ref(s));
@@ -799,6 +886,7 @@ impl HostSide {
         phase_reports: &[PhaseReport],
         whole_run: &PhaseReport,
         gap_classes: Option<Vec<HostClass>>,
+        run: (i64, i64),
     ) -> HostReport {
         let (ix, launchers) = (&self.ix, &self.launchers);
         let index = SegPhases::build(phases);
@@ -808,16 +896,24 @@ impl HostSide {
             .map(|p| p.total_ns)
             .collect();
         let paths = crate::report::slot_paths(phases);
-        let processes: BTreeSet<u32> = ix.threads.iter().map(|t| t.pid).collect();
+        // Threads left without a sample (all of theirs outside the recording) count nowhere.
+        let live: Vec<&HostThread> = ix
+            .threads
+            .iter()
+            .zip(&ix.alive)
+            .filter(|(_, a)| a.is_some())
+            .map(|(t, _)| t)
+            .collect();
+        let processes: BTreeSet<u32> = live.iter().map(|t| t.pid).collect();
         HostReport {
             interval_ns: ix.interval_ns,
             interval_source: ix.interval_source,
             samples: ix.samples.len() as u64,
-            threads: ix.threads.len() as u64,
+            threads: live.len() as u64,
             processes: processes.len() as u64,
             launching_from: launchers.from,
             gap_classes: gap_classes.unwrap_or_default(),
-            phases: phase_classes(ix, launchers, phases, &index, &times_ns, &paths),
+            phases: phase_classes(ix, launchers, phases, &index, &times_ns, run, &paths),
         }
     }
 }
@@ -852,7 +948,6 @@ pub fn frame_label(function: &str, file: &str, line: Option<u32>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cufall_trace::model::DeviceId;
 
     fn frame(stack_id: u64, depth: u32, function: &str, line: u32) -> StackFrame {
         StackFrame {
@@ -882,12 +977,12 @@ mod tests {
         }
     }
 
-    fn gap(start_ns: i64, end_ns: i64) -> Gap {
-        Gap {
-            device: DeviceId(0),
+    fn gap(start_ns: i64, end_ns: i64) -> GapPart {
+        GapPart {
             start_ns,
             end_ns,
             place: Place::WholeRun,
+            segment: 0,
             kernel_resident_ns: Some(0),
             host: None,
         }
@@ -905,7 +1000,7 @@ mod tests {
     }
 
     /// The classes of `gaps` over a run without phases, API launches by `launcher`.
-    fn classes(samples: &[HostSample], gaps: &[Gap], launcher: u32) -> Vec<HostClass> {
+    fn classes(samples: &[HostSample], gaps: &[GapPart], launcher: u32) -> Vec<HostClass> {
         let ix = HostIndex::build(&stacks(), samples, Some("100000000 Hz, python frames"))
             .expect("samples");
         let phases = Phases::build(&[]);
@@ -920,7 +1015,8 @@ mod tests {
         assert_eq!(l.from, LaunchingFrom::ApiCalls);
         let mut fold = HostFold::new(&ix, &l, 1);
         for g in gaps {
-            fold.add(g, "(whole run)", std::iter::once(0));
+            fold.add_place(g, "(whole run)");
+            fold.add_slot(0, g, true);
         }
         fold.finish(&["(whole run)".to_string()])
     }
@@ -953,7 +1049,8 @@ mod tests {
             let l = Launchers::build(&phases, &index, 1, &[], &[]);
             let mut f = HostFold::new(ix, &l, 1);
             for g in &gaps {
-                f.add(g, "(whole run)", std::iter::once(0));
+                f.add_place(g, "(whole run)");
+                f.add_slot(0, g, true);
             }
             f.finish(&["(whole run)".to_string()])
         };
@@ -973,10 +1070,8 @@ mod tests {
     #[test]
     fn a_gap_on_several_devices_counts_each_sample_once() {
         let samples: Vec<HostSample> = (0..30).map(|i| sample(i * 10, 1, 1, false)).collect();
-        let on = |d: u32, start_ns: i64, end_ns: i64| Gap {
-            device: DeviceId(d),
-            ..gap(start_ns, end_ns)
-        };
+        // The same time on several GPUs: the devices' parts are folded alike.
+        let on = |_device: u32, start_ns: i64, end_ns: i64| gap(start_ns, end_ns);
         let one = classes(&samples, &[on(0, 50, 150)], 1);
         let two = classes(&samples, &[on(0, 50, 150), on(1, 50, 150)], 1);
         let (a, b) = (&one[0].all, &two[0].all);
@@ -1062,10 +1157,57 @@ mod tests {
         let l = cs[0].launching.as_ref().expect("launching");
         assert_eq!(cs[0].gaps, 3);
         assert_eq!(cs[0].time_ns, 1200);
-        // 20 samples in the first two gaps, none in the third (after the last sample).
+        // 20 samples in the first two gaps, none in the third: the thread's last sample is at
+        // 990 ns, so it is not expected there, and its shares are over the 20 it could give.
         assert_eq!(l.samples, 20);
-        assert!((l.sampled - 20.0 / 120.0).abs() < 1e-9);
-        assert!((share_of(&l.self_frames, "inner").expect("inner") - 20.0 / 120.0).abs() < 1e-9);
+        assert!((l.expected_samples - 20.0).abs() < 1e-9);
+        assert_eq!(l.sampled, 1.0);
+        assert_eq!(share_of(&l.self_frames, "inner"), Some(1.0));
+    }
+
+    /// A thread counts only while it was alive: one that lived for a tenth of the gap time
+    /// (a compiler process, say) adds a tenth of a thread's samples to the expected, not one.
+    #[test]
+    fn a_short_lived_thread_does_not_dilute_the_shares() {
+        // Thread 1 sampled all through [0, 1000); thread 2 only in [0, 100).
+        let mut samples: Vec<HostSample> = (0..100).map(|i| sample(i * 10, 1, 1, false)).collect();
+        samples.extend((0..10).map(|i| sample(i * 10, 2, 2, true)));
+        let cs = classes(&samples, &[gap(0, 1000)], 1);
+        let a = &cs[0].all;
+        assert_eq!((a.threads, a.samples), (2, 110));
+        assert!((a.expected_samples - 110.0).abs() < 1e-9, "{}", a.expected_samples);
+        assert!((a.sampled - 1.0).abs() < 1e-9);
+        assert!((share_of(&a.self_frames, "inner").expect("inner") - 100.0 / 110.0).abs() < 1e-9);
+        // A gap where only thread 1 lived expects its samples alone.
+        let cs = classes(&samples, &[gap(500, 700)], 1);
+        assert_eq!(cs[0].all.threads, 1);
+        assert!((cs[0].all.expected_samples - 20.0).abs() < 1e-9);
+    }
+
+    /// Samples outside the recording are left out, and a thread with no sample left in it is
+    /// counted nowhere: never a share above 100 %.
+    #[test]
+    fn samples_outside_the_recording_are_left_out() {
+        let mut samples: Vec<HostSample> = (0..10).map(|i| sample(i * 10, 1, 1, false)).collect();
+        samples.push(sample(-1_000_000, 2, 2, true));
+        samples.push(sample(i64::MAX - 5, 3, 2, true));
+        samples.push(sample(95, 1, 1, false));
+        let mut ix = HostIndex::build(&stacks(), &samples, Some("100000000 Hz")).expect("samples");
+        let left = ix.keep_within(0, 100);
+        assert_eq!(left, LeftOut { samples: 2, threads: 2 });
+        assert_eq!(ix.samples.len(), 11);
+        let phases = Phases::build(&[]);
+        let index = SegPhases::build(&phases);
+        let l = Launchers::build(&phases, &index, 1, &[], &[]);
+        let mut fold = HostFold::new(&ix, &l, 1);
+        let g = gap(-5_000_000, i64::MAX);
+        fold.add_place(&g, "(whole run)");
+        fold.add_slot(0, &g, true);
+        let cs = fold.finish(&["(whole run)".to_string()]);
+        let a = &cs[0].all;
+        assert_eq!((a.threads, a.samples), (1, 11));
+        assert!(a.sampled <= 1.0 && a.sampled > 0.0);
+        assert!(a.self_frames.iter().all(|f| f.share <= 1.0 && f.share >= 0.0));
     }
 
     #[test]
@@ -1186,7 +1328,7 @@ mod tests {
                 .iter()
                 .map(|(t, tid, stack, idle)| sample(*t, *tid, *stack, *idle))
                 .collect();
-            let gaps: Vec<Gap> = gaps.iter().map(|(s, l)| gap(*s, s + l)).collect();
+            let gaps: Vec<GapPart> = gaps.iter().map(|(s, l)| gap(*s, s + l)).collect();
             if host.is_empty() {
                 return Ok(());
             }

@@ -252,6 +252,15 @@ pub fn note_text(n: &Note, cmd: &str) -> String {
             "{count} drop(s), {} without samples in all: excluded from idle time and gaps, never counted as idle.",
             fmt_ns(*dropped_ns)
         ),
+        Note::HostSamplesOutside { samples, threads } => format!(
+            "{samples} host sample(s) lie outside the recording (before the start or after the end of \
+             its duration above): left out of the host sections{}.",
+            if *threads > 0 {
+                format!(", and {threads} thread(s) with no sample inside it counted nowhere")
+            } else {
+                String::new()
+            }
+        ),
         Note::UnknownValues {
             samples,
             unknown_ns,
@@ -485,11 +494,21 @@ fn gaps_text(r: &Report) -> String {
     if r.activity.is_none() {
         o.push_str("\nIDLE GAPS: not measured (no GPU counters in this recording)\n");
     } else {
+        // A stretch that crosses a phase's edge is cut there: each piece is a gap of its place.
+        let cut = if count == r.gap_count {
+            String::new()
+        } else {
+            format!(
+                " in {} idle stretch(es) cut where phases begin and end (a piece may be shorter \
+                 than the minimum)",
+                r.gap_count
+            )
+        };
         o.push_str(&format!(
-            "\nIDLE GAPS of at least {}: {} gap(s), {} in all (drops excluded)\n",
+            "\nIDLE GAPS of at least {}: {} gap(s){cut}, {} in all (drops excluded)\n",
             fmt_ns(r.min_gap_ns),
             count,
-            fmt_ns(total)
+            fmt_ns(total),
         ));
     }
     if r.gap_groups.is_empty() {
@@ -522,9 +541,14 @@ fn gaps_text(r: &Report) -> String {
             ]);
         }
         o.push_str(&t.render("  "));
+        let whole = if count == r.gap_count {
+            " gap(s)"
+        } else {
+            " idle stretch(es), whole, with the places they cross"
+        };
         o.push_str(&format!(
-            "\n  longest {} gap(s) (at: time since the first sample)\n",
-            r.gaps.len().min(LONGEST_GAPS_SHOWN)
+            "\n  longest {}{whole} (at: time since the first sample)\n",
+            r.gaps.len().min(LONGEST_GAPS_SHOWN),
         ));
         let mut t = TextTable::new(&[
             "gpu",

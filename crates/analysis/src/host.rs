@@ -53,6 +53,11 @@ pub enum IntervalSource {
 pub enum LaunchingFrom {
     ApiCalls,
     NvtxRanges,
+    /// No launch calls or ranges: the process that launched most of the phase's kernels, its
+    /// thread with the most running samples in the phase.
+    KernelProcess,
+    /// No launch calls, ranges or kernels: the thread with the most running samples.
+    RunningSamples,
     /// Neither: only the all-threads views are given.
     Unknown,
 }
@@ -485,6 +490,55 @@ impl Launchers {
         Launchers { from, by_slot }
     }
 
+    /// Where neither launch calls nor NVTX ranges named the threads: per slot, the thread with
+    /// the most running samples there, among the threads of the process that launched most of
+    /// the slot's kernels (`kernel_pids`, per slot) where kernels were captured and it has
+    /// running samples, else among all.
+    pub(crate) fn or_running(
+        &mut self,
+        ix: &HostIndex,
+        phases: &Phases,
+        index: &SegPhases,
+        kernel_pids: &[BTreeMap<u32, u64>],
+    ) {
+        if self.from != LaunchingFrom::Unknown {
+            return;
+        }
+        let slots = self.by_slot.len();
+        let mut running: Vec<BTreeMap<u32, u64>> = vec![BTreeMap::new(); slots];
+        for s in ix.samples.iter().filter(|s| !s.idle) {
+            for slot in slots_of(index, phases.segment_of(s.t_ns), slots) {
+                *running[slot].entry(s.thread).or_default() += 1;
+            }
+        }
+        let key = |t: u32| ix.threads.get(t as usize).map(|t| (t.pid, t.tid));
+        // Most counts; among equals the lowest id, for a stable answer.
+        let most = |m: &mut dyn Iterator<Item = ((u32, u32), u64)>| {
+            m.max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+                .map(|(k, _)| k)
+        };
+        for (slot, by_thread) in running.iter().enumerate() {
+            let pid = kernel_pids
+                .get(slot)
+                .and_then(|m| most(&mut m.iter().map(|(p, n)| ((*p, 0), *n))))
+                .map(|(p, _)| p);
+            let of = |pid: Option<u32>| {
+                most(&mut by_thread.iter().filter_map(|(t, n)| {
+                    let k = key(*t)?;
+                    pid.is_none_or(|p| k.0 == p).then_some((k, *n))
+                }))
+            };
+            self.by_slot[slot] = of(pid).or_else(|| of(None));
+        }
+        if self.by_slot.iter().any(Option::is_some) {
+            self.from = if kernel_pids.iter().any(|m| !m.is_empty()) {
+                LaunchingFrom::KernelProcess
+            } else {
+                LaunchingFrom::RunningSamples
+            };
+        }
+    }
+
     fn of_slot(&self, slot: usize) -> Option<(u32, u32)> {
         self.by_slot.get(slot).copied().flatten()
     }
@@ -873,6 +927,17 @@ pub struct HostSide {
 }
 
 impl HostSide {
+    /// See [`Launchers::or_running`].
+    pub(crate) fn or_running(
+        &mut self,
+        phases: &Phases,
+        index: &SegPhases,
+        kernel_pids: &[BTreeMap<u32, u64>],
+    ) {
+        self.launchers
+            .or_running(&self.ix, phases, index, kernel_pids);
+    }
+
     /// The fold of the gaps' samples, for `slots` slots (phases, then the whole run).
     pub fn fold(&self, slots: usize) -> HostFold<'_> {
         HostFold::new(&self.ix, &self.launchers, slots)
@@ -1254,6 +1319,46 @@ mod tests {
         );
         let l = Launchers::build(&phases, &index, 1, &[], &[]);
         assert_eq!((l.from, l.of_slot(0)), (LaunchingFrom::Unknown, None));
+    }
+
+    /// Without launch calls or ranges (a JAX program: kernels captured, no API calls), the
+    /// launching thread is the busiest thread of the process that launched the kernels, else
+    /// the busiest thread of all; idle samples do not count.
+    #[test]
+    fn without_calls_or_ranges_the_busiest_thread_of_the_kernels_process_launches() {
+        let in_pid = |pid: u32, tid: u32, t_ns: i64, idle: bool| HostSample {
+            pid,
+            ..sample(t_ns, tid, 1, idle)
+        };
+        let mut samples: Vec<HostSample> = (0..5).map(|i| in_pid(7, 1, i * 10, false)).collect();
+        samples.extend((0..3).map(|i| in_pid(8, 2, i * 10, false)));
+        samples.extend((0..9).map(|i| in_pid(8, 3, i * 10, true)));
+        let ix = HostIndex::build(&stacks(), &samples, Some("100000000 Hz")).expect("samples");
+        let phases = Phases::build(&[]);
+        let index = SegPhases::build(&phases);
+        let with = |pids: &[(u32, u64)]| {
+            let mut l = Launchers::build(&phases, &index, 1, &[], &[]);
+            let m: BTreeMap<u32, u64> = pids.iter().copied().collect();
+            l.or_running(&ix, &phases, &index, &[m]);
+            (l.from, l.of_slot(0))
+        };
+        assert_eq!(
+            with(&[(8, 10), (7, 2)]),
+            (LaunchingFrom::KernelProcess, Some((8, 2)))
+        );
+        // The kernels' process has no sample: the busiest thread of all.
+        assert_eq!(with(&[(9, 10)]), (LaunchingFrom::KernelProcess, Some((7, 1))));
+        assert_eq!(with(&[]), (LaunchingFrom::RunningSamples, Some((7, 1))));
+        // Launch calls, where there are some, are never overridden.
+        let api = [ApiCall {
+            name: "cuLaunchKernel".into(),
+            pid: 8,
+            tid: 3,
+            ..Default::default()
+        }];
+        let mut l = Launchers::build(&phases, &index, 1, &api, &[]);
+        l.or_running(&ix, &phases, &index, &[]);
+        assert_eq!((l.from, l.of_slot(0)), (LaunchingFrom::ApiCalls, Some((8, 3))));
     }
 
     #[test]

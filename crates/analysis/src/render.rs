@@ -788,7 +788,16 @@ fn host_text(r: &Report, cmd: &str) -> String {
     let from = match h.launching_from {
         crate::host::LaunchingFrom::ApiCalls => "the thread with the most kernel launches",
         crate::host::LaunchingFrom::NvtxRanges => "the thread of the phase's NVTX ranges",
-        crate::host::LaunchingFrom::Unknown => "unknown (no API calls or NVTX ranges)",
+        crate::host::LaunchingFrom::KernelProcess => {
+            "the thread with the most running samples in the process that launched most of the \
+             phase's kernels"
+        }
+        crate::host::LaunchingFrom::RunningSamples => {
+            "the thread with the most running samples in the phase"
+        }
+        crate::host::LaunchingFrom::Unknown => {
+            "unknown (no API calls, NVTX ranges or running samples)"
+        }
     };
     let rate = match h.interval_source {
         crate::host::IntervalSource::Asked => "",

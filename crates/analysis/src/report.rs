@@ -685,19 +685,31 @@ fn min_gap_ns(opts: &ReportOptions, interval_ns: i64) -> Result<i64> {
 }
 
 /// Which kernels ran in each phase (when `by_phase`), folded in as the kernels are read for
-/// the coverage of the gaps.
+/// the coverage of the gaps; and per slot of `cells`, how many kernels each process launched
+/// there (for the launching thread where no launch call or range names one).
 fn fold_kernels<'a>(
     trace: &Trace,
     phases: &'a Phases,
+    cells: &Cells,
     by_phase: bool,
-) -> Result<(Option<KernelFold<'a>>, Option<KernelCoverage>)> {
+) -> Result<(
+    Option<KernelFold<'a>>,
+    Option<KernelCoverage>,
+    Vec<BTreeMap<u32, u64>>,
+)> {
     let mut kernel_fold = by_phase.then(|| KernelFold::new(phases));
+    let mut pids: Vec<BTreeMap<u32, u64>> = vec![BTreeMap::new(); cells.slots];
     let coverage = kernel_coverage(trace, &mut |ks| {
+        for k in ks.iter().filter(|k| gaps::keeps_gpu_busy(k.kind)) {
+            for slot in slots_of(&cells.index, phases.segment_of(k.start_ns), cells.slots) {
+                *pids[slot].entry(k.pid).or_default() += 1;
+            }
+        }
         if let Some(fold) = &mut kernel_fold {
             fold.add_all(ks);
         }
     })?;
-    Ok((kernel_fold, coverage))
+    Ok((kernel_fold, coverage, pids))
 }
 
 /// The reader's warnings, the manifest's absurd values, and samples left out for lying far
@@ -808,7 +820,8 @@ pub(crate) fn build_report_checked(
     let nvml_span = add_nvml(trace, &phases, &mut cells)?;
     let drops = trace.drops()?;
     cells.add_drops(&phases, &drops);
-    let (kernel_fold, coverage) = fold_kernels(trace, &phases, opts.kernel_rows != Some(0))?;
+    let (kernel_fold, coverage, kernel_pids) =
+        fold_kernels(trace, &phases, &cells, opts.kernel_rows != Some(0))?;
     let host = HostCoverage::build(&api);
     let merged = gaps::merge_fragments(fragments, &drops, min_gap_ns, hole_ns);
 
@@ -821,6 +834,9 @@ pub(crate) fn build_report_checked(
         .as_mut()
         .map(|h| h.ix.keep_within(start_ns, end_ns))
         .filter(|l| l.samples > 0);
+    if let Some(h) = &mut host_side {
+        h.or_running(&phases, &cells.index, &kernel_pids);
+    }
     let mut fold = GapFold::new(&phases, &cells.index, cells.slots, start_ns, opts.gap_rows);
     fold.host = host_side.as_ref().map(|h| h.fold(cells.slots));
     gaps::gaps_of(merged, &phases, coverage.as_ref(), host.as_ref())

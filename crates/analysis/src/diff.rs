@@ -816,6 +816,8 @@ mod tests {
             self_frames: frames.iter().take(kept).cloned().collect(),
             all_self_frames: frames,
             inclusive_frames: Vec::new(),
+            self_functions: Vec::new(),
+            inclusive_functions: Vec::new(),
         };
         HostReport {
             interval_ns: 1_000_000,

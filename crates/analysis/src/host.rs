@@ -87,6 +87,25 @@ pub struct FrameShare {
     pub share: f64,
 }
 
+/// One function's share of a view: its samples over every line, with the lines beneath.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FunctionShare {
+    pub function: String,
+    pub file: String,
+    pub module: String,
+    pub kind: FrameKind,
+    /// Samples with the function innermost (self) or anywhere on the stack (inclusive, once per
+    /// sample however many of its lines the stack holds).
+    pub samples: u64,
+    /// Of those, samples of a thread that was idle.
+    pub idle_samples: u64,
+    /// As [`FrameShare::share`]: at most 1.
+    pub share: f64,
+    /// Its lines, largest share first (self: the lines it was in; inclusive: the lines on the
+    /// stack), the first [`HOST_FRAMES_KEPT`].
+    pub lines: Vec<FrameShare>,
+}
+
 /// The host during a class's time, for one thread or for all.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct HostView {
@@ -114,6 +133,11 @@ pub struct HostView {
     pub all_self_frames: Vec<FrameShare>,
     /// Frames anywhere on the stack, largest share first.
     pub inclusive_frames: Vec<FrameShare>,
+    /// Innermost frames rolled up by function (every line of it), largest share first, the
+    /// first [`HOST_FRAMES_KEPT`].
+    pub self_functions: Vec<FunctionShare>,
+    /// Functions anywhere on the stack, largest share first, the first [`HOST_FRAMES_KEPT`].
+    pub inclusive_functions: Vec<FunctionShare>,
 }
 
 /// What a [`HostClass`] covers.
@@ -153,6 +177,8 @@ pub struct GapHost {
     pub idle: f64,
     /// Innermost frames, largest share first, the first [`GAP_HOST_FRAMES`].
     pub frames: Vec<FrameShare>,
+    /// Innermost frames by function, largest share first, the first [`GAP_HOST_FRAMES`].
+    pub functions: Vec<FunctionShare>,
 }
 
 /// How many frames each gap's [`GapHost`] keeps.
@@ -184,6 +210,15 @@ struct FrameKey {
     kind: FrameKind,
 }
 
+/// A function as interned here: a frame without its line.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct FunctionKey {
+    function: String,
+    file: String,
+    module: String,
+    kind: FrameKind,
+}
+
 /// One host sample, resolved: its thread and its stack as indices.
 #[derive(Clone, Copy, Debug)]
 struct Sample {
@@ -198,6 +233,9 @@ struct Sample {
 /// The host samples sorted by time, with their stacks and threads interned.
 pub struct HostIndex {
     frames: Vec<FrameKey>,
+    /// Each frame's function, an index into `functions`.
+    frame_fn: Vec<u32>,
+    functions: Vec<FunctionKey>,
     /// Each interned stack's innermost frame and distinct frames, as indices into `frames`.
     stacks: Vec<StackFrames>,
     threads: Vec<HostThread>,
@@ -222,6 +260,8 @@ struct StackFrames {
     innermost: Option<u32>,
     /// Every distinct frame of the stack.
     distinct: Vec<u32>,
+    /// Every distinct function of the stack.
+    distinct_fns: Vec<u32>,
 }
 
 /// The interval of `extra.host_stacks` when it names a rate, a number followed by `Hz`
@@ -321,6 +361,8 @@ impl HostIndex {
 /// samples.
 pub struct HostIndexBuilder {
     frames: Vec<FrameKey>,
+    frame_fn: Vec<u32>,
+    functions: Vec<FunctionKey>,
     stacks: Vec<StackFrames>,
     stack_of: HashMap<u64, u32>,
     thread_ids: HashMap<(u32, u32), u32>,
@@ -350,6 +392,24 @@ impl HostIndexBuilder {
             });
             by_id.entry(f.stack_id).or_default().push((f.depth, id));
         }
+        let mut functions: Vec<FunctionKey> = Vec::new();
+        let mut function_ids: HashMap<FunctionKey, u32> = HashMap::new();
+        let frame_fn: Vec<u32> = frames
+            .iter()
+            .map(|f| {
+                let key = FunctionKey {
+                    function: f.function.clone(),
+                    file: f.file.clone(),
+                    module: f.module.clone(),
+                    kind: f.kind,
+                };
+                let next = u32::try_from(functions.len()).unwrap_or(u32::MAX);
+                *function_ids.entry(key.clone()).or_insert_with(|| {
+                    functions.push(key);
+                    next
+                })
+            })
+            .collect();
         let mut stack_of: HashMap<u64, u32> = HashMap::new();
         let mut stack_list = Vec::with_capacity(by_id.len());
         for (sid, mut rows) in by_id {
@@ -357,14 +417,23 @@ impl HostIndexBuilder {
             let mut distinct: Vec<u32> = rows.iter().map(|(_, f)| *f).collect();
             distinct.sort_unstable();
             distinct.dedup();
+            let mut distinct_fns: Vec<u32> = distinct
+                .iter()
+                .filter_map(|f| frame_fn.get(*f as usize).copied())
+                .collect();
+            distinct_fns.sort_unstable();
+            distinct_fns.dedup();
             stack_of.insert(sid, u32::try_from(stack_list.len()).unwrap_or(u32::MAX));
             stack_list.push(StackFrames {
                 innermost: rows.first().map(|(_, f)| *f),
                 distinct,
+                distinct_fns,
             });
         }
         HostIndexBuilder {
             frames,
+            frame_fn,
+            functions,
             stacks: stack_list,
             stack_of,
             thread_ids: HashMap::new(),
@@ -415,6 +484,8 @@ impl HostIndexBuilder {
         let alive = alive_spans(&resolved, self.threads.len(), interval_ns);
         Some(HostIndex {
             frames: self.frames,
+            frame_fn: self.frame_fn,
+            functions: self.functions,
             stacks: self.stacks,
             threads: self.threads,
             alive,
@@ -573,6 +644,8 @@ struct ViewAcc {
     threads: BTreeSet<u32>,
     self_frames: HashMap<u32, FrameAcc>,
     inclusive: HashMap<u32, FrameAcc>,
+    /// Functions anywhere on the stack, once per sample.
+    inclusive_fns: HashMap<u32, FrameAcc>,
 }
 
 impl ViewAcc {
@@ -601,6 +674,9 @@ impl ViewAcc {
         bump(&mut self.self_frames, innermost);
         for f in stack.map_or(&[][..], |st| st.distinct.as_slice()) {
             bump(&mut self.inclusive, *f);
+        }
+        for f in stack.map_or(&[][..], |st| st.distinct_fns.as_slice()) {
+            bump(&mut self.inclusive_fns, *f);
         }
     }
 
@@ -634,23 +710,26 @@ impl ViewAcc {
         let over = expected.max(self.samples as f64);
         let of = |n: u64| if over > 0.0 { n as f64 / over } else { 0.0 };
         let frames = |m: HashMap<u32, FrameAcc>| {
-            let mut v: Vec<FrameShare> = m
+            let mut v: Vec<(u32, FrameShare)> = m
                 .into_iter()
                 .filter_map(|(f, a)| {
                     let k = ix.frames.get(f as usize)?;
-                    Some(FrameShare {
-                        function: k.function.clone(),
-                        file: k.file.clone(),
-                        line: k.line,
-                        module: k.module.clone(),
-                        kind: k.kind,
-                        samples: a.samples,
-                        idle_samples: a.idle,
-                        share: of(a.samples),
-                    })
+                    Some((
+                        f,
+                        FrameShare {
+                            function: k.function.clone(),
+                            file: k.file.clone(),
+                            line: k.line,
+                            module: k.module.clone(),
+                            kind: k.kind,
+                            samples: a.samples,
+                            idle_samples: a.idle,
+                            share: of(a.samples),
+                        },
+                    ))
                 })
                 .collect();
-            v.sort_by(|a, b| {
+            v.sort_by(|(_, a), (_, b)| {
                 b.samples
                     .cmp(&a.samples)
                     .then_with(|| a.function.cmp(&b.function))
@@ -659,9 +738,25 @@ impl ViewAcc {
             });
             v
         };
-        let all_self_frames = frames(self.self_frames);
-        let mut inclusive_frames = frames(self.inclusive);
-        inclusive_frames.truncate(HOST_FRAMES_KEPT);
+        let self_lines = frames(self.self_frames);
+        let inclusive_lines = frames(self.inclusive);
+        // Self: a function's samples are its lines' (each sample has one innermost frame).
+        let mut self_fns: HashMap<u32, FrameAcc> = HashMap::new();
+        for (i, f) in &self_lines {
+            if let Some(func) = ix.frame_fn.get(*i as usize) {
+                let e = self_fns.entry(*func).or_default();
+                e.samples += f.samples;
+                e.idle += f.idle_samples;
+            }
+        }
+        let self_functions = roll_up(ix, self_fns, &self_lines, &of);
+        let inclusive_functions = roll_up(ix, self.inclusive_fns, &inclusive_lines, &of);
+        let all_self_frames: Vec<FrameShare> = self_lines.into_iter().map(|(_, f)| f).collect();
+        let inclusive_frames: Vec<FrameShare> = inclusive_lines
+            .into_iter()
+            .take(HOST_FRAMES_KEPT)
+            .map(|(_, f)| f)
+            .collect();
         HostView {
             thread,
             threads,
@@ -678,8 +773,54 @@ impl ViewAcc {
                 .collect(),
             all_self_frames,
             inclusive_frames,
+            self_functions,
+            inclusive_functions,
         }
     }
+}
+
+/// Functions with their counts in `m`, their lines (frame index and share, largest first)
+/// beneath, largest first, the first [`HOST_FRAMES_KEPT`]; `of` gives a count's share.
+fn roll_up(
+    ix: &HostIndex,
+    m: HashMap<u32, FrameAcc>,
+    lines: &[(u32, FrameShare)],
+    of: &dyn Fn(u64) -> f64,
+) -> Vec<FunctionShare> {
+    // Lines come largest first: each function's keep that order.
+    let mut by_fn: HashMap<u32, Vec<FrameShare>> = HashMap::new();
+    for (f, share) in lines {
+        if let Some(func) = ix.frame_fn.get(*f as usize) {
+            let kept = by_fn.entry(*func).or_default();
+            if kept.len() < HOST_FRAMES_KEPT {
+                kept.push(share.clone());
+            }
+        }
+    }
+    let mut v: Vec<FunctionShare> = m
+        .into_iter()
+        .filter_map(|(i, a)| {
+            let k = ix.functions.get(i as usize)?;
+            Some(FunctionShare {
+                function: k.function.clone(),
+                file: k.file.clone(),
+                module: k.module.clone(),
+                kind: k.kind,
+                samples: a.samples,
+                idle_samples: a.idle,
+                share: of(a.samples),
+                lines: by_fn.remove(&i).unwrap_or_default(),
+            })
+        })
+        .collect();
+    v.sort_by(|a, b| {
+        b.samples
+            .cmp(&a.samples)
+            .then_with(|| a.function.cmp(&b.function))
+            .then_with(|| a.file.cmp(&b.file))
+    });
+    v.truncate(HOST_FRAMES_KEPT);
+    v
 }
 
 /// One class as it is folded: its time, its launching thread's samples and all samples.
@@ -845,6 +986,7 @@ impl<'a> HostFold<'a> {
             samples: v.samples,
             idle: v.idle,
             frames: v.self_frames.into_iter().take(GAP_HOST_FRAMES).collect(),
+            functions: v.self_functions.into_iter().take(GAP_HOST_FRAMES).collect(),
         })
     }
 

@@ -288,6 +288,11 @@ pub fn full_scale_source_text(s: FullScaleSource) -> &'static str {
 
 /// The text form of a report; `cmd` is the command as the user runs it (for the notes).
 pub fn report_text_for(r: &Report, cmd: &str) -> String {
+    report_text_with(r, cmd, false)
+}
+
+/// [`report_text_for`]; with `lines`, the HOST sections name each function's lines after it.
+pub fn report_text_with(r: &Report, cmd: &str, lines: bool) -> String {
     let mut o = String::new();
     o.push_str(&format!("cufall report: {}\n", r.trace));
     for g in &r.gpus {
@@ -356,7 +361,7 @@ pub fn report_text_for(r: &Report, cmd: &str) -> String {
     o.push_str(&per_device_text(r, &all));
     o.push_str(&kernels_text(r));
     o.push_str(&gaps_text(r));
-    o.push_str(&host_text(r, cmd));
+    o.push_str(&host_text(r, cmd, lines));
 
     o.push_str("\nDROPS (time without samples, never counted as idle)\n");
     if r.drops.is_empty() {
@@ -671,33 +676,52 @@ pub fn frame_text(f: &crate::host::FrameShare) -> String {
     cufall_text::name(&crate::host::frame_label(&f.function, &f.file, f.line)).into_owned()
 }
 
-/// `build_tree (tree.py:88) 41%, torch.cuda.synchronize (...) 22% waiting`: the first frames
-/// of a list with their shares; `waiting` where most of a frame's samples were idle.
-fn frames_text(frames: &[crate::host::FrameShare]) -> String {
-    if frames.is_empty() {
+/// One gap's host as a line: `thread 571 (MainThread) in main (torch_phases.py) 87% waiting`.
+pub fn gap_host_text(h: &crate::host::GapHost) -> String {
+    let who = h.thread.as_ref().map_or("all threads".into(), thread_who);
+    format!("{who} in {}", functions_text(&h.functions, false))
+}
+
+/// A function as the report names it: `function (file)`, escaped and cut like a frame.
+pub fn function_text(f: &crate::host::FunctionShare) -> String {
+    cufall_text::name(&crate::host::frame_label(&f.function, &f.file, None)).into_owned()
+}
+
+/// `build_tree (tree.py) 41%, synchronize (torch/cuda/__init__.py) 22% waiting`: the first
+/// functions of a list with their shares; with `lines`, each function's lines after it
+/// (`[:88 30%, :90 11%]`).
+fn functions_text(fns: &[crate::host::FunctionShare], lines: bool) -> String {
+    if fns.is_empty() {
         return "no frames".into();
     }
-    frames
-        .iter()
+    fns.iter()
         .take(HOST_FRAMES_SHOWN)
         .map(|f| {
             let waiting = f.samples > 0
                 && f.idle_samples as f64 >= crate::host::WAITING_FROM * f.samples as f64;
+            let under = if lines && !f.lines.is_empty() {
+                let ls: Vec<String> = f
+                    .lines
+                    .iter()
+                    .take(HOST_FRAMES_SHOWN)
+                    .map(|l| {
+                        let at = l.line.map_or("?".into(), |n| n.to_string());
+                        format!(":{at} {:.0}%", l.share * 100.0)
+                    })
+                    .collect();
+                format!(" [{}]", ls.join(", "))
+            } else {
+                String::new()
+            };
             format!(
-                "{} {:.0}%{}",
-                frame_text(f),
+                "{} {:.0}%{}{under}",
+                function_text(f),
                 f.share * 100.0,
                 if waiting { " waiting" } else { "" }
             )
         })
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// One gap's host as a line: `thread 571 (MainThread) in main (torch_phases.py:64) 87% waiting`.
-pub fn gap_host_text(h: &crate::host::GapHost) -> String {
-    let who = h.thread.as_ref().map_or("all threads".into(), thread_who);
-    format!("{who} in {}", frames_text(&h.frames))
 }
 
 /// `thread 1234 (MainThread)`, or `thread 1234` for a thread without a name.
@@ -740,7 +764,7 @@ fn view_tail(v: &crate::host::HostView) -> String {
 
 /// The lines of one class: the launching thread (else all threads) in its innermost frames,
 /// its inclusive frames, and all threads when there is a launching thread and others.
-fn host_class_text(c: &crate::host::HostClass, with_inclusive: bool) -> String {
+fn host_class_text(c: &crate::host::HostClass, with_inclusive: bool, lines: bool) -> String {
     let main = c.launching.as_ref().unwrap_or(&c.all);
     let gaps = if c.gaps > 0 {
         format!("{} gap(s), ", c.gaps)
@@ -752,20 +776,20 @@ fn host_class_text(c: &crate::host::HostClass, with_inclusive: bool) -> String {
         cufall_text::name(&c.name),
         fmt_ns(c.time_ns),
         view_who(main),
-        frames_text(&main.self_frames),
+        functions_text(&main.self_functions, lines),
         view_tail(main)
     );
     if with_inclusive && main.samples > 0 {
         o.push_str(&format!(
             "      inclusive: {}\n",
-            frames_text(&main.inclusive_frames)
+            functions_text(&main.inclusive_functions, lines)
         ));
     }
     if c.launching.is_some() && c.all.threads > 1 {
         o.push_str(&format!(
             "      {} in {}{}\n",
             view_who(&c.all),
-            frames_text(&c.all.self_frames),
+            functions_text(&c.all.self_functions, lines),
             view_tail(&c.all)
         ));
     }
@@ -774,7 +798,7 @@ fn host_class_text(c: &crate::host::HostClass, with_inclusive: bool) -> String {
 
 /// The HOST sections: where the host was during each class of gaps with a host-bound share, and
 /// during each phase; or why the recording has no host stacks.
-fn host_text(r: &Report, cmd: &str) -> String {
+fn host_text(r: &Report, cmd: &str, lines: bool) -> String {
     let Some(h) = &r.host else {
         return match &r.host_stacks_off {
             Some(why) => format!(
@@ -821,17 +845,17 @@ fn host_text(r: &Report, cmd: &str) -> String {
         o.push_str("  none\n");
     }
     for c in places {
-        o.push_str(&host_class_text(c, true));
+        o.push_str(&host_class_text(c, true, lines));
     }
     if !phase_gaps.is_empty() {
         o.push_str("\n  the gaps of each phase\n");
         for c in phase_gaps {
-            o.push_str(&host_class_text(c, false));
+            o.push_str(&host_class_text(c, false, lines));
         }
     }
     o.push_str("\nHOST per phase (all of the phase's time)\n");
     for c in &h.phases {
-        o.push_str(&host_class_text(c, false));
+        o.push_str(&host_class_text(c, false, lines));
     }
     o
 }

@@ -205,3 +205,38 @@ fn diff_names_the_host_frames_that_grew_and_shrank() {
             .is_none()
     );
 }
+
+/// Shares roll up by function: `step (serve.py)` is at line 12 while the main thread launches or
+/// builds the tree and at line 14 while it waits in the sync, one function over both lines,
+/// counted once per sample; its lines are beneath it, in the JSON and with `lines` in text.
+#[test]
+fn shares_roll_up_by_function_with_the_lines_beneath() {
+    let (_dir, r) = report_of(&with_host());
+    let step = class(&r, HostScope::Phase, "step");
+    let l = step.launching.as_ref().expect("launching thread");
+    let f = l
+        .inclusive_functions
+        .iter()
+        .find(|f| f.function == "step")
+        .expect("step");
+    assert_eq!((f.file.as_str(), f.share), ("/srv/app/serve.py", 1.0));
+    let lines: Vec<(Option<u32>, u64)> = f.lines.iter().map(|x| (x.line, x.samples)).collect();
+    assert_eq!(lines.iter().map(|(_, n)| n).sum::<u64>(), f.samples);
+    assert_eq!(
+        lines.iter().map(|(l, _)| *l).collect::<Vec<_>>(),
+        [Some(12), Some(14)]
+    );
+    // Self: each function's samples are its lines'; the lines' shares add up to its share.
+    for func in &l.self_functions {
+        let sum: u64 = func.lines.iter().map(|x| x.samples).sum();
+        assert_eq!(sum, func.samples, "{}", func.function);
+        assert!(func.share <= 1.0 && func.share >= 0.0);
+    }
+    let text = cufall_analysis::render::report_text_with(&r, "cufall", true);
+    let phase = section(&text, "\nHOST per phase", "\nDROPS");
+    assert!(
+        phase.contains("launch (serve.py) 73% [:20 73%]"),
+        "{phase}"
+    );
+    assert!(!report_text(&r).contains("[:20"));
+}

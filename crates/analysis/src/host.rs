@@ -22,6 +22,7 @@
 //! the attribution is O((gaps + samples) log samples) times the stack depth, never
 //! gaps × samples.
 
+use crate::causes::{self, ApiCauses, CauseAcc, HostCause, HostCauses, NameKey};
 use crate::gaps::{GapPart, KernelCoverage};
 use crate::phases::{Phases, Place, SegPhases};
 use crate::report::{PhaseReport, slots_of};
@@ -138,6 +139,8 @@ pub struct HostView {
     pub self_functions: Vec<FunctionShare>,
     /// Functions anywhere on the stack, largest share first, the first [`HOST_FRAMES_KEPT`].
     pub inclusive_functions: Vec<FunctionShare>,
+    /// The time split by what the host was doing ([`crate::causes`]).
+    pub causes: HostCauses,
 }
 
 /// What a [`HostClass`] covers.
@@ -164,6 +167,9 @@ pub struct HostClass {
     pub gaps: u64,
     pub launching: Option<HostView>,
     pub all: HostView,
+    /// Gap classes: at least [`crate::report::HOST_BOUND_FROM`] of the time without a kernel
+    /// resident (or kernels not captured); the verdict section gives these their line.
+    pub host_bound: bool,
 }
 
 /// The host during one gap: the launching thread of its place (all threads where there is
@@ -245,6 +251,8 @@ pub struct HostIndex {
     samples: Vec<Sample>,
     interval_ns: i64,
     interval_source: IntervalSource,
+    /// The captured CUDA calls of the verdict's kinds, per thread (empty without them).
+    api: ApiCauses,
 }
 
 /// What [`HostIndex::keep_within`] left out.
@@ -262,6 +270,8 @@ struct StackFrames {
     distinct: Vec<u32>,
     /// Every distinct function of the stack.
     distinct_fns: Vec<u32>,
+    /// What its frames say the thread was doing, if they name it ([`crate::causes`]).
+    cause: Option<(HostCause, NameKey)>,
 }
 
 /// The interval of `extra.host_stacks` when it names a rate, a number followed by `Hz`
@@ -337,6 +347,55 @@ impl HostIndex {
         self.alive = alive_spans(&self.samples, self.threads.len(), self.interval_ns);
         let threads = had.saturating_sub(self.alive.iter().flatten().count()) as u64;
         LeftOut { samples, threads }
+    }
+
+    /// Takes the captured CUDA calls: a sample inside one of a verdict's kinds has its cause.
+    pub fn set_api(&mut self, calls: &[ApiCall]) {
+        let ids: HashMap<(u32, u32), u32> = self
+            .threads
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| Some(((t.pid, t.tid), u32::try_from(i).ok()?)))
+            .collect();
+        self.api = ApiCauses::build(calls, self.threads.len(), |pid, tid| {
+            ids.get(&(pid, tid)).copied()
+        });
+    }
+
+    /// What sample `s` says its thread was doing, and what names it.
+    fn cause_of(&self, s: &Sample) -> (HostCause, NameKey) {
+        if let Some((c, name)) = self.api.at(s.thread, s.t_ns) {
+            return (c, NameKey::Api(name));
+        }
+        let stack = s.stack.and_then(|i| self.stacks.get(i as usize));
+        if let Some(c) = stack.and_then(|st| st.cause) {
+            return c;
+        }
+        let inner = stack
+            .and_then(|st| st.innermost)
+            .and_then(|f| self.frame_fn.get(f as usize))
+            .map_or(NameKey::Unnamed, |f| NameKey::Function(*f));
+        // Idle in a frame that names no wait (a Python `time.sleep` shows only its caller).
+        if s.idle {
+            (HostCause::WaitingOnThread, inner)
+        } else {
+            (HostCause::Computing, inner)
+        }
+    }
+
+    /// A cause's name as the verdict line words it: `build_tree`, `Event.wait in schedule`.
+    fn cause_name(&self, k: NameKey) -> String {
+        let f = |i: u32| {
+            self.functions
+                .get(i as usize)
+                .map_or("(unnamed)", |k| k.function.as_str())
+        };
+        match k {
+            NameKey::Function(i) => f(i).to_string(),
+            NameKey::FunctionIn(i, outer) => format!("{} in {}", f(i), f(outer)),
+            NameKey::Api(i) => self.api.name(i).to_string(),
+            NameKey::Unnamed => String::new(),
+        }
     }
 
     /// Time of `covered` during which thread `t` was alive.
@@ -424,10 +483,12 @@ impl HostIndexBuilder {
             distinct_fns.sort_unstable();
             distinct_fns.dedup();
             stack_of.insert(sid, u32::try_from(stack_list.len()).unwrap_or(u32::MAX));
+            let cause = stack_cause(&frames, &frame_fn, &rows);
             stack_list.push(StackFrames {
                 innermost: rows.first().map(|(_, f)| *f),
                 distinct,
                 distinct_fns,
+                cause,
             });
         }
         HostIndexBuilder {
@@ -492,8 +553,39 @@ impl HostIndexBuilder {
             samples: resolved,
             interval_ns,
             interval_source,
+            api: ApiCauses::default(),
         })
     }
+}
+
+/// What a stack's frames (`rows`: depth and frame, innermost first) say the thread was doing:
+/// the outermost frame of a CUDA kind, else the innermost blocking frame, named with the frame
+/// outside it; `None` when no frame says.
+fn stack_cause(
+    frames: &[FrameKey],
+    frame_fn: &[u32],
+    rows: &[(u32, u32)],
+) -> Option<(HostCause, NameKey)> {
+    let func = |i: usize| -> Option<(&FrameKey, u32)> {
+        let (_, f) = rows.get(i)?;
+        Some((frames.get(*f as usize)?, *frame_fn.get(*f as usize)?))
+    };
+    let cuda = (0..rows.len()).rev().find_map(|i| {
+        let (k, f) = func(i)?;
+        causes::cuda_cause(&k.function, &k.file).map(|c| (c, NameKey::Function(f)))
+    });
+    cuda.or_else(|| {
+        (0..rows.len()).find_map(|i| {
+            let (k, f) = func(i)?;
+            causes::blocks(&k.function, &k.file).then(|| {
+                let key = match func(i + 1) {
+                    Some((_, outer)) => NameKey::FunctionIn(f, outer),
+                    None => NameKey::Function(f),
+                };
+                (HostCause::WaitingOnThread, key)
+            })
+        })
+    })
 }
 
 /// Each thread's life, `[first sample, last sample + interval)`; `None` without a sample.
@@ -646,6 +738,7 @@ struct ViewAcc {
     inclusive: HashMap<u32, FrameAcc>,
     /// Functions anywhere on the stack, once per sample.
     inclusive_fns: HashMap<u32, FrameAcc>,
+    causes: CauseAcc,
 }
 
 impl ViewAcc {
@@ -661,6 +754,8 @@ impl ViewAcc {
             Gil::Unknown => {}
         }
         self.threads.insert(s.thread);
+        let (cause, name) = ix.cause_of(s);
+        self.causes.add(cause, name);
         let stack = s.stack.and_then(|i| ix.stacks.get(i as usize));
         let Some(innermost) = stack.and_then(|st| st.innermost) else {
             self.no_frames += 1;
@@ -775,6 +870,7 @@ impl ViewAcc {
             inclusive_frames,
             self_functions,
             inclusive_functions,
+            causes: self.causes.finish(over, &|k| ix.cause_name(k)),
         }
     }
 }
@@ -900,11 +996,19 @@ impl ClassAcc {
             .and_then(|t| Some((t, ix.threads.get(t as usize)?.clone())));
         let covered =
             KernelCoverage::from_intervals(self.covered.iter().map(|(a, b)| (COVER_LANE, *a, *b)));
+        // A phase's whole time is no gap class; a gap class is host-bound as a phase's verdict
+        // would call it.
+        let host_bound = scope != HostScope::Phase
+            && self.time_ns > 0
+            && self.no_kernel_ns.is_none_or(|n| {
+                n as f64 >= crate::report::HOST_BOUND_FROM * self.time_ns as f64
+            });
         HostClass {
             scope,
             name,
             time_ns: self.time_ns,
             gaps: self.gaps,
+            host_bound,
             launching: launching.map(|t| self.launching_acc.finish(ix, &covered, Some(t))),
             all: self.all.finish(ix, &covered, None),
         }

@@ -389,6 +389,7 @@ pub fn report_text_with(r: &Report, cmd: &str, lines: bool) -> String {
         let path = cufall_text::name(&p.path);
         o.push_str(&format!("  {path}: {}\n", verdict_text(&p.verdict)));
     }
+    o.push_str(&host_verdict_text(r));
     // Names from the recording reach the terminal only escaped.
     cufall_text::escape_lines(&o).into_owned()
 }
@@ -794,6 +795,69 @@ fn host_class_text(c: &crate::host::HostClass, with_inclusive: bool, lines: bool
         ));
     }
     o
+}
+
+/// Under the verdicts, one line per host-bound place and phase's gaps, from the host samples:
+/// what the launching thread (all threads where there is none) was doing in the gap time.
+fn host_verdict_text(r: &Report) -> String {
+    let Some(h) = &r.host else {
+        return String::new();
+    };
+    let bound: Vec<&crate::host::HostClass> =
+        h.gap_classes.iter().filter(|c| c.host_bound).collect();
+    if bound.is_empty() {
+        return String::new();
+    }
+    let mut o = String::from(
+        "  where the host was in the host-bound gaps (the launching thread; shares of the gap \
+         time):\n",
+    );
+    for c in bound {
+        let of = match c.scope {
+            crate::host::HostScope::PhaseGaps => " (its gaps)",
+            _ => "",
+        };
+        o.push_str(&format!(
+            "    {}{of}: {}\n",
+            cufall_text::name(&c.name),
+            host_causes_text(c)
+        ));
+    }
+    o
+}
+
+/// `2.72 s of gaps: host computing 62% (build_tree 41%), waiting on a thread, a lock or a sleep
+/// 14% (wait in schedule), launching 3%, unsampled 10%`: causes under half a percent left out.
+pub fn host_causes_text(c: &crate::host::HostClass) -> String {
+    let v = c.launching.as_ref().unwrap_or(&c.all);
+    let mut parts: Vec<String> = Vec::new();
+    for s in &v.causes.causes {
+        if s.share < 0.005 {
+            continue;
+        }
+        let names = if s.cause == crate::causes::HostCause::Computing { 2 } else { 1 };
+        let named: Vec<String> = s
+            .top
+            .iter()
+            .take(names)
+            .filter(|n| n.share >= 0.005)
+            .map(|n| {
+                if s.cause == crate::causes::HostCause::Computing {
+                    format!("{} {:.0}%", cufall_text::name(&n.name), n.share * 100.0)
+                } else {
+                    cufall_text::name(&n.name).into_owned()
+                }
+            })
+            .collect();
+        let named = if named.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", named.join(", "))
+        };
+        parts.push(format!("{} {:.0}%{named}", s.cause.words(), s.share * 100.0));
+    }
+    parts.push(format!("unsampled {:.0}%", v.causes.unsampled * 100.0));
+    format!("{} of gaps: {}", fmt_ns(c.time_ns), parts.join(", "))
 }
 
 /// The HOST sections: where the host was during each class of gaps with a host-bound share, and

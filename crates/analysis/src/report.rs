@@ -836,6 +836,7 @@ pub(crate) fn build_report_checked(
         .filter(|l| l.samples > 0);
     if let Some(h) = &mut host_side {
         h.or_running(&phases, &cells.index, &kernel_pids);
+        h.ix.set_api(&api);
     }
     let mut fold = GapFold::new(&phases, &cells.index, cells.slots, start_ns, opts.gap_rows);
     fold.host = host_side.as_ref().map(|h| h.fold(cells.slots));

@@ -1476,6 +1476,54 @@ mod tests {
         assert_eq!(share_of(&l.self_frames, "inner"), Some(1.0));
     }
 
+    /// The verdict line's causes: a captured copy call names the samples inside it, an idle
+    /// sample whose frames name no wait is waiting, a running one computing; with `unsampled`
+    /// they add up to 1.
+    #[test]
+    fn samples_are_split_by_cause_api_calls_first() {
+        // Thread 1 running in `inner` for [0, 100), idle in `waiter` for [100, 200); a copy call
+        // of its own over [50, 80).
+        let samples: Vec<HostSample> = (0..20)
+            .map(|i| sample(i * 10, 1, if i < 10 { 1 } else { 2 }, i >= 10))
+            .collect();
+        let mut ix = HostIndex::build(&stacks(), &samples, Some("100000000 Hz")).expect("samples");
+        ix.set_api(&[ApiCall {
+            name: "cudaMemcpyAsync".into(),
+            start_ns: 50,
+            end_ns: 80,
+            pid: 7,
+            tid: 1,
+            ..Default::default()
+        }]);
+        let phases = Phases::build(&[]);
+        let index = SegPhases::build(&phases);
+        let l = Launchers::build(&phases, &index, 1, &[], &[]);
+        let mut fold = HostFold::new(&ix, &l, 1);
+        // 250 ns of gap: 200 ns sampled, the thread's last sample covers up to 200.
+        let g = gap(0, 250);
+        fold.add_place(&g, "(whole run)");
+        let cs = fold.finish(&["(whole run)".to_string()]);
+        let c = &cs[0].all.causes;
+        let share = |cause: HostCause| {
+            c.causes
+                .iter()
+                .find(|x| x.cause == cause)
+                .map_or(0.0, |x| x.share)
+        };
+        assert!((share(HostCause::Copying) - 0.15).abs() < 1e-9);
+        assert!((share(HostCause::Computing) - 0.35).abs() < 1e-9);
+        assert!((share(HostCause::WaitingOnThread) - 0.5).abs() < 1e-9);
+        assert!(c.from_api_calls);
+        let copy = c.causes.iter().find(|x| x.cause == HostCause::Copying);
+        assert_eq!(
+            copy.map(|x| x.top[0].name.as_str()),
+            Some("cudaMemcpyAsync")
+        );
+        let sum: f64 = c.causes.iter().map(|x| x.share).sum::<f64>() + c.unsampled;
+        assert!((sum - 1.0).abs() < 1e-9);
+        assert!(cs[0].host_bound);
+    }
+
     /// A thread counts only while it was alive: one that lived for a tenth of the gap time
     /// (a compiler process, say) adds a tenth of a thread's samples to the expected, not one.
     #[test]

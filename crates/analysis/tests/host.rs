@@ -240,3 +240,36 @@ fn shares_roll_up_by_function_with_the_lines_beneath() {
     );
     assert!(!report_text(&r).contains("[:20"));
 }
+
+/// The verdict line of each host-bound place: the fixture's main thread builds the tree between
+/// draft and verify, and waits in the sync between verify and the next draft.
+#[test]
+fn each_host_bound_place_gets_its_verdict_line() {
+    use cufall_analysis::causes::HostCause;
+    let (_dir, r) = report_of(&with_host());
+    let share = |name: &str, cause: HostCause| {
+        let c = class(&r, HostScope::Place, name);
+        assert!(c.host_bound, "{name}");
+        let v = c.launching.as_ref().expect("launching");
+        v.causes
+            .causes
+            .iter()
+            .find(|x| x.cause == cause)
+            .map_or(0.0, |x| x.share)
+    };
+    assert_eq!(share("draft → verify", HostCause::Computing), 1.0);
+    assert_eq!(share("verify → draft", HostCause::WaitingForGpu), 1.0);
+    let text = report_text(&r);
+    let verdict = section(&text, "\nVERDICT", "\n\n");
+    assert!(
+        verdict.contains(
+            "    draft → verify: 500.0 µs of gaps: host computing 100% (build_tree 100%), \
+             unsampled 0%\n"
+        ),
+        "{verdict}"
+    );
+    assert!(
+        verdict.contains("verify → draft: 350.0 µs of gaps: waiting for the GPU 100% (synchronize)"),
+        "{verdict}"
+    );
+}

@@ -474,6 +474,64 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Whatever the ranges (several processes', overlapping, nested or not), a stretch's
+        /// parts lie end to end over it, and no phase gets more of it than the time its ranges
+        /// cover, which is never more than their summed durations.
+        #[test]
+        fn no_phase_gets_more_gap_time_than_its_time(
+            ranges in proptest::collection::vec(
+                (1u32..4, 0i64..500, 1i64..200, proptest::bool::ANY, 0usize..3), 0..10),
+            start in 0i64..600,
+            len in 1i64..400,
+        ) {
+            use cufall_trace::model::{NvtxRange, RangeKind};
+            let names = ["step", "draft", "verify"];
+            let nvtx: Vec<NvtxRange> = ranges
+                .iter()
+                .map(|(pid, s, l, push, name)| NvtxRange {
+                    start_ns: *s,
+                    end_ns: s + l,
+                    name: names[*name].into(),
+                    kind: if *push { RangeKind::PushPop } else { RangeKind::StartEnd },
+                    pid: *pid,
+                    tid: *pid,
+                    ..Default::default()
+                })
+                .collect();
+            let phases = Phases::build(&nvtx);
+            let g = gaps_of([(DeviceId(0), start, start + len)], &phases, None, None)
+                .next()
+                .expect("a gap");
+            let mut at = start;
+            for p in &g.parts {
+                proptest::prop_assert_eq!(p.start_ns, at);
+                proptest::prop_assert!(p.end_ns > p.start_ns);
+                at = p.end_ns;
+            }
+            proptest::prop_assert_eq!(at, start + len);
+            let index = crate::phases::SegPhases::build(&phases);
+            for (i, ph) in phases.phases.iter().enumerate() {
+                let gap: i64 = g
+                    .parts
+                    .iter()
+                    .filter(|p| index.of(p.segment).contains(&crate::phases::segment_id(i)))
+                    .map(GapPart::duration_ns)
+                    .sum();
+                let covered: i64 = ph
+                    .segments
+                    .iter()
+                    .map(|s| {
+                        let (a, b) = phases.segment_bounds(*s as usize, 0, 0);
+                        b - a
+                    })
+                    .sum();
+                proptest::prop_assert!(gap <= covered, "{}: {gap} > {covered}", ph.path);
+                proptest::prop_assert!(covered <= ph.durations_ns.iter().sum::<i64>());
+            }
+        }
+    }
+
     #[test]
     fn host_time_splits_a_gap_into_sync_launch_and_elsewhere() {
         let call = |name: &str, s, e| ApiCall {

@@ -261,6 +261,21 @@ pub fn note_text(n: &Note, cmd: &str) -> String {
                 String::new()
             }
         ),
+        Note::OverlappingProcesses {
+            processes,
+            overlap_ns,
+        } => format!(
+            "the phases of {} processes (pid {}) overlap in time, {} in all: there a gap piece is \
+             placed in one range, the deepest and latest-starting, and the others' places are \
+             left out; it still counts in the gap time of every phase covering it.",
+            processes.len(),
+            processes
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            fmt_ns(*overlap_ns)
+        ),
         Note::UnknownValues {
             samples,
             unknown_ns,

@@ -246,6 +246,10 @@ pub enum Note {
     /// Host samples outside the recording (before its first sample or after its last), left
     /// out; `threads`: those left without a sample, counted nowhere.
     HostSamplesOutside { samples: u64, threads: u64 },
+    /// The phases of several processes overlap in time (`overlap_ns` in all): there a gap
+    /// piece has one place (the deepest, latest-starting range), the others' left out; it still
+    /// counts in the gap time of every phase covering it.
+    OverlappingProcesses { processes: Vec<u32>, overlap_ns: i64 },
     /// Samples lacking a value the idle test needs (null in the trace): neither idle nor busy,
     /// excluded from idle time and gaps. `metrics` are those the idle test reads.
     UnknownValues {
@@ -799,6 +803,7 @@ pub(crate) fn build_report_checked(
     let mut cells = Cells::new(&phases);
     let api = trace.api_calls()?;
     let mut host_side = host_side(trace, &phases, &cells, &api, &chosen)?;
+    let overlap = phases::cross_process_overlap(&chosen);
     drop(chosen);
     let (fragments, outside) = match &activity {
         Some(activity) => {
@@ -875,6 +880,12 @@ pub(crate) fn build_report_checked(
         m,
         &drops,
     );
+    if let Some((overlap_ns, processes)) = overlap {
+        notes.push(Note::OverlappingProcesses {
+            processes,
+            overlap_ns,
+        });
+    }
     if let Some(l) = host_left_out {
         notes.push(Note::HostSamplesOutside {
             samples: l.samples,

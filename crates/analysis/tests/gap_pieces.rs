@@ -135,3 +135,118 @@ fn a_gap_is_cut_where_an_enclosing_range_ends() {
         .collect();
     assert!(cut.contains(&vec![20, 80]), "{cut:?}");
 }
+
+/// The fixture with host stacks rewritten with bad input added: a second process whose `step`
+/// ranges overlap the first's by 200 µs each, and host samples a minute before and after the
+/// recording (a thread sampled only there, and the main thread).
+fn rewritten_with_bad_input(dir: &std::path::Path) -> std::path::PathBuf {
+    use cufall_trace::model::{HostSample, HostState, NvtxRange};
+    use cufall_trace::{TraceWriter, WriterOptions};
+    let fx = Fixture {
+        host_stacks: true,
+        ..Fixture::default()
+    };
+    let good = fx.write(dir, "good.cufall");
+    let t = Trace::open(&good).expect("open");
+    let path = dir.join("bad.cufall");
+    let mut w = TraceWriter::create(&path, t.manifest().clone(), WriterOptions::default())
+        .expect("create");
+    for b in t.sample_batches().expect("samples") {
+        w.append_samples(&b).expect("samples");
+    }
+    w.append_drops(&t.drops().expect("drops")).expect("drops");
+    w.append_kernels(&t.kernels().expect("kernels")).expect("kernels");
+    w.append_stacks(&t.stacks().expect("stacks")).expect("stacks");
+    let mut nvtx = t.nvtx().expect("nvtx");
+    let other: Vec<NvtxRange> = nvtx
+        .iter()
+        .filter(|r| r.name == "step")
+        .map(|r| NvtxRange {
+            pid: 999,
+            tid: 999,
+            start_ns: r.start_ns + 800 * US,
+            end_ns: r.end_ns + 200 * US,
+            name: "other".into(),
+            ..r.clone()
+        })
+        .collect();
+    nvtx.extend(other);
+    w.append_nvtx(&nvtx).expect("nvtx");
+    let mut host = t.host_samples().expect("host samples");
+    let first = host.iter().map(|s| s.t_ns).min().expect("a sample");
+    let last = host.iter().map(|s| s.t_ns).max().expect("a sample");
+    let minute = 60_000_000_000;
+    let stray = |t_ns: i64, tid: u32| HostSample {
+        t_ns,
+        tid,
+        state: HostState::Running,
+        ..host[0].clone()
+    };
+    host.extend([
+        stray(first - minute, 4321),
+        stray(first - minute + 10 * US, 4321),
+        stray(last + minute, 1234),
+    ]);
+    w.append_host_samples(&host).expect("host");
+    w.finish(t.manifest().end_unix_ns.unwrap_or(last))
+        .expect("finish");
+    path
+}
+
+/// Bad input gets a note naming what was left out, and never a share above 100 % or a negative
+/// time: overlapping phases of two processes, host samples outside the recording, a thread
+/// with no sample inside it.
+#[test]
+fn bad_input_is_named_and_shares_stay_in_bounds() {
+    use cufall_analysis::report::Note;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = rewritten_with_bad_input(dir.path());
+    let trace = Trace::open(&path).expect("open");
+    let opts = ReportOptions {
+        min_gap_ns: Some(50 * US),
+        ..Default::default()
+    };
+    let r = build_report(&trace, &opts).expect("report");
+    check_adds_up(&r);
+    assert!(
+        r.notes.iter().any(|n| matches!(
+            n,
+            // Each `other` range overlaps the end of one step and, but the last, the start of
+            // the next: 200 µs five times.
+            Note::OverlappingProcesses { processes, overlap_ns }
+                if processes == &[999, 1234] && *overlap_ns == 5 * 200 * US
+        )),
+        "{:?}",
+        r.notes
+    );
+    assert!(
+        r.notes.iter().any(|n| *n
+            == Note::HostSamplesOutside {
+                samples: 3,
+                threads: 1
+            }),
+        "{:?}",
+        r.notes
+    );
+    let h = r.host.as_ref().expect("host");
+    assert_eq!(h.threads, 2, "the stray thread counts nowhere");
+    for c in h.gap_classes.iter().chain(&h.phases) {
+        for v in c.launching.iter().chain([&c.all]) {
+            assert!((0.0..=1.0).contains(&v.sampled), "{} {}", c.name, v.sampled);
+            assert!(v.expected_samples >= 0.0);
+            for f in v.self_frames.iter().chain(&v.inclusive_frames) {
+                assert!((0.0..=1.0).contains(&f.share), "{} {}", c.name, f.function);
+            }
+            for f in v.self_functions.iter().chain(&v.inclusive_functions) {
+                assert!((0.0..=1.0).contains(&f.share), "{} {}", c.name, f.function);
+            }
+            let sum: f64 = v.causes.causes.iter().map(|x| x.share).sum::<f64>() + v.causes.unsampled;
+            assert!((sum - 1.0).abs() < 1e-9 || v.samples == 0, "{} {sum}", c.name);
+            assert!(v.causes.causes.iter().all(|x| x.share >= 0.0));
+        }
+        assert!(c.time_ns >= 0);
+    }
+    let text = report_text(&r);
+    assert!(text.contains("the phases of 2 processes (pid 999, 1234) overlap in time"), "{text}");
+    assert!(text.contains("3 host sample(s) lie outside the recording"), "{text}");
+}

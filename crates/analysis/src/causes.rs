@@ -313,14 +313,26 @@ mod tests {
             "cuEventSynchronize",
             "at::native::_local_scalar_dense_cuda",
         ] {
-            assert_eq!(cuda(f, "libcudart.so"), Some(HostCause::WaitingForGpu), "{f}");
+            assert_eq!(
+                cuda(f, "libcudart.so"),
+                Some(HostCause::WaitingForGpu),
+                "{f}"
+            );
         }
         assert_eq!(
-            cuda("synchronize", "/usr/lib/python3/site-packages/torch/cuda/__init__.py"),
+            cuda(
+                "synchronize",
+                "/usr/lib/python3/site-packages/torch/cuda/__init__.py"
+            ),
             Some(HostCause::WaitingForGpu)
         );
         assert_eq!(cuda("synchronize", "/app/mine.py"), None);
-        for f in ["cudaMemcpyAsync", "cuMemcpyDtoH_v2", "at::native::copy_", "at::_ops::_to_copy::call"] {
+        for f in [
+            "cudaMemcpyAsync",
+            "cuMemcpyDtoH_v2",
+            "at::native::copy_",
+            "at::_ops::_to_copy::call",
+        ] {
             assert_eq!(cuda(f, ""), Some(HostCause::Copying), "{f}");
         }
         for f in ["cudaLaunchKernel", "cuLaunchKernelEx", "cuGraphLaunch"] {
@@ -382,7 +394,11 @@ mod tests {
         let sum: f64 = c.causes.iter().map(|c| c.share).sum::<f64>() + c.unsampled;
         assert!((sum - 1.0).abs() < 1e-9);
         assert!((c.causes[0].share - 0.7).abs() < 1e-9);
-        assert_eq!(c.causes[0].top.len(), 1, "unnamed samples count but are not named");
+        assert_eq!(
+            c.causes[0].top.len(),
+            1,
+            "unnamed samples count but are not named"
+        );
         assert!((c.unsampled - 0.2).abs() < 1e-9);
         // More samples than expected: never a negative unsampled share.
         let mut acc = CauseAcc::default();

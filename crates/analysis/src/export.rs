@@ -432,7 +432,10 @@ pub fn gaps_frame(report: &Report) -> Frame {
         ),
         Column::new("start_ns", rows.iter().map(|(_, p)| p.start_ns).collect()),
         Column::new("end_ns", rows.iter().map(|(_, p)| p.end_ns).collect()),
-        Column::new("duration_ns", rows.iter().map(|(_, p)| p.duration_ns).collect()),
+        Column::new(
+            "duration_ns",
+            rows.iter().map(|(_, p)| p.duration_ns).collect(),
+        ),
         Column::strings("place", rows.iter().map(|(_, p)| &*p.place)),
         Column::optional("no_kernel_ns", rows.iter().map(|(_, p)| p.no_kernel_ns)),
         Column::optional(
@@ -447,8 +450,14 @@ pub fn gaps_frame(report: &Report) -> Frame {
             "host_in_launch_ns",
             rows.iter().map(|(_, p)| p.host.map(|h| h.in_launch_ns)),
         ),
-        Column::new("stretch_start_ns", rows.iter().map(|(g, _)| g.start_ns).collect()),
-        Column::new("stretch_end_ns", rows.iter().map(|(g, _)| g.end_ns).collect()),
+        Column::new(
+            "stretch_start_ns",
+            rows.iter().map(|(g, _)| g.start_ns).collect(),
+        ),
+        Column::new(
+            "stretch_end_ns",
+            rows.iter().map(|(g, _)| g.end_ns).collect(),
+        ),
     ])
 }
 

@@ -54,11 +54,10 @@ impl GapPart {
     /// Adds the next part (it starts where this one ends) to this one.
     fn extend(&mut self, next: &GapPart) {
         self.end_ns = next.end_ns;
-        let sum = |a: Option<i64>, b: Option<i64>| match (a, b) {
+        self.kernel_resident_ns = match (self.kernel_resident_ns, next.kernel_resident_ns) {
             (Some(a), Some(b)) => Some(a.saturating_add(b)),
             (a, b) => a.or(b),
         };
-        self.kernel_resident_ns = sum(self.kernel_resident_ns, next.kernel_resident_ns);
         match (&mut self.host, &next.host) {
             (Some(h), Some(n)) => h.add(n),
             (h @ None, Some(n)) => *h = Some(*n),
@@ -598,7 +597,13 @@ mod tests {
         let labels: Vec<String> = pieces.iter().map(|p| phases.label(&p.place)).collect();
         assert_eq!(
             labels,
-            ["step/draft", "draft → verify", "step/verify", "verify → draft", "step/draft"]
+            [
+                "step/draft",
+                "draft → verify",
+                "step/verify",
+                "verify → draft",
+                "step/draft"
+            ]
         );
         let lens: i64 = pieces.iter().map(GapPart::duration_ns).sum();
         assert_eq!(lens, g.duration_ns());

@@ -1000,9 +1000,9 @@ impl ClassAcc {
         // would call it.
         let host_bound = scope != HostScope::Phase
             && self.time_ns > 0
-            && self.no_kernel_ns.is_none_or(|n| {
-                n as f64 >= crate::report::HOST_BOUND_FROM * self.time_ns as f64
-            });
+            && self
+                .no_kernel_ns
+                .is_none_or(|n| n as f64 >= crate::report::HOST_BOUND_FROM * self.time_ns as f64);
         HostClass {
             scope,
             name,
@@ -1173,6 +1173,24 @@ pub struct HostSide {
 }
 
 impl HostSide {
+    /// Readies the host side once the recording's span `run` is known: leaves out the samples
+    /// outside it (what was left out, if any), fills in launching threads the calls and ranges
+    /// did not name ([`Launchers::or_running`]), and takes the captured CUDA calls for the
+    /// samples' causes.
+    pub(crate) fn prepare(
+        &mut self,
+        run: (i64, i64),
+        phases: &Phases,
+        index: &SegPhases,
+        kernel_pids: &[BTreeMap<u32, u64>],
+        api: &[ApiCall],
+    ) -> Option<LeftOut> {
+        let left = self.ix.keep_within(run.0, run.1);
+        self.or_running(phases, index, kernel_pids);
+        self.ix.set_api(api);
+        (left.samples > 0).then_some(left)
+    }
+
     /// See [`Launchers::or_running`].
     pub(crate) fn or_running(
         &mut self,
@@ -1534,7 +1552,11 @@ mod tests {
         let cs = classes(&samples, &[gap(0, 1000)], 1);
         let a = &cs[0].all;
         assert_eq!((a.threads, a.samples), (2, 110));
-        assert!((a.expected_samples - 110.0).abs() < 1e-9, "{}", a.expected_samples);
+        assert!(
+            (a.expected_samples - 110.0).abs() < 1e-9,
+            "{}",
+            a.expected_samples
+        );
         assert!((a.sampled - 1.0).abs() < 1e-9);
         assert!((share_of(&a.self_frames, "inner").expect("inner") - 100.0 / 110.0).abs() < 1e-9);
         // A gap where only thread 1 lived expects its samples alone.
@@ -1553,7 +1575,13 @@ mod tests {
         samples.push(sample(95, 1, 1, false));
         let mut ix = HostIndex::build(&stacks(), &samples, Some("100000000 Hz")).expect("samples");
         let left = ix.keep_within(0, 100);
-        assert_eq!(left, LeftOut { samples: 2, threads: 2 });
+        assert_eq!(
+            left,
+            LeftOut {
+                samples: 2,
+                threads: 2
+            }
+        );
         assert_eq!(ix.samples.len(), 11);
         let phases = Phases::build(&[]);
         let index = SegPhases::build(&phases);
@@ -1566,7 +1594,11 @@ mod tests {
         let a = &cs[0].all;
         assert_eq!((a.threads, a.samples), (1, 11));
         assert!(a.sampled <= 1.0 && a.sampled > 0.0);
-        assert!(a.self_frames.iter().all(|f| f.share <= 1.0 && f.share >= 0.0));
+        assert!(
+            a.self_frames
+                .iter()
+                .all(|f| f.share <= 1.0 && f.share >= 0.0)
+        );
     }
 
     #[test]
@@ -1641,7 +1673,10 @@ mod tests {
             (LaunchingFrom::KernelProcess, Some((8, 2)))
         );
         // The kernels' process has no sample: the busiest thread of all.
-        assert_eq!(with(&[(9, 10)]), (LaunchingFrom::KernelProcess, Some((7, 1))));
+        assert_eq!(
+            with(&[(9, 10)]),
+            (LaunchingFrom::KernelProcess, Some((7, 1)))
+        );
         assert_eq!(with(&[]), (LaunchingFrom::RunningSamples, Some((7, 1))));
         // Launch calls, where there are some, are never overridden.
         let api = [ApiCall {
@@ -1652,7 +1687,10 @@ mod tests {
         }];
         let mut l = Launchers::build(&phases, &index, 1, &api, &[]);
         l.or_running(&ix, &phases, &index, &[]);
-        assert_eq!((l.from, l.of_slot(0)), (LaunchingFrom::ApiCalls, Some((8, 3))));
+        assert_eq!(
+            (l.from, l.of_slot(0)),
+            (LaunchingFrom::ApiCalls, Some((8, 3)))
+        );
     }
 
     #[test]

@@ -484,8 +484,16 @@ mod tests {
             ..r(start, end, "step", 0)
         };
         // One process's ranges never overlap across processes: touching ones do not either.
-        assert_eq!(cross_process_overlap(&[of(1, 0, 10), of(1, 5, 20), of(2, 20, 30)]), None);
-        let got = cross_process_overlap(&[of(1, 0, 100), of(2, 50, 150), of(3, 90, 95), of(2, 300, 310)]);
+        assert_eq!(
+            cross_process_overlap(&[of(1, 0, 10), of(1, 5, 20), of(2, 20, 30)]),
+            None
+        );
+        let got = cross_process_overlap(&[
+            of(1, 0, 100),
+            of(2, 50, 150),
+            of(3, 90, 95),
+            of(2, 300, 310),
+        ]);
         assert_eq!(got, Some((50, vec![1, 2, 3])));
         assert_eq!(cross_process_overlap(&[]), None);
     }

@@ -850,7 +850,11 @@ pub fn host_causes_text(c: &crate::host::HostClass) -> String {
         if s.share < 0.005 {
             continue;
         }
-        let names = if s.cause == crate::causes::HostCause::Computing { 2 } else { 1 };
+        let names = if s.cause == crate::causes::HostCause::Computing {
+            2
+        } else {
+            1
+        };
         let named: Vec<String> = s
             .top
             .iter()
@@ -869,7 +873,11 @@ pub fn host_causes_text(c: &crate::host::HostClass) -> String {
         } else {
             format!(" ({})", named.join(", "))
         };
-        parts.push(format!("{} {:.0}%{named}", s.cause.words(), s.share * 100.0));
+        parts.push(format!(
+            "{} {:.0}%{named}",
+            s.cause.words(),
+            s.share * 100.0
+        ));
     }
     parts.push(format!("unsampled {:.0}%", v.causes.unsampled * 100.0));
     format!("{} of gaps: {}", fmt_ns(c.time_ns), parts.join(", "))

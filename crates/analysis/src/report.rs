@@ -249,7 +249,10 @@ pub enum Note {
     /// The phases of several processes overlap in time (`overlap_ns` in all): there a gap
     /// piece has one place (the deepest, latest-starting range), the others' left out; it still
     /// counts in the gap time of every phase covering it.
-    OverlappingProcesses { processes: Vec<u32>, overlap_ns: i64 },
+    OverlappingProcesses {
+        processes: Vec<u32>,
+        overlap_ns: i64,
+    },
     /// Samples lacking a value the idle test needs (null in the trace): neither idle nor busy,
     /// excluded from idle time and gaps. `metrics` are those the idle test reads.
     UnknownValues {
@@ -688,6 +691,9 @@ fn min_gap_ns(opts: &ReportOptions, interval_ns: i64) -> Result<i64> {
         .max(1))
 }
 
+/// Per slot, how many kernels each process launched there.
+type KernelPids = Vec<BTreeMap<u32, u64>>;
+
 /// Which kernels ran in each phase (when `by_phase`), folded in as the kernels are read for
 /// the coverage of the gaps; and per slot of `cells`, how many kernels each process launched
 /// there (for the launching thread where no launch call or range names one).
@@ -696,13 +702,9 @@ fn fold_kernels<'a>(
     phases: &'a Phases,
     cells: &Cells,
     by_phase: bool,
-) -> Result<(
-    Option<KernelFold<'a>>,
-    Option<KernelCoverage>,
-    Vec<BTreeMap<u32, u64>>,
-)> {
+) -> Result<(Option<KernelFold<'a>>, Option<KernelCoverage>, KernelPids)> {
     let mut kernel_fold = by_phase.then(|| KernelFold::new(phases));
-    let mut pids: Vec<BTreeMap<u32, u64>> = vec![BTreeMap::new(); cells.slots];
+    let mut pids: KernelPids = vec![BTreeMap::new(); cells.slots];
     let coverage = kernel_coverage(trace, &mut |ks| {
         for k in ks.iter().filter(|k| gaps::keeps_gpu_busy(k.kind)) {
             for slot in slots_of(&cells.index, phases.segment_of(k.start_ns), cells.slots) {
@@ -806,8 +808,9 @@ pub(crate) fn build_report_checked(
     let overlap = phases::cross_process_overlap(&chosen);
     drop(chosen);
     let (fragments, outside) = match &activity {
-        Some(activity) => {
-            let spec = samples::ScanSpec {
+        Some(activity) => scan(
+            trace,
+            &samples::ScanSpec {
                 phases: &phases,
                 activity,
                 metrics: &metrics,
@@ -815,11 +818,10 @@ pub(crate) fn build_report_checked(
                 hole_ns,
                 samples_per_window: opts.window_samples,
                 span: checked.span,
-            };
-            samples::scan_samples_into(trace, &spec, each_window, &mut |(d, s), agg| {
-                cells.add_samples(d, s as usize, agg);
-            })?
-        }
+            },
+            &mut cells,
+            each_window,
+        )?,
         None => (Vec::new(), 0),
     };
     let nvml_span = add_nvml(trace, &phases, &mut cells)?;
@@ -832,23 +834,16 @@ pub(crate) fn build_report_checked(
 
     let devices = devices_of(m, &cells);
 
-    let (start_ns, end_ns) = extent(&devices, &cells, nvml_span, &nvtx, m.created_unix_ns);
-
+    let run @ (start_ns, end_ns) = extent(&devices, &cells, nvml_span, &nvtx, m.created_unix_ns);
     let kernels_captured = coverage.is_some();
-    let host_left_out = host_side
-        .as_mut()
-        .map(|h| h.ix.keep_within(start_ns, end_ns))
-        .filter(|l| l.samples > 0);
-    if let Some(h) = &mut host_side {
-        h.or_running(&phases, &cells.index, &kernel_pids);
-        h.ix.set_api(&api);
-    }
+    let (index, pids) = (&cells.index, &kernel_pids);
+    let host_left_out =
+        (host_side.as_mut()).and_then(|h| h.prepare(run, &phases, index, pids, &api));
     let mut fold = GapFold::new(&phases, &cells.index, cells.slots, start_ns, opts.gap_rows);
     fold.host = host_side.as_ref().map(|h| h.fold(cells.slots));
     gaps::gaps_of(merged, &phases, coverage.as_ref(), host.as_ref())
         .for_each(|g| fold.add(&g, each_gap));
-    let gap_count = fold.count;
-    let folded = fold.finish();
+    let (gap_count, folded) = (fold.count, fold.finish());
     let ctx = Ctx {
         devices: &devices,
         cells: &cells,
@@ -860,38 +855,15 @@ pub(crate) fn build_report_checked(
     };
     let whole_run = ctx.whole_run_report(end_ns - start_ns);
     let phase_reports = ctx.phase_reports(&phases);
-    let host = host_side.map(|h| {
-        h.report(
-            &phases,
-            &phase_reports,
-            &whole_run,
-            folded.host,
-            (start_ns, end_ns),
-        )
-    });
+    let host = host_side.map(|h| h.report(&phases, &phase_reports, &whole_run, folded.host, run));
 
     let drop_reports = drop_summary(&drops);
     // The capture table only adds to the report: one that cannot be read is a warning.
     let mut warnings = report_warnings(trace, checked.warnings, outside);
     let (capture, graphs) = capture_tables(trace, &mut warnings);
-    let mut notes = ctx.notes(
-        &phases,
-        (!nvtx.is_empty()).then_some(&opts.phases),
-        m,
-        &drops,
-    );
-    if let Some((overlap_ns, processes)) = overlap {
-        notes.push(Note::OverlappingProcesses {
-            processes,
-            overlap_ns,
-        });
-    }
-    if let Some(l) = host_left_out {
-        notes.push(Note::HostSamplesOutside {
-            samples: l.samples,
-            threads: l.threads,
-        });
-    }
+    let chosen_by = (!nvtx.is_empty()).then_some(&opts.phases);
+    let mut notes = ctx.notes(&phases, chosen_by, m, &drops);
+    notes.extend(input_notes(overlap, host_left_out));
     Ok(Report {
         trace: trace.path().display().to_string(),
         gpus: gpu_infos(m, &devices),
@@ -921,6 +893,36 @@ pub(crate) fn build_report_checked(
         warnings,
         host,
         host_stacks_off: host_stacks_off(m),
+    })
+}
+
+/// The notes on what bad input left out: phases of several processes that overlap, host
+/// samples outside the recording.
+fn input_notes(
+    overlap: Option<(i64, Vec<u32>)>,
+    host_left_out: Option<host::LeftOut>,
+) -> impl Iterator<Item = Note> {
+    let overlap = overlap.map(|(overlap_ns, processes)| Note::OverlappingProcesses {
+        processes,
+        overlap_ns,
+    });
+    let host = host_left_out.map(|l| Note::HostSamplesOutside {
+        samples: l.samples,
+        threads: l.threads,
+    });
+    overlap.into_iter().chain(host)
+}
+
+/// The one pass over the samples: their totals into `cells` per device and segment; the idle
+/// fragments, and how many samples lay outside the recording.
+fn scan(
+    trace: &Trace,
+    spec: &samples::ScanSpec,
+    cells: &mut Cells,
+    each_window: &mut dyn FnMut(usize, usize),
+) -> Result<(Vec<samples::Fragment>, u64)> {
+    samples::scan_samples_into(trace, spec, each_window, &mut |(d, s), agg| {
+        cells.add_samples(d, s as usize, agg);
     })
 }
 
@@ -1203,9 +1205,10 @@ impl<'a> GapFold<'a> {
             if let Some(h) = &mut self.host {
                 h.add_place(&piece, &place.label);
             }
-            let host_frames = self.host.as_ref().and_then(|h| {
-                h.gap_host(&piece.place, piece.start_ns, piece.end_ns)
-            });
+            let host_frames = self
+                .host
+                .as_ref()
+                .and_then(|h| h.gap_host(&piece.place, piece.start_ns, piece.end_ns));
             pieces.push(GapPiece {
                 start_ns: piece.start_ns,
                 end_ns: piece.end_ns,
@@ -1232,9 +1235,10 @@ impl<'a> GapFold<'a> {
             .into_iter()
             .max_by_key(|p| p.duration_ns())
             .map(|p| p.place);
-        let host_frames = self.host.as_ref().and_then(|h| {
-            longest.and_then(|p| h.gap_host(&p, g.start_ns, g.end_ns))
-        });
+        let host_frames = self
+            .host
+            .as_ref()
+            .and_then(|h| longest.and_then(|p| h.gap_host(&p, g.start_ns, g.end_ns)));
         let kernel_resident_ns = g.kernel_resident_ns();
         let row = GapRow {
             device: g.device,

@@ -21,10 +21,18 @@ fn check_adds_up(r: &Report) {
     let places: i64 = r.gap_groups.iter().map(|g| g.totals.total_ns).sum();
     let run: i64 = r.whole_run.devices.iter().map(|d| d.gaps.total_ns).sum();
     let stretches: i64 = r.gaps.iter().map(|g| g.duration_ns).sum();
-    let pieces: i64 = r.gaps.iter().flat_map(|g| &g.pieces).map(|p| p.duration_ns).sum();
+    let pieces: i64 = r
+        .gaps
+        .iter()
+        .flat_map(|g| &g.pieces)
+        .map(|p| p.duration_ns)
+        .sum();
     assert_eq!((places, run, pieces), (stretches, stretches, stretches));
     let counted: u64 = r.gap_groups.iter().map(|g| g.totals.count).sum();
-    assert_eq!(counted, r.gaps.iter().map(|g| g.pieces.len() as u64).sum::<u64>());
+    assert_eq!(
+        counted,
+        r.gaps.iter().map(|g| g.pieces.len() as u64).sum::<u64>()
+    );
     assert_eq!(r.gap_count, r.gaps.len() as u64);
     for p in &r.phases {
         for d in &p.devices {
@@ -44,7 +52,10 @@ fn check_adds_up(r: &Report) {
         assert_eq!(g.pieces.last().map(|p| p.end_ns), Some(g.end_ns));
         for w in g.pieces.windows(2) {
             assert_eq!(w[0].end_ns, w[1].start_ns);
-            assert_ne!(w[0].place, w[1].place, "consecutive pieces of one place are one");
+            assert_ne!(
+                w[0].place, w[1].place,
+                "consecutive pieces of one place are one"
+            );
         }
         let names: Vec<&str> = g.pieces.iter().map(|p| &*p.place).collect();
         assert_eq!(&*g.place, names.join(" + "));
@@ -105,7 +116,10 @@ fn a_stretch_through_phases_gives_each_its_part() {
         group("(start) → setup").totals.total_ns
     );
     let text = report_text(&r);
-    assert!(text.contains("idle stretch(es) cut where phases begin and end"), "{text}");
+    assert!(
+        text.contains("idle stretch(es) cut where phases begin and end"),
+        "{text}"
+    );
 }
 
 /// On the fixture with every NVTX domain a phase, the TSL range that encloses verify ends at
@@ -149,14 +163,16 @@ fn rewritten_with_bad_input(dir: &std::path::Path) -> std::path::PathBuf {
     let good = fx.write(dir, "good.cufall");
     let t = Trace::open(&good).expect("open");
     let path = dir.join("bad.cufall");
-    let mut w = TraceWriter::create(&path, t.manifest().clone(), WriterOptions::default())
-        .expect("create");
+    let mut w =
+        TraceWriter::create(&path, t.manifest().clone(), WriterOptions::default()).expect("create");
     for b in t.sample_batches().expect("samples") {
         w.append_samples(&b).expect("samples");
     }
     w.append_drops(&t.drops().expect("drops")).expect("drops");
-    w.append_kernels(&t.kernels().expect("kernels")).expect("kernels");
-    w.append_stacks(&t.stacks().expect("stacks")).expect("stacks");
+    w.append_kernels(&t.kernels().expect("kernels"))
+        .expect("kernels");
+    w.append_stacks(&t.stacks().expect("stacks"))
+        .expect("stacks");
     let mut nvtx = t.nvtx().expect("nvtx");
     let other: Vec<NvtxRange> = nvtx
         .iter()
@@ -220,11 +236,10 @@ fn bad_input_is_named_and_shares_stay_in_bounds() {
         r.notes
     );
     assert!(
-        r.notes.iter().any(|n| *n
-            == Note::HostSamplesOutside {
-                samples: 3,
-                threads: 1
-            }),
+        r.notes.contains(&Note::HostSamplesOutside {
+            samples: 3,
+            threads: 1
+        }),
         "{:?}",
         r.notes
     );
@@ -240,13 +255,24 @@ fn bad_input_is_named_and_shares_stay_in_bounds() {
             for f in v.self_functions.iter().chain(&v.inclusive_functions) {
                 assert!((0.0..=1.0).contains(&f.share), "{} {}", c.name, f.function);
             }
-            let sum: f64 = v.causes.causes.iter().map(|x| x.share).sum::<f64>() + v.causes.unsampled;
-            assert!((sum - 1.0).abs() < 1e-9 || v.samples == 0, "{} {sum}", c.name);
+            let sum: f64 =
+                v.causes.causes.iter().map(|x| x.share).sum::<f64>() + v.causes.unsampled;
+            assert!(
+                (sum - 1.0).abs() < 1e-9 || v.samples == 0,
+                "{} {sum}",
+                c.name
+            );
             assert!(v.causes.causes.iter().all(|x| x.share >= 0.0));
         }
         assert!(c.time_ns >= 0);
     }
     let text = report_text(&r);
-    assert!(text.contains("the phases of 2 processes (pid 999, 1234) overlap in time"), "{text}");
-    assert!(text.contains("3 host sample(s) lie outside the recording"), "{text}");
+    assert!(
+        text.contains("the phases of 2 processes (pid 999, 1234) overlap in time"),
+        "{text}"
+    );
+    assert!(
+        text.contains("3 host sample(s) lie outside the recording"),
+        "{text}"
+    );
 }

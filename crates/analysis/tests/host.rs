@@ -234,10 +234,7 @@ fn shares_roll_up_by_function_with_the_lines_beneath() {
     }
     let text = cufall_analysis::render::report_text_with(&r, "cufall", true);
     let phase = section(&text, "\nHOST per phase", "\nDROPS");
-    assert!(
-        phase.contains("launch (serve.py) 73% [:20 73%]"),
-        "{phase}"
-    );
+    assert!(phase.contains("launch (serve.py) 73% [:20 73%]"), "{phase}");
     assert!(!report_text(&r).contains("[:20"));
 }
 
@@ -269,7 +266,8 @@ fn each_host_bound_place_gets_its_verdict_line() {
         "{verdict}"
     );
     assert!(
-        verdict.contains("verify → draft: 350.0 µs of gaps: waiting for the GPU 100% (synchronize)"),
+        verdict
+            .contains("verify → draft: 350.0 µs of gaps: waiting for the GPU 100% (synchronize)"),
         "{verdict}"
     );
 }

@@ -1,6 +1,6 @@
 //! Where the host was during the gaps: the trace's host samples (`host_samples` and `stacks`,
-//! schema 1.2) attributed to the gap classes of a report (each place, and each phase's gaps)
-//! and to each phase's whole time.
+//! schema 1.2) attributed to the gap classes of a report (each place's gap pieces, and each
+//! phase's) and to each phase's whole time.
 //!
 //! A host sample at `t` stands for its thread over one sampling interval. A gap class's gap time
 //! `T` would hold `T / interval` samples of one thread at the recording's rate, so a frame's
@@ -9,18 +9,24 @@
 //! were seen. Where a class's time holds more samples than expected (sampling rounds a little
 //! faster than the rate, gaps shorter than an interval), shares are over the samples instead, so
 //! that none reads above 100 %. *Self* counts the innermost frame; *inclusive* counts a frame
-//! anywhere on the stack (once per sample, however often recursion repeats it). For all threads
-//! together the expected count is that of one thread times the threads sampled in the class's gaps.
+//! anywhere on the stack (once per sample, however often recursion repeats it); both also roll up
+//! by function, its lines beneath. A thread is expected only while it was alive, from its first
+//! sample to one interval after its last: for all threads together the expected count is the
+//! sum of each thread's alive part of the class's time over the interval, so a short-lived
+//! process cannot dilute the others' shares. Samples outside the recording are left out
+//! ([`HostIndex::keep_within`]). Each view also splits its time by cause ([`crate::causes`]).
 //!
 //! The *launching thread* of a phase is the thread that made the most kernel-launch calls
 //! (`api` rows whose name has `Launch`) starting inside the phase; without API calls in the
-//! trace, the thread of most of the phase's NVTX ranges. A place between two phases takes the
-//! launching thread of the phase after it (the one whose launches the gap delays), at the end of
-//! the recording that of the phase before.
+//! trace, the thread of most of the phase's NVTX ranges; without either, the thread with the
+//! most running samples in the phase, among those of the process that launched most of its
+//! kernels where kernels were captured ([`Launchers::or_running`]). A place between two phases
+//! takes the launching thread of the phase after it (the one whose launches the gap delays), at
+//! the end of the recording that of the phase before.
 //!
-//! Cost: the samples are sorted once by time; each gap finds its samples by binary search, so
-//! the attribution is O((gaps + samples) log samples) times the stack depth, never
-//! gaps × samples.
+//! Cost: the samples are sorted once by time; each gap piece finds its samples by binary search,
+//! so the attribution is O((pieces + samples) log samples) times the stack depth, plus the
+//! threads for each class's and piece's expected samples, never pieces × samples.
 
 use crate::causes::{self, ApiCauses, CauseAcc, HostCause, HostCauses, NameKey};
 use crate::gaps::{GapPart, KernelCoverage};
@@ -112,7 +118,8 @@ pub struct FunctionShare {
 pub struct HostView {
     /// The launching thread; `None` for all threads.
     pub thread: Option<HostThread>,
-    /// Threads with a sample in the time.
+    /// Threads alive during the time (from their first sample to their last), or with a sample
+    /// in it.
     pub threads: u64,
     pub samples: u64,
     /// Samples the time would hold at the recording's rate, for `threads` threads (one for a

@@ -342,13 +342,13 @@ impl HostIndex {
         &self.samples[lo..hi.max(lo)]
     }
 
-    /// Leaves out the samples outside `[start, end]` (the recording as its GPU samples, NVML
-    /// readings and ranges span it): a clock that jumped, a file edited by hand. A thread with no
-    /// sample left counts nowhere.
+    /// Leaves out the samples outside `[start, end)` (the recording's own times with a margin,
+    /// [`crate::manifest::Checked::span`]): a clock that jumped, a file edited by hand. A thread
+    /// with no sample left counts nowhere.
     pub fn keep_within(&mut self, start_ns: i64, end_ns: i64) -> LeftOut {
         let before = self.samples.len();
         self.samples
-            .retain(|s| s.t_ns >= start_ns && s.t_ns <= end_ns);
+            .retain(|s| s.t_ns >= start_ns && s.t_ns < end_ns);
         let samples = (before - self.samples.len()) as u64;
         let had: usize = self.alive.iter().flatten().count();
         self.alive = alive_spans(&self.samples, self.threads.len(), self.interval_ns);
@@ -1180,19 +1180,19 @@ pub struct HostSide {
 }
 
 impl HostSide {
-    /// Readies the host side once the recording's span `run` is known: leaves out the samples
-    /// outside it (what was left out, if any), fills in launching threads the calls and ranges
+    /// Readies the host side: leaves out the samples outside `span` (the recording's own times
+    /// with a margin; what was left out, if any), fills in launching threads the calls and ranges
     /// did not name ([`Launchers::or_running`]), and takes the captured CUDA calls for the
     /// samples' causes.
     pub(crate) fn prepare(
         &mut self,
-        run: (i64, i64),
+        span: (i64, i64),
         phases: &Phases,
         index: &SegPhases,
         kernel_pids: &[BTreeMap<u32, u64>],
         api: &[ApiCall],
     ) -> Option<LeftOut> {
-        let left = self.ix.keep_within(run.0, run.1);
+        let left = self.ix.keep_within(span.0, span.1);
         self.or_running(phases, index, kernel_pids);
         self.ix.set_api(api);
         (left.samples > 0).then_some(left)

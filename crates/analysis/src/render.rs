@@ -253,8 +253,8 @@ pub fn note_text(n: &Note, cmd: &str) -> String {
             fmt_ns(*dropped_ns)
         ),
         Note::HostSamplesOutside { samples, threads } => format!(
-            "{samples} host sample(s) lie outside the recording (before the start or after the end of \
-             its duration above): left out of the host sections{}.",
+            "{samples} host sample(s) lie more than a minute outside the recording (manifest.json's \
+             created_unix_ns to end_unix_ns): left out of the host sections{}.",
             if *threads > 0 {
                 format!(", and {threads} thread(s) with no sample inside it counted nowhere")
             } else {

@@ -243,8 +243,9 @@ pub enum Note {
     NoKernels,
     /// Drops: excluded from idle time and gaps.
     Drops { count: u64, dropped_ns: i64 },
-    /// Host samples outside the recording (before its first sample or after its last), left
-    /// out; `threads`: those left without a sample, counted nowhere.
+    /// Host samples more than a minute outside the recording (manifest.json's created_unix_ns to
+    /// end_unix_ns), left out as such GPU samples are; `threads`: those left without a sample,
+    /// counted nowhere.
     HostSamplesOutside { samples: u64, threads: u64 },
     /// The phases of several processes overlap in time (`overlap_ns` in all): there a gap
     /// piece has one place (the deepest, latest-starting range), the others' left out; it still
@@ -837,8 +838,11 @@ pub(crate) fn build_report_checked(
     let run @ (start_ns, end_ns) = extent(&devices, &cells, nvml_span, &nvtx, m.created_unix_ns);
     let kernels_captured = coverage.is_some();
     let (index, pids) = (&cells.index, &kernel_pids);
+    // Host samples are left out as GPU samples are, by the recording's own times: one without
+    // GPU samples has no other extent.
+    let span = checked.span;
     let host_left_out =
-        (host_side.as_mut()).and_then(|h| h.prepare(run, &phases, index, pids, &api));
+        (host_side.as_mut()).and_then(|h| h.prepare(span, &phases, index, pids, &api));
     let mut fold = GapFold::new(&phases, &cells.index, cells.slots, start_ns, opts.gap_rows);
     fold.host = host_side.as_ref().map(|h| h.fold(cells.slots));
     gaps::gaps_of(merged, &phases, coverage.as_ref(), host.as_ref())

@@ -136,7 +136,7 @@ pub fn api_cause(name: &str) -> Option<HostCause> {
 }
 
 /// What names a sample's cause in the verdict line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum NameKey {
     /// A function (an index into the host index's functions).
     Function(u32),
@@ -274,7 +274,9 @@ impl CauseAcc {
                 let samples = self.counts[cause.index()];
                 sampled += of(samples);
                 let mut named: Vec<(NameKey, u64)> = names.into_iter().collect();
-                named.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| name(a.0).cmp(&name(b.0))));
+                // Largest first; among equals by key, for a stable answer without wording every
+                // name (only the kept ones are worded).
+                named.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
                 CauseShare {
                     cause: *cause,
                     samples,

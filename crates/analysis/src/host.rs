@@ -725,6 +725,10 @@ impl Launchers {
     }
 }
 
+/// Frame and function indices are hashed once per sample and frame: FxHash, not SipHash (the
+/// keys are this index's own numbers).
+type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<crate::kernels::FxHasher>>;
+
 /// Counts of one frame in one view.
 #[derive(Clone, Copy, Debug, Default)]
 struct FrameAcc {
@@ -741,10 +745,10 @@ struct ViewAcc {
     gil_known: u64,
     no_frames: u64,
     threads: BTreeSet<u32>,
-    self_frames: HashMap<u32, FrameAcc>,
-    inclusive: HashMap<u32, FrameAcc>,
+    self_frames: FxMap<u32, FrameAcc>,
+    inclusive: FxMap<u32, FrameAcc>,
     /// Functions anywhere on the stack, once per sample.
-    inclusive_fns: HashMap<u32, FrameAcc>,
+    inclusive_fns: FxMap<u32, FrameAcc>,
     causes: CauseAcc,
 }
 
@@ -768,7 +772,7 @@ impl ViewAcc {
             self.no_frames += 1;
             return;
         };
-        let bump = |m: &mut HashMap<u32, FrameAcc>, f: u32| {
+        let bump = |m: &mut FxMap<u32, FrameAcc>, f: u32| {
             let e = m.entry(f).or_default();
             e.samples += 1;
             e.idle += u64::from(s.idle);
@@ -811,7 +815,7 @@ impl ViewAcc {
         // than an interval): shares are then of the samples, so that none reads over 100 %.
         let over = expected.max(self.samples as f64);
         let of = |n: u64| if over > 0.0 { n as f64 / over } else { 0.0 };
-        let frames = |m: HashMap<u32, FrameAcc>| {
+        let frames = |m: FxMap<u32, FrameAcc>| {
             let mut v: Vec<(u32, FrameShare)> = m
                 .into_iter()
                 .filter_map(|(f, a)| {
@@ -843,7 +847,7 @@ impl ViewAcc {
         let self_lines = frames(self.self_frames);
         let inclusive_lines = frames(self.inclusive);
         // Self: a function's samples are its lines' (each sample has one innermost frame).
-        let mut self_fns: HashMap<u32, FrameAcc> = HashMap::new();
+        let mut self_fns: FxMap<u32, FrameAcc> = FxMap::default();
         for (i, f) in &self_lines {
             if let Some(func) = ix.frame_fn.get(*i as usize) {
                 let e = self_fns.entry(*func).or_default();
@@ -886,24 +890,37 @@ impl ViewAcc {
 /// beneath, largest first, the first [`HOST_FRAMES_KEPT`]; `of` gives a count's share.
 fn roll_up(
     ix: &HostIndex,
-    m: HashMap<u32, FrameAcc>,
+    m: FxMap<u32, FrameAcc>,
     lines: &[(u32, FrameShare)],
     of: &dyn Fn(u64) -> f64,
 ) -> Vec<FunctionShare> {
-    // Lines come largest first: each function's keep that order.
-    let mut by_fn: HashMap<u32, Vec<FrameShare>> = HashMap::new();
+    let key = |i: u32| ix.functions.get(i as usize);
+    let mut kept: Vec<(u32, FrameAcc)> = m.into_iter().filter(|(i, _)| key(*i).is_some()).collect();
+    kept.sort_by(|(a, x), (b, y)| {
+        let (ka, kb) = (key(*a), key(*b));
+        y.samples
+            .cmp(&x.samples)
+            .then_with(|| ka.map(|k| &k.function).cmp(&kb.map(|k| &k.function)))
+            .then_with(|| ka.map(|k| &k.file).cmp(&kb.map(|k| &k.file)))
+            .then(a.cmp(b))
+    });
+    kept.truncate(HOST_FRAMES_KEPT);
+    // Only the kept functions' lines are copied; lines come largest first and keep that order.
+    let mut by_fn: HashMap<u32, Vec<FrameShare>> =
+        kept.iter().map(|(i, _)| (*i, Vec::new())).collect();
     for (f, share) in lines {
-        if let Some(func) = ix.frame_fn.get(*f as usize) {
-            let kept = by_fn.entry(*func).or_default();
-            if kept.len() < HOST_FRAMES_KEPT {
-                kept.push(share.clone());
-            }
+        if let Some(v) = ix
+            .frame_fn
+            .get(*f as usize)
+            .and_then(|func| by_fn.get_mut(func))
+            && v.len() < HOST_FRAMES_KEPT
+        {
+            v.push(share.clone());
         }
     }
-    let mut v: Vec<FunctionShare> = m
-        .into_iter()
+    kept.into_iter()
         .filter_map(|(i, a)| {
-            let k = ix.functions.get(i as usize)?;
+            let k = key(i)?;
             Some(FunctionShare {
                 function: k.function.clone(),
                 file: k.file.clone(),
@@ -915,15 +932,7 @@ fn roll_up(
                 lines: by_fn.remove(&i).unwrap_or_default(),
             })
         })
-        .collect();
-    v.sort_by(|a, b| {
-        b.samples
-            .cmp(&a.samples)
-            .then_with(|| a.function.cmp(&b.function))
-            .then_with(|| a.file.cmp(&b.file))
-    });
-    v.truncate(HOST_FRAMES_KEPT);
-    v
+        .collect()
 }
 
 /// One class as it is folded: its time, its launching thread's samples and all samples.

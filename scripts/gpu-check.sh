@@ -14,7 +14,8 @@
 # (CUDA graphs off and on, bare and under each capture mode), scripts/gpu/serve.sh (the
 # exporter under load, its dumps, cores and memory), scripts/gpu/pause.sh (the exporter and a
 # recording step aside for ncu), scripts/gpu/host_stacks.sh (host stacks of
-# third-party programs and the engine, and their cost). Each prints a short
+# third-party programs and the engine, and their cost), scripts/gpu/gaps.sh (the verdict line's
+# causes against a program's own shares). Each prints a short
 # table; results go to OUT_DIR (default: ./gpu-results).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,4 +38,5 @@ run_part graphs bash scripts/gpu/graphs.sh
 run_part serve bash scripts/gpu/serve.sh
 run_part pause bash scripts/gpu/pause.sh
 run_part host_stacks bash scripts/gpu/host_stacks.sh
+run_part gaps bash scripts/gpu/gaps.sh
 exit $status

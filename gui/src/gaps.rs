@@ -1,8 +1,9 @@
 //! Every idle gap of a recording, per device, in a compact form the timeline draws at any zoom
 //! (runs of gaps narrower than a pixel found by binary and galloping search) and the pointer's
-//! tooltip reads. Filled by the loader from the analysis report's gaps.
+//! tooltip reads. Filled by the loader from the analysis report's gaps: each idle stretch's
+//! pieces (cut where phases begin and end), so that a piece's tooltip names its own place.
 
-use cufall_analysis::report::GapRow;
+use cufall_analysis::report::{GapPiece, GapRow};
 use std::sync::Arc;
 
 /// One device's idle gaps in start order, with what a frame needs to draw runs of them narrower
@@ -30,9 +31,15 @@ pub struct DeviceGaps {
 pub const GAP_BLOCK: usize = 64;
 
 impl DeviceGaps {
-    /// Adds a gap; gaps come in start order (as the report finds them), else
-    /// [`DeviceGaps::finish`] sorts them.
+    /// Adds the pieces of a stretch; stretches come in start order (as the report finds them),
+    /// else [`DeviceGaps::finish`] sorts them.
     pub fn push(&mut self, g: &GapRow) {
+        for p in &g.pieces {
+            self.push_piece(p);
+        }
+    }
+
+    fn push_piece(&mut self, g: &GapPiece) {
         if self.dur_prefix.is_empty() {
             self.dur_prefix.push(0);
         }
@@ -160,6 +167,49 @@ impl DeviceGaps {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cufall_trace::model::DeviceId;
+
+    /// A stretch crossing three places is three gaps here, each with its own place and time.
+    #[test]
+    fn a_stretch_is_kept_as_its_pieces() {
+        let piece = |start_ns: i64, end_ns: i64, place: &str| GapPiece {
+            start_ns,
+            end_ns,
+            duration_ns: end_ns - start_ns,
+            place: place.into(),
+            no_kernel_ns: Some(end_ns - start_ns),
+            kernel_resident_ns: Some(0),
+            host: None,
+            host_frames: None,
+        };
+        let row = GapRow {
+            device: DeviceId(0),
+            start_ns: 100,
+            end_ns: 400,
+            offset_ns: 0,
+            duration_ns: 300,
+            place: "verify → draft + draft + draft → verify".into(),
+            no_kernel_ns: Some(300),
+            kernel_resident_ns: Some(0),
+            host: None,
+            host_frames: None,
+            pieces: vec![
+                piece(100, 150, "verify → draft"),
+                piece(150, 160, "draft"),
+                piece(160, 400, "draft → verify"),
+            ],
+        };
+        let mut g = DeviceGaps::default();
+        g.push(&row);
+        let g = g.finish();
+        assert_eq!(g.len(), 3);
+        assert_eq!(
+            (0..3).map(|k| g.place(k)).collect::<Vec<_>>(),
+            ["verify → draft", "draft", "draft → verify"]
+        );
+        assert_eq!((g.duration_ns(1), g.kernel_resident_ns(2)), (10, Some(0)));
+        assert_eq!(g.dur_prefix.last(), Some(&300));
+    }
 
     #[test]
     fn a_run_of_close_gaps_ends_where_a_gap_starts_too_far_after_the_previous() {

@@ -134,7 +134,7 @@ fn host_stacks_name_the_sleep_between_draft_and_verify() {
     assert!(*share > 0.8 && *share <= 1.0, "{frames:?}");
     assert!(*idle > 0.9, "the sleep is waiting, not running: {frames:?}");
     assert!(
-        text.contains("draft → verify (39 gap(s)") && text.contains("in main (torch_phases.py:64)"),
+        text.contains("draft → verify (40 gap(s)") && text.contains("in main (torch_phases.py) "),
         "{}",
         &text[..text.len().min(4000)]
     );

@@ -105,12 +105,14 @@ fn the_views_gaps_say_where_the_host_was() {
         .iter()
         .filter(|m| m.text.contains("draft → verify"))
         .collect();
-    assert_eq!(between.len(), 39, "{marks:#?}");
+    // 40 pieces: 39 stretches inside draft → verify, one more part of a stretch that runs on into
+    // verify (each piece is a mark of its own, with its own place).
+    assert_eq!(between.len(), 40, "{marks:#?}");
     let named = between
         .iter()
         .filter(|m| {
             m.text
-                .contains("host: thread 571 in main (torch_phases.py:64)")
+                .contains("host: thread 571 in main (torch_phases.py)")
         })
         .count();
     assert!(named >= 30, "{between:#?}");

@@ -54,11 +54,11 @@ echo "ptrace_scope $(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo 
 if want phases; then
   hdr "phases: torch_phases.py, 40 steps, 2 ms host sleep between draft and verify (line 64)"
   "${REC[@]}" -o "$T/torch-phases-host.cufall" --interval 200us -- $PY $WL/torch_phases.py --steps 40 2>&1 | tail -14
-  "$C" report "$T/torch-phases-host.cufall" > "$R/torch-phases-host.report.txt"
+  "$C" report "$T/torch-phases-host.cufall" --lines > "$R/torch-phases-host.report.txt"
   "$C" report "$T/torch-phases-host.cufall" --json > "$R/torch-phases-host.report.json"
   host_section "$T/torch-phases-host.cufall" 60
   check "draft → verify gaps: the host in torch_phases.py:64 (the sleep)" \
-    bash -c "grep -A6 'draft → verify' '$R/torch-phases-host.report.txt' | grep -q 'torch_phases.py:64'"
+    bash -c "grep -A6 'draft → verify' '$R/torch-phases-host.report.txt' | grep -q 'main (torch_phases.py) [0-9]*% waiting \[:64 '"
   "$C" info "$T/torch-phases-host.cufall" | grep -i "host" | head -8
   du -sh "$T/torch-phases-host.cufall"
   keep "$T/torch-phases-host.cufall"

@@ -816,6 +816,9 @@ mod tests {
             self_frames: frames.iter().take(kept).cloned().collect(),
             all_self_frames: frames,
             inclusive_frames: Vec::new(),
+            self_functions: Vec::new(),
+            inclusive_functions: Vec::new(),
+            causes: Default::default(),
         };
         HostReport {
             interval_ns: 1_000_000,
@@ -829,6 +832,7 @@ mod tests {
                 name: "a → b".into(),
                 time_ns: 100_000_000,
                 gaps: 1,
+                host_bound: true,
                 launching: None,
                 all,
             }],

@@ -416,27 +416,47 @@ pub fn phases_frame(report: &Report) -> Frame {
     Frame::new(cols)
 }
 
-/// One row per gap.
+/// One row per gap piece: each idle stretch cut where phases begin and end, every piece in one
+/// place, with the stretch it belongs to (`stretch_start_ns`, `stretch_end_ns`). A stretch
+/// inside one place is one row; the rows of a place add up to its gap time.
 pub fn gaps_frame(report: &Report) -> Frame {
-    let g = &report.gaps;
+    let rows: Vec<(&crate::report::GapRow, &crate::report::GapPiece)> = report
+        .gaps
+        .iter()
+        .flat_map(|g| g.pieces.iter().map(move |p| (g, p)))
+        .collect();
     Frame::new(vec![
         Column::new(
             "device",
-            device_column(&g.iter().map(|x| x.device).collect::<Vec<_>>()),
+            device_column(&rows.iter().map(|(g, _)| g.device).collect::<Vec<_>>()),
         ),
-        Column::new("start_ns", g.iter().map(|x| x.start_ns).collect()),
-        Column::new("end_ns", g.iter().map(|x| x.end_ns).collect()),
-        Column::new("duration_ns", g.iter().map(|x| x.duration_ns).collect()),
-        Column::strings("place", g.iter().map(|x| &*x.place)),
-        Column::optional("no_kernel_ns", g.iter().map(|x| x.no_kernel_ns)),
-        Column::optional("kernel_resident_ns", g.iter().map(|x| x.kernel_resident_ns)),
+        Column::new("start_ns", rows.iter().map(|(_, p)| p.start_ns).collect()),
+        Column::new("end_ns", rows.iter().map(|(_, p)| p.end_ns).collect()),
+        Column::new(
+            "duration_ns",
+            rows.iter().map(|(_, p)| p.duration_ns).collect(),
+        ),
+        Column::strings("place", rows.iter().map(|(_, p)| &*p.place)),
+        Column::optional("no_kernel_ns", rows.iter().map(|(_, p)| p.no_kernel_ns)),
+        Column::optional(
+            "kernel_resident_ns",
+            rows.iter().map(|(_, p)| p.kernel_resident_ns),
+        ),
         Column::optional(
             "host_in_sync_ns",
-            g.iter().map(|x| x.host.map(|h| h.in_sync_ns)),
+            rows.iter().map(|(_, p)| p.host.map(|h| h.in_sync_ns)),
         ),
         Column::optional(
             "host_in_launch_ns",
-            g.iter().map(|x| x.host.map(|h| h.in_launch_ns)),
+            rows.iter().map(|(_, p)| p.host.map(|h| h.in_launch_ns)),
+        ),
+        Column::new(
+            "stretch_start_ns",
+            rows.iter().map(|(g, _)| g.start_ns).collect(),
+        ),
+        Column::new(
+            "stretch_end_ns",
+            rows.iter().map(|(g, _)| g.end_ns).collect(),
         ),
     ])
 }
@@ -629,15 +649,20 @@ fn export_perfetto(
     write_nvml(&mut w, trace)?;
 
     write_nvtx_and_kernels(&mut w, &nvtx, &kernels)?;
+    // One slice per piece, so that each sits under its place; the stretch is in the args.
     for g in &report.gaps {
-        w.slice(
-            &format!("idle gap: {}", g.place),
-            "gap",
-            (gpu_pid(g.device), GAP_TID),
-            (g.start_ns, g.end_ns),
-            json!({"no_kernel_us": g.no_kernel_ns.map(|v| v as f64 / 1000.0),
-                   "kernel_resident_us": g.kernel_resident_ns.map(|v| v as f64 / 1000.0)}),
-        )?;
+        for p in &g.pieces {
+            w.slice(
+                &format!("idle gap: {}", p.place),
+                "gap",
+                (gpu_pid(g.device), GAP_TID),
+                (p.start_ns, p.end_ns),
+                json!({"no_kernel_us": p.no_kernel_ns.map(|v| v as f64 / 1000.0),
+                       "kernel_resident_us": p.kernel_resident_ns.map(|v| v as f64 / 1000.0),
+                       "stretch_us": g.duration_ns as f64 / 1000.0,
+                       "stretch_places": &*g.place}),
+            )?;
+        }
     }
     for d in &drops {
         let dev = d.device;

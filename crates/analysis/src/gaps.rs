@@ -1,25 +1,69 @@
 //! Idle gaps: merging the idle runs found by [`crate::samples::scan_samples`], cutting them
-//! at drops (time without samples is never idle), attributing each to a phase or to the pair of
-//! phases it falls between, and splitting it by kernel residency.
+//! at drops (time without samples is never idle), cutting each idle stretch at every phase edge
+//! (a range's start or end) into *parts*, each placed by its own interval (in a phase, or between
+//! two), and splitting each part by kernel residency.
+//!
+//! A part lies inside one segment of the phases' timeline ([`crate::phases`]), so its place and
+//! the phases covering it hold for all of it: a phase's gap time is never more than its time, and
+//! the places' gap times add up to the gaps' total. Consecutive parts of one place make a
+//! *piece* ([`Gap::pieces`]): what a place counts as one of its gaps.
 
 use crate::phases::{Phases, Place};
 use crate::samples::Fragment;
 use cufall_trace::model::{ActivityKind, ApiCall, DeviceId, DropRecord, KernelRecord};
 use std::collections::BTreeMap;
 
-/// One idle interval of one device.
+/// One idle stretch of one device, cut at the phases' edges.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Gap {
     pub device: DeviceId,
     pub start_ns: i64,
     pub end_ns: i64,
+    /// The stretch cut at every range boundary, in time order, end to end: at least one.
+    pub parts: Vec<GapPart>,
+}
+
+/// The part of an idle stretch in one segment of the phases' timeline, or (as
+/// [`Gap::pieces`] gives them) a run of consecutive parts with one place.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GapPart {
+    pub start_ns: i64,
+    pub end_ns: i64,
     pub place: Place,
-    /// Time of the gap with at least one kernel running on the device (`None`: kernels were
+    /// The segment holding its start ([`Phases::segment_of`]).
+    pub segment: usize,
+    /// Time of the part with at least one kernel running on the device (`None`: kernels were
     /// not captured).
     pub kernel_resident_ns: Option<i64>,
-    /// What the host was doing during the gap, from the captured CUDA calls (`None`:
+    /// What the host was doing during the part, from the captured CUDA calls (`None`:
     /// `--capture api` was off).
     pub host: Option<HostTime>,
+}
+
+impl GapPart {
+    pub fn duration_ns(&self) -> i64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+
+    /// Time without a kernel resident (`None`: kernels were not captured).
+    pub fn no_kernel_ns(&self) -> Option<i64> {
+        self.kernel_resident_ns
+            .map(|k| self.duration_ns().saturating_sub(k))
+    }
+
+    /// Adds the next part (it starts where this one ends) to this one.
+    fn extend(&mut self, next: &GapPart) {
+        self.end_ns = next.end_ns;
+        self.kernel_resident_ns = match (self.kernel_resident_ns, next.kernel_resident_ns) {
+            (Some(a), Some(b)) => Some(a.saturating_add(b)),
+            (a, b) => a.or(b),
+        };
+        match (&mut self.host, &next.host) {
+            (Some(h), Some(n)) => h.add(n),
+            (h @ None, Some(n)) => *h = Some(*n),
+            _ => {}
+        }
+    }
 }
 
 /// Time of a gap the profiled program's host threads spent in CUDA calls: waiting on the GPU
@@ -33,8 +77,8 @@ pub struct HostTime {
 
 impl HostTime {
     pub fn add(&mut self, o: &HostTime) {
-        self.in_sync_ns += o.in_sync_ns;
-        self.in_launch_ns += o.in_launch_ns;
+        self.in_sync_ns = self.in_sync_ns.saturating_add(o.in_sync_ns);
+        self.in_launch_ns = self.in_launch_ns.saturating_add(o.in_launch_ns);
     }
 }
 
@@ -79,7 +123,35 @@ impl HostCoverage {
 
 impl Gap {
     pub fn duration_ns(&self) -> i64 {
-        self.end_ns - self.start_ns
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+
+    /// The parts, consecutive ones of one place merged: each a gap of its place.
+    pub fn pieces(&self) -> Vec<GapPart> {
+        let mut pieces: Vec<GapPart> = Vec::with_capacity(1);
+        for p in &self.parts {
+            match pieces.last_mut() {
+                Some(last) if last.place == p.place => last.extend(p),
+                _ => pieces.push(p.clone()),
+            }
+        }
+        pieces
+    }
+
+    /// Time of the stretch with a kernel resident (`None`: kernels were not captured).
+    pub fn kernel_resident_ns(&self) -> Option<i64> {
+        self.parts
+            .iter()
+            .filter_map(|p| p.kernel_resident_ns)
+            .reduce(i64::saturating_add)
+    }
+
+    /// Time of the stretch in CUDA calls (`None`: `--capture api` was off).
+    pub fn host(&self) -> Option<HostTime> {
+        self.parts.iter().filter_map(|p| p.host).reduce(|mut a, b| {
+            a.add(&b);
+            a
+        })
     }
 }
 
@@ -197,16 +269,16 @@ impl KernelCoverage {
         if lo >= hi {
             return 0;
         }
-        let mut total = prefix[hi] - prefix[lo];
+        let mut total = prefix[hi].saturating_sub(prefix[lo]);
         let (s0, _) = iv[lo];
         if s0 < start {
-            total -= start - s0;
+            total = total.saturating_sub(start.saturating_sub(s0));
         }
         let (_, e1) = iv[hi - 1];
         if e1 > end {
-            total -= e1 - end;
+            total = total.saturating_sub(e1.saturating_sub(end));
         }
-        total
+        total.max(0)
     }
 }
 
@@ -245,8 +317,9 @@ impl CoverageBuilder {
             let mut prefix = Vec::with_capacity(list.len() + 1);
             prefix.push(0i64);
             let mut acc = 0;
+            // Timestamps come from a file: spans near i64's ends saturate, never overflow.
             for (s, e) in &list {
-                acc += e - s;
+                acc = e.saturating_sub(*s).saturating_add(acc);
                 prefix.push(acc);
             }
             by_device.insert(
@@ -261,25 +334,60 @@ impl CoverageBuilder {
     }
 }
 
-/// Attributes and splits the merged gaps.
-/// The merged idle intervals as gaps, each with its place, kernel residency and host time, built
-/// one at a time as they are taken.
+/// The merged idle intervals as gaps, each cut at the phases' edges into parts with their
+/// place, kernel residency and host time, built one at a time as they are taken.
 pub fn gaps_of<'a>(
     merged: impl IntoIterator<Item = (DeviceId, i64, i64)> + 'a,
     phases: &'a Phases,
     kernels: Option<&'a KernelCoverage>,
     host: Option<&'a HostCoverage>,
 ) -> impl Iterator<Item = Gap> + 'a {
-    merged
-        .into_iter()
-        .map(move |(device, start_ns, end_ns)| Gap {
+    merged.into_iter().map(move |(device, start_ns, end_ns)| {
+        let parts = cut_at_edges(phases, start_ns, end_ns)
+            .map(|(segment, a, b)| GapPart {
+                start_ns: a,
+                end_ns: b,
+                place: phases.place(a, b),
+                segment,
+                kernel_resident_ns: kernels.map(|k| k.covered_ns(device, a, b)),
+                host: host.map(|h| h.split(a, b)),
+            })
+            .collect();
+        Gap {
             device,
             start_ns,
             end_ns,
-            place: phases.place(start_ns, end_ns),
-            kernel_resident_ns: kernels.map(|k| k.covered_ns(device, start_ns, end_ns)),
-            host: host.map(|h| h.split(start_ns, end_ns)),
-        })
+            parts,
+        }
+    })
+}
+
+/// `[start, end)` cut at every range boundary inside it, as `(segment, start, end)` in time
+/// order; `[start, start)` when it is empty, so that every gap has a part.
+pub fn cut_at_edges(
+    phases: &Phases,
+    start_ns: i64,
+    end_ns: i64,
+) -> impl Iterator<Item = (usize, i64, i64)> + '_ {
+    let mut at = start_ns;
+    let mut first = true;
+    std::iter::from_fn(move || {
+        if at >= end_ns && !first {
+            return None;
+        }
+        first = false;
+        let segment = phases.segment_of(at);
+        // The next boundary after `at` (segment_of counts those at or before it).
+        let next = phases
+            .boundaries
+            .get(segment)
+            .copied()
+            .map_or(end_ns, |b| b.min(end_ns))
+            .max(at);
+        let part = (segment, at, next);
+        at = if next > at { next } else { end_ns };
+        Some(part)
+    })
 }
 
 #[cfg(test)]
@@ -365,6 +473,64 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Whatever the ranges (several processes', overlapping, nested or not), a stretch's
+        /// parts lie end to end over it, and no phase gets more of it than the time its ranges
+        /// cover, which is never more than their summed durations.
+        #[test]
+        fn no_phase_gets_more_gap_time_than_its_time(
+            ranges in proptest::collection::vec(
+                (1u32..4, 0i64..500, 1i64..200, proptest::bool::ANY, 0usize..3), 0..10),
+            start in 0i64..600,
+            len in 1i64..400,
+        ) {
+            use cufall_trace::model::{NvtxRange, RangeKind};
+            let names = ["step", "draft", "verify"];
+            let nvtx: Vec<NvtxRange> = ranges
+                .iter()
+                .map(|(pid, s, l, push, name)| NvtxRange {
+                    start_ns: *s,
+                    end_ns: s + l,
+                    name: names[*name].into(),
+                    kind: if *push { RangeKind::PushPop } else { RangeKind::StartEnd },
+                    pid: *pid,
+                    tid: *pid,
+                    ..Default::default()
+                })
+                .collect();
+            let phases = Phases::build(&nvtx);
+            let g = gaps_of([(DeviceId(0), start, start + len)], &phases, None, None)
+                .next()
+                .expect("a gap");
+            let mut at = start;
+            for p in &g.parts {
+                proptest::prop_assert_eq!(p.start_ns, at);
+                proptest::prop_assert!(p.end_ns > p.start_ns);
+                at = p.end_ns;
+            }
+            proptest::prop_assert_eq!(at, start + len);
+            let index = crate::phases::SegPhases::build(&phases);
+            for (i, ph) in phases.phases.iter().enumerate() {
+                let gap: i64 = g
+                    .parts
+                    .iter()
+                    .filter(|p| index.of(p.segment).contains(&crate::phases::segment_id(i)))
+                    .map(GapPart::duration_ns)
+                    .sum();
+                let covered: i64 = ph
+                    .segments
+                    .iter()
+                    .map(|s| {
+                        let (a, b) = phases.segment_bounds(*s as usize, 0, 0);
+                        b - a
+                    })
+                    .sum();
+                proptest::prop_assert!(gap <= covered, "{}: {gap} > {covered}", ph.path);
+                proptest::prop_assert!(covered <= ph.durations_ns.iter().sum::<i64>());
+            }
+        }
+    }
+
     #[test]
     fn host_time_splits_a_gap_into_sync_launch_and_elsewhere() {
         let call = |name: &str, s, e| ApiCall {
@@ -389,6 +555,67 @@ mod tests {
             }
         );
         assert!(HostCoverage::build(&[]).is_none());
+    }
+
+    /// A stretch from inside one draft to inside the next step's draft: cut at every range
+    /// edge, each part placed by itself, consecutive parts of one place merged into a piece.
+    #[test]
+    fn a_stretch_is_cut_at_phase_edges_and_merged_by_place() {
+        use cufall_trace::model::{NvtxRange, RangeKind};
+        let r = |start_ns, end_ns, name: &str| NvtxRange {
+            start_ns,
+            end_ns,
+            name: name.into(),
+            kind: RangeKind::PushPop,
+            pid: 1,
+            tid: 1,
+            ..Default::default()
+        };
+        let phases = Phases::build(&[
+            r(0, 100, "step"),
+            r(0, 40, "draft"),
+            r(50, 90, "verify"),
+            r(100, 200, "step"),
+            r(100, 140, "draft"),
+            r(150, 190, "verify"),
+        ]);
+        let cuts: Vec<(i64, i64)> = cut_at_edges(&phases, 30, 120)
+            .map(|(_, a, b)| (a, b))
+            .collect();
+        assert_eq!(cuts, [(30, 40), (40, 50), (50, 90), (90, 100), (100, 120)]);
+        assert_eq!(cut_at_edges(&phases, 7, 7).count(), 1);
+        assert_eq!(
+            cut_at_edges(&phases, 300, 400).collect::<Vec<_>>(),
+            [(phases.segment_count() - 1, 300, 400)]
+        );
+        let kernels = KernelCoverage::from_intervals([(DeviceId(0), 60, 70)].into_iter());
+        let g = gaps_of([(DeviceId(0), 30, 120)], &phases, Some(&kernels), None)
+            .next()
+            .expect("a gap");
+        assert_eq!(g.parts.len(), 5);
+        let pieces = g.pieces();
+        let labels: Vec<String> = pieces.iter().map(|p| phases.label(&p.place)).collect();
+        assert_eq!(
+            labels,
+            [
+                "step/draft",
+                "draft → verify",
+                "step/verify",
+                "verify → draft",
+                "step/draft"
+            ]
+        );
+        let lens: i64 = pieces.iter().map(GapPart::duration_ns).sum();
+        assert_eq!(lens, g.duration_ns());
+        assert_eq!(pieces[2].kernel_resident_ns, Some(10));
+        assert_eq!(g.kernel_resident_ns(), Some(10));
+        // Without phases a stretch is one part of the whole run.
+        let none = Phases::build(&[]);
+        let g = gaps_of([(DeviceId(0), 30, 120)], &none, None, None)
+            .next()
+            .expect("a gap");
+        assert_eq!(g.pieces().len(), 1);
+        assert_eq!(g.pieces()[0].place, Place::WholeRun);
     }
 
     #[test]

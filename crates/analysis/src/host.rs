@@ -1,6 +1,6 @@
 //! Where the host was during the gaps: the trace's host samples (`host_samples` and `stacks`,
-//! schema 1.2) attributed to the gap classes of a report (each place, and each phase's gaps)
-//! and to each phase's whole time.
+//! schema 1.2) attributed to the gap classes of a report (each place's gap pieces, and each
+//! phase's) and to each phase's whole time.
 //!
 //! A host sample at `t` stands for its thread over one sampling interval. A gap class's gap time
 //! `T` would hold `T / interval` samples of one thread at the recording's rate, so a frame's
@@ -9,23 +9,32 @@
 //! were seen. Where a class's time holds more samples than expected (sampling rounds a little
 //! faster than the rate, gaps shorter than an interval), shares are over the samples instead, so
 //! that none reads above 100 %. *Self* counts the innermost frame; *inclusive* counts a frame
-//! anywhere on the stack (once per sample, however often recursion repeats it). For all threads
-//! together the expected count is that of one thread times the threads sampled in the class's gaps.
+//! anywhere on the stack (once per sample, however often recursion repeats it); both also roll up
+//! by function, its lines beneath. A thread is expected only while it was alive, from its first
+//! sample to one interval after its last: for all threads together the expected count is the
+//! sum of each thread's alive part of the class's time over the interval, so a short-lived
+//! process cannot dilute the others' shares. Samples outside the recording are left out
+//! ([`HostIndex::keep_within`]). Each view also splits its time by cause ([`crate::causes`]).
 //!
 //! The *launching thread* of a phase is the thread that made the most kernel-launch calls
 //! (`api` rows whose name has `Launch`) starting inside the phase; without API calls in the
-//! trace, the thread of most of the phase's NVTX ranges. A place between two phases takes the
-//! launching thread of the phase after it (the one whose launches the gap delays), at the end of
-//! the recording that of the phase before.
+//! trace, the thread of most of the phase's NVTX ranges; without either, the thread with the
+//! most running samples in the phase, among those of the process that launched most of its
+//! kernels where kernels were captured ([`Launchers::or_running`]). A place between two phases
+//! takes the launching thread of the phase after it (the one whose launches the gap delays), at
+//! the end of the recording that of the phase before.
 //!
-//! Cost: the samples are sorted once by time; each gap finds its samples by binary search, so
-//! the attribution is O((gaps + samples) log samples) times the stack depth, never
-//! gaps × samples.
+//! Cost: the samples are sorted once by time; each gap piece finds its samples by binary search,
+//! so the attribution is O((pieces + samples) log samples) times the stack depth, plus the
+//! threads for each class's and piece's expected samples, never pieces × samples.
 
-use crate::gaps::Gap;
+use crate::causes::{self, ApiCauses, CauseAcc, HostCause, HostCauses, NameKey};
+use crate::gaps::{GapPart, KernelCoverage};
 use crate::phases::{Phases, Place, SegPhases};
 use crate::report::{PhaseReport, slots_of};
-use cufall_trace::model::{ApiCall, FrameKind, Gil, HostSample, HostState, NvtxRange, StackFrame};
+use cufall_trace::model::{
+    ApiCall, DeviceId, FrameKind, Gil, HostSample, HostState, NvtxRange, StackFrame,
+};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -51,6 +60,11 @@ pub enum IntervalSource {
 pub enum LaunchingFrom {
     ApiCalls,
     NvtxRanges,
+    /// No launch calls or ranges: the process that launched most of the phase's kernels, its
+    /// thread with the most running samples in the phase.
+    KernelProcess,
+    /// No launch calls, ranges or kernels: the thread with the most running samples.
+    RunningSamples,
     /// Neither: only the all-threads views are given.
     Unknown,
 }
@@ -80,12 +94,32 @@ pub struct FrameShare {
     pub share: f64,
 }
 
+/// One function's share of a view: its samples over every line, with the lines beneath.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FunctionShare {
+    pub function: String,
+    pub file: String,
+    pub module: String,
+    pub kind: FrameKind,
+    /// Samples with the function innermost (self) or anywhere on the stack (inclusive, once per
+    /// sample however many of its lines the stack holds).
+    pub samples: u64,
+    /// Of those, samples of a thread that was idle.
+    pub idle_samples: u64,
+    /// As [`FrameShare::share`]: at most 1.
+    pub share: f64,
+    /// Its lines, largest share first (self: the lines it was in; inclusive: the lines on the
+    /// stack), the first [`HOST_FRAMES_KEPT`].
+    pub lines: Vec<FrameShare>,
+}
+
 /// The host during a class's time, for one thread or for all.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct HostView {
     /// The launching thread; `None` for all threads.
     pub thread: Option<HostThread>,
-    /// Threads with a sample in the time.
+    /// Threads alive during the time (from their first sample to their last), or with a sample
+    /// in it.
     pub threads: u64,
     pub samples: u64,
     /// Samples the time would hold at the recording's rate, for `threads` threads (one for a
@@ -107,6 +141,13 @@ pub struct HostView {
     pub all_self_frames: Vec<FrameShare>,
     /// Frames anywhere on the stack, largest share first.
     pub inclusive_frames: Vec<FrameShare>,
+    /// Innermost frames rolled up by function (every line of it), largest share first, the
+    /// first [`HOST_FRAMES_KEPT`].
+    pub self_functions: Vec<FunctionShare>,
+    /// Functions anywhere on the stack, largest share first, the first [`HOST_FRAMES_KEPT`].
+    pub inclusive_functions: Vec<FunctionShare>,
+    /// The time split by what the host was doing ([`crate::causes`]).
+    pub causes: HostCauses,
 }
 
 /// What a [`HostClass`] covers.
@@ -133,6 +174,9 @@ pub struct HostClass {
     pub gaps: u64,
     pub launching: Option<HostView>,
     pub all: HostView,
+    /// Gap classes: at least [`crate::report::HOST_BOUND_FROM`] of the time without a kernel
+    /// resident (or kernels not captured); the verdict section gives these their line.
+    pub host_bound: bool,
 }
 
 /// The host during one gap: the launching thread of its place (all threads where there is
@@ -146,6 +190,8 @@ pub struct GapHost {
     pub idle: f64,
     /// Innermost frames, largest share first, the first [`GAP_HOST_FRAMES`].
     pub frames: Vec<FrameShare>,
+    /// Innermost frames by function, largest share first, the first [`GAP_HOST_FRAMES`].
+    pub functions: Vec<FunctionShare>,
 }
 
 /// How many frames each gap's [`GapHost`] keeps.
@@ -177,6 +223,15 @@ struct FrameKey {
     kind: FrameKind,
 }
 
+/// A function as interned here: a frame without its line.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct FunctionKey {
+    function: String,
+    file: String,
+    module: String,
+    kind: FrameKind,
+}
+
 /// One host sample, resolved: its thread and its stack as indices.
 #[derive(Clone, Copy, Debug)]
 struct Sample {
@@ -191,12 +246,28 @@ struct Sample {
 /// The host samples sorted by time, with their stacks and threads interned.
 pub struct HostIndex {
     frames: Vec<FrameKey>,
+    /// Each frame's function, an index into `functions`.
+    frame_fn: Vec<u32>,
+    functions: Vec<FunctionKey>,
     /// Each interned stack's innermost frame and distinct frames, as indices into `frames`.
     stacks: Vec<StackFrames>,
     threads: Vec<HostThread>,
+    /// Each thread's life as its samples show it, `[first, last + interval)`; `None` for a
+    /// thread left without a sample ([`HostIndex::keep_within`]).
+    alive: Vec<Option<(i64, i64)>>,
     samples: Vec<Sample>,
     interval_ns: i64,
     interval_source: IntervalSource,
+    /// The captured CUDA calls of the verdict's kinds, per thread (empty without them).
+    api: ApiCauses,
+}
+
+/// What [`HostIndex::keep_within`] left out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LeftOut {
+    pub samples: u64,
+    /// Threads with no sample left: they never started within the recording.
+    pub threads: u64,
 }
 
 struct StackFrames {
@@ -204,6 +275,10 @@ struct StackFrames {
     innermost: Option<u32>,
     /// Every distinct frame of the stack.
     distinct: Vec<u32>,
+    /// Every distinct function of the stack.
+    distinct_fns: Vec<u32>,
+    /// What its frames say the thread was doing, if they name it ([`crate::causes`]).
+    cause: Option<(HostCause, NameKey)>,
 }
 
 /// The interval of `extra.host_stacks` when it names a rate, a number followed by `Hz`
@@ -267,6 +342,77 @@ impl HostIndex {
         &self.samples[lo..hi.max(lo)]
     }
 
+    /// Leaves out the samples outside `[start, end)` (the recording's own times with a margin,
+    /// [`crate::manifest::Checked::span`]): a clock that jumped, a file edited by hand. A thread
+    /// with no sample left counts nowhere.
+    pub fn keep_within(&mut self, start_ns: i64, end_ns: i64) -> LeftOut {
+        let before = self.samples.len();
+        self.samples
+            .retain(|s| s.t_ns >= start_ns && s.t_ns < end_ns);
+        let samples = (before - self.samples.len()) as u64;
+        let had: usize = self.alive.iter().flatten().count();
+        self.alive = alive_spans(&self.samples, self.threads.len(), self.interval_ns);
+        let threads = had.saturating_sub(self.alive.iter().flatten().count()) as u64;
+        LeftOut { samples, threads }
+    }
+
+    /// Takes the captured CUDA calls: a sample inside one of a verdict's kinds has its cause.
+    pub fn set_api(&mut self, calls: &[ApiCall]) {
+        let ids: HashMap<(u32, u32), u32> = self
+            .threads
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| Some(((t.pid, t.tid), u32::try_from(i).ok()?)))
+            .collect();
+        self.api = ApiCauses::build(calls, self.threads.len(), |pid, tid| {
+            ids.get(&(pid, tid)).copied()
+        });
+    }
+
+    /// What sample `s` says its thread was doing, and what names it.
+    fn cause_of(&self, s: &Sample) -> (HostCause, NameKey) {
+        if let Some((c, name)) = self.api.at(s.thread, s.t_ns) {
+            return (c, NameKey::Api(name));
+        }
+        let stack = s.stack.and_then(|i| self.stacks.get(i as usize));
+        if let Some(c) = stack.and_then(|st| st.cause) {
+            return c;
+        }
+        let inner = stack
+            .and_then(|st| st.innermost)
+            .and_then(|f| self.frame_fn.get(f as usize))
+            .map_or(NameKey::Unnamed, |f| NameKey::Function(*f));
+        // Idle in a frame that names no wait (a Python `time.sleep` shows only its caller).
+        if s.idle {
+            (HostCause::WaitingOnThread, inner)
+        } else {
+            (HostCause::Computing, inner)
+        }
+    }
+
+    /// A cause's name as the verdict line words it: `build_tree`, `Event.wait in schedule`.
+    fn cause_name(&self, k: NameKey) -> String {
+        let f = |i: u32| {
+            self.functions
+                .get(i as usize)
+                .map_or("(unnamed)", |k| k.function.as_str())
+        };
+        match k {
+            NameKey::Function(i) => f(i).to_string(),
+            NameKey::FunctionIn(i, outer) => format!("{} in {}", f(i), f(outer)),
+            NameKey::Api(i) => self.api.name(i).to_string(),
+            NameKey::Unnamed => String::new(),
+        }
+    }
+
+    /// Time of `covered` during which thread `t` was alive.
+    fn alive_in(&self, t: u32, covered: &KernelCoverage) -> i64 {
+        match self.alive.get(t as usize).copied().flatten() {
+            Some((a, b)) => covered.covered_ns(COVER_LANE, a, b),
+            None => 0,
+        }
+    }
+
     fn thread_of(&self, key: (u32, u32)) -> Option<u32> {
         self.threads
             .iter()
@@ -281,6 +427,8 @@ impl HostIndex {
 /// samples.
 pub struct HostIndexBuilder {
     frames: Vec<FrameKey>,
+    frame_fn: Vec<u32>,
+    functions: Vec<FunctionKey>,
     stacks: Vec<StackFrames>,
     stack_of: HashMap<u64, u32>,
     thread_ids: HashMap<(u32, u32), u32>,
@@ -310,6 +458,24 @@ impl HostIndexBuilder {
             });
             by_id.entry(f.stack_id).or_default().push((f.depth, id));
         }
+        let mut functions: Vec<FunctionKey> = Vec::new();
+        let mut function_ids: HashMap<FunctionKey, u32> = HashMap::new();
+        let frame_fn: Vec<u32> = frames
+            .iter()
+            .map(|f| {
+                let key = FunctionKey {
+                    function: f.function.clone(),
+                    file: f.file.clone(),
+                    module: f.module.clone(),
+                    kind: f.kind,
+                };
+                let next = u32::try_from(functions.len()).unwrap_or(u32::MAX);
+                *function_ids.entry(key.clone()).or_insert_with(|| {
+                    functions.push(key);
+                    next
+                })
+            })
+            .collect();
         let mut stack_of: HashMap<u64, u32> = HashMap::new();
         let mut stack_list = Vec::with_capacity(by_id.len());
         for (sid, mut rows) in by_id {
@@ -317,14 +483,25 @@ impl HostIndexBuilder {
             let mut distinct: Vec<u32> = rows.iter().map(|(_, f)| *f).collect();
             distinct.sort_unstable();
             distinct.dedup();
+            let mut distinct_fns: Vec<u32> = distinct
+                .iter()
+                .filter_map(|f| frame_fn.get(*f as usize).copied())
+                .collect();
+            distinct_fns.sort_unstable();
+            distinct_fns.dedup();
             stack_of.insert(sid, u32::try_from(stack_list.len()).unwrap_or(u32::MAX));
+            let cause = stack_cause(&frames, &frame_fn, &rows);
             stack_list.push(StackFrames {
                 innermost: rows.first().map(|(_, f)| *f),
                 distinct,
+                distinct_fns,
+                cause,
             });
         }
         HostIndexBuilder {
             frames,
+            frame_fn,
+            functions,
             stacks: stack_list,
             stack_of,
             thread_ids: HashMap::new(),
@@ -372,16 +549,69 @@ impl HostIndexBuilder {
                 IntervalSource::Observed,
             ),
         };
+        let alive = alive_spans(&resolved, self.threads.len(), interval_ns);
         Some(HostIndex {
             frames: self.frames,
+            frame_fn: self.frame_fn,
+            functions: self.functions,
             stacks: self.stacks,
             threads: self.threads,
+            alive,
             samples: resolved,
             interval_ns,
             interval_source,
+            api: ApiCauses::default(),
         })
     }
 }
+
+/// What a stack's frames (`rows`: depth and frame, innermost first) say the thread was doing:
+/// the outermost frame of a CUDA kind, else the innermost blocking frame, named with the frame
+/// outside it; `None` when no frame says.
+fn stack_cause(
+    frames: &[FrameKey],
+    frame_fn: &[u32],
+    rows: &[(u32, u32)],
+) -> Option<(HostCause, NameKey)> {
+    let func = |i: usize| -> Option<(&FrameKey, u32)> {
+        let (_, f) = rows.get(i)?;
+        Some((frames.get(*f as usize)?, *frame_fn.get(*f as usize)?))
+    };
+    let cuda = (0..rows.len()).rev().find_map(|i| {
+        let (k, f) = func(i)?;
+        causes::cuda_cause(&k.function, &k.file).map(|c| (c, NameKey::Function(f)))
+    });
+    cuda.or_else(|| {
+        (0..rows.len()).find_map(|i| {
+            let (k, f) = func(i)?;
+            causes::blocks(&k.function, &k.file).then(|| {
+                let key = match func(i + 1) {
+                    Some((_, outer)) => NameKey::FunctionIn(f, outer),
+                    None => NameKey::Function(f),
+                };
+                (HostCause::WaitingOnThread, key)
+            })
+        })
+    })
+}
+
+/// Each thread's life, `[first sample, last sample + interval)`; `None` without a sample.
+fn alive_spans(samples: &[Sample], threads: usize, interval_ns: i64) -> Vec<Option<(i64, i64)>> {
+    let mut alive: Vec<Option<(i64, i64)>> = vec![None; threads];
+    for s in samples {
+        if let Some(slot) = alive.get_mut(s.thread as usize) {
+            let end = s.t_ns.saturating_add(interval_ns);
+            *slot = Some(match *slot {
+                Some((a, b)) => (a.min(s.t_ns), b.max(end)),
+                None => (s.t_ns, end),
+            });
+        }
+    }
+    alive
+}
+
+/// The one key of the intervals a class covers.
+const COVER_LANE: DeviceId = DeviceId(0);
 
 /// The launching thread of each slot (phases, then the whole run), as `(pid, tid)`.
 pub struct Launchers {
@@ -430,6 +660,55 @@ impl Launchers {
         Launchers { from, by_slot }
     }
 
+    /// Where neither launch calls nor NVTX ranges named the threads: per slot, the thread with
+    /// the most running samples there, among the threads of the process that launched most of
+    /// the slot's kernels (`kernel_pids`, per slot) where kernels were captured and it has
+    /// running samples, else among all.
+    pub(crate) fn or_running(
+        &mut self,
+        ix: &HostIndex,
+        phases: &Phases,
+        index: &SegPhases,
+        kernel_pids: &[BTreeMap<u32, u64>],
+    ) {
+        if self.from != LaunchingFrom::Unknown {
+            return;
+        }
+        let slots = self.by_slot.len();
+        let mut running: Vec<BTreeMap<u32, u64>> = vec![BTreeMap::new(); slots];
+        for s in ix.samples.iter().filter(|s| !s.idle) {
+            for slot in slots_of(index, phases.segment_of(s.t_ns), slots) {
+                *running[slot].entry(s.thread).or_default() += 1;
+            }
+        }
+        let key = |t: u32| ix.threads.get(t as usize).map(|t| (t.pid, t.tid));
+        // Most counts; among equals the lowest id, for a stable answer.
+        let most = |m: &mut dyn Iterator<Item = ((u32, u32), u64)>| {
+            m.max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+                .map(|(k, _)| k)
+        };
+        for (slot, by_thread) in running.iter().enumerate() {
+            let pid = kernel_pids
+                .get(slot)
+                .and_then(|m| most(&mut m.iter().map(|(p, n)| ((*p, 0), *n))))
+                .map(|(p, _)| p);
+            let of = |pid: Option<u32>| {
+                most(&mut by_thread.iter().filter_map(|(t, n)| {
+                    let k = key(*t)?;
+                    pid.is_none_or(|p| k.0 == p).then_some((k, *n))
+                }))
+            };
+            self.by_slot[slot] = of(pid).or_else(|| of(None));
+        }
+        if self.by_slot.iter().any(Option::is_some) {
+            self.from = if kernel_pids.iter().any(|m| !m.is_empty()) {
+                LaunchingFrom::KernelProcess
+            } else {
+                LaunchingFrom::RunningSamples
+            };
+        }
+    }
+
     fn of_slot(&self, slot: usize) -> Option<(u32, u32)> {
         self.by_slot.get(slot).copied().flatten()
     }
@@ -445,6 +724,10 @@ impl Launchers {
         }
     }
 }
+
+/// Frame and function indices are hashed once per sample and frame: FxHash, not SipHash (the
+/// keys are this index's own numbers).
+type FxMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<crate::kernels::FxHasher>>;
 
 /// Counts of one frame in one view.
 #[derive(Clone, Copy, Debug, Default)]
@@ -462,8 +745,11 @@ struct ViewAcc {
     gil_known: u64,
     no_frames: u64,
     threads: BTreeSet<u32>,
-    self_frames: HashMap<u32, FrameAcc>,
-    inclusive: HashMap<u32, FrameAcc>,
+    self_frames: FxMap<u32, FrameAcc>,
+    inclusive: FxMap<u32, FrameAcc>,
+    /// Functions anywhere on the stack, once per sample.
+    inclusive_fns: FxMap<u32, FrameAcc>,
+    causes: CauseAcc,
 }
 
 impl ViewAcc {
@@ -479,12 +765,14 @@ impl ViewAcc {
             Gil::Unknown => {}
         }
         self.threads.insert(s.thread);
+        let (cause, name) = ix.cause_of(s);
+        self.causes.add(cause, name);
         let stack = s.stack.and_then(|i| ix.stacks.get(i as usize));
         let Some(innermost) = stack.and_then(|st| st.innermost) else {
             self.no_frames += 1;
             return;
         };
-        let bump = |m: &mut HashMap<u32, FrameAcc>, f: u32| {
+        let bump = |m: &mut FxMap<u32, FrameAcc>, f: u32| {
             let e = m.entry(f).or_default();
             e.samples += 1;
             e.idle += u64::from(s.idle);
@@ -493,38 +781,61 @@ impl ViewAcc {
         for f in stack.map_or(&[][..], |st| st.distinct.as_slice()) {
             bump(&mut self.inclusive, *f);
         }
+        for f in stack.map_or(&[][..], |st| st.distinct_fns.as_slice()) {
+            bump(&mut self.inclusive_fns, *f);
+        }
     }
 
-    fn finish(self, ix: &HostIndex, time_ns: i64, thread: Option<HostThread>) -> HostView {
-        let per_thread = time_ns.max(0) as f64 / ix.interval_ns as f64;
-        let threads = self.threads.len() as u64;
-        let expected = if thread.is_some() {
-            per_thread
-        } else {
-            per_thread * threads as f64
+    /// The view over the time `covered`, of thread `launching` or (`None`) of every thread
+    /// for the part of the time it was alive.
+    fn finish(
+        self,
+        ix: &HostIndex,
+        covered: &KernelCoverage,
+        launching: Option<(u32, HostThread)>,
+    ) -> HostView {
+        let interval = ix.interval_ns.max(1) as f64;
+        // A thread is expected to be sampled only while it was alive: one that started late or
+        // a short-lived process does not dilute the others' shares.
+        let (alive_ns, alive_threads) = match &launching {
+            Some((t, _)) => {
+                let a = ix.alive_in(*t, covered);
+                (a as f64, u64::from(a > 0))
+            }
+            None => (0..ix.threads.len())
+                .filter_map(|t| u32::try_from(t).ok())
+                .map(|t| ix.alive_in(t, covered))
+                .filter(|a| *a > 0)
+                .fold((0.0, 0u64), |(sum, n), a| (sum + a as f64, n + 1)),
         };
+        let threads = alive_threads.max(self.threads.len() as u64);
+        let expected = alive_ns / interval;
+        let thread = launching.map(|(_, t)| t);
         // More samples than expected (rounds a little faster than the rate, gaps shorter
         // than an interval): shares are then of the samples, so that none reads over 100 %.
         let over = expected.max(self.samples as f64);
         let of = |n: u64| if over > 0.0 { n as f64 / over } else { 0.0 };
-        let frames = |m: HashMap<u32, FrameAcc>| {
-            let mut v: Vec<FrameShare> = m
+        let frames = |m: FxMap<u32, FrameAcc>| {
+            let mut v: Vec<(u32, FrameShare)> = m
                 .into_iter()
                 .filter_map(|(f, a)| {
                     let k = ix.frames.get(f as usize)?;
-                    Some(FrameShare {
-                        function: k.function.clone(),
-                        file: k.file.clone(),
-                        line: k.line,
-                        module: k.module.clone(),
-                        kind: k.kind,
-                        samples: a.samples,
-                        idle_samples: a.idle,
-                        share: of(a.samples),
-                    })
+                    Some((
+                        f,
+                        FrameShare {
+                            function: k.function.clone(),
+                            file: k.file.clone(),
+                            line: k.line,
+                            module: k.module.clone(),
+                            kind: k.kind,
+                            samples: a.samples,
+                            idle_samples: a.idle,
+                            share: of(a.samples),
+                        },
+                    ))
                 })
                 .collect();
-            v.sort_by(|a, b| {
+            v.sort_by(|(_, a), (_, b)| {
                 b.samples
                     .cmp(&a.samples)
                     .then_with(|| a.function.cmp(&b.function))
@@ -533,9 +844,25 @@ impl ViewAcc {
             });
             v
         };
-        let all_self_frames = frames(self.self_frames);
-        let mut inclusive_frames = frames(self.inclusive);
-        inclusive_frames.truncate(HOST_FRAMES_KEPT);
+        let self_lines = frames(self.self_frames);
+        let inclusive_lines = frames(self.inclusive);
+        // Self: a function's samples are its lines' (each sample has one innermost frame).
+        let mut self_fns: FxMap<u32, FrameAcc> = FxMap::default();
+        for (i, f) in &self_lines {
+            if let Some(func) = ix.frame_fn.get(*i as usize) {
+                let e = self_fns.entry(*func).or_default();
+                e.samples += f.samples;
+                e.idle += f.idle_samples;
+            }
+        }
+        let self_functions = roll_up(ix, self_fns, &self_lines, &of);
+        let inclusive_functions = roll_up(ix, self.inclusive_fns, &inclusive_lines, &of);
+        let all_self_frames: Vec<FrameShare> = self_lines.into_iter().map(|(_, f)| f).collect();
+        let inclusive_frames: Vec<FrameShare> = inclusive_lines
+            .into_iter()
+            .take(HOST_FRAMES_KEPT)
+            .map(|(_, f)| f)
+            .collect();
         HostView {
             thread,
             threads,
@@ -552,18 +879,69 @@ impl ViewAcc {
                 .collect(),
             all_self_frames,
             inclusive_frames,
+            self_functions,
+            inclusive_functions,
+            causes: self.causes.finish(over, &|k| ix.cause_name(k)),
         }
     }
+}
+
+/// Functions with their counts in `m`, their lines (frame index and share, largest first)
+/// beneath, largest first, the first [`HOST_FRAMES_KEPT`]; `of` gives a count's share.
+fn roll_up(
+    ix: &HostIndex,
+    m: FxMap<u32, FrameAcc>,
+    lines: &[(u32, FrameShare)],
+    of: &dyn Fn(u64) -> f64,
+) -> Vec<FunctionShare> {
+    let key = |i: u32| ix.functions.get(i as usize);
+    let mut kept: Vec<(u32, FrameAcc)> = m.into_iter().filter(|(i, _)| key(*i).is_some()).collect();
+    kept.sort_by(|(a, x), (b, y)| {
+        let (ka, kb) = (key(*a), key(*b));
+        y.samples
+            .cmp(&x.samples)
+            .then_with(|| ka.map(|k| &k.function).cmp(&kb.map(|k| &k.function)))
+            .then_with(|| ka.map(|k| &k.file).cmp(&kb.map(|k| &k.file)))
+            .then(a.cmp(b))
+    });
+    kept.truncate(HOST_FRAMES_KEPT);
+    // Only the kept functions' lines are copied; lines come largest first and keep that order.
+    let mut by_fn: HashMap<u32, Vec<FrameShare>> =
+        kept.iter().map(|(i, _)| (*i, Vec::new())).collect();
+    for (f, share) in lines {
+        if let Some(v) = ix
+            .frame_fn
+            .get(*f as usize)
+            .and_then(|func| by_fn.get_mut(func))
+            && v.len() < HOST_FRAMES_KEPT
+        {
+            v.push(share.clone());
+        }
+    }
+    kept.into_iter()
+        .filter_map(|(i, a)| {
+            let k = key(i)?;
+            Some(FunctionShare {
+                function: k.function.clone(),
+                file: k.file.clone(),
+                module: k.module.clone(),
+                kind: k.kind,
+                samples: a.samples,
+                idle_samples: a.idle,
+                share: of(a.samples),
+                lines: by_fn.remove(&i).unwrap_or_default(),
+            })
+        })
+        .collect()
 }
 
 /// One class as it is folded: its time, its launching thread's samples and all samples.
 #[derive(Debug, Default)]
 struct ClassAcc {
     time_ns: i64,
-    /// The time the class's gaps cover, overlaps once (a gap on 8 GPUs counts once): the
-    /// samples are counted over it, and the expected samples come from it.
-    covered_ns: i64,
-    /// The covered intervals, disjoint, start to end.
+    /// The intervals the class's gaps cover, overlaps once (a gap on 8 GPUs counts once),
+    /// disjoint, start to end: the samples are counted over them, and the expected samples
+    /// come from them.
     covered: BTreeMap<i64, i64>,
     gaps: u64,
     /// Gap time without a kernel resident; `None` where kernels were not captured.
@@ -583,16 +961,16 @@ impl ClassAcc {
         }
     }
 
-    fn add_gap(&mut self, ix: &HostIndex, g: &Gap, no_kernel: Option<i64>) {
+    /// Adds a gap's part or piece `p`; `new_gap`: it starts a gap of the class.
+    fn add_gap(&mut self, ix: &HostIndex, p: &GapPart, new_gap: bool) {
         // Gap times come from untrusted timestamps: saturate rather than overflow.
-        self.time_ns = self.time_ns.saturating_add(g.duration_ns());
-        self.gaps += 1;
-        if let Some(n) = no_kernel {
+        self.time_ns = self.time_ns.saturating_add(p.duration_ns());
+        self.gaps += u64::from(new_gap);
+        if let Some(n) = p.no_kernel_ns() {
             let acc = self.no_kernel_ns.get_or_insert(0);
             *acc = acc.saturating_add(n);
         }
-        for (a, b) in self.cover(g.start_ns, g.end_ns) {
-            self.covered_ns = self.covered_ns.saturating_add(b.saturating_sub(a));
+        for (a, b) in self.cover(p.start_ns, p.end_ns) {
             self.add_samples(ix, ix.between(a, b));
         }
     }
@@ -631,14 +1009,24 @@ impl ClassAcc {
     fn finish(self, ix: &HostIndex, scope: HostScope, name: String) -> HostClass {
         let launching = self
             .launching
-            .and_then(|t| ix.threads.get(t as usize).cloned());
+            .and_then(|t| Some((t, ix.threads.get(t as usize)?.clone())));
+        let covered =
+            KernelCoverage::from_intervals(self.covered.iter().map(|(a, b)| (COVER_LANE, *a, *b)));
+        // A phase's whole time is no gap class; a gap class is host-bound as a phase's verdict
+        // would call it.
+        let host_bound = scope != HostScope::Phase
+            && self.time_ns > 0
+            && self
+                .no_kernel_ns
+                .is_none_or(|n| n as f64 >= crate::report::HOST_BOUND_FROM * self.time_ns as f64);
         HostClass {
             scope,
             name,
             time_ns: self.time_ns,
             gaps: self.gaps,
-            launching: launching.map(|t| self.launching_acc.finish(ix, self.covered_ns, Some(t))),
-            all: self.all.finish(ix, self.covered_ns, None),
+            host_bound,
+            launching: launching.map(|t| self.launching_acc.finish(ix, &covered, Some(t))),
+            all: self.all.finish(ix, &covered, None),
         }
     }
 }
@@ -670,15 +1058,12 @@ impl<'a> HostFold<'a> {
         }
     }
 
-    /// Counts the samples of gap `g` in its place (labelled `label`) and in `slots`.
-    pub fn add(&mut self, g: &Gap, label: &str, slots: impl Iterator<Item = usize>) {
-        let no_kernel = g
-            .kernel_resident_ns
-            .map(|k| g.duration_ns().saturating_sub(k));
+    /// Counts the samples of gap piece `p` in its place (labelled `label`).
+    pub fn add_place(&mut self, p: &GapPart, label: &str) {
         let (ix, launchers, whole) = (self.ix, self.launchers, self.whole_slot);
-        let (_, place) = self.places.entry(g.place.clone()).or_insert_with(|| {
+        let (_, place) = self.places.entry(p.place.clone()).or_insert_with(|| {
             let launching = launchers
-                .of_place(&g.place, whole)
+                .of_place(&p.place, whole)
                 .and_then(|k| ix.thread_of(k));
             (
                 label.to_string(),
@@ -688,32 +1073,40 @@ impl<'a> HostFold<'a> {
                 },
             )
         });
-        place.add_gap(ix, g, no_kernel);
-        for s in slots {
-            if let Some(c) = self.slots.get_mut(s) {
-                c.add_gap(ix, g, no_kernel);
-            }
+        place.add_gap(ix, p, true);
+    }
+
+    /// Counts the samples of gap part `p` in `slot`; `new_gap`: it starts a gap of the slot.
+    pub fn add_slot(&mut self, slot: usize, p: &GapPart, new_gap: bool) {
+        if let Some(c) = self.slots.get_mut(slot) {
+            c.add_gap(self.ix, p, new_gap);
         }
     }
 
-    /// The host during gap `g` alone; `None` when no sample falls in it.
-    pub fn gap_host(&self, g: &Gap) -> Option<GapHost> {
+    /// The host during `[start, end)` of a gap in `place`; `None` when no sample falls in it.
+    pub fn gap_host(&self, place: &Place, start_ns: i64, end_ns: i64) -> Option<GapHost> {
         let launching = self
             .launchers
-            .of_place(&g.place, self.whole_slot)
+            .of_place(place, self.whole_slot)
             .and_then(|k| self.ix.thread_of(k));
         let mut acc = ClassAcc {
             launching,
             ..ClassAcc::default()
         };
-        acc.add_gap(self.ix, g, None);
+        for (a, b) in acc.cover(start_ns, end_ns) {
+            acc.add_samples(self.ix, self.ix.between(a, b));
+        }
+        if acc.all.samples == 0 {
+            return None;
+        }
         let c = acc.finish(self.ix, HostScope::Place, String::new());
         let v = c.launching.filter(|v| v.samples > 0).unwrap_or(c.all);
-        (v.samples > 0).then(|| GapHost {
+        Some(GapHost {
             thread: v.thread,
             samples: v.samples,
             idle: v.idle,
             frames: v.self_frames.into_iter().take(GAP_HOST_FRAMES).collect(),
+            functions: v.self_functions.into_iter().take(GAP_HOST_FRAMES).collect(),
         })
     }
 
@@ -748,18 +1141,28 @@ pub(crate) fn phase_classes(
     phases: &Phases,
     index: &SegPhases,
     times_ns: &[i64],
+    run: (i64, i64),
     phase_paths: &[String],
 ) -> Vec<HostClass> {
     let slots = times_ns.len();
     let mut accs: Vec<ClassAcc> = (0..slots)
         .map(|s| ClassAcc {
             time_ns: times_ns[s],
-            // A phase's time is one span: each sample counts once in it.
-            covered_ns: times_ns[s],
             launching: launchers.of_slot(s).and_then(|k| ix.thread_of(k)),
             ..ClassAcc::default()
         })
         .collect();
+    // A phase covers the union of its ranges (ranges of several threads overlapping count
+    // once), the whole run its span; the samples are counted below, not here.
+    for (p, acc) in phases.phases.iter().zip(accs.iter_mut()) {
+        for seg in &p.segments {
+            let (a, b) = phases.segment_bounds(*seg as usize, run.0, run.1);
+            acc.cover(a, b);
+        }
+    }
+    if let Some(whole) = accs.last_mut() {
+        whole.cover(run.0, run.1);
+    }
     for s in &ix.samples {
         for slot in slots_of(index, phases.segment_of(s.t_ns), slots) {
             accs[slot].add_samples(ix, std::slice::from_ref(s));
@@ -786,6 +1189,35 @@ pub struct HostSide {
 }
 
 impl HostSide {
+    /// Readies the host side: leaves out the samples outside `span` (the recording's own times
+    /// with a margin; what was left out, if any), fills in launching threads the calls and ranges
+    /// did not name ([`Launchers::or_running`]), and takes the captured CUDA calls for the
+    /// samples' causes.
+    pub(crate) fn prepare(
+        &mut self,
+        span: (i64, i64),
+        phases: &Phases,
+        index: &SegPhases,
+        kernel_pids: &[BTreeMap<u32, u64>],
+        api: &[ApiCall],
+    ) -> Option<LeftOut> {
+        let left = self.ix.keep_within(span.0, span.1);
+        self.or_running(phases, index, kernel_pids);
+        self.ix.set_api(api);
+        (left.samples > 0).then_some(left)
+    }
+
+    /// See [`Launchers::or_running`].
+    pub(crate) fn or_running(
+        &mut self,
+        phases: &Phases,
+        index: &SegPhases,
+        kernel_pids: &[BTreeMap<u32, u64>],
+    ) {
+        self.launchers
+            .or_running(&self.ix, phases, index, kernel_pids);
+    }
+
     /// The fold of the gaps' samples, for `slots` slots (phases, then the whole run).
     pub fn fold(&self, slots: usize) -> HostFold<'_> {
         HostFold::new(&self.ix, &self.launchers, slots)
@@ -799,6 +1231,7 @@ impl HostSide {
         phase_reports: &[PhaseReport],
         whole_run: &PhaseReport,
         gap_classes: Option<Vec<HostClass>>,
+        run: (i64, i64),
     ) -> HostReport {
         let (ix, launchers) = (&self.ix, &self.launchers);
         let index = SegPhases::build(phases);
@@ -808,16 +1241,24 @@ impl HostSide {
             .map(|p| p.total_ns)
             .collect();
         let paths = crate::report::slot_paths(phases);
-        let processes: BTreeSet<u32> = ix.threads.iter().map(|t| t.pid).collect();
+        // Threads left without a sample (all of theirs outside the recording) count nowhere.
+        let live: Vec<&HostThread> = ix
+            .threads
+            .iter()
+            .zip(&ix.alive)
+            .filter(|(_, a)| a.is_some())
+            .map(|(t, _)| t)
+            .collect();
+        let processes: BTreeSet<u32> = live.iter().map(|t| t.pid).collect();
         HostReport {
             interval_ns: ix.interval_ns,
             interval_source: ix.interval_source,
             samples: ix.samples.len() as u64,
-            threads: ix.threads.len() as u64,
+            threads: live.len() as u64,
             processes: processes.len() as u64,
             launching_from: launchers.from,
             gap_classes: gap_classes.unwrap_or_default(),
-            phases: phase_classes(ix, launchers, phases, &index, &times_ns, &paths),
+            phases: phase_classes(ix, launchers, phases, &index, &times_ns, run, &paths),
         }
     }
 }
@@ -852,7 +1293,6 @@ pub fn frame_label(function: &str, file: &str, line: Option<u32>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cufall_trace::model::DeviceId;
 
     fn frame(stack_id: u64, depth: u32, function: &str, line: u32) -> StackFrame {
         StackFrame {
@@ -882,12 +1322,12 @@ mod tests {
         }
     }
 
-    fn gap(start_ns: i64, end_ns: i64) -> Gap {
-        Gap {
-            device: DeviceId(0),
+    fn gap(start_ns: i64, end_ns: i64) -> GapPart {
+        GapPart {
             start_ns,
             end_ns,
             place: Place::WholeRun,
+            segment: 0,
             kernel_resident_ns: Some(0),
             host: None,
         }
@@ -905,7 +1345,7 @@ mod tests {
     }
 
     /// The classes of `gaps` over a run without phases, API launches by `launcher`.
-    fn classes(samples: &[HostSample], gaps: &[Gap], launcher: u32) -> Vec<HostClass> {
+    fn classes(samples: &[HostSample], gaps: &[GapPart], launcher: u32) -> Vec<HostClass> {
         let ix = HostIndex::build(&stacks(), samples, Some("100000000 Hz, python frames"))
             .expect("samples");
         let phases = Phases::build(&[]);
@@ -920,7 +1360,8 @@ mod tests {
         assert_eq!(l.from, LaunchingFrom::ApiCalls);
         let mut fold = HostFold::new(&ix, &l, 1);
         for g in gaps {
-            fold.add(g, "(whole run)", std::iter::once(0));
+            fold.add_place(g, "(whole run)");
+            fold.add_slot(0, g, true);
         }
         fold.finish(&["(whole run)".to_string()])
     }
@@ -953,7 +1394,8 @@ mod tests {
             let l = Launchers::build(&phases, &index, 1, &[], &[]);
             let mut f = HostFold::new(ix, &l, 1);
             for g in &gaps {
-                f.add(g, "(whole run)", std::iter::once(0));
+                f.add_place(g, "(whole run)");
+                f.add_slot(0, g, true);
             }
             f.finish(&["(whole run)".to_string()])
         };
@@ -973,10 +1415,8 @@ mod tests {
     #[test]
     fn a_gap_on_several_devices_counts_each_sample_once() {
         let samples: Vec<HostSample> = (0..30).map(|i| sample(i * 10, 1, 1, false)).collect();
-        let on = |d: u32, start_ns: i64, end_ns: i64| Gap {
-            device: DeviceId(d),
-            ..gap(start_ns, end_ns)
-        };
+        // The same time on several GPUs: the devices' parts are folded alike.
+        let on = |_device: u32, start_ns: i64, end_ns: i64| gap(start_ns, end_ns);
         let one = classes(&samples, &[on(0, 50, 150)], 1);
         let two = classes(&samples, &[on(0, 50, 150), on(1, 50, 150)], 1);
         let (a, b) = (&one[0].all, &two[0].all);
@@ -1062,10 +1502,119 @@ mod tests {
         let l = cs[0].launching.as_ref().expect("launching");
         assert_eq!(cs[0].gaps, 3);
         assert_eq!(cs[0].time_ns, 1200);
-        // 20 samples in the first two gaps, none in the third (after the last sample).
+        // 20 samples in the first two gaps, none in the third: the thread's last sample is at
+        // 990 ns, so it is not expected there, and its shares are over the 20 it could give.
         assert_eq!(l.samples, 20);
-        assert!((l.sampled - 20.0 / 120.0).abs() < 1e-9);
-        assert!((share_of(&l.self_frames, "inner").expect("inner") - 20.0 / 120.0).abs() < 1e-9);
+        assert!((l.expected_samples - 20.0).abs() < 1e-9);
+        assert_eq!(l.sampled, 1.0);
+        assert_eq!(share_of(&l.self_frames, "inner"), Some(1.0));
+    }
+
+    /// The verdict line's causes: a captured copy call names the samples inside it, an idle
+    /// sample whose frames name no wait is waiting, a running one computing; with `unsampled`
+    /// they add up to 1.
+    #[test]
+    fn samples_are_split_by_cause_api_calls_first() {
+        // Thread 1 running in `inner` for [0, 100), idle in `waiter` for [100, 200); a copy call
+        // of its own over [50, 80).
+        let samples: Vec<HostSample> = (0..20)
+            .map(|i| sample(i * 10, 1, if i < 10 { 1 } else { 2 }, i >= 10))
+            .collect();
+        let mut ix = HostIndex::build(&stacks(), &samples, Some("100000000 Hz")).expect("samples");
+        ix.set_api(&[ApiCall {
+            name: "cudaMemcpyAsync".into(),
+            start_ns: 50,
+            end_ns: 80,
+            pid: 7,
+            tid: 1,
+            ..Default::default()
+        }]);
+        let phases = Phases::build(&[]);
+        let index = SegPhases::build(&phases);
+        let l = Launchers::build(&phases, &index, 1, &[], &[]);
+        let mut fold = HostFold::new(&ix, &l, 1);
+        // 250 ns of gap: 200 ns sampled, the thread's last sample covers up to 200.
+        let g = gap(0, 250);
+        fold.add_place(&g, "(whole run)");
+        let cs = fold.finish(&["(whole run)".to_string()]);
+        let c = &cs[0].all.causes;
+        let share = |cause: HostCause| {
+            c.causes
+                .iter()
+                .find(|x| x.cause == cause)
+                .map_or(0.0, |x| x.share)
+        };
+        assert!((share(HostCause::Copying) - 0.15).abs() < 1e-9);
+        assert!((share(HostCause::Computing) - 0.35).abs() < 1e-9);
+        assert!((share(HostCause::WaitingOnThread) - 0.5).abs() < 1e-9);
+        assert!(c.from_api_calls);
+        let copy = c.causes.iter().find(|x| x.cause == HostCause::Copying);
+        assert_eq!(
+            copy.map(|x| x.top[0].name.as_str()),
+            Some("cudaMemcpyAsync")
+        );
+        let sum: f64 = c.causes.iter().map(|x| x.share).sum::<f64>() + c.unsampled;
+        assert!((sum - 1.0).abs() < 1e-9);
+        assert!(cs[0].host_bound);
+    }
+
+    /// A thread counts only while it was alive: one that lived for a tenth of the gap time
+    /// (a compiler process, say) adds a tenth of a thread's samples to the expected, not one.
+    #[test]
+    fn a_short_lived_thread_does_not_dilute_the_shares() {
+        // Thread 1 sampled all through [0, 1000); thread 2 only in [0, 100).
+        let mut samples: Vec<HostSample> = (0..100).map(|i| sample(i * 10, 1, 1, false)).collect();
+        samples.extend((0..10).map(|i| sample(i * 10, 2, 2, true)));
+        let cs = classes(&samples, &[gap(0, 1000)], 1);
+        let a = &cs[0].all;
+        assert_eq!((a.threads, a.samples), (2, 110));
+        assert!(
+            (a.expected_samples - 110.0).abs() < 1e-9,
+            "{}",
+            a.expected_samples
+        );
+        assert!((a.sampled - 1.0).abs() < 1e-9);
+        assert!((share_of(&a.self_frames, "inner").expect("inner") - 100.0 / 110.0).abs() < 1e-9);
+        // A gap where only thread 1 lived expects its samples alone.
+        let cs = classes(&samples, &[gap(500, 700)], 1);
+        assert_eq!(cs[0].all.threads, 1);
+        assert!((cs[0].all.expected_samples - 20.0).abs() < 1e-9);
+    }
+
+    /// Samples outside the recording are left out, and a thread with no sample left in it is
+    /// counted nowhere: never a share above 100 %.
+    #[test]
+    fn samples_outside_the_recording_are_left_out() {
+        let mut samples: Vec<HostSample> = (0..10).map(|i| sample(i * 10, 1, 1, false)).collect();
+        samples.push(sample(-1_000_000, 2, 2, true));
+        samples.push(sample(i64::MAX - 5, 3, 2, true));
+        samples.push(sample(95, 1, 1, false));
+        let mut ix = HostIndex::build(&stacks(), &samples, Some("100000000 Hz")).expect("samples");
+        let left = ix.keep_within(0, 100);
+        assert_eq!(
+            left,
+            LeftOut {
+                samples: 2,
+                threads: 2
+            }
+        );
+        assert_eq!(ix.samples.len(), 11);
+        let phases = Phases::build(&[]);
+        let index = SegPhases::build(&phases);
+        let l = Launchers::build(&phases, &index, 1, &[], &[]);
+        let mut fold = HostFold::new(&ix, &l, 1);
+        let g = gap(-5_000_000, i64::MAX);
+        fold.add_place(&g, "(whole run)");
+        fold.add_slot(0, &g, true);
+        let cs = fold.finish(&["(whole run)".to_string()]);
+        let a = &cs[0].all;
+        assert_eq!((a.threads, a.samples), (1, 11));
+        assert!(a.sampled <= 1.0 && a.sampled > 0.0);
+        assert!(
+            a.self_frames
+                .iter()
+                .all(|f| f.share <= 1.0 && f.share >= 0.0)
+        );
     }
 
     #[test]
@@ -1112,6 +1661,52 @@ mod tests {
         );
         let l = Launchers::build(&phases, &index, 1, &[], &[]);
         assert_eq!((l.from, l.of_slot(0)), (LaunchingFrom::Unknown, None));
+    }
+
+    /// Without launch calls or ranges (a JAX program: kernels captured, no API calls), the
+    /// launching thread is the busiest thread of the process that launched the kernels, else
+    /// the busiest thread of all; idle samples do not count.
+    #[test]
+    fn without_calls_or_ranges_the_busiest_thread_of_the_kernels_process_launches() {
+        let in_pid = |pid: u32, tid: u32, t_ns: i64, idle: bool| HostSample {
+            pid,
+            ..sample(t_ns, tid, 1, idle)
+        };
+        let mut samples: Vec<HostSample> = (0..5).map(|i| in_pid(7, 1, i * 10, false)).collect();
+        samples.extend((0..3).map(|i| in_pid(8, 2, i * 10, false)));
+        samples.extend((0..9).map(|i| in_pid(8, 3, i * 10, true)));
+        let ix = HostIndex::build(&stacks(), &samples, Some("100000000 Hz")).expect("samples");
+        let phases = Phases::build(&[]);
+        let index = SegPhases::build(&phases);
+        let with = |pids: &[(u32, u64)]| {
+            let mut l = Launchers::build(&phases, &index, 1, &[], &[]);
+            let m: BTreeMap<u32, u64> = pids.iter().copied().collect();
+            l.or_running(&ix, &phases, &index, &[m]);
+            (l.from, l.of_slot(0))
+        };
+        assert_eq!(
+            with(&[(8, 10), (7, 2)]),
+            (LaunchingFrom::KernelProcess, Some((8, 2)))
+        );
+        // The kernels' process has no sample: the busiest thread of all.
+        assert_eq!(
+            with(&[(9, 10)]),
+            (LaunchingFrom::KernelProcess, Some((7, 1)))
+        );
+        assert_eq!(with(&[]), (LaunchingFrom::RunningSamples, Some((7, 1))));
+        // Launch calls, where there are some, are never overridden.
+        let api = [ApiCall {
+            name: "cuLaunchKernel".into(),
+            pid: 8,
+            tid: 3,
+            ..Default::default()
+        }];
+        let mut l = Launchers::build(&phases, &index, 1, &api, &[]);
+        l.or_running(&ix, &phases, &index, &[]);
+        assert_eq!(
+            (l.from, l.of_slot(0)),
+            (LaunchingFrom::ApiCalls, Some((8, 3)))
+        );
     }
 
     #[test]
@@ -1186,7 +1781,7 @@ mod tests {
                 .iter()
                 .map(|(t, tid, stack, idle)| sample(*t, *tid, *stack, *idle))
                 .collect();
-            let gaps: Vec<Gap> = gaps.iter().map(|(s, l)| gap(*s, s + l)).collect();
+            let gaps: Vec<GapPart> = gaps.iter().map(|(s, l)| gap(*s, s + l)).collect();
             if host.is_empty() {
                 return Ok(());
             }

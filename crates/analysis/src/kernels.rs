@@ -209,7 +209,7 @@ impl BusyIntervals {
 /// FxHash (rustc's): kernel names are hashed once per launch, and SipHash's protection against
 /// crafted keys buys nothing for names read from a trace.
 #[derive(Default)]
-struct FxHasher {
+pub(crate) struct FxHasher {
     hash: u64,
 }
 

@@ -10,10 +10,12 @@
 //! - [`samples`]: the one pass over the samples table: totals per `(device, segment)`, and
 //!   runs of idle samples (the peak of the activity value, when a full scale must be found, is
 //!   a second).
-//! - [`gaps`]: idle runs become gaps: merged, cut at drops, placed in or between phases, and
-//!   split into *no kernel resident* and *kernel resident but counters idle*.
-//! - [`host`]: the host's frames during each class of gaps and each phase, from the trace's
-//!   host samples (`--host-stacks`).
+//! - [`gaps`]: idle runs become gaps: merged, cut at drops, cut at the phases' edges, each
+//!   piece placed in or between phases, and split into *no kernel resident* and *kernel
+//!   resident but counters idle*.
+//! - [`host`]: the host's frames and functions during each class of gaps and each phase, from
+//!   the trace's host samples (`--host-stacks`); [`causes`]: what each sample says the host was
+//!   doing (computing, waiting for the GPU, copying, launching, waiting on a thread).
 //! - [`kernels`]: which kernels took each phase's GPU time (per device), and
 //!   [`names`]: their short names.
 //! - [`report`]: `cufall report`, the per-phase statistics per device with a verdict (the
@@ -32,6 +34,7 @@
 #![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
 pub mod capture;
+pub mod causes;
 pub mod diff;
 mod error;
 pub mod export;

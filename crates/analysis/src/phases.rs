@@ -292,6 +292,41 @@ impl Phases {
     }
 }
 
+/// Time during which the chosen ranges of more than one process are open at once, and those
+/// processes (sorted); `None` when no two processes' ranges overlap. There a gap piece is
+/// placed in one range (the deepest, latest-starting), and the others' places are left out.
+pub fn cross_process_overlap(ranges: &[NvtxRange]) -> Option<(i64, Vec<u32>)> {
+    let mut events: Vec<(i64, i32, u32)> = ranges
+        .iter()
+        .filter(|r| r.kind != RangeKind::Mark && r.end_ns > r.start_ns)
+        .flat_map(|r| [(r.start_ns, 1, r.pid), (r.end_ns, -1, r.pid)])
+        .collect();
+    // Ends before starts at one instant: ranges that touch do not overlap.
+    events.sort_unstable_by_key(|(t, d, _)| (*t, *d));
+    let mut open: BTreeMap<u32, u32> = BTreeMap::new();
+    let mut overlap_ns = 0i64;
+    let mut involved: Vec<u32> = Vec::new();
+    let mut last = i64::MIN;
+    for (t, d, pid) in events {
+        if open.len() > 1 {
+            overlap_ns = overlap_ns.saturating_add(t.saturating_sub(last));
+            involved.extend(open.keys());
+        }
+        last = t;
+        if d > 0 {
+            *open.entry(pid).or_default() += 1;
+        } else if let Some(n) = open.get_mut(&pid) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                open.remove(&pid);
+            }
+        }
+    }
+    involved.sort_unstable();
+    involved.dedup();
+    (overlap_ns > 0).then_some((overlap_ns, involved))
+}
+
 /// Segment ids `[lo, hi)` covered by `[start, end)` whose bounds are both boundaries.
 fn segment_span(boundaries: &[i64], start: i64, end: i64) -> (usize, usize) {
     let lo = boundaries.partition_point(|b| *b <= start);
@@ -439,6 +474,28 @@ mod tests {
         assert_eq!(p.label(&p.place(195, 260)), "step → (end)");
         assert_eq!(p.label(&p.place(-50, -10)), "(start) → step/draft");
         assert_eq!(p.phases[0].durations_ns, vec![100, 100]);
+    }
+
+    #[test]
+    fn overlapping_ranges_of_several_processes_are_found() {
+        let of = |pid: u32, start: i64, end: i64| NvtxRange {
+            pid,
+            tid: pid,
+            ..r(start, end, "step", 0)
+        };
+        // One process's ranges never overlap across processes: touching ones do not either.
+        assert_eq!(
+            cross_process_overlap(&[of(1, 0, 10), of(1, 5, 20), of(2, 20, 30)]),
+            None
+        );
+        let got = cross_process_overlap(&[
+            of(1, 0, 100),
+            of(2, 50, 150),
+            of(3, 90, 95),
+            of(2, 300, 310),
+        ]);
+        assert_eq!(got, Some((50, vec![1, 2, 3])));
+        assert_eq!(cross_process_overlap(&[]), None);
     }
 
     #[test]

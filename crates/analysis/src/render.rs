@@ -252,6 +252,30 @@ pub fn note_text(n: &Note, cmd: &str) -> String {
             "{count} drop(s), {} without samples in all: excluded from idle time and gaps, never counted as idle.",
             fmt_ns(*dropped_ns)
         ),
+        Note::HostSamplesOutside { samples, threads } => format!(
+            "{samples} host sample(s) lie more than a minute outside the recording (manifest.json's \
+             created_unix_ns to end_unix_ns): left out of the host sections{}.",
+            if *threads > 0 {
+                format!(", and {threads} thread(s) with no sample inside it counted nowhere")
+            } else {
+                String::new()
+            }
+        ),
+        Note::OverlappingProcesses {
+            processes,
+            overlap_ns,
+        } => format!(
+            "the phases of {} processes (pid {}) overlap in time, {} in all: there a gap piece is \
+             placed in one range, the deepest and latest-starting, and the others' places are \
+             left out; it still counts in the gap time of every phase covering it.",
+            processes.len(),
+            processes
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            fmt_ns(*overlap_ns)
+        ),
         Note::UnknownValues {
             samples,
             unknown_ns,
@@ -279,6 +303,11 @@ pub fn full_scale_source_text(s: FullScaleSource) -> &'static str {
 
 /// The text form of a report; `cmd` is the command as the user runs it (for the notes).
 pub fn report_text_for(r: &Report, cmd: &str) -> String {
+    report_text_with(r, cmd, false)
+}
+
+/// [`report_text_for`]; with `lines`, the HOST sections name each function's lines after it.
+pub fn report_text_with(r: &Report, cmd: &str, lines: bool) -> String {
     let mut o = String::new();
     o.push_str(&format!("cufall report: {}\n", r.trace));
     for g in &r.gpus {
@@ -347,7 +376,7 @@ pub fn report_text_for(r: &Report, cmd: &str) -> String {
     o.push_str(&per_device_text(r, &all));
     o.push_str(&kernels_text(r));
     o.push_str(&gaps_text(r));
-    o.push_str(&host_text(r, cmd));
+    o.push_str(&host_text(r, cmd, lines));
 
     o.push_str("\nDROPS (time without samples, never counted as idle)\n");
     if r.drops.is_empty() {
@@ -375,6 +404,7 @@ pub fn report_text_for(r: &Report, cmd: &str) -> String {
         let path = cufall_text::name(&p.path);
         o.push_str(&format!("  {path}: {}\n", verdict_text(&p.verdict)));
     }
+    o.push_str(&host_verdict_text(r));
     // Names from the recording reach the terminal only escaped.
     cufall_text::escape_lines(&o).into_owned()
 }
@@ -485,11 +515,21 @@ fn gaps_text(r: &Report) -> String {
     if r.activity.is_none() {
         o.push_str("\nIDLE GAPS: not measured (no GPU counters in this recording)\n");
     } else {
+        // A stretch that crosses a phase's edge is cut there: each piece is a gap of its place.
+        let cut = if count == r.gap_count {
+            String::new()
+        } else {
+            format!(
+                " in {} idle stretch(es) cut where phases begin and end (a piece may be shorter \
+                 than the minimum)",
+                r.gap_count
+            )
+        };
         o.push_str(&format!(
-            "\nIDLE GAPS of at least {}: {} gap(s), {} in all (drops excluded)\n",
+            "\nIDLE GAPS of at least {}: {} gap(s){cut}, {} in all (drops excluded)\n",
             fmt_ns(r.min_gap_ns),
             count,
-            fmt_ns(total)
+            fmt_ns(total),
         ));
     }
     if r.gap_groups.is_empty() {
@@ -522,9 +562,14 @@ fn gaps_text(r: &Report) -> String {
             ]);
         }
         o.push_str(&t.render("  "));
+        let whole = if count == r.gap_count {
+            " gap(s)"
+        } else {
+            " idle stretch(es), whole, with the places they cross"
+        };
         o.push_str(&format!(
-            "\n  longest {} gap(s) (at: time since the first sample)\n",
-            r.gaps.len().min(LONGEST_GAPS_SHOWN)
+            "\n  longest {}{whole} (at: time since the first sample)\n",
+            r.gaps.len().min(LONGEST_GAPS_SHOWN),
         ));
         let mut t = TextTable::new(&[
             "gpu",
@@ -647,33 +692,52 @@ pub fn frame_text(f: &crate::host::FrameShare) -> String {
     cufall_text::name(&crate::host::frame_label(&f.function, &f.file, f.line)).into_owned()
 }
 
-/// `build_tree (tree.py:88) 41%, torch.cuda.synchronize (...) 22% waiting`: the first frames
-/// of a list with their shares; `waiting` where most of a frame's samples were idle.
-fn frames_text(frames: &[crate::host::FrameShare]) -> String {
-    if frames.is_empty() {
+/// One gap's host as a line: `thread 571 (MainThread) in main (torch_phases.py) 87% waiting`.
+pub fn gap_host_text(h: &crate::host::GapHost) -> String {
+    let who = h.thread.as_ref().map_or("all threads".into(), thread_who);
+    format!("{who} in {}", functions_text(&h.functions, false))
+}
+
+/// A function as the report names it: `function (file)`, escaped and cut like a frame.
+pub fn function_text(f: &crate::host::FunctionShare) -> String {
+    cufall_text::name(&crate::host::frame_label(&f.function, &f.file, None)).into_owned()
+}
+
+/// `build_tree (tree.py) 41%, synchronize (torch/cuda/__init__.py) 22% waiting`: the first
+/// functions of a list with their shares; with `lines`, each function's lines after it
+/// (`[:88 30%, :90 11%]`).
+fn functions_text(fns: &[crate::host::FunctionShare], lines: bool) -> String {
+    if fns.is_empty() {
         return "no frames".into();
     }
-    frames
-        .iter()
+    fns.iter()
         .take(HOST_FRAMES_SHOWN)
         .map(|f| {
             let waiting = f.samples > 0
                 && f.idle_samples as f64 >= crate::host::WAITING_FROM * f.samples as f64;
+            let under = if lines && !f.lines.is_empty() {
+                let ls: Vec<String> = f
+                    .lines
+                    .iter()
+                    .take(HOST_FRAMES_SHOWN)
+                    .map(|l| {
+                        let at = l.line.map_or("?".into(), |n| n.to_string());
+                        format!(":{at} {:.0}%", l.share * 100.0)
+                    })
+                    .collect();
+                format!(" [{}]", ls.join(", "))
+            } else {
+                String::new()
+            };
             format!(
-                "{} {:.0}%{}",
-                frame_text(f),
+                "{} {:.0}%{}{under}",
+                function_text(f),
                 f.share * 100.0,
                 if waiting { " waiting" } else { "" }
             )
         })
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// One gap's host as a line: `thread 571 (MainThread) in main (torch_phases.py:64) 87% waiting`.
-pub fn gap_host_text(h: &crate::host::GapHost) -> String {
-    let who = h.thread.as_ref().map_or("all threads".into(), thread_who);
-    format!("{who} in {}", frames_text(&h.frames))
 }
 
 /// `thread 1234 (MainThread)`, or `thread 1234` for a thread without a name.
@@ -716,7 +780,7 @@ fn view_tail(v: &crate::host::HostView) -> String {
 
 /// The lines of one class: the launching thread (else all threads) in its innermost frames,
 /// its inclusive frames, and all threads when there is a launching thread and others.
-fn host_class_text(c: &crate::host::HostClass, with_inclusive: bool) -> String {
+fn host_class_text(c: &crate::host::HostClass, with_inclusive: bool, lines: bool) -> String {
     let main = c.launching.as_ref().unwrap_or(&c.all);
     let gaps = if c.gaps > 0 {
         format!("{} gap(s), ", c.gaps)
@@ -728,29 +792,100 @@ fn host_class_text(c: &crate::host::HostClass, with_inclusive: bool) -> String {
         cufall_text::name(&c.name),
         fmt_ns(c.time_ns),
         view_who(main),
-        frames_text(&main.self_frames),
+        functions_text(&main.self_functions, lines),
         view_tail(main)
     );
     if with_inclusive && main.samples > 0 {
         o.push_str(&format!(
             "      inclusive: {}\n",
-            frames_text(&main.inclusive_frames)
+            functions_text(&main.inclusive_functions, lines)
         ));
     }
     if c.launching.is_some() && c.all.threads > 1 {
         o.push_str(&format!(
             "      {} in {}{}\n",
             view_who(&c.all),
-            frames_text(&c.all.self_frames),
+            functions_text(&c.all.self_functions, lines),
             view_tail(&c.all)
         ));
     }
     o
 }
 
+/// Under the verdicts, one line per host-bound place and phase's gaps, from the host samples:
+/// what the launching thread (all threads where there is none) was doing in the gap time.
+fn host_verdict_text(r: &Report) -> String {
+    let Some(h) = &r.host else {
+        return String::new();
+    };
+    let bound: Vec<&crate::host::HostClass> =
+        h.gap_classes.iter().filter(|c| c.host_bound).collect();
+    if bound.is_empty() {
+        return String::new();
+    }
+    let mut o = String::from(
+        "  where the host was in the host-bound gaps (the launching thread; shares of the gap \
+         time):\n",
+    );
+    for c in bound {
+        let of = match c.scope {
+            crate::host::HostScope::PhaseGaps => " (its gaps)",
+            _ => "",
+        };
+        o.push_str(&format!(
+            "    {}{of}: {}\n",
+            cufall_text::name(&c.name),
+            host_causes_text(c)
+        ));
+    }
+    o
+}
+
+/// `2.72 s of gaps: host computing 62% (build_tree 41%), waiting on a thread, a lock or a sleep
+/// 14% (wait in schedule), launching 3%, unsampled 10%`: causes under half a percent left out.
+pub fn host_causes_text(c: &crate::host::HostClass) -> String {
+    let v = c.launching.as_ref().unwrap_or(&c.all);
+    let mut parts: Vec<String> = Vec::new();
+    for s in &v.causes.causes {
+        if s.share < 0.005 {
+            continue;
+        }
+        let names = if s.cause == crate::causes::HostCause::Computing {
+            2
+        } else {
+            1
+        };
+        let named: Vec<String> = s
+            .top
+            .iter()
+            .take(names)
+            .filter(|n| n.share >= 0.005)
+            .map(|n| {
+                if s.cause == crate::causes::HostCause::Computing {
+                    format!("{} {:.0}%", cufall_text::name(&n.name), n.share * 100.0)
+                } else {
+                    cufall_text::name(&n.name).into_owned()
+                }
+            })
+            .collect();
+        let named = if named.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", named.join(", "))
+        };
+        parts.push(format!(
+            "{} {:.0}%{named}",
+            s.cause.words(),
+            s.share * 100.0
+        ));
+    }
+    parts.push(format!("unsampled {:.0}%", v.causes.unsampled * 100.0));
+    format!("{} of gaps: {}", fmt_ns(c.time_ns), parts.join(", "))
+}
+
 /// The HOST sections: where the host was during each class of gaps with a host-bound share, and
 /// during each phase; or why the recording has no host stacks.
-fn host_text(r: &Report, cmd: &str) -> String {
+fn host_text(r: &Report, cmd: &str, lines: bool) -> String {
     let Some(h) = &r.host else {
         return match &r.host_stacks_off {
             Some(why) => format!(
@@ -764,7 +899,16 @@ fn host_text(r: &Report, cmd: &str) -> String {
     let from = match h.launching_from {
         crate::host::LaunchingFrom::ApiCalls => "the thread with the most kernel launches",
         crate::host::LaunchingFrom::NvtxRanges => "the thread of the phase's NVTX ranges",
-        crate::host::LaunchingFrom::Unknown => "unknown (no API calls or NVTX ranges)",
+        crate::host::LaunchingFrom::KernelProcess => {
+            "the thread with the most running samples in the process that launched most of the \
+             phase's kernels"
+        }
+        crate::host::LaunchingFrom::RunningSamples => {
+            "the thread with the most running samples in the phase"
+        }
+        crate::host::LaunchingFrom::Unknown => {
+            "unknown (no API calls, NVTX ranges or running samples)"
+        }
     };
     let rate = match h.interval_source {
         crate::host::IntervalSource::Asked => "",
@@ -788,17 +932,17 @@ fn host_text(r: &Report, cmd: &str) -> String {
         o.push_str("  none\n");
     }
     for c in places {
-        o.push_str(&host_class_text(c, true));
+        o.push_str(&host_class_text(c, true, lines));
     }
     if !phase_gaps.is_empty() {
         o.push_str("\n  the gaps of each phase\n");
         for c in phase_gaps {
-            o.push_str(&host_class_text(c, false));
+            o.push_str(&host_class_text(c, false, lines));
         }
     }
     o.push_str("\nHOST per phase (all of the phase's time)\n");
     for c in &h.phases {
-        o.push_str(&host_class_text(c, false));
+        o.push_str(&host_class_text(c, false, lines));
     }
     o
 }

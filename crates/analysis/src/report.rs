@@ -4,7 +4,7 @@
 
 use crate::capture::{self, CaptureLine, GraphContents};
 use crate::error::{AnalysisError, Result};
-use crate::gaps::{self, Gap, HostCoverage, HostTime, KernelCoverage};
+use crate::gaps::{self, Gap, GapPart, HostCoverage, HostTime, KernelCoverage};
 use crate::host::{self, HostFold, HostIndexBuilder, HostReport, HostSide, Launchers};
 use crate::kernels::{KernelFold, KernelTable};
 use crate::phases::{self, Phases, Place, SegPhases};
@@ -96,29 +96,35 @@ pub struct GapTotals {
 }
 
 impl GapTotals {
-    fn add(&mut self, g: &Gap) {
-        self.count += 1;
-        self.total_ns += g.duration_ns();
-        if let Some(k) = g.kernel_resident_ns {
-            *self.kernel_resident_ns.get_or_insert(0) += k;
-            *self.no_kernel_ns.get_or_insert(0) += g.duration_ns() - k;
+    /// Adds the time of part or piece `p`; `new_gap`: it starts a gap of this class (else it
+    /// continues the one the previous part counted).
+    fn add(&mut self, p: &GapPart, new_gap: bool) {
+        self.count += u64::from(new_gap);
+        self.total_ns = self.total_ns.saturating_add(p.duration_ns());
+        if let Some(k) = p.kernel_resident_ns {
+            let resident = self.kernel_resident_ns.get_or_insert(0);
+            *resident = resident.saturating_add(k);
+            let none = self.no_kernel_ns.get_or_insert(0);
+            *none = none.saturating_add(p.duration_ns().saturating_sub(k));
         }
-        if let Some(h) = &g.host {
+        if let Some(h) = &p.host {
             self.host.get_or_insert_with(HostTime::default).add(h);
         }
     }
 
     fn merge(&mut self, o: &GapTotals) {
         self.count += o.count;
-        self.total_ns += o.total_ns;
+        self.total_ns = self.total_ns.saturating_add(o.total_ns);
         if let Some(h) = &o.host {
             self.host.get_or_insert_with(HostTime::default).add(h);
         }
         if let Some(k) = o.kernel_resident_ns {
-            *self.kernel_resident_ns.get_or_insert(0) += k;
+            let resident = self.kernel_resident_ns.get_or_insert(0);
+            *resident = resident.saturating_add(k);
         }
         if let Some(k) = o.no_kernel_ns {
-            *self.no_kernel_ns.get_or_insert(0) += k;
+            let none = self.no_kernel_ns.get_or_insert(0);
+            *none = none.saturating_add(k);
         }
     }
 }
@@ -148,8 +154,9 @@ pub struct PhaseDevice {
     pub mem_clock_mhz: Option<f64>,
     /// NVML "GPU utilization", what nvidia-smi shows, for comparison.
     pub nvml_gpu_util_pct: Option<f64>,
-    /// Gaps whose midpoint falls inside this phase's ranges (for a parent phase, this
-    /// includes the gaps between its children).
+    /// The gaps' time inside this phase's ranges (for a parent phase, this includes the gaps
+    /// between its children): never more than the phase's time. `count`: the gaps with time in
+    /// it, a stretch that leaves and comes back counted at each return.
     pub gaps: GapTotals,
 }
 
@@ -236,6 +243,17 @@ pub enum Note {
     NoKernels,
     /// Drops: excluded from idle time and gaps.
     Drops { count: u64, dropped_ns: i64 },
+    /// Host samples more than a minute outside the recording (manifest.json's created_unix_ns to
+    /// end_unix_ns), left out as such GPU samples are; `threads`: those left without a sample,
+    /// counted nowhere.
+    HostSamplesOutside { samples: u64, threads: u64 },
+    /// The phases of several processes overlap in time (`overlap_ns` in all): there a gap
+    /// piece has one place (the deepest, latest-starting range), the others' left out; it still
+    /// counts in the gap time of every phase covering it.
+    OverlappingProcesses {
+        processes: Vec<u32>,
+        overlap_ns: i64,
+    },
     /// Samples lacking a value the idle test needs (null in the trace): neither idle nor busy,
     /// excluded from idle time and gaps. `metrics` are those the idle test reads.
     UnknownValues {
@@ -257,7 +275,8 @@ pub enum PlaceKind {
     WholeRun,
 }
 
-/// Gaps grouped by where they fall.
+/// Gaps grouped by where they fall: the pieces of the idle stretches (cut at the phases' edges)
+/// that fall in one place. The groups' totals add up to the gaps' total.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct GapGroup {
     /// `step/draft` or `verify → draft`.
@@ -273,7 +292,7 @@ pub struct GapGroup {
     pub devices: Vec<DeviceId>,
 }
 
-/// One gap.
+/// One idle stretch, whole, with the pieces it is cut into at the phases' edges.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct GapRow {
     pub device: DeviceId,
@@ -282,13 +301,34 @@ pub struct GapRow {
     /// Start relative to the first sample of the trace.
     pub offset_ns: i64,
     pub duration_ns: i64,
-    /// Where the gap falls, as [`GapGroup::place`] spells it (shared by the gaps of a place).
+    /// The places it crosses, in time order, as [`GapGroup::place`] spells them, joined by
+    /// ` + ` (one place: shared with the other gaps of that place).
     pub place: Arc<str>,
     pub no_kernel_ns: Option<i64>,
     pub kernel_resident_ns: Option<i64>,
     /// Gap time the host spent in CUDA calls (`--capture api`).
     pub host: Option<HostTime>,
-    /// Where the host's stacks were during the gap (absent without host samples in it).
+    /// Where the host's stacks were during the stretch, for the launching thread of its
+    /// longest piece's place (absent without host samples in it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_frames: Option<crate::host::GapHost>,
+    /// The stretch cut where phases begin and end, consecutive parts of one place merged, in
+    /// time order, end to end: one piece for a stretch inside one place.
+    pub pieces: Vec<GapPiece>,
+}
+
+/// The part of an idle stretch in one place.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GapPiece {
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub duration_ns: i64,
+    /// As [`GapGroup::place`] spells it.
+    pub place: Arc<str>,
+    pub no_kernel_ns: Option<i64>,
+    pub kernel_resident_ns: Option<i64>,
+    pub host: Option<HostTime>,
+    /// Where the host's stacks were during the piece (absent without host samples in it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_frames: Option<crate::host::GapHost>,
 }
@@ -373,10 +413,10 @@ pub struct Report {
     pub phases: Vec<PhaseReport>,
     /// Gap groups, largest total first.
     pub gap_groups: Vec<GapGroup>,
-    /// How many gaps the recording has.
+    /// How many idle stretches the recording has (each whole, however many places it crosses).
     pub gap_count: u64,
-    /// The longest gaps, longest first: every gap, or as many as [`ReportOptions::gap_rows`]
-    /// asks for.
+    /// The longest stretches, longest first: every one, or as many as
+    /// [`ReportOptions::gap_rows`] asks for.
     pub gaps: Vec<GapRow>,
     pub drops: Vec<DeviceDrops>,
     /// Which kernels took each phase's GPU time, per device: the whole run, the phases in tree
@@ -652,20 +692,31 @@ fn min_gap_ns(opts: &ReportOptions, interval_ns: i64) -> Result<i64> {
         .max(1))
 }
 
+/// Per slot, how many kernels each process launched there.
+type KernelPids = Vec<BTreeMap<u32, u64>>;
+
 /// Which kernels ran in each phase (when `by_phase`), folded in as the kernels are read for
-/// the coverage of the gaps.
+/// the coverage of the gaps; and per slot of `cells`, how many kernels each process launched
+/// there (for the launching thread where no launch call or range names one).
 fn fold_kernels<'a>(
     trace: &Trace,
     phases: &'a Phases,
+    cells: &Cells,
     by_phase: bool,
-) -> Result<(Option<KernelFold<'a>>, Option<KernelCoverage>)> {
+) -> Result<(Option<KernelFold<'a>>, Option<KernelCoverage>, KernelPids)> {
     let mut kernel_fold = by_phase.then(|| KernelFold::new(phases));
+    let mut pids: KernelPids = vec![BTreeMap::new(); cells.slots];
     let coverage = kernel_coverage(trace, &mut |ks| {
+        for k in ks.iter().filter(|k| gaps::keeps_gpu_busy(k.kind)) {
+            for slot in slots_of(&cells.index, phases.segment_of(k.start_ns), cells.slots) {
+                *pids[slot].entry(k.pid).or_default() += 1;
+            }
+        }
         if let Some(fold) = &mut kernel_fold {
             fold.add_all(ks);
         }
     })?;
-    Ok((kernel_fold, coverage))
+    Ok((kernel_fold, coverage, pids))
 }
 
 /// The reader's warnings, the manifest's absurd values, and samples left out for lying far
@@ -754,11 +805,13 @@ pub(crate) fn build_report_checked(
     let phases = Phases::build(&chosen);
     let mut cells = Cells::new(&phases);
     let api = trace.api_calls()?;
-    let host_side = host_side(trace, &phases, &cells, &api, &chosen)?;
+    let mut host_side = host_side(trace, &phases, &cells, &api, &chosen)?;
+    let overlap = phases::cross_process_overlap(&chosen);
     drop(chosen);
     let (fragments, outside) = match &activity {
-        Some(activity) => {
-            let spec = samples::ScanSpec {
+        Some(activity) => scan(
+            trace,
+            &samples::ScanSpec {
                 phases: &phases,
                 activity,
                 metrics: &metrics,
@@ -766,31 +819,35 @@ pub(crate) fn build_report_checked(
                 hole_ns,
                 samples_per_window: opts.window_samples,
                 span: checked.span,
-            };
-            samples::scan_samples_into(trace, &spec, each_window, &mut |(d, s), agg| {
-                cells.add_samples(d, s as usize, agg);
-            })?
-        }
+            },
+            &mut cells,
+            each_window,
+        )?,
         None => (Vec::new(), 0),
     };
     let nvml_span = add_nvml(trace, &phases, &mut cells)?;
     let drops = trace.drops()?;
     cells.add_drops(&phases, &drops);
-    let (kernel_fold, coverage) = fold_kernels(trace, &phases, opts.kernel_rows != Some(0))?;
+    let (kernel_fold, coverage, kernel_pids) =
+        fold_kernels(trace, &phases, &cells, opts.kernel_rows != Some(0))?;
     let host = HostCoverage::build(&api);
     let merged = gaps::merge_fragments(fragments, &drops, min_gap_ns, hole_ns);
 
     let devices = devices_of(m, &cells);
 
-    let (start_ns, end_ns) = extent(&devices, &cells, nvml_span, &nvtx, m.created_unix_ns);
-
+    let run @ (start_ns, end_ns) = extent(&devices, &cells, nvml_span, &nvtx, m.created_unix_ns);
     let kernels_captured = coverage.is_some();
+    let (index, pids) = (&cells.index, &kernel_pids);
+    // Host samples are left out as GPU samples are, by the recording's own times: one without
+    // GPU samples has no other extent.
+    let span = checked.span;
+    let host_left_out =
+        (host_side.as_mut()).and_then(|h| h.prepare(span, &phases, index, pids, &api));
     let mut fold = GapFold::new(&phases, &cells.index, cells.slots, start_ns, opts.gap_rows);
     fold.host = host_side.as_ref().map(|h| h.fold(cells.slots));
     gaps::gaps_of(merged, &phases, coverage.as_ref(), host.as_ref())
         .for_each(|g| fold.add(&g, each_gap));
-    let gap_count = fold.count;
-    let folded = fold.finish();
+    let (gap_count, folded) = (fold.count, fold.finish());
     let ctx = Ctx {
         devices: &devices,
         cells: &cells,
@@ -802,18 +859,15 @@ pub(crate) fn build_report_checked(
     };
     let whole_run = ctx.whole_run_report(end_ns - start_ns);
     let phase_reports = ctx.phase_reports(&phases);
-    let host = host_side.map(|h| h.report(&phases, &phase_reports, &whole_run, folded.host));
+    let host = host_side.map(|h| h.report(&phases, &phase_reports, &whole_run, folded.host, run));
 
     let drop_reports = drop_summary(&drops);
     // The capture table only adds to the report: one that cannot be read is a warning.
     let mut warnings = report_warnings(trace, checked.warnings, outside);
     let (capture, graphs) = capture_tables(trace, &mut warnings);
-    let notes = ctx.notes(
-        &phases,
-        (!nvtx.is_empty()).then_some(&opts.phases),
-        m,
-        &drops,
-    );
+    let chosen_by = (!nvtx.is_empty()).then_some(&opts.phases);
+    let mut notes = ctx.notes(&phases, chosen_by, m, &drops);
+    notes.extend(input_notes(overlap, host_left_out));
     Ok(Report {
         trace: trace.path().display().to_string(),
         gpus: gpu_infos(m, &devices),
@@ -843,6 +897,36 @@ pub(crate) fn build_report_checked(
         warnings,
         host,
         host_stacks_off: host_stacks_off(m),
+    })
+}
+
+/// The notes on what bad input left out: phases of several processes that overlap, host
+/// samples outside the recording.
+fn input_notes(
+    overlap: Option<(i64, Vec<u32>)>,
+    host_left_out: Option<host::LeftOut>,
+) -> impl Iterator<Item = Note> {
+    let overlap = overlap.map(|(overlap_ns, processes)| Note::OverlappingProcesses {
+        processes,
+        overlap_ns,
+    });
+    let host = host_left_out.map(|l| Note::HostSamplesOutside {
+        samples: l.samples,
+        threads: l.threads,
+    });
+    overlap.into_iter().chain(host)
+}
+
+/// The one pass over the samples: their totals into `cells` per device and segment; the idle
+/// fragments, and how many samples lay outside the recording.
+fn scan(
+    trace: &Trace,
+    spec: &samples::ScanSpec,
+    cells: &mut Cells,
+    each_window: &mut dyn FnMut(usize, usize),
+) -> Result<(Vec<samples::Fragment>, u64)> {
+    samples::scan_samples_into(trace, spec, each_window, &mut |(d, s), agg| {
+        cells.add_samples(d, s as usize, agg);
     })
 }
 
@@ -1083,49 +1167,95 @@ impl<'a> GapFold<'a> {
         }
     }
 
-    /// Counts `g` in the phases holding its midpoint (a parent phase holds the gaps between its
-    /// children) and in the whole run, in its place, and among the rows.
+    /// Counts `g`: each part in the phases covering it and in the whole run, each piece in its
+    /// place, and the stretch among the rows.
     fn add(&mut self, g: &Gap, each: &mut dyn FnMut(&GapRow)) {
         self.count += 1;
-        let slots = self.slots;
-        let seg = self.phases.segment_of(g.start_ns + g.duration_ns() / 2);
+        let (slots, index) = (self.slots, self.index);
         let cells = self
             .totals
             .entry(g.device)
             .or_insert_with(|| vec![GapTotals::default(); slots]);
-        for slot in slots_of(self.index, seg, slots) {
-            cells[slot].add(g);
+        // A slot's gap goes on while the parts stay in it: counted once, at its first part.
+        let mut before: Vec<usize> = Vec::new();
+        for part in &g.parts {
+            let now: Vec<usize> = slots_of(index, part.segment, slots).collect();
+            for slot in &now {
+                let new_gap = !before.contains(slot);
+                cells[*slot].add(part, new_gap);
+                if let Some(h) = &mut self.host {
+                    h.add_slot(*slot, part, new_gap);
+                }
+            }
+            before = now;
         }
         let phases = self.phases;
-        let place = self
-            .places
-            .entry(g.place.clone())
-            .or_insert_with(|| PlaceFold {
-                label: phases.label(&g.place).into(),
-                totals: GapTotals::default(),
-                max_ns: 0,
-                devices: Vec::new(),
+        let mut pieces = Vec::with_capacity(1);
+        for piece in g.pieces() {
+            let place = self
+                .places
+                .entry(piece.place.clone())
+                .or_insert_with(|| PlaceFold {
+                    label: phases.label(&piece.place).into(),
+                    totals: GapTotals::default(),
+                    max_ns: 0,
+                    devices: Vec::new(),
+                });
+            place.totals.add(&piece, true);
+            place.max_ns = place.max_ns.max(piece.duration_ns());
+            if !place.devices.contains(&g.device) {
+                place.devices.push(g.device);
+            }
+            if let Some(h) = &mut self.host {
+                h.add_place(&piece, &place.label);
+            }
+            let host_frames = self
+                .host
+                .as_ref()
+                .and_then(|h| h.gap_host(&piece.place, piece.start_ns, piece.end_ns));
+            pieces.push(GapPiece {
+                start_ns: piece.start_ns,
+                end_ns: piece.end_ns,
+                duration_ns: piece.duration_ns(),
+                place: place.label.clone(),
+                no_kernel_ns: piece.no_kernel_ns(),
+                kernel_resident_ns: piece.kernel_resident_ns,
+                host: piece.host,
+                host_frames,
             });
-        place.totals.add(g);
-        place.max_ns = place.max_ns.max(g.duration_ns());
-        if !place.devices.contains(&g.device) {
-            place.devices.push(g.device);
         }
-        if let Some(h) = &mut self.host {
-            h.add(g, &place.label, slots_of(self.index, seg, slots));
-        }
-        let host_frames = self.host.as_ref().and_then(|h| h.gap_host(g));
+        let place: Arc<str> = match pieces.as_slice() {
+            [one] => one.place.clone(),
+            many => many
+                .iter()
+                .map(|p| &*p.place)
+                .collect::<Vec<&str>>()
+                .join(" + ")
+                .into(),
+        };
+        // The stretch's host: the launching thread of the place where most of it lies.
+        let longest = g
+            .pieces()
+            .into_iter()
+            .max_by_key(|p| p.duration_ns())
+            .map(|p| p.place);
+        let host_frames = self
+            .host
+            .as_ref()
+            .and_then(|h| longest.and_then(|p| h.gap_host(&p, g.start_ns, g.end_ns)));
+        let kernel_resident_ns = g.kernel_resident_ns();
         let row = GapRow {
             device: g.device,
             start_ns: g.start_ns,
             end_ns: g.end_ns,
-            offset_ns: g.start_ns - self.start_ns,
+            offset_ns: g.start_ns.saturating_sub(self.start_ns),
             duration_ns: g.duration_ns(),
-            place: place.label.clone(),
-            no_kernel_ns: g.kernel_resident_ns.map(|k| g.duration_ns() - k),
-            kernel_resident_ns: g.kernel_resident_ns,
-            host: g.host,
+            place,
+            no_kernel_ns: kernel_resident_ns.map(|k| g.duration_ns().saturating_sub(k)),
+            kernel_resident_ns,
+            host: g.host(),
             host_frames,
+            pieces,
         };
         each(&row);
         self.rows.keep(row);

@@ -205,3 +205,69 @@ fn diff_names_the_host_frames_that_grew_and_shrank() {
             .is_none()
     );
 }
+
+/// Shares roll up by function: `step (serve.py)` is at line 12 while the main thread launches or
+/// builds the tree and at line 14 while it waits in the sync, one function over both lines,
+/// counted once per sample; its lines are beneath it, in the JSON and with `lines` in text.
+#[test]
+fn shares_roll_up_by_function_with_the_lines_beneath() {
+    let (_dir, r) = report_of(&with_host());
+    let step = class(&r, HostScope::Phase, "step");
+    let l = step.launching.as_ref().expect("launching thread");
+    let f = l
+        .inclusive_functions
+        .iter()
+        .find(|f| f.function == "step")
+        .expect("step");
+    assert_eq!((f.file.as_str(), f.share), ("/srv/app/serve.py", 1.0));
+    let lines: Vec<(Option<u32>, u64)> = f.lines.iter().map(|x| (x.line, x.samples)).collect();
+    assert_eq!(lines.iter().map(|(_, n)| n).sum::<u64>(), f.samples);
+    assert_eq!(
+        lines.iter().map(|(l, _)| *l).collect::<Vec<_>>(),
+        [Some(12), Some(14)]
+    );
+    // Self: each function's samples are its lines'; the lines' shares add up to its share.
+    for func in &l.self_functions {
+        let sum: u64 = func.lines.iter().map(|x| x.samples).sum();
+        assert_eq!(sum, func.samples, "{}", func.function);
+        assert!(func.share <= 1.0 && func.share >= 0.0);
+    }
+    let text = cufall_analysis::render::report_text_with(&r, "cufall", true);
+    let phase = section(&text, "\nHOST per phase", "\nDROPS");
+    assert!(phase.contains("launch (serve.py) 73% [:20 73%]"), "{phase}");
+    assert!(!report_text(&r).contains("[:20"));
+}
+
+/// The verdict line of each host-bound place: the fixture's main thread builds the tree between
+/// draft and verify, and waits in the sync between verify and the next draft.
+#[test]
+fn each_host_bound_place_gets_its_verdict_line() {
+    use cufall_analysis::causes::HostCause;
+    let (_dir, r) = report_of(&with_host());
+    let share = |name: &str, cause: HostCause| {
+        let c = class(&r, HostScope::Place, name);
+        assert!(c.host_bound, "{name}");
+        let v = c.launching.as_ref().expect("launching");
+        v.causes
+            .causes
+            .iter()
+            .find(|x| x.cause == cause)
+            .map_or(0.0, |x| x.share)
+    };
+    assert_eq!(share("draft → verify", HostCause::Computing), 1.0);
+    assert_eq!(share("verify → draft", HostCause::WaitingForGpu), 1.0);
+    let text = report_text(&r);
+    let verdict = section(&text, "\nVERDICT", "\n\n");
+    assert!(
+        verdict.contains(
+            "    draft → verify: 500.0 µs of gaps: host computing 100% (build_tree 100%), \
+             unsampled 0%\n"
+        ),
+        "{verdict}"
+    );
+    assert!(
+        verdict
+            .contains("verify → draft: 350.0 µs of gaps: waiting for the GPU 100% (synchronize)"),
+        "{verdict}"
+    );
+}

@@ -8,7 +8,7 @@ use anyhow::Result;
 use cufall_analysis::diff::{build_diff, diff_text_for};
 use cufall_analysis::export::{self, DEFAULT_MAX_COUNTER_POINTS, ExportOptions, Format};
 use cufall_analysis::kernels::KERNEL_ROWS_SHOWN;
-use cufall_analysis::render::{LONGEST_GAPS_SHOWN, fmt_ns, report_text_for};
+use cufall_analysis::render::{LONGEST_GAPS_SHOWN, fmt_ns, report_text_with};
 use cufall_analysis::report::{DEFAULT_IDLE_BELOW, ReportOptions, build_report};
 use cufall_analysis::select::PhaseSelect;
 use cufall_trace::Trace;
@@ -95,6 +95,10 @@ pub struct ReportArgs {
     /// --json; 0 leaves the kernels out.
     #[arg(long, value_name = "N")]
     pub kernels: Option<usize>,
+    /// HOST sections: name each function's source lines after it (`main (app.py) 82% [:64 70%,
+    /// :66 12%]`); --json always has them.
+    #[arg(long)]
+    pub lines: bool,
 }
 
 /// `cufall diff A B`, or `cufall diff A1 A2 ... --vs B1 B2 ...` for runs of several nodes.
@@ -170,7 +174,7 @@ pub fn report_to(args: &ReportArgs, out: &mut dyn Write) -> Result<ExitCode> {
         serde_json::to_writer_pretty(&mut *out, &report).map_err(json_err)?;
         writeln!(out).map_err(io_err)?;
     } else {
-        out.write_all(report_text_for(&report, &command_name()).as_bytes())
+        out.write_all(report_text_with(&report, &command_name(), args.lines).as_bytes())
             .map_err(io_err)?;
     }
     Ok(ExitCode::SUCCESS)

@@ -283,8 +283,9 @@ fn open(path: &PathBuf, display: &DisplayArgs) -> Result<Recording> {
 const VIEW_GAPS: usize = 100_000;
 
 /// The recording's idle gaps for the views' `x` / `X` (the first [`VIEW_GAPS`] by device and
-/// time), each with its status line: GPU, place, length, the share without a kernel resident,
-/// and where the host's stacks were. None where the analysis cannot run on the recording (no
+/// time): each stretch's pieces (cut where phases begin and end, one place each), each with its
+/// status line: GPU, place, length, the share without a kernel resident, and where the host's
+/// stacks were. None where the analysis cannot run on the recording (no
 /// counters, say): the keys then select nothing.
 pub fn gap_marks(path: &std::path::Path, phases: &PhaseSelect) -> Vec<GapMark> {
     let Ok(trace) = Trace::open(path) else {
@@ -301,8 +302,10 @@ pub fn gap_marks(path: &std::path::Path, phases: &PhaseSelect) -> Vec<GapMark> {
         &trace,
         &opts,
         &mut |g| {
-            if marks.len() < VIEW_GAPS {
-                marks.push(gap_mark(g));
+            for (k, p) in g.pieces.iter().enumerate() {
+                if marks.len() < VIEW_GAPS {
+                    marks.push(gap_mark(g, k, p));
+                }
             }
         },
         &mut |_, _| {},
@@ -327,29 +330,42 @@ fn gaps_in_background(path: PathBuf, phases: PhaseSelect) -> PendingGaps {
     pending
 }
 
-/// The line of one gap: `GPU0 draft → verify 2.03 ms, no kernel 100% · host: thread 571 in
-/// main (torch_phases.py:64) 87% waiting`.
-fn gap_mark(g: &cufall_analysis::report::GapRow) -> GapMark {
+/// The line of piece `k` of stretch `g`: `GPU0 draft → verify 2.03 ms, no kernel 100% · host:
+/// thread 571 in main (torch_phases.py:64) 87% waiting`; a stretch of several pieces adds which
+/// piece and the stretch's length (`piece 2/3 of 6.20 s`).
+fn gap_mark(
+    g: &cufall_analysis::report::GapRow,
+    k: usize,
+    p: &cufall_analysis::report::GapPiece,
+) -> GapMark {
     use cufall_analysis::render::{fmt_ns, gap_host_text};
     let mut text = format!(
         "GPU{} {} {}",
         g.device.0,
-        cufall_text::name(&g.place),
-        fmt_ns(g.duration_ns)
+        cufall_text::name(&p.place),
+        fmt_ns(p.duration_ns)
     );
-    if let Some(n) = g.no_kernel_ns.filter(|_| g.duration_ns > 0) {
+    if g.pieces.len() > 1 {
         text.push_str(&format!(
-            ", no kernel {:.0}%",
-            100.0 * n as f64 / g.duration_ns as f64
+            " (piece {}/{} of {})",
+            k + 1,
+            g.pieces.len(),
+            fmt_ns(g.duration_ns)
         ));
     }
-    match &g.host_frames {
+    if let Some(n) = p.no_kernel_ns.filter(|_| p.duration_ns > 0) {
+        text.push_str(&format!(
+            ", no kernel {:.0}%",
+            100.0 * n as f64 / p.duration_ns as f64
+        ));
+    }
+    match &p.host_frames {
         Some(h) => text.push_str(&format!(" · host: {}", gap_host_text(h))),
         None => text.push_str(" · host: no host samples"),
     }
     GapMark {
-        start_ns: g.start_ns,
-        end_ns: g.end_ns,
+        start_ns: p.start_ns,
+        end_ns: p.end_ns,
         text,
     }
 }

@@ -5,7 +5,11 @@
 //! so a read can race with the interpreter changing its frames; such a read fails or, rarely,
 //! gives a stack mixed from two instants. A failed read is a missed sample, counted. Native
 //! frames are not read: py-spy gets them only by pausing the process (its `--native` refuses
-//! `--nonblocking`), which would cost the program far more than sampling is allowed to.
+//! `--nonblocking`), which would cost the program far more than sampling is allowed to. What a
+//! blocked thread waits in is read instead, without pausing it: the system call it is in
+//! (`/proc/PID/task/TID/syscall`, read right after its Python stack) is appended under the
+//! innermost Python frame as a native frame (`futex`, `poll`, `clock_nanosleep`, `ioctl`, ...),
+//! so that `Event.wait` on a lock and a native call waiting in the kernel are told apart.
 
 use super::procs::{ProcFs, ProcessTable, may_read_memory};
 use super::source::{AttachError, Frame, ReadError, StackReader, StackSource, ThreadStack};
@@ -145,8 +149,98 @@ impl StackReader for PySpyReader {
                 ReadError::Failed(format!("{e:#}"))
             }
         })?;
-        Ok(traces.into_iter().map(thread).collect())
+        let pid = u32::try_from(self.spy.pid).unwrap_or(0);
+        Ok(traces
+            .into_iter()
+            .map(|t| {
+                let mut stack = thread(t);
+                if let Some(leaf) = syscall_leaf(&self.proc_root, pid, stack.tid) {
+                    stack.frames.insert(0, leaf);
+                }
+                stack
+            })
+            .collect())
     }
+}
+
+/// The system call thread `tid` of `pid` is blocked in, as a native frame; `None` while it runs,
+/// or where the file cannot be read (a thread gone, no permission, not Linux).
+fn syscall_leaf(proc_root: &Path, pid: u32, tid: u32) -> Option<Frame> {
+    if pid == 0 || tid == 0 {
+        return None;
+    }
+    let path = proc_root
+        .join(pid.to_string())
+        .join("task")
+        .join(tid.to_string())
+        .join("syscall");
+    let text = std::fs::read_to_string(path).ok()?;
+    // `running`, `-1 ...` (blocked, not in a system call), or the call's number and arguments.
+    let nr: u32 = text.split_ascii_whitespace().next()?.parse().ok()?;
+    Some(Frame {
+        function: syscall_name(nr).map_or_else(|| format!("syscall {nr}"), str::to_string),
+        file: String::new(),
+        line: None,
+        module: "kernel".into(),
+        kind: FrameKind::Native,
+    })
+}
+
+/// The names of the system calls a blocked thread is usually in (x86-64 numbers).
+#[cfg(target_arch = "x86_64")]
+fn syscall_name(nr: u32) -> Option<&'static str> {
+    Some(match nr {
+        0 => "read",
+        1 => "write",
+        7 => "poll",
+        16 => "ioctl",
+        23 => "select",
+        24 => "sched_yield",
+        35 => "nanosleep",
+        43 => "accept",
+        45 => "recvfrom",
+        47 => "recvmsg",
+        61 => "wait4",
+        202 => "futex",
+        230 => "clock_nanosleep",
+        232 => "epoll_wait",
+        270 => "pselect6",
+        271 => "ppoll",
+        281 => "epoll_pwait",
+        288 => "accept4",
+        441 => "epoll_pwait2",
+        _ => return None,
+    })
+}
+
+/// The names of the system calls a blocked thread is usually in (aarch64 numbers).
+#[cfg(target_arch = "aarch64")]
+fn syscall_name(nr: u32) -> Option<&'static str> {
+    Some(match nr {
+        22 => "epoll_pwait",
+        29 => "ioctl",
+        63 => "read",
+        64 => "write",
+        72 => "pselect6",
+        73 => "ppoll",
+        98 => "futex",
+        101 => "nanosleep",
+        115 => "clock_nanosleep",
+        124 => "sched_yield",
+        202 => "accept",
+        207 => "recvfrom",
+        212 => "recvmsg",
+        242 => "accept4",
+        260 => "wait4",
+        441 => "epoll_pwait2",
+        _ => return None,
+    })
+}
+
+/// Elsewhere the number is all there is.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn syscall_name(_nr: u32) -> Option<&'static str> {
+    None
 }
 
 fn thread(t: py_spy::StackTrace) -> ThreadStack {
@@ -204,6 +298,67 @@ mod tests {
         assert_eq!(module_of("app.py").as_deref(), Some("app"));
         assert_eq!(module_of("<frozen importlib._bootstrap>"), None);
         assert_eq!(module_of("lib.so"), None);
+    }
+
+    /// A blocked thread's system call becomes a native leaf; a running thread, a thread not in
+    /// a system call, an unreadable or missing file give none.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_system_call_a_thread_waits_in_is_its_leaf() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let write = |tid: u32, text: &str| {
+            let dir = root.path().join("7/task").join(tid.to_string());
+            std::fs::create_dir_all(&dir).expect("dir");
+            std::fs::write(dir.join("syscall"), text).expect("write");
+        };
+        write(1, "202 0x7f 0x80 0x0 0x0 0x0 0x0 0x7ffd 0x7f12\n");
+        write(2, "running\n");
+        write(3, "-1 0x7ffd 0x7f12\n");
+        write(4, "999 0x1\n");
+        write(5, "");
+        let leaf = syscall_leaf(root.path(), 7, 1).expect("futex");
+        assert_eq!(
+            (leaf.function.as_str(), leaf.kind, leaf.module.as_str()),
+            ("futex", FrameKind::Native, "kernel")
+        );
+        for tid in [2, 3, 5, 6] {
+            assert_eq!(syscall_leaf(root.path(), 7, tid), None, "tid {tid}");
+        }
+        assert_eq!(
+            syscall_leaf(root.path(), 7, 4).map(|f| f.function),
+            Some("syscall 999".to_string())
+        );
+        assert_eq!(syscall_leaf(root.path(), 7, 0), None);
+    }
+
+    /// This test's own sleeping thread, read through the real `/proc`.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn a_sleeping_thread_is_read_in_its_sleep() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = std::thread::spawn(move || {
+            tx.send(nix_gettid()).expect("send");
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        });
+        let tid = rx.recv().expect("tid");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let leaf = syscall_leaf(Path::new("/proc"), std::process::id(), tid);
+        t.join().expect("join");
+        match leaf {
+            Some(f) => assert!(
+                ["clock_nanosleep", "nanosleep"].contains(&f.function.as_str()),
+                "{f:?}"
+            ),
+            None => println!("skipped: /proc/self/task/TID/syscall not readable here"),
+        }
+    }
+
+    /// The calling thread's id, from `/proc/thread-self` (no libc call needed).
+    fn nix_gettid() -> u32 {
+        std::fs::read_link("/proc/thread-self")
+            .ok()
+            .and_then(|p| p.file_name()?.to_str()?.parse().ok())
+            .unwrap_or(0)
     }
 
     #[test]

@@ -44,12 +44,14 @@ mod index;
 mod manifest;
 mod newer;
 pub mod parquet;
+mod plausible;
 mod reader;
 mod tables;
 mod writer;
 
 pub use error::{Result, TraceError};
 pub use frame::{Column, ColumnType, Field, Frame, Values};
+pub use plausible::{Implausible, OUTSIDE_MARGIN_NS, RecordingSpan, Screen};
 pub use reader::{DeviceSummary, Table, Trace, TraceSummary, in_guarded_decode};
 pub use tables::{
     ColumnError, ColumnSpec, SAMPLE_COLUMNS, SampleColumns, TableRow, col, columns, frame_of,

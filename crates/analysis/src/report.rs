@@ -668,17 +668,11 @@ fn fold_kernels<'a>(
     Ok((kernel_fold, coverage))
 }
 
-/// The reader's warnings, the manifest's absurd values, and samples left out for lying far
-/// outside the recording.
-fn report_warnings(trace: &Trace, manifest: Vec<String>, outside: u64) -> Vec<String> {
+/// The reader's warnings (rows that cannot be true among them, counted as they were read) and
+/// the manifest's absurd values.
+fn report_warnings(trace: &Trace, manifest: Vec<String>) -> Vec<String> {
     let mut warnings = trace.warnings();
     warnings.extend(manifest);
-    if outside > 0 {
-        warnings.push(format!(
-            "{outside} sample(s) lie more than a minute outside the recording (manifest.json's \
-             created_unix_ns to end_unix_ns): left out of the analysis"
-        ));
-    }
     warnings
 }
 
@@ -756,7 +750,7 @@ pub(crate) fn build_report_checked(
     let api = trace.api_calls()?;
     let host_side = host_side(trace, &phases, &cells, &api, &chosen)?;
     drop(chosen);
-    let (fragments, outside) = match &activity {
+    let fragments = match &activity {
         Some(activity) => {
             let spec = samples::ScanSpec {
                 phases: &phases,
@@ -765,13 +759,12 @@ pub(crate) fn build_report_checked(
                 min_gap_ns,
                 hole_ns,
                 samples_per_window: opts.window_samples,
-                span: checked.span,
             };
             samples::scan_samples_into(trace, &spec, each_window, &mut |(d, s), agg| {
                 cells.add_samples(d, s as usize, agg);
             })?
         }
-        None => (Vec::new(), 0),
+        None => Vec::new(),
     };
     let nvml_span = add_nvml(trace, &phases, &mut cells)?;
     let drops = trace.drops()?;
@@ -806,7 +799,7 @@ pub(crate) fn build_report_checked(
 
     let drop_reports = drop_summary(&drops);
     // The capture table only adds to the report: one that cannot be read is a warning.
-    let mut warnings = report_warnings(trace, checked.warnings, outside);
+    let mut warnings = report_warnings(trace, checked.warnings);
     let (capture, graphs) = capture_tables(trace, &mut warnings);
     let notes = ctx.notes(
         &phases,

@@ -11,7 +11,7 @@
 
 use crate::frame::{Column, ColumnType, Field, Frame, Values};
 use parquet::basic::{
-    Compression, ConvertedType, Encoding, LogicalType, Repetition, Type as Physical, ZstdLevel,
+    ConvertedType, Encoding, LogicalType, Repetition, Type as Physical, ZstdLevel,
 };
 use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
 use parquet::data_type::{ByteArray, ByteArrayType, DataType, DoubleType, FloatType};
@@ -23,6 +23,7 @@ use parquet::schema::types::{ColumnDescriptor, ColumnPath, Type};
 use std::io::Write;
 use std::sync::Arc;
 
+pub use parquet::basic::Compression;
 pub use parquet::errors::ParquetError;
 
 type PResult<T> = Result<T, ParquetError>;
@@ -52,12 +53,10 @@ fn parquet_type(field: &Field) -> PResult<Type> {
         .build()
 }
 
-fn properties(schema: &[Field]) -> PResult<WriterProperties> {
-    // zstd level 1: on delta-packed timestamps and Float32 counter values it compresses within a
-    // few percent of the default level 3 at a higher write rate (measured with `trace_bench`).
+fn properties(schema: &[Field], compression: Compression) -> PResult<WriterProperties> {
     let mut props = WriterProperties::builder()
         .set_writer_version(WriterVersion::PARQUET_2_0)
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1)?))
+        .set_compression(compression)
         .set_statistics_enabled(parquet::file::properties::EnabledStatistics::Chunk)
         .set_created_by(format!("cufall {}", env!("CARGO_PKG_VERSION")));
     for f in schema {
@@ -87,6 +86,14 @@ pub struct ParquetWriter<W: Write + Send> {
 
 impl<W: Write + Send> ParquetWriter<W> {
     pub fn new(out: W, schema: &[Field]) -> PResult<Self> {
+        // zstd level 1: on delta-packed timestamps and Float32 counter values it compresses
+        // within a few percent of the default level 3 at a higher write rate (`trace_bench`).
+        Self::with_compression(out, schema, Compression::ZSTD(ZstdLevel::try_new(1)?))
+    }
+
+    /// A writer of another codec than cufall's own, as other tools write Parquet (a trace
+    /// rewritten by pyarrow is snappy-compressed): for tests of the reader.
+    pub fn with_compression(out: W, schema: &[Field], compression: Compression) -> PResult<Self> {
         let fields = schema
             .iter()
             .map(|f| parquet_type(f).map(Arc::new))
@@ -94,7 +101,11 @@ impl<W: Write + Send> ParquetWriter<W> {
         let root = Type::group_type_builder("schema")
             .with_fields(fields)
             .build()?;
-        let inner = SerializedFileWriter::new(out, Arc::new(root), Arc::new(properties(schema)?))?;
+        let inner = SerializedFileWriter::new(
+            out,
+            Arc::new(root),
+            Arc::new(properties(schema, compression)?),
+        )?;
         Ok(ParquetWriter {
             inner,
             schema: schema.to_vec(),

@@ -355,8 +355,8 @@ fn gap_mark(g: &cufall_analysis::report::GapRow) -> GapMark {
 }
 
 /// Applies what `report` takes from the manifest to the view: an absurd sampling interval or
-/// heatmap full scale is replaced by what the samples show, samples outside the recording's
-/// time are left out, and each is a warning ([`cufall_analysis::manifest`]).
+/// heatmap full scale is replaced by what the samples show, and each is a warning
+/// ([`cufall_analysis::manifest`]). Samples that cannot be true the reader left out.
 fn sanitise(trace: &Trace, rec: &mut Recording) -> Result<()> {
     let checked = cufall_analysis::manifest::check(trace)?;
     rec.info.interval_ns = checked.interval_ns;
@@ -364,19 +364,6 @@ fn sanitise(trace: &Trace, rec: &mut Recording) -> Result<()> {
         h.full_scale = cufall_analysis::manifest::usable_full_scale(h.full_scale);
     }
     rec.warnings.extend(checked.warnings);
-    let count = |rec: &Recording| rec.batches.iter().map(|b| b.len()).sum::<usize>();
-    let before = count(rec);
-    let (lo, hi) = checked.span;
-    if (lo, hi) != (i64::MIN, i64::MAX) {
-        rec.keep_between(lo, hi);
-    }
-    let outside = before - count(rec);
-    if outside > 0 {
-        rec.warnings.push(format!(
-            "{outside} sample(s) lie more than a minute outside the recording (manifest.json's \
-             created_unix_ns to end_unix_ns): left out of the view"
-        ));
-    }
     Ok(())
 }
 

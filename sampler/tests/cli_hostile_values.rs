@@ -7,9 +7,9 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use assert_cmd::Command;
-use cufall_testkit::examples::{copy_example, splice_rows};
+use cufall_testkit::examples::{copy_example, rewrite_text, splice_rows};
 use cufall_trace::Trace;
-use cufall_trace::model::{DeviceId, KernelRecord, StackFrame};
+use cufall_trace::model::{DeviceId, KernelRecord};
 use std::ffi::OsStr;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -291,7 +291,7 @@ fn every_command_bounded(trace: &Path, out: &Path) -> u64 {
     for args in &runs {
         let args: Vec<&OsStr> = args.iter().map(|a| a.as_os_str()).collect();
         let mib = run_bounded(&args);
-        eprintln!("{:?}: peak {mib} MiB", args[0]);
+        eprintln!("{:?}: peak {mib} MiB", &args[..args.len().min(4)]);
         peak = peak.max(mib);
     }
     let perfetto = fs::metadata(out.join("out-perfetto")).map_or(0, |m| m.len());
@@ -302,29 +302,13 @@ fn every_command_bounded(trace: &Path, out: &Path) -> u64 {
     peak
 }
 
-/// A name of 1 MiB (ESC and `é`s), shared by the rows of a segment through its dictionary.
-fn megabyte_name() -> String {
-    format!("\u{1b}{}", "é".repeat(1 << 19))
-}
+/// What stands for the long name in rows written through the writer.
+const PLACEHOLDER: &str = "@long@";
 
-/// Rows made by `row` (the `i`th of `n`), the first `long` of them (those with the long name)
-/// written 25 to a segment through `append`, the others in one: each segment holds the long
-/// name once, and the test never holds more than 25 copies of it.
-fn write_chunked<R>(
-    trace: &Path,
-    (long, n): (usize, usize),
-    row: impl Fn(usize) -> R,
-    append: impl Fn(&mut cufall_trace::TraceWriter, &[R]),
-) {
-    splice_rows(trace, true, |w| {
-        for first in (0..long).step_by(25) {
-            let rows: Vec<R> = (first..long.min(first + 25)).map(&row).collect();
-            append(w, &rows);
-            w.flush().unwrap();
-        }
-        let rest: Vec<R> = (long..n).map(&row).collect();
-        append(w, &rest);
-    });
+/// A name of about 1 MB (ESC and `é`s): under the writer's dictionary page limit (1 MiB), so
+/// that every row of a segment shares one copy, as in a file pyarrow writes.
+fn megabyte_name() -> Vec<u8> {
+    format!("\u{1b}{}", "é".repeat(499_999)).into_bytes()
 }
 
 #[test]
@@ -332,42 +316,44 @@ fn kernels_sharing_a_megabyte_name_stay_under_a_gibibyte_in_every_command() {
     let tmp = tempfile::tempdir().unwrap();
     let trace = copy_example(tmp.path(), PHASES);
     let kernels = Trace::open(&trace).unwrap().kernels().unwrap();
-    let name = megabyte_name();
-    let row = |i: usize| KernelRecord {
-        name: name.clone(),
-        ..kernels[i % kernels.len()].clone()
-    };
-    write_chunked(&trace, (2_000, 2_000), row, |w, rows| {
-        w.append_kernels(rows).unwrap()
-    });
+    let rows: Vec<KernelRecord> = (0..2_000)
+        .map(|i| KernelRecord {
+            name: PLACEHOLDER.into(),
+            ..kernels[i % kernels.len()].clone()
+        })
+        .collect();
+    splice_rows(&trace, true, |w| w.append_kernels(&rows).unwrap());
+    rewrite_text(&trace, "kernels", PLACEHOLDER, megabyte_name());
+    let seg = fs::read_dir(trace.join("kernels")).unwrap().next().unwrap();
+    let bytes = seg.unwrap().metadata().unwrap().len();
+    assert!(
+        bytes < 1 << 20,
+        "one segment of {bytes} bytes, the name in it once"
+    );
     let peak = every_command_bounded(&trace, tmp.path());
-    eprintln!("2,000 kernels sharing a 1 MiB name: peak {peak} MiB");
+    eprintln!("2,000 kernels sharing a 1 MB name in one segment: peak {peak} MiB");
     // --json has the name cut, and says so.
     let (json, _) = run(&["report".as_ref(), trace.as_os_str(), "--json".as_ref()]);
-    assert!(json.contains("bytes, cut on reading]"), "the cut is marked");
+    assert!(
+        json.contains("…[999999 bytes, cut on reading]"),
+        "the cut is marked"
+    );
 }
 
 #[test]
 fn stack_frames_sharing_a_megabyte_name_stay_under_a_gibibyte_in_every_command() {
     let tmp = tempfile::tempdir().unwrap();
     let trace = copy_example(tmp.path(), HOST);
-    let frames = Trace::open(&trace).unwrap().stacks().unwrap();
-    let name = megabyte_name();
-    // The frames of the first 2,000 stacks' rows (the recording has some 50,000).
-    let long = 2_000.min(frames.len());
-    let row = |i: usize| StackFrame {
-        function: if i < long {
-            name.clone()
-        } else {
-            frames[i].function.clone()
-        },
-        ..frames[i].clone()
-    };
-    write_chunked(&trace, (long, frames.len()), row, |w, rows| {
-        w.append_stacks(rows).unwrap()
-    });
+    let mut frames = Trace::open(&trace).unwrap().stacks().unwrap();
+    // The first 2,000 frames of the recording's some 50,000, in one segment.
+    for f in frames.iter_mut().take(2_000) {
+        f.function = PLACEHOLDER.into();
+        f.file = PLACEHOLDER.into();
+    }
+    splice_rows(&trace, true, |w| w.append_stacks(&frames).unwrap());
+    rewrite_text(&trace, "stacks", PLACEHOLDER, megabyte_name());
     let peak = every_command_bounded(&trace, tmp.path());
-    eprintln!("2,000 stack frames sharing a 1 MiB name: peak {peak} MiB");
+    eprintln!("2,000 stack frames sharing a 1 MB name: peak {peak} MiB");
 }
 
 #[test]
@@ -384,4 +370,41 @@ fn an_index_of_a_quarter_gigabyte_of_blank_lines_reads_in_little_memory() {
         started.elapsed().as_secs_f64()
     );
     assert!(peak < 200, "{peak} MiB");
+}
+
+#[test]
+fn an_unknown_kind_in_the_host_tables_is_refused_by_every_command_alike() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = copy_example(tmp.path(), HOST);
+    rewrite_text(&trace, "host_samples", "released", b"maybe".to_vec());
+    let t = trace.as_os_str();
+    let out_dir = tmp.path().join("csv");
+    let runs: [Vec<&OsStr>; 5] = [
+        vec!["report".as_ref(), t],
+        vec!["view".as_ref(), "--print".as_ref(), t],
+        vec!["replay".as_ref(), "--print".as_ref(), t],
+        vec![
+            "export".as_ref(),
+            t,
+            "--format".as_ref(),
+            "csv".as_ref(),
+            "-o".as_ref(),
+            out_dir.as_os_str(),
+        ],
+        vec!["diff".as_ref(), t, t],
+    ];
+    for args in &runs {
+        let out = cufall()
+            .args(args)
+            .timeout(Duration::from_secs(120))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} accepted it");
+        assert!(
+            err.contains("holds `maybe`") || err.contains("`maybe`"),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("host_samples"), "{args:?}: {err}");
+    }
 }

@@ -164,3 +164,41 @@ pub fn splice_rows(trace: &Path, replace: bool, add: impl FnOnce(&mut cufall_tra
     std::fs::write(trace.join("index.jsonl"), index).unwrap();
     std::fs::remove_dir_all(scratch).unwrap();
 }
+
+/// Every segment of the table `table` (its folder name) of the trace copy at `trace` encoded
+/// again with each text value `placeholder` written as `long` instead, one buffer that every row
+/// shares through the segment's dictionary (its index line given the new size and checksum): a
+/// small file whose rows name a long string thousands of times, written without holding a copy
+/// per row; or a kind column's value the writer's types cannot hold (`gil` = `maybe`).
+///
+/// # Panics
+/// On any error: this is for tests.
+#[allow(clippy::unwrap_used)]
+pub fn rewrite_text(trace: &Path, table: &str, placeholder: &str, long: Vec<u8>) {
+    use cufall_trace::parquet::{ByteArray, ParquetWriter, read_frame};
+    let shared = ByteArray::from(long);
+    let index = std::fs::read_to_string(trace.join("index.jsonl")).unwrap();
+    let mut out = String::new();
+    for line in index.lines() {
+        let mut e: serde_json::Value = serde_json::from_str(line).unwrap();
+        if e["table"] == table {
+            let path = trace.join(e["file"].as_str().unwrap());
+            let frame = read_frame(std::fs::read(&path).unwrap().into(), None).unwrap();
+            let mut w = ParquetWriter::new(Vec::new(), &frame.schema()).unwrap();
+            w.write_with(&frame, &|s| {
+                if s == placeholder {
+                    shared.clone()
+                } else {
+                    ByteArray::from(s)
+                }
+            })
+            .unwrap();
+            let bytes = w.finish().unwrap();
+            e["bytes"] = bytes.len().into();
+            e["crc32"] = crc32fast::hash(&bytes).into();
+            std::fs::write(&path, bytes).unwrap();
+        }
+        out.push_str(&format!("{e}\n"));
+    }
+    std::fs::write(trace.join("index.jsonl"), out).unwrap();
+}

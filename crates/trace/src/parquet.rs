@@ -14,7 +14,7 @@ use parquet::basic::{
     ConvertedType, Encoding, LogicalType, Repetition, Type as Physical, ZstdLevel,
 };
 use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
-use parquet::data_type::{ByteArray, ByteArrayType, DataType, DoubleType, FloatType};
+use parquet::data_type::{ByteArrayType, DataType, DoubleType, FloatType};
 use parquet::data_type::{Int32Type, Int64Type};
 use parquet::file::properties::{WriterProperties, WriterVersion};
 use parquet::file::reader::{FileReader, SerializedFileReader};
@@ -24,6 +24,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 pub use parquet::basic::Compression;
+pub use parquet::data_type::ByteArray;
 pub use parquet::errors::ParquetError;
 
 type PResult<T> = Result<T, ParquetError>;
@@ -119,9 +120,10 @@ impl<W: Write + Send> ParquetWriter<W> {
         self.write_with(frame, &|s| ByteArray::from(s))
     }
 
-    /// [`ParquetWriter::write`] with text turned into bytes by `text` (tests write bytes that are
-    /// not UTF-8 with it, as another program could).
-    fn write_with(&mut self, frame: &Frame, text: &dyn Fn(&str) -> ByteArray) -> PResult<()> {
+    /// [`ParquetWriter::write`] with text turned into bytes by `text`: tests write what another
+    /// program could with it (bytes that are not UTF-8, one long name that every row shares
+    /// through the dictionary, a clone of one [`ByteArray`] sharing its buffer).
+    pub fn write_with(&mut self, frame: &Frame, text: &dyn Fn(&str) -> ByteArray) -> PResult<()> {
         if frame.height() == 0 {
             return Ok(());
         }

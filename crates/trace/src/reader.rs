@@ -1111,6 +1111,26 @@ impl Trace {
         Ok(())
     }
 
+    /// Reads every row of `table` as [`Trace::api_calls`], [`Trace::stacks`] and the others do,
+    /// keeping none: a command that does not show a table (`view`, `replay`) refuses what one
+    /// that reads it (`report`) refuses, a value no kind has (`gil = maybe`) among it. One
+    /// segment in memory at a time.
+    pub fn check_rows(&self, table: Table) -> Result<()> {
+        match table {
+            Table::Samples => {
+                self.samples_between(i64::MIN, i64::MAX, &[], |_| Ok::<(), TraceError>(()))
+            }
+            Table::Drops => self.by_segment(table, tables::rows::<DropRecord>, drop),
+            Table::Nvml => self.by_segment(table, tables::rows::<NvmlRow>, drop),
+            Table::Nvtx => self.by_segment(table, tables::rows::<NvtxRange>, drop),
+            Table::Kernels => self.by_segment(table, tables::rows::<KernelRecord>, drop),
+            Table::Api => self.by_segment(table, tables::rows::<ApiCall>, drop),
+            Table::Capture => self.by_segment(table, tables::rows::<CaptureEvent>, drop),
+            Table::Stacks => self.by_segment(table, tables::rows::<StackFrame>, drop),
+            Table::HostSamples => self.by_segment(table, tables::rows::<HostSample>, drop),
+        }
+    }
+
     /// CUDA API calls (`--capture api`); empty for traces without them.
     pub fn api_calls(&self) -> Result<Vec<ApiCall>> {
         self.rows(Table::Api, tables::rows::<ApiCall>)

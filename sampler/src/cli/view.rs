@@ -7,9 +7,9 @@ use anyhow::{Context, Result, bail};
 use cufall_analysis::AnalysisError;
 use cufall_analysis::select::{PhaseSelect, domain_counts};
 use cufall_live::feed;
-use cufall_trace::Trace;
 use cufall_trace::model::Nanos;
 use cufall_trace::model::NvtxRange;
+use cufall_trace::{Table, Trace};
 use cufall_viewer::app::{self, ViewSetup};
 use cufall_viewer::bucket::Agg;
 use cufall_viewer::color::Palette;
@@ -256,8 +256,12 @@ pub struct ReplayArgs {
 fn open(path: &PathBuf, display: &DisplayArgs) -> Result<Recording> {
     let trace = Trace::open(path)?;
     // The view reads neither API calls nor capture rows, but a damaged segment of any table is
-    // refused as `info` and `report` refuse it.
+    // refused as `info` and `report` refuse it; so are rows of the tables `report` reads and the
+    // view does not (a host sample's `gil` of no known kind).
     trace.check()?;
+    for table in [Table::Api, Table::Stacks, Table::HostSamples] {
+        trace.check_rows(table)?;
+    }
     let mut names: Vec<&str> = display
         .heatmaps
         .metrics

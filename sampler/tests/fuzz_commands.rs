@@ -2,17 +2,18 @@
 //! through the trace's own writer (so they pass every checksum and decode as Parquet) with
 //! times that cannot be true (`i64::MIN`, `i64::MAX`, ends before starts, decades away), rows
 //! written twice, names that break parsers or terminals (non-ASCII inside brackets, control and
-//! bidirectional characters, 100 KB, a 1 MB name shared by every row of a segment), absurd
-//! counts and manifest values; on a 1.1 recording with kernels and API calls, and a 1.2 one with
-//! host tables. Each case runs, in this process, what `report` (text and `--json`), `diff`,
-//! `export` (Perfetto, CSV, Parquet), `info`, `view --print` and `replay --print` do: each must
-//! give its output or an error with a message (never a panic), text output must hold no raw
-//! control or bidirectional character, and the case must stay under [`CASE_MEMORY`] of heap
-//! (counted by this test's allocator) and [`CASE_LIMIT`] of time.
+//! bidirectional characters, 100 KB, a 1 MB name shared by 2,000 rows of a segment), absurd
+//! counts and manifest values; on a 1.1 recording with kernels, and a 1.2 one with host tables.
+//! Each case runs, in this process, what `report` (text and `--json`), `diff`, `export`
+//! (Perfetto, CSV, Parquet), `info`, `view --print` and `replay --print` do (the views render
+//! into ratatui's buffer as `--print` does): each must give its output or an error with a
+//! message (never a panic), text output must hold no raw control or bidirectional character,
+//! and the case must stay under [`CASE_MEMORY`] of heap (counted by this test's allocator) and
+//! [`CASE_LIMIT`] of time.
 //!
 //! `crates/trace/tests/fuzz.rs` fuzzes the reader with damaged bytes; this fuzzes what is built
-//! on it with values. CI runs [`DEFAULT_CASES`] cases from a fixed seed (well under a minute on
-//! 2 cores in a debug build); `CUFALL_FUZZ_SEED=random CUFALL_FUZZ_CASES=500 cargo test -p cufall
+//! on it with values. CI runs [`DEFAULT_CASES`] cases from a fixed seed (about 20 s on 2 cores
+//! in a debug build); `CUFALL_FUZZ_SEED=random CUFALL_FUZZ_CASES=500 cargo test -p cufall
 //! --release --test fuzz_commands` runs a long one from a new seed (printed;
 //! `CUFALL_FUZZ_SEED=<n>` repeats it).
 
@@ -79,8 +80,9 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
-/// A 1.1 recording with NVTX phases, kernels, API calls, drops and NVML.
-const PHASES: &str = "h200-torch-phases-api.cufall";
+/// A 1.1 recording with NVTX phases, kernels, drops and NVML (a short one: every command runs
+/// on it in each case).
+const PHASES: &str = "h200-specdec-ctx256-graphs-on.cufall";
 /// A 1.2 recording with host tables (stacks, host samples).
 const HOST: &str = "host-stacks/cpu-host-phases.cufall";
 

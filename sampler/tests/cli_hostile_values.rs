@@ -408,3 +408,36 @@ fn an_unknown_kind_in_the_host_tables_is_refused_by_every_command_alike() {
         assert!(err.contains("host_samples"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn exports_name_the_files_they_wrote_escaped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = copy_example(tmp.path(), SHORT);
+    let hostile = tmp.path().join("run\u{1b}[2J\u{202e}.cufall");
+    fs::rename(&plain, &hostile).unwrap();
+    for format in ["perfetto", "csv", "parquet"] {
+        let out = cufall()
+            .current_dir(tmp.path())
+            .args([
+                "export".as_ref(),
+                hostile.as_os_str(),
+                "--format".as_ref(),
+                format.as_ref(),
+            ])
+            .timeout(Duration::from_secs(120))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("wrote "), "{text}");
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{202e}'),
+            "{format}: {text:?}"
+        );
+        assert!(text.contains("run\\e[2J\\u{202e}"), "{format}: {text}");
+    }
+}

@@ -33,52 +33,18 @@ use cufall_trace::model::{
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// The heap a case may reach above what was in use when it began.
 const CASE_MEMORY: usize = 1 << 30;
-/// Past this much heap in use an allocation fails (the process aborts, failing the test) rather
-/// than the machine running out of memory.
-const HARD_CEILING: usize = 3 << 30;
 const CASE_LIMIT: Duration = Duration::from_secs(60);
 const DEFAULT_CASES: u32 = 8;
 const DEFAULT_SEED: u64 = 0x00c0_ffa1_1f0a_2040;
 
-/// The system allocator, counting the bytes in use and their peak.
-struct Counting;
-
-static IN_USE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-#[allow(
-    unsafe_code,
-    reason = "a global allocator is an unsafe trait; it only counts"
-)]
-// SAFETY: every call is passed to `System` unchanged; the counters do not touch the memory.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let now = IN_USE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-        if now > HARD_CEILING {
-            IN_USE.fetch_sub(layout.size(), Ordering::Relaxed);
-            return std::ptr::null_mut();
-        }
-        PEAK.fetch_max(now, Ordering::Relaxed);
-        // SAFETY: the caller's layout, as `GlobalAlloc::alloc` requires.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        IN_USE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: `ptr` came from `System` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static HEAP: cufall_testkit::heap::Counting = cufall_testkit::heap::Counting;
 
 /// A 1.1 recording with NVTX phases, kernels, drops and NVML (a short one: every command runs
 /// on it in each case).
@@ -532,12 +498,11 @@ fn hostile_values_give_output_or_an_error_in_every_command_within_memory_and_tim
         let name = if host { HOST } else { PHASES };
         let trace = copy_example(&dir, name);
         apply(&trace, &changes);
-        let base = IN_USE.load(Ordering::Relaxed);
-        PEAK.store(base, Ordering::Relaxed);
+        let base = cufall_testkit::heap::reset_peak();
         let t0 = Instant::now();
         let outcome = every_command(&trace, &examples_dir().join(name), &dir);
         let took = t0.elapsed();
-        let used = PEAK.load(Ordering::Relaxed).saturating_sub(base);
+        let used = cufall_testkit::heap::peak().saturating_sub(base);
         most.fetch_max(used, Ordering::Relaxed);
         std::fs::remove_dir_all(&dir).unwrap();
         prop_assert!(

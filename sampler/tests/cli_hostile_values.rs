@@ -273,7 +273,7 @@ fn every_command_bounded(trace: &Path, out: &Path) -> u64 {
             "--format".into(),
             format.into(),
             "-o".into(),
-            o.into(),
+            o,
         ]
     };
     let runs: Vec<Vec<PathBuf>> = vec![

@@ -176,126 +176,140 @@ fn hostile() -> impl Strategy<Value = Hostile> {
 /// What stands for the shared megabyte-long name in rows written through the writer.
 const PLACEHOLDER: &str = "@shared@";
 
-/// Makes the copy at `trace` hostile.
-fn apply(trace: &Path, changes: &[Hostile]) {
-    let t = Trace::open(trace).unwrap();
-    let m = t.manifest().clone();
-    let start = m.created_unix_ns;
-    let metrics = m.metric_names().len();
-    let kernel = t
-        .kernels()
-        .unwrap()
-        .first()
-        .cloned()
-        .unwrap_or(KernelRecord {
-            device: DeviceId(0),
-            ..Default::default()
-        });
-    let range = t.nvtx().unwrap().first().cloned().unwrap_or_default();
-    let frame = t.stacks().unwrap().first().cloned().unwrap_or_default();
-    let host = t
-        .host_samples()
-        .unwrap()
-        .first()
-        .cloned()
-        .unwrap_or_default();
-    let shared = changes
-        .iter()
-        .any(|c| matches!(c, Hostile::SharedMegabyteName));
-    splice_rows(trace, false, |w| {
-        for c in changes {
-            match c {
-                Hostile::Sample {
-                    start: s,
-                    end: e,
-                    copies,
-                } => {
-                    let mut b = SampleBatch::new(DeviceId(0), metrics);
-                    for _ in 0..*copies {
-                        b.push(at(*s, start), at(*e, start), &vec![1.0; metrics]);
-                    }
-                    w.append_samples(&b).unwrap();
-                }
-                Hostile::Kernel {
-                    name,
-                    start: s,
-                    end: e,
-                } => {
-                    let k = KernelRecord {
-                        name: name.clone(),
-                        start_ns: at(*s, start),
-                        end_ns: at(*e, start),
-                        ..kernel.clone()
-                    };
-                    w.append_kernels(&[k]).unwrap();
-                }
-                Hostile::Nvtx {
-                    name,
-                    start: s,
-                    end: e,
-                    depth,
-                } => {
-                    let r = NvtxRange {
-                        name: name.clone(),
-                        start_ns: at(*s, start),
-                        end_ns: at(*e, start),
-                        depth: *depth,
-                        ..range.clone()
-                    };
-                    w.append_nvtx(&[r]).unwrap();
-                }
-                Hostile::Drop {
-                    start: s,
-                    end: e,
-                    lost,
-                } => {
-                    let d = DropRecord {
-                        device: DeviceId(0),
-                        start_ns: at(*s, start),
-                        end_ns: at(*e, start),
-                        reason: DropReason::Gap,
-                        lost_samples: *lost,
-                    };
-                    w.append_drops(&[d]).unwrap();
-                }
-                Hostile::Nvml { t, power_w } => {
-                    let r = NvmlRow {
-                        t_ns: at(*t, start),
-                        power_w: Some(*power_w),
-                        ..NvmlRow::default()
-                    };
-                    w.append_nvml(&[r]).unwrap();
-                }
-                Hostile::HostSample { t, thread, copies } => {
-                    let h = HostSample {
-                        t_ns: at(*t, start),
-                        thread_name: thread.clone(),
-                        ..host.clone()
-                    };
-                    w.append_host_samples(&vec![h; *copies]).unwrap();
-                }
-                Hostile::Frame { function, depth } => {
-                    let f = StackFrame {
-                        function: function.clone(),
-                        depth: *depth,
-                        ..frame.clone()
-                    };
-                    w.append_stacks(&[f]).unwrap();
-                }
-                Hostile::Manifest { .. } | Hostile::SharedMegabyteName => {}
+/// The recording's first rows, which hostile rows are made from, and its facts.
+struct Templates {
+    start: i64,
+    metrics: usize,
+    kernel: KernelRecord,
+    range: NvtxRange,
+    frame: StackFrame,
+    host: HostSample,
+}
+
+/// Writes the rows of one hostile change.
+fn write_rows(w: &mut cufall_trace::TraceWriter, c: &Hostile, t: &Templates) {
+    let start = t.start;
+    match c {
+        Hostile::Sample {
+            start: s,
+            end: e,
+            copies,
+        } => {
+            let mut b = SampleBatch::new(DeviceId(0), t.metrics);
+            for _ in 0..*copies {
+                b.push(at(*s, start), at(*e, start), &vec![1.0; t.metrics]);
             }
+            w.append_samples(&b).unwrap();
         }
-        if shared {
+        Hostile::Kernel {
+            name,
+            start: s,
+            end: e,
+        } => {
+            let k = KernelRecord {
+                name: name.clone(),
+                start_ns: at(*s, start),
+                end_ns: at(*e, start),
+                ..t.kernel.clone()
+            };
+            w.append_kernels(&[k]).unwrap();
+        }
+        Hostile::Nvtx {
+            name,
+            start: s,
+            end: e,
+            depth,
+        } => {
+            let r = NvtxRange {
+                name: name.clone(),
+                start_ns: at(*s, start),
+                end_ns: at(*e, start),
+                depth: *depth,
+                ..t.range.clone()
+            };
+            w.append_nvtx(&[r]).unwrap();
+        }
+        Hostile::Drop {
+            start: s,
+            end: e,
+            lost,
+        } => {
+            let d = DropRecord {
+                device: DeviceId(0),
+                start_ns: at(*s, start),
+                end_ns: at(*e, start),
+                reason: DropReason::Gap,
+                lost_samples: *lost,
+            };
+            w.append_drops(&[d]).unwrap();
+        }
+        Hostile::Nvml { t: when, power_w } => {
+            let r = NvmlRow {
+                t_ns: at(*when, start),
+                power_w: Some(*power_w),
+                ..NvmlRow::default()
+            };
+            w.append_nvml(&[r]).unwrap();
+        }
+        Hostile::HostSample {
+            t: when,
+            thread,
+            copies,
+        } => {
+            let h = HostSample {
+                t_ns: at(*when, start),
+                thread_name: thread.clone(),
+                ..t.host.clone()
+            };
+            w.append_host_samples(&vec![h; *copies]).unwrap();
+        }
+        Hostile::Frame { function, depth } => {
+            let f = StackFrame {
+                function: function.clone(),
+                depth: *depth,
+                ..t.frame.clone()
+            };
+            w.append_stacks(&[f]).unwrap();
+        }
+        Hostile::SharedMegabyteName => {
             let rows: Vec<KernelRecord> = (0..2_000)
                 .map(|_| KernelRecord {
                     name: PLACEHOLDER.into(),
-                    ..kernel.clone()
+                    ..t.kernel.clone()
                 })
                 .collect();
             w.append_kernels(&rows).unwrap();
         }
+        Hostile::Manifest { .. } => {}
+    }
+}
+
+/// Makes the copy at `trace` hostile.
+fn apply(trace: &Path, changes: &[Hostile]) {
+    let tr = Trace::open(trace).unwrap();
+    let m = tr.manifest();
+    let t = Templates {
+        start: m.created_unix_ns,
+        metrics: m.metric_names().len(),
+        kernel: tr.kernels().unwrap().first().cloned().unwrap_or_default(),
+        range: tr.nvtx().unwrap().first().cloned().unwrap_or_default(),
+        frame: tr.stacks().unwrap().first().cloned().unwrap_or_default(),
+        host: tr
+            .host_samples()
+            .unwrap()
+            .first()
+            .cloned()
+            .unwrap_or_default(),
+    };
+    splice_rows(trace, false, |w| {
+        for c in changes {
+            write_rows(w, c, &t);
+        }
     });
-    if shared {
+    if changes
+        .iter()
+        .any(|c| matches!(c, Hostile::SharedMegabyteName))
+    {
         let long = format!("\u{1b}{}", "é".repeat(499_999)).into_bytes();
         rewrite_text(trace, "kernels", PLACEHOLDER, long);
     }

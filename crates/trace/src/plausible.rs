@@ -202,7 +202,9 @@ screen_nothing!(CaptureEvent, StackFrame);
 /// Leaves out of one segment's samples those that cannot be true (see the module's table).
 pub(crate) fn screen_samples(rows: &mut SampleColumns, span: &RecordingSpan) -> Found {
     let mut found = Found::new();
-    let mut last: BTreeMap<u16, i64> = BTreeMap::new();
+    // Each GPU's last start, searched linearly: a segment holds a few GPUs, and this runs on
+    // every row the reader hands out.
+    let mut last: Vec<(u16, i64)> = Vec::new();
     // Duplicates found cheaply while each GPU's starts rise, as the writer writes them; a
     // segment whose starts do not rise is checked against every row.
     let mut seen: Option<HashSet<(u16, i64)>> = None;
@@ -212,7 +214,13 @@ pub(crate) fn screen_samples(rows: &mut SampleColumns, span: &RecordingSpan) -> 
             if let Some(why) = span.interval(s, e) {
                 return Some(why);
             }
-            let prev = last.insert(d, s);
+            let prev = match last.iter_mut().find(|(dev, _)| *dev == d) {
+                Some((_, t)) => Some(std::mem::replace(t, s)),
+                None => {
+                    last.push((d, s));
+                    None
+                }
+            };
             if seen.is_none() && prev.is_some_and(|p| s < p) {
                 let mut all = HashSet::with_capacity(rows.len());
                 for j in 0..i {

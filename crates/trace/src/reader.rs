@@ -515,7 +515,7 @@ impl Trace {
     }
 
     /// The recording's time as the rule on values that cannot be true takes it
-    /// ([`crate::plausible`]): rows outside it are left out of what the reader hands out.
+    /// ([`Screen`]): rows outside it are left out of what the reader hands out.
     pub fn recording_span(&self) -> RecordingSpan {
         self.span
     }

@@ -241,6 +241,9 @@ fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
     }
 }
 
+/// The most columns of a panic's message shown.
+const PANIC_MESSAGE_WIDTH: usize = 300;
+
 /// A panic is a bug in cufall: say so in one line, without a backtrace, and point to the report.
 /// Panics that libraries raise and catch themselves (the trace reader guards its decoder this
 /// way) are not shown.
@@ -258,11 +261,19 @@ fn install_panic_hook() {
             .unwrap_or_default();
         // Write nothing for caught panics on worker threads; the main thread reports failures.
         if std::thread::current().name() == Some("main") && !cufall_trace::in_guarded_decode() {
-            eprintln!(
-                "cufall: internal error ({msg}{at}). This is a bug in cufall; please report it with the command you ran."
-            );
+            eprintln!("{}", panic_line(&msg, &at));
         }
     }));
+}
+
+/// The line a panic prints. The message may quote text from a recording (a slice of a name):
+/// escaped and cut like any name, so that a panic cannot reach the terminal raw or print
+/// megabytes.
+fn panic_line(msg: &str, at: &str) -> String {
+    format!(
+        "cufall: internal error ({}{at}). This is a bug in cufall; please report it with the command you ran.",
+        cufall_text::fit(msg, PANIC_MESSAGE_WIDTH)
+    )
 }
 
 /// `cufall gui [TRACE [TRACE]] [--align PHASE]`.
@@ -294,4 +305,24 @@ fn run_gui(args: GuiArgs) -> anyhow::Result<ExitCode> {
         phases: args.phases.select(),
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::panic_line;
+
+    #[test]
+    fn a_panic_line_escapes_and_cuts_what_it_quotes() {
+        let name = format!("k\u{1b}[2J\u{202e}{}", "é".repeat(100_000));
+        let line = panic_line(
+            &format!("byte index 3 is not a char boundary of `{name}`"),
+            "",
+        );
+        assert!(
+            !line.contains('\u{1b}') && !line.contains('\u{202e}'),
+            "{line}"
+        );
+        assert!(line.contains("\\e[2J"), "{line}");
+        assert!(line.len() < 1_000, "{} bytes", line.len());
+    }
 }

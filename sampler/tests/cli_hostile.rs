@@ -10,7 +10,7 @@ use cufall_sampler::cli::view::{
 };
 use cufall_testkit::examples::edit_manifest;
 use cufall_trace::model::{DeviceId, DropReason, DropRecord, NvmlRow, NvtxRange, SampleBatch};
-use cufall_trace::{Trace, TraceWriter, WriterOptions};
+use cufall_trace::{Trace, TraceWriter};
 use proptest::prelude::*;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -47,29 +47,9 @@ fn with_devices(trace: &Path, n: u32) {
     });
 }
 
-/// Rows written by `add` appended to the copy `trace` as new segments (listed in its index as
-/// the writer lists them), beside its own.
+/// Rows written by `add` appended to the copy `trace` as new segments beside its own.
 fn append_rows(trace: &Path, add: impl FnOnce(&mut TraceWriter)) {
-    let manifest = Trace::open(trace).unwrap().manifest().clone();
-    let scratch = trace.with_extension("extra");
-    let mut w = TraceWriter::create(&scratch, manifest, WriterOptions::default()).unwrap();
-    add(&mut w);
-    w.finish(0).unwrap();
-    let extra = fs::read_to_string(scratch.join("index.jsonl")).unwrap();
-    let mut index = fs::read_to_string(trace.join("index.jsonl")).unwrap();
-    for (i, line) in extra.lines().enumerate() {
-        let mut e: serde_json::Value = serde_json::from_str(line).unwrap();
-        let file = e["file"].as_str().unwrap().to_string();
-        let table = file.split('/').next().unwrap();
-        let renamed = format!("{table}/9{i:05}.parquet");
-        // The writer gives every table of its format a segment; the copy may predate some.
-        fs::create_dir_all(trace.join(table)).unwrap();
-        fs::copy(scratch.join(&file), trace.join(&renamed)).unwrap();
-        e["file"] = renamed.into();
-        index.push_str(&format!("{e}\n"));
-    }
-    fs::write(trace.join("index.jsonl"), index).unwrap();
-    fs::remove_dir_all(scratch).unwrap();
+    cufall_testkit::examples::splice_rows(trace, false, add);
 }
 
 fn look(width: u16, height: Option<u16>) -> DisplayArgs {
@@ -511,7 +491,7 @@ fn control_characters_in_names_are_escaped_on_text_and_kept_in_json() {
 }
 
 #[test]
-fn long_and_wide_names_are_cut_and_aligned_on_text_and_whole_in_json() {
+fn long_and_wide_names_are_cut_and_aligned_on_text_and_whole_in_json_to_the_read_limit() {
     let tmp = tempfile::tempdir().unwrap();
     let long = "x".repeat(10_000);
     let huge = "y".repeat(1 << 20);
@@ -543,8 +523,16 @@ fn long_and_wide_names_are_cut_and_aligned_on_text_and_whole_in_json() {
     }
     let info = stdout_of(&["info".as_ref(), t]);
     assert!(info.len() < 20_000, "info of {} bytes", info.len());
+    // --json has names whole up to the length the reader keeps; past it, cut and marked.
     let json = stdout_of(&["report".as_ref(), t, "--json".as_ref()]);
-    assert!(json.contains(&long) && json.contains(&huge) && json.contains(&wide));
+    assert!(json.contains(&long) && json.contains(&wide));
+    let limit = cufall_trace::parquet::TEXT_LIMIT;
+    let cut = format!(
+        "{}{}",
+        &huge[..limit],
+        cufall_trace::parquet::cut_marker(huge.len())
+    );
+    assert!(json.contains(&cut) && !json.contains(&huge));
 }
 
 #[test]

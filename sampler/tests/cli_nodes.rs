@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use assert_cmd::Command;
-use cufall_testkit::examples::{as_node, examples_dir};
+use cufall_testkit::examples::{as_node, edit_manifest, examples_dir};
 use std::path::Path;
 
 const EXAMPLE: &str = "h200-torch-phases.cufall";
@@ -91,7 +91,7 @@ fn refused_in_one_line(dir: &Path, args: &[&str], needle: &str) {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
 
-/// One message each: the same GPU twice, recordings that share no time.
+/// One message each: the same GPU twice, the same host twice, recordings that share no time.
 #[test]
 fn recordings_that_are_not_one_run_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
@@ -108,6 +108,27 @@ fn recordings_that_are_not_one_run_are_refused() {
         "node-c",
         3_600_000_000_000,
         200,
+    );
+    // The same host with other GPUs: rows named `host:GPU n` could not be told apart.
+    as_node(&src, &tmp.path().join("a-again.cufall"), "node-a", 0, 200);
+    edit_manifest(&tmp.path().join("a-again.cufall"), |v| {
+        v["devices"][0]["uuid"] = "GPU-another".into();
+        v["devices"][0]["id"] = 1.into();
+    });
+    one_line(
+        &["report", "a.cufall", "a-again.cufall"],
+        "a.cufall and a-again.cufall were both recorded on host `node-a`: the nodes of one run are recorded on different hosts",
+    );
+    one_line(
+        &[
+            "diff",
+            "a.cufall",
+            "b.cufall",
+            "--vs",
+            "a.cufall",
+            "a-again.cufall",
+        ],
+        "side B of the diff: a.cufall and a-again.cufall were both recorded on host `node-a`",
     );
     one_line(
         &["report", "a.cufall", "later.cufall"],

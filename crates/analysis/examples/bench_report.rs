@@ -88,7 +88,6 @@ fn breakdown(path: &str, args: &[String]) -> Result<(), Box<dyn std::error::Erro
         min_gap_ns: 50_000,
         hole_ns: 5_000,
         samples_per_window: arg(args, "--window", samples::SAMPLES_PER_WINDOW as i64) as u64,
-        span: (i64::MIN, i64::MAX),
     };
     let (totals, frags) = samples::scan_samples(&trace, &spec)?;
     println!(

@@ -54,6 +54,23 @@ pub enum AnalysisError {
         second: PathBuf,
     },
 
+    /// Two recordings read as nodes of one run name the same host (with different GPUs): their
+    /// rows, named `host:GPU n`, could not be told apart.
+    #[error(
+        "{} and {} were both recorded on host `{}`: the nodes of one run are recorded on \
+         different hosts (one `cufall record` per node, every GPU of the node in it), and rows \
+         named `host:GPU n` could not be told apart. Compare two recordings of one host with \
+         `cufall diff A B`",
+        first.display(),
+        second.display(),
+        cufall_text::escape(host)
+    )]
+    SameHostTwice {
+        host: String,
+        first: PathBuf,
+        second: PathBuf,
+    },
+
     /// One side of a diff of several nodes per side is not the nodes of one run.
     /// (The side's error is in the message, not a source: the command line prints one line.)
     #[error("side {side} of the diff: {reason}")]

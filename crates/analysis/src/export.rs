@@ -472,7 +472,9 @@ struct EventWriter {
 
 impl EventWriter {
     fn ts(&self, t_ns: i64) -> f64 {
-        (t_ns - self.t0_ns) as f64 / 1000.0
+        // In i128: a recording whose manifest bounds nothing (`created_unix_ns` of 0 or less)
+        // may hold times a whole i64 apart.
+        (i128::from(t_ns) - i128::from(self.t0_ns)) as f64 / 1000.0
     }
 
     fn event(&mut self, v: &serde_json::Value) -> Result<()> {

@@ -11,18 +11,12 @@ const MEASURED_SAMPLES: usize = 100_000;
 /// A manifest interval further than this factor from the samples' typical length (the mean of the middle half of their lengths) is not theirs.
 const INTERVAL_FACTOR: i64 = 4;
 
-/// Samples further than this outside the recording's time (creation to end, as the manifest
-/// gives them) are not part of it.
-pub const OUTSIDE_MARGIN_NS: i64 = 60_000_000_000;
-
 /// The manifest's facts the analysis uses, checked.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Checked {
     /// The sampling interval: the manifest's, or the samples' typical length (the mean of the middle half of their lengths) where the manifest's
     /// is not a sampling interval of these samples; 1 ns without either.
     pub interval_ns: i64,
-    /// Samples starting outside `[span.0, span.1)` lie outside the recording and are left out.
-    pub span: (i64, i64),
     /// One line per absurd value: the field, the value, and what is used instead.
     pub warnings: Vec<String>,
 }
@@ -79,30 +73,23 @@ pub fn check(trace: &Trace) -> Result<Checked> {
             }
         }
     };
+    // The reader bounds rows by these times (`cufall_trace::RecordingSpan`); where they cannot
+    // bound anything, say so.
     let created = m.created_unix_ns;
-    let lo = if created > 0 {
-        created.saturating_sub(OUTSIDE_MARGIN_NS)
-    } else {
+    if created <= 0 {
         warnings.push(format!(
             "manifest.json's created_unix_ns is {created}, before any recording: the samples' \
              own times are used"
         ));
-        i64::MIN
-    };
-    let hi = match m.end_unix_ns {
-        Some(end) if end >= created => end.saturating_add(OUTSIDE_MARGIN_NS),
-        Some(end) => {
-            warnings.push(format!(
-                "manifest.json's end_unix_ns ({end}) is before its created_unix_ns ({created}): \
-                 the samples' own times are used"
-            ));
-            i64::MAX
-        }
-        None => i64::MAX,
-    };
+    }
+    if let Some(end) = m.end_unix_ns.filter(|end| *end < created) {
+        warnings.push(format!(
+            "manifest.json's end_unix_ns ({end}) is before its created_unix_ns ({created}): \
+             the samples' own times are used"
+        ));
+    }
     Ok(Checked {
         interval_ns,
-        span: (lo, hi),
         warnings,
     })
 }

@@ -72,18 +72,20 @@ fn top_level(s: &str) -> String {
             b'<' | b'(' | b'[' => depth += 1,
             b'>' | b')' | b']' => depth = depth.saturating_sub(1),
             _ if depth == 0 => {
-                // Whole characters: names may hold non-ASCII text.
-                let ch = rest.chars().next().map_or(1, char::len_utf8);
-                out.push_str(&s[i..i + ch]);
-                i += ch;
-                continue;
+                out.push_str(&s[i..i + char_len(rest)]);
             }
             _ => {}
         }
-        i += 1;
+        // Whole characters, inside brackets too: names may hold non-ASCII text anywhere.
+        i += char_len(rest);
     }
     let out = out.trim_end();
     out.strip_suffix(" const").unwrap_or(out).trim().to_string()
+}
+
+/// Bytes of the character `rest` starts with (1 past its end, so that a loop always moves).
+fn char_len(rest: &str) -> usize {
+    rest.chars().next().map_or(1, char::len_utf8)
 }
 
 /// Whether an identifier starts at byte `i` (not in the middle of `my_operator`).
@@ -212,6 +214,11 @@ mod tests {
             short("at::native::launch(int)::{lambda(int)#1}"),
             "launch::{lambda(int)#1}"
         );
+        // Non-ASCII text inside brackets is stepped over whole characters at a time.
+        assert_eq!(short("k‹é>"), "k‹é>");
+        assert_eq!(short("k<é>"), "k");
+        assert_eq!(short("ns::k(é, [ü])::{λ(é)#1}"), "k::{λ(é)#1}");
+        assert_eq!(short("解码<ü>::核(é)"), "核");
         // Unbalanced brackets still end.
         assert_eq!(short("a<b"), "a");
         assert_eq!(short("f{lambda("), "f{lambda(");

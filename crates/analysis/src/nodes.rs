@@ -199,8 +199,10 @@ pub(crate) fn host_of(m: &Manifest) -> String {
 }
 
 /// Two recordings holding the same GPU (same UUID, or same host and index where UUIDs are
-/// missing) are not two nodes of one run.
+/// missing) are not two nodes of one run; nor are two of one host, whose GPUs, named
+/// `host:GPU n`, could not be told apart.
 fn check_distinct_gpus(traces: &[&Trace]) -> Result<()> {
+    let mut hosts: BTreeMap<String, std::path::PathBuf> = BTreeMap::new();
     let mut seen: BTreeMap<String, std::path::PathBuf> = BTreeMap::new();
     for t in traces {
         let m = t.manifest();
@@ -217,6 +219,16 @@ fn check_distinct_gpus(traces: &[&Trace]) -> Result<()> {
                     second: t.path().to_path_buf(),
                 });
             }
+        }
+    }
+    for t in traces {
+        let host = host_of(t.manifest());
+        if let Some(first) = hosts.insert(host.clone(), t.path().to_path_buf()) {
+            return Err(AnalysisError::SameHostTwice {
+                host,
+                first,
+                second: t.path().to_path_buf(),
+            });
         }
     }
     Ok(())

@@ -156,12 +156,12 @@ pub fn build_nodes_diff(a: &[&Trace], b: &[&Trace], opts: &ReportOptions) -> Res
 /// A side's error that says which side: the recordings of one side that are not one run.
 fn on_side(side: &'static str, e: AnalysisError) -> AnalysisError {
     match e {
-        AnalysisError::NodesDoNotOverlap { .. } | AnalysisError::SameGpuTwice { .. } => {
-            AnalysisError::NodesSide {
-                side,
-                reason: Box::new(e),
-            }
-        }
+        AnalysisError::NodesDoNotOverlap { .. }
+        | AnalysisError::SameGpuTwice { .. }
+        | AnalysisError::SameHostTwice { .. } => AnalysisError::NodesSide {
+            side,
+            reason: Box::new(e),
+        },
         other => other,
     }
 }

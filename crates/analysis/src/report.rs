@@ -719,17 +719,11 @@ fn fold_kernels<'a>(
     Ok((kernel_fold, coverage, pids))
 }
 
-/// The reader's warnings, the manifest's absurd values, and samples left out for lying far
-/// outside the recording.
-fn report_warnings(trace: &Trace, manifest: Vec<String>, outside: u64) -> Vec<String> {
+/// The reader's warnings (rows that cannot be true among them, counted as they were read) and
+/// the manifest's absurd values.
+fn report_warnings(trace: &Trace, manifest: Vec<String>) -> Vec<String> {
     let mut warnings = trace.warnings();
     warnings.extend(manifest);
-    if outside > 0 {
-        warnings.push(format!(
-            "{outside} sample(s) lie more than a minute outside the recording (manifest.json's \
-             created_unix_ns to end_unix_ns): left out of the analysis"
-        ));
-    }
     warnings
 }
 
@@ -808,7 +802,7 @@ pub(crate) fn build_report_checked(
     let mut host_side = host_side(trace, &phases, &cells, &api, &chosen)?;
     let overlap = phases::cross_process_overlap(&chosen);
     drop(chosen);
-    let (fragments, outside) = match &activity {
+    let fragments = match &activity {
         Some(activity) => scan(
             trace,
             &samples::ScanSpec {
@@ -818,12 +812,11 @@ pub(crate) fn build_report_checked(
                 min_gap_ns,
                 hole_ns,
                 samples_per_window: opts.window_samples,
-                span: checked.span,
             },
             &mut cells,
             each_window,
         )?,
-        None => (Vec::new(), 0),
+        None => Vec::new(),
     };
     let nvml_span = add_nvml(trace, &phases, &mut cells)?;
     let drops = trace.drops()?;
@@ -840,7 +833,9 @@ pub(crate) fn build_report_checked(
     let (index, pids) = (&cells.index, &kernel_pids);
     // Host samples are left out as GPU samples are, by the recording's own times: one without
     // GPU samples has no other extent.
-    let span = checked.span;
+    // Rows outside the recording are left out (and warned of) by the trace reader already
+    // (`cufall_trace::plausible`); this catches what is left.
+    let span = (i64::MIN, i64::MAX);
     let host_left_out =
         (host_side.as_mut()).and_then(|h| h.prepare(span, &phases, index, pids, &api));
     let mut fold = GapFold::new(&phases, &cells.index, cells.slots, start_ns, opts.gap_rows);
@@ -863,7 +858,7 @@ pub(crate) fn build_report_checked(
 
     let drop_reports = drop_summary(&drops);
     // The capture table only adds to the report: one that cannot be read is a warning.
-    let mut warnings = report_warnings(trace, checked.warnings, outside);
+    let mut warnings = report_warnings(trace, checked.warnings);
     let (capture, graphs) = capture_tables(trace, &mut warnings);
     let chosen_by = (!nvtx.is_empty()).then_some(&opts.phases);
     let mut notes = ctx.notes(&phases, chosen_by, m, &drops);
@@ -918,13 +913,13 @@ fn input_notes(
 }
 
 /// The one pass over the samples: their totals into `cells` per device and segment; the idle
-/// fragments, and how many samples lay outside the recording.
+/// fragments.
 fn scan(
     trace: &Trace,
     spec: &samples::ScanSpec,
     cells: &mut Cells,
     each_window: &mut dyn FnMut(usize, usize),
-) -> Result<(Vec<samples::Fragment>, u64)> {
+) -> Result<Vec<samples::Fragment>> {
     samples::scan_samples_into(trace, spec, each_window, &mut |(d, s), agg| {
         cells.add_samples(d, s as usize, agg);
     })

@@ -278,16 +278,13 @@ pub struct ScanSpec<'a> {
     pub hole_ns: i64,
     /// See [`SAMPLES_PER_WINDOW`].
     pub samples_per_window: u64,
-    /// Samples starting outside `[span.0, span.1)` lie outside the recording (a damaged time)
-    /// and are left out ([`crate::manifest::Checked::span`]).
-    pub span: (i64, i64),
 }
 
 /// Both passes over the samples table, window by window: the per-segment totals and the idle
 /// fragments.
 pub fn scan_samples(trace: &Trace, spec: &ScanSpec) -> Result<(SegmentTotals, Vec<Fragment>)> {
     let mut totals = SegmentTotals::new();
-    let (fragments, _) = scan_samples_into(trace, spec, &mut |_, _| {}, &mut |key, agg| {
+    let fragments = scan_samples_into(trace, spec, &mut |_, _| {}, &mut |key, agg| {
         totals.entry(key).or_default().add(agg);
     })?;
     Ok((totals, fragments))
@@ -295,14 +292,15 @@ pub fn scan_samples(trace: &Trace, spec: &ScanSpec) -> Result<(SegmentTotals, Ve
 
 /// [`scan_samples`] handing each window's totals of a `(device, segment)` to `each` instead of
 /// keeping them (a segment cut by a window boundary comes in parts; totals add up), so that a
-/// caller that folds them into fewer cells never holds one per segment. Also returns how many
-/// samples lay outside [`ScanSpec::span`].
+/// caller that folds them into fewer cells never holds one per segment. Samples that cannot be
+/// true (outside the recording, ending before they start) never reach it: the reader leaves them
+/// out (`cufall_trace::Screen`).
 pub fn scan_samples_into(
     trace: &Trace,
     spec: &ScanSpec,
     each_window: &mut dyn FnMut(usize, usize),
     each: &mut dyn FnMut((DeviceId, u32), &SegAgg),
-) -> Result<(Vec<Fragment>, u64)> {
+) -> Result<Vec<Fragment>> {
     let ScanSpec {
         phases,
         activity,
@@ -310,9 +308,7 @@ pub fn scan_samples_into(
         min_gap_ns,
         hole_ns,
         samples_per_window,
-        span,
     } = *spec;
-    let mut outside = 0u64;
     let mut fragments = Vec::new();
     let windows = time_windows(trace, samples_per_window)?;
     let total = windows.len();
@@ -325,10 +321,7 @@ pub fn scan_samples_into(
         })?;
     for (done, (lo, hi)) in windows.into_iter().enumerate() {
         let mut pass = WindowPass::new(phases, &eval, metrics.len(), min_gap_ns, hole_ns);
-        trace.samples_between(lo, hi, &names, |mut rows| {
-            let before = rows.len();
-            rows.retain_between(span.0, span.1);
-            outside += (before - rows.len()) as u64;
+        trace.samples_between(lo, hi, &names, |rows| {
             pass.add(&rows, &mut fragments);
             Ok::<(), AnalysisError>(())
         })?;
@@ -338,7 +331,7 @@ pub fn scan_samples_into(
         each_window(done + 1, total);
     }
     fragments.shrink_to_fit();
-    Ok((fragments, outside))
+    Ok(fragments)
 }
 
 /// An idle run being followed.

@@ -362,7 +362,6 @@ fn windowed_scan_matches_a_single_window() {
             min_gap_ns: 50 * US,
             hole_ns: 5 * US,
             samples_per_window: per_window,
-            span: (i64::MIN, i64::MAX),
         };
         let (totals, frags) = samples::scan_samples(&trace, &spec).expect("scan");
         let windows = samples::time_windows(&trace, per_window)

@@ -109,3 +109,96 @@ pub fn as_node(from: &Path, to: &Path, host: &str, offset_ns: i64, clock_us: i64
     w.append_capture(&capture).unwrap();
     w.finish(end.unwrap_or(0)).unwrap();
 }
+
+/// Rows written by `add` through the crate's own writer, added to the trace copy at `trace` as
+/// new segments (named `TABLE/9NNNNN.parquet`, listed in its index as the writer lists them),
+/// beside its own: valid Parquet with values of the test's choosing, which the reader takes as
+/// recorded. With `replace`, the segments of every table `add` wrote rows to are removed first
+/// (files and index lines), so that the new rows are the table's only ones.
+///
+/// # Panics
+/// On any error: this is for tests, which should fail loudly.
+#[allow(clippy::unwrap_used)]
+pub fn splice_rows(trace: &Path, replace: bool, add: impl FnOnce(&mut cufall_trace::TraceWriter)) {
+    use cufall_trace::{Trace, TraceWriter, WriterOptions};
+    let manifest = Trace::open(trace).unwrap().manifest().clone();
+    let scratch = trace.with_extension("extra");
+    let mut w = TraceWriter::create(&scratch, manifest, WriterOptions::default()).unwrap();
+    add(&mut w);
+    w.finish(0).unwrap();
+    let extra = std::fs::read_to_string(scratch.join("index.jsonl")).unwrap();
+    let entries: Vec<serde_json::Value> = extra
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|e: &serde_json::Value| e["rows"].as_u64() != Some(0))
+        .collect();
+    let tables: Vec<String> = entries
+        .iter()
+        .map(|e| e["table"].as_str().unwrap().to_string())
+        .collect();
+    let mut index = std::fs::read_to_string(trace.join("index.jsonl")).unwrap();
+    if replace {
+        let mut kept = String::new();
+        for line in index.lines() {
+            let e: serde_json::Value = serde_json::from_str(line).unwrap();
+            let table = e["table"].as_str().unwrap_or_default();
+            if tables.iter().any(|t| t == table) {
+                std::fs::remove_file(trace.join(e["file"].as_str().unwrap())).unwrap();
+            } else {
+                kept.push_str(line);
+                kept.push('\n');
+            }
+        }
+        index = kept;
+    }
+    for (i, mut e) in entries.into_iter().enumerate() {
+        let file = e["file"].as_str().unwrap().to_string();
+        let table = file.split('/').next().unwrap();
+        let renamed = format!("{table}/9{i:05}.parquet");
+        // The writer gives every table of its format a segment; the copy may predate some.
+        std::fs::create_dir_all(trace.join(table)).unwrap();
+        std::fs::copy(scratch.join(&file), trace.join(&renamed)).unwrap();
+        e["file"] = renamed.into();
+        index.push_str(&format!("{e}\n"));
+    }
+    std::fs::write(trace.join("index.jsonl"), index).unwrap();
+    std::fs::remove_dir_all(scratch).unwrap();
+}
+
+/// Every segment of the table `table` (its folder name) of the trace copy at `trace` encoded
+/// again with each text value `placeholder` written as `long` instead, one buffer that every row
+/// shares through the segment's dictionary (its index line given the new size and checksum): a
+/// small file whose rows name a long string thousands of times, written without holding a copy
+/// per row; or a kind column's value the writer's types cannot hold (`gil` = `maybe`).
+///
+/// # Panics
+/// On any error: this is for tests.
+#[allow(clippy::unwrap_used)]
+pub fn rewrite_text(trace: &Path, table: &str, placeholder: &str, long: Vec<u8>) {
+    use cufall_trace::parquet::{ByteArray, ParquetWriter, read_frame};
+    let shared = ByteArray::from(long);
+    let index = std::fs::read_to_string(trace.join("index.jsonl")).unwrap();
+    let mut out = String::new();
+    for line in index.lines() {
+        let mut e: serde_json::Value = serde_json::from_str(line).unwrap();
+        if e["table"] == table {
+            let path = trace.join(e["file"].as_str().unwrap());
+            let frame = read_frame(std::fs::read(&path).unwrap().into(), None).unwrap();
+            let mut w = ParquetWriter::new(Vec::new(), &frame.schema()).unwrap();
+            w.write_with(&frame, &|s| {
+                if s == placeholder {
+                    shared.clone()
+                } else {
+                    ByteArray::from(s)
+                }
+            })
+            .unwrap();
+            let bytes = w.finish().unwrap();
+            e["bytes"] = bytes.len().into();
+            e["crc32"] = crc32fast::hash(&bytes).into();
+            std::fs::write(&path, bytes).unwrap();
+        }
+        out.push_str(&format!("{e}\n"));
+    }
+    std::fs::write(trace.join("index.jsonl"), out).unwrap();
+}

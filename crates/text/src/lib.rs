@@ -1,10 +1,11 @@
 //! Text that came from a recording, made safe for a terminal.
 //!
 //! A profiled program names its NVTX ranges and its command line; capture keeps every byte, so a
-//! name may hold `ESC[2J`, an OSC title sequence, a BEL or a carriage return, and be megabytes
-//! long. Every text output of cufall (`info`, `report`, `diff`, the terminal view) passes such
-//! text through [`escape`] (control characters become visible escapes such as `\e`, `\r`,
-//! `\u{7}`) and, where it sits in a column, [`fit`] (cut to a number of terminal columns, wide
+//! name may hold `ESC[2J`, an OSC title sequence, a BEL or a carriage return, a right-to-left
+//! override (U+202E, which makes a terminal show the rest of the line backwards), and be megabytes
+//! long. Every text output of cufall (`info`, `report`, `diff`, `export`'s lines, the terminal
+//! view) passes such text through [`escape`] (control characters and bidirectional formatting
+//! characters become visible escapes such as `\e`, `\r`, `\u{7}`, `\u{202e}`) and, where it sits in a column, [`fit`] (cut to a number of terminal columns, wide
 //! characters counted as two). `--json` and exports keep the text as recorded.
 #![forbid(unsafe_code)]
 
@@ -14,6 +15,18 @@ use unicode_width::UnicodeWidthChar;
 /// The widest a name from a recording is shown in a text table or list, in columns. Longer
 /// names end in `…` there; `--json` has them whole.
 pub const NAME_WIDTH: usize = 80;
+
+/// Whether `c` is written as an escape: a control character (C0, DEL, C1), or a bidirectional
+/// formatting character (the embeddings, overrides and isolates U+202A–U+202E, U+2066–U+2069, and
+/// the marks U+200E, U+200F, U+061C), which reorders what a terminal shows after it ("Trojan
+/// Source", CVE-2021-42574).
+fn hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{61c}'
+        )
+}
 
 /// How control character `c` is written instead.
 fn push_escaped(out: &mut String, c: char) {
@@ -26,16 +39,17 @@ fn push_escaped(out: &mut String, c: char) {
     }
 }
 
-/// `s` with every control character (C0, DEL, C1) written as a visible escape, so that printing
-/// it cannot move the cursor, clear the screen, set the title or ring the bell. A backslash is
+/// `s` with every control character (C0, DEL, C1) and bidirectional formatting character written
+/// as a visible escape, so that printing it cannot move the cursor, clear the screen, set the
+/// title, ring the bell or show what follows in another order. A backslash is
 /// left alone: the escapes are for reading, not for parsing back.
 pub fn escape(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(char::is_control) {
+    if !s.chars().any(hidden) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
-        if c.is_control() {
+        if hidden(c) {
             push_escaped(&mut out, c);
         } else {
             out.push(c);
@@ -44,15 +58,16 @@ pub fn escape(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// A text of several lines with every control character but the line ends escaped: the last
+/// A text of several lines with every control and bidirectional formatting character but the
+/// line ends escaped: the last
 /// step of a text output, after whatever was built into it.
 pub fn escape_lines(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(|c| c.is_control() && c != '\n') {
+    if !s.chars().any(|c| hidden(c) && c != '\n') {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
-        if c.is_control() && c != '\n' {
+        if hidden(c) && c != '\n' {
             push_escaped(&mut out, c);
         } else {
             out.push(c);
@@ -64,7 +79,7 @@ pub fn escape_lines(s: &str) -> Cow<'_, str> {
 /// Columns `c` takes on a terminal once escaped: 2 for wide characters (CJK, most emoji), 0 for
 /// combining marks, the length of its escape for a control character.
 fn char_width(c: char) -> usize {
-    if c.is_control() {
+    if hidden(c) {
         let mut s = String::new();
         push_escaped(&mut s, c);
         s.len()
@@ -94,7 +109,7 @@ pub fn fit(s: &str, max: usize) -> Cow<'_, str> {
             break;
         }
         used += w;
-        if c.is_control() {
+        if hidden(c) {
             push_escaped(&mut out, c);
         } else {
             out.push(c);
@@ -136,6 +151,25 @@ mod tests {
     }
 
     #[test]
+    fn bidirectional_overrides_and_isolates_become_visible() {
+        assert_eq!(escape("prefill\u{202e}lladerp"), "prefill\\u{202e}lladerp");
+        for c in [
+            '\u{202a}', '\u{202b}', '\u{202c}', '\u{202d}', '\u{2066}', '\u{2069}',
+        ] {
+            assert_eq!(escape(&c.to_string()), format!("\\u{{{:x}}}", u32::from(c)));
+        }
+        assert_eq!(
+            escape("\u{200f}\u{200e}\u{61c}"),
+            "\\u{200f}\\u{200e}\\u{61c}"
+        );
+        assert_eq!(escape_lines("a\u{2067}b\n"), "a\\u{2067}b\n");
+        assert_eq!(fit("ab\u{202e}cd", 20), "ab\\u{202e}cd");
+        assert_eq!(width("\u{202e}"), 8);
+        // Arabic and Hebrew text itself is left as it is.
+        assert_eq!(escape("שלום مرحبا"), "שלום مرحبا");
+    }
+
+    #[test]
     fn width_counts_columns_not_characters() {
         assert_eq!(width("abc"), 3);
         assert_eq!(width("解码"), 4);
@@ -159,7 +193,7 @@ mod tests {
         #[test]
         fn fitted_text_has_no_control_characters_and_fits(s in any::<String>(), max in 1usize..40) {
             let f = fit(&s, max);
-            prop_assert!(!f.chars().any(char::is_control));
+            prop_assert!(!f.chars().any(hidden));
             prop_assert!(width(&f) <= max);
             if width(&escape(&s)) <= max {
                 prop_assert_eq!(f, escape(&s));

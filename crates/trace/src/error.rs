@@ -23,6 +23,11 @@ pub enum TraceError {
     #[error("{path} is corrupted: {why}. The file was damaged after it was written; restore it from a copy or record again.", path = .path.display())]
     Corrupt { path: PathBuf, why: String },
 
+    /// A segment that is valid Parquet but that this cufall does not read: a codec it was built
+    /// without, or more text than any trace holds. Not damage.
+    #[error("{path} cannot be read by this cufall: {why}.", path = .path.display())]
+    Unsupported { path: PathBuf, why: String },
+
     #[error("{path} is {what}, not a plain file: a trace holds only plain files. Put back the file the recording wrote.", path = .path.display())]
     NotAFile { path: PathBuf, what: &'static str },
 

@@ -33,32 +33,106 @@ pub(crate) struct BadLine {
     pub why: String,
 }
 
-/// Parses an index, skipping a last line cut short by a crash. Any other bad line is reported
-/// with its number and the field at fault.
-pub(crate) fn parse(text: &str) -> Result<Vec<SegmentEntry>, BadLine> {
+/// The longest index line read: an entry is about 250 bytes (a few more per GPU in
+/// `rows_per_device`); a longer line is not one cufall wrote, and is not read further.
+pub(crate) const LINE_LIMIT: usize = 64 << 10;
+
+/// Why an index could not be parsed: a bad line, or the file could not be read.
+#[derive(Debug)]
+pub(crate) enum ParseFail {
+    Line(BadLine),
+    Io(std::io::Error),
+}
+
+/// Parses an index a line at a time, skipping a last line cut short by a crash; any other bad
+/// line is reported with its number and the field at fault. Memory stays that of one line and
+/// the entries, whatever the file holds (250 MB of blank lines read in constant memory).
+pub(crate) fn parse_lines(mut r: impl std::io::BufRead) -> Result<Vec<SegmentEntry>, ParseFail> {
     let mut entries = Vec::new();
-    let lines: Vec<&str> = text.split('\n').collect();
-    let last = lines.len().saturating_sub(1);
-    for (i, line) in lines.iter().enumerate() {
+    let mut raw = Vec::new();
+    let mut number = 0usize;
+    loop {
+        raw.clear();
+        number += skip_newlines(&mut r).map_err(ParseFail::Io)? + 1;
+        let ended = read_line(&mut r, &mut raw).map_err(ParseFail::Io)?;
+        if raw.is_empty() && !ended {
+            return Ok(entries);
+        }
+        if raw.len() > LINE_LIMIT {
+            return Err(ParseFail::Line(BadLine {
+                line: number,
+                why: format!("longer than {LINE_LIMIT} bytes, which no segment entry is"),
+            }));
+        }
+        let text = String::from_utf8_lossy(&raw);
+        let mut line: &str = &text;
+        if number == 1 {
+            line = line.strip_prefix('\u{feff}').unwrap_or(line);
+        }
         if line.trim().is_empty() {
             continue;
         }
         match serde_json::from_str::<SegmentEntry>(line) {
             Ok(e) => match inconsistent(&e) {
                 None => entries.push(e),
-                Some(why) => return Err(BadLine { line: i + 1, why }),
+                Some(why) => return Err(ParseFail::Line(BadLine { line: number, why })),
             },
             // The final line has no newline after it: it was being written when the writer died.
-            Err(_) if i == last => {}
+            Err(_) if !ended => return Ok(entries),
             Err(e) => {
-                return Err(BadLine {
-                    line: i + 1,
+                return Err(ParseFail::Line(BadLine {
+                    line: number,
                     why: explain(line, &e),
-                });
+                }));
             }
         }
     }
-    Ok(entries)
+}
+
+/// Skips empty lines a buffer at a time (an index padded with millions of them reads in a
+/// moment); how many.
+fn skip_newlines(r: &mut impl std::io::BufRead) -> std::io::Result<usize> {
+    let mut skipped = 0;
+    loop {
+        let n = match r.fill_buf() {
+            Ok(buf) => buf.iter().take_while(|b| **b == b'\n').count(),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            return Ok(skipped);
+        }
+        r.consume(n);
+        skipped += n;
+    }
+}
+
+/// Reads one line into `out` without its `\n`, keeping at most [`LINE_LIMIT`] + 1 bytes of it
+/// (the rest is skipped); whether the line ended with a newline.
+fn read_line(r: &mut impl std::io::BufRead, out: &mut Vec<u8>) -> std::io::Result<bool> {
+    loop {
+        let (used, ended) = {
+            let buf = match r.fill_buf() {
+                Ok(buf) => buf,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if buf.is_empty() {
+                return Ok(false);
+            }
+            let (line, ended) = match buf.iter().position(|b| *b == b'\n') {
+                Some(i) => (&buf[..i], Some(i + 1)),
+                None => (buf, None),
+            };
+            let room = (LINE_LIMIT + 1).saturating_sub(out.len());
+            out.extend_from_slice(&line[..line.len().min(room)]);
+            (ended.unwrap_or(buf.len()), ended.is_some())
+        };
+        r.consume(used);
+        if ended {
+            return Ok(true);
+        }
+    }
 }
 
 /// What is wrong with an entry whose fields parse but do not agree with each other: counts
@@ -157,5 +231,64 @@ fn shown(v: &serde_json::Value) -> String {
     match text.char_indices().nth(40) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LINE: &str = r#"{"table":"nvml","file":"nvml/000000.parquet","bytes":3819,"crc32":1,"rows":2,"rows_per_device":{"0":2},"t_min_ns":5,"t_max_ns":9}"#;
+
+    fn parse(text: &str) -> Result<Vec<SegmentEntry>, String> {
+        parse_lines(text.as_bytes()).map_err(|e| match e {
+            ParseFail::Line(bad) => format!("line {}: {}", bad.line, bad.why),
+            ParseFail::Io(e) => e.to_string(),
+        })
+    }
+
+    #[test]
+    fn lines_blank_lines_a_cut_last_line_and_a_bom() {
+        assert_eq!(
+            parse(&format!("\u{feff}{LINE}\n\n  \n{LINE}\n"))
+                .unwrap()
+                .len(),
+            2
+        );
+        assert_eq!(parse(&format!("{LINE}\n{}", &LINE[..40])).unwrap().len(), 1);
+        assert_eq!(parse(LINE).unwrap().len(), 1);
+        assert_eq!(
+            parse(&format!("{LINE}\n{}\n{LINE}\n", &LINE[..40])).unwrap_err(),
+            "line 2: not valid JSON: EOF while parsing a string at line 1 column 40"
+        );
+        assert!(parse("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_long_line_is_refused_after_its_limit() {
+        let long = format!("{LINE}{}\n", " ".repeat(LINE_LIMIT));
+        assert_eq!(
+            parse(&format!("{LINE}\n{long}")).unwrap_err(),
+            format!("line 2: longer than {LINE_LIMIT} bytes, which no segment entry is")
+        );
+    }
+
+    #[test]
+    fn many_blank_lines_read_in_the_memory_of_one() {
+        // 64 MiB of newlines through a reader that makes them as asked: nothing is held, and
+        // the line numbers still count them.
+        struct Newlines(usize);
+        impl std::io::Read for Newlines {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let n = buf.len().min(self.0);
+                buf[..n].fill(b'\n');
+                self.0 -= n;
+                Ok(n)
+            }
+        }
+        let r = std::io::BufReader::new(std::io::Read::chain(Newlines(64 << 20), LINE.as_bytes()));
+        assert_eq!(parse_lines(r).unwrap().len(), 1);
+        let bad = format!("{}{}\n", "\n".repeat(1000), &LINE[..40]);
+        assert!(parse(&bad).unwrap_err().starts_with("line 1001: "));
     }
 }

@@ -27,7 +27,10 @@
 //! writer starts a new segment at least every second, so a recording killed at any moment keeps
 //! everything up to its last finished segment, and no reader ever sees half a file. The reader
 //! checks each segment against the index: a truncated segment is skipped with a warning, a
-//! damaged one is an error that names it. A trace of a newer minor version opens with a warning
+//! damaged one is an error that names it. Rows that are valid but cannot be true (ending before
+//! they start, far outside the recording, read twice) are left out where rows are handed out and
+//! counted in one warning per kind ([`Screen`]); text past 16 KiB is cut on reading
+//! ([`parquet::TEXT_LIMIT`]). A trace of a newer minor version opens with a warning
 //! and what that version added (tables, columns, values of the kind columns) is ignored; a newer
 //! major is refused.
 //!
@@ -44,12 +47,14 @@ mod index;
 mod manifest;
 mod newer;
 pub mod parquet;
+mod plausible;
 mod reader;
 mod tables;
 mod writer;
 
 pub use error::{Result, TraceError};
 pub use frame::{Column, ColumnType, Field, Frame, Values};
+pub use plausible::{Implausible, OUTSIDE_MARGIN_NS, RecordingSpan, Screen};
 pub use reader::{DeviceSummary, Table, Trace, TraceSummary, in_guarded_decode};
 pub use tables::{
     ColumnError, ColumnSpec, SAMPLE_COLUMNS, SampleColumns, TableRow, col, columns, frame_of,

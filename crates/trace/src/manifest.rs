@@ -7,7 +7,7 @@ use crate::error::{Result, TraceError};
 use crate::index::{self, SegmentEntry};
 use crate::model::{Manifest, RecordingStatus, SchemaVersion};
 use crate::newer;
-use crate::reader::{INDEX_LIMIT, MANIFEST_LIMIT, ReadFail, corrupt, read_plain};
+use crate::reader::{INDEX_LIMIT, MANIFEST_LIMIT, ReadFail, corrupt, open_plain, read_plain};
 use crate::{FORMAT_NAME, INDEX_FILE, MANIFEST_FILE, SCHEMA_MAJOR, SCHEMA_MINOR};
 use std::path::Path;
 
@@ -207,14 +207,21 @@ pub(crate) fn read_index(
     warnings: &mut Vec<String>,
 ) -> Result<Option<Vec<SegmentEntry>>> {
     let index_path = dir.join(INDEX_FILE);
-    let mut entries = match read_plain(&index_path, INDEX_LIMIT) {
-        Ok(bytes) => {
-            let text = String::from_utf8_lossy(&bytes);
-            let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-            index::parse(text).map_err(|bad| TraceError::BadIndex {
-                path: index_path.clone(),
-                line: bad.line,
-                why: bad.why,
+    let mut entries = match open_plain(&index_path, INDEX_LIMIT) {
+        Ok(file) => {
+            use std::io::Read;
+            // A line at a time: an index of a million blank lines costs one line of memory.
+            let lines = std::io::BufReader::new(file.take(INDEX_LIMIT.saturating_add(1)));
+            index::parse_lines(lines).map_err(|fail| match fail {
+                index::ParseFail::Line(bad) => TraceError::BadIndex {
+                    path: index_path.clone(),
+                    line: bad.line,
+                    why: bad.why,
+                },
+                index::ParseFail::Io(source) => TraceError::Read {
+                    path: index_path.clone(),
+                    source,
+                },
             })?
         }
         // The caller says so once, with the number of segments read without checksums.

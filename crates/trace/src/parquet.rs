@@ -11,10 +11,10 @@
 
 use crate::frame::{Column, ColumnType, Field, Frame, Values};
 use parquet::basic::{
-    Compression, ConvertedType, Encoding, LogicalType, Repetition, Type as Physical, ZstdLevel,
+    ConvertedType, Encoding, LogicalType, Repetition, Type as Physical, ZstdLevel,
 };
 use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
-use parquet::data_type::{ByteArray, ByteArrayType, DataType, DoubleType, FloatType};
+use parquet::data_type::{ByteArrayType, DataType, DoubleType, FloatType};
 use parquet::data_type::{Int32Type, Int64Type};
 use parquet::file::properties::{WriterProperties, WriterVersion};
 use parquet::file::reader::{FileReader, SerializedFileReader};
@@ -23,6 +23,8 @@ use parquet::schema::types::{ColumnDescriptor, ColumnPath, Type};
 use std::io::Write;
 use std::sync::Arc;
 
+pub use parquet::basic::Compression;
+pub use parquet::data_type::ByteArray;
 pub use parquet::errors::ParquetError;
 
 type PResult<T> = Result<T, ParquetError>;
@@ -52,12 +54,10 @@ fn parquet_type(field: &Field) -> PResult<Type> {
         .build()
 }
 
-fn properties(schema: &[Field]) -> PResult<WriterProperties> {
-    // zstd level 1: on delta-packed timestamps and Float32 counter values it compresses within a
-    // few percent of the default level 3 at a higher write rate (measured with `trace_bench`).
+fn properties(schema: &[Field], compression: Compression) -> PResult<WriterProperties> {
     let mut props = WriterProperties::builder()
         .set_writer_version(WriterVersion::PARQUET_2_0)
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1)?))
+        .set_compression(compression)
         .set_statistics_enabled(parquet::file::properties::EnabledStatistics::Chunk)
         .set_created_by(format!("cufall {}", env!("CARGO_PKG_VERSION")));
     for f in schema {
@@ -87,6 +87,14 @@ pub struct ParquetWriter<W: Write + Send> {
 
 impl<W: Write + Send> ParquetWriter<W> {
     pub fn new(out: W, schema: &[Field]) -> PResult<Self> {
+        // zstd level 1: on delta-packed timestamps and Float32 counter values it compresses
+        // within a few percent of the default level 3 at a higher write rate (`trace_bench`).
+        Self::with_compression(out, schema, Compression::ZSTD(ZstdLevel::try_new(1)?))
+    }
+
+    /// A writer of another codec than cufall's own, as other tools write Parquet (a trace
+    /// rewritten by pyarrow is snappy-compressed): for tests of the reader.
+    pub fn with_compression(out: W, schema: &[Field], compression: Compression) -> PResult<Self> {
         let fields = schema
             .iter()
             .map(|f| parquet_type(f).map(Arc::new))
@@ -94,7 +102,11 @@ impl<W: Write + Send> ParquetWriter<W> {
         let root = Type::group_type_builder("schema")
             .with_fields(fields)
             .build()?;
-        let inner = SerializedFileWriter::new(out, Arc::new(root), Arc::new(properties(schema)?))?;
+        let inner = SerializedFileWriter::new(
+            out,
+            Arc::new(root),
+            Arc::new(properties(schema, compression)?),
+        )?;
         Ok(ParquetWriter {
             inner,
             schema: schema.to_vec(),
@@ -108,9 +120,10 @@ impl<W: Write + Send> ParquetWriter<W> {
         self.write_with(frame, &|s| ByteArray::from(s))
     }
 
-    /// [`ParquetWriter::write`] with text turned into bytes by `text` (tests write bytes that are
-    /// not UTF-8 with it, as another program could).
-    fn write_with(&mut self, frame: &Frame, text: &dyn Fn(&str) -> ByteArray) -> PResult<()> {
+    /// [`ParquetWriter::write`] with text turned into bytes by `text`: tests write what another
+    /// program could with it (bytes that are not UTF-8, one long name that every row shares
+    /// through the dictionary, a clone of one [`ByteArray`] sharing its buffer).
+    pub fn write_with(&mut self, frame: &Frame, text: &dyn Fn(&str) -> ByteArray) -> PResult<()> {
         if frame.height() == 0 {
             return Ok(());
         }
@@ -221,6 +234,42 @@ pub fn write_frame<W: Write + Send>(frame: &Frame, out: W) -> PResult<W> {
     w.finish()
 }
 
+/// The compression codecs the reader decodes: zstd (what cufall writes) and those pyarrow and
+/// polars write by default or on request (snappy is pyarrow's default, zstd polars'), so that a
+/// trace rewritten by another tool still reads.
+pub const CODECS: &str = "zstd, snappy, gzip, lz4 or none";
+
+/// Refuses a file any of whose column chunks uses a codec this build does not decode (brotli,
+/// LZO), naming it: the file is valid, only unreadable here. Read from the footer, so that a
+/// trace's check before reading finds it.
+fn check_codecs(meta: &parquet::file::metadata::ParquetMetaData) -> PResult<()> {
+    use parquet::basic::Compression as C;
+    for group in meta.row_groups() {
+        for column in group.columns() {
+            match column.compression() {
+                C::UNCOMPRESSED | C::SNAPPY | C::GZIP(_) | C::LZ4 | C::LZ4_RAW | C::ZSTD(_) => {}
+                other => {
+                    let name = format!("{other:?}");
+                    let name = name.split('(').next().unwrap_or("unknown");
+                    return Err(ParquetError::NYI(format!(
+                        "column `{}` is compressed with {name}, which this cufall does not \
+                         decode (it reads {CODECS}); the file is valid Parquet: write it again \
+                         with one of those (pyarrow: `compression=\"zstd\"`)",
+                        column.column_descr().name()
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `e` says a valid file was refused for what it holds (a codec this build lacks, more
+/// text than a trace holds), not that its bytes are damaged.
+pub fn is_refusal(e: &ParquetError) -> bool {
+    matches!(e, ParquetError::NYI(_))
+}
+
 /// The column type a Parquet column reads as.
 fn column_type(d: &ColumnDescriptor) -> Option<ColumnType> {
     let unsigned = match d.logical_type_ref() {
@@ -253,6 +302,17 @@ fn column_type(d: &ColumnDescriptor) -> Option<ColumnType> {
 /// Reads the columns named in `only` (all, with `None`) of a whole Parquet file in memory.
 /// A name the file lacks is left out of the frame; the caller decides whether that matters.
 pub fn read_frame(bytes: bytes::Bytes, only: Option<&[&str]>) -> PResult<Frame> {
+    read_frame_within(bytes, only, TEXT_LIMIT, TEXT_BUDGET)
+}
+
+/// [`read_frame`] with text values cut at `text_limit` bytes and at most `text_budget` bytes of
+/// text per column.
+fn read_frame_within(
+    bytes: bytes::Bytes,
+    only: Option<&[&str]>,
+    text_limit: usize,
+    text_budget: usize,
+) -> PResult<Frame> {
     let reader = SerializedFileReader::new(bytes)?;
     let meta = reader.metadata();
     let schema = meta.file_metadata().schema_descr();
@@ -268,6 +328,7 @@ pub fn read_frame(bytes: bytes::Bytes, only: Option<&[&str]>) -> PResult<Frame> 
             .ok_or_else(|| bad(format!("column `{}` has an unsupported type", d.name())))?;
         picked.push((i, d.name().to_string(), ty, d.max_def_level() > 0));
     }
+    check_codecs(meta)?;
     let rows = usize::try_from(meta.file_metadata().num_rows())
         .map_err(|_| bad("the file's row count is negative".into()))?;
     // Counts in the footer are not trusted for reservations (an unchecked file may be damaged):
@@ -280,11 +341,16 @@ pub fn read_frame(bytes: bytes::Bytes, only: Option<&[&str]>) -> PResult<Frame> 
             values: Values::empty(ty),
             valid: nullable.then(|| Vec::with_capacity(reserve)),
         };
+        let mut text = Text {
+            limit: text_limit,
+            budget: text_budget,
+            left: text_budget,
+        };
         for g in 0..reader.num_row_groups() {
             let group = reader.get_row_group(g)?;
             let n = usize::try_from(group.metadata().num_rows())
                 .map_err(|_| bad("a row group's row count is negative".into()))?;
-            read_chunk(group.get_column_reader(i)?, n, &mut col)?;
+            read_chunk(group.get_column_reader(i)?, n, &mut col, &mut text)?;
         }
         if col.len() != rows {
             return Err(bad(format!(
@@ -298,8 +364,49 @@ pub fn read_frame(bytes: bytes::Bytes, only: Option<&[&str]>) -> PResult<Frame> 
     Ok(Frame::new(columns))
 }
 
-/// Reads `n` rows of one column chunk into `col`, converting to its type.
-fn read_chunk(reader: ColumnReader, n: usize, col: &mut Column) -> PResult<()> {
+/// The longest text value kept on reading, in bytes. A dictionary stores a repeated name once
+/// however many rows use it, so a small file can hold thousands of rows naming one 1 MB string;
+/// each row's `String` is its own copy, so such a name is cut here, at a character boundary,
+/// and ends in [`cut_marker`]. Real names are far shorter: the longest demangled PyTorch kernel
+/// name in the bundled recordings is 3,585 bytes.
+pub const TEXT_LIMIT: usize = 16 << 10;
+
+/// The most text one column of one file may hold once decoded (after [`TEXT_LIMIT`]): a
+/// kernels segment of a busy second is a few MB of names. A file past it is refused, as rows
+/// sharing long names through a dictionary could otherwise take any amount of memory.
+pub const TEXT_BUDGET: usize = 128 << 20;
+
+/// What ends a text value cut on reading, naming its length as written.
+pub fn cut_marker(written_bytes: usize) -> String {
+    format!("…[{written_bytes} bytes, cut on reading]")
+}
+
+/// How text is read from one column: cut at `limit` bytes per value, `left` of `budget` bytes.
+struct Text {
+    limit: usize,
+    budget: usize,
+    left: usize,
+}
+
+/// `bytes` as text: lossy (bytes that are not UTF-8 become U+FFFD: a program may name a range
+/// anything, and the trace is read rather than refused), cut at `limit` bytes.
+fn text_of(bytes: &[u8], limit: usize) -> String {
+    if bytes.len() <= limit {
+        return String::from_utf8_lossy(bytes).into_owned();
+    }
+    let mut cut = limit;
+    // Back to the start of a character, so that the cut adds no U+FFFD of its own.
+    while cut > 0 && (bytes[cut] & 0xc0) == 0x80 {
+        cut -= 1;
+    }
+    let mut s = String::from_utf8_lossy(&bytes[..cut]).into_owned();
+    s.push_str(&cut_marker(bytes.len()));
+    s
+}
+
+/// Reads `n` rows of one column chunk into `col`, converting to its type; text is cut and
+/// counted by `text` (see [`TEXT_LIMIT`] and [`TEXT_BUDGET`]).
+fn read_chunk(reader: ColumnReader, n: usize, col: &mut Column, text: &mut Text) -> PResult<()> {
     match (reader, &mut col.values) {
         (ColumnReader::Int32ColumnReader(r), Values::U16(out)) => {
             // Values outside u16 cannot come from a UINT_16 column; saturate rather than wrap.
@@ -330,11 +437,34 @@ fn read_chunk(reader: ColumnReader, n: usize, col: &mut Column) -> PResult<()> {
             read_into(r, n, &mut col.valid, out, |x| x)
         }
         (ColumnReader::ByteArrayColumnReader(r), Values::Str(out)) => {
-            // Text is read as capture writes it: bytes that are not UTF-8 (a program may name a
-            // range anything) become U+FFFD instead of refusing the whole trace.
+            let mut over = false;
             read_into(r, n, &mut col.valid, out, |x: ByteArray| {
-                String::from_utf8_lossy(x.data()).into_owned()
-            })
+                if over {
+                    return String::new();
+                }
+                let s = text_of(x.data(), text.limit);
+                match text.left.checked_sub(s.len()) {
+                    Some(left) => {
+                        text.left = left;
+                        s
+                    }
+                    // Nothing more is kept once past the budget: the file is refused below.
+                    None => {
+                        over = true;
+                        String::new()
+                    }
+                }
+            })?;
+            if over {
+                return Err(ParquetError::NYI(format!(
+                    "column `{}` holds more than {} MiB of text once decoded (rows sharing long \
+                     names through the file's dictionary), more than cufall ever writes in one \
+                     file",
+                    col.name,
+                    text.budget >> 20
+                )));
+            }
+            Ok(())
         }
         _ => Err(bad(format!(
             "column `{}` does not decode as its type",
@@ -451,6 +581,48 @@ mod tests {
             assert_eq!(*b, want);
         }
         assert_eq!(back.height(), frame.height());
+    }
+
+    #[test]
+    fn long_text_is_cut_on_reading_and_a_file_of_too_much_text_is_refused() {
+        let long = format!("k{}", "é".repeat(TEXT_LIMIT));
+        let frame = Frame::new(vec![Column::strings(
+            "name",
+            [long.as_str(), "short", long.as_str()],
+        )]);
+        let back = read_frame(write_frame(&frame, Vec::new()).unwrap().into(), None).unwrap();
+        let Some(Values::Str(names)) = back.column("name").map(|c| &c.values) else {
+            panic!("no name column");
+        };
+        let marker = cut_marker(long.len());
+        assert!(
+            names[0].ends_with(&marker),
+            "{}",
+            &names[0][names[0].len() - 60..]
+        );
+        assert!(names[0].len() <= TEXT_LIMIT + marker.len());
+        assert!(long.starts_with(names[0].strip_suffix(&marker).unwrap()));
+        assert_eq!(names[1], "short");
+        assert_eq!(names[2], names[0]);
+
+        // Rows sharing one long name through the dictionary: a small file, refused once its
+        // names would take more than the budget (small limits here, the same code).
+        let name = "n".repeat(100);
+        let frame = Frame::new(vec![Column::strings(
+            "name",
+            std::iter::repeat_n(name.as_str(), 100_000),
+        )]);
+        let bytes = bytes::Bytes::from(write_frame(&frame, Vec::new()).unwrap());
+        assert!(bytes.len() < 10_000, "{} bytes", bytes.len());
+        let err = read_frame_within(bytes.clone(), None, 64, 4 << 20)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("column `name` holds more than 4 MiB of text"),
+            "{err}"
+        );
+        let cut = read_frame_within(bytes, None, 64, 16 << 20).unwrap();
+        assert_eq!(cut.height(), 100_000);
     }
 
     #[test]

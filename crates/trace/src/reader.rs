@@ -11,6 +11,7 @@ use crate::model::{
     NvmlRow, NvtxRange, SampleBatch, SchemaVersion, StackFrame,
 };
 use crate::newer;
+use crate::plausible::{self, Found, Implausible, RecordingSpan, Screen};
 use crate::tables::{self, SampleColumns};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -88,6 +89,11 @@ pub struct Trace {
     newer_values: Mutex<Vec<String>>,
     /// The samples segments the last windows ended in, decoded.
     last_segments: Mutex<VecDeque<CachedSegment>>,
+    /// The recording's time, for the rule on values that cannot be true ([`crate::plausible`]).
+    span: RecordingSpan,
+    /// What each segment read so far held that cannot be true, under the name of its table (or
+    /// of the index, for a span it gives): each segment counted once however often it is read.
+    implausible: Mutex<BTreeMap<PathBuf, (&'static str, Found)>>,
 }
 
 /// A decoded samples segment, whole, with the metric columns it was read with.
@@ -168,15 +174,9 @@ fn file_kind(t: std::fs::FileType) -> &'static str {
 /// they are opened; a file longer than `limit` is refused without reading past it.
 pub(crate) fn read_plain(path: &Path, limit: u64) -> Result<Vec<u8>, ReadFail> {
     use std::io::Read;
-    let meta = std::fs::metadata(path).map_err(ReadFail::Io)?;
-    if !meta.is_file() {
-        return Err(ReadFail::Refused(TraceError::NotAFile {
-            path: path.to_path_buf(),
-            what: file_kind(meta.file_type()),
-        }));
-    }
-    let file = std::fs::File::open(path).map_err(ReadFail::Io)?;
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len().min(limit)).unwrap_or(0));
+    let file = open_plain(path, limit)?;
+    let len = file.metadata().map_or(0, |m| m.len());
+    let mut bytes = Vec::with_capacity(usize::try_from(len.min(limit)).unwrap_or(0));
     file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(ReadFail::Io)?;
@@ -187,6 +187,25 @@ pub(crate) fn read_plain(path: &Path, limit: u64) -> Result<Vec<u8>, ReadFail> {
         }));
     }
     Ok(bytes)
+}
+
+/// Opens `path` for [`read_plain`]'s checks: a plain file (following symlinks), no longer than
+/// `limit` bytes when opened. A caller that reads it as a stream reads no more than `limit`.
+pub(crate) fn open_plain(path: &Path, limit: u64) -> Result<std::fs::File, ReadFail> {
+    let meta = std::fs::metadata(path).map_err(ReadFail::Io)?;
+    if !meta.is_file() {
+        return Err(ReadFail::Refused(TraceError::NotAFile {
+            path: path.to_path_buf(),
+            what: file_kind(meta.file_type()),
+        }));
+    }
+    if meta.len() > limit {
+        return Err(ReadFail::Refused(TraceError::TooLarge {
+            path: path.to_path_buf(),
+            limit,
+        }));
+    }
+    std::fs::File::open(path).map_err(ReadFail::Io)
 }
 
 /// Why [`read_plain`] gave no bytes: an I/O error (the caller tells a missing file from others),
@@ -224,6 +243,8 @@ enum Unusable {
     },
     /// A folder, FIFO or device where a segment belongs.
     NotAFile { path: PathBuf, what: &'static str },
+    /// Valid Parquet this cufall does not read (a codec it lacks).
+    Unsupported { path: PathBuf, why: String },
 }
 
 impl Unusable {
@@ -254,6 +275,10 @@ impl Unusable {
             Unusable::NotAFile { path, what } => TraceError::NotAFile {
                 path: path.clone(),
                 what,
+            },
+            Unusable::Unsupported { path, why } => TraceError::Unsupported {
+                path: path.clone(),
+                why: why.clone(),
             },
         }
     }
@@ -354,16 +379,49 @@ fn has_footer(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file()) && check().unwrap_or(false)
 }
 
+/// Why a segment's bytes did not decode.
+enum DecodeFail {
+    /// The decoder's error, or `None` for a decoder panic: damaged bytes.
+    Damaged(Option<String>),
+    /// Valid Parquet that this cufall does not read (see [`crate::parquet::is_refusal`]).
+    Refused(String),
+}
+
+impl DecodeFail {
+    /// The error for the segment `rel` (its path in the trace) of the trace at `dir`.
+    fn error(self, dir: &Path, rel: &str, path: &Path) -> TraceError {
+        match self {
+            DecodeFail::Damaged(why) => corrupt(
+                dir,
+                format!(
+                    "{rel} could not be decoded{}",
+                    why.map(|w| format!(" ({w})")).unwrap_or_default()
+                ),
+            ),
+            DecodeFail::Refused(why) => TraceError::Unsupported {
+                path: path.to_path_buf(),
+                why,
+            },
+        }
+    }
+}
+
 /// Decodes a segment's bytes (the named columns, or all), turning a decoder panic on damaged
-/// bytes into an error: `Err(Some(why))` for a decoder error, `Err(None)` for a panic.
-fn decode_guarded(bytes: Vec<u8>, only: Option<&[&str]>) -> Result<Frame, Option<String>> {
+/// bytes into an error.
+fn decode_guarded(bytes: Vec<u8>, only: Option<&[&str]>) -> Result<Frame, DecodeFail> {
     GUARDED.with(|g| g.set(true));
     let run = std::panic::catch_unwind(|| crate::parquet::read_frame(bytes.into(), only));
     GUARDED.with(|g| g.set(false));
     match run {
         Ok(Ok(frame)) => Ok(frame),
-        Ok(Err(e)) => Err(Some(e.to_string())),
-        Err(_) => Err(None),
+        Ok(Err(e)) if crate::parquet::is_refusal(&e) => {
+            let why = e.to_string();
+            // parquet's own prefix says nothing to a user.
+            let why = why.strip_prefix("NYI: ").unwrap_or(&why).to_string();
+            Err(DecodeFail::Refused(why))
+        }
+        Ok(Err(e)) => Err(DecodeFail::Damaged(Some(e.to_string()))),
+        Err(_) => Err(DecodeFail::Damaged(None)),
     }
 }
 
@@ -412,7 +470,14 @@ impl Trace {
                  around it"
             ));
         }
+        let now_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(i64::MAX, |d| {
+                i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+            });
         Ok(Trace {
+            span: RecordingSpan::of(&manifest, now_ns),
+            implausible: Mutex::new(BTreeMap::new()),
             indexed,
             verified: Table::ALL.iter().map(|t| (*t, OnceLock::new())).collect(),
             last_segments: Mutex::new(VecDeque::new()),
@@ -447,7 +512,48 @@ impl Trace {
         if let Ok(found) = self.newer_values.lock() {
             out.extend(found.iter().cloned());
         }
+        out.extend(self.implausible_warnings());
         out
+    }
+
+    /// The recording's time as the rule on values that cannot be true takes it
+    /// ([`Screen`]): rows outside it are left out of what the reader hands out.
+    pub fn recording_span(&self) -> RecordingSpan {
+        self.span
+    }
+
+    /// Notes what the segment at `path` of `table` (a table's folder name, or the index's file
+    /// name) held that cannot be true; a segment already noted is not counted again.
+    fn note(&self, path: &Path, table: &'static str, found: Found) {
+        if found.is_empty() {
+            return;
+        }
+        if let Ok(mut all) = self.implausible.lock() {
+            all.entry(path.to_path_buf()).or_insert((table, found));
+        }
+    }
+
+    /// One warning per kind of value that cannot be true, with its rows per table, over the
+    /// segments read so far.
+    fn implausible_warnings(&self) -> Vec<String> {
+        let Ok(all) = self.implausible.lock() else {
+            return Vec::new();
+        };
+        let mut by_kind: BTreeMap<Implausible, BTreeMap<&'static str, u64>> = BTreeMap::new();
+        for (table, found) in all.values() {
+            for (kind, n) in found {
+                let count = by_kind.entry(*kind).or_default().entry(*table).or_default();
+                *count = count.saturating_add(*n);
+            }
+        }
+        by_kind
+            .into_iter()
+            .map(|(kind, tables)| {
+                let total = tables.values().fold(0u64, |a, n| a.saturating_add(*n));
+                let named: Vec<String> = tables.iter().map(|(t, n)| format!("{t}: {n}")).collect();
+                kind.warning(total, &named.join(", "))
+            })
+            .collect()
     }
 
     /// Values a newer minor version added to the kind columns of `table`, made readable (see
@@ -551,12 +657,21 @@ impl Trace {
             }
             // The footer is decoded here, so that every command finds a segment that cannot be
             // decoded when it first reads the table, even one that counts rows from the index.
-            if let Err(why) = decode_guarded(bytes, Some(&[])) {
-                return Err(Unusable::Damaged(format!(
-                    "{} could not be decoded{}",
-                    self.rel(&seg.path),
-                    why.map(|w| format!(" ({w})")).unwrap_or_default()
-                )));
+            match decode_guarded(bytes, Some(&[])) {
+                Ok(_) => {}
+                Err(DecodeFail::Damaged(why)) => {
+                    return Err(Unusable::Damaged(format!(
+                        "{} could not be decoded{}",
+                        self.rel(&seg.path),
+                        why.map(|w| format!(" ({w})")).unwrap_or_default()
+                    )));
+                }
+                Err(DecodeFail::Refused(why)) => {
+                    return Err(Unusable::Unsupported {
+                        path: seg.path.clone(),
+                        why,
+                    });
+                }
             }
             ok.push(seg.path.clone());
         }
@@ -613,16 +728,7 @@ impl Trace {
             .and_then(|s| s.entry.as_ref())
             .map_or(u64::MAX, |e| e.bytes);
         let bytes = read_plain(path, limit).map_err(|e| e.into_error(path))?;
-        decode_guarded(bytes, only).map_err(|why| {
-            corrupt(
-                &self.dir,
-                format!(
-                    "{} could not be decoded{}",
-                    self.rel(path),
-                    why.map(|w| format!(" ({w})")).unwrap_or_default()
-                ),
-            )
-        })
+        decode_guarded(bytes, only).map_err(|why| why.error(&self.dir, &self.rel(path), path))
     }
 
     /// The whole of `table` in memory, every column. A table without rows reads as an empty
@@ -717,6 +823,8 @@ impl Trace {
             let frame = self.read_segment(path, Some(&cols))?;
             let mut rows = SampleColumns::from_frame(frame, metrics)
                 .map_err(|why| corrupt(&self.dir, format!("{}: {why}", self.rel(path))))?;
+            let found = plausible::screen_samples(&mut rows, &self.span);
+            self.note(path, Table::Samples.dir_name(), found);
             if !whole {
                 // The segment a window ends in is kept whole for the next window.
                 if last.as_ref() == Some(path) {
@@ -872,6 +980,12 @@ impl Trace {
                     if len >= e.bytes {
                         continue;
                     }
+                    // A span the recording cannot hold (`t_max_ns = i64::MAX`) is no hole in it.
+                    if let Some(why) = self.span.interval(start_ns, end_ns) {
+                        let found = Found::from([(why, 1)]);
+                        self.note(&seg.path, crate::INDEX_FILE, found);
+                        continue;
+                    }
                     for (device, rows) in &e.rows_per_device {
                         let Ok(device) = device.parse::<u32>() else {
                             continue;
@@ -939,12 +1053,15 @@ impl Trace {
             tables::col::END_NS,
         ];
         let frame = self.read_segment(path, Some(&cols))?;
-        SampleColumns::from_frame(frame, &[])
-            .map_err(|why| corrupt(&self.dir, format!("{}: {why}", self.rel(path))))
+        let mut rows = SampleColumns::from_frame(frame, &[])
+            .map_err(|why| corrupt(&self.dir, format!("{}: {why}", self.rel(path))))?;
+        let found = plausible::screen_samples(&mut rows, &self.span);
+        self.note(path, Table::Samples.dir_name(), found);
+        Ok(rows)
     }
 
     /// The rows of a whole table, converted by `rows`.
-    fn rows<R>(&self, table: Table, rows: RowsOf<R>) -> Result<Vec<R>> {
+    fn rows<R: Screen>(&self, table: Table, rows: RowsOf<R>) -> Result<Vec<R>> {
         let mut out = Vec::new();
         self.by_segment(table, rows, |part| out.extend(part))?;
         Ok(out)
@@ -975,7 +1092,7 @@ impl Trace {
     }
 
     /// The rows of `table` one verified segment file at a time, converted by `rows`.
-    fn by_segment<R>(
+    fn by_segment<R: Screen>(
         &self,
         table: Table,
         rows: RowsOf<R>,
@@ -987,11 +1104,33 @@ impl Trace {
             if self.version.is_newer_minor() {
                 self.ignore_newer_values(table, &mut frame);
             }
-            let part = rows(&frame, minor)
+            let mut part = rows(&frame, minor)
                 .map_err(|why| corrupt(&self.dir, format!("{}: {why}", self.rel(&path))))?;
+            let found = R::screen(&mut part, &self.span);
+            self.note(&path, table.dir_name(), found);
             each(part);
         }
         Ok(())
+    }
+
+    /// Reads every row of `table` as [`Trace::api_calls`], [`Trace::stacks`] and the others do,
+    /// keeping none: a command that does not show a table (`view`, `replay`) refuses what one
+    /// that reads it (`report`) refuses, a value no kind has (`gil = maybe`) among it. One
+    /// segment in memory at a time.
+    pub fn check_rows(&self, table: Table) -> Result<()> {
+        match table {
+            Table::Samples => {
+                self.samples_between(i64::MIN, i64::MAX, &[], |_| Ok::<(), TraceError>(()))
+            }
+            Table::Drops => self.by_segment(table, tables::rows::<DropRecord>, drop),
+            Table::Nvml => self.by_segment(table, tables::rows::<NvmlRow>, drop),
+            Table::Nvtx => self.by_segment(table, tables::rows::<NvtxRange>, drop),
+            Table::Kernels => self.by_segment(table, tables::rows::<KernelRecord>, drop),
+            Table::Api => self.by_segment(table, tables::rows::<ApiCall>, drop),
+            Table::Capture => self.by_segment(table, tables::rows::<CaptureEvent>, drop),
+            Table::Stacks => self.by_segment(table, tables::rows::<StackFrame>, drop),
+            Table::HostSamples => self.by_segment(table, tables::rows::<HostSample>, drop),
+        }
     }
 
     /// CUDA API calls (`--capture api`); empty for traces without them.
@@ -1071,18 +1210,20 @@ impl Trace {
                 if table == Table::Capture {
                     continue;
                 }
+                // Times the recording cannot hold are left out here as in every figure.
                 if let Some(e) = &seg.entry {
-                    s.first_ns = min_opt(s.first_ns, e.t_min_ns);
-                    s.last_ns = max_opt(s.last_ns, e.t_max_ns);
+                    s.first_ns = min_opt(s.first_ns, e.t_min_ns.filter(|t| self.span.holds(*t)));
+                    s.last_ns = max_opt(s.last_ns, e.t_max_ns.filter(|t| self.span.holds(*t)));
                 }
             }
         }
         for d in self.drops()? {
             let e = s.devices.entry(d.device).or_default();
             e.drops += 1;
-            e.dropped_ns += (d.end_ns - d.start_ns).max(0);
+            let span = d.end_ns.saturating_sub(d.start_ns).max(0);
+            e.dropped_ns = e.dropped_ns.saturating_add(span);
             if d.reason == DropReason::Paused {
-                e.paused_ns += (d.end_ns - d.start_ns).max(0);
+                e.paused_ns = e.paused_ns.saturating_add(span);
             }
         }
         for r in self.nvml()? {
@@ -1101,12 +1242,12 @@ impl Trace {
             if !usable.contains(&seg.path) {
                 continue;
             }
-            s.kernels += match &seg.entry {
+            s.kernels = s.kernels.saturating_add(match &seg.entry {
                 Some(e) => e.rows,
                 None => self
                     .read_segment(&seg.path, Some(&[tables::col::START_NS]))?
                     .height() as u64,
-            };
+            });
         }
         if s.first_ns.is_none() {
             s.first_ns = Some(self.manifest.created_unix_ns);

@@ -558,9 +558,17 @@ impl SampleColumns {
             return;
         }
         let keep: Vec<bool> = self.start_ns.iter().map(|t| (lo..hi).contains(t)).collect();
-        fn filter<T: Copy>(v: &mut Vec<T>, keep: &[bool]) {
-            let mut k = keep.iter();
-            v.retain(|_| k.next().copied().unwrap_or(false));
+        self.retain_rows(|i| keep[i]);
+    }
+
+    /// Keeps the rows `keep` is true of, by row number.
+    pub fn retain_rows(&mut self, keep: impl Fn(usize) -> bool) {
+        fn filter<T: Copy>(v: &mut Vec<T>, keep: &impl Fn(usize) -> bool) {
+            let mut i = 0;
+            v.retain(|_| {
+                i += 1;
+                keep(i - 1)
+            });
         }
         filter(&mut self.device, &keep);
         filter(&mut self.start_ns, &keep);

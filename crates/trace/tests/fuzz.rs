@@ -1,8 +1,10 @@
-//! Fuzzing the reader with damaged copies of a real recording: bytes flipped or cut in any file
+//! Fuzzing the reader with damaged copies of a real recording (a 1.1 one with rows in every table
+//! of its version, or a 1.2 one with host stacks): bytes flipped or cut in any file
 //! (manifest, index, segments), segments damaged behind a matching checksum so that the damage
 //! reaches the Parquet decoder, manifest and index fields set to values of any JSON type, files
 //! removed or replaced by folders. Opening and reading every table must give rows or a
-//! `TraceError` with a message: never a panic, never a hang (each case has a time bound).
+//! `TraceError` with a message: never a panic, never a hang (each case has a time bound), and
+//! never more than [`CASE_MEMORY`] of heap (counted by `cufall_testkit::heap`).
 //!
 //! CI runs a fixed number of cases (`DEFAULT_CASES`, about 15 s on 2 cores in a debug build)
 //! from a fixed seed, so that CI gives the same answer on the same code;
@@ -21,22 +23,31 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-/// A recording with rows in every table, so that every table's decoder is reached.
-const EXAMPLE: &str = "h200-torch-phases-api.cufall";
+/// Recordings with rows in every table of their versions, so that every table's decoder is
+/// reached: 1.1 (API calls, capture) and 1.2 (stacks, host samples).
+const EXAMPLES: [&str; 2] = [
+    "h200-torch-phases-api.cufall",
+    "host-stacks/cpu-host-phases.cufall",
+];
 /// Cases in CI; `CUFALL_FUZZ_CASES` sets another count.
 const DEFAULT_CASES: u32 = 96;
 /// The longest one case may take, open and every read, before it counts as a hang. A whole
 /// read of the example takes well under a second in a debug build.
 const CASE_LIMIT: Duration = Duration::from_secs(30);
+/// The most heap one case may take above what was in use when it began.
+const CASE_MEMORY: usize = 1 << 30;
 
-fn example() -> PathBuf {
+#[global_allocator]
+static HEAP: cufall_testkit::heap::Counting = cufall_testkit::heap::Counting;
+
+fn example(which: usize) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples")
-        .join(EXAMPLE)
+        .join(EXAMPLES[which % EXAMPLES.len()])
 }
 
 /// The example's files, relative to its folder, sorted.
-fn files() -> Vec<String> {
+fn files(which: usize) -> Vec<String> {
     fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
         for e in fs::read_dir(dir).unwrap() {
             let e = e.unwrap();
@@ -48,7 +59,7 @@ fn files() -> Vec<String> {
             }
         }
     }
-    let root = example();
+    let root = example(which);
     let mut out = Vec::new();
     walk(&root, &root, &mut out);
     out.sort();
@@ -350,6 +361,8 @@ fn read_everything(dir: &Path) {
         trace.kernels().map(drop),
         trace.api_calls().map(drop),
         trace.capture_events().map(drop),
+        trace.stacks().map(drop),
+        trace.host_samples().map(drop),
         trace.sample_batches().map(drop),
     ];
     for e in results.iter().filter_map(|r| r.as_ref().err()) {
@@ -357,9 +370,11 @@ fn read_everything(dir: &Path) {
         check(e);
     }
     for table in Table::ALL {
-        if let Err(e) = trace.frame(table) {
-            READ_ERRORS.fetch_add(1, Ordering::Relaxed);
-            check(&e);
+        for read in [trace.frame(table).map(drop), trace.check_rows(table)] {
+            if let Err(e) = read {
+                READ_ERRORS.fetch_add(1, Ordering::Relaxed);
+                check(&e);
+            }
         }
     }
     let metrics = trace.metric_names();
@@ -430,7 +445,7 @@ fn damaged_copies_give_rows_or_an_error_never_a_panic_or_a_hang() {
             default_hook(info);
         }
     }));
-    let files = files();
+    let files = [files(0), files(1)];
     let tmp = tempfile::tempdir().unwrap();
     let case = AtomicU32::new(0);
     let seed = seed();
@@ -446,29 +461,46 @@ fn damaged_copies_give_rows_or_an_error_never_a_panic_or_a_hang() {
     let mut runner =
         TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &bytes));
     let started = std::time::Instant::now();
-    let result = runner.run(&prop::collection::vec(mutation(), 1..4), |mutations| {
+    let cases = (0..EXAMPLES.len(), prop::collection::vec(mutation(), 1..4));
+    let most = std::sync::atomic::AtomicUsize::new(0);
+    let result = runner.run(&cases, |(which, mutations)| {
         let n = case.fetch_add(1, Ordering::Relaxed);
         let dir = tmp.path().join(format!("case-{n}.cufall"));
-        copy_dir(&example(), &dir);
+        copy_dir(&example(which), &dir);
         for m in &mutations {
-            apply(&dir, &files, m);
+            apply(&dir, &files[which], m);
         }
+        let base = cufall_testkit::heap::reset_peak();
         let outcome = bounded(dir.clone());
+        let used = cufall_testkit::heap::peak().saturating_sub(base);
+        most.fetch_max(used, Ordering::Relaxed);
+        prop_assert!(
+            used < CASE_MEMORY,
+            "{} {mutations:?}: {} MiB of heap",
+            EXAMPLES[which],
+            used >> 20
+        );
         // A hung worker still holds the folder: leave it then.
         if outcome.is_ok() {
             fs::remove_dir_all(&dir).unwrap();
         }
-        prop_assert!(outcome.is_ok(), "{mutations:?}: {}", outcome.unwrap_err());
+        prop_assert!(
+            outcome.is_ok(),
+            "{} {mutations:?}: {}",
+            EXAMPLES[which],
+            outcome.unwrap_err()
+        );
         Ok(())
     });
     eprintln!(
         "fuzz: {} cases (with shrinking) in {:.1} s: {} refused on opening, {} opened, {} reads \
-         of those gave an error",
+         of those gave an error; at most {} MiB of heap in a case",
         case.into_inner(),
         started.elapsed().as_secs_f64(),
         REFUSED.load(Ordering::Relaxed),
         OPENED.load(Ordering::Relaxed),
         READ_ERRORS.load(Ordering::Relaxed),
+        most.into_inner() >> 20,
     );
     if let Err(e) = result {
         panic!("{e}");

@@ -290,7 +290,13 @@ pub fn export_to(args: &ExportArgs, out: &mut dyn Write) -> Result<ExitCode> {
         eprintln!("cufall: warning: {}", cufall_text::escape(w));
     }
     for f in &summary.files {
-        writeln!(out, "wrote {}", f.display()).map_err(io_err)?;
+        // The output is named after the trace folder, whose name may hold anything.
+        writeln!(
+            out,
+            "wrote {}",
+            cufall_text::escape(&f.display().to_string())
+        )
+        .map_err(io_err)?;
     }
     if let Some(b) = summary.counter_bucket_ns {
         writeln!(

@@ -7,9 +7,9 @@ use anyhow::{Context, Result, bail};
 use cufall_analysis::AnalysisError;
 use cufall_analysis::select::{PhaseSelect, domain_counts};
 use cufall_live::feed;
-use cufall_trace::Trace;
 use cufall_trace::model::Nanos;
 use cufall_trace::model::NvtxRange;
+use cufall_trace::{Table, Trace};
 use cufall_viewer::app::{self, ViewSetup};
 use cufall_viewer::bucket::Agg;
 use cufall_viewer::color::Palette;
@@ -256,8 +256,12 @@ pub struct ReplayArgs {
 fn open(path: &PathBuf, display: &DisplayArgs) -> Result<Recording> {
     let trace = Trace::open(path)?;
     // The view reads neither API calls nor capture rows, but a damaged segment of any table is
-    // refused as `info` and `report` refuse it.
+    // refused as `info` and `report` refuse it; so are rows of the tables `report` reads and the
+    // view does not (a host sample's `gil` of no known kind).
     trace.check()?;
+    for table in [Table::Api, Table::Stacks, Table::HostSamples] {
+        trace.check_rows(table)?;
+    }
     let mut names: Vec<&str> = display
         .heatmaps
         .metrics
@@ -371,8 +375,8 @@ fn gap_mark(
 }
 
 /// Applies what `report` takes from the manifest to the view: an absurd sampling interval or
-/// heatmap full scale is replaced by what the samples show, samples outside the recording's
-/// time are left out, and each is a warning ([`cufall_analysis::manifest`]).
+/// heatmap full scale is replaced by what the samples show, and each is a warning
+/// ([`cufall_analysis::manifest`]). Samples that cannot be true the reader left out.
 fn sanitise(trace: &Trace, rec: &mut Recording) -> Result<()> {
     let checked = cufall_analysis::manifest::check(trace)?;
     rec.info.interval_ns = checked.interval_ns;
@@ -380,19 +384,6 @@ fn sanitise(trace: &Trace, rec: &mut Recording) -> Result<()> {
         h.full_scale = cufall_analysis::manifest::usable_full_scale(h.full_scale);
     }
     rec.warnings.extend(checked.warnings);
-    let count = |rec: &Recording| rec.batches.iter().map(|b| b.len()).sum::<usize>();
-    let before = count(rec);
-    let (lo, hi) = checked.span;
-    if (lo, hi) != (i64::MIN, i64::MAX) {
-        rec.keep_between(lo, hi);
-    }
-    let outside = before - count(rec);
-    if outside > 0 {
-        rec.warnings.push(format!(
-            "{outside} sample(s) lie more than a minute outside the recording (manifest.json's \
-             created_unix_ns to end_unix_ns): left out of the view"
-        ));
-    }
     Ok(())
 }
 

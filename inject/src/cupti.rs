@@ -262,7 +262,13 @@ pub fn attach(kinds: Kinds) -> Result<Attached, String> {
         let mut one: u8 = 1;
         let mut size = std::mem::size_of::<u8>();
         // SAFETY: the attribute takes a uint8_t flag, passed with its size.
-        let r = unsafe { f(ATTR_PER_THREAD_ACTIVITY_BUFFER, &mut size, (&raw mut one).cast()) };
+        let r = unsafe {
+            f(
+                ATTR_PER_THREAD_ACTIVITY_BUFFER,
+                &mut size,
+                (&raw mut one).cast(),
+            )
+        };
         tried.push(format!("per-thread-buffers: {}", api.describe(r)));
     }
     if tuned("hw-trace")

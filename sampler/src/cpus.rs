@@ -48,7 +48,11 @@ pub fn format_list(set: &CpuSet) -> String {
             b += 1;
             it.next();
         }
-        parts.push(if a == b { a.to_string() } else { format!("{a}-{b}") });
+        parts.push(if a == b {
+            a.to_string()
+        } else {
+            format!("{a}-{b}")
+        });
     }
     parts.join(",")
 }
@@ -220,7 +224,10 @@ mod tests {
         let mut spy = Spy::default();
         let mut f = CpuFence::new(dir.path(), &mut spy).unwrap();
         let line = f.check(&[100]).unwrap();
-        assert!(line.contains("CPU(s) 3") && line.contains("0-2,4-15"), "{line}");
+        assert!(
+            line.contains("CPU(s) 3") && line.contains("0-2,4-15"),
+            "{line}"
+        );
         // Nothing new: nothing done, nothing said.
         assert_eq!(f.check(&[100]), None);
         // A process of the program may use everything: cufall may too.

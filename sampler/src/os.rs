@@ -106,7 +106,10 @@ mod tests {
 
 /// Keeps thread `tid` (of any process the caller may change) to the CPUs in `cpus`; CPUs past
 /// what the kernel's affinity mask can hold are left out.
-pub fn set_thread_affinity(tid: i32, cpus: &std::collections::BTreeSet<usize>) -> std::io::Result<()> {
+pub fn set_thread_affinity(
+    tid: i32,
+    cpus: &std::collections::BTreeSet<usize>,
+) -> std::io::Result<()> {
     // SAFETY: cpu_set_t is a plain bit array, for which all zeroes is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     let max = usize::try_from(libc::CPU_SETSIZE).unwrap_or(0);

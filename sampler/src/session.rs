@@ -368,7 +368,12 @@ struct ArmedDevice {
     rearm: Rearm,
 }
 
-type Armed = (Vec<MetricInfo>, Vec<ArmedDevice>, Cost, Vec<(String, String)>);
+type Armed = (
+    Vec<MetricInfo>,
+    Vec<ArmedDevice>,
+    Cost,
+    Vec<(String, String)>,
+);
 
 /// The cost model's prediction for a recording, as `--stats-json` writes it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -797,7 +802,10 @@ fn arm_counters(
 impl Prepared {
     /// The heatmaps to show of `selection` on the armed GPUs (none without counters), with a
     /// line for each bare counter whose peak the GPU cannot give (shown on a relative scale).
-    pub fn heatmaps_for(&self, selection: &crate::spec::Selection) -> (Vec<HeatmapSpec>, Vec<String>) {
+    pub fn heatmaps_for(
+        &self,
+        selection: &crate::spec::Selection,
+    ) -> (Vec<HeatmapSpec>, Vec<String>) {
         if !self.has_counters() {
             return (Vec::new(), Vec::new());
         }

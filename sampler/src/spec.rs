@@ -252,7 +252,11 @@ mod tests {
         .unwrap();
         assert_eq!(
             d.columns,
-            vec![seed.to_string(), "gr__cycles_elapsed.max".into(), pct.clone()]
+            vec![
+                seed.to_string(),
+                "gr__cycles_elapsed.max".into(),
+                pct.clone()
+            ]
         );
         assert_eq!(d.heatmaps, vec![HeatmapSpec::of_peak(seed)]);
         // --raw: the cycles, over the denominator when one is given.
@@ -263,7 +267,10 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        assert_eq!(r.columns, vec![seed.to_string(), "gr__cycles_elapsed.max".into()]);
+        assert_eq!(
+            r.columns,
+            vec![seed.to_string(), "gr__cycles_elapsed.max".into()]
+        );
         assert_eq!(r.heatmaps[0].metric, seed);
         assert_eq!(
             r.heatmaps[0].denominator.as_deref(),
@@ -283,13 +290,22 @@ mod tests {
         })
         .unwrap();
         let line = s
-            .relative("dram__bytes_read.sum.pct_of_peak_sustained_elapsed", "refused")
+            .relative(
+                "dram__bytes_read.sum.pct_of_peak_sustained_elapsed",
+                "refused",
+            )
             .unwrap();
-        assert!(line.contains("relative scale") && line.contains("refused"), "{line}");
+        assert!(
+            line.contains("relative scale") && line.contains("refused"),
+            "{line}"
+        );
         assert_eq!(s.columns, vec!["dram__bytes_read.sum".to_string()]);
         assert_eq!(s.heatmaps[0].metric, "dram__bytes_read.sum");
         assert_eq!(s.heatmaps[0].full_scale, None);
-        assert_eq!(s.relative("x__y.avg.pct_of_peak_sustained_elapsed", "no"), None);
+        assert_eq!(
+            s.relative("x__y.avg.pct_of_peak_sustained_elapsed", "no"),
+            None
+        );
     }
 
     #[test]

@@ -76,10 +76,16 @@ mod tests {
     #[test]
     fn the_percent_column_names_its_counter() {
         let c = percent_column("sm__pipe_tensor_cycles_active.avg");
-        assert_eq!(c, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed");
+        assert_eq!(
+            c,
+            "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"
+        );
         assert_eq!(percent_of(&c), Some("sm__pipe_tensor_cycles_active.avg"));
         assert_eq!(percent_of("gr__cycles_elapsed.max"), None);
-        assert_eq!(percent_of("dram__throughput.avg.pct_of_peak_sustained_elapsed"), Some("dram__throughput.avg"));
+        assert_eq!(
+            percent_of("dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+            Some("dram__throughput.avg")
+        );
         let h = HeatmapSpec::of_peak("sm__pipe_tensor_cycles_active.avg");
         assert_eq!(h.metric, c);
         assert_eq!((h.denominator, h.full_scale), (None, Some(100.0)));

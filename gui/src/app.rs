@@ -3,7 +3,8 @@
 
 use crate::axis::AxisTime;
 use crate::flame::Icicle;
-use crate::model::{DiffState, LoadedTrace, Locked, TraceSlot, shared_extent};
+use crate::fmt::Nanos;
+use crate::model::{DiffState, LoadedTrace, Locked, TraceSlot, hosts_differ, shared_extent};
 use crate::details::details_ui;
 use crate::panel::{common_phases, side_panel_ui};
 use crate::stats::{SelectionStats, selection_stats};
@@ -138,6 +139,11 @@ impl GuiApp {
             }
             Err(e) => self.st.say(true, e.to_string()),
         }
+    }
+
+    /// The statistics of the selection, once computed.
+    pub fn selection_stats(&self) -> Option<&SelectionStats> {
+        self.sel.as_ref()
     }
 
     /// Whether every recording is loaded and nothing is being computed (tests and benchmarks
@@ -488,6 +494,13 @@ fn align_offset(
         return None;
     }
     let base = locked[0].slot.offset_ns;
+    if st.align_wall
+        && ready
+        && let Some(why) = wall_aligns_nothing(&locked)
+    {
+        st.say(false, why);
+        st.align_wall = false;
+    }
     if st.align_wall {
         // Every trace's clock is its host's wall clock: each takes A's offset, unshifted.
         *aligned = Some((st.align_phase.clone(), true, ready));
@@ -529,6 +542,39 @@ fn align_offset(
     }
     *aligned = Some((st.align_phase.clone(), false, ready));
     Some(offset)
+}
+
+/// Why the wall clock lines up nothing for these recordings, if it does not: recordings of one
+/// host share one clock, so on it they fall where they were recorded; when none overlaps
+/// another in time (one program recorded twice), they would sit side by side with nothing to
+/// compare. `None` where the hosts differ (the nodes of one run) or the recordings overlap.
+pub fn wall_aligns_nothing(locked: &[Locked<'_>]) -> Option<String> {
+    if locked.len() < 2 || hosts_differ(locked) {
+        return None;
+    }
+    let spans: Vec<(i64, i64)> = locked
+        .iter()
+        .map(|t| (t.s.extent.start_ns, t.s.extent.end_ns))
+        .collect();
+    let overlap = spans.iter().enumerate().any(|(i, a)| {
+        spans
+            .iter()
+            .skip(i + 1)
+            .any(|b| a.0 < b.1 && b.0 < a.1)
+    });
+    if overlap {
+        return None;
+    }
+    let host = crate::model::host_of(&locked[0]);
+    let (a, b) = (spans[0], spans[1]);
+    let apart = if b.0 >= a.1 {
+        format!("B starts {} after A ends", Nanos(b.0 - a.1))
+    } else {
+        format!("B ends {} before A starts", Nanos(a.0 - b.1))
+    };
+    Some(format!(
+        "--align wall lines up nothing here: the recordings come from one host ({host}), whose clock          they share, and do not overlap in time ({apart}). The wall clock is for the nodes of one          run; they are aligned at their first samples instead (--align PHASE aligns them at a          phase)."
+    ))
 }
 
 fn request_visible_tiles(locked: &mut [Locked<'_>], view: &TimeView) {

@@ -154,7 +154,11 @@ fn table_ui(
     st: &mut ViewState,
     extent: (AxisTime, AxisTime),
 ) {
-    if t.rows.is_empty() && t.headers.is_empty() {
+    if t.headers.is_empty() {
+        return;
+    }
+    if t.rows.is_empty() {
+        ui.label(format!("No {id} in the selection."));
         return;
     }
     let sort = match st.details_sort {
@@ -168,8 +172,8 @@ fn table_ui(
         .show(ui, |ui| {
             for (c, h) in t.headers.iter().enumerate() {
                 let arrow = match (sort.0 == c, sort.1) {
-                    (true, true) => " ▼",
-                    (true, false) => " ▲",
+                    (true, true) => " v",
+                    (true, false) => " ^",
                     _ => "",
                 };
                 let resp = ui

@@ -245,31 +245,46 @@ pub fn timeline_ui(
 /// missing track reads as absent from the recording, not as a fault of the window; `None` when
 /// nothing is missing or the tables are not read yet.
 pub fn absent_line(traces: &[Locked<'_>]) -> Option<String> {
-    let mut parts = Vec::new();
+    // What each recording lacks, and which recordings lack it.
+    let mut lacking: Vec<(&str, Vec<String>)> = Vec::new();
     for (ti, t) in traces.iter().enumerate() {
         let Some(tb) = t.s.tables.as_ref() else {
             continue;
         };
-        let mut missing = Vec::new();
-        if t.slot.data.metrics.is_empty() {
-            missing.push("no GPU counters");
-        }
-        if tb.kernels.is_empty() {
-            missing.push("no kernels");
-        }
-        if tb.host.is_empty() {
-            missing.push("no host samples (record with --host-stacks)");
-        }
-        if !missing.is_empty() {
-            let tag = crate::model::trace_tag(traces.len(), ti).replace(' ', ": ");
-            parts.push(format!("{tag}{}", missing.join(", ")));
+        let missing = [
+            (t.slot.data.metrics.is_empty(), "no GPU counters"),
+            (tb.kernels.is_empty(), "no kernels"),
+            (tb.host.is_empty(), "no host samples (record with --host-stacks)"),
+        ];
+        for (absent, what) in missing {
+            if !absent {
+                continue;
+            }
+            let tag = crate::model::trace_tag(traces.len(), ti).trim_end().to_string();
+            match lacking.iter_mut().find(|(w, _)| *w == what) {
+                Some((_, who)) => who.push(tag),
+                None => lacking.push((what, vec![tag])),
+            }
         }
     }
-    match parts.as_slice() {
-        [] => None,
-        [one] if traces.len() == 1 => Some(format!("This recording has {one}.")),
-        _ => Some(parts.join("; ")),
+    if lacking.is_empty() {
+        return None;
     }
+    let parts: Vec<String> = lacking
+        .into_iter()
+        .map(|(what, who)| {
+            if traces.len() > 1 {
+                format!("{}: {what}", who.join(", "))
+            } else {
+                what.to_string()
+            }
+        })
+        .collect();
+    Some(if traces.len() > 1 {
+        format!("{}.", parts.join("; "))
+    } else {
+        format!("This recording has {}.", parts.join(", "))
+    })
 }
 
 /// The innermost NVTX phase range of any recording at time `t`, on the shared axis: what a
@@ -624,19 +639,16 @@ fn legend(painter: &egui::Painter, rect: Rect, right: f32, gaps: bool, text: Col
         &[("no data", paint::DROP_FILL, paint::DROP_HATCH)]
     };
     for (name, fill, lines) in items {
+        let galley = painter.layout_no_wrap(name.to_string(), FontId::proportional(11.0), text);
         let sw = Rect::from_min_size(Pos2::new(x, rect.center().y - 5.0), Vec2::new(16.0, 10.0));
-        if sw.right() > right {
+        // Whole items only, inside the label column.
+        if sw.right() + 4.0 + galley.size().x > right {
             return;
         }
         painter.rect_filled(sw, 0.0, *fill);
         paint::hatch(painter, sw, *lines);
-        let r = painter.text(
-            Pos2::new(sw.right() + 4.0, rect.center().y),
-            Align2::LEFT_CENTER,
-            *name,
-            FontId::proportional(11.0),
-            text,
-        );
-        x = r.right() + 10.0;
+        let at = Pos2::new(sw.right() + 4.0, rect.center().y - galley.size().y / 2.0);
+        x = at.x + galley.size().x + 10.0;
+        painter.galley(at, galley, text);
     }
 }

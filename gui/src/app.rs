@@ -2,10 +2,10 @@
 //! timeline, over one recording, two compared, or the nodes of one run on the wall clock.
 
 use crate::axis::AxisTime;
+use crate::details::details_ui;
 use crate::flame::Icicle;
 use crate::fmt::Nanos;
 use crate::model::{DiffState, LoadedTrace, Locked, TraceSlot, hosts_differ, shared_extent};
-use crate::details::details_ui;
 use crate::panel::{common_phases, side_panel_ui};
 use crate::stats::{SelectionStats, selection_stats};
 use crate::timeline::timeline_ui;
@@ -24,8 +24,9 @@ pub const ALIGN_WALL: &str = "wall";
 /// recording's tables were read.
 type FlameKey = (AxisTime, AxisTime, FlamePick, bool);
 
-/// The details pane's smallest height (its tabs and a few rows).
-const DETAILS_MIN_H: f32 = 120.0;
+/// The details pane's smallest height with a selection (its tabs and a few rows, or a flame
+/// graph several frames deep).
+const DETAILS_MIN_H: f32 = 180.0;
 
 /// The details pane without a selection: its tabs and the hint.
 const DETAILS_CLOSED_H: f32 = 34.0;
@@ -247,7 +248,11 @@ impl GuiApp {
                 .unwrap_or(auto)
                 .clamp(DETAILS_MIN_H, (window.height() - 200.0).max(DETAILS_MIN_H));
             // Without a selection the pane is its tab bar and a hint; the tracks take the rest.
-            let h = if self.sel.is_some() { h } else { DETAILS_CLOSED_H };
+            let h = if self.sel.is_some() {
+                h
+            } else {
+                DETAILS_CLOSED_H
+            };
             egui::Panel::bottom("details")
                 .resizable(false)
                 .exact_size(h)
@@ -396,7 +401,11 @@ fn details_resize_ui(ui: &Ui, settings: &mut Settings, h: f32) {
     let top = ui.max_rect().top() - 4.0;
     let r = egui::Rect::from_x_y_ranges(ui.max_rect().x_range(), top - 3.0..=top + 3.0);
     let resp = ui
-        .interact(r, egui::Id::unique("cufall-details-edge"), egui::Sense::click_and_drag())
+        .interact(
+            r,
+            egui::Id::unique("cufall-details-edge"),
+            egui::Sense::click_and_drag(),
+        )
         .on_hover_cursor(egui::CursorIcon::ResizeVertical);
     resp.widget_info(|| {
         egui::WidgetInfo::labeled(egui::Role::Splitter, true, "resize the details pane")
@@ -556,12 +565,10 @@ pub fn wall_aligns_nothing(locked: &[Locked<'_>]) -> Option<String> {
         .iter()
         .map(|t| (t.s.extent.start_ns, t.s.extent.end_ns))
         .collect();
-    let overlap = spans.iter().enumerate().any(|(i, a)| {
-        spans
-            .iter()
-            .skip(i + 1)
-            .any(|b| a.0 < b.1 && b.0 < a.1)
-    });
+    let overlap = spans
+        .iter()
+        .enumerate()
+        .any(|(i, a)| spans.iter().skip(i + 1).any(|b| a.0 < b.1 && b.0 < a.1));
     if overlap {
         return None;
     }

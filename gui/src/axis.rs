@@ -155,10 +155,7 @@ pub fn ticks(
             // Steps too wide for two labels left none in view: one of the last ones.
             return before.into_iter().collect();
         }
-        let widest = out
-            .iter()
-            .map(|t| label_w(&t.label))
-            .fold(0.0f32, f32::max);
+        let widest = out.iter().map(|t| label_w(&t.label)).fold(0.0f32, f32::max);
         if out.len() == 1 || f64::from(widest + 14.0) <= step * px_per_ns {
             return out;
         }
@@ -166,7 +163,11 @@ pub fn ticks(
         before = out.pop();
         // The next of 1, 2, 5 × 10ⁿ.
         let mantissa = step / 10f64.powf(step.log10().floor());
-        step *= if (mantissa - 2.0).abs() < 0.5 { 2.5 } else { 2.0 };
+        step *= if (mantissa - 2.0).abs() < 0.5 {
+            2.5
+        } else {
+            2.0
+        };
     }
     Vec::new()
 }
@@ -281,7 +282,10 @@ mod tests {
 
     #[test]
     fn wall_clock() {
-        assert_eq!(fmt_wall_clock(1_796_253_655_146_157_127), "23:20:55.146157127 UTC");
+        assert_eq!(
+            fmt_wall_clock(1_796_253_655_146_157_127),
+            "23:20:55.146157127 UTC"
+        );
         assert_eq!(fmt_wall_clock(0), "00:00:00.000000000 UTC");
     }
 

@@ -4,10 +4,10 @@
 //! that sort by a click on a column's title. With two recordings each table holds both, a column
 //! saying whose; a phase selected in the side panel is each recording's own range of it.
 
+use crate::flame::Icicle;
 use crate::fmt::{Nanos, fmt_offset, fmt_pct, fmt_value, plain, round_ns, short_metric};
 use crate::host::HostStacks;
 use crate::icicle::icicle_ui;
-use crate::flame::Icicle;
 use crate::model::{Locked, shared_extent, trace_tag};
 use crate::stats::SelectionStats;
 use crate::view::{AxisTime, DetailsTab, Input, ViewState};
@@ -147,13 +147,7 @@ impl Table {
 
 /// Draws a table: a click on a column's title sorts by it (again: the other way); a click on a
 /// row with a time selects it and zooms there.
-fn table_ui(
-    ui: &mut Ui,
-    id: &str,
-    t: &Table,
-    st: &mut ViewState,
-    extent: (AxisTime, AxisTime),
-) {
+fn table_ui(ui: &mut Ui, id: &str, t: &Table, st: &mut ViewState, extent: (AxisTime, AxisTime)) {
     if t.headers.is_empty() {
         return;
     }
@@ -315,7 +309,12 @@ fn names_table(traces: &[Locked<'_>], sel: &SelectionStats, kernels: bool) -> Ta
     let mut t = Table {
         headers: with_whose(
             n,
-            &[if kernels { "kernel" } else { "range" }, "count", "time inside", "of the selection"],
+            &[
+                if kernels { "kernel" } else { "range" },
+                "count",
+                "time inside",
+                "of the selection",
+            ],
         ),
         default_sort: if n > 1 { 3 } else { 2 },
         ..Table::default()
@@ -408,7 +407,11 @@ pub fn frames_table(host: &HostStacks, ic: &Icicle) -> Table {
         let mut up = ic.nodes[i].parent;
         let mut nested = false;
         while let Some(p) = up {
-            if host.frames.get(ic.nodes[p].frame as usize).map(|x| x.function) == Some(f.function)
+            if host
+                .frames
+                .get(ic.nodes[p].frame as usize)
+                .map(|x| x.function)
+                == Some(f.function)
             {
                 nested = true;
                 break;
@@ -483,9 +486,7 @@ mod tests {
             default_sort: 1,
             more: 0,
         };
-        let names = |s| -> Vec<String> {
-            t.sorted(s).iter().map(|r| r.cells[0].clone()).collect()
-        };
+        let names = |s| -> Vec<String> { t.sorted(s).iter().map(|r| r.cells[0].clone()).collect() };
         // Ties in the sorted column go by the first.
         assert_eq!(names((1, true)), ["c", "a", "b"]);
         assert_eq!(names((1, false)), ["a", "b", "c"]);
@@ -497,13 +498,18 @@ mod tests {
     fn long_tables_keep_their_first_rows() {
         let mut t = Table {
             headers: vec!["name", "time"],
-            rows: (0..TABLE_ROWS + 7).map(|i| r(&format!("k{i}"), i as f64)).collect(),
+            rows: (0..TABLE_ROWS + 7)
+                .map(|i| r(&format!("k{i}"), i as f64))
+                .collect(),
             default_sort: 1,
             more: 0,
         };
         cap(&mut t);
         assert_eq!(t.rows.len(), TABLE_ROWS);
         assert_eq!(t.more, 7);
-        assert_eq!(t.sorted((1, true))[0].cells[0], format!("k{}", TABLE_ROWS + 6));
+        assert_eq!(
+            t.sorted((1, true))[0].cells[0],
+            format!("k{}", TABLE_ROWS + 6)
+        );
     }
 }

@@ -202,12 +202,13 @@ impl HostStacks {
         hs
     }
 
-    /// The thread's process, by the name of its main thread (the one whose tid is the pid),
-    /// as `name pid`; `pid N` where the main thread was not sampled or has no name.
+    /// The thread's process, by the name of its main thread (the one whose tid is the pid; the
+    /// kernel names it after the program), as `name pid`; `pid N` where the main thread was not
+    /// sampled or has no name of its own (Python calls every main thread `MainThread`).
     pub fn process_name(&self, pid: u32) -> String {
         self.threads
             .iter()
-            .find(|t| t.pid == pid && t.tid == pid && !t.name.is_empty())
+            .find(|t| t.pid == pid && t.tid == pid && !t.name.is_empty() && t.name != "MainThread")
             .map_or_else(|| format!("pid {pid}"), |t| format!("{} {pid}", t.name))
     }
 
@@ -263,9 +264,10 @@ impl HostStacks {
 /// `0x4c13f6`) is named by its library and offset, `libcuda.so+0x4c13f6`, as perf and Perfetto
 /// name them; the version after `.so` is left out.
 fn frame_function(f: &StackFrame) -> String {
-    let addr = f.function.strip_prefix("0x").is_some_and(|h| {
-        !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit())
-    });
+    let addr = f
+        .function
+        .strip_prefix("0x")
+        .is_some_and(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit()));
     if f.kind != FrameKind::Native || !addr || f.file.is_empty() {
         return f.function.clone();
     }
@@ -428,9 +430,15 @@ mod tests {
         };
         let f = native("0x4c13f6", "/usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05");
         assert_eq!(frame_function(&f), "libcuda.so+0x4c13f6");
-        assert_eq!(frame_function(&native("0x10", "/opt/app/engine")), "engine+0x10");
+        assert_eq!(
+            frame_function(&native("0x10", "/opt/app/engine")),
+            "engine+0x10"
+        );
         // Symbols, Python frames and addresses in no file stay as they are.
-        assert_eq!(frame_function(&native("cuLaunchKernel", "/x/libcuda.so.1")), "cuLaunchKernel");
+        assert_eq!(
+            frame_function(&native("cuLaunchKernel", "/x/libcuda.so.1")),
+            "cuLaunchKernel"
+        );
         assert_eq!(frame_function(&native("0x4c13f6", "")), "0x4c13f6");
         let py = StackFrame {
             kind: FrameKind::Python,
@@ -438,7 +446,10 @@ mod tests {
         };
         assert_eq!(frame_function(&py), "0xabc");
         let hs = HostStacks::build(vec![f], vec![sample(0, 1, 1, false)]);
-        assert_eq!(hs.function_name(hs.leaf_function(hs.threads[0].stack[0])), "libcuda.so+0x4c13f6");
+        assert_eq!(
+            hs.function_name(hs.leaf_function(hs.threads[0].stack[0])),
+            "libcuda.so+0x4c13f6"
+        );
         assert_eq!(hs.threads[0].max_depth, 1);
         assert_eq!(hs.threads[0].running, 1);
     }

@@ -12,12 +12,7 @@ use cufall_analysis::report::{PhaseReport, Report};
 use cufall_analysis::select::domain_label;
 use eframe::egui::{self, RichText, Ui};
 
-pub fn side_panel_ui(
-    ui: &mut Ui,
-    traces: &[Locked<'_>],
-    st: &mut ViewState,
-    diff: &DiffState,
-) {
+pub fn side_panel_ui(ui: &mut Ui, traces: &[Locked<'_>], st: &mut ViewState, diff: &DiffState) {
     // A Compare tab left open when a third recording arrived would compare A with B alone.
     if traces.len() != 2 && st.side_tab == SideTab::Compare {
         st.side_tab = SideTab::Phases;

@@ -109,6 +109,13 @@ fn ctrl_wheel_zooms_at_the_cursor() {
 #[test]
 fn drag_pans_by_the_distance_moved() {
     let mut h = open();
+    {
+        // The middle half of the run: the whole run cannot move (the view stays on the data).
+        let v = &mut h.state_mut().app().st.view;
+        let (a, b) = (v.at(0.25), v.at(0.75));
+        v.fit(a, b, 0.0);
+    }
+    h.run_steps(2);
     let r = area(&mut h);
     let y = r.top() + 40.0;
     let before = h.state_mut().app().st.view;

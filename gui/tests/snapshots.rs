@@ -150,6 +150,7 @@ fn a_flight_recorder_dump() {
 /// The views, at the two window sizes people use: each recording opened as a user
 /// would, the details pane and side panel in their default places.
 fn view_at(traces: &[&str], align: Option<&str>, size: Vec2, name: &str) {
+    let _turn = common::render_turn();
     let paths: Vec<_> = traces.iter().map(|t| example(t)).collect();
     let mut h = harness(&paths, align, Settings::default(), size, true);
     h.snapshot(name);

@@ -17,7 +17,12 @@ use std::collections::BTreeSet;
 const SIZE: Vec2 = Vec2::new(1400.0, 900.0);
 const NATIVE: &str = "h200-specdec-graphs-on-native-host.cufall";
 
-fn open(traces: &[&str], align: Option<&str>, size: Vec2, render: bool) -> Harness<'static, TestApp> {
+fn open(
+    traces: &[&str],
+    align: Option<&str>,
+    size: Vec2,
+    render: bool,
+) -> Harness<'static, TestApp> {
     let paths: Vec<_> = traces.iter().map(|t| example(t)).collect();
     harness(&paths, align, Settings::default(), size, render)
 }
@@ -90,7 +95,11 @@ fn unsymbolised_frames_name_their_library() {
     let app = h.state_mut().app();
     let s = app.slots[0].data.lock();
     let host = &s.tables.as_ref().expect("tables").host;
-    let names: Vec<&str> = host.frames.iter().map(|f| host.names.get(f.function)).collect();
+    let names: Vec<&str> = host
+        .frames
+        .iter()
+        .map(|f| host.names.get(f.function))
+        .collect();
     // Addresses in stripped libraries read `libcuda.so+0x…`, never a bare address.
     assert!(
         names.iter().any(|n| n.contains(".so+0x")),
@@ -98,7 +107,9 @@ fn unsymbolised_frames_name_their_library() {
         &names[..names.len().min(20)]
     );
     assert!(
-        !names.iter().any(|n| n.starts_with("0x") && !n.contains(' ')),
+        !names
+            .iter()
+            .any(|n| n.starts_with("0x") && !n.contains(' ')),
         "bare addresses left"
     );
 }
@@ -118,7 +129,9 @@ fn a_click_on_a_thread_label_opens_or_closes_its_flame_chart() {
             _ => None,
         })
         .expect("an idle thread starts closed");
-    let open_one = rows.iter().any(|r| matches!(r, Row::Host { open: true, .. }));
+    let open_one = rows
+        .iter()
+        .any(|r| matches!(r, Row::Host { open: true, .. }));
     assert!(open_one, "the busiest thread starts as a flame chart");
     let (pid, tid, name) = {
         let app = h.state_mut().app();
@@ -153,7 +166,10 @@ fn zoom_out_stops_at_the_whole_run() {
     drop(locked);
     let v = app.st.view;
     let margin = (b - a) * 0.011;
-    assert!(v.t0 >= a - margin && v.t1 <= b + margin, "{v:?} for [{a:?}, {b:?}]");
+    assert!(
+        v.t0 >= a - margin && v.t1 <= b + margin,
+        "{v:?} for [{a:?}, {b:?}]"
+    );
     assert!(v.span() >= (b - a) * 0.99, "{v:?}");
 }
 
@@ -172,7 +188,12 @@ fn a_double_click_on_a_counter_track_fits_the_phase_or_gap_not_a_sample() {
             .iter()
             .position(|p| p.path == "verify")
             .expect("verify");
-        let mut r: Vec<_> = tb.phases.ranges.iter().filter(|r| r.phase == verify).collect();
+        let mut r: Vec<_> = tb
+            .phases
+            .ranges
+            .iter()
+            .filter(|r| r.phase == verify)
+            .collect();
         r.sort_by_key(|r| r.start_ns);
         (slot.disp(r[9].start_ns), slot.disp(r[9].end_ns))
     };
@@ -217,7 +238,12 @@ fn a_double_click_on_a_counter_track_fits_the_phase_or_gap_not_a_sample() {
     assert_ne!(before, after, "the double-click fitted something");
     // Not one sample (30 µs): the verify range (its length with a margin) or a gap in it.
     assert!(after.span() > 100_000.0, "fitted {} ns", after.span());
-    assert!(after.span() <= (b - a) * 1.2, "fitted {} ns of {}", after.span(), b - a);
+    assert!(
+        after.span() <= (b - a) * 1.2,
+        "fitted {} ns of {}",
+        after.span(),
+        b - a
+    );
 }
 
 #[test]
@@ -232,15 +258,25 @@ fn a_phase_selected_in_two_recordings_lists_both_sides_kernels() {
         false,
     );
     // The first `verify` in the side panel (A's list): zoom and select its first range.
-    h.get_all_by_label("verify").next().expect("verify listed").click();
+    h.get_all_by_label("verify")
+        .next()
+        .expect("verify listed")
+        .click();
     h.run_steps(3);
     settle(&mut h);
     let app = h.state_mut().app();
-    assert_eq!(app.st.selected_phase.as_ref().map(|p| p.0.as_str()), Some("verify"));
+    assert_eq!(
+        app.st.selected_phase.as_ref().map(|p| p.0.as_str()),
+        Some("verify")
+    );
     let stats = app.selection_stats().expect("statistics of the selection");
     assert_eq!(stats.traces.len(), 2);
     for t in &stats.traces {
-        assert!(t.kernel_count > 0, "{}: no kernels in its verify range", t.name);
+        assert!(
+            t.kernel_count > 0,
+            "{}: no kernels in its verify range",
+            t.name
+        );
     }
     // Each side's window is its own verify range.
     assert_ne!(stats.windows[0], stats.windows[1]);
@@ -265,9 +301,10 @@ fn align_wall_on_one_host_says_why_it_aligns_nothing() {
     let app = h.state_mut().app();
     let said: Vec<&str> = app.st.messages.iter().map(|m| m.text.as_str()).collect();
     assert!(
-        said.iter().any(|m| m.contains("--align wall lines up nothing")
-            && m.contains("one host")
-            && m.contains("first samples")),
+        said.iter()
+            .any(|m| m.contains("--align wall lines up nothing")
+                && m.contains("one host")
+                && m.contains("first samples")),
         "{said:?}"
     );
     assert!(!app.st.align_wall);
@@ -275,7 +312,13 @@ fn align_wall_on_one_host_says_why_it_aligns_nothing() {
 
 #[test]
 fn a_small_window_still_shows_the_axis_and_a_track() {
-    let mut h = open(&["h200-torch-phases-host.cufall"], None, Vec2::new(400.0, 300.0), true);
+    let _turn = common::render_turn();
+    let mut h = open(
+        &["h200-torch-phases-host.cufall"],
+        None,
+        Vec2::new(400.0, 300.0),
+        true,
+    );
     let r = h.state_mut().app().st.last_data_rect.expect("drawn");
     assert!(r.height() >= 40.0, "{r:?}");
     assert!(r.width() >= 200.0, "{r:?}");
@@ -284,6 +327,7 @@ fn a_small_window_still_shows_the_axis_and_a_track() {
 
 #[test]
 fn the_details_pane_fills_what_the_tracks_leave() {
+    let _turn = common::render_turn();
     let mut h = open(&["h200-torch-phases.cufall"], None, SIZE, true);
     {
         let app = h.state_mut().app();
@@ -319,6 +363,7 @@ fn the_details_pane_fills_what_the_tracks_leave() {
 
 #[test]
 fn the_value_at_the_cursor_is_on_every_track() {
+    let _turn = common::render_turn();
     let mut h = open(&["h200-torch-phases.cufall"], None, SIZE, true);
     let rect = h.state_mut().app().st.last_data_rect.expect("drawn");
     h.event(Event::PointerMoved(Pos2::new(

@@ -253,7 +253,10 @@ fn flame_chart(
             area.left() + c0 as f32 * col_w..=area.left() + end as f32 * col_w,
             top..=top + HOST_LEVEL_H - 1.0,
         );
-        let function = host.frames.get(frame as usize).map_or(u32::MAX, |f| f.function);
+        let function = host
+            .frames
+            .get(frame as usize)
+            .map_or(u32::MAX, |f| f.function);
         let color = name_color(host.function_name(function));
         if idle {
             fills.add_colored_rect(r, color.lerp_to_gamma(background, 0.6));
@@ -320,12 +323,16 @@ fn sample_text(host: &HostStacks, th: &HostThread, i: usize, at_ns: f64) -> Stri
         HostState::Running => "running",
         HostState::Idle => "waiting (idle)",
     };
+    let process = if th.tid == th.pid {
+        String::new()
+    } else {
+        format!(" in {}", host.process_name(th.pid))
+    };
     let mut s = format!(
-        "{} ({}, {}/{})\nat {} (sampled every {})\n{state}, GIL {}\n",
-        thread_title(th),
-        host.process_name(th.pid),
+        "{}/{} {}{process}\nat {} (sampled every {})\n{state}, GIL {}\n",
         th.pid,
         th.tid,
+        thread_title(th),
         fmt_offset(at_ns, 1e5),
         Nanos(th.interval_ns),
         th.gil[i].as_str(),

@@ -167,7 +167,10 @@ mod tests {
         assert!((h[1] - 260.0).abs() < 1e-3, "{h:?}");
         assert!((h[2] - 110.0).abs() < 1e-3, "{h:?}");
         // Below the maximums it is share_heights; with lanes alone there is nothing to grow.
-        assert_eq!(fill_heights(&[LANE, TRACK], 100.0), share_heights(&[LANE, TRACK], 100.0));
+        assert_eq!(
+            fill_heights(&[LANE, TRACK], 100.0),
+            share_heights(&[LANE, TRACK], 100.0)
+        );
         assert_eq!(fill_heights(&[LANE], 500.0), vec![18.0]);
     }
 

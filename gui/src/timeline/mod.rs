@@ -175,7 +175,10 @@ pub fn timeline_ui(
     let cursor_x = ui
         .input(|i| i.pointer.hover_pos())
         .filter(|p| {
-            p.x >= data_x0 && p.x <= data_x0 + data_w && p.y > axis_rect.top() && p.y < full.bottom()
+            p.x >= data_x0
+                && p.x <= data_x0 + data_w
+                && p.y > axis_rect.top()
+                && p.y < full.bottom()
         })
         .map(|p| p.x);
     egui::ScrollArea::vertical()
@@ -254,13 +257,18 @@ pub fn absent_line(traces: &[Locked<'_>]) -> Option<String> {
         let missing = [
             (t.slot.data.metrics.is_empty(), "no GPU counters"),
             (tb.kernels.is_empty(), "no kernels"),
-            (tb.host.is_empty(), "no host samples (record with --host-stacks)"),
+            (
+                tb.host.is_empty(),
+                "no host samples (record with --host-stacks)",
+            ),
         ];
         for (absent, what) in missing {
             if !absent {
                 continue;
             }
-            let tag = crate::model::trace_tag(traces.len(), ti).trim_end().to_string();
+            let tag = crate::model::trace_tag(traces.len(), ti)
+                .trim_end()
+                .to_string();
             match lacking.iter_mut().find(|(w, _)| *w == what) {
                 Some((_, who)) => who.push(tag),
                 None => lacking.push((what, vec![tag])),
@@ -534,17 +542,22 @@ fn overview_ui(
 ) {
     let painter = ui.painter_at(rect);
     // How much of the run is in view, where the overview shows which part.
-    painter.with_clip_rect(Rect::from_x_y_ranges(rect.left()..=data_x0 - 6.0, rect.y_range())).text(
-        Pos2::new(rect.left() + 4.0, rect.center().y),
-        Align2::LEFT_CENTER,
-        format!(
-            "window {} · run {}",
-            round_ns(st.view.span()),
-            round_ns(extent.1 - extent.0)
-        ),
-        FontId::proportional(12.0),
-        ui.visuals().weak_text_color(),
-    );
+    painter
+        .with_clip_rect(Rect::from_x_y_ranges(
+            rect.left()..=data_x0 - 6.0,
+            rect.y_range(),
+        ))
+        .text(
+            Pos2::new(rect.left() + 4.0, rect.center().y),
+            Align2::LEFT_CENTER,
+            format!(
+                "window {} · run {}",
+                round_ns(st.view.span()),
+                round_ns(extent.1 - extent.0)
+            ),
+            FontId::proportional(12.0),
+            ui.visuals().weak_text_color(),
+        );
     let area = Rect::from_min_max(
         Pos2::new(data_x0, rect.top() + 4.0),
         Pos2::new(data_x0 + data_w, rect.bottom() - 4.0),
@@ -598,12 +611,7 @@ fn axis_ui(ui: &Ui, rect: Rect, geom: &Geom, origin: AxisTime, gaps: bool) {
             .size()
             .x
     };
-    let ticks = crate::axis::ticks(
-        (geom.view.t0, geom.view.t1),
-        origin,
-        geom.w,
-        &measure,
-    );
+    let ticks = crate::axis::ticks((geom.view.t0, geom.view.t1), origin, geom.w, &measure);
     let right = geom.x0 + geom.w;
     for tick in ticks {
         let x = geom.x(tick.t);
@@ -623,7 +631,13 @@ fn axis_ui(ui: &Ui, rect: Rect, geom: &Geom, origin: AxisTime, gaps: bool) {
             );
         }
     }
-    legend(&painter, rect, geom.x0 - 6.0, gaps, ui.visuals().weak_text_color());
+    legend(
+        &painter,
+        rect,
+        geom.x0 - 6.0,
+        gaps,
+        ui.visuals().weak_text_color(),
+    );
 }
 
 /// The legend of the hatched marks: idle gaps (the band under each GPU's first track) and

@@ -21,12 +21,12 @@ const TITLE: Fit = Fit::fixed(18.0);
 const FOLDED: Fit = Fit::flexible(24.0, 40.0, 0.6);
 /// A metric drawn as a heat strip: colour needs little height, but its scale and the value at
 /// the cursor are two lines of the label.
-const HEAT: Fit = Fit::flexible(30.0, 40.0, 1.0);
+const HEAT: Fit = Fit::flexible(24.0, 40.0, 1.0);
 /// A metric drawn as an area chart: compact, about 48 points (a line needs more than a strip
 /// to be read; the label holds the scale and the value at the cursor).
-const LINE: Fit = Fit::flexible(40.0, 48.0, 1.0);
+const LINE: Fit = Fit::flexible(32.0, 48.0, 1.0);
 /// An NVML line: context beside the counters, so it takes less of the height.
-const NVML: Fit = Fit::flexible(28.0, 34.0, 0.7);
+const NVML: Fit = Fit::flexible(22.0, 34.0, 0.7);
 /// One stack level of a host thread's flame chart.
 pub const HOST_LEVEL_H: f32 = 12.0;
 /// The deepest stack level a flame chart draws (the hover shows the whole stack).

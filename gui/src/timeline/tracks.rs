@@ -148,7 +148,8 @@ pub(super) fn draw_row(
             let t = &traces[ti];
             let info = &t.slot.data.metrics[m];
             let style = (settings.style, settings.show_gaps);
-            let (hit, out) = metric_track(ui, painter, t, dev, m, area, geom, style, pointer, cursor_x);
+            let (hit, out) =
+                metric_track(ui, painter, t, dev, m, area, geom, style, pointer, cursor_x);
             let unit = unit_suffix(&info.unit);
             let readout = Readout {
                 name: format!("{}{}", dev_tag(ti, dev), short_metric(&info.name)),
@@ -168,8 +169,17 @@ pub(super) fn draw_row(
             kernel_lane(painter, t, k, &tables.names, area, geom, pointer)
         }
         Row::Nvml { ti, dev, field } => {
-            let (hit, out) =
-                nvml_track(ui, painter, traces, ti, dev, field, area, geom, (pointer, cursor_x));
+            let (hit, out) = nvml_track(
+                ui,
+                painter,
+                traces,
+                ti,
+                dev,
+                field,
+                area,
+                geom,
+                (pointer, cursor_x),
+            );
             let unit = field.unit();
             let readout = Readout {
                 name: format!("{}{}", dev_tag(ti, dev), field.title()),
@@ -209,7 +219,12 @@ struct Readout {
 
 /// A chart's label: the name on the first line and the value at the cursor on the second (the
 /// scale's top and bottom at the right, by the chart's edges); one line where the row is low.
-fn track_label(painter: &egui::Painter, label: Rect, r: &Readout, (text, weak): (Color32, Color32)) {
+fn track_label(
+    painter: &egui::Painter,
+    label: Rect,
+    r: &Readout,
+    (text, weak): (Color32, Color32),
+) {
     let p = painter.with_clip_rect(label);
     let small = FontId::proportional(10.0);
     let top = p.layout_no_wrap(r.top.clone(), small.clone(), weak);
@@ -330,7 +345,13 @@ fn nvml_track(
     };
     out.at_cursor = at_cursor(&cols, area, cursor_x);
     painter.rect_filled(area, 0.0, ui.visuals().extreme_bg_color);
-    line_mesh(painter, area, &cols, out.scale, Color32::from_rgb(240, 190, 90));
+    line_mesh(
+        painter,
+        area,
+        &cols,
+        out.scale,
+        Color32::from_rgb(240, 190, 90),
+    );
     let Some(p) = pointer else {
         return (None, out);
     };
@@ -543,9 +564,7 @@ fn metric_track(
     }
     // The gap under the pointer's time, wherever on the track the pointer is: its hover text
     // follows the value's, and a click or double-click takes the gap.
-    if show_gaps
-        && let Some(g) = gaps_band(painter, t, dev, band, area, geom, pointer)
-    {
+    if show_gaps && let Some(g) = gaps_band(painter, t, dev, band, area, geom, pointer) {
         hit = Some(match hit {
             Some(h) if h.span.is_none() => Hit {
                 text: format!("{}\n{}", h.text, g.text),
@@ -924,7 +943,10 @@ fn gaps_band(
             };
             let galley = painter.layout_no_wrap(text, FontId::proportional(9.0), Color32::WHITE);
             if galley.size().x + 8.0 < r.width() {
-                let at = Pos2::new(r.center().x - galley.size().x / 2.0, r.center().y - galley.size().y / 2.0);
+                let at = Pos2::new(
+                    r.center().x - galley.size().x / 2.0,
+                    r.center().y - galley.size().y / 2.0,
+                );
                 let bg = Rect::from_min_size(at, galley.size()).expand2(Vec2::new(2.0, 0.0));
                 painter.rect_filled(bg, 1.0, GAP_FILL);
                 painter.galley(at, galley, Color32::WHITE);

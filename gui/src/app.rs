@@ -199,80 +199,16 @@ impl GuiApp {
             &mut open_request,
         );
         messages_ui(ui, &mut self.st);
-        // Selection statistics, recomputed while they are not exact (edge tiles loading).
-        let selection = self.st.selection();
-        let stale = match (&self.sel, selection) {
-            (Some(s), Some((a, b))) => s.a != a || s.b != b || !s.exact,
-            (None, Some(_)) => true,
-            (_, None) => false,
-        };
-        if selection.is_none() {
-            self.sel = None;
-        }
-        if stale && let Some((a, b)) = selection {
-            let phase = self
-                .st
-                .selected_phase
-                .as_ref()
-                .map(|(p, n)| (p.as_str(), *n));
-            let (stats, wanted) = selection_stats(&locked, a, b, phase);
-            for (t, want) in locked.iter_mut().zip(wanted) {
-                for (x, y) in want {
-                    t.slot.data.request_tiles(&mut t.s, x, y);
-                }
-            }
-            if self.sel.as_ref().is_none_or(|s| s.a != a || s.b != b) {
-                // The flame graph starts with the thread that launched the work: the one that
-                // pushed the NVTX ranges in the selection, else the busiest.
-                let ti = self.st.flame_pick.ti.min(locked.len().saturating_sub(1));
-                if let (Some(t), Some(w)) = (locked.get(ti), stats.windows.get(ti)) {
-                    self.st.flame_pick = FlamePick {
-                        ti,
-                        thread: launching_thread(t, w.0, w.1),
-                    };
-                }
-            }
-            self.sel = Some(stats);
-        }
+        update_selection(&mut self.sel, &mut self.st, &mut locked);
         update_flame(&mut self.flame, &self.st, &locked);
-        let window = ui.available_rect_before_wrap();
-        // A small window keeps the axis and the tracks: the pane and the panel step aside.
-        let room_for_details = window.height() >= 420.0;
-        let room_for_panel = window.width() >= 720.0;
-        if self.settings.details && room_for_details && !locked.is_empty() {
-            let pref = crate::timeline::preferred_height(&locked, &self.st, &self.settings);
-            let auto = (window.height() - pref).clamp(DETAILS_MIN_H, window.height() * 0.6);
-            let h = self
-                .settings
-                .details_h
-                .unwrap_or(auto)
-                .clamp(DETAILS_MIN_H, (window.height() - 200.0).max(DETAILS_MIN_H));
-            // Without a selection the pane is its tab bar and a hint; the tracks take the rest.
-            let h = if self.sel.is_some() {
-                h
-            } else {
-                DETAILS_CLOSED_H
-            };
-            egui::Panel::bottom("details")
-                .resizable(false)
-                .exact_size(h)
-                .show(ui, |ui| {
-                    if self.sel.is_some() {
-                        details_resize_ui(ui, &mut self.settings, h);
-                    }
-                    let sel = (self.sel.as_ref(), self.flame.as_ref().map(|f| &f.1));
-                    details_ui(ui, &locked, &mut self.st, sel);
-                });
-        }
-        if self.settings.side_panel && room_for_panel && !locked.is_empty() {
-            egui::Panel::right("side")
-                .resizable(true)
-                .default_size(330.0)
-                .max_size(560.0)
-                .show(ui, |ui| {
-                    side_panel_ui(ui, &locked, &mut self.st, &self.diff);
-                });
-        }
+        let sel = (self.sel.as_ref(), self.flame.as_ref().map(|f| &f.1));
+        panels_ui(
+            ui,
+            &locked,
+            sel,
+            (&mut self.st, &mut self.settings),
+            &self.diff,
+        );
         egui::CentralPanel::default().show(ui, |ui| {
             if locked.is_empty() {
                 empty_ui(ui);
@@ -392,6 +328,89 @@ pub fn trace_root(path: &Path) -> PathBuf {
             Some(parent) if !parent.as_os_str().is_empty() => p = parent,
             _ => return path.to_path_buf(),
         }
+    }
+}
+
+/// The statistics of the selection, recomputed while they are not exact (edge tiles
+/// loading); a new selection starts the flame graph with the thread that launched its work.
+fn update_selection(
+    sel: &mut Option<SelectionStats>,
+    st: &mut ViewState,
+    locked: &mut [Locked<'_>],
+) {
+    // Selection statistics, recomputed while they are not exact (edge tiles loading).
+    let selection = st.selection();
+    let stale = match (&*sel, selection) {
+        (Some(s), Some((a, b))) => s.a != a || s.b != b || !s.exact,
+        (None, Some(_)) => true,
+        (_, None) => false,
+    };
+    if selection.is_none() {
+        *sel = None;
+    }
+    if stale && let Some((a, b)) = selection {
+        let phase = st.selected_phase.as_ref().map(|(p, n)| (p.as_str(), *n));
+        let (stats, wanted) = selection_stats(locked, a, b, phase);
+        for (t, want) in locked.iter_mut().zip(wanted) {
+            for (x, y) in want {
+                t.slot.data.request_tiles(&mut t.s, x, y);
+            }
+        }
+        if sel.as_ref().is_none_or(|s| s.a != a || s.b != b) {
+            // The flame graph starts with the thread that launched the work: the one that
+            // pushed the NVTX ranges in the selection, else the busiest.
+            let ti = st.flame_pick.ti.min(locked.len().saturating_sub(1));
+            if let (Some(t), Some(w)) = (locked.get(ti), stats.windows.get(ti)) {
+                st.flame_pick = FlamePick {
+                    ti,
+                    thread: launching_thread(t, w.0, w.1),
+                };
+            }
+        }
+        *sel = Some(stats);
+    }
+}
+
+/// The details pane along the bottom and the side panel (navigation), where the window has
+/// room for them.
+fn panels_ui(
+    ui: &mut Ui,
+    locked: &[Locked<'_>],
+    sel: (Option<&SelectionStats>, Option<&Icicle>),
+    (st, settings): (&mut ViewState, &mut Settings),
+    diff: &DiffState,
+) {
+    let window = ui.available_rect_before_wrap();
+    // A small window keeps the axis and the tracks: the pane and the panel step aside.
+    let room_for_details = window.height() >= 420.0;
+    let room_for_panel = window.width() >= 720.0;
+    if settings.details && room_for_details && !locked.is_empty() {
+        let pref = crate::timeline::preferred_height(locked, st, settings);
+        let auto = (window.height() - pref).clamp(DETAILS_MIN_H, window.height() * 0.6);
+        let h = settings
+            .details_h
+            .unwrap_or(auto)
+            .clamp(DETAILS_MIN_H, (window.height() - 200.0).max(DETAILS_MIN_H));
+        // Without a selection the pane is its tab bar and a hint; the tracks take the rest.
+        let h = if sel.0.is_some() { h } else { DETAILS_CLOSED_H };
+        egui::Panel::bottom("details")
+            .resizable(false)
+            .exact_size(h)
+            .show(ui, |ui| {
+                if sel.0.is_some() {
+                    details_resize_ui(ui, settings, h);
+                }
+                details_ui(ui, locked, st, sel);
+            });
+    }
+    if settings.side_panel && room_for_panel && !locked.is_empty() {
+        egui::Panel::right("side")
+            .resizable(true)
+            .default_size(330.0)
+            .max_size(560.0)
+            .show(ui, |ui| {
+                side_panel_ui(ui, locked, st, diff);
+            });
     }
 }
 

@@ -110,45 +110,13 @@ pub fn timeline_ui(
     let label_w = LABEL_W.min((full.width() * 0.3).max(60.0));
     let data_x0 = full.left() + label_w;
     let data_w = (full.width() - label_w - 4.0).max(50.0);
-    let origin = extent.0;
 
-    // Overview of the whole run, with the visible window; left out in a small window.
-    if full.height() >= OVERVIEW_FROM_H {
-        let (ov_rect, ov_resp) =
-            ui.allocate_exact_size(Vec2::new(full.width(), OVERVIEW_H), Sense::click_and_drag());
-        overview_ui(ui, ov_rect, traces, st, extent, data_x0, data_w, &ov_resp);
-    }
-
-    let (axis_rect, axis_resp) =
-        ui.allocate_exact_size(Vec2::new(full.width(), AXIS_H), Sense::hover());
     let geom = Geom {
         x0: data_x0,
         w: data_w,
         view: st.view,
     };
-    axis_ui(ui, axis_rect, &geom, origin, settings.show_gaps);
-    if let Some(p) = axis_resp.hover_pos()
-        && p.x >= data_x0
-        && let Some(a) = traces.first()
-    {
-        let t = geom.t(p.x);
-        axis_resp.on_hover_text_at_pointer(format!(
-            "{} from the start\nwall clock {} (A's host)",
-            crate::axis::fmt_axis(t - origin, geom.px_ns() * 10.0),
-            crate::axis::fmt_wall_clock(a.slot.local(t)),
-        ));
-    }
-    if let Some(line) = absent_line(traces) {
-        let (r, _) = ui.allocate_exact_size(Vec2::new(full.width(), ABSENT_H), Sense::hover());
-        ui.painter_at(r).text(
-            Pos2::new(r.left() + 6.0, r.center().y),
-            Align2::LEFT_CENTER,
-            line,
-            FontId::proportional(12.0),
-            ui.visuals().warn_fg_color,
-        );
-    }
-
+    let axis_rect = header_ui(ui, traces, st, settings, &geom, full);
     let avail_h = ui.available_height();
     // Folds are decided for the window, not for what the details pane leaves this frame (it
     // sizes itself by the rows, which the folds decide): the window less the bars and the
@@ -242,6 +210,54 @@ pub fn timeline_ui(
     st.last_data_rect = Some(data_rect.intersect(ui.clip_rect()));
     input::key_input(ui, st, &geom, extent);
     st.view.clamp_to(extent.0, extent.1);
+}
+
+/// The overview strip (left out in a small window), the axis with its hover, and the line of
+/// what the recordings lack; returns the axis' rectangle.
+fn header_ui(
+    ui: &mut Ui,
+    traces: &[Locked<'_>],
+    st: &mut ViewState,
+    settings: &Settings,
+    geom: &Geom,
+    full: Rect,
+) -> Rect {
+    let extent = shared_extent(traces);
+    let origin = extent.0;
+    let (data_x0, data_w) = (geom.x0, geom.w);
+    // Overview of the whole run, with the visible window; left out in a small window.
+    if full.height() >= OVERVIEW_FROM_H {
+        let (ov_rect, ov_resp) =
+            ui.allocate_exact_size(Vec2::new(full.width(), OVERVIEW_H), Sense::click_and_drag());
+        overview_ui(ui, ov_rect, traces, st, extent, data_x0, data_w, &ov_resp);
+    }
+
+    let (axis_rect, axis_resp) =
+        ui.allocate_exact_size(Vec2::new(full.width(), AXIS_H), Sense::hover());
+    axis_ui(ui, axis_rect, geom, origin, settings.show_gaps);
+    if let Some(p) = axis_resp.hover_pos()
+        && p.x >= data_x0
+        && let Some(a) = traces.first()
+    {
+        let t = geom.t(p.x);
+        axis_resp.on_hover_text_at_pointer(format!(
+            "{} from the start\nwall clock {} (A's host)",
+            crate::axis::fmt_axis(t - origin, geom.px_ns() * 10.0),
+            crate::axis::fmt_wall_clock(a.slot.local(t)),
+        ));
+    }
+    if let Some(line) = absent_line(traces) {
+        let (r, _) = ui.allocate_exact_size(Vec2::new(full.width(), ABSENT_H), Sense::hover());
+        ui.painter_at(r).text(
+            Pos2::new(r.left() + 6.0, r.center().y),
+            Align2::LEFT_CENTER,
+            line,
+            FontId::proportional(12.0),
+            ui.visuals().warn_fg_color,
+        );
+    }
+
+    axis_rect
 }
 
 /// One line naming what the recordings lack (counters, kernels, host samples), so that a

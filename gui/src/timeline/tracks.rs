@@ -91,43 +91,16 @@ pub(super) fn draw_row(
     };
     let colors = (text, weak);
     match row {
-        Row::Device { group, folded } => {
-            let dev = group.dev;
-            let name = traces
-                .iter()
-                .enumerate()
-                .filter(|(ti, _)| group.holds(*ti))
-                .flat_map(|(_, t)| t.slot.data.manifest.devices.iter())
-                .find(|d| d.id == dev)
-                .map(|d| d.name.clone())
-                .unwrap_or_default();
-            painter.hline(
-                label.left()..=area.right(),
-                label.top(),
-                Stroke::new(1.0, ui.visuals().widgets.noninteractive.bg_stroke.color),
-            );
-            let title = match group.ti {
-                Some(ti) => format!("{}  {name}", node_gpu_label(traces, ti, dev)),
-                None => format!("{}  {name}", group_gpus(traces, dev)),
-            };
-            group_title(painter, label, &title, folded, text);
-            if !folded {
-                return None;
-            }
-            // What the folded row shows, under the title where there is room.
-            if label.height() >= 34.0
-                && let Some(info) = traces.iter().find_map(|t| t.slot.data.metrics.first())
-            {
-                painter.with_clip_rect(label).text(
-                    Pos2::new(label.left() + 18.0, label.center().y + 8.0),
-                    Align2::LEFT_CENTER,
-                    short_metric(&info.name),
-                    FontId::proportional(11.0),
-                    weak,
-                );
-            }
-            folded_group(ui, painter, traces, group, area, geom, settings, pointer)
-        }
+        Row::Device { group, folded } => device_row(
+            ui,
+            painter,
+            (group, folded),
+            (label, area),
+            traces,
+            geom,
+            settings,
+            pointer,
+        ),
         Row::Nvtx { ti, lane } => {
             let t = &traces[ti];
             let tables = t.s.tables.as_ref()?;
@@ -146,19 +119,16 @@ pub(super) fn draw_row(
         }
         Row::Metric { ti, dev, m } => {
             let t = &traces[ti];
-            let info = &t.slot.data.metrics[m];
             let style = (settings.style, settings.show_gaps);
+            let name = format!(
+                "{}{}",
+                dev_tag(ti, dev),
+                short_metric(&t.slot.data.metrics[m].name)
+            );
             let (hit, out) =
                 metric_track(ui, painter, t, dev, m, area, geom, style, pointer, cursor_x);
-            let unit = unit_suffix(&info.unit);
-            let readout = Readout {
-                name: format!("{}{}", dev_tag(ti, dev), short_metric(&info.name)),
-                top: format!("{}{unit}", fmt_value(out.scale)),
-                bottom: "0".into(),
-                value: out.at_cursor.map(|v| format!("{}{unit}", fmt_value(v))),
-                chart_bottom: out.chart_bottom,
-            };
-            track_label(painter, label, &readout, colors);
+            let unit = unit_suffix(&t.slot.data.metrics[m].unit);
+            track_label(painter, label, &out.readout(name, &unit), colors);
             hit
         }
         Row::Kernels { ti, dev } => {
@@ -180,21 +150,64 @@ pub(super) fn draw_row(
                 geom,
                 (pointer, cursor_x),
             );
-            let unit = field.unit();
-            let readout = Readout {
-                name: format!("{}{}", dev_tag(ti, dev), field.title()),
-                top: format!("{}{unit}", fmt_value(out.scale)),
-                bottom: "0".into(),
-                value: out.at_cursor.map(|v| format!("{}{unit}", fmt_value(v))),
-                chart_bottom: area.bottom(),
-            };
-            track_label(painter, label, &readout, colors);
+            let name = format!("{}{}", dev_tag(ti, dev), field.title());
+            track_label(painter, label, &out.readout(name, field.unit()), colors);
             hit
         }
         Row::HostTitle { .. } | Row::Host { .. } => {
             host_row(ui, painter, row, (label, area), traces, geom, pointer)
         }
     }
+}
+
+/// A GPU group's title row; folded, with the GPU's first metric as a heat strip.
+#[allow(clippy::too_many_arguments)]
+fn device_row(
+    ui: &Ui,
+    painter: &egui::Painter,
+    (group, folded): (GpuGroup, bool),
+    (label, area): (Rect, Rect),
+    traces: &[Locked<'_>],
+    geom: &Geom,
+    settings: &Settings,
+    pointer: Option<Pos2>,
+) -> Option<Hit> {
+    let (text, weak) = (ui.visuals().text_color(), ui.visuals().weak_text_color());
+    let dev = group.dev;
+    let name = traces
+        .iter()
+        .enumerate()
+        .filter(|(ti, _)| group.holds(*ti))
+        .flat_map(|(_, t)| t.slot.data.manifest.devices.iter())
+        .find(|d| d.id == dev)
+        .map(|d| d.name.clone())
+        .unwrap_or_default();
+    painter.hline(
+        label.left()..=area.right(),
+        label.top(),
+        Stroke::new(1.0, ui.visuals().widgets.noninteractive.bg_stroke.color),
+    );
+    let title = match group.ti {
+        Some(ti) => format!("{}  {name}", node_gpu_label(traces, ti, dev)),
+        None => format!("{}  {name}", group_gpus(traces, dev)),
+    };
+    group_title(painter, label, &title, folded, text);
+    if !folded {
+        return None;
+    }
+    // What the folded row shows, under the title where there is room.
+    if label.height() >= 34.0
+        && let Some(info) = traces.iter().find_map(|t| t.slot.data.metrics.first())
+    {
+        painter.with_clip_rect(label).text(
+            Pos2::new(label.left() + 18.0, label.center().y + 8.0),
+            Align2::LEFT_CENTER,
+            short_metric(&info.name),
+            FontId::proportional(11.0),
+            weak,
+        );
+    }
+    folded_group(ui, painter, traces, group, area, geom, settings, pointer)
 }
 
 /// ` %`, ` W`, ...: a unit after a number; nothing for none.
@@ -299,6 +312,19 @@ struct ChartOut {
     chart_bottom: f32,
 }
 
+impl ChartOut {
+    /// The label of the chart `name`, its values in `unit` (` %`).
+    fn readout(&self, name: String, unit: &str) -> Readout {
+        Readout {
+            name,
+            top: format!("{}{unit}", fmt_value(self.scale)),
+            bottom: "0".into(),
+            value: self.at_cursor.map(|v| format!("{}{unit}", fmt_value(v))),
+            chart_bottom: self.chart_bottom,
+        }
+    }
+}
+
 /// The column mean under the cursor.
 fn at_cursor(cols: &[Summary], area: Rect, cursor_x: Option<f32>) -> Option<f64> {
     let x = cursor_x?;
@@ -307,7 +333,7 @@ fn at_cursor(cols: &[Summary], area: Rect, cursor_x: Option<f32>) -> Option<f64>
         return None;
     }
     let s = cols.get(c as usize)?;
-    s.mean().or((!s.is_empty()).then_some(f64::from(s.max)))
+    s.mean().or((!s.is_empty()).then_some(s.max))
 }
 
 /// An NVML field of one GPU as an area chart, with the readings under the pointer.

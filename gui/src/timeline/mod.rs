@@ -294,13 +294,21 @@ pub fn absent_line(traces: &[Locked<'_>]) -> Option<String> {
     if lacking.is_empty() {
         return None;
     }
-    let parts: Vec<String> = lacking
+    // What the same recordings lack, said once: `B: no GPU counters, no kernels`.
+    let mut by_who: Vec<(Vec<String>, Vec<&str>)> = Vec::new();
+    for (what, who) in lacking {
+        match by_who.iter_mut().find(|(w, _)| *w == who) {
+            Some((_, whats)) => whats.push(what),
+            None => by_who.push((who, vec![what])),
+        }
+    }
+    let parts: Vec<String> = by_who
         .into_iter()
-        .map(|(what, who)| {
+        .map(|(who, whats)| {
             if traces.len() > 1 {
-                format!("{}: {what}", who.join(", "))
+                format!("{}: {}", who.join(", "), whats.join(", "))
             } else {
-                what.to_string()
+                whats.join(", ")
             }
         })
         .collect();

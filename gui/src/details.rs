@@ -52,6 +52,7 @@ pub fn details_ui(
     };
     let extent = shared_extent(traces);
     egui::ScrollArea::both()
+        .id_salt(("details", format!("{:?}", st.details_tab)))
         .auto_shrink([false, false])
         .show(ui, |ui| match st.details_tab {
             DetailsTab::Summary => summary_ui(ui, sel),

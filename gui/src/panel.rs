@@ -29,7 +29,10 @@ pub fn side_panel_ui(ui: &mut Ui, traces: &[Locked<'_>], st: &mut ViewState, dif
     // Both ways: a table wider than the panel (several metrics with long names) scrolls
     // sideways from its first column. Laid out wider than the panel without a scroll area, the
     // panel grew past its left edge under the timeline, hiding the phase names.
+    // A scroll position per tab: the Gaps tab once opened scrolled to where the Phases tab
+    // was, its header out of view.
     egui::ScrollArea::both()
+        .id_salt(("side-panel", format!("{:?}", st.side_tab)))
         .auto_shrink([false, false])
         .show(ui, |ui| match st.side_tab {
             SideTab::Phases => {

@@ -13,6 +13,9 @@ use crate::model::{Locked, host_of, hosts_differ, shared_extent};
 use cufall_trace::model::HostState;
 use eframe::egui::{self, Align2, Color32, FontId, Mesh, Pos2, Rect, Shape, Ui};
 
+/// Flame chart boxes narrower than this (points) that follow one another are drawn as one grey
+/// box: a zoomed-out busy thread would otherwise be a box per pixel column and level.
+const NARROW_PX: f32 = 2.0;
 /// Runs at least this wide are labelled with their function.
 const LABEL_FROM_PX: f32 = 40.0;
 
@@ -244,15 +247,39 @@ fn flame_chart(
     let mut labels: Vec<(Rect, u32)> = Vec::new();
     // Per level, the box being drawn: (frame, first column, waiting).
     let mut open: Vec<Option<(u32, usize, bool)>> = vec![None; levels];
+    // Per level, boxes narrower than NARROW_PX that follow one another, drawn as one grey box
+    // (a zoomed-out view of a busy thread has a box per pixel column and level otherwise):
+    // its x range.
+    let mut narrow: Vec<Option<(f32, f32)>> = vec![None; levels];
+    let level_y = |d: usize| {
+        let top = area.top() + 1.0 + d as f32 * HOST_LEVEL_H;
+        top..=top + HOST_LEVEL_H - 1.0
+    };
+    let flush = |fills: &mut Mesh, d: usize, run: Option<(f32, f32)>| {
+        if let Some((x0, x1)) = run {
+            let r = Rect::from_x_y_ranges(x0..=x1, level_y(d));
+            fills.add_colored_rect(r, Color32::from_gray(120));
+        }
+    };
     let mut close = |d: usize, run: Option<(u32, usize, bool)>, end: usize| {
         let Some((frame, c0, idle)) = run else {
             return;
         };
-        let top = area.top() + 1.0 + d as f32 * HOST_LEVEL_H;
         let r = Rect::from_x_y_ranges(
             area.left() + c0 as f32 * col_w..=area.left() + end as f32 * col_w,
-            top..=top + HOST_LEVEL_H - 1.0,
+            level_y(d),
         );
+        if r.width() < NARROW_PX {
+            match &mut narrow[d] {
+                Some((_, x1)) if *x1 >= r.left() - 0.5 => *x1 = r.right(),
+                n => {
+                    flush(&mut fills, d, n.take());
+                    *n = Some((r.left(), r.right()));
+                }
+            }
+            return;
+        }
+        flush(&mut fills, d, narrow[d].take());
         let function = host
             .frames
             .get(frame as usize)
@@ -295,6 +322,9 @@ fn flame_chart(
             }
             parent_goes_on = goes_on;
         }
+    }
+    for (d, n) in narrow.iter_mut().enumerate() {
+        flush(&mut fills, d, n.take());
     }
     painter.add(Shape::mesh(fills));
     if !lines.is_empty() {

@@ -759,12 +759,16 @@ pub const HELP: &[(&str, &str)] = &[
     ("click", "select the range, kernel or gap under the cursor"),
     (
         "double-click",
-        "fit the range, kernel or gap under the cursor",
+        "fit the range, kernel or gap under the cursor (on a counter: the gap or phase there)",
     ),
     ("F", "fit the selection (or the whole run)"),
     ("Esc", "clear the selection"),
     ("overview strip", "click or drag to move the window"),
     ("click a GPU's title", "fold or open its tracks"),
+    (
+        "click a host thread's label",
+        "open it as a flame chart, or close it to one lane",
+    ),
     (
         "drag a track's bottom edge (labels)",
         "resize it (double-click the edge: shared height)",

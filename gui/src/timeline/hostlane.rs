@@ -230,13 +230,8 @@ fn flame_chart(
     geom: &Geom,
     pointer: Option<Pos2>,
 ) -> Option<Hit> {
-    let Lane {
-        t,
-        host,
-        th,
-        origin,
-        background,
-    } = *lane;
+    let (t, host, th) = (lane.t, lane.host, lane.th);
+    let (origin, background) = (lane.origin, lane.background);
     let levels = th.max_depth.clamp(1, HOST_LEVELS_MAX);
     let ncols = area.width().max(1.0) as usize;
     let px = geom.px_ns();
@@ -330,7 +325,18 @@ fn flame_chart(
     if !lines.is_empty() {
         painter.add(Shape::mesh(lines));
     }
-    for (r, function) in labels {
+    flame_labels(painter, host, &labels);
+    let p = pointer?;
+    let i = th.at(t.slot.local(geom.t(p.x)))?;
+    Some(Hit {
+        text: sample_text(host, th, i, t.slot.disp(th.t_ns[i]) - origin),
+        span: Some((t.slot.disp(th.t_ns[i]), t.slot.disp(th.end_ns(i)))),
+    })
+}
+
+/// The names of the boxes wide enough for one.
+fn flame_labels(painter: &egui::Painter, host: &HostStacks, labels: &[(Rect, u32)]) {
+    for &(r, function) in labels {
         painter.with_clip_rect(r.shrink(1.0)).text(
             Pos2::new(r.left() + 2.0, r.center().y),
             Align2::LEFT_CENTER,
@@ -339,12 +345,6 @@ fn flame_chart(
             Color32::BLACK,
         );
     }
-    let p = pointer?;
-    let i = th.at(t.slot.local(geom.t(p.x)))?;
-    Some(Hit {
-        text: sample_text(host, th, i, t.slot.disp(th.t_ns[i]) - origin),
-        span: Some((t.slot.disp(th.t_ns[i]), t.slot.disp(th.end_ns(i)))),
-    })
 }
 
 /// A sample's tooltip: thread, time, state, GIL, then the stack from the innermost frame out.

@@ -3,13 +3,15 @@
 //!
 //! ```text
 //! cargo build --release -p cufall-gui --example bench_gui
-//! target/release/examples/bench_gui generate /tmp/big.cufall --seconds 60 --gpus 8 --metrics 4 --interval-us 10
+//! target/release/examples/bench_gui generate /tmp/big.cufall --seconds 60 --gpus 8 --metrics 4 --interval-us 10 [--host-threads N]
 //! target/release/examples/bench_gui open /tmp/big.cufall [--wait-s N]
 //! ```
 //!
 //! `generate` writes the synthetic trace of `cufall_testkit::bench`, its `Gui` kind (10 ms
 //! steps: draft 4 ms, idle 0.5 ms, verify 4.5 ms, idle 1 ms, with NVTX ranges and one kernel
-//! per phase; NVML every 10 ms). The values are made up; nothing here is a measurement of a GPU.
+//! per phase; NVML every 10 ms; with `--host-threads N`, host stacks of N threads sampled every
+//! millisecond, the main thread's 16 frames deep). The values are made up; nothing here is a
+//! measurement of a GPU.
 //!
 //! `open` runs the whole window (`GuiApp::ui_root`) headless at 1600×1000 points in a fresh
 //! process, every GPU's group of tracks open, and prints: the time to the first frame (the manifest read, the tracks laid out,
@@ -53,6 +55,7 @@ fn generate(path: &str, args: &[String]) -> Result<(), Box<dyn std::error::Error
     let gpus = arg(args, "--gpus", 8) as u32;
     let metrics = arg(args, "--metrics", 4).clamp(1, 4) as usize;
     let interval = arg(args, "--interval-us", 10) * 1000;
+    let host_threads = arg(args, "--host-threads", 0).clamp(0, 64) as u32;
     let started = Instant::now();
     let spec = BenchTrace {
         seconds,
@@ -60,15 +63,17 @@ fn generate(path: &str, args: &[String]) -> Result<(), Box<dyn std::error::Error
         kind: BenchKind::Gui {
             interval_ns: interval,
             metrics,
+            host_threads,
         },
     };
     write_bench_trace(Path::new(path), &spec, WriterOptions::default())?;
     let per_second = 1_000_000_000 / interval;
     let bytes: u64 = walk_size(&PathBuf::from(path));
     println!(
-        "generated {path}: {seconds} s × {gpus} GPUs × {metrics} metrics at {} µs = {} values, {:.0} MB, in {:.1} s",
+        "generated {path}: {seconds} s × {gpus} GPUs × {metrics} metrics at {} µs = {} values, {} host threads sampled every ms, {:.0} MB, in {:.1} s",
         interval / 1000,
         seconds as u64 * per_second as u64 * u64::from(gpus) * metrics as u64,
+        host_threads,
         bytes as f64 / 1e6,
         started.elapsed().as_secs_f64()
     );

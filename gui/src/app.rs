@@ -2,12 +2,14 @@
 //! timeline, over one recording, two compared, or the nodes of one run on the wall clock.
 
 use crate::axis::AxisTime;
+use crate::details::details_ui;
 use crate::flame::Icicle;
-use crate::model::{DiffState, LoadedTrace, Locked, TraceSlot, shared_extent};
+use crate::fmt::Nanos;
+use crate::model::{DiffState, LoadedTrace, Locked, TraceSlot, hosts_differ, shared_extent};
 use crate::panel::{common_phases, side_panel_ui};
 use crate::stats::{SelectionStats, selection_stats};
 use crate::timeline::timeline_ui;
-use crate::view::{FlamePick, Input, Settings, SideTab, TimeView, TrackStyle, ViewState};
+use crate::view::{FlamePick, Input, Settings, TimeView, TrackStyle, ViewState};
 use cufall_analysis::diff::build_diff;
 use cufall_analysis::report::ReportOptions;
 use cufall_analysis::select::PhaseSelect;
@@ -21,6 +23,13 @@ pub const ALIGN_WALL: &str = "wall";
 /// What a flame graph was built for: the selection, whose samples, and whether the
 /// recording's tables were read.
 type FlameKey = (AxisTime, AxisTime, FlamePick, bool);
+
+/// The details pane's smallest height with a selection (its tabs and a few rows, or a flame
+/// graph several frames deep).
+const DETAILS_MIN_H: f32 = 180.0;
+
+/// The details pane without a selection: its tabs and the hint.
+const DETAILS_CLOSED_H: f32 = 34.0;
 
 /// Key of the settings in eframe's storage.
 pub const SETTINGS_KEY: &str = "cufall-gui-settings";
@@ -133,6 +142,11 @@ impl GuiApp {
         }
     }
 
+    /// The statistics of the selection, once computed.
+    pub fn selection_stats(&self) -> Option<&SelectionStats> {
+        self.sel.as_ref()
+    }
+
     /// Whether every recording is loaded and nothing is being computed (tests and benchmarks
     /// wait for this).
     pub fn is_idle(&self) -> bool {
@@ -185,39 +199,16 @@ impl GuiApp {
             &mut open_request,
         );
         messages_ui(ui, &mut self.st);
-        // Selection statistics, recomputed while they are not exact (edge tiles loading).
-        let selection = self.st.selection();
-        let stale = match (&self.sel, selection) {
-            (Some(s), Some((a, b))) => s.a != a || s.b != b || !s.exact,
-            (None, Some(_)) => true,
-            (_, None) => false,
-        };
-        if selection.is_none() {
-            self.sel = None;
-        }
-        if stale && let Some((a, b)) = selection {
-            let (stats, wanted) = selection_stats(&locked, a, b);
-            for (t, want) in locked.iter_mut().zip(wanted) {
-                for (x, y) in want {
-                    t.slot.data.request_tiles(&mut t.s, x, y);
-                }
-            }
-            if self.sel.as_ref().is_none_or(|s| s.a != a || s.b != b) {
-                self.st.side_tab = SideTab::Selection;
-            }
-            self.sel = Some(stats);
-        }
+        update_selection(&mut self.sel, &mut self.st, &mut locked);
         update_flame(&mut self.flame, &self.st, &locked);
-        if self.settings.side_panel && !locked.is_empty() {
-            egui::Panel::right("side")
-                .resizable(true)
-                .default_size(440.0)
-                .max_size(640.0)
-                .show(ui, |ui| {
-                    let sel = (self.sel.as_ref(), self.flame.as_ref().map(|f| &f.1));
-                    side_panel_ui(ui, &locked, &mut self.st, sel, &self.diff);
-                });
-        }
+        let sel = (self.sel.as_ref(), self.flame.as_ref().map(|f| &f.1));
+        panels_ui(
+            ui,
+            &locked,
+            sel,
+            (&mut self.st, &mut self.settings),
+            &self.diff,
+        );
         egui::CentralPanel::default().show(ui, |ui| {
             if locked.is_empty() {
                 empty_ui(ui);
@@ -340,6 +331,148 @@ pub fn trace_root(path: &Path) -> PathBuf {
     }
 }
 
+/// The statistics of the selection, recomputed while they are not exact (edge tiles
+/// loading); a new selection starts the flame graph with the thread that launched its work.
+fn update_selection(
+    sel: &mut Option<SelectionStats>,
+    st: &mut ViewState,
+    locked: &mut [Locked<'_>],
+) {
+    // Selection statistics, recomputed while they are not exact (edge tiles loading).
+    let selection = st.selection();
+    let stale = match (&*sel, selection) {
+        (Some(s), Some((a, b))) => s.a != a || s.b != b || !s.exact,
+        (None, Some(_)) => true,
+        (_, None) => false,
+    };
+    if selection.is_none() {
+        *sel = None;
+    }
+    if stale && let Some((a, b)) = selection {
+        let phase = st.selected_phase.as_ref().map(|(p, n)| (p.as_str(), *n));
+        let (stats, wanted) = selection_stats(locked, a, b, phase);
+        for (t, want) in locked.iter_mut().zip(wanted) {
+            for (x, y) in want {
+                t.slot.data.request_tiles(&mut t.s, x, y);
+            }
+        }
+        if sel.as_ref().is_none_or(|s| s.a != a || s.b != b) {
+            // The flame graph starts with the thread that launched the work: the one that
+            // pushed the NVTX ranges in the selection, else the busiest.
+            let ti = st.flame_pick.ti.min(locked.len().saturating_sub(1));
+            if let (Some(t), Some(w)) = (locked.get(ti), stats.windows.get(ti)) {
+                st.flame_pick = FlamePick {
+                    ti,
+                    thread: launching_thread(t, w.0, w.1),
+                };
+            }
+        }
+        *sel = Some(stats);
+    }
+}
+
+/// The details pane along the bottom and the side panel (navigation), where the window has
+/// room for them.
+fn panels_ui(
+    ui: &mut Ui,
+    locked: &[Locked<'_>],
+    sel: (Option<&SelectionStats>, Option<&Icicle>),
+    (st, settings): (&mut ViewState, &mut Settings),
+    diff: &DiffState,
+) {
+    let window = ui.available_rect_before_wrap();
+    // A small window keeps the axis and the tracks: the pane and the panel step aside.
+    let room_for_details = window.height() >= 420.0;
+    let room_for_panel = window.width() >= 720.0;
+    if settings.details && room_for_details && !locked.is_empty() {
+        let pref = crate::timeline::preferred_height(locked, st, settings);
+        let auto = (window.height() - pref).clamp(DETAILS_MIN_H, window.height() * 0.6);
+        let h = settings
+            .details_h
+            .unwrap_or(auto)
+            .clamp(DETAILS_MIN_H, (window.height() - 200.0).max(DETAILS_MIN_H));
+        // Without a selection the pane is its tab bar and a hint; the tracks take the rest.
+        let h = if sel.0.is_some() { h } else { DETAILS_CLOSED_H };
+        egui::Panel::bottom("details")
+            .resizable(false)
+            .exact_size(h)
+            .show(ui, |ui| {
+                if sel.0.is_some() {
+                    details_resize_ui(ui, settings, h);
+                }
+                details_ui(ui, locked, st, sel);
+            });
+    }
+    if settings.side_panel && room_for_panel && !locked.is_empty() {
+        egui::Panel::right("side")
+            .resizable(true)
+            .default_size(330.0)
+            .max_size(560.0)
+            .show(ui, |ui| {
+                side_panel_ui(ui, locked, st, diff);
+            });
+    }
+}
+
+/// The details pane's top edge: a drag sets its height (kept in the settings), a double-click
+/// gives it back the height the tracks leave.
+fn details_resize_ui(ui: &Ui, settings: &mut Settings, h: f32) {
+    let top = ui.max_rect().top() - 4.0;
+    let r = egui::Rect::from_x_y_ranges(ui.max_rect().x_range(), top - 3.0..=top + 3.0);
+    let resp = ui
+        .interact(
+            r,
+            egui::Id::unique("cufall-details-edge"),
+            egui::Sense::click_and_drag(),
+        )
+        .on_hover_cursor(egui::CursorIcon::ResizeVertical);
+    resp.widget_info(|| {
+        egui::WidgetInfo::labeled(egui::Role::Splitter, true, "resize the details pane")
+    });
+    if resp.double_clicked() {
+        settings.details_h = None;
+    } else if resp.dragged() {
+        settings.details_h = Some((h - resp.drag_delta().y).max(DETAILS_MIN_H));
+    }
+}
+
+/// The thread that launched the work of `[t0, t1)` (recording `t`'s clock): the one that pushed
+/// most of the NVTX ranges meeting it, if it was sampled; else the thread running in most of
+/// the samples there; `None` (every thread) without host samples.
+fn launching_thread(t: &Locked<'_>, t0: i64, t1: i64) -> Option<(u32, u32)> {
+    let tb = t.s.tables.as_ref()?;
+    if tb.host.is_empty() {
+        return None;
+    }
+    let mut counts: std::collections::HashMap<(u32, u32), usize> = Default::default();
+    for r in &tb.nvtx {
+        if r.start_ns < t1 && r.end_ns > t0 {
+            *counts.entry((r.pid, r.tid)).or_default() += 1;
+        }
+    }
+    let sampled = |k: &(u32, u32)| tb.host.threads.iter().any(|th| (th.pid, th.tid) == *k);
+    let by_ranges = counts
+        .into_iter()
+        .filter(|(k, _)| sampled(k))
+        .max_by_key(|(k, n)| (*n, std::cmp::Reverse(*k)))
+        .map(|(k, _)| k);
+    by_ranges.or_else(|| {
+        tb.host
+            .threads
+            .iter()
+            .map(|th| {
+                let running = th
+                    .between(t0, t1)
+                    .filter(|i| th.state[*i] == cufall_trace::model::HostState::Running)
+                    .count();
+                (running, (th.pid, th.tid))
+            })
+            .filter(|(n, _)| *n > 0)
+            .max_by_key(|(n, k)| (*n, std::cmp::Reverse(*k)))
+            .map(|(_, k)| k)
+    })
+}
+
 /// Builds the flame graph of the selection again when the selection, the threads chosen or
 /// the recording's tables changed.
 fn update_flame(flame: &mut Option<(FlameKey, Icicle)>, st: &ViewState, locked: &[Locked<'_>]) {
@@ -389,6 +522,13 @@ fn align_offset(
         return None;
     }
     let base = locked[0].slot.offset_ns;
+    if st.align_wall
+        && ready
+        && let Some(why) = wall_aligns_nothing(&locked)
+    {
+        st.say(false, why);
+        st.align_wall = false;
+    }
     if st.align_wall {
         // Every trace's clock is its host's wall clock: each takes A's offset, unshifted.
         *aligned = Some((st.align_phase.clone(), true, ready));
@@ -432,6 +572,37 @@ fn align_offset(
     Some(offset)
 }
 
+/// Why the wall clock lines up nothing for these recordings, if it does not: recordings of one
+/// host share one clock, so on it they fall where they were recorded; when none overlaps
+/// another in time (one program recorded twice), they would sit side by side with nothing to
+/// compare. `None` where the hosts differ (the nodes of one run) or the recordings overlap.
+pub fn wall_aligns_nothing(locked: &[Locked<'_>]) -> Option<String> {
+    if locked.len() < 2 || hosts_differ(locked) {
+        return None;
+    }
+    let spans: Vec<(i64, i64)> = locked
+        .iter()
+        .map(|t| (t.s.extent.start_ns, t.s.extent.end_ns))
+        .collect();
+    let overlap = spans
+        .iter()
+        .enumerate()
+        .any(|(i, a)| spans.iter().skip(i + 1).any(|b| a.0 < b.1 && b.0 < a.1));
+    if overlap {
+        return None;
+    }
+    let host = crate::model::host_of(&locked[0]);
+    let (a, b) = (spans[0], spans[1]);
+    let apart = if b.0 >= a.1 {
+        format!("B starts {} after A ends", Nanos(b.0 - a.1))
+    } else {
+        format!("B ends {} before A starts", Nanos(a.0 - b.1))
+    };
+    Some(format!(
+        "--align wall lines up nothing here: the recordings come from one host ({host}), whose clock          they share, and do not overlap in time ({apart}). The wall clock is for the nodes of one          run; they are aligned at their first samples instead (--align PHASE aligns them at a          phase)."
+    ))
+}
+
 fn request_visible_tiles(locked: &mut [Locked<'_>], view: &TimeView) {
     for t in locked.iter_mut() {
         let px = view.span() / 1500.0;
@@ -451,22 +622,14 @@ fn top_bar_ui(
     open: &mut Option<PathBuf>,
 ) {
     egui::Panel::top("top").show(ui, |ui| {
-        ui.horizontal_wrapped(|ui| {
+        // One line whatever the width: the controls first, the recordings' names last, cut to
+        // the room left (the full path on hover).
+        ui.horizontal(|ui| {
             ui.strong("cufall");
-            for (i, t) in locked.iter().enumerate() {
-                // `A: `, `B: `, ... with several recordings.
-                let tag = crate::model::trace_tag(locked.len(), i).replace(' ', ": ");
-                ui.label(format!("{tag}{}", t.slot.data.name))
-                    .on_hover_text(t.slot.data.path.display().to_string());
-                if !t.s.idle {
-                    ui.spinner();
-                }
-            }
-            ui.separator();
             let resp = ui.add(
                 egui::TextEdit::singleline(&mut st.open_path)
                     .hint_text("path to a .cufall recording")
-                    .desired_width(220.0),
+                    .desired_width(150.0),
             );
             let enter = resp.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
             if (ui.button("Open").clicked() || enter) && !st.open_path.trim().is_empty() {
@@ -497,8 +660,14 @@ fn top_bar_ui(
             ui.checkbox(&mut settings.show_nvtx, "NVTX");
             ui.checkbox(&mut settings.show_kernels, "kernels");
             ui.checkbox(&mut settings.show_nvml, "NVML");
-            ui.checkbox(&mut settings.show_gaps, "gaps");
-            ui.checkbox(&mut settings.side_panel, "panel");
+            ui.checkbox(&mut settings.show_gaps, "gaps")
+                .on_hover_text("idle gaps: a hatched band under each GPU's first track");
+            ui.checkbox(&mut settings.show_cufall_threads, "cufall threads")
+                .on_hover_text("cufall's own threads in the profiled process (cufall-*)");
+            ui.checkbox(&mut settings.side_panel, "panel")
+                .on_hover_text("the side panel: phases, gaps, comparison");
+            ui.checkbox(&mut settings.details, "details")
+                .on_hover_text("the details pane: the selection's figures, flame graph and tables");
             let extent = shared_extent(locked);
             if ui.button("Fit").on_hover_text("F").clicked() {
                 let (a, b) = extent;
@@ -506,6 +675,20 @@ fn top_bar_ui(
             }
             if ui.button("?").on_hover_text("controls").clicked() {
                 st.apply(Input::ToggleHelp, extent);
+            }
+            ui.separator();
+            let room = ui.available_width() / locked.len().max(1) as f32;
+            for (i, t) in locked.iter().enumerate() {
+                // `A: `, `B: `, ... with several recordings.
+                let tag = crate::model::trace_tag(locked.len(), i).replace(' ', ": ");
+                if !t.s.idle {
+                    ui.spinner();
+                }
+                ui.scope(|ui| {
+                    ui.set_max_width((room - 24.0).max(20.0));
+                    ui.add(egui::Label::new(format!("{tag}{}", t.slot.data.name)).truncate())
+                        .on_hover_text(t.slot.data.path.display().to_string());
+                });
             }
         });
     });
@@ -576,12 +759,16 @@ pub const HELP: &[(&str, &str)] = &[
     ("click", "select the range, kernel or gap under the cursor"),
     (
         "double-click",
-        "fit the range, kernel or gap under the cursor",
+        "fit the range, kernel or gap under the cursor (on a counter: the gap or phase there)",
     ),
     ("F", "fit the selection (or the whole run)"),
     ("Esc", "clear the selection"),
     ("overview strip", "click or drag to move the window"),
     ("click a GPU's title", "fold or open its tracks"),
+    (
+        "click a host thread's label",
+        "open it as a flame chart, or close it to one lane",
+    ),
     (
         "drag a track's bottom edge (labels)",
         "resize it (double-click the edge: shared height)",

@@ -44,6 +44,11 @@ pub struct HostThread {
     /// next one, but for at most twice this, so a thread that stopped being sampled shows a
     /// hole rather than its last stack stretched.
     pub interval_ns: i64,
+    /// The deepest stack sampled (frames), for the height of its flame chart.
+    pub max_depth: usize,
+    /// How many samples found the thread running (not waiting): the busiest threads start as
+    /// flame charts.
+    pub running: usize,
 }
 
 /// What a lane draws over a stretch of pixel columns `[col0, col1)`: the sample in the first
@@ -140,7 +145,7 @@ impl HostStacks {
         let mut frame_ids: HashMap<Frame, u32> = HashMap::new();
         for f in frames {
             let frame = Frame {
-                function: hs.names.id(&clean_text(&f.function)),
+                function: hs.names.id(&clean_text(&frame_function(&f))),
                 file: hs.names.id(&clean_text(&f.file)),
                 line: f.line,
                 kind: f.kind,
@@ -183,8 +188,28 @@ impl HostStacks {
         }
         for t in &mut hs.threads {
             t.interval_ns = median_step(&t.t_ns);
+            t.running = t.state.iter().filter(|s| **s == HostState::Running).count();
+        }
+        for i in 0..hs.threads.len() {
+            let depth = hs.threads[i]
+                .stack
+                .iter()
+                .map(|s| hs.stack(*s).len())
+                .max()
+                .unwrap_or(0);
+            hs.threads[i].max_depth = depth;
         }
         hs
+    }
+
+    /// The thread's process, by the name of its main thread (the one whose tid is the pid; the
+    /// kernel names it after the program), as `name pid`; `pid N` where the main thread was not
+    /// sampled or has no name of its own (Python calls every main thread `MainThread`).
+    pub fn process_name(&self, pid: u32) -> String {
+        self.threads
+            .iter()
+            .find(|t| t.pid == pid && t.tid == pid && !t.name.is_empty() && t.name != "MainThread")
+            .map_or_else(|| format!("pid {pid}"), |t| format!("{} {pid}", t.name))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -233,6 +258,25 @@ impl HostStacks {
             fr.kind.as_str()
         )
     }
+}
+
+/// A frame's function as drawn: a native frame without a symbol (the sampler writes its address,
+/// `0x4c13f6`) is named by its library and offset, `libcuda.so+0x4c13f6`, as perf and Perfetto
+/// name them; the version after `.so` is left out.
+fn frame_function(f: &StackFrame) -> String {
+    let addr = f
+        .function
+        .strip_prefix("0x")
+        .is_some_and(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit()));
+    if f.kind != FrameKind::Native || !addr || f.file.is_empty() {
+        return f.function.clone();
+    }
+    let base = f.file.rsplit('/').next().unwrap_or(&f.file);
+    let lib = match base.find(".so") {
+        Some(i) => &base[..i + 3],
+        None => base,
+    };
+    format!("{lib}+{}", f.function)
 }
 
 /// The median time between consecutive samples (1 ms where there are fewer than two).
@@ -373,6 +417,41 @@ mod tests {
         let runs = th.runs(&hs, 0.0, 1000.0, 10);
         assert_eq!((runs[0].col0, runs[0].col1), (0, 3));
         assert_eq!(runs.len(), 1);
+    }
+
+    #[test]
+    fn native_frames_without_symbols_are_named_by_library_and_offset() {
+        let native = |function: &str, file: &str| StackFrame {
+            stack_id: 1,
+            function: function.into(),
+            file: file.into(),
+            kind: FrameKind::Native,
+            ..Default::default()
+        };
+        let f = native("0x4c13f6", "/usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05");
+        assert_eq!(frame_function(&f), "libcuda.so+0x4c13f6");
+        assert_eq!(
+            frame_function(&native("0x10", "/opt/app/engine")),
+            "engine+0x10"
+        );
+        // Symbols, Python frames and addresses in no file stay as they are.
+        assert_eq!(
+            frame_function(&native("cuLaunchKernel", "/x/libcuda.so.1")),
+            "cuLaunchKernel"
+        );
+        assert_eq!(frame_function(&native("0x4c13f6", "")), "0x4c13f6");
+        let py = StackFrame {
+            kind: FrameKind::Python,
+            ..native("0xabc", "x.py")
+        };
+        assert_eq!(frame_function(&py), "0xabc");
+        let hs = HostStacks::build(vec![f], vec![sample(0, 1, 1, false)]);
+        assert_eq!(
+            hs.function_name(hs.leaf_function(hs.threads[0].stack[0])),
+            "libcuda.so+0x4c13f6"
+        );
+        assert_eq!(hs.threads[0].max_depth, 1);
+        assert_eq!(hs.threads[0].running, 1);
     }
 
     #[test]

@@ -40,6 +40,7 @@ pub mod app;
 pub mod axis;
 pub mod browse;
 pub mod data;
+pub mod details;
 pub mod flame;
 pub mod fmt;
 pub mod gaps;

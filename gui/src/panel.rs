@@ -2,27 +2,17 @@
 //! zooms there), the statistics of the selection, and the comparison of two recordings.
 
 use crate::axis::AxisTime;
-use crate::flame::Icicle;
-use crate::fmt::{Nanos, fmt_pct, fmt_value, round_ns, short_metric};
-use crate::icicle::icicle_ui;
+use crate::fmt::{Nanos, fmt_pct, fmt_value, short_metric};
 use crate::model::{
     DiffState, GAPS_LISTED, Locked, ReportState, gpu_label, hosts_differ, shared_extent,
 };
-use crate::stats::SelectionStats;
-use crate::view::{Input, SideTab, ViewState};
+use crate::view::{DetailsTab, Input, SideTab, ViewState};
 use cufall_analysis::diff::DiffReport;
-use cufall_analysis::names::short_kernel_name;
 use cufall_analysis::report::{PhaseReport, Report};
 use cufall_analysis::select::domain_label;
 use eframe::egui::{self, RichText, Ui};
 
-pub fn side_panel_ui(
-    ui: &mut Ui,
-    traces: &[Locked<'_>],
-    st: &mut ViewState,
-    (sel, flame): (Option<&SelectionStats>, Option<&Icicle>),
-    diff: &DiffState,
-) {
+pub fn side_panel_ui(ui: &mut Ui, traces: &[Locked<'_>], st: &mut ViewState, diff: &DiffState) {
     // A Compare tab left open when a third recording arrived would compare A with B alone.
     if traces.len() != 2 && st.side_tab == SideTab::Compare {
         st.side_tab = SideTab::Phases;
@@ -30,7 +20,6 @@ pub fn side_panel_ui(
     ui.horizontal(|ui| {
         ui.selectable_value(&mut st.side_tab, SideTab::Phases, "Phases");
         ui.selectable_value(&mut st.side_tab, SideTab::Gaps, "Gaps");
-        ui.selectable_value(&mut st.side_tab, SideTab::Selection, "Selection");
         // The comparison is of two recordings; more are the nodes of one run.
         if traces.len() == 2 {
             ui.selectable_value(&mut st.side_tab, SideTab::Compare, "Compare");
@@ -40,7 +29,10 @@ pub fn side_panel_ui(
     // Both ways: a table wider than the panel (several metrics with long names) scrolls
     // sideways from its first column. Laid out wider than the panel without a scroll area, the
     // panel grew past its left edge under the timeline, hiding the phase names.
+    // A scroll position per tab: the Gaps tab once opened scrolled to where the Phases tab
+    // was, its header out of view.
     egui::ScrollArea::both()
+        .id_salt(("side-panel", format!("{:?}", st.side_tab)))
         .auto_shrink([false, false])
         .show(ui, |ui| match st.side_tab {
             SideTab::Phases => {
@@ -51,12 +43,6 @@ pub fn side_panel_ui(
             SideTab::Gaps => {
                 for (ti, t) in traces.iter().enumerate() {
                     gaps_ui(ui, ti, t, traces, st);
-                }
-            }
-            SideTab::Selection => {
-                selection_ui(ui, sel);
-                if sel.is_some() {
-                    icicle_ui(ui, traces, st, flame);
                 }
             }
             SideTab::Compare => compare_ui(ui, traces, st, diff),
@@ -217,11 +203,14 @@ fn zoom_to_phase(
         return;
     }
     let cursor = st.phase_cursor.entry(p.path.clone()).or_insert(0);
-    let (a, b) = insts[*cursor % insts.len()];
+    let which = *cursor % insts.len();
+    let (a, b) = insts[which];
     *cursor += 1;
     let (a, b) = (t.slot.disp(a), t.slot.disp(b));
     st.apply(Input::Fit { a, b, margin: 0.1 }, extent);
     st.apply(Input::Select { a, b }, extent);
+    // After the selection (which forgets any phase): each recording's own range of it.
+    st.selected_phase = Some((p.path.clone(), which));
 }
 
 fn gaps_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], st: &mut ViewState) {
@@ -271,6 +260,11 @@ fn gaps_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], st: &m
                     let (a, b) = (t.slot.disp(g.start_ns), t.slot.disp(g.end_ns));
                     st.apply(Input::Fit { a, b, margin: 1.0 }, extent);
                     st.apply(Input::Select { a, b }, extent);
+                    // Where the host was while the GPU idled: the flame graph, where there is one.
+                    let host = t.s.tables.as_ref().is_some_and(|tb| !tb.host.is_empty());
+                    if host {
+                        st.details_tab = DetailsTab::Flame;
+                    }
                 }
             }
         });
@@ -279,87 +273,6 @@ fn gaps_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], st: &m
         ui.label(format!("… and {} shorter ones", report.gap_count - listed));
     }
     ui.add_space(8.0);
-}
-
-fn selection_ui(ui: &mut Ui, sel: Option<&SelectionStats>) {
-    let Some(sel) = sel else {
-        ui.label("No selection. Shift+drag on the timeline, or click a range, kernel or gap.");
-        return;
-    };
-    ui.label(RichText::new(format!("selection {}", round_ns(sel.b - sel.a))).strong());
-    if !sel.exact {
-        ui.horizontal(|ui| {
-            ui.spinner();
-            ui.label("edge samples loading: values at the edges estimated");
-        });
-    }
-    for t in &sel.traces {
-        ui.separator();
-        ui.strong(&t.name);
-        for d in &t.devices {
-            ui.label(format!(
-                "{}{}: sampled {}{}",
-                t.host.as_ref().map_or(String::new(), |h| format!("{h}:")),
-                d.device,
-                Nanos(d.sampled_ns),
-                d.idle_fraction
-                    .map_or(String::new(), |f| format!(", idle {}", fmt_pct(f)))
-            ));
-            egui::Grid::new(("sel", &t.name, d.device))
-                .striped(true)
-                .num_columns(4)
-                .show(ui, |ui| {
-                    ui.strong("metric");
-                    ui.strong("mean");
-                    ui.strong("min");
-                    ui.strong("max");
-                    ui.end_row();
-                    for m in &d.metrics {
-                        ui.label(short_metric(&m.name)).on_hover_text(&m.name);
-                        let s = &m.summary;
-                        if s.is_empty() {
-                            ui.label("–");
-                            ui.label("–");
-                            ui.label("–");
-                        } else {
-                            ui.label(s.mean().map_or("–".into(), fmt_value));
-                            ui.label(fmt_value(s.min));
-                            ui.label(fmt_value(s.max));
-                        }
-                        ui.end_row();
-                    }
-                });
-        }
-        ui.label(format!(
-            "{} kernels, {} NVTX ranges inside",
-            t.kernel_count, t.range_count
-        ));
-        for (what, list) in [("kernels", &t.kernels), ("ranges", &t.ranges)] {
-            if list.is_empty() {
-                continue;
-            }
-            egui::CollapsingHeader::new(format!("{what} by time inside"))
-                .id_salt((&t.name, what))
-                .default_open(true)
-                .show(ui, |ui| {
-                    for n in list.iter().take(12) {
-                        // Kernels by their short name, the full one on hover.
-                        let shown = match what {
-                            "kernels" => short_kernel_name(&n.name),
-                            _ => n.name.as_str().into(),
-                        };
-                        let line = format!("{:>5}×  {}  {shown}", n.count, Nanos(n.inside_ns),);
-                        let label = ui.label(line);
-                        if shown != n.name.as_str() {
-                            label.on_hover_text(&n.name);
-                        }
-                    }
-                    if list.len() > 12 {
-                        ui.label(format!("… {} more names", list.len() - 12));
-                    }
-                });
-        }
-    }
 }
 
 /// The Compare tab's alignments other than a phase.

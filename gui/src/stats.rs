@@ -57,28 +57,37 @@ pub struct SelectionStats {
     pub a: AxisTime,
     pub b: AxisTime,
     pub traces: Vec<TraceStat>,
+    /// Each recording's window, on its own clock: the selection, or its own range of the
+    /// selected phase.
+    pub windows: Vec<(i64, i64)>,
     /// False while edge samples are not loaded: means are then estimated at the edges and
     /// min/max include whole edge blocks.
     pub exact: bool,
 }
 
 /// Computes the statistics; returns also the raw tiles it lacked (per recording, as time
-/// ranges on that recording's clock) so the caller can ask for them.
+/// ranges on that recording's clock) so the caller can ask for them. `phase`: the selected
+/// phase's path and which of its ranges, whose own range in each recording is that recording's
+/// window (the selection where the recording lacks it).
 pub fn selection_stats(
     traces: &[Locked<'_>],
     a: AxisTime,
     b: AxisTime,
+    phase: Option<(&str, usize)>,
 ) -> (SelectionStats, Vec<Vec<(i64, i64)>>) {
     let mut out = SelectionStats {
         a,
         b,
         traces: Vec::new(),
+        windows: Vec::new(),
         exact: true,
     };
     let mut wanted = Vec::new();
     for t in traces {
-        let t0 = t.slot.local(a.floor());
-        let t1 = t.slot.local(b.ceil());
+        let (t0, t1) = phase
+            .and_then(|(path, n)| phase_range(t, path, n))
+            .unwrap_or((t.slot.local(a.floor()), t.slot.local(b.ceil())));
+        out.windows.push((t0, t1));
         let mut want = Vec::new();
         let mut devices = Vec::new();
         let nmetrics = t.slot.data.metrics.len();
@@ -131,6 +140,21 @@ pub fn selection_stats(
         wanted.push(want);
     }
     (out, wanted)
+}
+
+/// The `n`-th range (by start) of phase `path` in recording `t`, on its clock.
+pub fn phase_range(t: &Locked<'_>, path: &str, n: usize) -> Option<(i64, i64)> {
+    let tb = t.s.tables.as_ref()?;
+    let idx = tb.phases.phases.iter().position(|p| p.path == path)?;
+    let mut r: Vec<(i64, i64)> = tb
+        .phases
+        .ranges
+        .iter()
+        .filter(|r| r.phase == idx)
+        .map(|r| (r.start_ns, r.end_ns))
+        .collect();
+    r.sort_unstable();
+    r.get(n).copied()
 }
 
 /// The kernels and NVTX ranges of one recording that meet a selection, by name, largest time

@@ -17,9 +17,10 @@ use std::collections::{BTreeMap, BTreeSet};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TrackStyle {
     /// One colour per pixel column (the column's time-weighted mean on the Turbo map).
-    #[default]
     Heat,
-    /// The mean as a line over a band from the column's minimum to its maximum.
+    /// An area chart: the mean as a line with the area under it filled, over a band from the
+    /// column's minimum to its maximum.
+    #[default]
     Line,
 }
 
@@ -34,6 +35,14 @@ pub struct Settings {
     pub show_nvtx: bool,
     pub show_gaps: bool,
     pub side_panel: bool,
+    /// The details pane along the bottom (the selection's statistics, tables and flame graph).
+    pub details: bool,
+    /// The height the user gave the details pane by dragging its top edge; `None`: it takes
+    /// the height the tracks leave.
+    pub details_h: Option<f32>,
+    /// cufall's own threads in the profiled process (`cufall-*`: its sampler, CUPTI and
+    /// capture threads) among the host threads.
+    pub show_cufall_threads: bool,
     /// Heights the user gave tracks by dragging their bottom edge, in points, by the track's
     /// key (`timeline::Row::resize_key`: the metric, so one height for its tracks on every
     /// GPU); other tracks share the timeline's height.
@@ -47,12 +56,15 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            style: TrackStyle::Heat,
+            style: TrackStyle::Line,
             show_nvml: true,
             show_kernels: true,
             show_nvtx: true,
             show_gaps: true,
             side_panel: true,
+            details: true,
+            details_h: None,
+            show_cufall_threads: false,
             track_heights: BTreeMap::new(),
             raw_budget_mib: crate::tiles::DEFAULT_RAW_BUDGET_BYTES >> 20,
             recent: Vec::new(),
@@ -70,6 +82,10 @@ impl Settings {
 
 /// Shortest window the view zooms to.
 pub const MIN_SPAN_NS: f64 = 200.0;
+
+/// How far past the data's ends the window may go, as a share of the run's length: the margin
+/// of a fit of the whole run.
+pub const DATA_MARGIN: f64 = 0.01;
 
 /// The visible time window `[t0, t1)` of the shared axis.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -126,17 +142,25 @@ impl TimeView {
         self.t1 = mid + span / 2.0;
     }
 
-    /// Keeps some of `[lo, hi)` in view.
-    pub fn keep_near(&mut self, lo: AxisTime, hi: AxisTime) {
-        let span = self.span();
-        if self.t1 < lo + span * 0.1 {
-            self.t0 = lo + span * 0.1 - span;
-            self.t1 = self.t0 + span;
+    /// Keeps the window on the data `[lo, hi)`: no longer than it (with a margin of
+    /// [`DATA_MARGIN`] of its length on each side), and never past its edges by more than that
+    /// margin, so zooming out stops at the whole run and panning at its ends.
+    pub fn clamp_to(&mut self, lo: AxisTime, hi: AxisTime) {
+        if !(lo.is_finite() && hi.is_finite()) || hi <= lo {
+            return;
         }
-        if self.t0 > hi - span * 0.1 {
-            self.t0 = hi - span * 0.1;
-            self.t1 = self.t0 + span;
+        let margin = (hi - lo) * DATA_MARGIN;
+        let (lo, hi) = (lo - margin, hi + margin);
+        let span = self.span().min(hi - lo).max(MIN_SPAN_NS);
+        if span >= hi - lo {
+            let mid = AxisTime::mid(lo, hi);
+            self.t0 = mid - span / 2.0;
+        } else if self.t0 < lo {
+            self.t0 = lo;
+        } else if self.t0 + span > hi {
+            self.t0 = hi - span;
         }
+        self.t1 = self.t0 + span;
     }
 }
 
@@ -208,6 +232,9 @@ pub enum Input {
     ToggleGroup(GpuGroup),
     /// Folds or unfolds a recording's host threads (a click on their title).
     ToggleHostGroup(usize),
+    /// Opens a host thread (recording, pid, tid) as a flame chart, or closes it into one lane
+    /// (a click on its label).
+    ToggleThread(usize, u32, u32),
 }
 
 /// A GPU's group of tracks: the GPU in every recording (`ti` `None`: two recordings compared,
@@ -231,14 +258,39 @@ impl GpuGroup {
     }
 }
 
-/// Which page the side panel shows.
+/// Which page the side panel (navigation) shows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SideTab {
     #[default]
     Phases,
     Gaps,
-    Selection,
     Compare,
+}
+
+/// Which page the details pane shows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DetailsTab {
+    /// The figures per GPU and metric.
+    #[default]
+    Summary,
+    /// The flame graph (icicle) of the host stacks.
+    Flame,
+    Kernels,
+    Ranges,
+    Gaps,
+    /// Host frames by function.
+    Frames,
+}
+
+impl DetailsTab {
+    pub const ALL: [(DetailsTab, &'static str); 6] = [
+        (DetailsTab::Summary, "Summary"),
+        (DetailsTab::Flame, "Flame graph"),
+        (DetailsTab::Kernels, "Kernels"),
+        (DetailsTab::Ranges, "Ranges"),
+        (DetailsTab::Gaps, "Gaps"),
+        (DetailsTab::Frames, "Host frames"),
+    ];
 }
 
 /// A line for the message bar (and stderr).
@@ -256,6 +308,13 @@ pub struct ViewState {
     pub drag: Option<Drag>,
     pub show_help: bool,
     pub side_tab: SideTab,
+    pub details_tab: DetailsTab,
+    /// The details table's order: its tab, the column, descending; `None`: each table's own.
+    pub details_sort: Option<(DetailsTab, usize, bool)>,
+    /// The phase whose range is selected (a click in the side panel): its path and which of
+    /// its ranges (0: the first), so that each recording's own range of it is the selection's
+    /// window in the details (with two recordings, B's range differs from A's).
+    pub selected_phase: Option<(String, usize)>,
     /// Per phase path, which of its ranges a click on it zooms to next.
     pub phase_cursor: std::collections::HashMap<String, usize>,
     /// The phase the second recording is aligned at; `None`: aligned at their starts.
@@ -278,6 +337,9 @@ pub struct ViewState {
     /// The recordings (0: A, 1: B, ...) whose host threads are folded into their title row;
     /// decided with [`ViewState::folded`] (folded where there are many threads).
     pub host_folded: Option<BTreeSet<usize>>,
+    /// The host threads (recording, pid, tid) drawn as flame charts; decided with
+    /// [`ViewState::folded`] (the busiest threads open), then the user's.
+    pub host_open: Option<BTreeSet<(usize, u32, u32)>>,
     /// Every recording is placed on the shared wall clock (the nodes of one run): no shift,
     /// each node's GPUs in groups of their own; overrides [`ViewState::align_phase`].
     pub align_wall: bool,
@@ -301,6 +363,9 @@ impl Default for ViewState {
             drag: None,
             show_help: false,
             side_tab: SideTab::Phases,
+            details_tab: DetailsTab::Summary,
+            details_sort: None,
+            selected_phase: None,
             phase_cursor: Default::default(),
             align_phase: None,
             messages: Vec::new(),
@@ -310,6 +375,7 @@ impl Default for ViewState {
             last_data_rect: None,
             folded: None,
             host_folded: None,
+            host_open: None,
             align_wall: false,
             flame_pick: FlamePick::default(),
         }
@@ -334,16 +400,22 @@ impl ViewState {
     }
 
     /// Applies one input; `extent` is the whole run on the shared axis (the view zooms out to
-    /// twice its length at most, and F without a selection fits it).
+    /// the whole run at most and stays on it, [`TimeView::clamp_to`]; F without a selection
+    /// fits it).
     pub fn apply(&mut self, input: Input, extent: (AxisTime, AxisTime)) {
-        let max_span_ns = (extent.1 - extent.0) * 2.0;
+        self.apply_unclamped(input, extent);
+        self.view.clamp_to(extent.0, extent.1);
+    }
+
+    fn apply_unclamped(&mut self, input: Input, extent: (AxisTime, AxisTime)) {
+        let max_span_ns = (extent.1 - extent.0) * (1.0 + 2.0 * DATA_MARGIN);
         match input {
             Input::Zoom { anchor, factor } => self.view.zoom_at(anchor, factor, max_span_ns),
             Input::Pan(frac) => self.view.pan(frac),
             Input::Fit { a, b, margin } => self.view.fit(a, b, margin),
             Input::FitSelection => match self.selection() {
                 Some((a, b)) => self.view.fit(a, b, 0.02),
-                None => self.view.fit(extent.0, extent.1, 0.01),
+                None => self.view.fit(extent.0, extent.1, DATA_MARGIN),
             },
             Input::CenterAt(t) => {
                 let span = self.view.span();
@@ -363,13 +435,20 @@ impl ViewState {
                     v.pan(-f64::from((x - x0) / w));
                     self.view = v;
                 }
-                Some(Drag::Select { from }) => self.selection = Some((from, t)),
+                Some(Drag::Select { from }) => {
+                    self.selection = Some((from, t));
+                    self.selected_phase = None;
+                }
                 Some(Drag::BoxZoom { .. }) | None => {}
             },
             Input::DragEnd => self.drag = None,
-            Input::Select { a, b } => self.selection = Some((a, b)),
+            Input::Select { a, b } => {
+                self.selection = Some((a, b));
+                self.selected_phase = None;
+            }
             Input::Clear => {
                 self.selection = None;
+                self.selected_phase = None;
                 self.drag = None;
                 self.show_help = false;
             }
@@ -384,6 +463,12 @@ impl ViewState {
                 let folded = self.host_folded.get_or_insert_with(BTreeSet::new);
                 if !folded.remove(&ti) {
                     folded.insert(ti);
+                }
+            }
+            Input::ToggleThread(ti, pid, tid) => {
+                let open = self.host_open.get_or_insert_with(BTreeSet::new);
+                if !open.remove(&(ti, pid, tid)) {
+                    open.insert((ti, pid, tid));
                 }
             }
         }
@@ -429,7 +514,8 @@ mod tests {
     #[test]
     fn a_pan_drag_moves_the_window_from_where_it_began() {
         let mut st = ViewState::default();
-        let extent = (at(0.0), at(1e9));
+        // A run longer than the window, so that it can move.
+        let extent = (at(-1e10), at(1e10));
         st.apply(
             Input::DragStart {
                 kind: DragKind::Pan,
@@ -487,10 +573,49 @@ mod tests {
     }
 
     #[test]
+    fn zoom_and_pan_stop_at_the_data() {
+        let mut st = ViewState::default();
+        let extent = (at(0.0), at(1e9));
+        st.apply(Input::FitSelection, extent);
+        let whole = st.view;
+        // Zooming out past the whole run leaves it as it is.
+        for _ in 0..20 {
+            st.apply(
+                Input::Zoom {
+                    anchor: 0.1,
+                    factor: 0.5,
+                },
+                extent,
+            );
+        }
+        assert!((st.view.span() - whole.span()).abs() < 1.0, "{:?}", st.view);
+        assert!(st.view.t0 >= at(-1e7 - 1.0) && st.view.t1 <= at(1e9 + 1e7 + 1.0));
+        // Panning stops at the ends, the span kept.
+        st.apply(
+            Input::Fit {
+                a: at(4e8),
+                b: at(5e8),
+                margin: 0.0,
+            },
+            extent,
+        );
+        for _ in 0..50 {
+            st.apply(Input::Pan(-0.5), extent);
+        }
+        assert!((st.view.span() - 1e8).abs() < 1.0);
+        assert!((st.view.t0 - at(-1e7)).abs() < 1.0, "{:?}", st.view);
+        for _ in 0..50 {
+            st.apply(Input::Pan(0.5), extent);
+        }
+        assert!((st.view.t1 - at(1e9 + 1e7)).abs() < 1.0, "{:?}", st.view);
+    }
+
+    #[test]
     fn settings_read_older_files() {
         let s: Settings = serde_json::from_str(r#"{"show_nvml": false}"#).expect("parse");
         assert!(!s.show_nvml);
-        assert_eq!(s.style, TrackStyle::Heat);
+        assert_eq!(s.style, TrackStyle::Line);
+        assert!(!s.show_cufall_threads && s.details);
         assert!(s.show_kernels);
         assert!(s.track_heights.is_empty());
         // A file from before tracks could be resized, with the fixed height it had then.

@@ -186,3 +186,67 @@ fn an_absurd_manifest_interval_is_named_and_replaced() {
     );
     assert_eq!(app.app().slots[0].data.interval_ns, 30_000);
 }
+
+/// The rows a recording opens with, and the line naming what it lacks.
+fn rows_and_absent(traces: &[PathBuf]) -> (Vec<cufall_gui::timeline::Row>, Option<String>) {
+    use cufall_gui::model::Locked;
+    let mut h = harness(traces, None, Settings::default(), SIZE, false);
+    let app = h.state_mut().app();
+    let locked: Vec<Locked<'_>> = app.slots.iter().map(Locked::new).collect();
+    let none = Default::default();
+    let host = (
+        app.st.host_folded.clone().unwrap_or_default(),
+        app.st.host_open.clone().unwrap_or_default(),
+    );
+    let rows = cufall_gui::timeline::rows(
+        &locked,
+        &app.settings,
+        (app.st.folded.as_ref().unwrap_or(&none), (&host.0, &host.1)),
+        false,
+    );
+    (rows, cufall_gui::timeline::absent_line(&locked))
+}
+
+#[test]
+fn a_recording_without_counters_kernels_or_host_samples_says_what_is_absent() {
+    use cufall_gui::timeline::Row;
+    // NVML alone: no counters, no kernels, no host samples; its NVML tracks are there.
+    let (rows, line) = rows_and_absent(&[example("counters-unavailable/h200-nvml-only.cufall")]);
+    assert_eq!(
+        line.as_deref(),
+        Some(
+            "This recording has no GPU counters, no kernels, no host samples (record with \
+             --host-stacks)."
+        )
+    );
+    assert!(
+        rows.iter().any(|r| matches!(r, Row::Nvml { .. })),
+        "{rows:?}"
+    );
+    assert!(
+        !rows
+            .iter()
+            .any(|r| matches!(r, Row::Metric { .. } | Row::Kernels { .. }))
+    );
+    // Counters and kernels, no host samples.
+    let (rows, line) = rows_and_absent(&[example("h200-torch-phases.cufall")]);
+    assert_eq!(
+        line.as_deref(),
+        Some("This recording has no host samples (record with --host-stacks).")
+    );
+    assert!(rows.iter().any(|r| matches!(r, Row::Metric { .. })));
+    assert!(rows.iter().any(|r| matches!(r, Row::Kernels { .. })));
+    // Everything: no line.
+    let (rows, line) = rows_and_absent(&[example("h200-torch-phases-host.cufall")]);
+    assert_eq!(line, None);
+    assert!(rows.iter().any(|r| matches!(r, Row::Host { .. })));
+    // Two recordings: whose.
+    let (_, line) = rows_and_absent(&[
+        example("h200-torch-phases.cufall"),
+        example("counters-unavailable/h200-nvml-only.cufall"),
+    ]);
+    assert_eq!(
+        line.as_deref(),
+        Some("A, B: no host samples (record with --host-stacks); B: no GPU counters, no kernels.")
+    );
+}

@@ -6,6 +6,7 @@ mod common;
 use common::{example, harness, settle};
 use cufall_gui::view::{AxisTime, Settings};
 use eframe::egui::{self, Event, Modifiers, MouseWheelUnit, PointerButton, Pos2, Vec2};
+use egui_kittest::kittest::Queryable;
 
 const SIZE: Vec2 = Vec2::new(1200.0, 700.0);
 
@@ -108,6 +109,13 @@ fn ctrl_wheel_zooms_at_the_cursor() {
 #[test]
 fn drag_pans_by_the_distance_moved() {
     let mut h = open();
+    {
+        // The middle half of the run: the whole run cannot move (the view stays on the data).
+        let v = &mut h.state_mut().app().st.view;
+        let (a, b) = (v.at(0.25), v.at(0.75));
+        v.fit(a, b, 0.0);
+    }
+    h.run_steps(2);
     let r = area(&mut h);
     let y = r.top() + 40.0;
     let before = h.state_mut().app().st.view;
@@ -176,7 +184,8 @@ fn shift_drag_selects_then_f_fits_and_esc_clears() {
         t2.ns
     );
     settle(&mut h);
-    assert!(h.state_mut().app().st.side_tab == cufall_gui::view::SideTab::Selection);
+    // The details pane says what is selected.
+    assert!(h.query_all_by_label_contains("selection ").next().is_some());
     h.event(Event::PointerGone);
     h.key_press(egui::Key::F);
     h.step();

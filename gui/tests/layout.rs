@@ -31,6 +31,7 @@ fn synthetic(gpus: u32, metrics: usize) -> (tempfile::TempDir, PathBuf) {
         kind: BenchKind::Gui {
             interval_ns: 200_000,
             metrics,
+            host_threads: 0,
         },
     };
     write_bench_trace(&path, &spec, WriterOptions::default()).expect("write the trace");
@@ -42,6 +43,11 @@ fn no_panel() -> Settings {
         side_panel: false,
         ..Settings::default()
     }
+}
+
+/// The top of the details pane along the window's bottom (its tabs).
+fn pane_top(h: &mut Harness<'static, TestApp>) -> f32 {
+    h.get_by_label("Summary").rect().top()
 }
 
 /// The bottom of the rows' data area as drawn, and the bottom of the window.
@@ -56,6 +62,7 @@ fn rows_bottom(h: &mut Harness<'static, TestApp>) -> f32 {
 
 #[test]
 fn one_gpu_fills_the_window() {
+    let _turn = common::render_turn();
     let mut h = harness(
         &[example("h200-specdec-0.5b-graphs-off.cufall")],
         None,
@@ -66,13 +73,18 @@ fn one_gpu_fills_the_window() {
     // Two metric tracks, a kernel lane and three NVML lines share the height: the rows end
     // near the window's bottom edge, not half-way down.
     let bottom = rows_bottom(&mut h);
-    assert!(bottom > SIZE.y - 40.0, "rows end at {bottom}");
+    let pane = pane_top(&mut h);
+    assert!(
+        pane - bottom < 20.0,
+        "rows end at {bottom}, the details pane starts at {pane}"
+    );
     assert_eq!(h.state_mut().app().st.folded, Some(Default::default()));
     h.snapshot("layout_one_gpu");
 }
 
 #[test]
 fn eight_gpus_start_folded_and_unfold_on_a_click() {
+    let _turn = common::render_turn();
     let (_dir, path) = synthetic(8, 2);
     let mut h = harness(&[path], None, no_panel(), SIZE, true);
     // Every row of 8 GPUs at its smallest does not fit: each GPU starts as one row.
@@ -98,19 +110,24 @@ fn eight_gpus_start_folded_and_unfold_on_a_click() {
 
 #[test]
 fn eight_gpus_unfolded_scroll_at_their_smallest() {
+    let _turn = common::render_turn();
     let (_dir, path) = synthetic(8, 2);
     let mut h = harness(&[path], None, no_panel(), SIZE, true);
     h.state_mut().app().st.folded = Some(Default::default());
     settle(&mut h);
     // Taller than the window: the rows scroll, each at its smallest. A group is its title,
-    // two metric tracks, the kernel lane and three NVML tracks (18 + 2 × 20 + 18 + 3 × 16
+    // two metric tracks, the kernel lane and three NVML tracks (18 + 2 × 32 + 18 + 3 × 22
     // points) with 2 points after each of its 7 rows.
     let area = h.state_mut().app().st.last_data_rect.expect("drawn");
-    assert!(area.bottom() >= SIZE.y - 10.0);
+    let pane = pane_top(&mut h);
+    assert!(
+        area.bottom() >= pane - 10.0,
+        "{area:?} above the pane at {pane}"
+    );
     let gpu0 = h.get_by_label("fold GPU 0").rect();
     let gpu1 = h.get_by_label("fold GPU 1").rect();
     assert!(
-        (gpu1.top() - gpu0.top() - 138.0).abs() < 0.5,
+        (gpu1.top() - gpu0.top() - 180.0).abs() < 0.5,
         "{gpu0:?} {gpu1:?}"
     );
     h.snapshot("layout_eight_gpus_unfolded");
@@ -118,6 +135,7 @@ fn eight_gpus_unfolded_scroll_at_their_smallest() {
 
 #[test]
 fn dragging_a_tracks_bottom_edge_resizes_it() {
+    let _turn = common::render_turn();
     let mut h = harness(
         &[example("h200-specdec-0.5b-graphs-off.cufall")],
         None,
@@ -163,7 +181,14 @@ fn dragging_a_tracks_bottom_edge_resizes_it() {
     away(&mut h);
     h.snapshot("layout_resized_track");
 
-    // Over the data, the same edge is the timeline's: a drag there pans, the height stays.
+    // Over the data, the same edge is the timeline's: a drag there pans, the height stays
+    // (zoomed in first: the whole run does not move).
+    {
+        let v = &mut h.state_mut().app().st.view;
+        let (a, b) = (v.at(0.25), v.at(0.75));
+        v.fit(a, b, 0.0);
+    }
+    settle(&mut h);
     let view = h.state_mut().app().st.view;
     let edge = h.get_by_label(&format!("resize {key}")).rect();
     let over_data = Pos2::new(edge.right() + 300.0, edge.center().y);
@@ -185,6 +210,7 @@ fn dragging_a_tracks_bottom_edge_resizes_it() {
 
 #[test]
 fn long_metric_names_keep_the_phase_column_in_the_side_panel() {
+    let _turn = common::render_turn();
     let (_dir, path) = synthetic(1, 4);
     let mut h = harness(&[path], None, Settings::default(), SIZE, true);
     // The phase names are right of the timeline, inside the window. (Laid out wider than the

@@ -7,6 +7,7 @@ mod common;
 use common::{example, harness};
 use cufall_gui::view::{Settings, SideTab, TrackStyle};
 use eframe::egui::Vec2;
+use egui_kittest::kittest::Queryable;
 
 const SIZE: Vec2 = Vec2::new(1400.0, 820.0);
 
@@ -56,7 +57,7 @@ fn selection_statistics() {
         app.st.selection = Some((a + len * 0.4, a + len * 0.6));
     }
     common::settle(&mut h);
-    assert_eq!(h.state_mut().app().st.side_tab, SideTab::Selection);
+    assert!(h.query_all_by_label_contains("selection ").next().is_some());
     h.snapshot("selection_statistics");
 }
 
@@ -144,4 +145,64 @@ fn a_flight_recorder_dump() {
         true,
     );
     h.snapshot("flight_recorder_dump");
+}
+
+/// The views, at the two window sizes people use: each recording opened as a user
+/// would, the details pane and side panel in their default places.
+fn view_at(traces: &[&str], align: Option<&str>, size: Vec2, name: &str) {
+    let _turn = common::render_turn();
+    let paths: Vec<_> = traces.iter().map(|t| example(t)).collect();
+    let mut h = harness(&paths, align, Settings::default(), size, true);
+    h.snapshot(name);
+}
+
+const LAPTOP: Vec2 = Vec2::new(1400.0, 900.0);
+const DESKTOP: Vec2 = Vec2::new(1920.0, 1080.0);
+
+const HF: &[&str] = &["h200-hf-generate-host.cufall"];
+const TORCH: &[&str] = &["h200-torch-phases-host.cufall"];
+const NATIVE: &[&str] = &["h200-specdec-graphs-on-native-host.cufall"];
+const TWO: &[&str] = &[
+    "h200-specdec-0.5b-graphs-off.cufall",
+    "h200-specdec-0.5b-graphs-on.cufall",
+];
+
+#[test]
+fn hf_generate_1400x900() {
+    view_at(HF, None, LAPTOP, "hf_generate_1400x900");
+}
+
+#[test]
+fn hf_generate_1920x1080() {
+    view_at(HF, None, DESKTOP, "hf_generate_1920x1080");
+}
+
+#[test]
+fn torch_phases_1400x900() {
+    view_at(TORCH, None, LAPTOP, "torch_phases_1400x900");
+}
+
+#[test]
+fn torch_phases_1920x1080() {
+    view_at(TORCH, None, DESKTOP, "torch_phases_1920x1080");
+}
+
+#[test]
+fn engine_native_1400x900() {
+    view_at(NATIVE, None, LAPTOP, "engine_native_1400x900");
+}
+
+#[test]
+fn engine_native_1920x1080() {
+    view_at(NATIVE, None, DESKTOP, "engine_native_1920x1080");
+}
+
+#[test]
+fn two_recordings_1400x900() {
+    view_at(TWO, Some("verify"), LAPTOP, "two_recordings_1400x900");
+}
+
+#[test]
+fn two_recordings_1920x1080() {
+    view_at(TWO, Some("verify"), DESKTOP, "two_recordings_1920x1080");
 }

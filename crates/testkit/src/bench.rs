@@ -16,8 +16,9 @@
 //! devices, manifest and writing loop are this one function.
 
 use cufall_trace::model::{
-    ActivityKind, DeviceId, DeviceInfo, HeatmapSpec, KernelRecord, Manifest, MetricInfo, NvmlRow,
-    NvtxRange, RangeKind, SampleBatch, SamplingInfo,
+    ActivityKind, DeviceId, DeviceInfo, FrameKind, Gil, HeatmapSpec, HostSample, HostState,
+    KernelRecord, Manifest, MetricInfo, NvmlRow, NvtxRange, RangeKind, SampleBatch, SamplingInfo,
+    StackFrame,
 };
 use cufall_trace::{TraceWriter, WriteStats, WriterOptions};
 use std::path::Path;
@@ -49,8 +50,14 @@ pub enum BenchKind {
     },
     /// `bench_gui`'s: the first `metrics` (1 to 4) of tensor-pipe %, DRAM %, SM cycles and
     /// elapsed cycles, every `interval_ns`, written a second at a time (segments as the writer's
-    /// flush interval has them); `draft` and `verify` ranges, one kernel inside each.
-    Gui { interval_ns: i64, metrics: usize },
+    /// flush interval has them); `draft` and `verify` ranges, one kernel inside each; with
+    /// `host_threads` above 0, host stacks of that many threads of one process sampled every
+    /// millisecond ([`host_stacks`]).
+    Gui {
+        interval_ns: i64,
+        metrics: usize,
+        host_threads: u32,
+    },
 }
 
 impl BenchKind {
@@ -309,6 +316,13 @@ pub fn write_bench_trace(
     let metrics = kind.metric_names().len();
     let interval = kind.interval_ns();
     let mut w = TraceWriter::create(path, manifest(spec), options)?;
+    let host_threads = match kind {
+        BenchKind::Gui { host_threads, .. } => host_threads,
+        BenchKind::Report { .. } => 0,
+    };
+    if host_threads > 0 {
+        w.append_stacks(&host_stacks())?;
+    }
     let (per_chunk, chunks_per_segment) = kind.chunking();
     // The samples of each chunk, and where the data ends.
     let (chunks, end_ns) = match kind {
@@ -355,6 +369,9 @@ pub fn write_bench_trace(
         w.append_nvtx(&nvtx)?;
         w.append_kernels(&kernels)?;
         w.append_nvml(&nvml)?;
+        if host_threads > 0 {
+            w.append_host_samples(&host_samples(host_threads, t_lo, t_hi))?;
+        }
         written += n;
         match chunks_per_segment {
             // Like the recorder: one segment per table per second of data.
@@ -364,6 +381,117 @@ pub fn write_bench_trace(
         }
     }
     w.finish(end_ns)
+}
+
+/// The process whose threads the host samples are of.
+pub const HOST_PID: u32 = 4000;
+/// The host samples' interval.
+pub const HOST_INTERVAL_NS: i64 = 1_000_000;
+
+/// The stacks of the host samples, interned: 1 `main > run_step > draft > … > launch` (16 frames,
+/// Python over native), 2 the same through `verify`, 3 `main > run_step > synchronize >
+/// cudaStreamSynchronize` (waiting for the GPU), 4 a worker `thread_main > queue.get > futex`.
+pub fn host_stacks() -> Vec<StackFrame> {
+    let frame = |stack_id: u64, depth: u32, function: &str, native: bool| StackFrame {
+        stack_id,
+        depth,
+        function: function.into(),
+        file: if native {
+            "/usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05".into()
+        } else {
+            "engine.py".into()
+        },
+        line: (!native).then_some(depth + 10),
+        module: String::new(),
+        kind: if native {
+            FrameKind::Native
+        } else {
+            FrameKind::Python
+        },
+    };
+    let mut out = Vec::new();
+    // Innermost first (depth 0 is the innermost frame).
+    for (id, phase) in [(1, "draft"), (2, "verify")] {
+        let names: Vec<String> = [
+            "0x4c13f6",
+            "cuLaunchKernel",
+            "cudaLaunchKernel",
+            "launch",
+            "forward_layer",
+            "attention",
+            "forward_layer",
+            "decoder",
+            "forward",
+            "__call__",
+            "model_step",
+            phase,
+            "run_step",
+            "loop",
+            "main",
+            "<module>",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for (d, n) in names.iter().enumerate() {
+            out.push(frame(id, d as u32, n, d < 3));
+        }
+    }
+    for (d, n) in [
+        "cudaStreamSynchronize",
+        "synchronize",
+        "run_step",
+        "loop",
+        "main",
+        "<module>",
+    ]
+    .iter()
+    .enumerate()
+    {
+        out.push(frame(3, d as u32, n, d == 0));
+    }
+    for (d, n) in ["futex_wait", "get", "thread_main"].iter().enumerate() {
+        out.push(frame(4, d as u32, n, d == 0));
+    }
+    out
+}
+
+/// Every thread's samples in `[t_lo, t_hi)`, one a millisecond: thread 0 (the main thread)
+/// follows the steps (draft, verify, waiting in the gaps), the others wait in a queue.
+pub fn host_samples(threads: u32, t_lo: i64, t_hi: i64) -> Vec<HostSample> {
+    let mut out = Vec::new();
+    for th in 0..threads {
+        let tid = HOST_PID + th;
+        let mut t = t_lo;
+        while t < t_hi {
+            let in_step = (t - T0_NS).rem_euclid(STEP_NS);
+            let (stack_id, idle) = match th {
+                0 if !busy(in_step) => (3, true),
+                0 if in_step < 4_000_000 => (1, false),
+                0 => (2, false),
+                _ => (4, true),
+            };
+            out.push(HostSample {
+                t_ns: t + i64::from(th) * 7_000,
+                pid: HOST_PID,
+                tid,
+                thread_name: if th == 0 {
+                    "MainThread".into()
+                } else {
+                    format!("worker-{th}")
+                },
+                state: if idle {
+                    HostState::Idle
+                } else {
+                    HostState::Running
+                },
+                gil: Gil::Unknown,
+                stack_id,
+            });
+            t += HOST_INTERVAL_NS;
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -408,9 +536,12 @@ mod tests {
             kind: BenchKind::Gui {
                 interval_ns: 100_000,
                 metrics: 2,
+                host_threads: 3,
             },
         };
         let (s, trace, _dir) = write(&spec);
+        // 3 threads, one sample a millisecond for 2 s.
+        assert_eq!(s.host_samples, 6000);
         assert_eq!(
             (s.samples, s.nvtx_ranges, s.kernels, s.nvml_rows),
             (20_000, 400, 400, 200)

@@ -4,20 +4,25 @@
 //! the whole stack of the sample under the pointer.
 
 use super::geom::{Geom, Hit};
-use super::paint::{ab_tag, group_title, hatch, name_color};
-use super::rows::Row;
+use super::paint::{ab_tag, group_title, hatch, hatch_into, name_color};
+use super::rows::{HOST_LEVEL_H, HOST_LEVELS_MAX, Row, is_cufall_thread};
 use crate::axis::AxisTime;
 use crate::fmt::{Nanos, fmt_offset};
 use crate::host::{HostStacks, HostThread};
 use crate::model::{Locked, host_of, hosts_differ, shared_extent};
 use cufall_trace::model::HostState;
-use eframe::egui::{self, Align2, Color32, FontId, Pos2, Rect, Ui};
+use eframe::egui::{self, Align2, Color32, FontId, Mesh, Pos2, Rect, Shape, Ui};
 
+/// Flame chart boxes narrower than this (points) that follow one another are drawn as one grey
+/// box: a zoomed-out busy thread would otherwise be a box per pixel column and level.
+const NARROW_PX: f32 = 2.0;
 /// Runs at least this wide are labelled with their function.
 const LABEL_FROM_PX: f32 = 40.0;
 
-/// A host threads' title row (a fold like a GPU's group) or one thread's lane, with its label
-/// (`pid/tid name`, after the recording's host or `A`/`B` with two recordings).
+/// A host threads' title row (a fold like a GPU's group) or one thread's track, with its label:
+/// the thread's name and, below it, its process (after the recording's host or `A`/`B` with two
+/// recordings). An open thread is a flame chart, a level per stack depth, the outermost frame on
+/// top; a closed one a lane of its innermost frame.
 pub(super) fn host_row(
     ui: &Ui,
     painter: &egui::Painter,
@@ -36,26 +41,28 @@ pub(super) fn host_row(
     };
     match row {
         Row::HostTitle { ti, folded } => {
-            let n = traces[ti]
-                .s
-                .tables
-                .as_ref()
-                .map_or(0, |tb| tb.host.threads.len());
-            let title = format!("{}host threads ({n})", tag(ti));
+            let host = &traces[ti].s.tables.as_ref()?.host;
+            let own = host
+                .threads
+                .iter()
+                .filter(|t| is_cufall_thread(&t.name))
+                .count();
+            let n = host.threads.len();
+            // The settings are not at hand here: the rows left cufall's threads out or not, and
+            // the count says which.
+            let title = if own > 0 {
+                format!("{}host threads ({n}, {own} of cufall)", tag(ti))
+            } else {
+                format!("{}host threads ({n})", tag(ti))
+            };
             group_title(painter, label, &title, folded, ui.visuals().text_color());
             None
         }
-        Row::Host { ti, thread } => {
+        Row::Host { ti, thread, open } => {
             let t = &traces[ti];
             let host = &t.s.tables.as_ref()?.host;
             let th = host.threads.get(thread)?;
-            painter.with_clip_rect(label).text(
-                Pos2::new(label.left() + 6.0, label.center().y),
-                Align2::LEFT_CENTER,
-                format!("{}{}/{} {}", tag(ti), th.pid, th.tid, th.name),
-                FontId::proportional(12.0),
-                ui.visuals().weak_text_color(),
-            );
+            thread_label(ui, painter, label, (host, th), &tag(ti), open);
             let bg = ui.visuals().extreme_bg_color;
             painter.rect_filled(area, 0.0, bg);
             let lane = Lane {
@@ -65,9 +72,88 @@ pub(super) fn host_row(
                 origin: shared_extent(traces).0,
                 background: bg,
             };
-            host_lane(painter, &lane, area, geom, pointer)
+            if open {
+                flame_chart(painter, &lane, area, geom, pointer)
+            } else {
+                host_lane(painter, &lane, area, geom, pointer)
+            }
         }
         _ => None,
+    }
+}
+
+/// A thread's name as labels show it: its own, `main thread` for a process's first thread
+/// without one, else `thread TID`.
+pub fn thread_title(th: &HostThread) -> String {
+    if !th.name.is_empty() {
+        th.name.clone()
+    } else if th.tid == th.pid {
+        "main thread".into()
+    } else {
+        format!("thread {}", th.tid)
+    }
+}
+
+/// The label of a thread's track: a triangle (open: a flame chart), the thread's name, and its
+/// process with the ids on a second line where the row has room (else after the name).
+fn thread_label(
+    ui: &Ui,
+    painter: &egui::Painter,
+    label: Rect,
+    (host, th): (&HostStacks, &HostThread),
+    tag: &str,
+    open: bool,
+) {
+    let p = painter.with_clip_rect(label);
+    let text = ui.visuals().text_color();
+    let weak = ui.visuals().weak_text_color();
+    let y = label.top() + 9.0;
+    let c = Pos2::new(label.left() + 10.0, y);
+    let tri = if open {
+        vec![
+            c + egui::vec2(-4.0, -2.5),
+            c + egui::vec2(4.0, -2.5),
+            c + egui::vec2(0.0, 3.5),
+        ]
+    } else {
+        vec![
+            c + egui::vec2(-2.5, -4.0),
+            c + egui::vec2(3.5, 0.0),
+            c + egui::vec2(-2.5, 4.0),
+        ]
+    };
+    p.add(egui::Shape::convex_polygon(tri, weak, egui::Stroke::NONE));
+    let process = format!("{} · tid {}", host.process_name(th.pid), th.tid);
+    if label.height() >= 24.0 {
+        p.text(
+            Pos2::new(label.left() + 18.0, y),
+            Align2::LEFT_CENTER,
+            format!("{tag}{}", thread_title(th)),
+            FontId::proportional(12.0),
+            text,
+        );
+        p.text(
+            Pos2::new(label.left() + 18.0, y + 13.0),
+            Align2::LEFT_CENTER,
+            process,
+            FontId::proportional(10.0),
+            weak,
+        );
+    } else {
+        let r = p.text(
+            Pos2::new(label.left() + 18.0, label.center().y),
+            Align2::LEFT_CENTER,
+            format!("{tag}{}", thread_title(th)),
+            FontId::proportional(12.0),
+            text,
+        );
+        p.text(
+            Pos2::new(r.right() + 6.0, label.center().y),
+            Align2::LEFT_CENTER,
+            process,
+            FontId::proportional(10.0),
+            weak,
+        );
     }
 }
 
@@ -132,17 +218,151 @@ fn host_lane(
     })
 }
 
+/// A thread's flame chart in `area`: per pixel column the sample under its middle, a level per
+/// stack depth from the outermost frame at the top; a frame's box runs on while the columns show
+/// the same frame at its depth under the same boxes above it (so boxes nest as calls do), and
+/// waiting samples are drawn faded and hatched. A frame costs a lookup per column and a step per
+/// level shown, whatever the zoom. Returns the hovered sample's tooltip.
+fn flame_chart(
+    painter: &egui::Painter,
+    lane: &Lane<'_, '_>,
+    area: Rect,
+    geom: &Geom,
+    pointer: Option<Pos2>,
+) -> Option<Hit> {
+    let (t, host, th) = (lane.t, lane.host, lane.th);
+    let (origin, background) = (lane.origin, lane.background);
+    let levels = th.max_depth.clamp(1, HOST_LEVELS_MAX);
+    let ncols = area.width().max(1.0) as usize;
+    let px = geom.px_ns();
+    let t0 = t.slot.local(geom.view.t0) as f64 + f64::from(area.left() - geom.x0) * px;
+    let col_w = area.width() / ncols as f32;
+    let mut fills = Mesh::default();
+    let mut lines = Mesh::default();
+    let mut labels: Vec<(Rect, u32)> = Vec::new();
+    // Per level, the box being drawn: (frame, first column, waiting).
+    let mut open: Vec<Option<(u32, usize, bool)>> = vec![None; levels];
+    // Per level, boxes narrower than NARROW_PX that follow one another, drawn as one grey box
+    // (a zoomed-out view of a busy thread has a box per pixel column and level otherwise):
+    // its x range.
+    let mut narrow: Vec<Option<(f32, f32)>> = vec![None; levels];
+    let level_y = |d: usize| {
+        let top = area.top() + 1.0 + d as f32 * HOST_LEVEL_H;
+        top..=top + HOST_LEVEL_H - 1.0
+    };
+    let flush = |fills: &mut Mesh, d: usize, run: Option<(f32, f32)>| {
+        if let Some((x0, x1)) = run {
+            let r = Rect::from_x_y_ranges(x0..=x1, level_y(d));
+            fills.add_colored_rect(r, Color32::from_gray(120));
+        }
+    };
+    let mut close = |d: usize, run: Option<(u32, usize, bool)>, end: usize| {
+        let Some((frame, c0, idle)) = run else {
+            return;
+        };
+        let r = Rect::from_x_y_ranges(
+            area.left() + c0 as f32 * col_w..=area.left() + end as f32 * col_w,
+            level_y(d),
+        );
+        if r.width() < NARROW_PX {
+            match &mut narrow[d] {
+                Some((_, x1)) if *x1 >= r.left() - 0.5 => *x1 = r.right(),
+                n => {
+                    flush(&mut fills, d, n.take());
+                    *n = Some((r.left(), r.right()));
+                }
+            }
+            return;
+        }
+        flush(&mut fills, d, narrow[d].take());
+        let function = host
+            .frames
+            .get(frame as usize)
+            .map_or(u32::MAX, |f| f.function);
+        let color = name_color(host.function_name(function));
+        if idle {
+            fills.add_colored_rect(r, color.lerp_to_gamma(background, 0.6));
+            hatch_into(&mut lines, r, Color32::from_black_alpha(90));
+        } else {
+            fills.add_colored_rect(r, color);
+        }
+        if r.width() >= LABEL_FROM_PX {
+            labels.push((r, function));
+        }
+    };
+    let mut last: Option<usize> = None;
+    let mut frames: &[u32] = &[];
+    let mut idle = false;
+    for c in 0..=ncols {
+        let sample = if c < ncols {
+            let tc = (t0 + (c as f64 + 0.5) * px).round() as i64;
+            th.at(tc)
+        } else {
+            None
+        };
+        if sample != last || c == ncols {
+            last = sample;
+            frames = sample.map_or(&[], |i| host.stack(th.stack[i]));
+            idle = sample.is_some_and(|i| th.state[i] == HostState::Idle);
+        }
+        let mut parent_goes_on = true;
+        for (d, slot) in open.iter_mut().enumerate() {
+            // Level d holds the frame d from the outermost (stacks are innermost first).
+            let frame = (d < frames.len() && c < ncols).then(|| frames[frames.len() - 1 - d]);
+            let goes_on = parent_goes_on
+                && matches!((*slot, frame), (Some((f, _, i)), Some(g)) if f == g && i == idle);
+            if !goes_on {
+                close(d, slot.take(), c);
+                *slot = frame.map(|f| (f, c, idle));
+            }
+            parent_goes_on = goes_on;
+        }
+    }
+    for (d, n) in narrow.iter_mut().enumerate() {
+        flush(&mut fills, d, n.take());
+    }
+    painter.add(Shape::mesh(fills));
+    if !lines.is_empty() {
+        painter.add(Shape::mesh(lines));
+    }
+    flame_labels(painter, host, &labels);
+    let p = pointer?;
+    let i = th.at(t.slot.local(geom.t(p.x)))?;
+    Some(Hit {
+        text: sample_text(host, th, i, t.slot.disp(th.t_ns[i]) - origin),
+        span: Some((t.slot.disp(th.t_ns[i]), t.slot.disp(th.end_ns(i)))),
+    })
+}
+
+/// The names of the boxes wide enough for one.
+fn flame_labels(painter: &egui::Painter, host: &HostStacks, labels: &[(Rect, u32)]) {
+    for &(r, function) in labels {
+        painter.with_clip_rect(r.shrink(1.0)).text(
+            Pos2::new(r.left() + 2.0, r.center().y),
+            Align2::LEFT_CENTER,
+            host.function_name(function),
+            FontId::proportional(10.0),
+            Color32::BLACK,
+        );
+    }
+}
+
 /// A sample's tooltip: thread, time, state, GIL, then the stack from the innermost frame out.
 fn sample_text(host: &HostStacks, th: &HostThread, i: usize, at_ns: f64) -> String {
     let state = match th.state[i] {
         HostState::Running => "running",
         HostState::Idle => "waiting (idle)",
     };
+    let process = if th.tid == th.pid {
+        String::new()
+    } else {
+        format!(" in {}", host.process_name(th.pid))
+    };
     let mut s = format!(
-        "{}/{} {}\nat {} (sampled every {})\n{state}, GIL {}\n",
+        "{}/{} {}{process}\nat {} (sampled every {})\n{state}, GIL {}\n",
         th.pid,
         th.tid,
-        th.name,
+        thread_title(th),
         fmt_offset(at_ns, 1e5),
         Nanos(th.interval_ns),
         th.gil[i].as_str(),

@@ -11,7 +11,8 @@ use eframe::egui::{self, Ui};
 
 /// Pointer input on the rows: Ctrl+wheel zoom at the cursor, horizontal wheel pan, drag pan,
 /// Shift+drag select, right drag or Ctrl+drag box zoom, click selects and double-click fits
-/// what is under the pointer.
+/// what is under the pointer: the range, kernel, gap or drop, or on a counter track the gap or
+/// (`phase_at`) the innermost phase there.
 pub(super) fn pointer_input(
     ui: &Ui,
     resp: &egui::Response,
@@ -19,6 +20,7 @@ pub(super) fn pointer_input(
     st: &mut ViewState,
     extent: (AxisTime, AxisTime),
     hit: Option<&Hit>,
+    phase_at: &dyn Fn(f32) -> Option<(AxisTime, AxisTime)>,
 ) {
     let apply = |st: &mut ViewState, input| st.apply(input, extent);
     let (zoom, scroll, mods) = ui.input(|i| (i.zoom_delta(), i.smooth_scroll_delta(), i.modifiers));
@@ -73,7 +75,9 @@ pub(super) fn pointer_input(
     }
     let under = hit.and_then(|h| h.span);
     if resp.double_clicked() {
-        if let Some((a, b)) = under {
+        // Nothing with a span of its own under the pointer (a counter's value): the phase there.
+        let phase = || resp.interact_pointer_pos().and_then(|p| phase_at(p.x));
+        if let Some((a, b)) = under.or_else(phase) {
             apply(st, Input::Fit { a, b, margin: 0.05 });
         }
     } else if resp.clicked()

@@ -82,6 +82,21 @@ pub fn share_heights(fits: &[Fit], available: f32) -> Vec<f32> {
     fits.iter().map(|f| to_f32(f.at(hi))).collect()
 }
 
+/// Heights that fill `available` whatever the rows' maximums: [`share_heights`], and where every
+/// flexible row reached its maximum, the rest shared among them by weight, so that nothing stays
+/// blank below the last row. Rows of fixed height keep it.
+pub fn fill_heights(fits: &[Fit], available: f32) -> Vec<f32> {
+    let mut h = share_heights(fits, available);
+    let left = available - h.iter().sum::<f32>();
+    let weights: f32 = fits.iter().map(|f| f.weight).sum();
+    if left > 0.5 && weights > 0.0 {
+        for (x, f) in h.iter_mut().zip(fits) {
+            *x += left * f.weight / weights;
+        }
+    }
+    h
+}
+
 /// A height in points: the heights come from `f32` bounds, so narrowing loses nothing but
 /// precision below a pixel.
 #[expect(
@@ -145,6 +160,21 @@ mod tests {
     }
 
     #[test]
+    fn filling_shares_what_the_maximums_leave_by_weight() {
+        let nvml = Fit::flexible(16.0, 60.0, 0.5);
+        let h = fill_heights(&[LANE, TRACK, nvml], 18.0 + 160.0 + 60.0 + 150.0);
+        assert_eq!(h[0], 18.0);
+        assert!((h[1] - 260.0).abs() < 1e-3, "{h:?}");
+        assert!((h[2] - 110.0).abs() < 1e-3, "{h:?}");
+        // Below the maximums it is share_heights; with lanes alone there is nothing to grow.
+        assert_eq!(
+            fill_heights(&[LANE, TRACK], 100.0),
+            share_heights(&[LANE, TRACK], 100.0)
+        );
+        assert_eq!(fill_heights(&[LANE], 500.0), vec![18.0]);
+    }
+
+    #[test]
     fn no_rows_no_heights() {
         assert!(share_heights(&[], 100.0).is_empty());
         assert_eq!(share_heights(&[LANE], -5.0), vec![18.0]);
@@ -177,6 +207,22 @@ mod tests {
                 .sum();
             let want = available.clamp(mins, maxs.max(mins));
             prop_assert!((total(&h) - want).abs() <= 1e-3 * want.max(1.0), "{} vs {}", total(&h), want);
+        }
+
+        #[test]
+        fn filled_heights_fill_the_height_when_a_row_can_grow(
+            fits in prop::collection::vec(fit(), 1..30),
+            available in 0.0f32..4000.0,
+        ) {
+            let h = fill_heights(&fits, available);
+            let mins: f32 = fits.iter().map(|f| f.min).sum();
+            let grows = fits.iter().any(|f| f.weight > 0.0);
+            for (x, f) in h.iter().zip(&fits) {
+                prop_assert!(*x >= f.min - 1e-3, "{} below {:?}", x, f);
+            }
+            if grows && available >= mins {
+                prop_assert!((total(&h) - available).abs() <= 1e-3 * available.max(1.0));
+            }
         }
 
         #[test]

@@ -33,26 +33,69 @@ pub use rows::{NvmlField, Row, rows};
 pub use tracks::full_scale;
 
 use crate::axis::AxisTime;
-use crate::fmt::{fmt_offset, round_ns};
+use crate::fmt::round_ns;
 use crate::model::{Locked, shared_extent};
 use crate::view::{Drag, Input, Settings, TimeView, ViewState};
 use cufall_trace::model::DeviceId;
 use eframe::egui::{
     self, Align2, Color32, CursorIcon, FontId, Pos2, Rect, Sense, Stroke, StrokeKind, Ui, Vec2,
 };
-use layout::share_heights;
+use layout::fill_heights;
 use paint::heat_mesh;
 use std::collections::BTreeSet;
 use tracks::draw_row;
 
-/// Width of the label column.
+/// Width of the label column (narrower in a narrow window: at most 30 % of it).
 pub const LABEL_W: f32 = 210.0;
 const OVERVIEW_H: f32 = 34.0;
 const AXIS_H: f32 = 22.0;
+/// The line saying what a recording lacks.
+const ABSENT_H: f32 = 16.0;
 /// Space between rows.
 const ROW_GAP: f32 = 2.0;
 /// How far above and below a track's bottom edge the pointer grabs it to resize.
 const GRAB: f32 = 3.0;
+/// Of the window's height, what the top bar, the overview, the axis and the details pane take
+/// at least, when deciding which GPU groups start folded.
+const FOLD_RESERVE_H: f32 = 260.0;
+/// Below this height the overview strip is left out: the axis and the tracks come first.
+const OVERVIEW_FROM_H: f32 = 260.0;
+
+/// The height the timeline's rows would take at their preferred (largest) sizes, with the
+/// overview and the axis: the app gives the details pane what is left of the window.
+pub fn preferred_height(traces: &[Locked<'_>], st: &ViewState, settings: &Settings) -> f32 {
+    let no_folds = BTreeSet::new();
+    let no_threads = BTreeSet::new();
+    let rows = rows(
+        traces,
+        settings,
+        (
+            st.folded.as_ref().unwrap_or(&no_folds),
+            (
+                st.host_folded.as_ref().unwrap_or(&no_folds_usize()),
+                st.host_open.as_ref().unwrap_or(&no_threads),
+            ),
+        ),
+        st.nodes_apart(traces.len()),
+    );
+    let rows_h: f32 = rows
+        .iter()
+        .map(|r| {
+            let f = r.fit(traces, settings);
+            f.max.max(f.min) + ROW_GAP
+        })
+        .sum();
+    let absent = if absent_line(traces).is_some() {
+        ABSENT_H
+    } else {
+        0.0
+    };
+    OVERVIEW_H + AXIS_H + absent + rows_h + 8.0
+}
+
+fn no_folds_usize() -> BTreeSet<usize> {
+    BTreeSet::new()
+}
 
 /// Draws the overview strip, the axis and the rows, and applies navigation input; a drag on a
 /// track's bottom edge (in the label column) resizes it (kept in `settings`).
@@ -64,32 +107,31 @@ pub fn timeline_ui(
 ) {
     let extent = shared_extent(traces);
     let full = ui.available_rect_before_wrap();
-    let data_x0 = full.left() + LABEL_W;
-    let data_w = (full.width() - LABEL_W - 4.0).max(50.0);
-    let origin = extent.0;
+    let label_w = LABEL_W.min((full.width() * 0.3).max(60.0));
+    let data_x0 = full.left() + label_w;
+    let data_w = (full.width() - label_w - 4.0).max(50.0);
 
-    // Overview of the whole run, with the visible window.
-    let (ov_rect, ov_resp) =
-        ui.allocate_exact_size(Vec2::new(full.width(), OVERVIEW_H), Sense::click_and_drag());
-    overview_ui(ui, ov_rect, traces, st, extent, data_x0, data_w, &ov_resp);
-
-    let (axis_rect, _) = ui.allocate_exact_size(Vec2::new(full.width(), AXIS_H), Sense::hover());
     let geom = Geom {
         x0: data_x0,
         w: data_w,
         view: st.view,
     };
-    axis_ui(ui, axis_rect, &geom, origin);
-
+    let axis_rect = header_ui(ui, traces, st, settings, &geom, full);
     let avail_h = ui.available_height();
-    decide_folds(traces, settings, st, avail_h);
+    // Folds are decided for the window, not for what the details pane leaves this frame (it
+    // sizes itself by the rows, which the folds decide): the window less the bars and the
+    // pane's smallest height.
+    let window_h = ui.ctx().content_rect().height() - FOLD_RESERVE_H;
+    decide_folds(traces, settings, st, avail_h.max(window_h));
     let no_folds = BTreeSet::new();
+    let no_threads = BTreeSet::new();
+    let host_folded = st.host_folded.clone().unwrap_or_default();
     let rows = rows(
         traces,
         settings,
         (
             st.folded.as_ref().unwrap_or(&no_folds),
-            st.host_folded.as_ref().unwrap_or(&BTreeSet::new()),
+            (&host_folded, st.host_open.as_ref().unwrap_or(&no_threads)),
         ),
         st.nodes_apart(traces.len()),
     );
@@ -97,6 +139,16 @@ pub fn timeline_ui(
     let total_h: f32 = heights.iter().map(|h| h + ROW_GAP).sum();
     let mut hit: Option<Hit> = None;
     let mut data_rect = Rect::NOTHING;
+    // The pointer over any row's data: each track shows its value at that time.
+    let cursor_x = ui
+        .input(|i| i.pointer.hover_pos())
+        .filter(|p| {
+            p.x >= data_x0
+                && p.x <= data_x0 + data_w
+                && p.y > axis_rect.top()
+                && p.y < full.bottom()
+        })
+        .map(|p| p.x);
     egui::ScrollArea::vertical()
         .auto_shrink([false, false])
         .show(ui, |ui| {
@@ -132,7 +184,14 @@ pub fn timeline_ui(
                 metric_label_ui(ui, row, label_rect, traces);
                 group_title_ui(ui, row, label_rect, traces, st, extent);
                 let h = draw_row(
-                    ui, &painter, *row, label_rect, area, traces, &geom, settings, hovered,
+                    ui,
+                    &painter,
+                    *row,
+                    (label_rect, area),
+                    traces,
+                    &geom,
+                    settings,
+                    (hovered, cursor_x),
                 );
                 if h.is_some() {
                     hit = h;
@@ -140,7 +199,8 @@ pub fn timeline_ui(
                 resize_handle_ui(ui, i, row, label_rect, traces, settings);
             }
             overlays(&painter, st, &geom, data_rect, pointer);
-            input::pointer_input(ui, &resp, &geom, st, extent, hit.as_ref());
+            let phase = |x: f32| phase_span_at(traces, geom.t(x));
+            input::pointer_input(ui, &resp, &geom, st, extent, hit.as_ref(), &phase);
             if let Some(h) = &hit
                 && st.drag.is_none()
             {
@@ -149,20 +209,147 @@ pub fn timeline_ui(
         });
     st.last_data_rect = Some(data_rect.intersect(ui.clip_rect()));
     input::key_input(ui, st, &geom, extent);
-    st.view.keep_near(extent.0, extent.1);
+    st.view.clamp_to(extent.0, extent.1);
+}
+
+/// The overview strip (left out in a small window), the axis with its hover, and the line of
+/// what the recordings lack; returns the axis' rectangle.
+fn header_ui(
+    ui: &mut Ui,
+    traces: &[Locked<'_>],
+    st: &mut ViewState,
+    settings: &Settings,
+    geom: &Geom,
+    full: Rect,
+) -> Rect {
+    let extent = shared_extent(traces);
+    let origin = extent.0;
+    let (data_x0, data_w) = (geom.x0, geom.w);
+    // Overview of the whole run, with the visible window; left out in a small window.
+    if full.height() >= OVERVIEW_FROM_H {
+        let (ov_rect, ov_resp) =
+            ui.allocate_exact_size(Vec2::new(full.width(), OVERVIEW_H), Sense::click_and_drag());
+        overview_ui(ui, ov_rect, traces, st, extent, data_x0, data_w, &ov_resp);
+    }
+
+    let (axis_rect, axis_resp) =
+        ui.allocate_exact_size(Vec2::new(full.width(), AXIS_H), Sense::hover());
+    axis_ui(ui, axis_rect, geom, origin, settings.show_gaps);
+    if let Some(p) = axis_resp.hover_pos()
+        && p.x >= data_x0
+        && let Some(a) = traces.first()
+    {
+        let t = geom.t(p.x);
+        axis_resp.on_hover_text_at_pointer(format!(
+            "{} from the start\nwall clock {} (A's host)",
+            crate::axis::fmt_axis(t - origin, geom.px_ns() * 10.0),
+            crate::axis::fmt_wall_clock(a.slot.local(t)),
+        ));
+    }
+    if let Some(line) = absent_line(traces) {
+        let (r, _) = ui.allocate_exact_size(Vec2::new(full.width(), ABSENT_H), Sense::hover());
+        ui.painter_at(r).text(
+            Pos2::new(r.left() + 6.0, r.center().y),
+            Align2::LEFT_CENTER,
+            line,
+            FontId::proportional(12.0),
+            ui.visuals().warn_fg_color,
+        );
+    }
+
+    axis_rect
+}
+
+/// One line naming what the recordings lack (counters, kernels, host samples), so that a
+/// missing track reads as absent from the recording, not as a fault of the window; `None` when
+/// nothing is missing or the tables are not read yet.
+pub fn absent_line(traces: &[Locked<'_>]) -> Option<String> {
+    // What each recording lacks, and which recordings lack it.
+    let mut lacking: Vec<(&str, Vec<String>)> = Vec::new();
+    for (ti, t) in traces.iter().enumerate() {
+        let Some(tb) = t.s.tables.as_ref() else {
+            continue;
+        };
+        let missing = [
+            (t.slot.data.metrics.is_empty(), "no GPU counters"),
+            (tb.kernels.is_empty(), "no kernels"),
+            (
+                tb.host.is_empty(),
+                "no host samples (record with --host-stacks)",
+            ),
+        ];
+        for (absent, what) in missing {
+            if !absent {
+                continue;
+            }
+            let tag = crate::model::trace_tag(traces.len(), ti)
+                .trim_end()
+                .to_string();
+            match lacking.iter_mut().find(|(w, _)| *w == what) {
+                Some((_, who)) => who.push(tag),
+                None => lacking.push((what, vec![tag])),
+            }
+        }
+    }
+    if lacking.is_empty() {
+        return None;
+    }
+    // What the same recordings lack, said once: `B: no GPU counters, no kernels`.
+    let mut by_who: Vec<(Vec<String>, Vec<&str>)> = Vec::new();
+    for (what, who) in lacking {
+        match by_who.iter_mut().find(|(w, _)| *w == who) {
+            Some((_, whats)) => whats.push(what),
+            None => by_who.push((who, vec![what])),
+        }
+    }
+    let parts: Vec<String> = by_who
+        .into_iter()
+        .map(|(who, whats)| {
+            if traces.len() > 1 {
+                format!("{}: {}", who.join(", "), whats.join(", "))
+            } else {
+                whats.join(", ")
+            }
+        })
+        .collect();
+    Some(if traces.len() > 1 {
+        format!("{}.", parts.join("; "))
+    } else {
+        format!("This recording has {}.", parts.join(", "))
+    })
+}
+
+/// The innermost NVTX phase range of any recording at time `t`, on the shared axis: what a
+/// double-click on a counter track fits when no gap is under the pointer.
+fn phase_span_at(traces: &[Locked<'_>], t: AxisTime) -> Option<(AxisTime, AxisTime)> {
+    traces
+        .iter()
+        .filter_map(|tr| {
+            let tb = tr.s.tables.as_ref()?;
+            let at = tr.slot.local(t);
+            tb.phases
+                .ranges
+                .iter()
+                .filter(|r| r.start_ns <= at && at < r.end_ns)
+                .min_by_key(|r| r.end_ns - r.start_ns)
+                .map(|r| (tr.slot.disp(r.start_ns), tr.slot.disp(r.end_ns)))
+        })
+        .min_by(|a, b| (a.1 - a.0).total_cmp(&(b.1 - b.0)))
 }
 
 /// The rows' heights: the height below the axis, less the space between rows, shared by
-/// [`share_heights`].
+/// [`fill_heights`]: nothing is left blank below the last row.
 fn row_heights(rows: &[Row], traces: &[Locked<'_>], settings: &Settings, avail_h: f32) -> Vec<f32> {
     let fits: Vec<layout::Fit> = rows.iter().map(|r| r.fit(traces, settings)).collect();
     let gaps = ROW_GAP * rows.len() as f32;
-    share_heights(&fits, avail_h - gaps)
+    fill_heights(&fits, avail_h - gaps)
 }
 
 /// Decides once which groups start folded, when the recordings' tables are read (before, the
 /// lanes they add are not known): all open if every row fits the height at its smallest, else
-/// all folded, so that many GPUs start as one row each rather than a long scroll.
+/// all folded, so that many GPUs start as one row each rather than a long scroll. The busiest
+/// host threads (running in at least a tenth of their samples, three per recording at most)
+/// start as flame charts, the others as one lane each.
 fn decide_folds(traces: &[Locked<'_>], settings: &Settings, st: &mut ViewState, avail_h: f32) {
     let read = traces.iter().all(|t| t.s.tables.is_some() || t.s.idle);
     if st.folded.is_some() || traces.is_empty() || !read {
@@ -171,12 +358,36 @@ fn decide_folds(traces: &[Locked<'_>], settings: &Settings, st: &mut ViewState, 
     // Many host threads start folded whatever the height: each is a lane of its own.
     st.host_folded = Some(
         (0..traces.len())
-            .filter(|ti| rows::host_threads(traces, *ti) > rows::HOST_OPEN_MAX)
+            .filter(|ti| rows::shown_threads(traces, *ti, settings).0.len() > rows::HOST_OPEN_MAX)
             .collect(),
     );
+    if st.host_open.is_none() {
+        let mut open = BTreeSet::new();
+        for (ti, t) in traces.iter().enumerate() {
+            let Some(tb) = t.s.tables.as_ref() else {
+                continue;
+            };
+            let mut busy: Vec<&crate::host::HostThread> = rows::shown_threads(traces, ti, settings)
+                .0
+                .into_iter()
+                .map(|i| &tb.host.threads[i])
+                .filter(|th| th.running * 10 >= th.len().max(1))
+                .collect();
+            busy.sort_by_key(|th| std::cmp::Reverse(th.running));
+            open.extend(busy.iter().take(3).map(|th| (ti, th.pid, th.tid)));
+        }
+        st.host_open = Some(open);
+    }
     let host_folded = st.host_folded.clone().unwrap_or_default();
+    let no_threads = BTreeSet::new();
+    let host_open = st.host_open.as_ref().unwrap_or(&no_threads);
     let per_node = st.nodes_apart(traces.len());
-    let open = rows(traces, settings, (&BTreeSet::new(), &host_folded), per_node);
+    let open = rows(
+        traces,
+        settings,
+        (&BTreeSet::new(), (&host_folded, host_open)),
+        per_node,
+    );
     let smallest: f32 = open
         .iter()
         .map(|r| r.fit(traces, settings).min + ROW_GAP)
@@ -217,6 +428,25 @@ fn group_title_ui(
             (format!("host threads {ti}"), "the host threads' lanes"),
             Input::ToggleHostGroup(ti),
         ),
+        Row::Host { ti, thread, open } => {
+            let Some(th) = traces[ti]
+                .s
+                .tables
+                .as_ref()
+                .and_then(|tb| tb.host.threads.get(thread))
+            else {
+                return;
+            };
+            (
+                egui::Id::unique(("cufall-host-thread", ti, th.pid, th.tid)),
+                !open,
+                (
+                    format!("thread {} {}", th.tid, th.name),
+                    "its stacks as a flame chart (a level per stack depth)",
+                ),
+                Input::ToggleThread(ti, th.pid, th.tid),
+            )
+        }
         _ => return,
     };
     let resp = ui
@@ -335,13 +565,23 @@ fn overview_ui(
     resp: &egui::Response,
 ) {
     let painter = ui.painter_at(rect);
-    painter.text(
-        Pos2::new(rect.left() + 4.0, rect.center().y),
-        Align2::LEFT_CENTER,
-        "overview",
-        FontId::proportional(12.0),
-        ui.visuals().weak_text_color(),
-    );
+    // How much of the run is in view, where the overview shows which part.
+    painter
+        .with_clip_rect(Rect::from_x_y_ranges(
+            rect.left()..=data_x0 - 6.0,
+            rect.y_range(),
+        ))
+        .text(
+            Pos2::new(rect.left() + 4.0, rect.center().y),
+            Align2::LEFT_CENTER,
+            format!(
+                "window {} · run {}",
+                round_ns(st.view.span()),
+                round_ns(extent.1 - extent.0)
+            ),
+            FontId::proportional(12.0),
+            ui.visuals().weak_text_color(),
+        );
     let area = Rect::from_min_max(
         Pos2::new(data_x0, rect.top() + 4.0),
         Pos2::new(data_x0 + data_w, rect.bottom() - 4.0),
@@ -382,45 +622,71 @@ fn overview_ui(
     }
 }
 
-fn axis_ui(ui: &Ui, rect: Rect, geom: &Geom, origin: AxisTime) {
+/// The time axis: ticks from the recordings' start in units that suit the zoom, labels that never
+/// overlap and never run past the right edge; in the label column the legend of the marks drawn
+/// on the tracks (idle gaps, missing data).
+fn axis_ui(ui: &Ui, rect: Rect, geom: &Geom, origin: AxisTime, gaps: bool) {
     let painter = ui.painter_at(rect);
-    let span = geom.view.span();
-    let target = span / f64::from((geom.w / 110.0).max(1.0));
-    let mut step = 1.0f64;
-    while step * 10.0 <= target {
-        step *= 10.0;
-    }
-    if step * 5.0 <= target {
-        step *= 5.0;
-    } else if step * 2.0 <= target {
-        step *= 2.0;
-    }
-    let first = origin + ((geom.view.t0 - origin) / step).ceil() * step;
     let color = ui.visuals().text_color();
-    let mut t = first;
-    let mut n = 0;
-    while t <= geom.view.t1 && n < 200 {
-        let x = geom.x(t);
+    let font = FontId::monospace(11.0);
+    let measure = |s: &str| {
+        painter
+            .layout_no_wrap(s.to_string(), font.clone(), color)
+            .size()
+            .x
+    };
+    let ticks = crate::axis::ticks((geom.view.t0, geom.view.t1), origin, geom.w, &measure);
+    let right = geom.x0 + geom.w;
+    for tick in ticks {
+        let x = geom.x(tick.t);
         painter.vline(
             x,
             rect.bottom() - 6.0..=rect.bottom(),
             Stroke::new(1.0, color),
         );
-        painter.text(
-            Pos2::new(x + 2.0, rect.center().y - 2.0),
-            Align2::LEFT_CENTER,
-            fmt_offset(t - origin, step),
-            FontId::monospace(11.0),
-            color,
-        );
-        t += step;
-        n += 1;
+        // A label that would run past the data's right edge is left out, not clipped.
+        if x + 2.0 + measure(&tick.label) <= right {
+            painter.text(
+                Pos2::new(x + 2.0, rect.center().y - 2.0),
+                Align2::LEFT_CENTER,
+                tick.label,
+                font.clone(),
+                color,
+            );
+        }
     }
-    painter.text(
-        Pos2::new(rect.left() + 4.0, rect.center().y),
-        Align2::LEFT_CENTER,
-        format!("window {}", round_ns(span)),
-        FontId::proportional(12.0),
+    legend(
+        &painter,
+        rect,
+        geom.x0 - 6.0,
+        gaps,
         ui.visuals().weak_text_color(),
     );
+}
+
+/// The legend of the hatched marks: idle gaps (the band under each GPU's first track) and
+/// missing data.
+fn legend(painter: &egui::Painter, rect: Rect, right: f32, gaps: bool, text: Color32) {
+    let mut x = rect.left() + 6.0;
+    let items: &[(&str, Color32, Color32)] = if gaps {
+        &[
+            ("idle gap", paint::GAP_FILL, paint::GAP_HATCH),
+            ("no data", paint::DROP_FILL, paint::DROP_HATCH),
+        ]
+    } else {
+        &[("no data", paint::DROP_FILL, paint::DROP_HATCH)]
+    };
+    for (name, fill, lines) in items {
+        let galley = painter.layout_no_wrap(name.to_string(), FontId::proportional(11.0), text);
+        let sw = Rect::from_min_size(Pos2::new(x, rect.center().y - 5.0), Vec2::new(16.0, 10.0));
+        // Whole items only, inside the label column.
+        if sw.right() + 4.0 + galley.size().x > right {
+            return;
+        }
+        painter.rect_filled(sw, 0.0, *fill);
+        paint::hatch(painter, sw, *lines);
+        let at = Pos2::new(sw.right() + 4.0, rect.center().y - galley.size().y / 2.0);
+        x = at.x + galley.size().x + 10.0;
+        painter.galley(at, galley, text);
+    }
 }

@@ -5,6 +5,13 @@ use crate::lod::Summary;
 use crate::model::Locked;
 use eframe::egui::{self, Align2, Color32, FontId, Mesh, Pos2, Rect, Shape, Stroke, Vec2};
 
+/// Idle gaps: the band under a GPU's first track, hatched orange.
+pub(super) const GAP_FILL: Color32 = Color32::from_rgb(150, 80, 10);
+pub(super) const GAP_HATCH: Color32 = Color32::from_rgb(255, 170, 60);
+/// Missing data (drops): hatched red on dark grey, over the track.
+pub(super) const DROP_FILL: Color32 = Color32::from_gray(40);
+pub(super) const DROP_HATCH: Color32 = Color32::from_rgb(200, 80, 80);
+
 /// The Turbo colour map (Google's polynomial fit) at `t` in `[0, 1]`.
 pub fn turbo(t: f32) -> Color32 {
     let t = t.clamp(0.0, 1.0);
@@ -60,9 +67,10 @@ pub(super) fn heat_mesh(painter: &egui::Painter, area: Rect, cols: &[Summary], s
     painter.add(Shape::mesh(mesh));
 }
 
-/// The min–max band of each column and the mean as a step line (as counters are drawn: a
-/// column's mean holds across it), a mesh each, the band under the line. Neighbouring columns
-/// of the same band or the same mean are one quad.
+/// An area chart: the min–max band of each column, and the mean as a step line (as counters are
+/// drawn: a column's mean holds across it) with the area under it filled, a mesh each, the
+/// fill and the band under the line. Neighbouring columns of the same band or the same mean are
+/// one quad.
 pub(super) fn line_mesh(
     painter: &egui::Painter,
     area: Rect,
@@ -85,13 +93,17 @@ pub(super) fn line_mesh(
             mesh.add_colored_rect(r, band);
         }
     };
-    let close_line = |mesh: &mut Mesh, run: Option<(usize, f32)>, end: usize| {
+    let fill_color = color.gamma_multiply(0.22);
+    let mut fill = Mesh::default();
+    let mut close_line = |mesh: &mut Mesh, run: Option<(usize, f32)>, end: usize| {
         if let Some((c0, ym)) = run {
             let r = Rect::from_min_max(
                 Pos2::new(x(c0), ym - LINE_W / 2.0),
                 Pos2::new(x(end), ym + LINE_W / 2.0),
             );
             mesh.add_colored_rect(r, color);
+            let under = Rect::from_min_max(Pos2::new(x(c0), ym), Pos2::new(x(end), area.bottom()));
+            fill.add_colored_rect(under, fill_color);
         }
     };
     let mut bands = Mesh::default();
@@ -122,7 +134,8 @@ pub(super) fn line_mesh(
     }
     close_band(&mut bands, band_run, cols.len());
     close_line(&mut mesh, line_run, cols.len());
-    // The band under the line.
+    // The fill and the band under the line.
+    painter.add(Shape::mesh(fill));
     painter.add(Shape::mesh(bands));
     painter.add(Shape::mesh(mesh));
 }
@@ -131,6 +144,15 @@ pub(super) fn line_mesh(
 /// runs of kernels too narrow to draw one by one. The lines are one mesh of thin quads cut at
 /// `r`'s sides (one shape, not a stroked segment per line).
 pub(super) fn hatch(painter: &egui::Painter, r: Rect, color: Color32) {
+    let mut mesh = Mesh::default();
+    hatch_into(&mut mesh, r, color);
+    if !mesh.is_empty() {
+        painter.add(Shape::mesh(mesh));
+    }
+}
+
+/// [`hatch`] into a mesh of the caller's, so that many hatched boxes are one shape.
+pub(super) fn hatch_into(mesh: &mut Mesh, r: Rect, color: Color32) {
     const STEP: f32 = 6.0;
     // Half the horizontal width of a 1-point line at 45°.
     const HALF: f32 = 0.7;
@@ -138,7 +160,6 @@ pub(super) fn hatch(painter: &egui::Painter, r: Rect, color: Color32) {
     if h <= 0.0 || r.width() <= 0.0 {
         return;
     }
-    let mut mesh = Mesh::default();
     // Line k runs from (x, bottom) to (x + h, top): the point u along it is (x + u, bottom - u).
     // Its part inside `r` is cut at the sides (so a rectangle a pixel wide still shows dashes).
     let side = |v: f32| v.clamp(r.left(), r.right());
@@ -161,7 +182,6 @@ pub(super) fn hatch(painter: &egui::Painter, r: Rect, color: Color32) {
         }
         x += STEP;
     }
-    painter.add(Shape::mesh(mesh));
 }
 
 /// A group's title with a triangle that says whether it is folded (pointing right) or open

@@ -18,13 +18,19 @@ const LANE: Fit = Fit::fixed(18.0);
 /// The title of an open group.
 const TITLE: Fit = Fit::fixed(18.0);
 /// A folded group: the title with the GPU's first metric as a heat strip.
-const FOLDED: Fit = Fit::flexible(20.0, 96.0, 0.6);
-/// A metric drawn as a heat strip: colour needs little height.
-const HEAT: Fit = Fit::flexible(20.0, 240.0, 1.0);
-/// A metric drawn as a line over its band: a line needs more height to be read.
-const LINE: Fit = Fit::flexible(32.0, 320.0, 1.0);
+const FOLDED: Fit = Fit::flexible(24.0, 40.0, 0.6);
+/// A metric drawn as a heat strip: colour needs little height, but its scale and the value at
+/// the cursor are two lines of the label.
+const HEAT: Fit = Fit::flexible(24.0, 40.0, 1.0);
+/// A metric drawn as an area chart: compact, about 48 points (a line needs more than a strip
+/// to be read; the label holds the scale and the value at the cursor).
+const LINE: Fit = Fit::flexible(32.0, 48.0, 1.0);
 /// An NVML line: context beside the counters, so it takes less of the height.
-const NVML: Fit = Fit::flexible(16.0, 80.0, 0.35);
+const NVML: Fit = Fit::flexible(22.0, 34.0, 0.7);
+/// One stack level of a host thread's flame chart.
+pub const HOST_LEVEL_H: f32 = 12.0;
+/// The deepest stack level a flame chart draws (the hover shows the whole stack).
+pub const HOST_LEVELS_MAX: usize = 16;
 /// The tallest a track can be dragged.
 pub const RESIZE_MAX: f32 = 480.0;
 
@@ -41,9 +47,18 @@ impl NvmlField {
 
     pub fn title(self) -> &'static str {
         match self {
-            NvmlField::Power => "power (W)",
-            NvmlField::SmClock => "SM clock (MHz)",
-            NvmlField::GpuUtil => "NVML util % (nvidia-smi)",
+            NvmlField::Power => "power",
+            NvmlField::SmClock => "SM clock",
+            NvmlField::GpuUtil => "NVML util (nvidia-smi)",
+        }
+    }
+
+    /// After a value: ` W`, ` MHz`, ` %`.
+    pub fn unit(self) -> &'static str {
+        match self {
+            NvmlField::Power => " W",
+            NvmlField::SmClock => " MHz",
+            NvmlField::GpuUtil => " %",
         }
     }
 
@@ -88,10 +103,13 @@ pub enum Row {
         ti: usize,
         folded: bool,
     },
-    /// One sampled host thread: index into the recording's [`crate::host::HostStacks::threads`].
+    /// One sampled host thread: index into the recording's [`crate::host::HostStacks::threads`];
+    /// `open`: a flame chart (a level per stack depth, outermost on top), else one lane of the
+    /// innermost frame. A click on its label opens or closes it.
     Host {
         ti: usize,
         thread: usize,
+        open: bool,
     },
 }
 
@@ -99,7 +117,9 @@ impl Row {
     /// How the row may be sized, before any height the user gave it.
     pub fn base_fit(&self, settings: &Settings) -> Fit {
         match self {
-            Row::Nvtx { .. } | Row::Kernels { .. } | Row::Host { .. } => LANE,
+            Row::Nvtx { .. } | Row::Kernels { .. } | Row::Host { open: false, .. } => LANE,
+            // The real height depends on the thread's stack depth ([`Row::fit`]).
+            Row::Host { open: true, .. } => Fit::fixed(HOST_LEVEL_H * 2.0 + 2.0),
             Row::HostTitle { .. } => TITLE,
             Row::Metric { .. } => match settings.style {
                 TrackStyle::Heat => HEAT,
@@ -114,6 +134,20 @@ impl Row {
     /// How the row may be sized: a track the user resized keeps the height given
     /// ([`Settings::track_heights`]); the others share the rest.
     pub fn fit(&self, traces: &[Locked<'_>], settings: &Settings) -> Fit {
+        if let Row::Host {
+            ti,
+            thread,
+            open: true,
+        } = *self
+        {
+            let depth = traces
+                .get(ti)
+                .and_then(|t| t.s.tables.as_ref())
+                .and_then(|tb| tb.host.threads.get(thread))
+                .map_or(1, |th| th.max_depth.clamp(1, HOST_LEVELS_MAX));
+            // Two levels at least: the label's two lines.
+            return Fit::fixed(HOST_LEVEL_H * depth.max(2) as f32 + 2.0);
+        }
         let base = self.base_fit(settings);
         match self
             .resize_key(traces)
@@ -177,6 +211,10 @@ pub fn groups(traces: &[Locked<'_>], per_node: bool) -> Vec<GpuGroup> {
         .collect()
 }
 
+/// Which host rows are folded: the recordings whose threads are folded into their title, and
+/// the threads (recording, pid, tid) drawn as flame charts.
+pub type HostOpen<'a> = (&'a BTreeSet<usize>, &'a BTreeSet<(usize, u32, u32)>);
+
 /// A recording with more sampled host threads than this starts with them folded.
 pub const HOST_OPEN_MAX: usize = 8;
 
@@ -188,15 +226,39 @@ pub fn host_threads(traces: &[Locked<'_>], ti: usize) -> usize {
         .map_or(0, |tb| tb.host.threads.len())
 }
 
+/// Whether a thread is one of cufall's own (its sampler, CUPTI and capture threads run inside
+/// the profiled process): hidden unless [`Settings::show_cufall_threads`].
+pub fn is_cufall_thread(name: &str) -> bool {
+    name.starts_with("cufall-") || name.starts_with("cufall_")
+}
+
+/// The host threads of recording `ti` the rows show (indices into its threads): all, or all but
+/// cufall's own; and how many of cufall's were left out.
+pub fn shown_threads(traces: &[Locked<'_>], ti: usize, settings: &Settings) -> (Vec<usize>, usize) {
+    let Some(tb) = traces.get(ti).and_then(|t| t.s.tables.as_ref()) else {
+        return (Vec::new(), 0);
+    };
+    let mut hidden = 0;
+    let shown = (0..tb.host.threads.len())
+        .filter(|&i| {
+            let own = is_cufall_thread(&tb.host.threads[i].name);
+            hidden += usize::from(own && !settings.show_cufall_threads);
+            settings.show_cufall_threads || !own
+        })
+        .collect();
+    (shown, hidden)
+}
+
 /// The rows to draw, in order; the GPU groups in `folded` are their title row alone, and so
-/// are the host threads of the recordings in `host_folded`; `per_node`: a group per recording
-/// and GPU ([`groups`]).
+/// are the host threads of the recordings in `host.0`; the threads in `host.1` (recording,
+/// pid, tid) are flame charts; `per_node`: a group per recording and GPU ([`groups`]).
 pub fn rows(
     traces: &[Locked<'_>],
     settings: &Settings,
-    (folded, host_folded): (&BTreeSet<GpuGroup>, &BTreeSet<usize>),
+    (folded, host): (&BTreeSet<GpuGroup>, HostOpen<'_>),
     per_node: bool,
 ) -> Vec<Row> {
+    let (host_folded, open_threads) = host;
     let mut out = Vec::new();
     if settings.show_nvtx {
         for (ti, t) in traces.iter().enumerate() {
@@ -209,14 +271,22 @@ pub fn rows(
     }
     // The host threads under the phases: what the program did on the CPU, above the GPUs.
     for ti in 0..traces.len() {
-        let n = host_threads(traces, ti);
-        if n == 0 {
+        let (shown, _) = shown_threads(traces, ti, settings);
+        if shown.is_empty() {
             continue;
         }
         let fold = host_folded.contains(&ti);
         out.push(Row::HostTitle { ti, folded: fold });
-        if !fold {
-            out.extend((0..n).map(|thread| Row::Host { ti, thread }));
+        if fold {
+            continue;
+        }
+        let Some(tb) = traces[ti].s.tables.as_ref() else {
+            continue;
+        };
+        for thread in shown {
+            let th = &tb.host.threads[thread];
+            let open = open_threads.contains(&(ti, th.pid, th.tid));
+            out.push(Row::Host { ti, thread, open });
         }
     }
     for group in groups(traces, per_node) {

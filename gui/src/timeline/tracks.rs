@@ -4,7 +4,10 @@
 
 use super::geom::{Geom, Hit};
 use super::hostlane::host_row;
-use super::paint::{ab_tag, group_title, hatch, heat_mesh, line_mesh, name_color};
+use super::paint::{
+    DROP_FILL, DROP_HATCH, GAP_FILL, ab_tag, group_title, hatch, hatch_into, heat_mesh, line_mesh,
+    name_color,
+};
 use super::rows::{NvmlField, Row};
 use crate::axis::AxisTime;
 use crate::fmt::{Nanos, fmt_offset, fmt_value, round_ns, short_metric};
@@ -66,12 +69,11 @@ pub(super) fn draw_row(
     ui: &Ui,
     painter: &egui::Painter,
     row: Row,
-    label: Rect,
-    area: Rect,
+    (label, area): (Rect, Rect),
     traces: &[Locked<'_>],
     geom: &Geom,
     settings: &Settings,
-    pointer: Option<Pos2>,
+    (pointer, cursor_x): (Option<Pos2>, Option<f32>),
 ) -> Option<Hit> {
     let weak = ui.visuals().weak_text_color();
     let text = ui.visuals().text_color();
@@ -87,44 +89,18 @@ pub(super) fn draw_row(
             color,
         );
     };
+    let colors = (text, weak);
     match row {
-        Row::Device { group, folded } => {
-            let dev = group.dev;
-            let name = traces
-                .iter()
-                .enumerate()
-                .filter(|(ti, _)| group.holds(*ti))
-                .flat_map(|(_, t)| t.slot.data.manifest.devices.iter())
-                .find(|d| d.id == dev)
-                .map(|d| d.name.clone())
-                .unwrap_or_default();
-            painter.hline(
-                label.left()..=area.right(),
-                label.top(),
-                Stroke::new(1.0, ui.visuals().widgets.noninteractive.bg_stroke.color),
-            );
-            let title = match group.ti {
-                Some(ti) => format!("{}  {name}", node_gpu_label(traces, ti, dev)),
-                None => format!("{}  {name}", group_gpus(traces, dev)),
-            };
-            group_title(painter, label, &title, folded, text);
-            if !folded {
-                return None;
-            }
-            // What the folded row shows, under the title where there is room.
-            if label.height() >= 34.0
-                && let Some(info) = traces.iter().find_map(|t| t.slot.data.metrics.first())
-            {
-                painter.with_clip_rect(label).text(
-                    Pos2::new(label.left() + 18.0, label.center().y + 8.0),
-                    Align2::LEFT_CENTER,
-                    short_metric(&info.name),
-                    FontId::proportional(11.0),
-                    weak,
-                );
-            }
-            folded_group(ui, painter, traces, group, area, geom, settings, pointer)
-        }
+        Row::Device { group, folded } => device_row(
+            ui,
+            painter,
+            (group, folded),
+            (label, area),
+            traces,
+            geom,
+            settings,
+            pointer,
+        ),
         Row::Nvtx { ti, lane } => {
             let t = &traces[ti];
             let tables = t.s.tables.as_ref()?;
@@ -143,13 +119,17 @@ pub(super) fn draw_row(
         }
         Row::Metric { ti, dev, m } => {
             let t = &traces[ti];
-            let info = &t.slot.data.metrics[m];
-            put_label(
-                &format!("{}{}", dev_tag(ti, dev), short_metric(&info.name)),
-                text,
-            );
             let style = (settings.style, settings.show_gaps);
-            metric_track(ui, painter, t, dev, m, area, geom, style, pointer)
+            let name = format!(
+                "{}{}",
+                dev_tag(ti, dev),
+                short_metric(&t.slot.data.metrics[m].name)
+            );
+            let (hit, out) =
+                metric_track(ui, painter, t, dev, m, area, geom, style, pointer, cursor_x);
+            let unit = unit_suffix(&t.slot.data.metrics[m].unit);
+            track_label(painter, label, &out.readout(name, &unit), colors);
+            hit
         }
         Row::Kernels { ti, dev } => {
             let t = &traces[ti];
@@ -159,11 +139,145 @@ pub(super) fn draw_row(
             kernel_lane(painter, t, k, &tables.names, area, geom, pointer)
         }
         Row::Nvml { ti, dev, field } => {
-            put_label(&format!("{}{}", dev_tag(ti, dev), field.title()), weak);
-            nvml_track(ui, painter, traces, ti, dev, field, area, geom, pointer)
+            let (hit, out) = nvml_track(
+                ui,
+                painter,
+                traces,
+                ti,
+                dev,
+                field,
+                area,
+                geom,
+                (pointer, cursor_x),
+            );
+            let name = format!("{}{}", dev_tag(ti, dev), field.title());
+            track_label(painter, label, &out.readout(name, field.unit()), colors);
+            hit
         }
         Row::HostTitle { .. } | Row::Host { .. } => {
             host_row(ui, painter, row, (label, area), traces, geom, pointer)
+        }
+    }
+}
+
+/// A GPU group's title row; folded, with the GPU's first metric as a heat strip.
+#[allow(clippy::too_many_arguments)]
+fn device_row(
+    ui: &Ui,
+    painter: &egui::Painter,
+    (group, folded): (GpuGroup, bool),
+    (label, area): (Rect, Rect),
+    traces: &[Locked<'_>],
+    geom: &Geom,
+    settings: &Settings,
+    pointer: Option<Pos2>,
+) -> Option<Hit> {
+    let (text, weak) = (ui.visuals().text_color(), ui.visuals().weak_text_color());
+    let dev = group.dev;
+    let name = traces
+        .iter()
+        .enumerate()
+        .filter(|(ti, _)| group.holds(*ti))
+        .flat_map(|(_, t)| t.slot.data.manifest.devices.iter())
+        .find(|d| d.id == dev)
+        .map(|d| d.name.clone())
+        .unwrap_or_default();
+    painter.hline(
+        label.left()..=area.right(),
+        label.top(),
+        Stroke::new(1.0, ui.visuals().widgets.noninteractive.bg_stroke.color),
+    );
+    let title = match group.ti {
+        Some(ti) => format!("{}  {name}", node_gpu_label(traces, ti, dev)),
+        None => format!("{}  {name}", group_gpus(traces, dev)),
+    };
+    group_title(painter, label, &title, folded, text);
+    if !folded {
+        return None;
+    }
+    // What the folded row shows, under the title where there is room.
+    if label.height() >= 34.0
+        && let Some(info) = traces.iter().find_map(|t| t.slot.data.metrics.first())
+    {
+        painter.with_clip_rect(label).text(
+            Pos2::new(label.left() + 18.0, label.center().y + 8.0),
+            Align2::LEFT_CENTER,
+            short_metric(&info.name),
+            FontId::proportional(11.0),
+            weak,
+        );
+    }
+    folded_group(ui, painter, traces, group, area, geom, settings, pointer)
+}
+
+/// ` %`, ` W`, ...: a unit after a number; nothing for none.
+fn unit_suffix(unit: &str) -> String {
+    if unit.is_empty() {
+        String::new()
+    } else {
+        format!(" {unit}")
+    }
+}
+
+/// What a chart's label shows: its name, its scale (the values at the chart's top and bottom)
+/// and the value at the cursor's time.
+struct Readout {
+    name: String,
+    top: String,
+    bottom: String,
+    value: Option<String>,
+    /// Where the chart ends (above the gap band, where there is one).
+    chart_bottom: f32,
+}
+
+/// A chart's label: the name on the first line and the value at the cursor on the second (the
+/// scale's top and bottom at the right, by the chart's edges); one line where the row is low.
+fn track_label(
+    painter: &egui::Painter,
+    label: Rect,
+    r: &Readout,
+    (text, weak): (Color32, Color32),
+) {
+    let p = painter.with_clip_rect(label);
+    let small = FontId::proportional(10.0);
+    let top = p.layout_no_wrap(r.top.clone(), small.clone(), weak);
+    let scale_w = top.size().x + 6.0;
+    let bottom_y = r.chart_bottom.min(label.bottom());
+    let two_lines = bottom_y - label.top() >= 28.0;
+    let name_y = if two_lines {
+        label.top() + 8.0
+    } else {
+        label.center().y
+    };
+    let name_rect = Rect::from_x_y_ranges(label.left()..=label.right() - scale_w, label.y_range());
+    painter.with_clip_rect(name_rect.intersect(label)).text(
+        Pos2::new(label.left() + 6.0, name_y),
+        Align2::LEFT_CENTER,
+        &r.name,
+        FontId::proportional(12.0),
+        text,
+    );
+    p.galley(
+        Pos2::new(label.right() - top.size().x, label.top() + 1.0),
+        top,
+        weak,
+    );
+    if two_lines {
+        p.text(
+            Pos2::new(label.right(), bottom_y - 1.0),
+            Align2::RIGHT_BOTTOM,
+            &r.bottom,
+            small,
+            weak,
+        );
+        if let Some(v) = &r.value {
+            p.text(
+                Pos2::new(label.left() + 6.0, bottom_y - 8.0),
+                Align2::LEFT_CENTER,
+                v,
+                FontId::monospace(11.0),
+                Color32::from_rgb(150, 210, 255),
+            );
         }
     }
 }
@@ -191,7 +305,38 @@ fn group_gpus(traces: &[Locked<'_>], dev: DeviceId) -> String {
     names.join(" · ")
 }
 
-/// An NVML field of one GPU as a line, with the readings under the pointer.
+/// What a chart drew: its full scale, the value at the cursor's time and where the chart ends.
+struct ChartOut {
+    scale: f64,
+    at_cursor: Option<f64>,
+    chart_bottom: f32,
+}
+
+impl ChartOut {
+    /// The label of the chart `name`, its values in `unit` (` %`).
+    fn readout(&self, name: String, unit: &str) -> Readout {
+        Readout {
+            name,
+            top: format!("{}{unit}", fmt_value(self.scale)),
+            bottom: "0".into(),
+            value: self.at_cursor.map(|v| format!("{}{unit}", fmt_value(v))),
+            chart_bottom: self.chart_bottom,
+        }
+    }
+}
+
+/// The column mean under the cursor.
+fn at_cursor(cols: &[Summary], area: Rect, cursor_x: Option<f32>) -> Option<f64> {
+    let x = cursor_x?;
+    let c = (x - area.left()).floor();
+    if c < 0.0 {
+        return None;
+    }
+    let s = cols.get(c as usize)?;
+    s.mean().or((!s.is_empty()).then_some(s.max))
+}
+
+/// An NVML field of one GPU as an area chart, with the readings under the pointer.
 #[allow(clippy::too_many_arguments)]
 fn nvml_track(
     ui: &Ui,
@@ -202,28 +347,45 @@ fn nvml_track(
     field: NvmlField,
     area: Rect,
     geom: &Geom,
-    pointer: Option<Pos2>,
-) -> Option<Hit> {
+    (pointer, cursor_x): (Option<Pos2>, Option<f32>),
+) -> (Option<Hit>, ChartOut) {
+    let mut out = ChartOut {
+        scale: 1.0,
+        at_cursor: None,
+        chart_bottom: area.bottom(),
+    };
     let t = &traces[ti];
-    let tables = t.s.tables.as_ref()?;
-    let n = tables.nvml.get(&dev)?;
+    let Some(n) = t.s.tables.as_ref().and_then(|tb| tb.nvml.get(&dev)) else {
+        return (None, out);
+    };
     let ncols = area.width().max(1.0) as usize;
     let t0 = t.slot.local(geom.view.t0);
     let cols = match n.series.fine.as_deref() {
         Some(p) => p.columns(field.column(), t0, geom.px_ns(), ncols, Some(&[&n.series])),
         None => vec![Summary::EMPTY; ncols],
     };
-    let scale = match field {
+    out.scale = match field {
         NvmlField::GpuUtil => 100.0,
         NvmlField::Power => n.peak_power_w.max(1.0),
         NvmlField::SmClock => n.peak_sm_clock_mhz.max(1.0),
     };
+    out.at_cursor = at_cursor(&cols, area, cursor_x);
     painter.rect_filled(area, 0.0, ui.visuals().extreme_bg_color);
-    line_mesh(painter, area, &cols, scale, Color32::from_rgb(240, 190, 90));
-    let p = pointer?;
-    let i = n.at(t.slot.local(geom.t(p.x)))?;
+    line_mesh(
+        painter,
+        area,
+        &cols,
+        out.scale,
+        Color32::from_rgb(240, 190, 90),
+    );
+    let Some(p) = pointer else {
+        return (None, out);
+    };
+    let Some(i) = n.at(t.slot.local(geom.t(p.x))) else {
+        return (None, out);
+    };
     let v = |m: usize| opt(n.value(m, i));
-    Some(Hit {
+    let hit = Hit {
         text: format!(
             "NVML at {}: power {} W, SM {} MHz, mem {} MHz, util {} % (nvidia-smi), {} °C",
             fmt_offset(
@@ -237,7 +399,8 @@ fn nvml_track(
             v(NVML_TEMPERATURE),
         ),
         span: None,
-    })
+    };
+    (Some(hit), out)
 }
 
 /// Spans narrower than this many pixels are drawn as part of a run.
@@ -329,15 +492,19 @@ fn folded_group(
         let r = Rect::from_x_y_ranges(area.x_range(), top..=top + band);
         let p = pointer.filter(|p| r.contains(*p));
         let style = (TrackStyle::Heat, settings.show_gaps);
-        if let Some(h) = metric_track(ui, painter, t, dev, 0, r, geom, style, p) {
+        if let (Some(h), _) = metric_track(ui, painter, t, dev, 0, r, geom, style, p, None) {
             hit = Some(h);
         }
     }
     hit
 }
 
-/// One metric track: the summaries per pixel column as a heat strip or a line (`style`: how,
-/// and whether idle gaps are drawn), the loading frontier, drops and idle gaps over them.
+/// Height of the band of idle gaps under a GPU's first track.
+const GAP_BAND_H: f32 = 9.0;
+
+/// One metric track: the summaries per pixel column as an area chart or a heat strip (`style`:
+/// how, and whether idle gaps are drawn), the loading frontier and drops over them; under the
+/// GPU's first track, a band marking its idle gaps (never a veil over the data).
 #[allow(clippy::too_many_arguments)]
 fn metric_track(
     ui: &Ui,
@@ -349,11 +516,22 @@ fn metric_track(
     geom: &Geom,
     (style, show_gaps): (TrackStyle, bool),
     pointer: Option<Pos2>,
-) -> Option<Hit> {
+    cursor_x: Option<f32>,
+) -> (Option<Hit>, ChartOut) {
     let info = &t.slot.data.metrics[m];
     let weak = ui.visuals().weak_text_color();
+    let band = (show_gaps && m == 0 && area.height() >= 2.0 * GAP_BAND_H)
+        .then(|| Rect::from_x_y_ranges(area.x_range(), area.bottom() - GAP_BAND_H..=area.bottom()));
+    let chart = match band {
+        Some(b) => Rect::from_x_y_ranges(area.x_range(), area.top()..=b.top() - 1.0),
+        None => area,
+    };
     painter.rect_filled(area, 0.0, ui.visuals().extreme_bg_color);
-    let scale = full_scale(t, m);
+    let mut out = ChartOut {
+        scale: full_scale(t, m),
+        at_cursor: None,
+        chart_bottom: chart.bottom(),
+    };
     let t0 = t.slot.local(geom.view.t0);
     let px = geom.px_ns();
     let ncols = area.width().max(1.0) as usize;
@@ -366,13 +544,14 @@ fn metric_track(
             None
         };
         let cols = p.columns(m, t0, px, ncols, raw.as_deref());
+        out.at_cursor = at_cursor(&cols, chart, cursor_x);
         match style {
-            TrackStyle::Heat => heat_mesh(painter, area, &cols, scale),
+            TrackStyle::Heat => heat_mesh(painter, chart, &cols, out.scale),
             TrackStyle::Line => line_mesh(
                 painter,
-                area,
+                chart,
                 &cols,
-                scale,
+                out.scale,
                 Color32::from_rgb(110, 200, 255),
             ),
         }
@@ -383,7 +562,7 @@ fn metric_track(
                 dev,
                 m,
                 ptr,
-                area,
+                chart,
                 geom,
                 &cols,
                 raw.as_deref(),
@@ -409,10 +588,18 @@ fn metric_track(
     if let Some(h) = drops_overlay(painter, t, dev, area, geom, pointer) {
         hit = Some(h);
     }
-    if show_gaps && let Some(h) = gaps_overlay(painter, t, dev, area, geom, pointer, m == 0) {
-        hit = Some(h);
+    // The gap under the pointer's time, wherever on the track the pointer is: its hover text
+    // follows the value's, and a click or double-click takes the gap.
+    if show_gaps && let Some(g) = gaps_band(painter, t, dev, band, area, geom, pointer) {
+        hit = Some(match hit {
+            Some(h) if h.span.is_none() => Hit {
+                text: format!("{}\n{}", h.text, g.text),
+                span: g.span,
+            },
+            _ => g,
+        });
     }
-    hit
+    (hit, out)
 }
 
 /// One device's kernel lane: kernels wide enough drawn and labelled, runs of narrower ones as
@@ -619,10 +806,9 @@ fn metric_hit(
                     fmt_offset(t.slot.disp(e) - geom_origin(t), 1.0),
                     Nanos(e - s)
                 ));
-                return Hit {
-                    text,
-                    span: Some((t.slot.disp(s), t.slot.disp(e))),
-                };
+                // No span: a click or double-click on a counter track takes the gap or
+                // phase there, not one sample of a few µs.
+                return Hit { text, span: None };
             }
             None => text.push_str("\nno sample here"),
         }
@@ -674,8 +860,8 @@ fn drops_overlay(
             continue;
         }
         let r = Rect::from_x_y_ranges(x0.max(area.left())..=x1.min(area.right()), area.y_range());
-        painter.rect_filled(r, 0.0, Color32::from_gray(40));
-        hatch(painter, r, Color32::from_rgb(200, 80, 80));
+        painter.rect_filled(r, 0.0, DROP_FILL);
+        hatch(painter, r, DROP_HATCH);
         if r.width() > 70.0 {
             painter.text(
                 r.center(),
@@ -701,14 +887,16 @@ fn drops_overlay(
     hit
 }
 
-fn gaps_overlay(
+/// A device's idle gaps as a hatched band under its first track (`band`, when the track has
+/// one), and the gap under the pointer anywhere on the track (`area`).
+fn gaps_band(
     painter: &egui::Painter,
     t: &Locked<'_>,
     dev: DeviceId,
+    band: Option<Rect>,
     area: Rect,
     geom: &Geom,
     pointer: Option<Pos2>,
-    label: bool,
 ) -> Option<Hit> {
     let ReportState::Ready(_) = &t.s.report else {
         return None;
@@ -720,92 +908,99 @@ fn gaps_overlay(
     let hi = g.start_ns.partition_point(|s| *s <= t1).max(lo);
     let x_start = |k: usize| geom.x(t.slot.disp(g.start_ns[k]));
     let x_end = |k: usize| geom.x(t.slot.disp(g.end_ns[k])).max(x_start(k) + 1.0);
-    // Gaps closer than a pixel are drawn as one box (labelled with their count when zoomed
-    // out), so a frame draws at most one box per pixel column. The boxes are one mesh, placed
-    // under the labels.
-    let boxes_at = painter.add(Shape::Noop);
-    let mut boxes = Mesh::default();
-    let mut draw = |run: (f32, f32, usize, i64)| {
-        // A gap found by rounded times may end a fraction of a pixel before the area.
-        if run.1 < area.left() || run.0 > area.right() {
-            return;
-        }
-        let r = Rect::from_x_y_ranges(
-            run.0.max(area.left())..=run.1.min(area.right()),
-            area.y_range(),
-        );
-        boxes.add_colored_rect(r, Color32::from_rgba_unmultiplied(255, 140, 0, 22));
-        let bar = Rect::from_min_max(r.min, Pos2::new(r.right(), r.top() + 3.0));
-        boxes.add_colored_rect(bar, Color32::from_rgb(255, 150, 30));
-        if label && r.width() > 50.0 {
-            let text = if run.2 == 1 {
-                Nanos(run.3).to_string()
-            } else {
-                format!("{} gaps, {}", run.2, Nanos(run.3))
-            };
-            let galley = painter.layout_no_wrap(text, FontId::proportional(10.0), Color32::WHITE);
-            if galley.size().x < r.width() {
-                let at = Pos2::new(r.center().x - galley.size().x / 2.0, r.top() + 4.0);
-                let bg = Rect::from_min_size(at, galley.size()).expand(1.0);
-                painter.rect_filled(bg, 2.0, Color32::from_rgba_unmultiplied(60, 30, 0, 200));
-                painter.galley(at, galley, Color32::WHITE);
+    if let Some(band) = band {
+        // Gaps closer than a pixel are drawn as one box, so a frame draws at most one box per
+        // pixel column; the boxes are one mesh, hatched by one more over the whole band (its
+        // dark lines all but vanish on the band's dark ground between gaps).
+        let mut boxes = Mesh::default();
+        let mut labels = Vec::new();
+        let mut draw = |run: (f32, f32, usize, i64)| {
+            // A gap found by rounded times may end a fraction of a pixel before the area.
+            if run.1 < band.left() || run.0 > band.right() {
+                return;
             }
-        }
-    };
-    // A run takes every following gap that starts within a pixel of its end. A device's gaps are
-    // sorted and never overlap, so their ends only grow: the gaps a run takes are found by a
-    // galloping search, a pixel or more at a time, and a frame costs about one search per box.
-    // The search compares trace times with the time a pixel past the run's end, not pixels.
-    // Gaps that start well within a pixel of the previous one's end (with room for the
-    // rounding of pixel positions) are taken in whole blocks first: the search would take each.
-    let px = geom.px_ns();
-    let surely_within = floor_i64(px * 0.99) - 2;
-    let mut i = lo;
-    while i < hi {
-        let x0 = x_start(i);
-        let mut j = i + 1;
-        let mut x1 = x_end(i);
-        loop {
-            let k = g.close_run_until(j, hi, surely_within);
-            if k > j {
+            let r = Rect::from_x_y_ranges(
+                run.0.max(band.left())..=run.1.min(band.right()),
+                band.y_range(),
+            );
+            boxes.add_colored_rect(r, GAP_FILL);
+            if r.width() > 60.0 {
+                labels.push((r, run.2, run.3));
+            }
+        };
+        // A run takes every following gap that starts within a pixel of its end. A device's
+        // gaps are sorted and never overlap, so their ends only grow: the gaps a run takes are
+        // found by a galloping search, a pixel or more at a time, and a frame costs about one
+        // search per box. The search compares trace times with the time a pixel past the run's
+        // end, not pixels. Gaps that start well within a pixel of the previous one's end (with
+        // room for the rounding of pixel positions) are taken in whole blocks first.
+        let px = geom.px_ns();
+        let surely_within = floor_i64(px * 0.99) - 2;
+        let mut i = lo;
+        while i < hi {
+            let x0 = x_start(i);
+            let mut j = i + 1;
+            let mut x1 = x_end(i);
+            loop {
+                let k = g.close_run_until(j, hi, surely_within);
+                if k > j {
+                    j = k;
+                    x1 = x1.max(x_end(j - 1));
+                }
+                let until = geom.t(x1 + 1.0);
+                let k = j + gallop(&g.start_ns[j..hi], |s| t.slot.disp(*s) <= until);
+                if k == j {
+                    break;
+                }
                 j = k;
                 x1 = x1.max(x_end(j - 1));
             }
-            let until = geom.t(x1 + 1.0);
-            let k = j + gallop(&g.start_ns[j..hi], |s| t.slot.disp(*s) <= until);
-            if k == j {
-                break;
-            }
-            j = k;
-            x1 = x1.max(x_end(j - 1));
+            draw((x0, x1, j - i, g.dur_prefix[j] - g.dur_prefix[i]));
+            i = j;
         }
-        draw((x0, x1, j - i, g.dur_prefix[j] - g.dur_prefix[i]));
-        i = j;
+        hatch_into(&mut boxes, band, Color32::from_black_alpha(110));
+        painter.add(Shape::mesh(boxes));
+        // Wide gaps say their length on the band.
+        for (r, n, dur) in labels {
+            let text = if n == 1 {
+                Nanos(dur).to_string()
+            } else {
+                format!("{n} gaps, {}", Nanos(dur))
+            };
+            let galley = painter.layout_no_wrap(text, FontId::proportional(9.0), Color32::WHITE);
+            if galley.size().x + 8.0 < r.width() {
+                let at = Pos2::new(
+                    r.center().x - galley.size().x / 2.0,
+                    r.center().y - galley.size().y / 2.0,
+                );
+                let bg = Rect::from_min_size(at, galley.size()).expand2(Vec2::new(2.0, 0.0));
+                painter.rect_filled(bg, 1.0, GAP_FILL);
+                painter.galley(at, galley, Color32::WHITE);
+            }
+        }
     }
-    painter.set(boxes_at, Shape::mesh(boxes));
     // The gap under the pointer: the last one starting at or before it, if it reaches it.
-    if let Some(p) = pointer {
-        let k = lo + g.start_ns[lo..hi].partition_point(|s| geom.x(t.slot.disp(*s)) <= p.x);
-        if k > lo && x_end(k - 1) >= p.x {
-            let k = k - 1;
-            let duration_ns = g.duration_ns(k);
-            let mut text = format!(
-                "idle gap {} in {}",
-                Nanos(duration_ns),
-                crate::fmt::plain(g.place(k))
-            );
-            if let Some(kr) = g.kernel_resident_ns(k) {
-                text.push_str(&format!(
-                    "\nno kernel resident {}, kernel resident but counters idle {}",
-                    Nanos(duration_ns - kr),
-                    Nanos(kr)
-                ));
-            }
-            return Some(Hit {
-                text,
-                span: Some((t.slot.disp(g.start_ns[k]), t.slot.disp(g.end_ns[k]))),
-            });
+    let p = pointer.filter(|p| area.contains(*p))?;
+    let k = lo + g.start_ns[lo..hi].partition_point(|s| geom.x(t.slot.disp(*s)) <= p.x);
+    if k > lo && x_end(k - 1) >= p.x {
+        let k = k - 1;
+        let duration_ns = g.duration_ns(k);
+        let mut text = format!(
+            "idle gap {} in {}",
+            Nanos(duration_ns),
+            crate::fmt::plain(g.place(k))
+        );
+        if let Some(kr) = g.kernel_resident_ns(k) {
+            text.push_str(&format!(
+                "\nno kernel resident {}, kernel resident but counters idle {}",
+                Nanos(duration_ns - kr),
+                Nanos(kr)
+            ));
         }
+        return Some(Hit {
+            text,
+            span: Some((t.slot.disp(g.start_ns[k]), t.slot.disp(g.end_ns[k]))),
+        });
     }
     None
 }

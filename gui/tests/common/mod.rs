@@ -8,7 +8,16 @@ use cufall_gui::view::Settings;
 use eframe::egui;
 use egui_kittest::Harness;
 use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+static RENDER: Mutex<()> = Mutex::new(());
+
+/// Tests that render take turns: software rendering of several large windows at once on a
+/// loaded machine can pass the time wgpu waits for a frame.
+pub fn render_turn() -> MutexGuard<'static, ()> {
+    RENDER.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 pub fn example(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 /// The heap a case may reach above what was in use when it began.
 const CASE_MEMORY: usize = 1 << 30;
 const CASE_LIMIT: Duration = Duration::from_secs(60);
-const DEFAULT_CASES: u32 = 8;
+const DEFAULT_CASES: u32 = 5;
 const DEFAULT_SEED: u64 = 0x00c0_ffa1_1f0a_2040;
 
 #[global_allocator]

@@ -30,7 +30,7 @@ const EXAMPLES: [&str; 2] = [
     "host-stacks/cpu-host-phases.cufall",
 ];
 /// Cases in CI; `CUFALL_FUZZ_CASES` sets another count.
-const DEFAULT_CASES: u32 = 96;
+const DEFAULT_CASES: u32 = 60;
 /// The longest one case may take, open and every read, before it counts as a hang. A whole
 /// read of the example takes well under a second in a debug build.
 const CASE_LIMIT: Duration = Duration::from_secs(30);

@@ -90,20 +90,6 @@ pub fn clock_error() -> Option<(i64, i64, bool)> {
     Some((max, est, synchronised))
 }
 
-#[cfg(test)]
-mod tests {
-    /// Asking the kernel about its clock changes nothing and answers with errors that are not
-    /// negative.
-    #[test]
-    fn the_clock_error_is_read_without_changing_the_clock() {
-        let Some((max_us, est_us, synced)) = super::clock_error() else {
-            panic!("adjtimex(modes = 0) failed");
-        };
-        eprintln!("clock: max error {max_us} µs, estimated {est_us} µs, synchronised: {synced}");
-        assert!(max_us >= 0 && est_us >= 0);
-    }
-}
-
 /// Keeps thread `tid` (of any process the caller may change) to the CPUs in `cpus`; CPUs past
 /// what the kernel's affinity mask can hold are left out.
 pub fn set_thread_affinity(
@@ -123,5 +109,19 @@ pub fn set_thread_affinity(
         Ok(())
     } else {
         Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Asking the kernel about its clock changes nothing and answers with errors that are not
+    /// negative.
+    #[test]
+    fn the_clock_error_is_read_without_changing_the_clock() {
+        let Some((max_us, est_us, synced)) = super::clock_error() else {
+            panic!("adjtimex(modes = 0) failed");
+        };
+        eprintln!("clock: max error {max_us} µs, estimated {est_us} µs, synchronised: {synced}");
+        assert!(max_us >= 0 && est_us >= 0);
     }
 }

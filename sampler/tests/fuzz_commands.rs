@@ -471,24 +471,13 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_default()
 }
 
-fn seed() -> u64 {
-    match std::env::var("CUFALL_FUZZ_SEED").ok().as_deref() {
-        None => DEFAULT_SEED,
-        Some("random") => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64,
-        Some(n) => n.parse().expect("CUFALL_FUZZ_SEED is a number or `random`"),
-    }
-}
-
 #[test]
 fn hostile_values_give_output_or_an_error_in_every_command_within_memory_and_time() {
     let cases = std::env::var("CUFALL_FUZZ_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(DEFAULT_CASES);
-    let seed = seed();
+    let seed = cufall_testkit::fuzz_seed(DEFAULT_SEED);
     eprintln!("fuzz_commands: seed {seed} (CUFALL_FUZZ_SEED={seed} repeats this run)");
     let mut bytes = [0u8; 32];
     bytes[..8].copy_from_slice(&seed.to_le_bytes());

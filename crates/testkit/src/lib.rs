@@ -19,3 +19,15 @@ pub mod fixture;
 pub mod heap;
 pub mod synth;
 pub mod tables;
+
+/// The seed of a fuzz test: `CUFALL_FUZZ_SEED` (a number, or `random` for a new one), else
+/// `default` (CI's fixed seed, so the same code gets the same answer).
+pub fn fuzz_seed(default: u64) -> u64 {
+    match std::env::var("CUFALL_FUZZ_SEED").ok().as_deref() {
+        None => default,
+        Some("random") => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(default, |d| d.as_nanos() as u64),
+        Some(n) => n.parse().expect("CUFALL_FUZZ_SEED is a number or `random`"),
+    }
+}

@@ -417,18 +417,6 @@ fn bounded(dir: PathBuf) -> Result<(), String> {
 /// The seed CI runs from.
 const DEFAULT_SEED: u64 = 0x00c0_ffa1_1f0a_2026;
 
-/// `CUFALL_FUZZ_SEED`: a number, or `random` for a new one; [`DEFAULT_SEED`] without it.
-fn seed() -> u64 {
-    match std::env::var("CUFALL_FUZZ_SEED").ok().as_deref() {
-        None => DEFAULT_SEED,
-        Some("random") => std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64,
-        Some(n) => n.parse().expect("CUFALL_FUZZ_SEED is a number or `random`"),
-    }
-}
-
 fn cases() -> u32 {
     std::env::var("CUFALL_FUZZ_CASES")
         .ok()
@@ -448,7 +436,7 @@ fn damaged_copies_give_rows_or_an_error_never_a_panic_or_a_hang() {
     let files = [files(0), files(1)];
     let tmp = tempfile::tempdir().unwrap();
     let case = AtomicU32::new(0);
-    let seed = seed();
+    let seed = cufall_testkit::fuzz_seed(DEFAULT_SEED);
     eprintln!("fuzz: seed {seed} (CUFALL_FUZZ_SEED={seed} repeats this run)");
     let mut bytes = [0u8; 32];
     bytes[..8].copy_from_slice(&seed.to_le_bytes());

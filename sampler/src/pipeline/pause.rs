@@ -476,13 +476,7 @@ impl PauseControl {
             .filter(|s| s.run.is_none())
             .filter_map(|s| {
                 let from = s.released_ns.take()?;
-                Some(DropRecord {
-                    device: s.device,
-                    start_ns: from,
-                    end_ns: now.max(from),
-                    reason: DropReason::Paused,
-                    lost_samples: None,
-                })
+                Some(paused_drop(s.device, from, now))
             })
             .collect();
         if let Some(out) = &inner.out
@@ -628,13 +622,7 @@ impl CounterSharing {
             .filter(|s| s.run.is_none())
             .filter_map(|s| {
                 let from = s.released_ns?;
-                Some(DropRecord {
-                    device: s.device,
-                    start_ns: from,
-                    end_ns: now.max(from),
-                    reason: DropReason::Paused,
-                    lost_samples: None,
-                })
+                Some(paused_drop(s.device, from, now))
             })
             .collect()
     }
@@ -653,6 +641,18 @@ impl CounterSharing {
     pub fn stop(&self) -> Vec<String> {
         let p = lock(&self.pausable).take();
         p.map(Pausable::stop).unwrap_or_default()
+    }
+}
+
+/// The drop of a device whose counters were released at `from` and are had again (or the
+/// recording ends) at `now`.
+fn paused_drop(device: DeviceId, from: i64, now: i64) -> DropRecord {
+    DropRecord {
+        device,
+        start_ns: from,
+        end_ns: now.max(from),
+        reason: DropReason::Paused,
+        lost_samples: None,
     }
 }
 

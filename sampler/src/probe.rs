@@ -3,7 +3,7 @@
 //! the intervals CUPTI accepts, the cost of initialising and resetting images.
 
 use cufall_cupti::host::MetricList;
-use cufall_cupti::metric::Catalogue;
+use cufall_cupti::metric::{Catalogue, MetricName};
 use cufall_cupti::{BlankImage, Cupti, CuptiError, DecodeStop, HostKind, PmSampler, ProfilerHost};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -509,7 +509,14 @@ fn cost_probe(ctx: &Ctx<'_>) -> anyhow::Result<Value> {
     }
     drop(fresh);
     out.insert("bytes_of_single_metrics".into(), json!(singles));
-    let sets: [&[&str]; 4] = [&[NAMES[6]], &[NAMES[0]], &[NAMES[0], NAMES[6]], &[NAMES[7]]];
+    let sets: [&[&str]; 6] = [
+        &[NAMES[6]],
+        &[NAMES[0]],
+        &[NAMES[0], NAMES[6]],
+        &[NAMES[7]],
+        &[cufall_sampler::spec::DEFAULT_TENSOR],
+        &[cufall_sampler::spec::DEFAULT_TENSOR, NAMES[6]],
+    ];
     let mut rows = Vec::new();
     for set in sets {
         let names: Vec<String> = set.iter().map(|s| s.to_string()).collect();
@@ -587,6 +594,32 @@ fn cost_set(ctx: &Ctx<'_>, names: &[String]) -> anyhow::Result<Value> {
             );
         }
     }
+    // Where evaluation goes: the same samples evaluated as the base counters' plain rollups
+    // (each on a host of its own), against the percentages recorded.
+    let mut rollups = serde_json::Map::new();
+    for m in names {
+        let base = MetricName::parse(m).base;
+        for r in ["sum", "avg"] {
+            let v = format!("{base}.{r}");
+            let one = vec![v.clone()];
+            let got = MetricList::new(&one)
+                .map_err(anyhow::Error::from)
+                .and_then(|mut l| {
+                    let h = ctx.evaluator(&mut l)?;
+                    let mut out = vec![0.0];
+                    let t = Instant::now();
+                    let mut ok = 0usize;
+                    for i in 0..k {
+                        ok += usize::from(h.evaluate(img.bytes(), i, &mut l, &mut out).is_ok());
+                    }
+                    Ok(
+                        json!({"us_per_sample": t.elapsed().as_secs_f64() * 1e6 / k.max(1) as f64,
+                        "ok": ok, "last": out[0]}),
+                    )
+                });
+            rollups.insert(v, got.unwrap_or_else(|e| json!({"error": e.to_string()})));
+        }
+    }
     // Calls every 2 ms: what a call costs beyond its samples.
     let mut img2 = blank.new_image();
     s.start()?;
@@ -614,5 +647,6 @@ fn cost_set(ctx: &Ctx<'_>, names: &[String]) -> anyhow::Result<Value> {
         "sample_times_us_per_sample": times_us,
         "evaluate_first_2000": first, "evaluate_last_2000": last, "evaluate_first_2000_sliced": sliced,
         "evaluate_each_metric_alone_us": Value::Object(alone),
+        "evaluate_plain_rollups": Value::Object(rollups),
     }))
 }

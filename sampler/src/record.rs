@@ -104,6 +104,7 @@ impl SelectionArgs {
             eval_threads: self.eval_threads.map(|n| n.max(1)),
             image_timing: crate::sizing::ImageTiming::from_flags(self.seal, self.margin),
             optional_metrics: selection.added.clone(),
+            fallbacks: selection.fallbacks.clone(),
         };
         Ok((cfg, selection))
     }

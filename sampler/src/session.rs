@@ -73,6 +73,10 @@ pub struct SessionConfig {
     /// Metrics cufall added itself (the percentages of peak of bare counters): one a chip cannot
     /// evaluate is left out ([`Prepared::peaks_refused`]), not an error.
     pub optional_metrics: Vec<String>,
+    /// Metrics with a stand-in: (asked, stand-in). A chip that cannot evaluate the first
+    /// records the second ([`Prepared::metrics_substituted`]); the defaults' cheaper tensor
+    /// counter falls back so to the usual one (`crate::spec::Selection::fallbacks`).
+    pub fallbacks: Vec<(String, String)>,
 }
 
 pub const DEFAULT_NVML_INTERVAL: Duration = Duration::from_millis(10);
@@ -133,6 +137,7 @@ impl Default for SessionConfig {
             eval_threads: None,
             image_timing: None,
             optional_metrics: Vec::new(),
+            fallbacks: crate::spec::default_fallbacks(),
         }
     }
 }
@@ -213,6 +218,9 @@ pub struct Prepared {
     /// evaluate, each with CUPTI's reason: not collected; their counters are shown on a relative
     /// scale ([`crate::spec::Selection::relative`]).
     pub peaks_refused: Vec<(String, String)>,
+    /// Metrics a chip could not evaluate that were recorded by their stand-in instead:
+    /// (asked, recorded) ([`SessionConfig::fallbacks`]).
+    pub metrics_substituted: Vec<(String, String)>,
     threads: Vec<ArmedDevice>,
     nvml: Option<NvmlSource>,
     tx: Sender<SinkMsg>,
@@ -240,6 +248,7 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
     let mut threads = Vec::new();
     let mut cost: Option<Cost> = None;
     let mut peaks_refused = Vec::new();
+    let mut metrics_substituted = Vec::new();
     match cfg.counters {
         CounterPolicy::Off => {
             counters_unavailable =
@@ -249,11 +258,12 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
             counters_unavailable = Some("no metric was asked for".to_string());
         }
         policy => match arm_counters(cfg, &selected, &mut devices, &tx, &mut extra) {
-            Ok((m, t, c, refused)) => {
+            Ok((m, t, c, changes)) => {
                 metrics = m;
                 threads = t;
                 cost = Some(c);
-                peaks_refused = refused;
+                peaks_refused = changes.refused;
+                metrics_substituted = changes.substituted;
             }
             Err(e) if policy == CounterPolicy::BestEffort && e.counters_out_of_reach() => {
                 // When it is a cufall of this user's that holds them: which, and how to pause it.
@@ -288,6 +298,7 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
         extra,
         cost,
         peaks_refused,
+        metrics_substituted,
         threads,
         nvml,
         tx,
@@ -368,12 +379,16 @@ struct ArmedDevice {
     rearm: Rearm,
 }
 
-type Armed = (
-    Vec<MetricInfo>,
-    Vec<ArmedDevice>,
-    Cost,
-    Vec<(String, String)>,
-);
+type Armed = (Vec<MetricInfo>, Vec<ArmedDevice>, Cost, MetricChanges);
+
+/// What arming changed of the metrics asked for.
+#[derive(Debug, Default)]
+struct MetricChanges {
+    /// Peak columns cufall added that a chip cannot evaluate, each with CUPTI's reason.
+    refused: Vec<(String, String)>,
+    /// (asked, recorded): metrics recorded by their stand-in.
+    substituted: Vec<(String, String)>,
+}
 
 /// The cost model's prediction for a recording, as `--stats-json` writes it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -574,7 +589,7 @@ type ChipSetups = (
     HashMap<String, ChipSetup>,
     Vec<DeviceToArm>,
     Vec<MetricInfo>,
-    Vec<(String, String)>,
+    MetricChanges,
 );
 
 /// Validates the metrics on each chip of the selected devices and learns what arming needs of
@@ -590,7 +605,7 @@ fn chip_setups(
     let mut per_chip: HashMap<String, ChipSetup> = HashMap::new();
     let mut infos: Vec<MetricInfo> = Vec::new();
     let mut chips = Vec::new();
-    let mut refused: Vec<(String, String)> = Vec::new();
+    let mut changes = MetricChanges::default();
     for (slot, &index) in selected.iter().enumerate() {
         let chip = cupti.chip_name(index)?;
         let availability = cupti.pm_counter_availability(index)?;
@@ -604,16 +619,36 @@ fn chip_setups(
             let range = ProfilerHost::new(cupti, HostKind::RangeProfiler, &chip, None).ok();
             let catalogue = Catalogue::read(&host, range.as_ref())?;
             let mut kept = Vec::with_capacity(cfg.metrics.len());
+            let mut substituted = false;
             for m in &cfg.metrics {
-                match catalogue.validate(&host, m) {
-                    Ok(()) => kept.push(m.clone()),
-                    Err(e) if cfg.optional_metrics.contains(m) => {
-                        refused.push((m.clone(), e.to_string()));
+                let Err(e) = catalogue.validate(&host, m) else {
+                    kept.push(m.clone());
+                    continue;
+                };
+                let stand_in = cfg.fallbacks.iter().find(|(a, _)| a == m).map(|f| &f.1);
+                match stand_in {
+                    Some(f) if !kept.contains(f) && catalogue.validate(&host, f).is_ok() => {
+                        kept.push(f.clone());
+                        changes.substituted.push((m.clone(), f.clone()));
+                        substituted = true;
                     }
-                    Err(e) => return Err(e.into()),
+                    _ if cfg.optional_metrics.contains(m) => {
+                        changes.refused.push((m.clone(), e.to_string()));
+                    }
+                    _ => return Err(e.into()),
                 }
             }
-            if kept.len() != cfg.metrics.len() {
+            if substituted && !per_chip.is_empty() {
+                // An earlier chip was configured with the metric this one lacks: every chip
+                // records the stand-in, so the trace has one set of columns.
+                cfg.metrics = kept;
+                let again = chip_setups(cupti, cfg, selected, devices)?;
+                let mut merged = again.3;
+                merged.refused.extend(changes.refused);
+                merged.substituted.extend(changes.substituted);
+                return Ok((again.0, again.1, again.2, merged));
+            }
+            if kept != cfg.metrics {
                 // Configured before any chip was armed: a later chip sees the reduced list.
                 if !infos.is_empty() {
                     infos.retain(|i| kept.contains(&i.name));
@@ -654,7 +689,7 @@ fn chip_setups(
         devices[slot].chip = chip.clone();
         chips.push((slot, index, chip, availability));
     }
-    Ok((per_chip, chips, infos, refused))
+    Ok((per_chip, chips, infos, changes))
 }
 
 /// Starts arming one device on its own thread; it reports on `ready` and waits for the go.
@@ -701,7 +736,7 @@ fn arm_counters(
     let cupti = Cupti::init()?;
     extra.insert("cupti_library".into(), cupti.cupti_source.clone());
     let mut cfg = cfg.clone();
-    let (per_chip, chips, infos, refused) = chip_setups(&cupti, &mut cfg, selected, devices)?;
+    let (per_chip, chips, infos, changes) = chip_setups(&cupti, &mut cfg, selected, devices)?;
     let cfg = &cfg;
     // One interval for every GPU (the trace has one): the one the costliest chip allows.
     let timing = cfg.image_timing.unwrap_or_default();
@@ -796,7 +831,7 @@ fn arm_counters(
         finest_lossless_ns: model.finest_lossless_ns(bytes, n),
         choice,
     };
-    Ok((infos, threads, cost, refused))
+    Ok((infos, threads, cost, changes))
 }
 
 impl Prepared {
@@ -810,6 +845,9 @@ impl Prepared {
             return (Vec::new(), Vec::new());
         }
         let mut s = selection.clone();
+        for (asked, recorded) in &self.metrics_substituted {
+            s.substitute(asked, recorded);
+        }
         let lines = self
             .peaks_refused
             .iter()

@@ -5,8 +5,16 @@ use cufall_cupti::metric::MetricName;
 use cufall_trace::model::HeatmapSpec;
 use cufall_trace::model::peak::is_bare_counter;
 
-/// Tensor-pipe activity as % of peak: the honest "are the tensor cores busy" number.
-pub const DEFAULT_TENSOR: &str = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed";
+/// Tensor-pipe activity as % of peak: the honest "are the tensor cores busy" number. This is
+/// the `_realtime` form of the tensor-pipe counter (same unit, same peak of 4 per cycle), which
+/// GH100 carries in 7,001 bytes of counter data per sample against the usual form's 20,825; on
+/// the H200 both read within a point of each other and of `ncu`
+/// (docs/benchmarks-sampler.md). A GPU without it records [`USUAL_TENSOR`] instead.
+pub const DEFAULT_TENSOR: &str =
+    "sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed";
+/// The tensor-pipe percentage `ncu` and DCGM name: the default's stand-in on GPUs that lack
+/// the `_realtime` counter.
+pub const USUAL_TENSOR: &str = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed";
 /// DRAM throughput as % of peak.
 pub const DEFAULT_DRAM: &str = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
 /// What cufall records without `--metric`.
@@ -34,6 +42,23 @@ pub struct Selection {
     /// Columns cufall added to the metrics asked for: the percentages of peak of bare
     /// counters. A GPU that cannot evaluate one drops it ([`Selection::relative`]).
     pub added: Vec<String>,
+    /// (column, stand-in): what a GPU that cannot evaluate a default column records instead
+    /// ([`default_fallbacks`]; none when metrics were asked for by name).
+    pub fallbacks: Vec<(String, String)>,
+}
+
+/// The stand-ins of the default metrics: the usual tensor-pipe counter for its `_realtime`
+/// form, in each rollup `--sm-spread` may add.
+pub fn default_fallbacks() -> Vec<(String, String)> {
+    ["avg", "min", "max"]
+        .iter()
+        .map(|r| {
+            (
+                DEFAULT_TENSOR.replace(".avg.", &format!(".{r}.")),
+                USUAL_TENSOR.replace(".avg.", &format!(".{r}.")),
+            )
+        })
+        .collect()
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -156,15 +181,36 @@ pub fn select(req: &MetricRequest) -> Result<Selection, SpecError> {
             columns.push(h.metric.clone());
         }
     }
+    let fallbacks = if req.metrics.is_empty() {
+        default_fallbacks()
+    } else {
+        Vec::new()
+    };
     Ok(Selection {
         columns,
         heatmaps,
         denominator,
         added,
+        fallbacks,
     })
 }
 
 impl Selection {
+    /// Renames column `asked`, which a GPU recorded as `recorded` ([`Selection::fallbacks`]),
+    /// in the columns and the heatmaps.
+    pub fn substitute(&mut self, asked: &str, recorded: &str) {
+        for c in &mut self.columns {
+            if c == asked {
+                *c = recorded.to_string();
+            }
+        }
+        for h in &mut self.heatmaps {
+            if h.metric == asked {
+                h.metric = recorded.to_string();
+            }
+        }
+    }
+
     /// Drops the percentage column `column` that the GPU cannot evaluate: its counter is then
     /// shown as it counts (over the denominator, when one was given), on a relative scale.
     /// Returns the line that says so.
@@ -206,6 +252,36 @@ mod tests {
                 .iter()
                 .all(|h| h.full_scale == Some(100.0) && h.denominator.is_none())
         );
+    }
+
+    #[test]
+    fn only_the_defaults_have_stand_ins_and_a_stand_in_renames_its_column() {
+        let mut s = select(&MetricRequest::default()).unwrap();
+        assert!(
+            s.fallbacks
+                .contains(&(DEFAULT_TENSOR.to_string(), USUAL_TENSOR.to_string()))
+        );
+        s.substitute(DEFAULT_TENSOR, USUAL_TENSOR);
+        assert_eq!(s.columns, vec![USUAL_TENSOR, DEFAULT_DRAM]);
+        assert_eq!(s.heatmaps[0].metric, USUAL_TENSOR);
+        assert_eq!(s.heatmaps[0].full_scale, Some(100.0));
+        let spread = select(&MetricRequest {
+            sm_spread: true,
+            ..MetricRequest::default()
+        })
+        .unwrap();
+        for c in &spread.columns[..3] {
+            assert!(
+                spread.fallbacks.iter().any(|(a, _)| a == c),
+                "{c} has no stand-in"
+            );
+        }
+        let named = select(&MetricRequest {
+            metrics: vec![DEFAULT_TENSOR.into()],
+            ..MetricRequest::default()
+        })
+        .unwrap();
+        assert!(named.fallbacks.is_empty());
     }
 
     #[test]
@@ -334,8 +410,8 @@ mod tests {
             s.columns,
             vec![
                 DEFAULT_TENSOR.to_string(),
-                "sm__pipe_tensor_cycles_active.min.pct_of_peak_sustained_elapsed".into(),
-                "sm__pipe_tensor_cycles_active.max.pct_of_peak_sustained_elapsed".into(),
+                "sm__pipe_tensor_cycles_active_realtime.min.pct_of_peak_sustained_elapsed".into(),
+                "sm__pipe_tensor_cycles_active_realtime.max.pct_of_peak_sustained_elapsed".into(),
                 DEFAULT_DRAM.to_string(),
             ]
         );

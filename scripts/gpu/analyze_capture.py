@@ -20,7 +20,9 @@ def table(trace, name):
     path = os.path.join(trace, name)
     if not os.path.isdir(path):
         return None
-    return ds.dataset(path, format="parquet").to_table().to_pandas()
+    # The default tensor column is the `_realtime` form where the GPU has it.
+    return ds.dataset(path, format="parquet").to_table().to_pandas().rename(
+        columns={TENSOR.replace("_active.", "_active_realtime."): TENSOR})
 
 
 def events(trace):

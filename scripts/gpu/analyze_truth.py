@@ -59,7 +59,9 @@ def ncu_means(path):
 
 def main():
     trace, phases_path, ncu_mm, ncu_cp = sys.argv[1:5]
-    df = read_samples(trace)
+    # The default tensor column is the `_realtime` form where the GPU has it: the same
+    # quantity as ncu's metric, compared under ncu's name.
+    df = read_samples(trace).rename(columns={METRICS[0].replace("_active.", "_active_realtime."): METRICS[0]})
     phases = json.load(open(phases_path))
     out = {"samples": int(len(df)), "phases": {}}
     for ph in phases:

@@ -39,7 +39,7 @@ import glob, json, os, sys
 import pyarrow.dataset as ds
 t = ds.dataset(os.path.join(sys.argv[1], "samples"), format="parquet").to_table().to_pandas()
 edges = json.load(open(sys.argv[2]))
-m = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"
+m = next(c for c in t.columns if c.startswith("sm__pipe_tensor_cycles_active") and c.endswith(".avg.pct_of_peak_sustained_elapsed"))
 for e in edges:
     rise = {}
     for dev, g in t.groupby("device"):

@@ -19,7 +19,8 @@
 #     examples            the example recordings (examples.tgz)
 #     rate                RATE="2:10us,20us 1:10us 4:10us,20us": RATE_SECONDS-long runs under a
 #                         matmul load; per metric set, the first lossless interval ends the search
-#     slowdown            a bf16 matmul loop alone, sampled at SLOW_IV with SLOW_SET (1|2|4) metrics, alone
+#     slowdown            a bf16 matmul loop, SLOW_ROUNDS interleaved rounds bare and sampled (SLOW_IV, default:
+#                         the model's interval; SLOW_SET 1|2|4|d|t|u), medians and spread
 #     cost_probe          the cost model's inputs under a matmul load: bytes per sample, decode per
 #                         byte and per call, timestamps, evaluation (cost_probe.json)
 #     cost_model          the model against COST_SECONDS-long runs (default 60) under a matmul load:
@@ -39,8 +40,11 @@ TMP=$(mktemp -d /tmp/cufall-gpu.XXXX)
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/log.txt") 2>&1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-DEFAULTS=(--metric sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed
-          --metric dram__throughput.avg.pct_of_peak_sustained_elapsed)
+# The default pair is what cufall records without --metric (the tensor counter's `_realtime`
+# form where the GPU has it); USUAL is the pair under the names ncu and DCGM use.
+DEFAULTS=()
+USUAL=(--metric sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed
+       --metric dram__throughput.avg.pct_of_peak_sustained_elapsed)
 
 hdr() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 
@@ -272,9 +276,10 @@ PY
   kill $L 2>/dev/null; wait $L 2>/dev/null
 }
 
-metric_set() { # 1 | 2 | 4 | d (DRAM alone) | t (tensor alone) -> M=(...)
+metric_set() { # 1 | 2 | 4 | d (DRAM alone) | t (tensor alone) | u (the usual pair) -> M=(...)
   case $1 in
-    1|t) M=(--metric sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed);;
+    1|t) M=(--metric sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed);;
+    u) M=("${USUAL[@]}");;
     d) M=(--metric dram__throughput.avg.pct_of_peak_sustained_elapsed);;
     2) M=("${DEFAULTS[@]}");;
     4) M=("${DEFAULTS[@]}" --sm-spread);;
@@ -342,6 +347,7 @@ for r in c["sets_at_10us"]:
     if "error" in r: print("  ", r["metrics"], r["error"]); continue
     ev = lambda k: r[k]["us_per_sample"]
     print(f"  {'+'.join(m.split('.')[0] for m in r['metrics']):50s} {r['bytes_per_sample']} B: decode {r['decode_us_per_sample']:.2f} us/sample ({r['decode_ns_per_byte']:.2f} ns/B, backlog {r['backlog_samples']}, {r['backlog_stop']}), call overhead {r['decode_ms_per_call_overhead']:.3f} ms, times {r['sample_times_us_per_sample']:.3f} us, eval first {ev('evaluate_first_2000'):.2f} last {ev('evaluate_last_2000'):.2f} sliced {ev('evaluate_first_2000_sliced'):.2f} us (sliced ok {r['evaluate_first_2000_sliced']['ok']}), alone {r['evaluate_each_metric_alone_us']}")
+    for k, v in r.get("evaluate_plain_rollups", {}).items(): print(f"      plain {k}: {v}")
 PY
 }
 
@@ -410,17 +416,30 @@ rate() {
 
 slowdown() {
   metric_set "${SLOW_SET:-2}"
-  hdr "slowdown of a bf16 matmul loop sampled at ${SLOW_IV:-10us} (${SLOW_SET:-2} metric(s))"
-  python3 $W --bench 8 > "$TMP/base1.json"; cat "$TMP/base1.json"
-  "$BIN" record -o "$TMP/slow.cufall" --force --devices 0 --interval "${SLOW_IV:-10us}" --stats-json "$TMP/slow.stats.json" "${M[@]}" -- python3 $W --bench 8 > "$TMP/sampled.json"; cat "$TMP/sampled.json"
-  python3 $W --bench 8 > "$TMP/base2.json"; cat "$TMP/base2.json"
-  python3 - "$TMP" "${SLOW_IV:-10us}" "${SLOW_SET:-2}" >> "$OUT/bench.txt" <<'PY'
-import json, sys
+  local iv=(); [ "${SLOW_IV:-default}" != default ] && iv=(--interval "$SLOW_IV")
+  hdr "slowdown of a bf16 matmul loop sampled at ${SLOW_IV:-default} (${SLOW_SET:-2} metric set), ${SLOW_ROUNDS:-5} interleaved rounds of ${SLOW_BENCH:-4} s"
+  : > "$TMP/slow.txt"
+  for r in $(seq "${SLOW_ROUNDS:-5}"); do
+    python3 $W --bench "${SLOW_BENCH:-4}" | sed "s/^/bare /" >> "$TMP/slow.txt"
+    "$BIN" record -o "$TMP/slow.cufall" --force --devices 0 "${iv[@]}" --stats-json "$TMP/slow.stats.json" "${M[@]}" -- \
+      python3 $W --bench "${SLOW_BENCH:-4}" 2>"$TMP/slow.err" | sed "s/^/sampled /" >> "$TMP/slow.txt"
+    grep -h "sampling\|lost" "$TMP/slow.err" | head -3
+  done
+  cat "$TMP/slow.txt"
+  python3 - "$TMP" "${SLOW_IV:-default}" "${SLOW_SET:-2}" >> "$OUT/bench.txt" <<'PY'
+import json, statistics as st, sys
 d = sys.argv[1]
-b1, s, b2 = (json.load(open(f"{d}/{n}.json"))["tflops"] for n in ("base1", "sampled", "base2"))
-st = json.load(open(f"{d}/slow.stats.json"))
-base = (b1 + b2) / 2
-print(f"SLOWDOWN metrics={sys.argv[3]} base1={b1:.1f} base2={b2:.1f} sampled@{sys.argv[2]}={s:.1f} ({(1 - s / base) * 100:.2f}%) TFLOP/s; baseline spread {abs(b1 - b2) / base * 100:.2f}%; loss_records={st['loss_records']} lost={st['lost_samples']}")
+runs = {"bare": [], "sampled": []}
+for line in open(f"{d}/slow.txt"):
+    kind, _, js = line.partition(" ")
+    runs[kind].append(json.loads(js)["tflops"])
+s = json.load(open(f"{d}/slow.stats.json"))
+p = s.get("predicted") or {}
+b, m = st.median(runs["bare"]), st.median(runs["sampled"])
+spread = lambda v: (max(v) - min(v)) / st.median(v) * 100
+print(f"SLOWDOWN set={sys.argv[3]} interval={sys.argv[2]} ({p.get('interval_ns')} ns) rounds={len(runs['bare'])} "
+      f"bare median {b:.1f} TFLOP/s (spread {spread(runs['bare']):.1f}%), sampled median {m:.1f} (spread {spread(runs['sampled']):.1f}%): "
+      f"slowdown {(1 - m / b) * 100:+.2f}%; last run lost={s['lost_samples']} cores={s['cpu_s'] / max(s['wall_s'], 1e-9):.2f}")
 PY
   grep SLOWDOWN "$OUT/bench.txt"
 }

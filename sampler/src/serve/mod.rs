@@ -401,9 +401,13 @@ impl Exporter {
         let facts = {
             let core = lock(&self.core);
             DumpFacts {
+                heatmaps: core
+                    .info
+                    .as_ref()
+                    .map(|i| self.heatmaps_of(i))
+                    .unwrap_or_else(|| self.opts.heatmaps.clone()),
                 info: core.info.clone().ok_or(DumpError::Empty)?,
                 devices: core.devices.clone(),
-                heatmaps: self.opts.heatmaps.clone(),
                 hostname: self.opts.hostname.clone(),
                 command: self.opts.command.clone(),
             }
@@ -414,6 +418,16 @@ impl Exporter {
             crate::now_unix_ns(),
         );
         flight::write_dump(&snap, &facts, &path)
+    }
+
+    /// The heatmaps of a run: as armed (a metric the GPU recorded by its stand-in, a peak it
+    /// could not give), else as asked.
+    fn heatmaps_of(&self, info: &FeedInfo) -> Vec<HeatmapSpec> {
+        if info.heatmaps.is_empty() {
+            self.opts.heatmaps.clone()
+        } else {
+            info.heatmaps.clone()
+        }
     }
 
     /// Takes a new run's facts: its devices, its counters to pause, and (the first time) the
@@ -435,7 +449,7 @@ impl Exporter {
             .as_ref()
             .is_some_and(|i| i.metrics == info.metrics);
         if core.agg.is_none() || (!same && !info.metrics.is_empty()) {
-            let activity = aggregate::live_activity(&info.metrics, &self.opts.heatmaps);
+            let activity = aggregate::live_activity(&info.metrics, &self.heatmaps_of(info));
             if activity.is_none() && !info.metrics.is_empty() {
                 self.log("idle fraction and gaps are not measured: the first metric has no known full scale (give --full-scale, or use a percentage or a ratio metric)");
             }

@@ -57,6 +57,11 @@ pub struct CostModel {
     pub eval_ns_per_byte: f64,
     /// Restoring a used image slot to blank, per byte.
     pub restore_ns_per_byte: f64,
+    /// CUPTI's decoder, per sample, for each of GH100's `_realtime` counters beyond what their
+    /// bytes cost: they decode at about 2.4 ns per byte against 0.95 for the others (the default
+    /// pair with the `_realtime` tensor counter, 11,705 B, decoded at 21.8 µs per sample where
+    /// its bytes alone predict 13). Added per metric by [`CostModel::for_metrics`].
+    pub decode_ns_per_realtime_metric: f64,
 }
 
 impl CostModel {
@@ -74,7 +79,27 @@ impl CostModel {
         eval_ns_per_metric: 3_400.0,
         eval_ns_per_byte: 0.2665,
         restore_ns_per_byte: 0.14,
+        decode_ns_per_realtime_metric: 8_600.0,
     };
+
+    /// This model for the metrics `names`: what their kinds cost beyond their bytes (GH100's
+    /// `_realtime` counters decode slower per byte).
+    pub fn for_metrics<S: AsRef<str>>(self, names: &[S]) -> CostModel {
+        let realtime = names
+            .iter()
+            .filter(|n| {
+                n.as_ref()
+                    .split('.')
+                    .next()
+                    .is_some_and(|b| b.ends_with("_realtime"))
+            })
+            .count();
+        CostModel {
+            decode_ns_per_sample: self.decode_ns_per_sample
+                + self.decode_ns_per_realtime_metric * realtime as f64,
+            ..self
+        }
+    }
 
     /// What sampling `bytes_per_sample` bytes of counter data in `metrics` metrics every
     /// `interval_ns` costs one GPU.
@@ -180,9 +205,11 @@ pub struct Prediction {
 }
 
 impl Prediction {
-    /// CPU of one GPU's pipeline, in cores.
+    /// CPU of one GPU's pipeline, in cores. A decoder that cannot keep up is busy all the time
+    /// (one core at most), and only the samples it decodes are evaluated and restored.
     pub fn cores(&self) -> f64 {
-        self.decode_busy + self.eval_cores + self.restore_cores
+        let kept = 1.0 - self.loss_fraction();
+        self.decode_busy.min(1.0) + (self.eval_cores + self.restore_cores) * kept
     }
 
     /// Whether the decoder keeps up.
@@ -220,6 +247,12 @@ mod tests {
     const DRAM: u64 = 4_729;
     const TENSOR: u64 = 20_825;
     const PAIR: u64 = 25_529;
+    /// The default pair with GH100's `_realtime` tensor counter.
+    const RT_PAIR: u64 = 11_705;
+    const RT_NAMES: [&str; 2] = [
+        "sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed",
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    ];
 
     fn within(pred: f64, measured: f64, share: f64) -> bool {
         (pred - measured).abs() <= measured * share
@@ -231,6 +264,8 @@ mod tests {
         // (bytes, metrics, interval, measured cores) of 20-60 s runs under a matmul load.
         for (b, n, iv, cores) in [
             (DRAM, 1, 10_000, 1.12),
+            (DRAM, 1, 10_000, 1.08),
+            (DRAM, 1, 5_000, 1.79),
             (PAIR, 2, 30_000, 1.48),
             (PAIR, 2, 50_000, 0.82),
             (TENSOR, 1, 25_000, 1.21),
@@ -242,6 +277,33 @@ mod tests {
                 p.cores()
             );
         }
+        // The `_realtime` pair (2026-12-03, 60 s each): lossless at 40 and 25 µs, 26 % lost at
+        // 15 µs.
+        let rt = m.for_metrics(&RT_NAMES);
+        for (iv, cores) in [(40_000, 0.90), (25_000, 1.26), (15_000, 1.50)] {
+            let p = rt.predict(RT_PAIR, 2, iv);
+            assert!(
+                within(p.cores(), cores, 0.15),
+                "the realtime pair at {iv} ns: predicted {:.2} cores, measured {cores}",
+                p.cores()
+            );
+        }
+        assert!(rt.predict(RT_PAIR, 2, 25_000).lossless());
+        assert!(!rt.predict(RT_PAIR, 2, 15_000).lossless());
+        assert_eq!(
+            m.for_metrics(&["dram__throughput.avg.pct_of_peak_sustained_elapsed"]),
+            m
+        );
+    }
+
+    #[test]
+    fn the_realtime_pair_goes_finer_than_the_usual_pair_within_one_core() {
+        let m = CostModel::H200;
+        let rt = m.for_metrics(&RT_NAMES);
+        assert_eq!(rt.default_interval(RT_PAIR, 2), (40_000, true));
+        assert!(rt.predict(RT_PAIR, 2, 40_000).cores() < 0.9);
+        assert_eq!(rt.finest_lossless_ns(RT_PAIR, 2), 25_000);
+        assert_eq!(m.default_interval_ns(PAIR, 2), 50_000);
     }
 
     #[test]

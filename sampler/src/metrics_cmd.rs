@@ -57,7 +57,7 @@ pub struct MetricCost {
 
 impl MetricCost {
     fn new(metrics: Vec<String>, bytes_per_sample: u64) -> MetricCost {
-        let model = crate::cost::CostModel::H200;
+        let model = crate::cost::CostModel::H200.for_metrics(&metrics);
         let n = metrics.len();
         let default_interval_ns = model.default_interval_ns(bytes_per_sample, n);
         MetricCost {

@@ -594,32 +594,7 @@ fn cost_set(ctx: &Ctx<'_>, names: &[String]) -> anyhow::Result<Value> {
             );
         }
     }
-    // Where evaluation goes: the same samples evaluated as the base counters' plain rollups
-    // (each on a host of its own), against the percentages recorded.
-    let mut rollups = serde_json::Map::new();
-    for m in names {
-        let base = MetricName::parse(m).base;
-        for r in ["sum", "avg"] {
-            let v = format!("{base}.{r}");
-            let one = vec![v.clone()];
-            let got = MetricList::new(&one)
-                .map_err(anyhow::Error::from)
-                .and_then(|mut l| {
-                    let h = ctx.evaluator(&mut l)?;
-                    let mut out = vec![0.0];
-                    let t = Instant::now();
-                    let mut ok = 0usize;
-                    for i in 0..k {
-                        ok += usize::from(h.evaluate(img.bytes(), i, &mut l, &mut out).is_ok());
-                    }
-                    Ok(
-                        json!({"us_per_sample": t.elapsed().as_secs_f64() * 1e6 / k.max(1) as f64,
-                        "ok": ok, "last": out[0]}),
-                    )
-                });
-            rollups.insert(v, got.unwrap_or_else(|e| json!({"error": e.to_string()})));
-        }
-    }
+    let rollups = plain_rollups(ctx, names, img.bytes(), k);
     // Calls every 2 ms: what a call costs beyond its samples.
     let mut img2 = blank.new_image();
     s.start()?;
@@ -647,6 +622,36 @@ fn cost_set(ctx: &Ctx<'_>, names: &[String]) -> anyhow::Result<Value> {
         "sample_times_us_per_sample": times_us,
         "evaluate_first_2000": first, "evaluate_last_2000": last, "evaluate_first_2000_sliced": sliced,
         "evaluate_each_metric_alone_us": Value::Object(alone),
-        "evaluate_plain_rollups": Value::Object(rollups),
+        "evaluate_plain_rollups": rollups,
     }))
+}
+
+/// Where evaluation goes: the first `k` samples of `image` evaluated as the base counters'
+/// plain rollups (each on a host of its own), to set beside the percentages recorded.
+fn plain_rollups(ctx: &Ctx<'_>, names: &[String], image: &[u8], k: usize) -> Value {
+    let mut rollups = serde_json::Map::new();
+    for m in names {
+        let base = MetricName::parse(m).base;
+        for r in ["sum", "avg"] {
+            let v = format!("{base}.{r}");
+            let one = vec![v.clone()];
+            let got = MetricList::new(&one)
+                .map_err(anyhow::Error::from)
+                .and_then(|mut l| {
+                    let h = ctx.evaluator(&mut l)?;
+                    let mut out = vec![0.0];
+                    let t = Instant::now();
+                    let mut ok = 0usize;
+                    for i in 0..k {
+                        ok += usize::from(h.evaluate(image, i, &mut l, &mut out).is_ok());
+                    }
+                    Ok(
+                        json!({"us_per_sample": t.elapsed().as_secs_f64() * 1e6 / k.max(1) as f64,
+                        "ok": ok, "last": out[0]}),
+                    )
+                });
+            rollups.insert(v, got.unwrap_or_else(|e| json!({"error": e.to_string()})));
+        }
+    }
+    Value::Object(rollups)
 }

@@ -740,7 +740,9 @@ fn arm_counters(
     let cfg = &cfg;
     // One interval for every GPU (the trace has one): the one the costliest chip allows.
     let timing = cfg.image_timing.unwrap_or_default();
-    let model = crate::cost::CostModel::H200.with_decode_period(sizing::decode_period(timing));
+    let model = crate::cost::CostModel::H200
+        .with_decode_period(sizing::decode_period(timing))
+        .for_metrics(&cfg.metrics);
     let n = cfg.metrics.len();
     let asked: Result<Vec<u64>, String> = per_chip
         .values()

@@ -131,6 +131,37 @@ fn report_on_example_recordings() {
     }
 }
 
+/// A recording that stored a bare counter's cycles and no percentage of its peak (made before
+/// cufall recorded one) says so, in the text and in `--json`; one with the percentage does not.
+#[test]
+fn a_raw_counter_recording_says_its_values_are_counts() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    cufall()
+        .arg("report")
+        .arg(dir.join("h200-seed-tensor-cycles.cufall"))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "note: sm__pipe_tensor_cycles_active.avg is shown as it counts, not as a percentage \
+             of its peak",
+        ));
+    let out = cufall()
+        .arg("report")
+        .arg(dir.join("h200-seed-tensor-cycles.cufall"))
+        .arg("--json")
+        .assert()
+        .success();
+    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let notes = v["notes"].to_string();
+    assert!(notes.contains("raw_counter"), "{notes}");
+    cufall()
+        .arg("report")
+        .arg(dir.join("h200-matmul-copy.cufall"))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("shown as it counts").not());
+}
+
 /// The report shown in `docs/analysis.md` is what `cufall report` prints on the bundled recording
 /// today (the docs say what the code does).
 #[test]

@@ -243,6 +243,26 @@ pub fn note_text(n: &Note, cmd: &str) -> String {
              phase. `{cmd} info TRACE` lists the NVTX domains recorded; `--phases all` makes every \
              range a phase."
         ),
+        Note::RawCounter {
+            metric,
+            denominator,
+        } => {
+            let over = denominator
+                .as_ref()
+                .map(|d| {
+                    format!(
+                        " (its ratio to {d} is not one either: the two may count different clocks)"
+                    )
+                })
+                .unwrap_or_default();
+            format!(
+                "{metric} is shown as it counts, not as a percentage of its peak{over}: this \
+                 recording holds no {} of it (recorded with --raw, or before cufall recorded \
+                 one), and the peak cannot be rebuilt from what it stored. Record again without \
+                 --raw for % of peak.",
+                cufall_trace::model::peak::percent_column(metric)
+            )
+        }
         Note::NoKernels => format!(
             "kernel activity was not captured: gaps are not split into host-bound (no kernel \
              resident) and latency-bound (kernel resident, counters idle). Record with \

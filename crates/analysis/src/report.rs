@@ -254,6 +254,13 @@ pub enum Note {
         processes: Vec<u32>,
         overlap_ns: i64,
     },
+    /// The activity metric is a bare counter (cycles, bytes) recorded without its percentage of
+    /// peak (`--raw`, or a recording made before cufall recorded one): its values are counts,
+    /// and its peak cannot be rebuilt from what the recording holds.
+    RawCounter {
+        metric: String,
+        denominator: Option<String>,
+    },
     /// Samples lacking a value the idle test needs (null in the trace): neither idle nor busy,
     /// excluded from idle time and gaps. `metrics` are those the idle test reads.
     UnknownValues {
@@ -1483,6 +1490,7 @@ impl Ctx<'_> {
             drops,
         )
         .into_iter()
+        .chain(raw_counter(self.activity, m))
         .chain(unknown_values(self.devices, self.cells, self.activity))
         .collect()
     }
@@ -1519,6 +1527,23 @@ fn notes(
         });
     }
     notes
+}
+
+/// The note on an activity metric that is a bare counter recorded without its percentage of
+/// peak, if it is one.
+fn raw_counter(activity: Option<&Activity>, m: &cufall_trace::model::Manifest) -> Option<Note> {
+    let a = activity?;
+    let recorded = |name: &str| {
+        m.sampling
+            .as_ref()
+            .is_some_and(|s| s.metrics.iter().any(|i| i.name == name))
+    };
+    (cufall_trace::model::peak::is_bare_counter(&a.metric)
+        && !recorded(&cufall_trace::model::peak::percent_column(&a.metric)))
+    .then(|| Note::RawCounter {
+        metric: a.metric.clone(),
+        denominator: a.denominator.clone(),
+    })
 }
 
 /// The note on samples lacking a value the idle test needs, if any has.

@@ -20,7 +20,8 @@
 #     rate                RATE="2:10us,20us 1:10us 4:10us,20us": RATE_SECONDS-long runs under a
 #                         matmul load; per metric set, the first lossless interval ends the search
 #     slowdown            a bf16 matmul loop, SLOW_ROUNDS interleaved rounds bare and sampled (SLOW_IV, default:
-#                         the model's interval; SLOW_SET 1|2|4|d|t|u), medians and spread
+#                         the model's interval; SLOW_SET 1|2|4|d|t|u; SLOW_FLAGS more record flags,
+#                         e.g. "--capture none"), medians and spread
 #     cost_probe          the cost model's inputs under a matmul load: bytes per sample, decode per
 #                         byte and per call, timestamps, evaluation (cost_probe.json)
 #     cost_model          the model against COST_SECONDS-long runs (default 60) under a matmul load:
@@ -421,12 +422,12 @@ slowdown() {
   : > "$TMP/slow.txt"
   for r in $(seq "${SLOW_ROUNDS:-5}"); do
     python3 $W --bench "${SLOW_BENCH:-4}" | sed "s/^/bare /" >> "$TMP/slow.txt"
-    "$BIN" record -o "$TMP/slow.cufall" --force --devices 0 "${iv[@]}" --stats-json "$TMP/slow.stats.json" "${M[@]}" -- \
+    "$BIN" record -o "$TMP/slow.cufall" --force --devices 0 "${iv[@]}" --stats-json "$TMP/slow.stats.json" "${M[@]}" ${SLOW_FLAGS:-} -- \
       python3 $W --bench "${SLOW_BENCH:-4}" 2>"$TMP/slow.err" | sed "s/^/sampled /" >> "$TMP/slow.txt"
     grep -h "sampling\|lost" "$TMP/slow.err" | head -3
   done
   cat "$TMP/slow.txt"
-  python3 - "$TMP" "${SLOW_IV:-default}" "${SLOW_SET:-2}" >> "$OUT/bench.txt" <<'PY'
+  python3 - "$TMP" "${SLOW_IV:-default}" "${SLOW_SET:-2}" "${SLOW_FLAGS:-}" >> "$OUT/bench.txt" <<'PY'
 import json, statistics as st, sys
 d = sys.argv[1]
 runs = {"bare": [], "sampled": []}
@@ -437,7 +438,7 @@ s = json.load(open(f"{d}/slow.stats.json"))
 p = s.get("predicted") or {}
 b, m = st.median(runs["bare"]), st.median(runs["sampled"])
 spread = lambda v: (max(v) - min(v)) / st.median(v) * 100
-print(f"SLOWDOWN set={sys.argv[3]} interval={sys.argv[2]} ({p.get('interval_ns')} ns) rounds={len(runs['bare'])} "
+print(f"SLOWDOWN set={sys.argv[3]} flags={sys.argv[4] or '-'} interval={sys.argv[2]} ({p.get('interval_ns')} ns) rounds={len(runs['bare'])} "
       f"bare median {b:.1f} TFLOP/s (spread {spread(runs['bare']):.1f}%), sampled median {m:.1f} (spread {spread(runs['sampled']):.1f}%): "
       f"slowdown {(1 - m / b) * 100:+.2f}%; last run lost={s['lost_samples']} cores={s['cpu_s'] / max(s['wall_s'], 1e-9):.2f}")
 PY

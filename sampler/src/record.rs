@@ -537,8 +537,16 @@ impl WindowWatch {
             return Ok(());
         };
         if log.opened > 0 {
+            let of = if log.process_windows > 0 {
+                format!(
+                    " (the union of {} window(s) of the program's processes)",
+                    log.process_windows
+                )
+            } else {
+                String::new()
+            };
             say(format!(
-                "kept {} capture window(s); only they are in the trace",
+                "kept {} capture window(s){of}; only they are in the trace",
                 log.opened
             ));
             return Ok(());

@@ -204,6 +204,26 @@ fn known(
              named NVTX range; or record with --capture-range signal and open the window with \
              `cufall control start` (docs/server.md)",
         ),
+        "window_open_at_exit" => problem(
+            format!(
+                "{} exited with its capture window open (a cudaProfilerStart without its \
+                 cudaProfilerStop, or the NVTX range never ended): the window was closed at the \
+                 exit",
+                processes_text(processes)
+            ),
+            "stop profiling before the process exits (cudaProfilerStop; a server's \
+             /stop_profile): the trace holds that process's window only up to its exit",
+        ),
+        "process_window" => (
+            Severity::Info,
+            Some(format!(
+                "{} opened capture windows of their own ({:.3} s in all); the trace keeps \
+                 their union",
+                processes_text(processes),
+                count as f64 / 1e9
+            )),
+            None,
+        ),
         "broken_capture_stream" => problem(
             format!(
                 "{} sent bytes that are not capture's wire format, or beyond its bounds: the \
@@ -376,6 +396,38 @@ mod tests {
             "{}",
             line_text(&l[1])
         );
+    }
+
+    /// Windows of several processes are told with their processes; a window left open at a
+    /// process's exit is a problem naming that process.
+    #[test]
+    fn process_windows_are_told_and_a_window_open_at_exit_is_a_problem() {
+        let l = capture_lines(&[
+            ev(0, "capture_window", 900_000_000, "opened by cudaProfilerStart in process 11"),
+            ev(11, "process_window", 300_000_000, "opened by cudaProfilerStart in process 11"),
+            ev(12, "process_window", 300_000_000, "opened by cudaProfilerStart in process 12"),
+            ev(12, "process_window", 300_000_000, "opened by cudaProfilerStart in process 12"),
+            ev(
+                13,
+                "window_open_at_exit",
+                1,
+                "process 13 exited with its capture window open (cudaProfilerStart without cudaProfilerStop): the window was closed at its exit",
+            ),
+        ]);
+        let names: Vec<&str> = l.iter().map(|x| x.event.as_str()).collect();
+        assert_eq!(
+            names,
+            ["window_open_at_exit", "capture_window", "process_window"]
+        );
+        assert_eq!(l[0].severity, Severity::Problem);
+        let text = line_text(&l[0]);
+        assert!(text.contains("(pid 13)"), "{text}");
+        assert!(text.contains("1 process exited with its capture window open"), "{text}");
+        assert!(text.contains("/stop_profile"), "{text}");
+        let text = line_text(&l[2]);
+        assert_eq!(l[2].rows, 3);
+        assert!(text.contains("2 processes opened capture windows of their own (0.900 s in all)"), "{text}");
+        assert!(text.contains("(pid 11, 12)"), "{text}");
     }
 
     fn ev(pid: u32, event: &str, count: u64, detail: &str) -> CaptureEvent {

@@ -10,7 +10,15 @@
 //!
 //! Several sources may hold a window open at once (two processes of a server both between
 //! `cudaProfilerStart` and `Stop`): the window is open while any of them holds it, so the
-//! windows are the union of the sources' intervals.
+//! windows are the union of the sources' intervals. The counters are device-wide, so every
+//! process's records inside that union are kept, whichever process opened it (a sample is
+//! never kept without the kernels that ran in it); each process's own windows are written
+//! too, as `process_window` rows.
+//!
+//! Edges of different processes reach the gate in any order: a process's open may arrive
+//! after another's close of a later instant. So a union window's row is written only once it
+//! has stayed closed for [`HOLD`] (an open that arrives before then and falls inside it opens
+//! it again), or at the end of the recording.
 
 use cufall_capture::event;
 use cufall_trace::model::{
@@ -51,6 +59,10 @@ struct Window {
     end_ns: Option<i64>,
     opened_by: String,
     closed_by: Option<String>,
+    /// When its close reached the gate (its row is written [`HOLD`] later).
+    closed_at: Option<Instant>,
+    /// Its row is in the trace.
+    written: bool,
 }
 
 impl Window {
@@ -59,21 +71,43 @@ impl Window {
     }
 
     fn event(&self) -> CaptureEvent {
-        let end = self.end_ns.unwrap_or(self.start_ns);
-        CaptureEvent {
-            t_ns: self.start_ns,
-            pid: 0,
-            event: event::WINDOW.into(),
-            count: u64::try_from(end.saturating_sub(self.start_ns)).unwrap_or(0),
-            detail: format!(
-                "opened by {}, closed by {}",
-                self.opened_by,
-                self.closed_by
-                    .as_deref()
-                    .unwrap_or("the end of the recording")
-            ),
-        }
+        window_row(
+            0,
+            event::WINDOW,
+            self.start_ns,
+            self.end_ns.unwrap_or(self.start_ns),
+            &self.opened_by,
+            self.closed_by.as_deref(),
+        )
     }
+}
+
+fn window_row(
+    pid: u32,
+    name: &str,
+    start_ns: i64,
+    end_ns: i64,
+    opened_by: &str,
+    closed_by: Option<&str>,
+) -> CaptureEvent {
+    CaptureEvent {
+        t_ns: start_ns,
+        pid,
+        event: name.into(),
+        count: u64::try_from(end_ns.saturating_sub(start_ns)).unwrap_or(0),
+        detail: format!(
+            "opened by {opened_by}, closed by {}",
+            closed_by.unwrap_or("the end of the recording")
+        ),
+    }
+}
+
+/// A source's open window: how deep (nested NVTX ranges of the trigger's name) and since when.
+#[derive(Clone, Debug)]
+struct Holder {
+    depth: u32,
+    start_ns: i64,
+    opened_by: String,
 }
 
 /// Windows so far, for the record loop and the summary.
@@ -83,13 +117,16 @@ pub struct WindowLog {
     pub closed: u64,
     /// Length of the closed windows.
     pub closed_ns: i64,
+    /// Windows of single processes (`process_window` rows), closed so far.
+    pub process_windows: u64,
 }
 
 /// Holds rows until their windows are known; see the module docs.
 #[derive(Debug, Default)]
 pub struct Gate {
     queue: VecDeque<(Instant, Rows)>,
-    holders: HashMap<u32, u32>,
+    /// Sources holding a window open (none with depth 0).
+    holders: HashMap<u32, Holder>,
     windows: Vec<Window>,
     /// The latest close among the sources of the open window: edges of different processes
     /// arrive in any order, and the window lasts until the last of them.
@@ -107,34 +144,46 @@ impl Gate {
     }
 
     fn is_open(&self) -> bool {
-        self.holders.values().any(|n| *n > 0)
+        !self.holders.is_empty()
     }
 
-    /// Applies an edge; returns the window's trace row when this edge closed one.
-    pub fn edge(&mut self, e: Edge) -> Option<CaptureEvent> {
+    /// Applies an edge that reached the gate at `now`; returns the rows it finished: the
+    /// source's own window when this edge closed it (a process's, not cufall's).
+    pub fn edge(&mut self, now: Instant, e: Edge) -> Vec<CaptureEvent> {
         let was_open = self.is_open();
-        let n = self.holders.entry(e.source).or_default();
+        let mut rows = Vec::new();
         if e.open {
-            *n += 1;
-        } else if *n == 0 {
-            // A stop without a start (or a second stop): nothing to close.
-            return None;
+            let h = self.holders.entry(e.source).or_insert_with(|| Holder {
+                depth: 0,
+                start_ns: e.t_ns,
+                opened_by: e.why.clone(),
+            });
+            h.depth += 1;
+            h.start_ns = h.start_ns.min(e.t_ns);
         } else {
-            *n -= 1;
+            // A stop without a start (or a second stop): nothing to close.
+            let Some(h) = self.holders.get_mut(&e.source) else {
+                return rows;
+            };
+            h.depth = h.depth.saturating_sub(1);
+            if h.depth == 0
+                && let Some(h) = self.holders.remove(&e.source)
+                && e.source != 0
+            {
+                self.log.process_windows += 1;
+                rows.push(window_row(
+                    e.source,
+                    event::PROCESS_WINDOW,
+                    h.start_ns,
+                    e.t_ns.max(h.start_ns),
+                    &h.opened_by,
+                    Some(&e.why),
+                ));
+            }
         }
         match (was_open, self.is_open()) {
-            (false, true) => {
-                self.log.opened += 1;
-                self.latest_close = None;
-                self.windows.push(Window {
-                    start_ns: e.t_ns,
-                    end_ns: None,
-                    opened_by: e.why,
-                    closed_by: None,
-                });
-                None
-            }
-            (true, false) => self.close_last(e.t_ns, e.why),
+            (false, true) => self.open_union(e.t_ns, e.why),
+            (true, false) => self.close_union(now, e.t_ns, e.why),
             (true, true) if e.open => {
                 // Another source opened earlier than the edge that opened the window, but its
                 // edge came later: the window starts at the earliest open.
@@ -143,39 +192,103 @@ impl Gate {
                 {
                     w.start_ns = e.t_ns;
                 }
-                None
             }
             _ => {
                 if !e.open {
                     self.latest_close = Some(self.latest_close.map_or(e.t_ns, |t| t.max(e.t_ns)));
                 }
-                None
             }
         }
+        rows
     }
 
-    fn close_last(&mut self, t_ns: i64, why: String) -> Option<CaptureEvent> {
+    fn open_union(&mut self, t_ns: i64, why: String) {
+        // An open that happened before the last window's close, arriving after it (another
+        // process's edge, later on its way): that window was never really closed.
+        if let Some(w) = self.windows.last_mut()
+            && !w.written
+            && let Some(end) = w.end_ns.filter(|end| t_ns <= *end)
+        {
+            self.log.closed = self.log.closed.saturating_sub(1);
+            self.log.closed_ns -= end - w.start_ns;
+            w.start_ns = w.start_ns.min(t_ns);
+            w.end_ns = None;
+            w.closed_by = None;
+            w.closed_at = None;
+            self.latest_close = Some(end);
+            return;
+        }
+        self.log.opened += 1;
+        self.latest_close = None;
+        self.windows.push(Window {
+            start_ns: t_ns,
+            end_ns: None,
+            opened_by: why,
+            closed_by: None,
+            closed_at: None,
+            written: false,
+        });
+    }
+
+    fn close_union(&mut self, now: Instant, t_ns: i64, why: String) {
         let latest = self.latest_close.take().map_or(t_ns, |t| t.max(t_ns));
-        let w = self.windows.last_mut().filter(|w| w.end_ns.is_none())?;
+        let Some(w) = self.windows.last_mut().filter(|w| w.end_ns.is_none()) else {
+            return;
+        };
         // Edges of different processes may disagree by a few microseconds: never end before
         // the start.
         let end = latest.max(w.start_ns);
         w.end_ns = Some(end);
         w.closed_by = Some(why);
+        w.closed_at = Some(now);
         self.log.closed += 1;
         self.log.closed_ns += end - w.start_ns;
-        Some(w.event())
     }
 
-    /// Closes the window still open at the end of the recording; forgets every holder.
-    pub fn close_all(&mut self, t_ns: i64, why: &str) -> Option<CaptureEvent> {
-        let open = self.is_open();
-        self.holders.clear();
-        if open {
-            self.close_last(t_ns, why.to_string())
-        } else {
-            None
+    /// Rows of the windows closed for [`HOLD`] by `now`: no late edge can reopen them.
+    pub fn settled(&mut self, now: Instant) -> Vec<CaptureEvent> {
+        self.windows
+            .iter_mut()
+            .filter(|w| {
+                !w.written
+                    && w.closed_at
+                        .is_some_and(|t| now.saturating_duration_since(t) >= HOLD)
+            })
+            .map(|w| {
+                w.written = true;
+                w.event()
+            })
+            .collect()
+    }
+
+    /// Closes every window still open at the end of the recording (each process's too);
+    /// forgets every holder; returns every row not yet written.
+    pub fn close_all(&mut self, t_ns: i64, why: &str) -> Vec<CaptureEvent> {
+        let mut rows: Vec<CaptureEvent> = self
+            .holders
+            .drain()
+            .filter(|(source, _)| *source != 0)
+            .map(|(source, h)| {
+                window_row(
+                    source,
+                    event::PROCESS_WINDOW,
+                    h.start_ns,
+                    t_ns.max(h.start_ns),
+                    &h.opened_by,
+                    Some(why),
+                )
+            })
+            .collect();
+        rows.sort_by_key(|r| (r.t_ns, r.pid));
+        self.log.process_windows += rows.len() as u64;
+        if self.windows.last().is_some_and(|w| w.end_ns.is_none()) {
+            self.close_union(Instant::now(), t_ns, why.to_string());
         }
+        for w in self.windows.iter_mut().filter(|w| !w.written) {
+            w.written = true;
+            rows.push(w.event());
+        }
+        rows
     }
 
     pub fn hold(&mut self, now: Instant, rows: Rows) {
@@ -299,26 +412,48 @@ mod tests {
             .collect()
     }
 
+    /// The union rows (`capture_window`) among `rows`, as (start, length).
+    fn unions(rows: &[CaptureEvent]) -> Vec<(i64, u64)> {
+        rows.iter()
+            .filter(|r| r.event == event::WINDOW)
+            .map(|r| (r.t_ns, r.count))
+            .collect()
+    }
+
+    /// The per-process rows (`process_window`) among `rows`, as (pid, start, length).
+    fn per_process(rows: &[CaptureEvent]) -> Vec<(u32, i64, u64)> {
+        rows.iter()
+            .filter(|r| r.event == event::PROCESS_WINDOW)
+            .map(|r| (r.pid, r.t_ns, r.count))
+            .collect()
+    }
+
     #[test]
     fn only_samples_inside_a_window_are_kept_and_only_after_the_hold() {
         let mut g = Gate::new();
         let t0 = Instant::now();
         g.hold(t0, Rows::Samples(batch(&[0, 100, 200, 300, 400])));
         // The edges arrive after the samples they cut.
-        assert!(g.edge(edge(95, true, 7)).is_none());
-        let closed = g.edge(edge(305, false, 7)).expect("the window closes");
-        assert_eq!((closed.t_ns, closed.count), (95, 210));
-        assert_eq!(closed.event, event::WINDOW);
+        assert!(g.edge(t0, edge(95, true, 7)).is_empty());
+        let closed = g.edge(t0, edge(305, false, 7));
+        assert_eq!(per_process(&closed), [(7, 95, 210)]);
+        assert!(unions(&closed).is_empty(), "the union's row waits");
         assert!(g.release(t0 + HOLD / 2).is_empty(), "still held");
+        assert!(g.settled(t0 + HOLD / 2).is_empty(), "not settled yet");
         let out = g.release(t0 + HOLD);
         // 0..10 ends before the window; 90..100 would overlap only if it reached 95.
         assert_eq!(starts(&out), vec![100, 200, 300]);
+        let settled = g.settled(t0 + HOLD);
+        assert_eq!(unions(&settled), [(95, 210)]);
+        assert_eq!(settled[0].detail, "opened by test 7, closed by test 7");
+        assert!(g.settled(t0 + HOLD * 2).is_empty(), "written once");
         assert_eq!(
             g.log(),
             WindowLog {
                 opened: 1,
                 closed: 1,
-                closed_ns: 210
+                closed_ns: 210,
+                process_windows: 1,
             }
         );
     }
@@ -337,8 +472,9 @@ mod tests {
             t0,
             Rows::HostSamples(vec![sample(10), sample(150), sample(400)]),
         );
-        g.edge(edge(100, true, 0));
-        g.edge(edge(300, false, 0));
+        g.edge(t0, edge(100, true, 0));
+        // cufall's own windows (signal, delay) have no process row.
+        assert!(g.edge(t0, edge(300, false, 0)).is_empty());
         let out = g.release(t0 + HOLD);
         let kept: Vec<i64> = out
             .iter()
@@ -353,56 +489,99 @@ mod tests {
     #[test]
     fn edges_of_several_processes_arriving_out_of_order_still_make_their_union() {
         let mut g = Gate::new();
-        g.edge(edge(100, true, 1));
+        let now = Instant::now();
+        g.edge(now, edge(100, true, 1));
         // Process 2 opened at 50, but its edge arrives after process 1's.
-        g.edge(edge(50, true, 2));
+        g.edge(now, edge(50, true, 2));
         // Process 1 closes at 300 and its edge arrives first; process 2 closed at 280.
-        g.edge(edge(300, false, 1));
-        let w = g
-            .edge(edge(280, false, 2))
-            .expect("closed by the last holder");
-        assert_eq!((w.t_ns, w.count), (50, 250));
+        g.edge(now, edge(300, false, 1));
+        g.edge(now, edge(280, false, 2));
+        assert_eq!(unions(&g.settled(now + HOLD)), [(50, 250)]);
+    }
+
+    /// Process 2's whole window arrives after process 1's, though it opened first and closed
+    /// inside process 1's: still one window, not two that overlap.
+    #[test]
+    fn an_open_arriving_after_the_close_it_precedes_reopens_the_window() {
+        let mut g = Gate::new();
+        let now = Instant::now();
+        g.edge(now, edge(100, true, 1));
+        g.edge(now, edge(200, false, 1));
+        assert_eq!(g.log().closed, 1);
+        g.edge(now, edge(90, true, 2));
+        assert_eq!((g.log().opened, g.log().closed), (1, 0), "open again");
+        let rows = g.edge(now, edge(150, false, 2));
+        assert_eq!(per_process(&rows), [(2, 90, 60)]);
+        assert_eq!(unions(&g.settled(now + HOLD)), [(90, 110)], "to the later close");
+        assert_eq!(
+            g.log(),
+            WindowLog {
+                opened: 1,
+                closed: 1,
+                closed_ns: 110,
+                process_windows: 2,
+            }
+        );
+        // Once settled, a window is never opened again: a later open makes a new one.
+        g.edge(now + HOLD, edge(120, true, 3));
+        assert_eq!(g.log().opened, 2);
     }
 
     #[test]
     fn windows_of_several_processes_are_their_union() {
         let mut g = Gate::new();
-        g.edge(edge(100, true, 1));
-        g.edge(edge(150, true, 2));
-        assert!(g.edge(edge(200, false, 1)).is_none(), "process 2 holds it");
-        let w = g
-            .edge(edge(300, false, 2))
-            .expect("closed by the last holder");
-        assert_eq!((w.t_ns, w.count), (100, 200));
+        let now = Instant::now();
+        g.edge(now, edge(100, true, 1));
+        g.edge(now, edge(150, true, 2));
+        let rows = g.edge(now, edge(200, false, 1));
+        assert_eq!(per_process(&rows), [(1, 100, 100)]);
+        assert_eq!(g.log().closed, 0, "process 2 holds it");
+        g.edge(now, edge(300, false, 2));
+        assert_eq!(unions(&g.settled(now + HOLD)), [(100, 200)]);
         // A stop with no start and a second stop change nothing.
-        assert!(g.edge(edge(400, false, 3)).is_none());
-        assert!(g.edge(edge(410, false, 2)).is_none());
+        assert!(g.edge(now, edge(400, false, 3)).is_empty());
+        assert!(g.edge(now, edge(410, false, 2)).is_empty());
         assert_eq!(g.log().opened, 1);
+    }
+
+    /// Nested opens of one process (NVTX ranges of the trigger's name inside each other) make
+    /// one window of that process, from the first open to the last close.
+    #[test]
+    fn a_process_window_runs_from_its_first_open_to_its_last_close() {
+        let mut g = Gate::new();
+        let now = Instant::now();
+        g.edge(now, edge(100, true, 4));
+        g.edge(now, edge(110, true, 4));
+        assert!(g.edge(now, edge(120, false, 4)).is_empty());
+        let rows = g.edge(now, edge(130, false, 4));
+        assert_eq!(per_process(&rows), [(4, 100, 30)]);
     }
 
     #[test]
     fn nothing_is_kept_without_a_window_and_an_open_window_keeps_everything_after_it() {
         let mut g = Gate::new();
-        g.hold(Instant::now(), Rows::Samples(batch(&[0, 100])));
+        let now = Instant::now();
+        g.hold(now, Rows::Samples(batch(&[0, 100])));
         assert!(g.drain().is_empty());
-        g.edge(edge(150, true, 0));
-        g.hold(Instant::now(), Rows::Samples(batch(&[100, 200, 1_000_000])));
+        g.edge(now, edge(150, true, 0));
+        g.edge(now, edge(160, true, 8));
+        g.hold(now, Rows::Samples(batch(&[100, 200, 1_000_000])));
         assert_eq!(starts(&g.drain()), vec![200, 1_000_000]);
-        let end = g
-            .close_all(2_000_000, "the end")
-            .expect("closed at the end");
-        assert_eq!(end.count, 2_000_000 - 150);
-        assert!(end.detail.contains("closed by the end"));
-        assert!(g.close_all(3_000_000, "again").is_none());
+        let end = g.close_all(2_000_000, "the end");
+        assert_eq!(per_process(&end), [(8, 160, 2_000_000 - 160)]);
+        assert_eq!(unions(&end), [(150, 2_000_000 - 150)]);
+        assert!(end.iter().all(|r| r.detail.contains("closed by the end")));
+        assert!(g.close_all(3_000_000, "again").is_empty());
     }
 
     #[test]
     fn drops_are_cut_at_window_edges_and_rows_kept_whole_when_they_overlap() {
         let mut g = Gate::new();
-        g.edge(edge(100, true, 0));
-        g.edge(edge(200, false, 0));
-        g.edge(edge(300, true, 0));
-        g.edge(edge(400, false, 0));
+        let now = Instant::now();
+        g.edge(now, edge(100, true, 0));
+        g.edge(now, edge(200, false, 0));
+        g.edge(now, edge(300, true, 0));
+        g.edge(now, edge(400, false, 0));
         let drop = DropRecord {
             device: DeviceId(0),
             start_ns: 50,

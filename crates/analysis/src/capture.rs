@@ -403,10 +403,30 @@ mod tests {
     #[test]
     fn process_windows_are_told_and_a_window_open_at_exit_is_a_problem() {
         let l = capture_lines(&[
-            ev(0, "capture_window", 900_000_000, "opened by cudaProfilerStart in process 11"),
-            ev(11, "process_window", 300_000_000, "opened by cudaProfilerStart in process 11"),
-            ev(12, "process_window", 300_000_000, "opened by cudaProfilerStart in process 12"),
-            ev(12, "process_window", 300_000_000, "opened by cudaProfilerStart in process 12"),
+            ev(
+                0,
+                "capture_window",
+                900_000_000,
+                "opened by cudaProfilerStart in process 11",
+            ),
+            ev(
+                11,
+                "process_window",
+                300_000_000,
+                "opened by cudaProfilerStart in process 11",
+            ),
+            ev(
+                12,
+                "process_window",
+                300_000_000,
+                "opened by cudaProfilerStart in process 12",
+            ),
+            ev(
+                12,
+                "process_window",
+                300_000_000,
+                "opened by cudaProfilerStart in process 12",
+            ),
             ev(
                 13,
                 "window_open_at_exit",
@@ -422,11 +442,17 @@ mod tests {
         assert_eq!(l[0].severity, Severity::Problem);
         let text = line_text(&l[0]);
         assert!(text.contains("(pid 13)"), "{text}");
-        assert!(text.contains("1 process exited with its capture window open"), "{text}");
+        assert!(
+            text.contains("1 process exited with its capture window open"),
+            "{text}"
+        );
         assert!(text.contains("/stop_profile"), "{text}");
         let text = line_text(&l[2]);
         assert_eq!(l[2].rows, 3);
-        assert!(text.contains("2 processes opened capture windows of their own (0.900 s in all)"), "{text}");
+        assert!(
+            text.contains("2 processes opened capture windows of their own (0.900 s in all)"),
+            "{text}"
+        );
         assert!(text.contains("(pid 11, 12)"), "{text}");
     }
 

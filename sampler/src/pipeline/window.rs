@@ -15,10 +15,11 @@
 //! never kept without the kernels that ran in it); each process's own windows are written
 //! too, as `process_window` rows.
 //!
-//! Edges of different processes reach the gate in any order: a process's open may arrive
-//! after another's close of a later instant. So a union window's row is written only once it
-//! has stayed closed for [`HOLD`] (an open that arrives before then and falls inside it opens
-//! it again), or at the end of the recording.
+//! Edges of different processes reach the gate in any order (each process's own edges come
+//! in order): a process's open may arrive after another's close of a later instant. So the
+//! gate keeps each source's intervals and makes their union when it is asked, and a union
+//! window's row is written only once the last of its intervals has been closed for [`HOLD`]
+//! (no late edge can change it then), or at the end of the recording.
 
 use cufall_capture::event;
 use cufall_trace::model::{
@@ -53,23 +54,42 @@ pub struct Edge {
     pub why: String,
 }
 
-#[derive(Clone, Debug, PartialEq)]
-struct Window {
+/// One source's window: from its first open to its last close.
+#[derive(Clone, Debug)]
+struct Span {
+    id: u64,
+    source: u32,
     start_ns: i64,
     end_ns: Option<i64>,
     opened_by: String,
     closed_by: Option<String>,
-    /// When its close reached the gate (its row is written [`HOLD`] later).
+    /// When its close reached the gate.
     closed_at: Option<Instant>,
-    /// Its row is in the trace.
-    written: bool,
 }
 
-impl Window {
+impl Span {
     fn overlaps(&self, start_ns: i64, end_ns: i64) -> bool {
-        end_ns >= self.start_ns && self.end_ns.is_none_or(|e| start_ns < e)
+        overlaps(self.start_ns, self.end_ns, start_ns, end_ns)
     }
+}
 
+fn overlaps(w_start: i64, w_end: Option<i64>, start_ns: i64, end_ns: i64) -> bool {
+    end_ns >= w_start && w_end.is_none_or(|e| start_ns < e)
+}
+
+/// A window of the union: spans that overlap, merged.
+#[derive(Clone, Debug)]
+struct Union {
+    start_ns: i64,
+    end_ns: Option<i64>,
+    opened_by: String,
+    closed_by: Option<String>,
+    /// The latest close among its spans reached the gate then (None while one is open).
+    settled_from: Option<Instant>,
+    spans: Vec<u64>,
+}
+
+impl Union {
     fn event(&self) -> CaptureEvent {
         window_row(
             0,
@@ -102,17 +122,17 @@ fn window_row(
     }
 }
 
-/// A source's open window: how deep (nested NVTX ranges of the trigger's name) and since when.
-#[derive(Clone, Debug)]
+/// A source's open window: how deep (nested NVTX ranges of the trigger's name) and its span.
+#[derive(Clone, Copy, Debug)]
 struct Holder {
     depth: u32,
-    start_ns: i64,
-    opened_by: String,
+    span: u64,
 }
 
 /// Windows so far, for the record loop and the summary.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WindowLog {
+    /// Windows of the union opened so far.
     pub opened: u64,
     pub closed: u64,
     /// Length of the closed windows.
@@ -127,10 +147,12 @@ pub struct Gate {
     queue: VecDeque<(Instant, Rows)>,
     /// Sources holding a window open (none with depth 0).
     holders: HashMap<u32, Holder>,
-    windows: Vec<Window>,
-    /// The latest close among the sources of the open window: edges of different processes
-    /// arrive in any order, and the window lasts until the last of them.
-    latest_close: Option<i64>,
+    /// Spans of union windows not written yet.
+    spans: Vec<Span>,
+    next_span: u64,
+    /// Union windows written to the trace (start, end): no edge changes them any more.
+    written: Vec<(i64, i64)>,
+    written_ns: i64,
     log: WindowLog,
 }
 
@@ -143,152 +165,183 @@ impl Gate {
         self.log
     }
 
-    fn is_open(&self) -> bool {
-        !self.holders.is_empty()
-    }
-
-    /// Applies an edge that reached the gate at `now`; returns the rows it finished: the
+    /// Applies an edge that reached the gate at `now`; returns the row it finished: the
     /// source's own window when this edge closed it (a process's, not cufall's).
     pub fn edge(&mut self, now: Instant, e: Edge) -> Vec<CaptureEvent> {
-        let was_open = self.is_open();
         let mut rows = Vec::new();
         if e.open {
-            let h = self.holders.entry(e.source).or_insert_with(|| Holder {
-                depth: 0,
-                start_ns: e.t_ns,
-                opened_by: e.why.clone(),
-            });
-            h.depth += 1;
-            h.start_ns = h.start_ns.min(e.t_ns);
+            if let Some(h) = self.holders.get_mut(&e.source) {
+                h.depth += 1;
+                let id = h.span;
+                if let Some(s) = self.spans.iter_mut().find(|s| s.id == id) {
+                    s.start_ns = s.start_ns.min(e.t_ns);
+                }
+            } else {
+                let id = self.next_span;
+                self.next_span += 1;
+                self.spans.push(Span {
+                    id,
+                    source: e.source,
+                    start_ns: e.t_ns,
+                    end_ns: None,
+                    opened_by: e.why,
+                    closed_by: None,
+                    closed_at: None,
+                });
+                self.holders.insert(e.source, Holder { depth: 1, span: id });
+            }
         } else {
             // A stop without a start (or a second stop): nothing to close.
             let Some(h) = self.holders.get_mut(&e.source) else {
                 return rows;
             };
             h.depth = h.depth.saturating_sub(1);
-            if h.depth == 0
-                && let Some(h) = self.holders.remove(&e.source)
-                && e.source != 0
-            {
-                self.log.process_windows += 1;
-                rows.push(window_row(
-                    e.source,
-                    event::PROCESS_WINDOW,
-                    h.start_ns,
-                    e.t_ns.max(h.start_ns),
-                    &h.opened_by,
-                    Some(&e.why),
-                ));
-            }
-        }
-        match (was_open, self.is_open()) {
-            (false, true) => self.open_union(e.t_ns, e.why),
-            (true, false) => self.close_union(now, e.t_ns, e.why),
-            (true, true) if e.open => {
-                // Another source opened earlier than the edge that opened the window, but its
-                // edge came later: the window starts at the earliest open.
-                if let Some(w) = self.windows.last_mut().filter(|w| w.end_ns.is_none())
-                    && e.t_ns < w.start_ns
-                {
-                    w.start_ns = e.t_ns;
-                }
-            }
-            _ => {
-                if !e.open {
-                    self.latest_close = Some(self.latest_close.map_or(e.t_ns, |t| t.max(e.t_ns)));
+            if h.depth == 0 {
+                let id = h.span;
+                self.holders.remove(&e.source);
+                if let Some(row) = self.close_span(id, now, e.t_ns, e.why) {
+                    rows.push(row);
                 }
             }
         }
+        self.update_log();
         rows
     }
 
-    fn open_union(&mut self, t_ns: i64, why: String) {
-        // An open that happened before the last window's close, arriving after it (another
-        // process's edge, later on its way): that window was never really closed.
-        if let Some(w) = self.windows.last_mut()
-            && !w.written
-            && let Some(end) = w.end_ns.filter(|end| t_ns <= *end)
-        {
-            self.log.closed = self.log.closed.saturating_sub(1);
-            self.log.closed_ns -= end - w.start_ns;
-            w.start_ns = w.start_ns.min(t_ns);
-            w.end_ns = None;
-            w.closed_by = None;
-            w.closed_at = None;
-            self.latest_close = Some(end);
-            return;
-        }
-        self.log.opened += 1;
-        self.latest_close = None;
-        self.windows.push(Window {
-            start_ns: t_ns,
-            end_ns: None,
-            opened_by: why,
-            closed_by: None,
-            closed_at: None,
-            written: false,
+    /// Closes a span; its process's row (none for cufall's own windows).
+    fn close_span(
+        &mut self,
+        id: u64,
+        now: Instant,
+        t_ns: i64,
+        why: String,
+    ) -> Option<CaptureEvent> {
+        let s = self.spans.iter_mut().find(|s| s.id == id)?;
+        // Edges may disagree by a few microseconds: never end before the start.
+        let end = t_ns.max(s.start_ns);
+        s.end_ns = Some(end);
+        s.closed_at = Some(now);
+        let row = (s.source != 0).then(|| {
+            window_row(
+                s.source,
+                event::PROCESS_WINDOW,
+                s.start_ns,
+                end,
+                &s.opened_by,
+                Some(&why),
+            )
         });
+        s.closed_by = Some(why);
+        if row.is_some() {
+            self.log.process_windows += 1;
+        }
+        row
     }
 
-    fn close_union(&mut self, now: Instant, t_ns: i64, why: String) {
-        let latest = self.latest_close.take().map_or(t_ns, |t| t.max(t_ns));
-        let Some(w) = self.windows.last_mut().filter(|w| w.end_ns.is_none()) else {
-            return;
-        };
-        // Edges of different processes may disagree by a few microseconds: never end before
-        // the start.
-        let end = latest.max(w.start_ns);
-        w.end_ns = Some(end);
-        w.closed_by = Some(why);
-        w.closed_at = Some(now);
-        self.log.closed += 1;
-        self.log.closed_ns += end - w.start_ns;
+    /// The union of the spans not written yet, in time order.
+    fn unions(&self) -> Vec<Union> {
+        let mut spans: Vec<&Span> = self.spans.iter().collect();
+        spans.sort_by_key(|s| s.start_ns);
+        let mut out: Vec<Union> = Vec::new();
+        let mut latest_end: Option<i64> = None;
+        for s in spans {
+            match out.last_mut() {
+                Some(u) if u.end_ns.is_none_or(|e| s.start_ns <= e) => {
+                    u.end_ns = match (u.end_ns, s.end_ns) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        _ => None,
+                    };
+                    if s.end_ns.is_some() && s.end_ns >= latest_end {
+                        latest_end = s.end_ns;
+                        u.closed_by.clone_from(&s.closed_by);
+                    }
+                    u.settled_from = match (u.settled_from, s.closed_at) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        _ => None,
+                    };
+                    u.spans.push(s.id);
+                }
+                _ => {
+                    latest_end = s.end_ns;
+                    out.push(Union {
+                        start_ns: s.start_ns,
+                        end_ns: s.end_ns,
+                        opened_by: s.opened_by.clone(),
+                        closed_by: s.closed_by.clone(),
+                        settled_from: s.closed_at,
+                        spans: vec![s.id],
+                    });
+                }
+            }
+        }
+        out
     }
 
-    /// Rows of the windows closed for [`HOLD`] by `now`: no late edge can reopen them.
+    fn update_log(&mut self) {
+        let unions = self.unions();
+        let closed: Vec<&Union> = unions.iter().filter(|u| u.end_ns.is_some()).collect();
+        let n_written = self.written.len() as u64;
+        self.log.opened = n_written + unions.len() as u64;
+        self.log.closed = n_written + closed.len() as u64;
+        self.log.closed_ns = self.written_ns
+            + closed
+                .iter()
+                .map(|u| u.end_ns.unwrap_or(u.start_ns) - u.start_ns)
+                .sum::<i64>();
+    }
+
+    /// Rows of the union windows whose last span closed [`HOLD`] before `now`: no late edge
+    /// can change them.
     pub fn settled(&mut self, now: Instant) -> Vec<CaptureEvent> {
-        self.windows
-            .iter_mut()
-            .filter(|w| {
-                !w.written
-                    && w.closed_at
+        let done: Vec<Union> = self
+            .unions()
+            .into_iter()
+            .filter(|u| {
+                u.end_ns.is_some()
+                    && u.settled_from
                         .is_some_and(|t| now.saturating_duration_since(t) >= HOLD)
             })
-            .map(|w| {
-                w.written = true;
-                w.event()
-            })
-            .collect()
+            .collect();
+        self.write(done)
+    }
+
+    fn write(&mut self, unions: Vec<Union>) -> Vec<CaptureEvent> {
+        let mut rows = Vec::new();
+        for u in unions {
+            let end = u.end_ns.unwrap_or(u.start_ns);
+            self.spans.retain(|s| !u.spans.contains(&s.id));
+            self.written.push((u.start_ns, end));
+            self.written_ns += end - u.start_ns;
+            rows.push(u.event());
+        }
+        if !rows.is_empty() {
+            self.update_log();
+        }
+        rows
     }
 
     /// Closes every window still open at the end of the recording (each process's too);
     /// forgets every holder; returns every row not yet written.
     pub fn close_all(&mut self, t_ns: i64, why: &str) -> Vec<CaptureEvent> {
-        let mut rows: Vec<CaptureEvent> = self
-            .holders
-            .drain()
-            .filter(|(source, _)| *source != 0)
-            .map(|(source, h)| {
-                window_row(
-                    source,
-                    event::PROCESS_WINDOW,
-                    h.start_ns,
-                    t_ns.max(h.start_ns),
-                    &h.opened_by,
-                    Some(why),
-                )
-            })
+        let now = Instant::now();
+        let mut open: Vec<(u32, Holder)> = self.holders.drain().collect();
+        open.sort_by_key(|(source, _)| *source);
+        let mut rows: Vec<CaptureEvent> = open
+            .into_iter()
+            .filter_map(|(_, h)| self.close_span(h.span, now, t_ns, why.to_string()))
             .collect();
-        rows.sort_by_key(|r| (r.t_ns, r.pid));
-        self.log.process_windows += rows.len() as u64;
-        if self.windows.last().is_some_and(|w| w.end_ns.is_none()) {
-            self.close_union(Instant::now(), t_ns, why.to_string());
-        }
-        for w in self.windows.iter_mut().filter(|w| !w.written) {
-            w.written = true;
-            rows.push(w.event());
-        }
+        let unions = self.unions();
+        rows.extend(self.write(unions));
+        self.update_log();
         rows
+    }
+
+    /// The union's windows, written or not (the open one without an end).
+    fn windows(&self) -> Vec<(i64, Option<i64>)> {
+        let mut w: Vec<(i64, Option<i64>)> =
+            self.written.iter().map(|(s, e)| (*s, Some(*e))).collect();
+        w.extend(self.unions().iter().map(|u| (u.start_ns, u.end_ns)));
+        w
     }
 
     pub fn hold(&mut self, now: Instant, rows: Rows) {
@@ -321,7 +374,11 @@ impl Gate {
     }
 
     fn inside(&self, start_ns: i64, end_ns: i64) -> bool {
-        self.windows.iter().any(|w| w.overlaps(start_ns, end_ns))
+        self.spans.iter().any(|s| s.overlaps(start_ns, end_ns))
+            || self
+                .written
+                .iter()
+                .any(|(s, e)| overlaps(*s, Some(*e), start_ns, end_ns))
     }
 
     /// What of `rows` falls in a window: samples, NVML readings, ranges, kernels and calls that
@@ -355,12 +412,12 @@ impl Gate {
 
     fn cut_drop(&self, r: &DropRecord) -> Vec<DropRecord> {
         let len = u128::from(u64::try_from(r.end_ns - r.start_ns).unwrap_or(0).max(1));
-        self.windows
-            .iter()
-            .filter(|w| w.overlaps(r.start_ns, r.end_ns))
-            .map(|w| {
-                let start = r.start_ns.max(w.start_ns);
-                let end = w.end_ns.map_or(r.end_ns, |e| r.end_ns.min(e));
+        self.windows()
+            .into_iter()
+            .filter(|(s, e)| overlaps(*s, *e, r.start_ns, r.end_ns))
+            .map(|(w_start, w_end)| {
+                let start = r.start_ns.max(w_start);
+                let end = w_end.map_or(r.end_ns, |e| r.end_ns.min(e));
                 let part = u128::from(u64::try_from(end - start).unwrap_or(0));
                 DropRecord {
                     start_ns: start,
@@ -512,7 +569,11 @@ mod tests {
         assert_eq!((g.log().opened, g.log().closed), (1, 0), "open again");
         let rows = g.edge(now, edge(150, false, 2));
         assert_eq!(per_process(&rows), [(2, 90, 60)]);
-        assert_eq!(unions(&g.settled(now + HOLD)), [(90, 110)], "to the later close");
+        assert_eq!(
+            unions(&g.settled(now + HOLD)),
+            [(90, 110)],
+            "to the later close"
+        );
         assert_eq!(
             g.log(),
             WindowLog {

@@ -26,6 +26,8 @@ mod connection;
 mod library;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod workers_tests;
 
 use connection::Connection;
 pub use connection::demangle;

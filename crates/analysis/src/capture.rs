@@ -147,6 +147,9 @@ fn known(
     count: u64,
     processes: usize,
 ) -> (Severity, Option<String>, Option<&'static str>) {
+    if let Some(k) = known_window(event, count, processes) {
+        return k;
+    }
     let problem =
         |meaning: String, fix: &'static str| (Severity::Problem, Some(meaning), Some(fix));
     match event {
@@ -204,26 +207,6 @@ fn known(
              named NVTX range; or record with --capture-range signal and open the window with \
              `cufall control start` (docs/server.md)",
         ),
-        "window_open_at_exit" => problem(
-            format!(
-                "{} exited with its capture window open (a cudaProfilerStart without its \
-                 cudaProfilerStop, or the NVTX range never ended): the window was closed at the \
-                 exit",
-                processes_text(processes)
-            ),
-            "stop profiling before the process exits (cudaProfilerStop; a server's \
-             /stop_profile): the trace holds that process's window only up to its exit",
-        ),
-        "process_window" => (
-            Severity::Info,
-            Some(format!(
-                "{} opened capture windows of their own ({:.3} s in all); the trace keeps \
-                 their union",
-                processes_text(processes),
-                count as f64 / 1e9
-            )),
-            None,
-        ),
         "broken_capture_stream" => problem(
             format!(
                 "{} sent bytes that are not capture's wire format, or beyond its bounds: the \
@@ -256,6 +239,40 @@ fn known(
             None => (Severity::Unknown, None, None),
         },
     }
+}
+
+/// The windows of single processes (a server's workers each opening their own).
+fn known_window(
+    event: &str,
+    count: u64,
+    processes: usize,
+) -> Option<(Severity, Option<String>, Option<&'static str>)> {
+    Some(match event {
+        "window_open_at_exit" => (
+            Severity::Problem,
+            Some(format!(
+                "{} exited with its capture window open (a cudaProfilerStart without its \
+                 cudaProfilerStop, or the NVTX range never ended): the window was closed at the \
+                 exit",
+                processes_text(processes)
+            )),
+            Some(
+                "stop profiling before the process exits (cudaProfilerStop; a server's \
+                 /stop_profile): the trace holds that process's window only up to its exit",
+            ),
+        ),
+        "process_window" => (
+            Severity::Info,
+            Some(format!(
+                "{} opened capture windows of their own ({:.3} s in all); the trace keeps \
+                 their union",
+                processes_text(processes),
+                count as f64 / 1e9
+            )),
+            None,
+        ),
+        _ => return None,
+    })
 }
 
 /// The meaning of the informational event kinds this version knows.

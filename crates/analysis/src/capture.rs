@@ -137,6 +137,8 @@ pub fn capture_lines(events: &[CaptureEvent]) -> Vec<CaptureLine> {
             }
         })
         .collect();
+    // One process's own windows are the windows themselves: said only for several.
+    out.retain(|l| l.event != "process_window" || l.pids.len() > 1);
     out.sort_by(|a, b| a.severity.cmp(&b.severity).then(a.event.cmp(&b.event)));
     out
 }
@@ -471,6 +473,8 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("(pid 11, 12)"), "{text}");
+        let one = capture_lines(&[ev(11, "process_window", 300_000_000, "")]);
+        assert!(one.is_empty(), "{one:?}");
     }
 
     fn ev(pid: u32, event: &str, count: u64, detail: &str) -> CaptureEvent {

@@ -86,6 +86,10 @@ def worker(i, a, leaky, barrier):
         n += 1
     if leaky:
         windows[0][1] = time.time_ns()  # left open: it ends with the process
+    elif windows and windows[-1][1] is None:
+        # More workers than the run's length staggers: the last window ends with the run.
+        windows[-1][1] = time.time_ns()
+        cudart.cudaProfilerStop()
     with open(os.path.join(a.out, f"worker-{os.getpid()}.json"), "w") as f:
         json.dump({"pid": os.getpid(), "worker": i, "leaky": leaky, "windows": windows,
                    "steps": steps}, f)

@@ -117,7 +117,8 @@ def main():
           f"{len(samples)} samples, {len(s_out)} outside")
 
     by_pid = {}
-    for r in nvtx:
+    # The workers' own phases (a library's ranges, CUB's in domain CCCL, are not theirs).
+    for r in (r for r in nvtx if r["name"] in ("prefill", "decode") and r["domain"] == ""):
         by_pid.setdefault(int(r["pid"]), []).append((int(r["start_ns"]), int(r["end_ns"]), r["name"]))
     for t in workers + leaky:
         mine = sorted(by_pid.get(t["pid"], []))

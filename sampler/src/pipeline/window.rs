@@ -635,6 +635,85 @@ mod tests {
         assert!(g.close_all(3_000_000, "again").is_empty());
     }
 
+    proptest::proptest! {
+        /// Whatever order the sources' edges arrive in (each source's own in order), the
+        /// windows are the union of the sources' intervals and each source's rows its own.
+        #[test]
+        fn the_union_does_not_depend_on_the_order_edges_arrive_in(
+            shapes in proptest::collection::vec(
+                proptest::collection::vec((0i64..1_000, 0i64..300), 1..4),
+                1..5,
+            ),
+            seed in proptest::prelude::any::<u64>(),
+        ) {
+            // Each source's intervals, one after another.
+            let intervals: Vec<Vec<(i64, i64)>> = shapes
+                .iter()
+                .map(|s| {
+                    let mut t = 0;
+                    s.iter()
+                        .map(|(gap, len)| {
+                            let start = t + gap;
+                            t = start + len + 1;
+                            (start, start + len)
+                        })
+                        .collect()
+                })
+                .collect();
+            let mut queues: Vec<VecDeque<Edge>> = intervals
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    let source = u32::try_from(i).unwrap() + 1;
+                    v.iter()
+                        .flat_map(|(s, e)| [edge(*s, true, source), edge(*e, false, source)])
+                        .collect()
+                })
+                .collect();
+            let mut g = Gate::new();
+            let now = Instant::now();
+            let mut rows = Vec::new();
+            let mut x = seed;
+            while queues.iter().any(|q| !q.is_empty()) {
+                x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                let ready: Vec<usize> = (0..queues.len()).filter(|i| !queues[*i].is_empty()).collect();
+                let pick = ready[usize::try_from(x >> 33).unwrap() % ready.len()];
+                let e = queues[pick].pop_front().unwrap();
+                rows.extend(g.edge(now, e));
+            }
+            rows.extend(g.close_all(1_000_000, "the end"));
+
+            let mut all: Vec<(i64, i64)> = intervals.iter().flatten().copied().collect();
+            all.sort_unstable();
+            let mut union: Vec<(i64, i64)> = Vec::new();
+            for (s, e) in all {
+                match union.last_mut() {
+                    Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                    _ => union.push((s, e)),
+                }
+            }
+            let want: Vec<(i64, u64)> =
+                union.iter().map(|(s, e)| (*s, u64::try_from(e - s).unwrap())).collect();
+            proptest::prop_assert_eq!(unions(&rows), want);
+            let mut own = per_process(&rows);
+            own.sort_unstable();
+            let mut own_want: Vec<(u32, i64, u64)> = intervals
+                .iter()
+                .enumerate()
+                .flat_map(|(i, v)| {
+                    v.iter().map(move |(s, e)| {
+                        (u32::try_from(i).unwrap() + 1, *s, u64::try_from(e - s).unwrap())
+                    })
+                })
+                .collect();
+            own_want.sort_unstable();
+            proptest::prop_assert_eq!(own, own_want);
+            let log = g.log();
+            proptest::prop_assert_eq!((log.opened, log.closed), (union.len() as u64, union.len() as u64));
+            proptest::prop_assert_eq!(log.closed_ns, union.iter().map(|(s, e)| e - s).sum::<i64>());
+        }
+    }
+
     #[test]
     fn drops_are_cut_at_window_edges_and_rows_kept_whole_when_they_overlap() {
         let mut g = Gate::new();

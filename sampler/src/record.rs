@@ -374,7 +374,9 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         }
     };
     if windows.is_some() {
-        prepared.limit_to_windows();
+        // With `stop` and `stop-shutdown` the trace ends with the first window: one that
+        // opens while cufall waits for that window's last records is not kept.
+        prepared.limit_to_windows(args.capture_range_end != RangeEnd::Repeat);
     }
     let trigger = windows.as_ref().and_then(Windows::trigger);
     let recorder = match &capture.library {

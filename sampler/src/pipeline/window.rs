@@ -154,6 +154,8 @@ pub struct Gate {
     written: Vec<(i64, i64)>,
     written_ns: i64,
     log: WindowLog,
+    /// Keep the first window only (the trace closes when it ends).
+    first_only: bool,
 }
 
 impl Gate {
@@ -161,14 +163,38 @@ impl Gate {
         Gate::default()
     }
 
+    /// With `yes`, opens after the end of the first window are not kept: the recording ends
+    /// with it (`--capture-range-end stop`), and a window that opens while its last records
+    /// arrive is no part of it.
+    pub fn first_only(mut self, yes: bool) -> Gate {
+        self.first_only = yes;
+        self
+    }
+
     pub fn log(&self) -> WindowLog {
         self.log
+    }
+
+    /// The end of the first window, once it has closed.
+    fn first_end(&self) -> Option<i64> {
+        match self.written.first() {
+            Some((_, end)) => Some(*end),
+            None => self.unions().first().and_then(|u| u.end_ns),
+        }
     }
 
     /// Applies an edge that reached the gate at `now`; returns the row it finished: the
     /// source's own window when this edge closed it (a process's, not cufall's).
     pub fn edge(&mut self, now: Instant, e: Edge) -> Vec<CaptureEvent> {
         let mut rows = Vec::new();
+        if e.open
+            && !self.holders.contains_key(&e.source)
+            && self.first_only
+            && self.first_end().is_some_and(|end| e.t_ns > end)
+        {
+            // After the first window: not kept, nor is its close (it has no holder).
+            return rows;
+        }
         if e.open {
             if let Some(h) = self.holders.get_mut(&e.source) {
                 h.depth += 1;
@@ -616,6 +642,30 @@ mod tests {
         assert!(g.edge(now, edge(120, false, 4)).is_empty());
         let rows = g.edge(now, edge(130, false, 4));
         assert_eq!(per_process(&rows), [(4, 100, 30)]);
+    }
+
+    /// `--capture-range-end stop`: a window that opens after the first one closed (while
+    /// cufall waits for its last records) is not kept; a late edge of the first one still is.
+    #[test]
+    fn with_the_first_window_only_later_windows_are_not_kept() {
+        let mut g = Gate::new().first_only(true);
+        let now = Instant::now();
+        g.edge(now, edge(100, true, 1));
+        g.edge(now, edge(200, false, 1));
+        assert!(g.edge(now, edge(300, true, 1)).is_empty());
+        assert!(
+            g.edge(now, edge(400, false, 1)).is_empty(),
+            "no window to close"
+        );
+        // Process 2's window began inside the first one; its edges come late.
+        g.edge(now, edge(150, true, 2));
+        let rows = g.edge(now, edge(250, false, 2));
+        assert_eq!(per_process(&rows), [(2, 150, 100)]);
+        g.hold(now, Rows::Samples(batch(&[120, 260, 350])));
+        assert_eq!(starts(&g.drain()), [120]);
+        let end = g.close_all(1_000, "the end");
+        assert_eq!(unions(&end), [(100, 150)]);
+        assert_eq!(g.log().opened, 1);
     }
 
     #[test]

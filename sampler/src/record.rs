@@ -375,7 +375,9 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         }
     };
     if windows.is_some() {
-        prepared.limit_to_windows();
+        // With `stop` and `stop-shutdown` the trace ends with the first window: one that
+        // opens while cufall waits for that window's last records is not kept.
+        prepared.limit_to_windows(args.capture_range_end != RangeEnd::Repeat);
     }
     let trigger = windows.as_ref().and_then(Windows::trigger);
     let recorder = match &capture.library {
@@ -538,8 +540,16 @@ impl WindowWatch {
             return Ok(());
         };
         if log.opened > 0 {
+            let of = if log.process_windows > 0 {
+                format!(
+                    " (the union of {} window(s) of the program's processes)",
+                    log.process_windows
+                )
+            } else {
+                String::new()
+            };
             say(format!(
-                "kept {} capture window(s); only they are in the trace",
+                "kept {} capture window(s){of}; only they are in the trace",
                 log.opened
             ));
             return Ok(());

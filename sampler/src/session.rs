@@ -227,6 +227,8 @@ pub struct Prepared {
     rx: Receiver<SinkMsg>,
     /// The trace keeps capture windows only ([`Prepared::limit_to_windows`]).
     windowed: bool,
+    /// Only the first window: the trace closes when it ends (`--capture-range-end stop`).
+    first_window_only: bool,
 }
 
 /// Validates the configuration against the machine and arms PM sampling on every device.
@@ -304,6 +306,7 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
         tx,
         rx,
         windowed: false,
+        first_window_only: false,
     })
 }
 
@@ -902,8 +905,10 @@ impl Prepared {
 
     /// Keeps only what falls in capture windows in the trace (opened by the program, a delay or
     /// a signal, through [`SessionHandle::window_edge`]); the live view still sees everything.
-    pub fn limit_to_windows(&mut self) {
+    /// With `first_only`, windows that open after the first one closed are not kept.
+    pub fn limit_to_windows(&mut self, first_only: bool) {
         self.windowed = true;
+        self.first_window_only = first_only;
     }
 
     /// Listens for the records of a program about to be started under capture; they go to the
@@ -933,7 +938,10 @@ impl Prepared {
         let shared = Arc::new(SinkShared::default());
         let cpu0 = crate::os::cpu_seconds();
         let started = Instant::now();
-        let gate = self.windowed.then(pipeline::window::Gate::new);
+        let first_only = self.first_window_only;
+        let gate = self
+            .windowed
+            .then(|| pipeline::window::Gate::new().first_only(first_only));
         let window_tx = self.windowed.then(|| self.tx.clone());
         let sink = {
             let shared = Arc::clone(&shared);

@@ -137,6 +137,8 @@ pub fn capture_lines(events: &[CaptureEvent]) -> Vec<CaptureLine> {
             }
         })
         .collect();
+    // One process's own windows are the windows themselves: said only for several.
+    out.retain(|l| l.event != "process_window" || l.pids.len() > 1);
     out.sort_by(|a, b| a.severity.cmp(&b.severity).then(a.event.cmp(&b.event)));
     out
 }
@@ -147,6 +149,9 @@ fn known(
     count: u64,
     processes: usize,
 ) -> (Severity, Option<String>, Option<&'static str>) {
+    if let Some(k) = known_window(event, count, processes) {
+        return k;
+    }
     let problem =
         |meaning: String, fix: &'static str| (Severity::Problem, Some(meaning), Some(fix));
     match event {
@@ -236,6 +241,40 @@ fn known(
             None => (Severity::Unknown, None, None),
         },
     }
+}
+
+/// The windows of single processes (a server's workers each opening their own).
+fn known_window(
+    event: &str,
+    count: u64,
+    processes: usize,
+) -> Option<(Severity, Option<String>, Option<&'static str>)> {
+    Some(match event {
+        "window_open_at_exit" => (
+            Severity::Problem,
+            Some(format!(
+                "{} exited with its capture window open (a cudaProfilerStart without its \
+                 cudaProfilerStop, or the NVTX range never ended): the window was closed at the \
+                 exit",
+                processes_text(processes)
+            )),
+            Some(
+                "stop profiling before the process exits (cudaProfilerStop; a server's \
+                 /stop_profile): the trace holds that process's window only up to its exit",
+            ),
+        ),
+        "process_window" => (
+            Severity::Info,
+            Some(format!(
+                "{} opened capture windows of their own ({:.3} s in all); the trace keeps \
+                 their union",
+                processes_text(processes),
+                count as f64 / 1e9
+            )),
+            None,
+        ),
+        _ => return None,
+    })
 }
 
 /// The meaning of the informational event kinds this version knows.
@@ -376,6 +415,66 @@ mod tests {
             "{}",
             line_text(&l[1])
         );
+    }
+
+    /// Windows of several processes are told with their processes; a window left open at a
+    /// process's exit is a problem naming that process.
+    #[test]
+    fn process_windows_are_told_and_a_window_open_at_exit_is_a_problem() {
+        let l = capture_lines(&[
+            ev(
+                0,
+                "capture_window",
+                900_000_000,
+                "opened by cudaProfilerStart in process 11",
+            ),
+            ev(
+                11,
+                "process_window",
+                300_000_000,
+                "opened by cudaProfilerStart in process 11",
+            ),
+            ev(
+                12,
+                "process_window",
+                300_000_000,
+                "opened by cudaProfilerStart in process 12",
+            ),
+            ev(
+                12,
+                "process_window",
+                300_000_000,
+                "opened by cudaProfilerStart in process 12",
+            ),
+            ev(
+                13,
+                "window_open_at_exit",
+                1,
+                "process 13 exited with its capture window open (cudaProfilerStart without cudaProfilerStop): the window was closed at its exit",
+            ),
+        ]);
+        let names: Vec<&str> = l.iter().map(|x| x.event.as_str()).collect();
+        assert_eq!(
+            names,
+            ["window_open_at_exit", "capture_window", "process_window"]
+        );
+        assert_eq!(l[0].severity, Severity::Problem);
+        let text = line_text(&l[0]);
+        assert!(text.contains("(pid 13)"), "{text}");
+        assert!(
+            text.contains("1 process exited with its capture window open"),
+            "{text}"
+        );
+        assert!(text.contains("/stop_profile"), "{text}");
+        let text = line_text(&l[2]);
+        assert_eq!(l[2].rows, 3);
+        assert!(
+            text.contains("2 processes opened capture windows of their own (0.900 s in all)"),
+            "{text}"
+        );
+        assert!(text.contains("(pid 11, 12)"), "{text}");
+        let one = capture_lines(&[ev(11, "process_window", 300_000_000, "")]);
+        assert!(one.is_empty(), "{one:?}");
     }
 
     fn ev(pid: u32, event: &str, count: u64, detail: &str) -> CaptureEvent {

@@ -448,6 +448,13 @@ pub mod event {
     pub const WINDOW: &str = "capture_window";
     /// The recorder wrote this: a capture range was asked for and no window opened.
     pub const NO_WINDOW: &str = "no_capture_window";
+    /// The recorder wrote this: one window of one process (`pid`), from its first open to its
+    /// last close; `t_ns` its start, `count` its length in nanoseconds, `detail` what opened
+    /// and closed it. The trace keeps the union of all processes' windows (`capture_window`).
+    pub const PROCESS_WINDOW: &str = "process_window";
+    /// The recorder wrote this: the process exited with its capture window open (a
+    /// `cudaProfilerStart` without its `cudaProfilerStop`); the window was closed at its exit.
+    pub const WINDOW_OPEN_AT_EXIT: &str = "window_open_at_exit";
     /// The recorder wrote this: records CUPTI delivered without timestamps (start 0, or an end
     /// before the start), left out of the trace; count = records.
     pub const UNTIMED: &str = "untimed_records";

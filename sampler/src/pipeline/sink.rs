@@ -213,21 +213,26 @@ impl Sink<'_> {
         let Some(gate) = self.gate.as_mut() else {
             return;
         };
-        let closed = gate.edge(edge);
+        let rows = gate.edge(std::time::Instant::now(), edge);
         let log = gate.log();
         if let Ok(mut l) = self.shared.windows.lock() {
             *l = log;
         }
-        if let Some(row) = closed {
-            self.trace.write(|w| w.append_capture(&[row]));
+        if !rows.is_empty() {
+            self.trace.write(|w| w.append_capture(&rows));
         }
     }
 
     fn release_held(&mut self) {
         if let Some(g) = self.gate.as_mut() {
-            let out = g.release(std::time::Instant::now());
+            let now = std::time::Instant::now();
+            let out = g.release(now);
+            let settled = g.settled(now);
             for rows in out {
                 self.write_rows(&rows);
+            }
+            if !settled.is_empty() {
+                self.trace.write(|w| w.append_capture(&settled));
             }
         }
     }
@@ -308,8 +313,8 @@ batches wait for it); writing the later ones without it"
             if let Ok(mut l) = self.shared.windows.lock() {
                 *l = g.log();
             }
-            if let Some(row) = closed {
-                self.trace.write(|w| w.append_capture(&[row]));
+            if !closed.is_empty() {
+                self.trace.write(|w| w.append_capture(&closed));
             }
             for rows in g.drain() {
                 self.write_rows(&rows);
@@ -472,7 +477,8 @@ mod tests {
             WindowLog {
                 opened: 1,
                 closed: 1,
-                closed_ns: 20_000
+                closed_ns: 20_000,
+                process_windows: 1,
             }
         );
         let events = live_rx.drain(Duration::from_millis(50));

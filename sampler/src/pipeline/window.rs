@@ -10,7 +10,16 @@
 //!
 //! Several sources may hold a window open at once (two processes of a server both between
 //! `cudaProfilerStart` and `Stop`): the window is open while any of them holds it, so the
-//! windows are the union of the sources' intervals.
+//! windows are the union of the sources' intervals. The counters are device-wide, so every
+//! process's records inside that union are kept, whichever process opened it (a sample is
+//! never kept without the kernels that ran in it); each process's own windows are written
+//! too, as `process_window` rows.
+//!
+//! Edges of different processes reach the gate in any order (each process's own edges come
+//! in order): a process's open may arrive after another's close of a later instant. So the
+//! gate keeps each source's intervals and makes their union when it is asked, and a union
+//! window's row is written only once the last of its intervals has been closed for [`HOLD`]
+//! (no late edge can change it then), or at the end of the recording.
 
 use cufall_capture::event;
 use cufall_trace::model::{
@@ -45,56 +54,108 @@ pub struct Edge {
     pub why: String,
 }
 
-#[derive(Clone, Debug, PartialEq)]
-struct Window {
+/// One source's window: from its first open to its last close.
+#[derive(Clone, Debug)]
+struct Span {
+    id: u64,
+    source: u32,
     start_ns: i64,
     end_ns: Option<i64>,
     opened_by: String,
     closed_by: Option<String>,
+    /// When its close reached the gate.
+    closed_at: Option<Instant>,
 }
 
-impl Window {
+impl Span {
     fn overlaps(&self, start_ns: i64, end_ns: i64) -> bool {
-        end_ns >= self.start_ns && self.end_ns.is_none_or(|e| start_ns < e)
+        overlaps(self.start_ns, self.end_ns, start_ns, end_ns)
     }
+}
 
+fn overlaps(w_start: i64, w_end: Option<i64>, start_ns: i64, end_ns: i64) -> bool {
+    end_ns >= w_start && w_end.is_none_or(|e| start_ns < e)
+}
+
+/// A window of the union: spans that overlap, merged.
+#[derive(Clone, Debug)]
+struct Union {
+    start_ns: i64,
+    end_ns: Option<i64>,
+    opened_by: String,
+    closed_by: Option<String>,
+    /// The latest close among its spans reached the gate then (None while one is open).
+    settled_from: Option<Instant>,
+    spans: Vec<u64>,
+}
+
+impl Union {
     fn event(&self) -> CaptureEvent {
-        let end = self.end_ns.unwrap_or(self.start_ns);
-        CaptureEvent {
-            t_ns: self.start_ns,
-            pid: 0,
-            event: event::WINDOW.into(),
-            count: u64::try_from(end.saturating_sub(self.start_ns)).unwrap_or(0),
-            detail: format!(
-                "opened by {}, closed by {}",
-                self.opened_by,
-                self.closed_by
-                    .as_deref()
-                    .unwrap_or("the end of the recording")
-            ),
-        }
+        window_row(
+            0,
+            event::WINDOW,
+            self.start_ns,
+            self.end_ns.unwrap_or(self.start_ns),
+            &self.opened_by,
+            self.closed_by.as_deref(),
+        )
     }
+}
+
+fn window_row(
+    pid: u32,
+    name: &str,
+    start_ns: i64,
+    end_ns: i64,
+    opened_by: &str,
+    closed_by: Option<&str>,
+) -> CaptureEvent {
+    CaptureEvent {
+        t_ns: start_ns,
+        pid,
+        event: name.into(),
+        count: u64::try_from(end_ns.saturating_sub(start_ns)).unwrap_or(0),
+        detail: format!(
+            "opened by {opened_by}, closed by {}",
+            closed_by.unwrap_or("the end of the recording")
+        ),
+    }
+}
+
+/// A source's open window: how deep (nested NVTX ranges of the trigger's name) and its span.
+#[derive(Clone, Copy, Debug)]
+struct Holder {
+    depth: u32,
+    span: u64,
 }
 
 /// Windows so far, for the record loop and the summary.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WindowLog {
+    /// Windows of the union opened so far.
     pub opened: u64,
     pub closed: u64,
     /// Length of the closed windows.
     pub closed_ns: i64,
+    /// Windows of single processes (`process_window` rows), closed so far.
+    pub process_windows: u64,
 }
 
 /// Holds rows until their windows are known; see the module docs.
 #[derive(Debug, Default)]
 pub struct Gate {
     queue: VecDeque<(Instant, Rows)>,
-    holders: HashMap<u32, u32>,
-    windows: Vec<Window>,
-    /// The latest close among the sources of the open window: edges of different processes
-    /// arrive in any order, and the window lasts until the last of them.
-    latest_close: Option<i64>,
+    /// Sources holding a window open (none with depth 0).
+    holders: HashMap<u32, Holder>,
+    /// Spans of union windows not written yet.
+    spans: Vec<Span>,
+    next_span: u64,
+    /// Union windows written to the trace (start, end): no edge changes them any more.
+    written: Vec<(i64, i64)>,
+    written_ns: i64,
     log: WindowLog,
+    /// Keep the first window only (the trace closes when it ends).
+    first_only: bool,
 }
 
 impl Gate {
@@ -102,80 +163,211 @@ impl Gate {
         Gate::default()
     }
 
+    /// With `yes`, opens after the end of the first window are not kept: the recording ends
+    /// with it (`--capture-range-end stop`), and a window that opens while its last records
+    /// arrive is no part of it.
+    pub fn first_only(mut self, yes: bool) -> Gate {
+        self.first_only = yes;
+        self
+    }
+
     pub fn log(&self) -> WindowLog {
         self.log
     }
 
-    fn is_open(&self) -> bool {
-        self.holders.values().any(|n| *n > 0)
+    /// The end of the first window, once it has closed.
+    fn first_end(&self) -> Option<i64> {
+        match self.written.first() {
+            Some((_, end)) => Some(*end),
+            None => self.unions().first().and_then(|u| u.end_ns),
+        }
     }
 
-    /// Applies an edge; returns the window's trace row when this edge closed one.
-    pub fn edge(&mut self, e: Edge) -> Option<CaptureEvent> {
-        let was_open = self.is_open();
-        let n = self.holders.entry(e.source).or_default();
-        if e.open {
-            *n += 1;
-        } else if *n == 0 {
-            // A stop without a start (or a second stop): nothing to close.
-            return None;
-        } else {
-            *n -= 1;
+    /// Applies an edge that reached the gate at `now`; returns the row it finished: the
+    /// source's own window when this edge closed it (a process's, not cufall's).
+    pub fn edge(&mut self, now: Instant, e: Edge) -> Vec<CaptureEvent> {
+        let mut rows = Vec::new();
+        if e.open
+            && !self.holders.contains_key(&e.source)
+            && self.first_only
+            && self.first_end().is_some_and(|end| e.t_ns > end)
+        {
+            // After the first window: not kept, nor is its close (it has no holder).
+            return rows;
         }
-        match (was_open, self.is_open()) {
-            (false, true) => {
-                self.log.opened += 1;
-                self.latest_close = None;
-                self.windows.push(Window {
+        if e.open {
+            if let Some(h) = self.holders.get_mut(&e.source) {
+                h.depth += 1;
+                let id = h.span;
+                if let Some(s) = self.spans.iter_mut().find(|s| s.id == id) {
+                    s.start_ns = s.start_ns.min(e.t_ns);
+                }
+            } else {
+                let id = self.next_span;
+                self.next_span += 1;
+                self.spans.push(Span {
+                    id,
+                    source: e.source,
                     start_ns: e.t_ns,
                     end_ns: None,
                     opened_by: e.why,
                     closed_by: None,
+                    closed_at: None,
                 });
-                None
+                self.holders.insert(e.source, Holder { depth: 1, span: id });
             }
-            (true, false) => self.close_last(e.t_ns, e.why),
-            (true, true) if e.open => {
-                // Another source opened earlier than the edge that opened the window, but its
-                // edge came later: the window starts at the earliest open.
-                if let Some(w) = self.windows.last_mut().filter(|w| w.end_ns.is_none())
-                    && e.t_ns < w.start_ns
-                {
-                    w.start_ns = e.t_ns;
-                }
-                None
-            }
-            _ => {
-                if !e.open {
-                    self.latest_close = Some(self.latest_close.map_or(e.t_ns, |t| t.max(e.t_ns)));
-                }
-                None
-            }
-        }
-    }
-
-    fn close_last(&mut self, t_ns: i64, why: String) -> Option<CaptureEvent> {
-        let latest = self.latest_close.take().map_or(t_ns, |t| t.max(t_ns));
-        let w = self.windows.last_mut().filter(|w| w.end_ns.is_none())?;
-        // Edges of different processes may disagree by a few microseconds: never end before
-        // the start.
-        let end = latest.max(w.start_ns);
-        w.end_ns = Some(end);
-        w.closed_by = Some(why);
-        self.log.closed += 1;
-        self.log.closed_ns += end - w.start_ns;
-        Some(w.event())
-    }
-
-    /// Closes the window still open at the end of the recording; forgets every holder.
-    pub fn close_all(&mut self, t_ns: i64, why: &str) -> Option<CaptureEvent> {
-        let open = self.is_open();
-        self.holders.clear();
-        if open {
-            self.close_last(t_ns, why.to_string())
         } else {
-            None
+            // A stop without a start (or a second stop): nothing to close.
+            let Some(h) = self.holders.get_mut(&e.source) else {
+                return rows;
+            };
+            h.depth = h.depth.saturating_sub(1);
+            if h.depth == 0 {
+                let id = h.span;
+                self.holders.remove(&e.source);
+                if let Some(row) = self.close_span(id, now, e.t_ns, e.why) {
+                    rows.push(row);
+                }
+            }
         }
+        self.update_log();
+        rows
+    }
+
+    /// Closes a span; its process's row (none for cufall's own windows).
+    fn close_span(
+        &mut self,
+        id: u64,
+        now: Instant,
+        t_ns: i64,
+        why: String,
+    ) -> Option<CaptureEvent> {
+        let s = self.spans.iter_mut().find(|s| s.id == id)?;
+        // Edges may disagree by a few microseconds: never end before the start.
+        let end = t_ns.max(s.start_ns);
+        s.end_ns = Some(end);
+        s.closed_at = Some(now);
+        let row = (s.source != 0).then(|| {
+            window_row(
+                s.source,
+                event::PROCESS_WINDOW,
+                s.start_ns,
+                end,
+                &s.opened_by,
+                Some(&why),
+            )
+        });
+        s.closed_by = Some(why);
+        if row.is_some() {
+            self.log.process_windows += 1;
+        }
+        row
+    }
+
+    /// The union of the spans not written yet, in time order.
+    fn unions(&self) -> Vec<Union> {
+        let mut spans: Vec<&Span> = self.spans.iter().collect();
+        spans.sort_by_key(|s| s.start_ns);
+        let mut out: Vec<Union> = Vec::new();
+        let mut latest_end: Option<i64> = None;
+        for s in spans {
+            match out.last_mut() {
+                Some(u) if u.end_ns.is_none_or(|e| s.start_ns <= e) => {
+                    u.end_ns = match (u.end_ns, s.end_ns) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        _ => None,
+                    };
+                    if s.end_ns.is_some() && s.end_ns >= latest_end {
+                        latest_end = s.end_ns;
+                        u.closed_by.clone_from(&s.closed_by);
+                    }
+                    u.settled_from = match (u.settled_from, s.closed_at) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        _ => None,
+                    };
+                    u.spans.push(s.id);
+                }
+                _ => {
+                    latest_end = s.end_ns;
+                    out.push(Union {
+                        start_ns: s.start_ns,
+                        end_ns: s.end_ns,
+                        opened_by: s.opened_by.clone(),
+                        closed_by: s.closed_by.clone(),
+                        settled_from: s.closed_at,
+                        spans: vec![s.id],
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    fn update_log(&mut self) {
+        let unions = self.unions();
+        let closed: Vec<&Union> = unions.iter().filter(|u| u.end_ns.is_some()).collect();
+        let n_written = self.written.len() as u64;
+        self.log.opened = n_written + unions.len() as u64;
+        self.log.closed = n_written + closed.len() as u64;
+        self.log.closed_ns = self.written_ns
+            + closed
+                .iter()
+                .map(|u| u.end_ns.unwrap_or(u.start_ns) - u.start_ns)
+                .sum::<i64>();
+    }
+
+    /// Rows of the union windows whose last span closed [`HOLD`] before `now`: no late edge
+    /// can change them.
+    pub fn settled(&mut self, now: Instant) -> Vec<CaptureEvent> {
+        let done: Vec<Union> = self
+            .unions()
+            .into_iter()
+            .filter(|u| {
+                u.end_ns.is_some()
+                    && u.settled_from
+                        .is_some_and(|t| now.saturating_duration_since(t) >= HOLD)
+            })
+            .collect();
+        self.write(done)
+    }
+
+    fn write(&mut self, unions: Vec<Union>) -> Vec<CaptureEvent> {
+        let mut rows = Vec::new();
+        for u in unions {
+            let end = u.end_ns.unwrap_or(u.start_ns);
+            self.spans.retain(|s| !u.spans.contains(&s.id));
+            self.written.push((u.start_ns, end));
+            self.written_ns += end - u.start_ns;
+            rows.push(u.event());
+        }
+        if !rows.is_empty() {
+            self.update_log();
+        }
+        rows
+    }
+
+    /// Closes every window still open at the end of the recording (each process's too);
+    /// forgets every holder; returns every row not yet written.
+    pub fn close_all(&mut self, t_ns: i64, why: &str) -> Vec<CaptureEvent> {
+        let now = Instant::now();
+        let mut open: Vec<(u32, Holder)> = self.holders.drain().collect();
+        open.sort_by_key(|(source, _)| *source);
+        let mut rows: Vec<CaptureEvent> = open
+            .into_iter()
+            .filter_map(|(_, h)| self.close_span(h.span, now, t_ns, why.to_string()))
+            .collect();
+        let unions = self.unions();
+        rows.extend(self.write(unions));
+        self.update_log();
+        rows
+    }
+
+    /// The union's windows, written or not (the open one without an end).
+    fn windows(&self) -> Vec<(i64, Option<i64>)> {
+        let mut w: Vec<(i64, Option<i64>)> =
+            self.written.iter().map(|(s, e)| (*s, Some(*e))).collect();
+        w.extend(self.unions().iter().map(|u| (u.start_ns, u.end_ns)));
+        w
     }
 
     pub fn hold(&mut self, now: Instant, rows: Rows) {
@@ -208,7 +400,11 @@ impl Gate {
     }
 
     fn inside(&self, start_ns: i64, end_ns: i64) -> bool {
-        self.windows.iter().any(|w| w.overlaps(start_ns, end_ns))
+        self.spans.iter().any(|s| s.overlaps(start_ns, end_ns))
+            || self
+                .written
+                .iter()
+                .any(|(s, e)| overlaps(*s, Some(*e), start_ns, end_ns))
     }
 
     /// What of `rows` falls in a window: samples, NVML readings, ranges, kernels and calls that
@@ -242,12 +438,12 @@ impl Gate {
 
     fn cut_drop(&self, r: &DropRecord) -> Vec<DropRecord> {
         let len = u128::from(u64::try_from(r.end_ns - r.start_ns).unwrap_or(0).max(1));
-        self.windows
-            .iter()
-            .filter(|w| w.overlaps(r.start_ns, r.end_ns))
-            .map(|w| {
-                let start = r.start_ns.max(w.start_ns);
-                let end = w.end_ns.map_or(r.end_ns, |e| r.end_ns.min(e));
+        self.windows()
+            .into_iter()
+            .filter(|(s, e)| overlaps(*s, *e, r.start_ns, r.end_ns))
+            .map(|(w_start, w_end)| {
+                let start = r.start_ns.max(w_start);
+                let end = w_end.map_or(r.end_ns, |e| r.end_ns.min(e));
                 let part = u128::from(u64::try_from(end - start).unwrap_or(0));
                 DropRecord {
                     start_ns: start,
@@ -299,26 +495,48 @@ mod tests {
             .collect()
     }
 
+    /// The union rows (`capture_window`) among `rows`, as (start, length).
+    fn unions(rows: &[CaptureEvent]) -> Vec<(i64, u64)> {
+        rows.iter()
+            .filter(|r| r.event == event::WINDOW)
+            .map(|r| (r.t_ns, r.count))
+            .collect()
+    }
+
+    /// The per-process rows (`process_window`) among `rows`, as (pid, start, length).
+    fn per_process(rows: &[CaptureEvent]) -> Vec<(u32, i64, u64)> {
+        rows.iter()
+            .filter(|r| r.event == event::PROCESS_WINDOW)
+            .map(|r| (r.pid, r.t_ns, r.count))
+            .collect()
+    }
+
     #[test]
     fn only_samples_inside_a_window_are_kept_and_only_after_the_hold() {
         let mut g = Gate::new();
         let t0 = Instant::now();
         g.hold(t0, Rows::Samples(batch(&[0, 100, 200, 300, 400])));
         // The edges arrive after the samples they cut.
-        assert!(g.edge(edge(95, true, 7)).is_none());
-        let closed = g.edge(edge(305, false, 7)).expect("the window closes");
-        assert_eq!((closed.t_ns, closed.count), (95, 210));
-        assert_eq!(closed.event, event::WINDOW);
+        assert!(g.edge(t0, edge(95, true, 7)).is_empty());
+        let closed = g.edge(t0, edge(305, false, 7));
+        assert_eq!(per_process(&closed), [(7, 95, 210)]);
+        assert!(unions(&closed).is_empty(), "the union's row waits");
         assert!(g.release(t0 + HOLD / 2).is_empty(), "still held");
+        assert!(g.settled(t0 + HOLD / 2).is_empty(), "not settled yet");
         let out = g.release(t0 + HOLD);
         // 0..10 ends before the window; 90..100 would overlap only if it reached 95.
         assert_eq!(starts(&out), vec![100, 200, 300]);
+        let settled = g.settled(t0 + HOLD);
+        assert_eq!(unions(&settled), [(95, 210)]);
+        assert_eq!(settled[0].detail, "opened by test 7, closed by test 7");
+        assert!(g.settled(t0 + HOLD * 2).is_empty(), "written once");
         assert_eq!(
             g.log(),
             WindowLog {
                 opened: 1,
                 closed: 1,
-                closed_ns: 210
+                closed_ns: 210,
+                process_windows: 1,
             }
         );
     }
@@ -337,8 +555,9 @@ mod tests {
             t0,
             Rows::HostSamples(vec![sample(10), sample(150), sample(400)]),
         );
-        g.edge(edge(100, true, 0));
-        g.edge(edge(300, false, 0));
+        g.edge(t0, edge(100, true, 0));
+        // cufall's own windows (signal, delay) have no process row.
+        assert!(g.edge(t0, edge(300, false, 0)).is_empty());
         let out = g.release(t0 + HOLD);
         let kept: Vec<i64> = out
             .iter()
@@ -353,56 +572,206 @@ mod tests {
     #[test]
     fn edges_of_several_processes_arriving_out_of_order_still_make_their_union() {
         let mut g = Gate::new();
-        g.edge(edge(100, true, 1));
+        let now = Instant::now();
+        g.edge(now, edge(100, true, 1));
         // Process 2 opened at 50, but its edge arrives after process 1's.
-        g.edge(edge(50, true, 2));
+        g.edge(now, edge(50, true, 2));
         // Process 1 closes at 300 and its edge arrives first; process 2 closed at 280.
-        g.edge(edge(300, false, 1));
-        let w = g
-            .edge(edge(280, false, 2))
-            .expect("closed by the last holder");
-        assert_eq!((w.t_ns, w.count), (50, 250));
+        g.edge(now, edge(300, false, 1));
+        g.edge(now, edge(280, false, 2));
+        assert_eq!(unions(&g.settled(now + HOLD)), [(50, 250)]);
+    }
+
+    /// Process 2's whole window arrives after process 1's, though it opened first and closed
+    /// inside process 1's: still one window, not two that overlap.
+    #[test]
+    fn an_open_arriving_after_the_close_it_precedes_reopens_the_window() {
+        let mut g = Gate::new();
+        let now = Instant::now();
+        g.edge(now, edge(100, true, 1));
+        g.edge(now, edge(200, false, 1));
+        assert_eq!(g.log().closed, 1);
+        g.edge(now, edge(90, true, 2));
+        assert_eq!((g.log().opened, g.log().closed), (1, 0), "open again");
+        let rows = g.edge(now, edge(150, false, 2));
+        assert_eq!(per_process(&rows), [(2, 90, 60)]);
+        assert_eq!(
+            unions(&g.settled(now + HOLD)),
+            [(90, 110)],
+            "to the later close"
+        );
+        assert_eq!(
+            g.log(),
+            WindowLog {
+                opened: 1,
+                closed: 1,
+                closed_ns: 110,
+                process_windows: 2,
+            }
+        );
+        // Once settled, a window is never opened again: a later open makes a new one.
+        g.edge(now + HOLD, edge(120, true, 3));
+        assert_eq!(g.log().opened, 2);
     }
 
     #[test]
     fn windows_of_several_processes_are_their_union() {
         let mut g = Gate::new();
-        g.edge(edge(100, true, 1));
-        g.edge(edge(150, true, 2));
-        assert!(g.edge(edge(200, false, 1)).is_none(), "process 2 holds it");
-        let w = g
-            .edge(edge(300, false, 2))
-            .expect("closed by the last holder");
-        assert_eq!((w.t_ns, w.count), (100, 200));
+        let now = Instant::now();
+        g.edge(now, edge(100, true, 1));
+        g.edge(now, edge(150, true, 2));
+        let rows = g.edge(now, edge(200, false, 1));
+        assert_eq!(per_process(&rows), [(1, 100, 100)]);
+        assert_eq!(g.log().closed, 0, "process 2 holds it");
+        g.edge(now, edge(300, false, 2));
+        assert_eq!(unions(&g.settled(now + HOLD)), [(100, 200)]);
         // A stop with no start and a second stop change nothing.
-        assert!(g.edge(edge(400, false, 3)).is_none());
-        assert!(g.edge(edge(410, false, 2)).is_none());
+        assert!(g.edge(now, edge(400, false, 3)).is_empty());
+        assert!(g.edge(now, edge(410, false, 2)).is_empty());
+        assert_eq!(g.log().opened, 1);
+    }
+
+    /// Nested opens of one process (NVTX ranges of the trigger's name inside each other) make
+    /// one window of that process, from the first open to the last close.
+    #[test]
+    fn a_process_window_runs_from_its_first_open_to_its_last_close() {
+        let mut g = Gate::new();
+        let now = Instant::now();
+        g.edge(now, edge(100, true, 4));
+        g.edge(now, edge(110, true, 4));
+        assert!(g.edge(now, edge(120, false, 4)).is_empty());
+        let rows = g.edge(now, edge(130, false, 4));
+        assert_eq!(per_process(&rows), [(4, 100, 30)]);
+    }
+
+    /// `--capture-range-end stop`: a window that opens after the first one closed (while
+    /// cufall waits for its last records) is not kept; a late edge of the first one still is.
+    #[test]
+    fn with_the_first_window_only_later_windows_are_not_kept() {
+        let mut g = Gate::new().first_only(true);
+        let now = Instant::now();
+        g.edge(now, edge(100, true, 1));
+        g.edge(now, edge(200, false, 1));
+        assert!(g.edge(now, edge(300, true, 1)).is_empty());
+        assert!(
+            g.edge(now, edge(400, false, 1)).is_empty(),
+            "no window to close"
+        );
+        // Process 2's window began inside the first one; its edges come late.
+        g.edge(now, edge(150, true, 2));
+        let rows = g.edge(now, edge(250, false, 2));
+        assert_eq!(per_process(&rows), [(2, 150, 100)]);
+        g.hold(now, Rows::Samples(batch(&[120, 260, 350])));
+        assert_eq!(starts(&g.drain()), [120]);
+        let end = g.close_all(1_000, "the end");
+        assert_eq!(unions(&end), [(100, 150)]);
         assert_eq!(g.log().opened, 1);
     }
 
     #[test]
     fn nothing_is_kept_without_a_window_and_an_open_window_keeps_everything_after_it() {
         let mut g = Gate::new();
-        g.hold(Instant::now(), Rows::Samples(batch(&[0, 100])));
+        let now = Instant::now();
+        g.hold(now, Rows::Samples(batch(&[0, 100])));
         assert!(g.drain().is_empty());
-        g.edge(edge(150, true, 0));
-        g.hold(Instant::now(), Rows::Samples(batch(&[100, 200, 1_000_000])));
+        g.edge(now, edge(150, true, 0));
+        g.edge(now, edge(160, true, 8));
+        g.hold(now, Rows::Samples(batch(&[100, 200, 1_000_000])));
         assert_eq!(starts(&g.drain()), vec![200, 1_000_000]);
-        let end = g
-            .close_all(2_000_000, "the end")
-            .expect("closed at the end");
-        assert_eq!(end.count, 2_000_000 - 150);
-        assert!(end.detail.contains("closed by the end"));
-        assert!(g.close_all(3_000_000, "again").is_none());
+        let end = g.close_all(2_000_000, "the end");
+        assert_eq!(per_process(&end), [(8, 160, 2_000_000 - 160)]);
+        assert_eq!(unions(&end), [(150, 2_000_000 - 150)]);
+        assert!(end.iter().all(|r| r.detail.contains("closed by the end")));
+        assert!(g.close_all(3_000_000, "again").is_empty());
+    }
+
+    proptest::proptest! {
+        /// Whatever order the sources' edges arrive in (each source's own in order), the
+        /// windows are the union of the sources' intervals and each source's rows its own.
+        #[test]
+        fn the_union_does_not_depend_on_the_order_edges_arrive_in(
+            shapes in proptest::collection::vec(
+                proptest::collection::vec((0i64..1_000, 0i64..300), 1..4),
+                1..5,
+            ),
+            seed in proptest::prelude::any::<u64>(),
+        ) {
+            // Each source's intervals, one after another.
+            let intervals: Vec<Vec<(i64, i64)>> = shapes
+                .iter()
+                .map(|s| {
+                    let mut t = 0;
+                    s.iter()
+                        .map(|(gap, len)| {
+                            let start = t + gap;
+                            t = start + len + 1;
+                            (start, start + len)
+                        })
+                        .collect()
+                })
+                .collect();
+            let mut queues: Vec<VecDeque<Edge>> = intervals
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    let source = u32::try_from(i).unwrap() + 1;
+                    v.iter()
+                        .flat_map(|(s, e)| [edge(*s, true, source), edge(*e, false, source)])
+                        .collect()
+                })
+                .collect();
+            let mut g = Gate::new();
+            let now = Instant::now();
+            let mut rows = Vec::new();
+            let mut x = seed;
+            while queues.iter().any(|q| !q.is_empty()) {
+                x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                let ready: Vec<usize> = (0..queues.len()).filter(|i| !queues[*i].is_empty()).collect();
+                let pick = ready[usize::try_from(x >> 33).unwrap() % ready.len()];
+                let e = queues[pick].pop_front().unwrap();
+                rows.extend(g.edge(now, e));
+            }
+            rows.extend(g.close_all(1_000_000, "the end"));
+
+            let mut all: Vec<(i64, i64)> = intervals.iter().flatten().copied().collect();
+            all.sort_unstable();
+            let mut union: Vec<(i64, i64)> = Vec::new();
+            for (s, e) in all {
+                match union.last_mut() {
+                    Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                    _ => union.push((s, e)),
+                }
+            }
+            let want: Vec<(i64, u64)> =
+                union.iter().map(|(s, e)| (*s, u64::try_from(e - s).unwrap())).collect();
+            proptest::prop_assert_eq!(unions(&rows), want);
+            let mut own = per_process(&rows);
+            own.sort_unstable();
+            let mut own_want: Vec<(u32, i64, u64)> = intervals
+                .iter()
+                .enumerate()
+                .flat_map(|(i, v)| {
+                    v.iter().map(move |(s, e)| {
+                        (u32::try_from(i).unwrap() + 1, *s, u64::try_from(e - s).unwrap())
+                    })
+                })
+                .collect();
+            own_want.sort_unstable();
+            proptest::prop_assert_eq!(own, own_want);
+            let log = g.log();
+            proptest::prop_assert_eq!((log.opened, log.closed), (union.len() as u64, union.len() as u64));
+            proptest::prop_assert_eq!(log.closed_ns, union.iter().map(|(s, e)| e - s).sum::<i64>());
+        }
     }
 
     #[test]
     fn drops_are_cut_at_window_edges_and_rows_kept_whole_when_they_overlap() {
         let mut g = Gate::new();
-        g.edge(edge(100, true, 0));
-        g.edge(edge(200, false, 0));
-        g.edge(edge(300, true, 0));
-        g.edge(edge(400, false, 0));
+        let now = Instant::now();
+        g.edge(now, edge(100, true, 0));
+        g.edge(now, edge(200, false, 0));
+        g.edge(now, edge(300, true, 0));
+        g.edge(now, edge(400, false, 0));
         let drop = DropRecord {
             device: DeviceId(0),
             start_ns: 50,

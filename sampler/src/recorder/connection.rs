@@ -3,7 +3,7 @@
 
 use super::{
     BATCH_AGE, BATCH_ROWS, MAX_HELD, MAX_HELD_BYTES, MAX_STRING_BYTES, ProcessSummary, Shared,
-    State, problem_text,
+    State, WindowTrigger, problem_text,
 };
 use crate::pipeline::SinkMsg;
 use crate::pipeline::window::Edge;
@@ -36,7 +36,7 @@ pub(super) struct Connection {
     state: Arc<Mutex<State>>,
     rows: Arc<AtomicU64>,
     uuids: Arc<HashMap<String, DeviceId>>,
-    trigger: Arc<(String, String)>,
+    trigger: Arc<WindowTrigger>,
     pid: u32,
     strings: HashMap<u32, String>,
     string_bytes: usize,
@@ -55,6 +55,8 @@ pub(super) struct Connection {
     untimed: u64,
     /// The recording closed while the process was still connected (it did not end).
     still_running: bool,
+    /// When the process said goodbye (its exit, on its clock).
+    bye_ns: Option<i64>,
     demangled: HashMap<u32, String>,
     devices: HashMap<u32, DeviceId>,
     held: Vec<Held>,
@@ -86,6 +88,7 @@ impl Connection {
             broken: false,
             untimed: 0,
             still_running: false,
+            bye_ns: None,
             demangled: HashMap::new(),
             devices: HashMap::new(),
             held: Vec::new(),
@@ -239,7 +242,10 @@ impl Connection {
                     detail: detail.into_owned(),
                 });
             }
-            Frame::Bye { .. } => self.me.said_goodbye = true,
+            Frame::Bye { t_ns } => {
+                self.me.said_goodbye = true;
+                self.bye_ns = Some(t_ns);
+            }
             Frame::Window { t_ns, open } => self.window_edge(t_ns, open, None),
             Frame::Context { .. } => self.me.contexts += 1,
             Frame::Graph {
@@ -317,6 +323,10 @@ impl Connection {
     /// A window edge of this process; `closing_at_exit` closes one the process left open.
     fn window_edge(&mut self, t_ns: i64, open: bool, closing_at_exit: Option<&str>) {
         if open {
+            if self.windows_open > 0 && !self.trigger.nests {
+                // cudaProfilerStart while profiling: CUDA ignores it, and one stop ends both.
+                return;
+            }
             self.windows_open += 1;
         } else if self.windows_open == 0 {
             // A close whose open has not arrived yet (at most a few per flush round).
@@ -329,8 +339,8 @@ impl Connection {
         }
         let what = match (open, closing_at_exit) {
             (_, Some(why)) => why.to_string(),
-            (true, None) => format!("{} in process {}", self.trigger.0, self.pid),
-            (false, None) => format!("{} in process {}", self.trigger.1, self.pid),
+            (true, None) => format!("{} in process {}", self.trigger.open, self.pid),
+            (false, None) => format!("{} in process {}", self.trigger.close, self.pid),
         };
         let _ = self.tx.send(SinkMsg::Window(Edge {
             t_ns,
@@ -543,10 +553,7 @@ impl Connection {
             self.admit(h, true);
         }
         let now = crate::now_unix_ns();
-        while self.windows_open > 0 {
-            let why = format!("the exit of process {}", self.pid);
-            self.window_edge(now, false, Some(&why));
-        }
+        self.close_window_at_exit(now);
         // A process that never did GPU work nor sent a range (a compile worker, a data loader)
         // has nothing that could be missing: no warnings, one summary line for all of them.
         if self.untimed > 0 {
@@ -574,6 +581,28 @@ impl Connection {
             if quiet {
                 s.summary.quiet.push(self.me.clone());
             }
+        }
+    }
+
+    /// A window the process left open ends at its exit, with a row that says so. A process
+    /// still running when the recording closed keeps it open: the end of the recording
+    /// closes it.
+    fn close_window_at_exit(&mut self, now: i64) {
+        if self.windows_open == 0 || self.still_running {
+            return;
+        }
+        let exit_ns = self.bye_ns.unwrap_or(now);
+        self.event(
+            event::WINDOW_OPEN_AT_EXIT,
+            u64::from(self.windows_open),
+            format!(
+                "process {} exited with its capture window open ({} without {}): the window was closed at its exit",
+                self.pid, self.trigger.open, self.trigger.close
+            ),
+        );
+        let why = format!("the exit of process {}", self.pid);
+        while self.windows_open > 0 {
+            self.window_edge(exit_ns, false, Some(&why));
         }
     }
 

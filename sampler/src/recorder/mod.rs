@@ -26,6 +26,8 @@ mod connection;
 mod library;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod workers_tests;
 
 use connection::Connection;
 pub use connection::demangle;
@@ -140,17 +142,7 @@ impl Recorder {
         let readers = Arc::new(Mutex::new(Vec::new()));
         let uuids: HashMap<String, DeviceId> =
             devices.iter().map(|d| (d.uuid.clone(), d.id)).collect();
-        // How each edge of a window is named in the trace: (opening, closing).
-        let trigger: Arc<(String, String)> = Arc::new(match &range {
-            Some(RangeTrigger::ProfilerApi) => {
-                ("cudaProfilerStart".into(), "cudaProfilerStop".into())
-            }
-            Some(RangeTrigger::Nvtx(n)) => (
-                format!("the start of NVTX range `{n}`"),
-                format!("the end of NVTX range `{n}`"),
-            ),
-            None => (String::new(), String::new()),
-        });
+        let trigger = Arc::new(WindowTrigger::of(range.as_ref()));
         let handle = {
             let (stop, state, readers, rows) = (
                 Arc::clone(&stop),
@@ -373,8 +365,37 @@ struct Shared {
     state: Arc<Mutex<State>>,
     rows: Arc<AtomicU64>,
     uuids: Arc<HashMap<String, DeviceId>>,
-    /// How the edges of a capture window are named in the trace (empty: no capture range).
-    trigger: Arc<(String, String)>,
+    trigger: Arc<WindowTrigger>,
+}
+
+/// What a process's window edges are, for the recorder.
+#[derive(Debug, Default)]
+pub(super) struct WindowTrigger {
+    /// How the opening and the closing edge are named in the trace (empty: no capture range).
+    pub(super) open: String,
+    pub(super) close: String,
+    /// Opens nest and each needs its close (NVTX ranges of one name inside each other).
+    /// `cudaProfilerStart` does not: a second start while profiling has no effect and one
+    /// stop ends it (CUDA's profiler control is not counted).
+    pub(super) nests: bool,
+}
+
+impl WindowTrigger {
+    fn of(range: Option<&RangeTrigger>) -> WindowTrigger {
+        match range {
+            Some(RangeTrigger::ProfilerApi) => WindowTrigger {
+                open: "cudaProfilerStart".into(),
+                close: "cudaProfilerStop".into(),
+                nests: false,
+            },
+            Some(RangeTrigger::Nvtx(n)) => WindowTrigger {
+                open: format!("the start of NVTX range `{n}`"),
+                close: format!("the end of NVTX range `{n}`"),
+                nests: true,
+            },
+            None => WindowTrigger::default(),
+        }
+    }
 }
 
 fn accept_loop(listener: UnixListener, shared: &Shared, readers: &Arc<Mutex<Vec<JoinHandle<()>>>>) {

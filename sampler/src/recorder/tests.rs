@@ -607,6 +607,55 @@ fn window_edges_are_forwarded_and_closed_at_exit() {
     assert_eq!(why[0], "cudaProfilerStart in process 93");
     assert_eq!(why[1], "cudaProfilerStop in process 93");
     assert!(why[3].contains("exit of process 93"), "{why:?}");
+    let open_at_exit: Vec<CaptureEvent> = events_of(&msgs)
+        .into_iter()
+        .filter(|e| e.event == event::WINDOW_OPEN_AT_EXIT)
+        .collect();
+    assert_eq!(open_at_exit.len(), 1, "{open_at_exit:?}");
+    assert_eq!((open_at_exit[0].pid, open_at_exit[0].count), (93, 1));
+    assert_eq!(
+        open_at_exit[0].detail,
+        "process 93 exited with its capture window open (cudaProfilerStart without cudaProfilerStop): the window was closed at its exit"
+    );
+}
+
+fn edges_of(msgs: &[SinkMsg]) -> Vec<(i64, bool)> {
+    msgs.iter()
+        .filter_map(|m| match m {
+            SinkMsg::Window(e) => Some((e.t_ns, e.open)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `cudaProfilerStart` is not counted (a second start changes nothing, one stop ends the
+/// window); NVTX ranges of the trigger's name nest, and a window left open ends at the
+/// process's goodbye, its exit.
+#[test]
+fn profiler_starts_do_not_nest_nvtx_windows_do_and_an_open_one_ends_at_the_goodbye() {
+    let window = |t_ns, open| Frame::Window { t_ns, open };
+    let frames = vec![
+        hello(94),
+        window(10, true),
+        window(20, true),
+        window(30, false),
+        Frame::Bye { t_ns: 50 },
+    ];
+    let (msgs, summary) = one_process(Some(RangeTrigger::ProfilerApi), frames.clone());
+    assert_eq!(edges_of(&msgs), [(10, true), (30, false)]);
+    assert!(summary.problems.is_empty(), "{:?}", summary.problems);
+    let (msgs, summary) = one_process(Some(RangeTrigger::Nvtx("w".into())), frames);
+    assert_eq!(
+        edges_of(&msgs),
+        [(10, true), (20, true), (30, false), (50, false)]
+    );
+    assert!(
+        summary.problems.iter().any(|p| p
+            .contains("process 94 exited with its capture window open")
+            && p.contains("the start of NVTX range `w` without the end of NVTX range `w`")),
+        "{:?}",
+        summary.problems
+    );
 }
 
 /// Garbage on a connection closes it with a row in the capture table; the recorder goes on

@@ -21,7 +21,8 @@
 //! that uses CPU is sampled again within half an interval of CPU time, so a thread without a
 //! new sample is where its newest one was. It is appended under the innermost Python frame; a
 //! thread that waits in a system call keeps that call innermost, with the held frame above it
-//! when that is outside the C library (`→ cudaStreamSynchronize (libcudart.so.12) → futex`).
+//! when that is a named function outside the C library (`→ cudaStreamSynchronize
+//! (libcudart.so.12) → futex`).
 
 use super::source::{Frame, ThreadStack};
 use cufall_trace::model::FrameKind;
@@ -133,7 +134,7 @@ pub fn merge(stack: &mut ThreadStack, chain: Option<&[Frame]>, held: &mut Option
         .is_some_and(|f| f.kind == FrameKind::Native);
     if !in_syscall {
         stack.frames.insert(0, h.frame.clone());
-    } else if !is_system(&h.frame.module) {
+    } else if named(&h.frame) && !is_system(&h.frame.module) {
         stack.frames.insert(1, h.frame.clone());
     }
 }
@@ -341,6 +342,12 @@ mod tests {
             &mut held,
         );
         assert_eq!(names(&s), ["clock_nanosleep (kernel)", "nap (model)"]);
+        // An address says no more either.
+        let mut held = None;
+        let mut s = stack(vec![syscall("futex"), python("wait", 9)]);
+        merge(&mut s, Some(&chain(&[native("0x5de2", "libffi.so.8")])), &mut held);
+        assert_eq!(names(&s), ["futex (kernel)", "wait (model)"]);
+        assert!(held.is_some(), "held for when the thread runs again");
         // Without a perf sample ever: the system call alone, as before.
         let mut s = stack(vec![syscall("futex"), python("wait", 9)]);
         merge(&mut s, None, &mut None);

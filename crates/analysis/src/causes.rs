@@ -128,17 +128,16 @@ pub fn blocks(function: &str, file: &str) -> bool {
         "wait4",
         "waitpid",
     ];
-    let t = libc_plain(tail(function));
+    // A symbol version's dots are not a qualified name's.
+    let t = libc_plain(tail(function.split('@').next().unwrap_or(function)));
     function.contains("futex")
         || BLOCKING.contains(&t)
         || (t == "get" && (file.ends_with("queue.py") || file.ends_with("queues.py")))
 }
 
 /// A C library name without its internal dressing: `__GI___poll` → `poll`,
-/// `___pthread_cond_timedwait64` → `pthread_cond_timedwait`, `__libc_recv` → `recv`,
-/// `pthread_cond_wait@@GLIBC_2.3.2` → `pthread_cond_wait`.
+/// `___pthread_cond_timedwait64` → `pthread_cond_timedwait`, `__libc_recv` → `recv`.
 fn libc_plain(name: &str) -> &str {
-    let name = name.split('@').next().unwrap_or(name);
     let name = name.strip_prefix("__GI_").unwrap_or(name);
     let name = name.trim_start_matches('_');
     let name = name.strip_prefix("libc_").unwrap_or(name);

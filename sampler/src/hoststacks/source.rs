@@ -89,8 +89,9 @@ pub trait StackReader: Send {
 /// threads), read without pausing it; each thread's perf event is opened the first time it is
 /// asked for.
 pub trait NativeChains: Send {
-    /// The call chain of `tid`'s newest sample since the last look, innermost first; None
-    /// when it has none (it used less than one period of CPU since, or has no event).
+    /// The call chain of `tid`'s newest sample since the last look, innermost first, up to its
+    /// first interpreter frame (the rest is not looked up); None when it has none (it used
+    /// less than one period of CPU since, or has no event).
     fn chain(&mut self, tid: u32) -> Option<Vec<Frame>>;
     /// The round is over: events of threads not asked for in a while are closed.
     fn end_round(&mut self);

@@ -8,7 +8,8 @@
 //! makes of that is [`crate::hoststacks::leaf`]'s.
 
 use super::symbols::ProcessSymbols;
-use super::{Budget, Slot, chain_frames, open_ring, perf, records};
+use super::{Budget, Slot, chain_frames_until, open_ring, perf, records};
+use crate::hoststacks::leaf::is_interpreter;
 use crate::hoststacks::source::{Frame, NativeChains};
 use std::collections::HashMap;
 
@@ -92,7 +93,10 @@ impl NativeChains for ThreadChains {
         } else {
             newest.callchain
         };
-        Some(chain_frames(&mut self.symbols, &chain))
+        // Only the frames below the interpreter are used: the rest are not looked up.
+        Some(chain_frames_until(&mut self.symbols, &chain, |f| {
+            is_interpreter(&f.module)
+        }))
     }
 
     fn end_round(&mut self) {

@@ -358,10 +358,25 @@ impl NativeReader {
 /// The frames of a sampled call chain, innermost first, up to the first address outside every
 /// executable mapping.
 fn chain_frames(symbols: &mut ProcessSymbols, chain: &[u64]) -> Vec<Frame> {
+    chain_frames_until(symbols, chain, |_| false)
+}
+
+/// [`chain_frames`], ending after the first frame `last` says is the last wanted.
+fn chain_frames_until(
+    symbols: &mut ProcessSymbols,
+    chain: &[u64],
+    last: impl Fn(&Frame) -> bool,
+) -> Vec<Frame> {
     let mut frames = Vec::with_capacity(chain.len());
     for (i, addr) in chain.iter().enumerate() {
         match symbols.frame(*addr, i > 0) {
-            Some(f) => frames.push(f),
+            Some(f) => {
+                let done = last(&f);
+                frames.push(f);
+                if done {
+                    break;
+                }
+            }
             None => break,
         }
     }

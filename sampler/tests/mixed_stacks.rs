@@ -179,11 +179,19 @@ fn a_c_function_called_through_ctypes_is_appended_under_its_python_caller() {
     let spinning = main
         .iter()
         .filter(|st| {
-            st.first().map(|(n, k)| (n.as_str(), *k)) == Some(("spin_c (libspin.so)", FrameKind::Native))
+            st.first().map(|(n, k)| (n.as_str(), *k))
+                == Some(("spin_c (libspin.so)", FrameKind::Native))
         })
         .inspect(|st| {
-            assert_eq!(st[1], ("call_spin (mixed)".to_string(), FrameKind::Python), "{st:?}");
-            assert!(st[1..].iter().all(|(_, k)| *k == FrameKind::Python), "{st:?}");
+            assert_eq!(
+                st[1],
+                ("call_spin (mixed)".to_string(), FrameKind::Python),
+                "{st:?}"
+            );
+            assert!(
+                st[1..].iter().all(|(_, k)| *k == FrameKind::Python),
+                "{st:?}"
+            );
         })
         .count();
     assert!(
@@ -197,14 +205,17 @@ fn a_c_function_called_through_ctypes_is_appended_under_its_python_caller() {
         .filter(|s| s.pid == pid && s.thread_name == "napper")
         .filter_map(|s| stacks.get(&s.stack_id))
         .filter(|st| {
-            st.first()
-                .is_some_and(|(n, _)| n.starts_with("clock_nanosleep") || n.starts_with("nanosleep"))
-                && st.iter().any(|(n, _)| n == "nap_c (mixed)")
+            st.first().is_some_and(|(n, _)| {
+                n.starts_with("clock_nanosleep") || n.starts_with("nanosleep")
+            }) && st.iter().any(|(n, _)| n == "nap_c (mixed)")
         })
         .count();
     assert!(napping > 0, "the napper in its sleep: {stacks:#?}");
     assert!(
-        !summary.lines().iter().any(|l| l.contains("could not be read")),
+        !summary
+            .lines()
+            .iter()
+            .any(|l| l.contains("could not be read")),
         "{:?}",
         summary.lines()
     );

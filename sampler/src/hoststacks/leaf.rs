@@ -52,9 +52,16 @@ pub fn is_interpreter(module: &str) -> bool {
 
 /// The C library, its threads library and the dynamic loader.
 fn is_system(module: &str) -> bool {
-    ["libc.so", "libc-", "libpthread", "ld-linux", "ld-musl", "libdl"]
-        .iter()
-        .any(|p| module.starts_with(p))
+    [
+        "libc.so",
+        "libc-",
+        "libpthread",
+        "ld-linux",
+        "ld-musl",
+        "libdl",
+    ]
+    .iter()
+    .any(|p| module.starts_with(p))
 }
 
 /// A function name found in a symbol table (not an address, not a placeholder).
@@ -235,7 +242,10 @@ mod tests {
         let near = chain(&[
             native("__futex_abstimed_wait_common", "libc.so.6"),
             native("0x77", "libc10.so"),
-            native("c10::cuda::CUDACachingAllocator::emptyCache", "libc10_cuda.so"),
+            native(
+                "c10::cuda::CUDACachingAllocator::emptyCache",
+                "libc10_cuda.so",
+            ),
         ]);
         assert_eq!(
             pick(&near).expect("a frame").function,
@@ -254,7 +264,10 @@ mod tests {
             "__memmove_avx_unaligned_erms"
         );
         // Unknown libraries do not beat the C library: usleep is what it does.
-        let unknown = chain(&[native("usleep", "libc.so.6"), native("ffi_call", "libffi.so.8")]);
+        let unknown = chain(&[
+            native("usleep", "libc.so.6"),
+            native("ffi_call", "libffi.so.8"),
+        ]);
         assert_eq!(pick(&unknown).expect("a frame").function, "usleep");
         // Unnamed frames are passed over for a named one.
         let unnamed = chain(&[native("0x1", "libcuda.so.1"), native("spin", "libspin.so")]);
@@ -272,13 +285,19 @@ mod tests {
             ("0x1d2e3f", "libcuda.so.1")
         );
         // An extension module is not the interpreter.
-        let ext = chain(&[native("PyCFuncPtr_call", "_ctypes.cpython-312-x86_64-linux-gnu.so")]);
+        let ext = chain(&[native(
+            "PyCFuncPtr_call",
+            "_ctypes.cpython-312-x86_64-linux-gnu.so",
+        )]);
         assert_eq!(pick(&ext).expect("a frame").function, "PyCFuncPtr_call");
     }
 
     #[test]
     fn a_running_thread_gets_the_frame_under_its_innermost_python_frame() {
-        let mut s = stack(vec![python("sdpa_attention_forward", 158), python("forward", 40)]);
+        let mut s = stack(vec![
+            python("sdpa_attention_forward", 158),
+            python("forward", 40),
+        ]);
         let mut held = None;
         let c = chain(&[
             native("0x1", "libcuda.so.1"),
@@ -294,11 +313,17 @@ mod tests {
             ]
         );
         // No new sample, the same Python frame: still there.
-        let mut again = stack(vec![python("sdpa_attention_forward", 158), python("forward", 40)]);
+        let mut again = stack(vec![
+            python("sdpa_attention_forward", 158),
+            python("forward", 40),
+        ]);
         merge(&mut again, None, &mut held);
         assert_eq!(names(&again)[0], "cudaStreamSynchronize (libcudart.so.12)");
         // Another Python line since: the old sample no longer stands.
-        let mut moved = stack(vec![python("sdpa_attention_forward", 160), python("forward", 40)]);
+        let mut moved = stack(vec![
+            python("sdpa_attention_forward", 160),
+            python("forward", 40),
+        ]);
         merge(&mut moved, None, &mut held);
         assert_eq!(names(&moved)[0], "sdpa_attention_forward (model)");
         assert_eq!(held, None);
@@ -308,7 +333,11 @@ mod tests {
     fn a_new_sample_in_the_interpreter_ends_the_held_frame() {
         let mut held = None;
         let mut s = stack(vec![python("loop", 3)]);
-        merge(&mut s, Some(&chain(&[native("spin", "libspin.so")])), &mut held);
+        merge(
+            &mut s,
+            Some(&chain(&[native("spin", "libspin.so")])),
+            &mut held,
+        );
         assert_eq!(names(&s), ["spin (libspin.so)", "loop (model)"]);
         let mut s = stack(vec![python("loop", 3)]);
         merge(&mut s, Some(&outer()), &mut held);
@@ -345,7 +374,11 @@ mod tests {
         // An address says no more either.
         let mut held = None;
         let mut s = stack(vec![syscall("futex"), python("wait", 9)]);
-        merge(&mut s, Some(&chain(&[native("0x5de2", "libffi.so.8")])), &mut held);
+        merge(
+            &mut s,
+            Some(&chain(&[native("0x5de2", "libffi.so.8")])),
+            &mut held,
+        );
         assert_eq!(names(&s), ["futex (kernel)", "wait (model)"]);
         assert!(held.is_some(), "held for when the thread runs again");
         // Without a perf sample ever: the system call alone, as before.
@@ -356,10 +389,21 @@ mod tests {
 
     #[test]
     fn gpu_api_names_are_told_apart_from_lookalikes() {
-        for f in ["cudaMemcpyAsync", "cuLaunchKernel", "ncclAllReduce", "cuStreamSynchronize"] {
+        for f in [
+            "cudaMemcpyAsync",
+            "cuLaunchKernel",
+            "ncclAllReduce",
+            "cuStreamSynchronize",
+        ] {
             assert!(is_gpu_api(f), "{f}");
         }
-        for f in ["cublasGemmEx", "cudnnConvolutionForward", "curl_easy_perform", "cu", "current"] {
+        for f in [
+            "cublasGemmEx",
+            "cudnnConvolutionForward",
+            "curl_easy_perform",
+            "cu",
+            "current",
+        ] {
             assert!(!is_gpu_api(f), "{f}");
         }
     }

@@ -677,8 +677,11 @@ fn processes_without_python_are_read_natively_and_python_ones_get_their_native_l
     let python: Vec<&HostSample> = out.samples().into_iter().filter(|x| x.pid == 10).collect();
     assert_eq!(python.len(), 3);
     for x in &python {
-        let mut frames: Vec<&StackFrame> =
-            stacks.iter().filter(|f| f.stack_id == x.stack_id).copied().collect();
+        let mut frames: Vec<&StackFrame> = stacks
+            .iter()
+            .filter(|f| f.stack_id == x.stack_id)
+            .copied()
+            .collect();
         frames.sort_by_key(|f| f.depth);
         let named: Vec<(&str, FrameKind)> = frames
             .iter()

@@ -290,7 +290,6 @@ impl NativeReader {
         }
     }
 
-
     /// A thread with no sample since the last round: where `/proc` says it is.
     fn off_cpu(&mut self, tid: u32) -> Option<(HostState, Vec<Frame>)> {
         let text = match std::fs::read_to_string(self.dir.join(format!("task/{tid}/syscall"))) {
@@ -474,9 +473,10 @@ impl NativeReader {
         let name = t.name.clone();
         let sampled = newest.is_some();
         let (state, mut frames) = match (newest, cached) {
-            (Some(s), _) if !s.callchain.is_empty() => {
-                (HostState::Running, chain_frames(&mut self.symbols, &s.callchain))
-            }
+            (Some(s), _) if !s.callchain.is_empty() => (
+                HostState::Running,
+                chain_frames(&mut self.symbols, &s.callchain),
+            ),
             (Some(s), _) => (HostState::Running, chain_frames(&mut self.symbols, &[s.ip])),
             (None, Some(frames)) => (HostState::Idle, frames),
             (None, None) => self.off_cpu(tid)?,

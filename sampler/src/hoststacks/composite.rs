@@ -51,9 +51,7 @@ impl HostSource {
     pub fn with(python: Box<dyn StackSource>, native: Box<dyn StackSource>) -> HostSource {
         HostSource { python, native }
     }
-}
 
-impl HostSource {
     /// A Python process's reader with its threads' native frames, where they can be read.
     fn mixed(&mut self, pid: u32, python: Box<dyn StackReader>) -> Box<dyn StackReader> {
         let (chains, refused) = match self.native.chains(pid) {

@@ -10,8 +10,13 @@
 //! `cudaLaunchKernel`, `cuGraphLaunch`), so that a copy's own wait counts as copying; else the
 //! innermost frame that blocks on another thread or the clock (`futex`, `pthread_cond_wait`,
 //! `Event.wait`, `Condition.wait`, `Lock.acquire`, `sleep`, `clock_nanosleep`, `select`,
-//! `poll`, `epoll_wait`); else an idle sample is waiting on something its stack does not name
-//! (a Python `time.sleep` shows only its caller's line), and a running one is computing.
+//! `poll`, `epoll_wait`, `wait4`; the C library's internal names of these count too:
+//! `__futex_abstimed_wait_common`, `__GI___poll`, `___pthread_cond_timedwait64`,
+//! `__lll_lock_wait`); else an idle sample is waiting on something its stack does not name
+//! (a Python `time.sleep` shows only its caller's line), and a running one is computing. The
+//! native frame a Python thread is in is part of its stack (appended by the sampler under the
+//! innermost Python frame: `cudaStreamSynchronize`, `cuLaunchKernel`, `cudaMemcpyAsync`,
+//! `futex`), so these name its cause without captured API calls.
 
 use cufall_trace::model::ApiCall;
 use serde::Serialize;
@@ -80,7 +85,10 @@ pub fn cuda_cause(function: &str, file: &str) -> Option<HostCause> {
         || (t == "synchronize" && torch)
     {
         Some(HostCause::WaitingForGpu)
-    } else if function.contains("Memcpy") || function.contains("_to_copy") || t.starts_with("copy_")
+    } else if function.contains("Memcpy")
+        || function.contains("Memset")
+        || function.contains("_to_copy")
+        || t.starts_with("copy_")
     {
         Some(HostCause::Copying)
     } else if function.contains("LaunchKernel") || function.contains("GraphLaunch") {
@@ -92,7 +100,7 @@ pub fn cuda_cause(function: &str, file: &str) -> Option<HostCause> {
 
 /// Whether a frame's function blocks on another thread, a lock, the clock or I/O readiness.
 pub fn blocks(function: &str, file: &str) -> bool {
-    const BLOCKING: [&str; 19] = [
+    const BLOCKING: [&str; 26] = [
         "wait",
         "acquire",
         "join",
@@ -102,21 +110,39 @@ pub fn blocks(function: &str, file: &str) -> bool {
         "usleep",
         "select",
         "pselect",
+        "pselect6",
         "poll",
         "ppoll",
         "epoll_wait",
         "epoll_pwait",
+        "epoll_pwait2",
         "pthread_cond_wait",
         "pthread_cond_timedwait",
+        "pthread_cond_clockwait",
         "pthread_mutex_lock",
         "pthread_join",
         "sem_wait",
         "sem_timedwait",
+        "sem_clockwait",
+        "lll_lock_wait",
+        "wait4",
+        "waitpid",
     ];
-    let t = tail(function);
+    // A symbol version's dots are not a qualified name's.
+    let t = libc_plain(tail(function.split('@').next().unwrap_or(function)));
     function.contains("futex")
         || BLOCKING.contains(&t)
         || (t == "get" && (file.ends_with("queue.py") || file.ends_with("queues.py")))
+}
+
+/// A C library name without its internal dressing: `__GI___poll` → `poll`,
+/// `___pthread_cond_timedwait64` → `pthread_cond_timedwait`, `__libc_recv` → `recv`.
+fn libc_plain(name: &str) -> &str {
+    let name = name.strip_prefix("__GI_").unwrap_or(name);
+    let name = name.trim_start_matches('_');
+    let name = name.strip_prefix("libc_").unwrap_or(name);
+    let name = name.strip_suffix("_time64").unwrap_or(name);
+    name.strip_suffix("64").unwrap_or(name)
 }
 
 /// The cause a captured CUDA call gives the time inside it, if it is one of the verdict's.
@@ -352,6 +378,26 @@ mod tests {
         ] {
             assert!(blocks(f, file), "{f}");
         }
+        // The C library's own names, as a native leaf of a Python thread reads them.
+        for f in [
+            "__GI___poll",
+            "___pthread_cond_timedwait64",
+            "__pthread_cond_wait",
+            "__lll_lock_wait",
+            "__futex_abstimed_wait_common64",
+            "__clock_nanosleep_time64",
+            "pthread_cond_wait@@GLIBC_2.3.2",
+            "__libc_wait4",
+            "epoll_pwait2",
+        ] {
+            assert!(blocks(f, "libc.so.6"), "{f}");
+        }
+        assert!(!blocks("__memmove_avx_unaligned_erms", "libc.so.6"));
+        assert!(!blocks("__libc_malloc", "libc.so.6"));
+        assert_eq!(
+            cuda("cudaMemsetAsync", "libcudart.so.12"),
+            Some(HostCause::Copying)
+        );
         assert!(!blocks("build_tree", "tree.py"));
         assert!(!blocks("dict.get", "app.py"));
         assert!(!blocks("cudaStreamWaitEvent", "libcudart.so"));

@@ -1510,6 +1510,68 @@ mod tests {
         assert_eq!(share_of(&l.self_frames, "inner"), Some(1.0));
     }
 
+    /// A Python stack with the native frame its thread was in appended under its innermost
+    /// Python frame (what the sampler writes): that frame names the cause without API calls.
+    #[test]
+    fn native_leaves_under_python_frames_name_the_causes() {
+        let native = |stack_id: u64, function: &str, module: &str| StackFrame {
+            stack_id,
+            depth: 0,
+            function: function.into(),
+            file: if module == "kernel" {
+                String::new()
+            } else {
+                format!("/usr/lib/{module}")
+            },
+            line: None,
+            module: module.into(),
+            kind: FrameKind::Native,
+        };
+        let stacks = vec![
+            native(1, "cudaStreamSynchronize", "libcudart.so.13"),
+            frame(1, 1, "sdpa_attention_forward", 158),
+            native(2, "futex", "kernel"),
+            frame(2, 1, "item", 12),
+            native(3, "cuLaunchKernel", "libcuda.so.1"),
+            frame(3, 1, "launch", 3),
+            native(4, "cudaMemcpyAsync", "libcudart.so.13"),
+            frame(4, 1, "to", 4),
+            native(5, "__lll_lock_wait", "libc.so.6"),
+            frame(5, 1, "take", 5),
+        ];
+        // One thread, ten samples in each stack, the futex ones idle.
+        let samples: Vec<HostSample> = (0..50)
+            .map(|i| sample(i * 10, 1, 1 + (i / 10) as u64, i / 10 == 1))
+            .collect();
+        let ix = HostIndex::build(&stacks, &samples, Some("100000000 Hz")).expect("samples");
+        let phases = Phases::build(&[]);
+        let index = SegPhases::build(&phases);
+        let l = Launchers::build(&phases, &index, 1, &[], &[]);
+        let mut fold = HostFold::new(&ix, &l, 1);
+        fold.add_place(&gap(0, 500), "(whole run)");
+        let cs = fold.finish(&["(whole run)".to_string()]);
+        let c = &cs[0].all.causes;
+        assert!(!c.from_api_calls);
+        let of = |cause: HostCause| {
+            let x = c.causes.iter().find(|x| x.cause == cause).expect("cause");
+            let names: Vec<&str> = x.top.iter().map(|n| n.name.as_str()).collect();
+            (x.share, names.join(", "))
+        };
+        assert_eq!(
+            of(HostCause::WaitingForGpu),
+            (0.2, "cudaStreamSynchronize".into())
+        );
+        assert_eq!(of(HostCause::Launching), (0.2, "cuLaunchKernel".into()));
+        assert_eq!(of(HostCause::Copying), (0.2, "cudaMemcpyAsync".into()));
+        let (share, names) = of(HostCause::WaitingOnThread);
+        assert!((share - 0.4).abs() < 1e-9, "{share}");
+        assert!(
+            names.contains("futex in item") && names.contains("__lll_lock_wait in take"),
+            "{names}"
+        );
+        assert_eq!(of(HostCause::Computing).0, 0.0);
+    }
+
     /// The verdict line's causes: a captured copy call names the samples inside it, an idle
     /// sample whose frames name no wait is waiting, a running one computing; with `unsampled`
     /// they add up to 1.

@@ -1,6 +1,7 @@
 //! Host stacks: the stacks of every thread of every process of the recorded program, sampled on
 //! the trace's clock while it runs (`record --host-stacks on`, the default with a program):
-//! Python stacks for a process that runs Python, native frames for one that does not.
+//! Python stacks for a process that runs Python (each thread's innermost native frame or system
+//! call appended), native frames for one that does not.
 //!
 //! ```text
 //!  one sampling thread, every --host-interval (1 ms):          sink thread
@@ -9,8 +10,9 @@
 //!    (new → attach, exec → attach again, gone → retire;   │
 //!    attaching runs on a second thread)                   │
 //!  each attached process: read every thread's stack ──────┼──▶ SinkMsg::Host { stacks, samples }
-//!    (py-spy, or perf events where no Python runs; never  │     (stacks written first)
-//!    pausing it), intern, stamp the time                  │
+//!    (py-spy + the thread's newest perf sample, or perf   │     (stacks written first)
+//!    events alone where no Python runs; never pausing     │
+//!    it), intern, stamp the time                          │
 //!  a late round or a failed read → counted as missed ─────┴──▶ SinkMsg::Capture (per process)
 //! ```
 //!
@@ -18,8 +20,9 @@
 //! |---|---|
 //! | [`source`] | what the loop asks of a stack reader ([`StackSource`], [`StackReader`]) and its typed errors |
 //! | [`pyspy`] | the Python reader, py-spy's library |
-//! | [`native`] | the native reader for processes without Python: perf task-clock samples, ELF symbols |
-//! | [`composite`] | the source `record` uses: py-spy first, native where no Python runs |
+//! | [`native`] | the native reader for processes without Python: perf task-clock samples, ELF symbols; the call chains of Python threads |
+//! | [`leaf`] | which native frame of a Python thread's call chain is appended under its Python frames |
+//! | [`composite`] | the source `record` uses: py-spy with native leaves, native where no Python runs |
 //! | [`procs`] | the program's process tree from `/proc` ([`ProcessTable`]) |
 //! | [`intern`] | stacks → ids, memory bounded |
 //! | [`sampler`] | the round loop |
@@ -28,6 +31,7 @@
 
 pub mod composite;
 pub mod intern;
+pub mod leaf;
 pub mod native;
 pub mod probe;
 pub mod procs;
@@ -44,7 +48,9 @@ pub use procs::{ProcFs, ProcessTable};
 pub use pyspy::PySpySource;
 pub use report::{HostSummary, ProcessReport};
 pub use sampler::{HostStacks, Options};
-pub use source::{AttachError, Frame, ReadError, StackReader, StackSource, ThreadStack};
+pub use source::{
+    AttachError, Frame, NativeChains, ReadError, StackReader, StackSource, ThreadStack,
+};
 
 use crate::cli::duration::parse_positive_duration;
 use std::time::Duration;
@@ -92,8 +98,8 @@ pub enum Switch {
 #[derive(Clone, Debug, clap::Args)]
 pub struct HostArgs {
     /// Sample the host stacks of every thread of every process of the program (with a
-    /// program after --): Python stacks, and native frames (perf events) for processes
-    /// without Python; on or off. Needs permission to read the program's memory and to use
+    /// program after --): Python stacks with the native frame each thread is in, and native
+    /// frames (perf events) for processes without Python; on or off. Needs permission to read the program's memory and to use
     /// perf events (see docs/host-stacks.md); without it the recording goes on without stacks.
     #[arg(long, value_enum, value_name = "ON|OFF", default_value = "on")]
     pub host_stacks: Switch,

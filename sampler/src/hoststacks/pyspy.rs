@@ -3,13 +3,14 @@
 //!
 //! Reads are non-blocking: the program is never paused (py-spy's `LockingStrategy::NonBlocking`),
 //! so a read can race with the interpreter changing its frames; such a read fails or, rarely,
-//! gives a stack mixed from two instants. A failed read is a missed sample, counted. Native
-//! frames are not read: py-spy gets them only by pausing the process (its `--native` refuses
-//! `--nonblocking`), which would cost the program far more than sampling is allowed to. What a
-//! blocked thread waits in is read instead, without pausing it: the system call it is in
+//! gives a stack mixed from two instants. A failed read is a missed sample, counted. py-spy's
+//! own native frames are not used: it gets them only by pausing the process (its `--native`
+//! refuses `--nonblocking`), which would cost the program far more than sampling is allowed to.
+//! What a blocked thread waits in is read instead, without pausing it: the system call it is in
 //! (`/proc/PID/task/TID/syscall`, read right after its Python stack) is appended under the
 //! innermost Python frame as a native frame (`futex`, `poll`, `clock_nanosleep`, `ioctl`, ...),
-//! so that `Event.wait` on a lock and a native call waiting in the kernel are told apart.
+//! so that `Event.wait` on a lock and a native call waiting in the kernel are told apart. The
+//! native function a thread runs comes from perf events ([`super::composite`]).
 
 use super::procs::{ProcFs, ProcessTable, may_read_memory};
 use super::source::{AttachError, Frame, ReadError, StackReader, StackSource, ThreadStack};

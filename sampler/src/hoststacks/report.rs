@@ -42,6 +42,10 @@ pub struct ProcessReport {
     pub unread: Option<Unread>,
     /// Why it was not read, and the fix.
     pub unread_detail: String,
+    /// Read with py-spy, but the native frames of its threads could not be read (perf events
+    /// refused): why, and the fix.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub native_refused: String,
 }
 
 /// What host-stack sampling did in a recording.
@@ -138,6 +142,17 @@ impl HostSummary {
                 self.frames,
                 self.missed,
                 100.0 * self.missed as f64 / asked.max(1) as f64
+            ));
+        }
+        let refused: Vec<&ProcessReport> = self
+            .read()
+            .filter(|p| !p.native_refused.is_empty())
+            .collect();
+        if let Some(first) = refused.first() {
+            out.push(format!(
+                "host stacks: the native frames of the Python threads of {} process(es) could not be read ({}); those threads show the system call they wait in, not the native function they run",
+                refused.len(),
+                first.native_refused
             ));
         }
         for p in &self.processes {

@@ -426,6 +426,7 @@ impl Sampler {
         let (unread, detail) = match result {
             Ok(reader) => {
                 t.report.interpreter = reader.describe();
+                t.report.native_refused = reader.native_refused().unwrap_or_default();
                 t.state = State::Reading(reader);
                 return;
             }

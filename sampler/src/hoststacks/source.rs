@@ -78,6 +78,23 @@ pub trait StackReader: Send {
     fn describe(&self) -> String;
     /// Every thread's stack, now.
     fn sample(&mut self) -> Result<Vec<ThreadStack>, ReadError>;
+    /// What the summary says once about this process beside its samples: why the native
+    /// frames of its Python threads could not be read (perf events refused).
+    fn native_refused(&self) -> Option<String> {
+        None
+    }
+}
+
+/// The native call chains of chosen threads of one process (a Python process's Python
+/// threads), read without pausing it; each thread's perf event is opened the first time it is
+/// asked for.
+pub trait NativeChains: Send {
+    /// The call chain of `tid`'s newest sample since the last look, innermost first, up to its
+    /// first interpreter frame (the rest is not looked up); None when it has none (it used
+    /// less than one period of CPU since, or has no event).
+    fn chain(&mut self, tid: u32) -> Option<Vec<Frame>>;
+    /// The round is over: events of threads not asked for in a while are closed.
+    fn end_round(&mut self);
 }
 
 /// Attaches readers to processes.
@@ -85,4 +102,9 @@ pub trait StackSource: Send {
     fn attach(&mut self, pid: u32) -> Result<Box<dyn StackReader>, AttachError>;
     /// What is read, for the manifest and the docs (`python frames`).
     fn frames_kind(&self) -> &'static str;
+    /// Native call chains of `pid`'s threads, where this source reads them: None where it does
+    /// not, a [`AttachError::NativeUnavailable`] where perf events are refused.
+    fn chains(&mut self, _pid: u32) -> Option<Result<Box<dyn NativeChains>, AttachError>> {
+        None
+    }
 }

@@ -4,7 +4,9 @@
 use super::procs::{Proc, ProcessTable};
 use super::report::{HostSummary, PERMISSION_FIX, ProcessReport, Unread};
 use super::sampler::{ATTACH_TRIES, REATTACH_AFTER, Sampler};
-use super::source::{AttachError, Frame, ReadError, StackReader, StackSource, ThreadStack};
+use super::source::{
+    AttachError, Frame, NativeChains, ReadError, StackReader, StackSource, ThreadStack,
+};
 use super::{HostStacks, Options, event};
 use crate::pipeline::SinkMsg;
 use cufall_trace::model::{CaptureEvent, FrameKind, Gil, HostSample, HostState, StackFrame};
@@ -569,6 +571,36 @@ impl StackSource for FakeNative {
     fn frames_kind(&self) -> &'static str {
         "native frames"
     }
+    fn chains(&mut self, pid: u32) -> Option<Result<Box<dyn NativeChains>, AttachError>> {
+        Some(if self.refuse {
+            Err(AttachError::NativeUnavailable {
+                pid,
+                detail: "perf_event_open was refused (Permission denied); to allow it: ...".into(),
+            })
+        } else {
+            Ok(Box::new(FakeChains))
+        })
+    }
+}
+
+/// Every thread asked for is in `cudaStreamSynchronize`, called from the interpreter.
+struct FakeChains;
+impl NativeChains for FakeChains {
+    fn chain(&mut self, _tid: u32) -> Option<Vec<Frame>> {
+        let native = |function: &str, module: &str| Frame {
+            function: function.into(),
+            file: format!("/usr/lib/{module}"),
+            line: None,
+            module: module.into(),
+            kind: FrameKind::Native,
+        };
+        Some(vec![
+            native("0x1d2e", "libcuda.so.1"),
+            native("cudaStreamSynchronize", "libcudart.so.12"),
+            native("_PyEval_EvalFrameDefault", "libpython3.11.so.1.0"),
+        ])
+    }
+    fn end_round(&mut self) {}
 }
 
 struct FakeNativeReader(Shared, u32);
@@ -618,7 +650,7 @@ fn composite(w: &Shared, refuse: bool) -> (Sampler, Receiver<SinkMsg>) {
 }
 
 #[test]
-fn processes_without_python_are_read_natively_and_python_ones_stay_python_only() {
+fn processes_without_python_are_read_natively_and_python_ones_get_their_native_leaf() {
     let (w, _s, _rx) = setup();
     {
         let mut g = w.lock().expect("world");
@@ -643,15 +675,29 @@ fn processes_without_python_are_read_natively_and_python_ones_stay_python_only()
     assert_eq!(by_pid(21).unread, Some(Unread::NoPermission));
     let stacks = out.stacks();
     let python: Vec<&HostSample> = out.samples().into_iter().filter(|x| x.pid == 10).collect();
+    assert_eq!(python.len(), 3);
     for x in &python {
-        assert!(
-            stacks
-                .iter()
-                .filter(|f| f.stack_id == x.stack_id)
-                .all(|f| f.kind == FrameKind::Python),
-            "no native frame in a Python stack"
+        let mut frames: Vec<&StackFrame> = stacks
+            .iter()
+            .filter(|f| f.stack_id == x.stack_id)
+            .copied()
+            .collect();
+        frames.sort_by_key(|f| f.depth);
+        let named: Vec<(&str, FrameKind)> = frames
+            .iter()
+            .map(|f| (f.function.as_str(), f.kind))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("cudaStreamSynchronize", FrameKind::Native),
+                ("spin_here", FrameKind::Python),
+                ("<module>", FrameKind::Python)
+            ],
+            "one native frame under the innermost Python frame"
         );
     }
+    assert!(report_of(&summary, 10).native_refused.is_empty());
     let native: Vec<&HostSample> = out.samples().into_iter().filter(|x| x.pid == 20).collect();
     assert_eq!(native.len(), 3);
     assert!(native.iter().all(|x| x.gil == Gil::Unknown));
@@ -715,4 +761,40 @@ fn processes_whose_native_frames_are_refused_are_counted_once_with_why() {
         "{:?}",
         summary.lines()
     );
+}
+
+#[test]
+fn python_processes_whose_native_frames_are_refused_keep_their_python_stacks_and_say_so_once() {
+    let (w, _s, _rx) = setup();
+    {
+        let mut g = w.lock().expect("world");
+        g.tree.push(proc(12, "/usr/bin/python3"));
+        g.alive.insert(12);
+        g.threads.insert(12, vec![thread(13, "serve", 7)]);
+    }
+    let (mut s, rx) = composite(&w, true);
+    for _ in 0..3 {
+        s.discover();
+        s.round();
+    }
+    let summary = s.finish();
+    let out = sent(&rx);
+    assert_eq!(out.samples().len(), 6, "both processes sampled");
+    assert!(
+        out.stacks().iter().all(|f| f.kind == FrameKind::Python),
+        "no native frame without perf events"
+    );
+    assert!(report_of(&summary, 10).native_refused.contains("refused"));
+    let lines = summary.lines();
+    let said: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("native frames of the Python threads"))
+        .collect();
+    assert_eq!(said.len(), 1, "{lines:?}");
+    assert!(
+        said[0].contains("of 2 process(es) could not be read (perf_event_open was refused"),
+        "{}",
+        said[0]
+    );
+    assert_eq!(report_of(&summary, 10).unread, None);
 }

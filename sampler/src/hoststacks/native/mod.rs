@@ -26,12 +26,15 @@
 //! first address outside every executable mapping, which ends most such garbage, but a frame
 //! above a function without frame pointers can still be wrong.
 
+pub mod chains;
 pub mod perf;
 pub mod records;
 pub mod symbols;
 
 use super::procs::{ProcFs, ProcessTable};
-use super::source::{AttachError, Frame, ReadError, StackReader, StackSource, ThreadStack};
+use super::source::{
+    AttachError, Frame, NativeChains, ReadError, StackReader, StackSource, ThreadStack,
+};
 use cufall_trace::model::{FrameKind, Gil, HostState};
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -155,6 +158,28 @@ impl StackSource for NativeSource {
     fn frames_kind(&self) -> &'static str {
         FRAMES_KIND
     }
+
+    fn chains(&mut self, pid: u32) -> Option<Result<Box<dyn NativeChains>, AttachError>> {
+        let dir = self.proc_root.join(pid.to_string());
+        let mut c = chains::ThreadChains::new(
+            self.period_ns,
+            self.budget.clone(),
+            ProcessSymbols::new(dir, Arc::clone(&self.cache)),
+        );
+        // The main thread's event tells whether perf events may be had at all.
+        Some(match c.open(pid) {
+            Ok(()) => Ok(Box::new(c)),
+            // The main thread ended; the others are opened as they are asked for.
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) && self.alive(pid) => Ok(Box::new(c)),
+            Err(e) => Err(attach_error(pid, &e, self.alive(pid))),
+        })
+    }
+}
+
+impl NativeSource {
+    fn alive(&self, pid: u32) -> bool {
+        ProcFs::at(&self.proc_root).alive(pid)
+    }
 }
 
 /// Why perf events could not be had, told the way the loop needs.
@@ -265,25 +290,6 @@ impl NativeReader {
         }
     }
 
-    /// The frames of a sampled call chain, innermost first, up to the first address outside
-    /// every executable mapping.
-    fn chain_frames(&mut self, chain: &[u64]) -> Vec<Frame> {
-        let mut frames = Vec::with_capacity(chain.len());
-        for (i, addr) in chain.iter().enumerate() {
-            match self.symbols.frame(*addr, i > 0) {
-                Some(f) => frames.push(f),
-                None => break,
-            }
-        }
-        if frames.is_empty()
-            && let Some(ip) = chain.first()
-        {
-            // The sampled instruction itself lies in no mapped file (generated code).
-            frames.push(placeholder(format!("0x{ip:x} (in no mapped file)")));
-        }
-        frames
-    }
-
     /// A thread with no sample since the last round: where `/proc` says it is.
     fn off_cpu(&mut self, tid: u32) -> Option<(HostState, Vec<Frame>)> {
         let text = match std::fs::read_to_string(self.dir.join(format!("task/{tid}/syscall"))) {
@@ -346,6 +352,40 @@ impl NativeReader {
             }
         })
     }
+}
+
+/// The frames of a sampled call chain, innermost first, up to the first address outside every
+/// executable mapping.
+fn chain_frames(symbols: &mut ProcessSymbols, chain: &[u64]) -> Vec<Frame> {
+    chain_frames_until(symbols, chain, |_| false)
+}
+
+/// [`chain_frames`], ending after the first frame `last` says is the last wanted.
+fn chain_frames_until(
+    symbols: &mut ProcessSymbols,
+    chain: &[u64],
+    last: impl Fn(&Frame) -> bool,
+) -> Vec<Frame> {
+    let mut frames = Vec::with_capacity(chain.len());
+    for (i, addr) in chain.iter().enumerate() {
+        match symbols.frame(*addr, i > 0) {
+            Some(f) => {
+                let done = last(&f);
+                frames.push(f);
+                if done {
+                    break;
+                }
+            }
+            None => break,
+        }
+    }
+    if frames.is_empty()
+        && let Some(ip) = chain.first()
+    {
+        // The sampled instruction itself lies in no mapped file (generated code).
+        frames.push(placeholder(format!("0x{ip:x} (in no mapped file)")));
+    }
+    frames
 }
 
 /// Listings at which a thread's name is read (10: its first 100 ms).
@@ -433,10 +473,11 @@ impl NativeReader {
         let name = t.name.clone();
         let sampled = newest.is_some();
         let (state, mut frames) = match (newest, cached) {
-            (Some(s), _) if !s.callchain.is_empty() => {
-                (HostState::Running, self.chain_frames(&s.callchain))
-            }
-            (Some(s), _) => (HostState::Running, self.chain_frames(&[s.ip])),
+            (Some(s), _) if !s.callchain.is_empty() => (
+                HostState::Running,
+                chain_frames(&mut self.symbols, &s.callchain),
+            ),
+            (Some(s), _) => (HostState::Running, chain_frames(&mut self.symbols, &[s.ip])),
             (None, Some(frames)) => (HostState::Idle, frames),
             (None, None) => self.off_cpu(tid)?,
         };

@@ -354,6 +354,9 @@ impl Fixture {
         if self.capture_problems {
             w.append_capture(&capture_problems()).expect("capture");
         }
+        if !extras.capture_rows.is_empty() {
+            w.append_capture(&extras.capture_rows).expect("capture");
+        }
         if self.host_stacks {
             w.append_stacks(&host_stacks()).expect("stacks");
             w.append_host_samples(&self.host_samples())
@@ -377,6 +380,8 @@ pub struct Extras {
     /// Host samples of two threads whose stacks follow the phases (see the module docs); not
     /// meant with [`Fixture::host_stacks`] (the same threads would be sampled twice).
     pub phase_threads: bool,
+    /// Rows added to the capture table (capture's cost per event, `capture_cost_*`).
+    pub capture_rows: Vec<CaptureEvent>,
 }
 
 /// A frame of a fixture's stack: function, file, line, whether native.

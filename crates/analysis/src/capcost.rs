@@ -310,8 +310,8 @@ fn kinds_text(kinds: &[EventKind]) -> String {
 pub fn text(c: &CaptureCost) -> String {
     use crate::render::{fmt_ns, fmt_pct};
     let mut o = String::from(
-        "\nCAPTURE COST (host time cufall's capture added to the program, from its cost per event \
-         measured in the program at capture start)\n",
+        "\nCAPTURE COST (host time cufall's capture added, from its cost per event measured in \
+         the program)\n",
     );
     if !c.calibrated {
         o.push_str(

@@ -63,8 +63,8 @@ fn measured_costs_give_the_added_time_per_step() {
     assert!((draft.host_fraction.unwrap() - 18.5 / 400.0).abs() < 1e-12);
     assert_eq!(
         section(&text),
-        "CAPTURE COST (host time cufall's capture added to the program, from its cost per event \
-         measured in the program at capture start)\n  \
+        "CAPTURE COST (host time cufall's capture added, from its cost per event measured in \
+         the program)\n  \
          step: capture added about 37.5 µs per step (3.8% of host time); gaps shorter than that \
          may be cufall's own\n  \
          step/draft: capture added about 18.5 µs per step (4.6% of host time); gaps shorter \
@@ -119,8 +119,8 @@ fn a_recording_without_cost_rows_says_unknown() {
     assert!(c.phases.iter().all(|p| p.added_ns.is_none()));
     assert_eq!(
         section(&text),
-        "CAPTURE COST (host time cufall's capture added to the program, from its cost per event \
-         measured in the program at capture start)\n  \
+        "CAPTURE COST (host time cufall's capture added, from its cost per event measured in \
+         the program)\n  \
          capture cost unknown: this recording holds no measurement of capture's cost (made \
          before cufall measured it)"
     );

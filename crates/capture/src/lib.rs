@@ -1133,6 +1133,31 @@ mod tests {
         }
     }
 
+    /// The cost rows' names are what `cufall report` matches (`cufall_analysis::capcost`), and
+    /// a cost row crosses the wire whole.
+    #[test]
+    fn cost_rows_are_named_by_kind_and_round_trip() {
+        assert_eq!(event::cost_event("nvtx", true), "capture_cost_nvtx");
+        assert_eq!(
+            event::cost_event("graph", false),
+            "capture_cost_graph_unknown"
+        );
+        for kind in event::COST_KINDS {
+            assert!(event::cost_event(kind, true).starts_with(event::COST_PREFIX));
+        }
+        let f = Frame::Status {
+            t_ns: 1_764_000_000_000_000_000,
+            event: event::cost_event("nvtx", true).into(),
+            count: 187,
+            detail: "187 ns per NVTX range".into(),
+        };
+        let mut bytes = Vec::new();
+        encode(&f, &mut bytes);
+        let mut d = Decoder::new();
+        d.push(&bytes);
+        assert_eq!(d.next_frame().unwrap(), Some(f));
+    }
+
     #[test]
     fn unchecked_bytes_decode_as_text_with_bad_utf8_replaced() {
         let mut bytes = Vec::new();

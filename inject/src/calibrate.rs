@@ -92,7 +92,10 @@ pub fn nvtx_cost(rounds: &[f64]) -> Result<(u64, usize), String> {
     }
     r.sort_by(f64::total_cmp);
     let median = r[r.len() / 2];
-    #[allow(clippy::cast_possible_truncation, reason = "rounded, finite and positive")]
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "rounded, finite and positive"
+    )]
     let ns = median.round().max(1.0) as u64;
     Ok((ns, r.len()))
 }
@@ -133,7 +136,10 @@ mod tests {
 
     #[test]
     fn the_cost_is_the_median_round_and_never_zero() {
-        assert_eq!(nvtx_cost(&[300.0, 120.4, 150.0, 900.0, 140.0]), Ok((150, 5)));
+        assert_eq!(
+            nvtx_cost(&[300.0, 120.4, 150.0, 900.0, 140.0]),
+            Ok((150, 5))
+        );
         assert_eq!(nvtx_cost(&[0.2]), Ok((1, 1)));
         assert_eq!(nvtx_cost(&[f64::NAN, 99.6]), Ok((100, 1)));
         assert!(nvtx_cost(&[]).is_err());

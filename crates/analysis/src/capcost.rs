@@ -146,7 +146,11 @@ impl Counts {
 
     /// Counts an NVTX range in the slots both its start and its end fall in: a range that
     /// begins where its first child begins is in the parent's phase, not the child's.
-    pub fn add_range<I: Iterator<Item = usize>>(&mut self, r: &NvtxRange, slots: impl Fn(i64) -> I) {
+    pub fn add_range<I: Iterator<Item = usize>>(
+        &mut self,
+        r: &NvtxRange,
+        slots: impl Fn(i64) -> I,
+    ) {
         let last = (r.end_ns - 1).max(r.start_ns);
         let at_end: Vec<usize> = slots(last).collect();
         self.add(
@@ -249,9 +253,7 @@ pub fn build(
             known_ns,
             added_ns,
             per_step_ns: added_ns.filter(|_| steps > 0).map(|a| a / steps as f64),
-            host_fraction: added_ns
-                .filter(|_| host_ns > 0)
-                .map(|a| a / host_ns as f64),
+            host_fraction: added_ns.filter(|_| host_ns > 0).map(|a| a / host_ns as f64),
             unknown,
         }
     };

@@ -714,7 +714,9 @@ fn fold_kernels<'a>(
     let mut pids: KernelPids = vec![BTreeMap::new(); cells.slots];
     let coverage = kernel_coverage(trace, &mut |ks| {
         for k in ks.iter() {
-            events.add_activity(k, |t| slots_of(&cells.index, phases.segment_of(t), cells.slots));
+            events.add_activity(k, |t| {
+                slots_of(&cells.index, phases.segment_of(t), cells.slots)
+            });
         }
         for k in ks.iter().filter(|k| gaps::keeps_gpu_busy(k.kind)) {
             for slot in slots_of(&cells.index, phases.segment_of(k.start_ns), cells.slots) {
@@ -837,10 +839,17 @@ pub(crate) fn build_report_checked(
     cells.add_drops(&phases, &drops);
     let mut events = capcost::Counts::new(cells.slots);
     for r in &nvtx {
-        events.add_range(r, |t| slots_of(&cells.index, phases.segment_of(t), cells.slots));
+        events.add_range(r, |t| {
+            slots_of(&cells.index, phases.segment_of(t), cells.slots)
+        });
     }
-    let (kernel_fold, coverage, kernel_pids) =
-        fold_kernels(trace, &phases, &cells, opts.kernel_rows != Some(0), &mut events)?;
+    let (kernel_fold, coverage, kernel_pids) = fold_kernels(
+        trace,
+        &phases,
+        &cells,
+        opts.kernel_rows != Some(0),
+        &mut events,
+    )?;
     let host = HostCoverage::build(&api);
     let merged = gaps::merge_fragments(fragments, &drops, min_gap_ns, hole_ns);
 
@@ -878,7 +887,13 @@ pub(crate) fn build_report_checked(
     // The capture table only adds to the report: one that cannot be read is a warning.
     let mut warnings = report_warnings(trace, checked.warnings);
     let (capture, graphs, costs) = capture_tables(trace, &mut warnings);
-    let capture_cost = capcost::build(costs, &events, &phase_reports, &whole_run, end_ns - start_ns);
+    let capture_cost = capcost::build(
+        costs,
+        &events,
+        &phase_reports,
+        &whole_run,
+        end_ns - start_ns,
+    );
     let chosen_by = (!nvtx.is_empty()).then_some(&opts.phases);
     let mut notes = ctx.notes(&phases, chosen_by, m, &drops);
     notes.extend(input_notes(overlap, host_left_out));

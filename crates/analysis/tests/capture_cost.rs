@@ -46,7 +46,12 @@ fn measured_costs_give_the_added_time_per_step() {
     let (text, c, json) = report_with(vec![
         row(1234, "capture_cost_nvtx", 400, "400 ns per NVTX range"),
         row(1240, "capture_cost_nvtx", 600, "600 ns per NVTX range"),
-        row(1234, "capture_cost_kernel", 9_000, "9000 ns per kernel launch"),
+        row(
+            1234,
+            "capture_cost_kernel",
+            9_000,
+            "9000 ns per kernel launch",
+        ),
     ]);
     assert!(c.calibrated);
     let step = c.phases.iter().find(|p| p.path == "step").unwrap();
@@ -105,10 +110,19 @@ fn a_kind_without_a_measured_cost_makes_the_cost_unknown_never_zero() {
         ),
         "{s}"
     );
-    assert!(s.contains("cost per event: NVTX ranges 500 ns; kernel launches unknown"), "{s}");
+    assert!(
+        s.contains("cost per event: NVTX ranges 500 ns; kernel launches unknown"),
+        "{s}"
+    );
     assert!(!s.contains("about 0"), "{s}");
-    assert_eq!(json["capture_cost"]["phases"][0]["added_ns"], serde_json::Value::Null);
-    assert_eq!(json["capture_cost"]["kinds"][1]["ns_per_event"], serde_json::Value::Null);
+    assert_eq!(
+        json["capture_cost"]["phases"][0]["added_ns"],
+        serde_json::Value::Null
+    );
+    assert_eq!(
+        json["capture_cost"]["kinds"][1]["ns_per_event"],
+        serde_json::Value::Null
+    );
     assert_eq!(json["capture_cost"]["kinds"][1]["detail"], "not measured");
 }
 
@@ -134,10 +148,17 @@ fn an_old_recording_reads_as_unknown() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let trace = Trace::open(root.join("examples/h200-specdec-0.5b-graphs-off.cufall")).unwrap();
     let r = build_report(&trace, &ReportOptions::default()).unwrap();
-    let c = r.capture_cost.as_ref().expect("a recording with captured events");
+    let c = r
+        .capture_cost
+        .as_ref()
+        .expect("a recording with captured events");
     assert!(!c.calibrated);
     assert!(c.kinds.iter().all(|k| k.ns_per_event.is_none()));
-    assert!(c.phases.iter().all(|p| p.added_ns.is_none() && p.known_ns == 0.0));
+    assert!(
+        c.phases
+            .iter()
+            .all(|p| p.added_ns.is_none() && p.known_ns == 0.0)
+    );
     let text = report_text(&r);
     assert!(text.contains("  capture cost unknown: this recording holds no measurement"));
     // Its capture rows are not mistaken for capture problems.
@@ -157,5 +178,10 @@ fn a_recording_without_captured_events_has_no_section() {
     let r = build_report(&Trace::open(&path).unwrap(), &ReportOptions::default()).unwrap();
     assert!(r.capture_cost.is_none());
     assert!(!report_text(&r).contains("CAPTURE COST"));
-    assert!(serde_json::to_value(&r).unwrap().get("capture_cost").is_none());
+    assert!(
+        serde_json::to_value(&r)
+            .unwrap()
+            .get("capture_cost")
+            .is_none()
+    );
 }

@@ -221,7 +221,6 @@ pub fn build(
     counts: &Counts,
     phases: &[PhaseReport],
     whole_run: &PhaseReport,
-    run_ns: i64,
 ) -> Option<CaptureCost> {
     let whole_slot = counts.per_slot.len().checked_sub(1)?;
     let all = counts.of(whole_slot);
@@ -258,7 +257,12 @@ pub fn build(
         }
     };
     let rows: Vec<PhaseCost> = if phases.is_empty() {
-        vec![phase_cost(&whole_run.path, 0, run_ns, all.clone())]
+        vec![phase_cost(
+            &whole_run.path,
+            0,
+            whole_run.total_ns,
+            all.clone(),
+        )]
     } else {
         phases
             .iter()

@@ -708,15 +708,24 @@ fn fold_kernels<'a>(
     phases: &'a Phases,
     cells: &Cells,
     by_phase: bool,
-    events: &mut capcost::Counts,
-) -> Result<(Option<KernelFold<'a>>, Option<KernelCoverage>, KernelPids)> {
+    nvtx: &[NvtxRange],
+) -> Result<(
+    Option<KernelFold<'a>>,
+    Option<KernelCoverage>,
+    KernelPids,
+    capcost::Counts,
+)> {
     let mut kernel_fold = by_phase.then(|| KernelFold::new(phases));
     let mut pids: KernelPids = vec![BTreeMap::new(); cells.slots];
+    // The events capture's cost is counted for, per slot (`crate::capcost`).
+    let slots = |t| slots_of(&cells.index, phases.segment_of(t), cells.slots);
+    let mut events = capcost::Counts::new(cells.slots);
+    for r in nvtx {
+        events.add_range(r, slots);
+    }
     let coverage = kernel_coverage(trace, &mut |ks| {
         for k in ks.iter() {
-            events.add_activity(k, |t| {
-                slots_of(&cells.index, phases.segment_of(t), cells.slots)
-            });
+            events.add_activity(k, slots);
         }
         for k in ks.iter().filter(|k| gaps::keeps_gpu_busy(k.kind)) {
             for slot in slots_of(&cells.index, phases.segment_of(k.start_ns), cells.slots) {
@@ -727,7 +736,7 @@ fn fold_kernels<'a>(
             fold.add_all(ks);
         }
     })?;
-    Ok((kernel_fold, coverage, pids))
+    Ok((kernel_fold, coverage, pids, events))
 }
 
 /// The reader's warnings (rows that cannot be true among them, counted as they were read) and
@@ -837,19 +846,8 @@ pub(crate) fn build_report_checked(
     let nvml_span = add_nvml(trace, &phases, &mut cells)?;
     let drops = trace.drops()?;
     cells.add_drops(&phases, &drops);
-    let mut events = capcost::Counts::new(cells.slots);
-    for r in &nvtx {
-        events.add_range(r, |t| {
-            slots_of(&cells.index, phases.segment_of(t), cells.slots)
-        });
-    }
-    let (kernel_fold, coverage, kernel_pids) = fold_kernels(
-        trace,
-        &phases,
-        &cells,
-        opts.kernel_rows != Some(0),
-        &mut events,
-    )?;
+    let (kernel_fold, coverage, kernel_pids, events) =
+        fold_kernels(trace, &phases, &cells, opts.kernel_rows != Some(0), &nvtx)?;
     let host = HostCoverage::build(&api);
     let merged = gaps::merge_fragments(fragments, &drops, min_gap_ns, hole_ns);
 
@@ -887,13 +885,7 @@ pub(crate) fn build_report_checked(
     // The capture table only adds to the report: one that cannot be read is a warning.
     let mut warnings = report_warnings(trace, checked.warnings);
     let (capture, graphs, costs) = capture_tables(trace, &mut warnings);
-    let capture_cost = capcost::build(
-        costs,
-        &events,
-        &phase_reports,
-        &whole_run,
-        end_ns - start_ns,
-    );
+    let capture_cost = capcost::build(costs, &events, &phase_reports, &whole_run);
     let chosen_by = (!nvtx.is_empty()).then_some(&opts.phases);
     let mut notes = ctx.notes(&phases, chosen_by, m, &drops);
     notes.extend(input_notes(overlap, host_left_out));

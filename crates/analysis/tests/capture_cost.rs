@@ -21,16 +21,17 @@ fn row(pid: u32, event: &str, count: u64, detail: &str) -> CaptureEvent {
 }
 
 fn report_with(rows: Vec<CaptureEvent>) -> (String, CaptureCost, serde_json::Value) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("tempdir");
     let extras = Extras {
         capture_rows: rows,
         ..Default::default()
     };
     let path = Fixture::default().write_with(dir.path(), "fx.cufall", &extras);
-    let trace = Trace::open(&path).unwrap();
-    let r = build_report(&trace, &ReportOptions::default()).unwrap();
-    let json = serde_json::to_value(&r).unwrap();
-    (report_text(&r), r.capture_cost.unwrap(), json)
+    let trace = Trace::open(&path).expect("open");
+    let r = build_report(&trace, &ReportOptions::default()).expect("report");
+    let json = serde_json::to_value(&r).expect("json");
+    let cost = r.capture_cost.clone().expect("a CAPTURE COST section");
+    (report_text(&r), cost, json)
 }
 
 fn section(text: &str) -> String {

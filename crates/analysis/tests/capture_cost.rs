@@ -6,7 +6,7 @@
 use cufall_analysis::capcost::{CaptureCost, EventKind};
 use cufall_analysis::render::report_text;
 use cufall_analysis::{ReportOptions, build_report};
-use cufall_testkit::fixture::{Extras, Fixture, T0};
+use cufall_testkit::fixture::{Fixture, T0};
 use cufall_trace::Trace;
 use cufall_trace::model::CaptureEvent;
 
@@ -22,11 +22,7 @@ fn row(pid: u32, event: &str, count: u64, detail: &str) -> CaptureEvent {
 
 fn report_with(rows: Vec<CaptureEvent>) -> (String, CaptureCost, serde_json::Value) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let extras = Extras {
-        capture_rows: rows,
-        ..Default::default()
-    };
-    let path = Fixture::default().write_with(dir.path(), "fx.cufall", &extras);
+    let path = Fixture::default().write_with_capture(dir.path(), "fx.cufall", &rows);
     let trace = Trace::open(&path).expect("open");
     let r = build_report(&trace, &ReportOptions::default()).expect("report");
     let json = serde_json::to_value(&r).expect("json");

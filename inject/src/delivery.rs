@@ -345,6 +345,43 @@ thread_local! {
     static LOCAL: RefCell<Option<Local>> = const { RefCell::new(None) };
 }
 
+/// A buffer of the calling thread that the flusher never sees: while it lives, what the thread
+/// sends is encoded and buffered exactly as usual, and then discarded. The calibration times
+/// the real handlers against it without putting its records in the trace.
+pub struct Scratch {
+    buf: Buffer,
+}
+
+impl Scratch {
+    /// Gives the calling thread a scratch buffer in place of its own (which it must not have
+    /// used: a thread made for the calibration).
+    pub fn install(hub: &Hub) -> Scratch {
+        let buf: Buffer = Arc::new(Mutex::new(Vec::with_capacity(256 << 10)));
+        let local = Local {
+            generation: hub.generation,
+            buf: Arc::clone(&buf),
+        };
+        let _ = LOCAL.try_with(|cell| *cell.borrow_mut() = Some(local));
+        Scratch { buf }
+    }
+
+    /// Discards what was buffered; returns how many bytes that was.
+    pub fn clear(&self) -> usize {
+        self.buf.lock().map_or(0, |mut b| {
+            let n = b.len();
+            b.clear();
+            n
+        })
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        // The thread's next record registers an ordinary buffer.
+        let _ = LOCAL.try_with(|cell| *cell.borrow_mut() = None);
+    }
+}
+
 /// Runs `f` on the calling thread's buffer, then applies the size rules.
 fn with_buffer(hub: &'static Hub, f: impl FnOnce(&mut Vec<u8>)) {
     let mut f = Some(f);

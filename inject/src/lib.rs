@@ -15,6 +15,7 @@
 // say why not.
 #![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
+pub mod calibrate;
 pub mod callbacks;
 pub mod cupti;
 pub mod delivery;
@@ -75,7 +76,10 @@ pub extern "C" fn InitializeInjection() -> i32 {
         ensure_exit_hooks();
         if h.kinds.needs_cupti() {
             match cupti::attach(h.kinds) {
-                Ok(a) => h.status(event::CUDA_ATTACHED, a.activity_kinds, &a.detail),
+                Ok(a) => {
+                    h.status(event::CUDA_ATTACHED, a.activity_kinds, &a.detail);
+                    calibrate::cuda_kinds_unknown(h, h.kinds);
+                }
                 Err(why) => h.status(event::CUPTI_UNAVAILABLE, 0, &why),
             }
         } else {

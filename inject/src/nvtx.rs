@@ -572,6 +572,13 @@ extern "C" fn domain_create_w(s: *const i32) -> *mut c_void {
 extern "C" fn domain_destroy(_d: *mut c_void) {}
 extern "C" fn initialize(_reserved: *const c_void) {}
 
+/// One push/pop pair through the handlers the program's `nvtxRangePushA`/`nvtxRangePop` reach
+/// (for the calibration, [`crate::calibrate`]).
+pub(crate) fn push_pop_a(name: &CStr) {
+    range_push_a(name.as_ptr());
+    range_pop();
+}
+
 // ---- Filling NVTX's function tables ----
 
 type FnPtr = Option<unsafe extern "C" fn()>;
@@ -723,5 +730,6 @@ pub fn install(get_export_table: Option<GetExportTable>) -> i32 {
         &format!("{filled} NVTX entry points"),
     );
     crate::ensure_exit_hooks();
+    crate::calibrate::nvtx_once();
     1
 }

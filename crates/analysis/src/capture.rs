@@ -113,7 +113,8 @@ fn parse_graph_contents(pid: u32, nodes: u64, detail: &str) -> Option<GraphConte
 pub fn capture_lines(events: &[CaptureEvent]) -> Vec<CaptureLine> {
     let mut by: BTreeMap<&str, Vec<&CaptureEvent>> = BTreeMap::new();
     for e in events {
-        if !ROUTINE.contains(&e.event.as_str()) {
+        // Capture's cost rows are the report's CAPTURE COST section (`crate::capcost`).
+        if !ROUTINE.contains(&e.event.as_str()) && !e.event.starts_with("capture_cost_") {
             by.entry(e.event.as_str()).or_default().push(e);
         }
     }

@@ -24,6 +24,7 @@
 //! - [`nodes`]: `cufall report A B ...`, several nodes' recordings of one run; [`nodes_diff`]:
 //!   `cufall diff A1 A2 --vs B1 B2`, two such runs compared.
 //! - [`export`]: `cufall export`, Parquet/CSV tables and a Perfetto trace.
+//! - [`capcost`]: what capture itself added to each phase's host time.
 //! - [`capture`]: the problems the recorder wrote in the trace's `capture` table, worded.
 //! - [`manifest`]: the manifest's interval, times and full scales checked against the samples.
 //!
@@ -33,6 +34,7 @@
 // say why not.
 #![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
+pub mod capcost;
 pub mod capture;
 pub mod causes;
 pub mod diff;

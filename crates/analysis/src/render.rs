@@ -395,6 +395,9 @@ pub fn report_text_with(r: &Report, cmd: &str, lines: bool) -> String {
 
     o.push_str(&per_device_text(r, &all));
     o.push_str(&kernels_text(r));
+    if let Some(c) = &r.capture_cost {
+        o.push_str(&crate::capcost::text(c));
+    }
     o.push_str(&gaps_text(r));
     o.push_str(&host_text(r, cmd, lines));
 

@@ -2,6 +2,7 @@
 //! drops, and a verdict per phase. [`build_report`] computes a [`Report`] (serialisable, for
 //! `--json` and for `diff`); [`crate::render`] prints it as text.
 
+use crate::capcost;
 use crate::capture::{self, CaptureLine, GraphContents};
 use crate::error::{AnalysisError, Result};
 use crate::gaps::{self, Gap, GapPart, HostCoverage, HostTime, KernelCoverage};
@@ -435,6 +436,10 @@ pub struct Report {
     /// recording without host samples.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<HostReport>,
+    /// What capture itself added to each phase's host time ([`crate::capcost`]); absent for a
+    /// recording without captured events.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture_cost: Option<crate::capcost::CaptureCost>,
     /// Why the recording has no host stacks, as the recorder wrote it
     /// (`manifest.extra.host_stacks` = `off: <why>`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -710,10 +715,25 @@ fn fold_kernels<'a>(
     phases: &'a Phases,
     cells: &Cells,
     by_phase: bool,
-) -> Result<(Option<KernelFold<'a>>, Option<KernelCoverage>, KernelPids)> {
+    nvtx: &[NvtxRange],
+) -> Result<(
+    Option<KernelFold<'a>>,
+    Option<KernelCoverage>,
+    KernelPids,
+    capcost::Counts,
+)> {
     let mut kernel_fold = by_phase.then(|| KernelFold::new(phases));
     let mut pids: KernelPids = vec![BTreeMap::new(); cells.slots];
+    // The events capture's cost is counted for, per slot (`crate::capcost`).
+    let slots = |t| slots_of(&cells.index, phases.segment_of(t), cells.slots);
+    let mut events = capcost::Counts::new(cells.slots);
+    for r in nvtx {
+        events.add_range(r, slots);
+    }
     let coverage = kernel_coverage(trace, &mut |ks| {
+        for k in ks.iter() {
+            events.add_activity(k, slots);
+        }
         for k in ks.iter().filter(|k| gaps::keeps_gpu_busy(k.kind)) {
             for slot in slots_of(&cells.index, phases.segment_of(k.start_ns), cells.slots) {
                 *pids[slot].entry(k.pid).or_default() += 1;
@@ -723,7 +743,7 @@ fn fold_kernels<'a>(
             fold.add_all(ks);
         }
     })?;
-    Ok((kernel_fold, coverage, pids))
+    Ok((kernel_fold, coverage, pids, events))
 }
 
 /// The reader's warnings (rows that cannot be true among them, counted as they were read) and
@@ -753,15 +773,20 @@ fn add_nvml(trace: &Trace, phases: &Phases, cells: &mut Cells) -> Result<Option<
 fn capture_tables(
     trace: &Trace,
     warnings: &mut Vec<String>,
-) -> (Vec<capture::CaptureLine>, Vec<capture::GraphContents>) {
+) -> (
+    Vec<capture::CaptureLine>,
+    Vec<capture::GraphContents>,
+    Vec<capcost::KindCost>,
+) {
     match trace.capture_events() {
         Ok(events) => (
             capture::capture_lines(&events),
             capture::graph_contents(&events),
+            capcost::kind_costs(&events),
         ),
         Err(e) => {
             warnings.push(format!("the capture table could not be read: {e}"));
-            (Vec::new(), Vec::new())
+            (Vec::new(), Vec::new(), Vec::new())
         }
     }
 }
@@ -828,8 +853,8 @@ pub(crate) fn build_report_checked(
     let nvml_span = add_nvml(trace, &phases, &mut cells)?;
     let drops = trace.drops()?;
     cells.add_drops(&phases, &drops);
-    let (kernel_fold, coverage, kernel_pids) =
-        fold_kernels(trace, &phases, &cells, opts.kernel_rows != Some(0))?;
+    let (kernel_fold, coverage, kernel_pids, events) =
+        fold_kernels(trace, &phases, &cells, opts.kernel_rows != Some(0), &nvtx)?;
     let host = HostCoverage::build(&api);
     let merged = gaps::merge_fragments(fragments, &drops, min_gap_ns, hole_ns);
 
@@ -866,7 +891,8 @@ pub(crate) fn build_report_checked(
     let drop_reports = drop_summary(&drops);
     // The capture table only adds to the report: one that cannot be read is a warning.
     let mut warnings = report_warnings(trace, checked.warnings);
-    let (capture, graphs) = capture_tables(trace, &mut warnings);
+    let (capture, graphs, costs) = capture_tables(trace, &mut warnings);
+    let capture_cost = capcost::build(costs, &events, &phase_reports, &whole_run);
     let chosen_by = (!nvtx.is_empty()).then_some(&opts.phases);
     let mut notes = ctx.notes(&phases, chosen_by, m, &drops);
     notes.extend(input_notes(overlap, host_left_out));
@@ -898,6 +924,7 @@ pub(crate) fn build_report_checked(
         notes,
         warnings,
         host,
+        capture_cost,
         host_stacks_off: host_stacks_off(m),
     })
 }

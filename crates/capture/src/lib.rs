@@ -467,6 +467,24 @@ pub mod event {
     pub const GRAPH_CONTENTS: &str = "graph_contents";
     /// The library could not read graphs' kernels (libcuda lacks the graph functions).
     pub const GRAPH_CONTENTS_UNAVAILABLE: &str = "graph_contents_unavailable";
+    /// What capture adds to the program's host time per event of a kind, measured once at
+    /// capture start in the process ([`cost_event`] names the rows): `count` is nanoseconds
+    /// per event (at least 1), `detail` how it was measured.
+    pub const COST_PREFIX: &str = "capture_cost_";
+    /// Ends the name of a cost row whose kind could not be measured: `count` is 0 and means
+    /// nothing, `detail` says why. A reader must show such a cost as unknown, never as 0.
+    pub const COST_UNKNOWN_SUFFIX: &str = "_unknown";
+
+    /// The kinds of event a cost row can name: an NVTX range (a push/pop pair, a start/end
+    /// pair or a mark), a kernel launch, a copy or memset, a whole CUDA graph launch.
+    pub const COST_KINDS: [&str; 4] = ["nvtx", "kernel", "memcpy", "graph"];
+
+    /// The name of the cost row of `kind` (one of [`COST_KINDS`]): `capture_cost_nvtx`, or
+    /// `capture_cost_nvtx_unknown` when it could not be measured.
+    pub fn cost_event(kind: &str, measured: bool) -> String {
+        let suffix = if measured { "" } else { COST_UNKNOWN_SUFFIX };
+        format!("{COST_PREFIX}{kind}{suffix}")
+    }
 }
 
 mod tag {
@@ -1120,6 +1138,31 @@ mod tests {
             assert_eq!(got, frames(), "cut at {cut}");
             assert_eq!(d.pending_bytes(), 0);
         }
+    }
+
+    /// The cost rows' names are what `cufall report` matches (`cufall_analysis::capcost`), and
+    /// a cost row crosses the wire whole.
+    #[test]
+    fn cost_rows_are_named_by_kind_and_round_trip() {
+        assert_eq!(event::cost_event("nvtx", true), "capture_cost_nvtx");
+        assert_eq!(
+            event::cost_event("graph", false),
+            "capture_cost_graph_unknown"
+        );
+        for kind in event::COST_KINDS {
+            assert!(event::cost_event(kind, true).starts_with(event::COST_PREFIX));
+        }
+        let f = Frame::Status {
+            t_ns: 1_764_000_000_000_000_000,
+            event: event::cost_event("nvtx", true).into(),
+            count: 187,
+            detail: "187 ns per NVTX range".into(),
+        };
+        let mut bytes = Vec::new();
+        encode(&f, &mut bytes);
+        let mut d = Decoder::new();
+        d.push(&bytes);
+        assert_eq!(d.next_frame().unwrap(), Some(f));
     }
 
     #[test]

@@ -290,6 +290,27 @@ impl Fixture {
     /// Writes the trace into `dir/name` with `extras` (host stacks, a host name); with
     /// `Extras::default()` the same trace as [`Fixture::write`].
     pub fn write_with(&self, dir: &Path, name: &str, extras: &Extras) -> PathBuf {
+        self.write_all(dir, name, extras, &[])
+    }
+
+    /// Writes the trace into `dir/name` with `capture_rows` added to its capture table
+    /// (capture's cost per event, `capture_cost_*`).
+    pub fn write_with_capture(
+        &self,
+        dir: &Path,
+        name: &str,
+        capture_rows: &[CaptureEvent],
+    ) -> PathBuf {
+        self.write_all(dir, name, &Extras::default(), capture_rows)
+    }
+
+    fn write_all(
+        &self,
+        dir: &Path,
+        name: &str,
+        extras: &Extras,
+        capture_rows: &[CaptureEvent],
+    ) -> PathBuf {
         let path = dir.join(name);
         let mut m = self.manifest();
         if let Some(h) = &extras.hostname {
@@ -353,6 +374,9 @@ impl Fixture {
         w.append_nvml(&nvml).expect("nvml");
         if self.capture_problems {
             w.append_capture(&capture_problems()).expect("capture");
+        }
+        if !capture_rows.is_empty() {
+            w.append_capture(capture_rows).expect("capture");
         }
         if self.host_stacks {
             w.append_stacks(&host_stacks()).expect("stacks");

@@ -855,3 +855,61 @@ fn a_connection_of_another_version_is_closed() {
         );
     }
 }
+
+/// The NVTX calibration runs in the program at its first NVTX call: its cost row reaches the
+/// capture table, measured (never 0), and its own ranges never reach the trace.
+#[test]
+fn the_nvtx_calibration_is_a_cost_row_and_no_range() {
+    let program = built("examples/nvtx_fork");
+    let (ranges, _, events, _) = run_under_capture(Kinds::NVTX, &program, &[]);
+    let parent = ranges.iter().find(|r| r.name == "parent").unwrap().pid;
+    let cost: Vec<&CaptureEvent> = events
+        .iter()
+        .filter(|e| e.event == event::cost_event("nvtx", true))
+        .collect();
+    assert_eq!(cost.len(), 1, "{events:#?}");
+    assert_eq!(cost[0].pid, parent);
+    assert!(cost[0].count >= 1, "{cost:?}");
+    assert!(cost[0].detail.contains("ns per NVTX range"), "{cost:?}");
+    assert!(ranges.iter().all(|r| !r.name.contains("calibration")));
+    // NVTX only: no CUDA kind is enabled, so none is reported unknown.
+    assert!(!events.iter().any(|e| e.event.ends_with("_unknown")));
+}
+
+/// Bounds on the capture hot path, per NVTX range and per encoded record, as the program sees
+/// them (`inject/examples/capture_bench.rs`). The bounds are about 6 times the debug build's
+/// figures in this test on a two-core machine (`docs/benchmarks.md`: 6.5 to 8.7 µs per range,
+/// 1.1 to 1.3 µs per record): a regression of 10 times fails, a loaded machine does not.
+#[test]
+fn the_capture_hot_path_stays_within_its_bound() {
+    const MAX_NS_PER_RANGE: f64 = 45_000.0;
+    const MAX_NS_PER_RECORD: f64 = 8_000.0;
+    let program = built("examples/capture_bench");
+    let lib = built(cufall_capture::LIBRARY_FILE);
+    let (tx, rx) = channel();
+    let rec = Recorder::start(Kinds::NVTX, None, lib, &[], tx).unwrap();
+    let out = std::process::Command::new(&program)
+        .arg("20000")
+        .envs(rec.child_env_given(|_| None))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    rec.wait_for_processes(Duration::from_secs(10));
+    rec.finish();
+    let (ranges, _, events) = drain(&rx);
+    let line = String::from_utf8(out.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
+    let per_range = v["ns_per_range"].as_f64().unwrap();
+    let per_record = v["ns_per_record"].as_f64().unwrap();
+    eprintln!("capture hot path: {line}");
+    // Every timed pair was captured: the figure is the handlers', not NVTX's empty call.
+    assert!(ranges.len() >= 5 * 20_000, "{}", ranges.len());
+    assert!(per_range < MAX_NS_PER_RANGE, "{line}");
+    assert!(per_record < MAX_NS_PER_RECORD, "{line}");
+    let cost = events
+        .iter()
+        .find(|e| e.event == event::cost_event("nvtx", true))
+        .unwrap();
+    eprintln!("calibrated: {} ns per range", cost.count);
+    assert!((cost.count as f64) < MAX_NS_PER_RANGE, "{cost:?}");
+}

@@ -472,6 +472,27 @@ const COST_SINGLES: [&str; 16] = [
 /// size passed to CUPTI.
 fn cost_probe(ctx: &Ctx<'_>) -> anyhow::Result<Value> {
     let mut out = serde_json::Map::new();
+    // The metric sets first (evaluation's cost is what is least known), then single metrics.
+    let sets: [&[&str]; 6] = [
+        &[NAMES[6]],
+        &[NAMES[0]],
+        &[NAMES[0], NAMES[6]],
+        &[NAMES[7]],
+        &[cufall_sampler::spec::DEFAULT_TENSOR],
+        &[cufall_sampler::spec::DEFAULT_TENSOR, NAMES[6]],
+    ];
+    let mut rows = Vec::new();
+    for set in sets {
+        let names: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+        // Each result goes to stderr at once: should CUPTI crash the probe later, the log still
+        // holds what was measured before.
+        eprintln!("cost probe: measuring {}", names.join(" + "));
+        let row = cost_set(ctx, &names)
+            .unwrap_or_else(|e| json!({"metrics": names, "error": e.to_string()}));
+        eprintln!("cost probe: {row}");
+        rows.push(row);
+    }
+    out.insert("sets_at_10us".into(), json!(rows));
     // Bytes per sample of single metrics, each configured first as the recorder does (a first
     // version of this probe asked an unconfigured object and died of SIGSEGV on the H200 before
     // printing anything; where exactly was not found), and what configuring and asking cost.
@@ -480,6 +501,7 @@ fn cost_probe(ctx: &Ctx<'_>) -> anyhow::Result<Value> {
     let cat = Catalogue::read(ctx.host, range.as_ref())?;
     let mut singles = Vec::new();
     for n in COST_SINGLES {
+        eprintln!("cost probe: bytes of {n}");
         let names = vec![n.to_string()];
         if let Err(e) = cat.validate(ctx.host, n) {
             singles.push(json!({"metric": n, "error": err(&e)}));
@@ -509,36 +531,22 @@ fn cost_probe(ctx: &Ctx<'_>) -> anyhow::Result<Value> {
     }
     drop(fresh);
     out.insert("bytes_of_single_metrics".into(), json!(singles));
-    let sets: [&[&str]; 6] = [
-        &[NAMES[6]],
-        &[NAMES[0]],
-        &[NAMES[0], NAMES[6]],
-        &[NAMES[7]],
-        &[cufall_sampler::spec::DEFAULT_TENSOR],
-        &[cufall_sampler::spec::DEFAULT_TENSOR, NAMES[6]],
-    ];
-    let mut rows = Vec::new();
-    for set in sets {
-        let names: Vec<String> = set.iter().map(|s| s.to_string()).collect();
-        rows.push(
-            cost_set(ctx, &names)
-                .unwrap_or_else(|e| json!({"metrics": names, "error": e.to_string()})),
-        );
-    }
-    out.insert("sets_at_10us".into(), json!(rows));
     Ok(Value::Object(out))
 }
 
 fn cost_set(ctx: &Ctx<'_>, names: &[String]) -> anyhow::Result<Value> {
     const CAP: u32 = 24_000;
     let (mut s, mut list) = ctx.configured(names, 512 << 20, 10_000)?;
+    eprintln!("cost probe:   configured; image layout");
     let layout = s.image_layout(&mut list)?;
+    eprintln!("cost probe:   blank image");
     let blank = s.blank_image(&mut list, CAP)?;
     // One call over a backlog: the decoder's cost per sample without per-call overhead.
     let mut img = blank.new_image();
     s.start()?;
     std::thread::sleep(Duration::from_millis(150));
     s.stop()?;
+    eprintln!("cost probe:   decode of a backlog");
     let t = Instant::now();
     let o = s.decode(&mut img)?;
     let backlog_s = t.elapsed().as_secs_f64();
@@ -552,6 +560,7 @@ fn cost_set(ctx: &Ctx<'_>, names: &[String]) -> anyhow::Result<Value> {
     let times_us = t.elapsed().as_secs_f64() * 1e6 / n as f64;
     // Evaluation: the first and the last 2,000 samples with the whole image, then the first
     // 2,000 with only the bytes up to each sample.
+    eprintln!("cost probe:   evaluation");
     let h = ctx.evaluator(&mut list)?;
     let mut values = vec![0.0; names.len()];
     let k = info.completed.min(2_000);
@@ -594,6 +603,7 @@ fn cost_set(ctx: &Ctx<'_>, names: &[String]) -> anyhow::Result<Value> {
             );
         }
     }
+    eprintln!("cost probe:   plain rollups");
     let rollups = plain_rollups(ctx, names, img.bytes(), k);
     // Calls every 2 ms: what a call costs beyond its samples.
     let mut img2 = blank.new_image();

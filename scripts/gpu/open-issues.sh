@@ -32,5 +32,5 @@ for p in ${PARTS:-servers capcost leaf slowdown probe}; do
   esac
   echo "rc=$?"
   grep -E "PASS|FAIL|SLOWDOWN|capture added|cost unknown|→|cost probe|Segmentation" "$OUT/$p.log" | cut -c1-400 | head -24
+  tar czf "$OUT/results.tgz" -C "$OUT" all
 done
-tar czf "$OUT/results.tgz" -C "$OUT" all

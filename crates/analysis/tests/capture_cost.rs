@@ -51,6 +51,9 @@ fn measured_costs_give_the_added_time_per_step() {
         ),
     ]);
     assert!(c.calibrated);
+    // The cost rows are this section, not capture problems or unknown capture events.
+    assert!(!text.contains("capture event"), "{text}");
+    assert!(!text.contains("capture_cost"), "{text}");
     let step = c.phases.iter().find(|p| p.path == "step").unwrap();
     // Per step: 3 NVTX ranges × 500 ns + 4 kernels × 9 µs = 37.5 µs of a 1000 µs step.
     assert_eq!(step.steps, 3);

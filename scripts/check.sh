@@ -10,5 +10,7 @@ cargo build --workspace --locked
 cargo test --workspace --locked
 if [ -x .venv-interop/bin/python ]; then py=.venv-interop/bin/python; else py=python3; fi
 "$py" scripts/interop_test.py
-# The wheel: built, installed into a fresh venv, and the installed cufall run.
-scripts/wheel_test.sh
+# The wheel: built, installed into a fresh venv, and the installed cufall run. It packages the
+# debug build above (`--profile dev`) rather than building the workspace again in release: the
+# check tests the packaging, not the optimiser; the published wheel stays a release build.
+scripts/wheel_test.sh --profile dev

@@ -3,10 +3,15 @@
 # runs the installed `cufall` as a pip user would: --version (naming the capture library the
 # install holds), a replay and a report of the bundled recording, and the first command on a
 # machine without a GPU. Prints the wheel's size, its platform tag and the glibc it needs.
+#
+# Arguments go to scripts/build-wheel.sh: scripts/check.sh passes `--profile dev`, so that CI
+# packages the debug build its tests made (seconds, where a second, release build of the
+# workspace took 10 minutes on 2 cores); without them the wheel is the release build that is
+# published.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$(date +%s)
-scripts/build-wheel.sh >/dev/null
+scripts/build-wheel.sh "$@" >/dev/null
 built=$(date +%s)
 wheel=$(ls target/wheels/cufall-*.whl)
 tmp=$(mktemp -d)

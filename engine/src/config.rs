@@ -107,14 +107,6 @@ impl ModelConfig {
         }
         Ok(())
     }
-
-    /// Number of weight parameters.
-    pub fn params(&self) -> usize {
-        crate::weights::tensor_specs(self)
-            .iter()
-            .map(|t| t.numel())
-            .sum()
-    }
 }
 
 /// How the draft model is made.

@@ -117,3 +117,17 @@ fn last_per_sequence(top: &[u32], batch: usize, w: usize) -> Result<Vec<u32>, En
         .flat_map(|b| top[(b + 1) * block - w..(b + 1) * block].iter().copied())
         .collect())
 }
+
+#[cfg(test)]
+mod imports {
+    /// No circle among the modules of the library, nor of the binary (docs/ARCHITECTURE.md).
+    #[test]
+    fn modules_import_one_another_one_way() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        cufall_testkit::imports::assert_one_way("specdec (lib.rs)", &src.join("lib.rs"));
+        cufall_testkit::imports::assert_one_way(
+            "specdec (bin/specdec/main.rs)",
+            &src.join("bin/specdec/main.rs"),
+        );
+    }
+}

@@ -83,6 +83,13 @@ impl TensorSpec {
     }
 }
 
+impl ModelConfig {
+    /// Number of weight parameters: those of [`tensor_specs`].
+    pub fn params(&self) -> usize {
+        tensor_specs(self).iter().map(|t| t.numel()).sum()
+    }
+}
+
 /// Every tensor of a model, in a fixed order.
 pub fn tensor_specs(cfg: &ModelConfig) -> Vec<TensorSpec> {
     let d = cfg.d_model;

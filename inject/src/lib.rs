@@ -96,5 +96,22 @@ pub extern "C" fn InitializeInjection() -> i32 {
 #[allow(unsafe_code, reason = "the entry point NVTX looks up by name")]
 #[unsafe(no_mangle)]
 pub extern "C" fn InitializeInjectionNvtx2(get_export_table: Option<nvtx::GetExportTable>) -> i32 {
-    std::panic::catch_unwind(|| nvtx::install(get_export_table)).unwrap_or(0)
+    std::panic::catch_unwind(|| {
+        let installed = nvtx::install(get_export_table);
+        if installed == 1 {
+            ensure_exit_hooks();
+        }
+        installed
+    })
+    .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod imports {
+    /// No circle among the crate's modules (docs/ARCHITECTURE.md).
+    #[test]
+    fn modules_import_one_another_one_way() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        cufall_testkit::imports::assert_one_way("cufall-inject (lib.rs)", &src.join("lib.rs"));
+    }
 }

@@ -675,7 +675,8 @@ fn core2_handlers() -> [(usize, FnPtr); 12] {
 }
 
 /// Fills the function tables of the NVTX copy that called us. Returns NVTX's success value
-/// (1), or 0 to leave that copy's calls as no-ops.
+/// (1; the caller then registers the exit hooks, which close the ranges left open), or 0 to
+/// leave that copy's calls as no-ops.
 pub fn install(get_export_table: Option<GetExportTable>) -> i32 {
     let h = hub();
     if !h.live() || !h.kinds.contains(Kinds::NVTX) {
@@ -729,7 +730,6 @@ pub fn install(get_export_table: Option<GetExportTable>) -> i32 {
         1,
         &format!("{filled} NVTX entry points"),
     );
-    crate::ensure_exit_hooks();
     crate::calibrate::nvtx_once();
     1
 }

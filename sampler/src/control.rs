@@ -501,7 +501,7 @@ pub struct ControlArgs {
     pub pid: Option<u32>,
     /// How long a pause lasts (at most 24h); sampling resumes by itself after it.
     #[arg(long = "for", value_name = "DURATION", default_value = "5m",
-          value_parser = crate::cli::duration::parse_positive_duration)]
+          value_parser = crate::duration::parse_positive_duration)]
     pub for_: Duration,
 }
 

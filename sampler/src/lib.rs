@@ -22,10 +22,12 @@
 // say why not.
 #![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
+pub mod argv0;
 pub mod cli;
 pub mod control;
 pub mod cost;
 pub mod cpus;
+pub mod duration;
 pub mod holes;
 pub mod hoststacks;
 pub mod metrics_cmd;
@@ -52,4 +54,15 @@ pub fn now_unix_ns() -> i64 {
 /// Turns a subcommand's result (an exit code) into the binary's `ExitCode`.
 pub fn exit_code(r: anyhow::Result<i32>) -> anyhow::Result<std::process::ExitCode> {
     r.map(|c| std::process::ExitCode::from(u8::try_from(c.clamp(0, 255)).unwrap_or(1)))
+}
+
+#[cfg(test)]
+mod imports {
+    /// No circle among the modules of the library, nor of the binary (docs/ARCHITECTURE.md).
+    #[test]
+    fn modules_import_one_another_one_way() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        cufall_testkit::imports::assert_one_way("cufall (lib.rs)", &src.join("lib.rs"));
+        cufall_testkit::imports::assert_one_way("cufall (main.rs)", &src.join("main.rs"));
+    }
 }

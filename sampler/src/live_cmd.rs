@@ -4,8 +4,8 @@
 
 use anyhow::{Result, anyhow};
 use cufall_live::{LiveEvent, LiveReceiver, LiveSender};
-use cufall_sampler::cli::duration::parse_positive_duration;
 use cufall_sampler::cli::view::{LookArgs, live_options};
+use cufall_sampler::duration::parse_positive_duration;
 use cufall_sampler::program::{exit_code, stop_child};
 use cufall_sampler::record::CaptureRequest;
 use cufall_sampler::record::SelectionArgs;

@@ -213,7 +213,7 @@ fn no_gpu_replay(
         recording.display()
     );
     let result = view::run_replay_titled(&args, Some(title));
-    let cmd = hint::command_name();
+    let cmd = cufall_sampler::argv0::command_name();
     eprintln!(
         "cufall: {}",
         cufall_text::escape_lines(&format!(
@@ -234,7 +234,7 @@ fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
         Err(e) if hint::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             // A message may quote a name from a trace; it reaches the terminal escaped.
-            let msg = hint::message(&e, &hint::command_name());
+            let msg = hint::message(&e, &cufall_sampler::argv0::command_name());
             eprintln!("cufall: {}", cufall_text::escape_lines(&msg));
             ExitCode::FAILURE
         }

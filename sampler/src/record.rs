@@ -1,7 +1,7 @@
 //! `cufall record -o TRACE [flags] [-- CMD ARGS]`: sample every selected GPU into a trace until
 //! CMD exits, `--duration` passes, or Ctrl-C; the trace is always closed properly.
 
-use crate::cli::duration::{parse_duration, parse_positive_duration};
+use crate::duration::{parse_duration, parse_positive_duration};
 use crate::hoststacks::{self, HostArgs, HostStacks, HostSummary, Switch};
 use crate::os;
 use crate::pipeline::SinkMsg;
@@ -288,7 +288,7 @@ fn prepare_session(cfg: &SessionConfig) -> anyhow::Result<Prepared> {
                 _ => "",
             };
             let e = anyhow::Error::from(e);
-            let text = crate::cli::hint::message(&e, &crate::cli::hint::command_name());
+            let text = crate::cli::hint::message(&e, &crate::argv0::command_name());
             return Err(anyhow!("{text}{hint}"));
         }
     };

@@ -1,4 +1,4 @@
-//! Parsing the device lists users type (durations: [`crate::cli::duration`]).
+//! Parsing the device lists users type (durations: [`crate::duration`]).
 
 /// Parses `all`, `0`, `0,2`, `0-3` into a sorted list of device indices.
 pub fn parse_devices(s: &str) -> Result<Option<Vec<usize>>, String> {

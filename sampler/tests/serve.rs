@@ -8,7 +8,8 @@
 mod common;
 
 use common::clocked::{BUSY_VALUE, FakeGpus, METRIC, POWER_W, Switches};
-use cufall_sampler::serve::{self, Exporter, ServeOptions, Serving};
+use cufall_sampler::serve::serving::{self, Serving};
+use cufall_sampler::serve::{self, Exporter, ServeOptions};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::Ordering;
@@ -60,7 +61,7 @@ fn serve_fake_with(gpus: usize, listen: &str, tweak: impl FnOnce(&mut ServeOptio
     tweak(&mut opts);
     let backend = FakeGpus::new(gpus);
     let switches = backend.switches.clone();
-    let serving = serve::start(server, Exporter::new(opts), backend, None).unwrap();
+    let serving = serving::start(server, Exporter::new(opts), backend, None).unwrap();
     let addr = serving.addr.unwrap();
     Fixture {
         serving: Some(serving),

@@ -24,3 +24,13 @@ pub mod state;
 pub mod store;
 
 pub use error::ViewError;
+
+#[cfg(test)]
+mod imports {
+    /// No circle among the crate's modules (docs/ARCHITECTURE.md).
+    #[test]
+    fn modules_import_one_another_one_way() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        cufall_testkit::imports::assert_one_way("cufall-viewer (lib.rs)", &src.join("lib.rs"));
+    }
+}

@@ -110,8 +110,8 @@ fn nodes_apart(spans: &[(PathBuf, String, i64, i64)]) -> String {
             format!(
                 "{} (host {host}) covers {} to {}",
                 p.display(),
-                crate::render::fmt_utc(*lo),
-                crate::render::fmt_utc(*hi)
+                crate::utc::fmt_utc(*lo),
+                crate::utc::fmt_utc(*hi)
             )
         })
         .collect();

@@ -13,8 +13,9 @@
 //! by function, its lines beneath. A thread is expected only while it was alive, from its first
 //! sample to one interval after its last: for all threads together the expected count is the
 //! sum of each thread's alive part of the class's time over the interval, so a short-lived
-//! process cannot dilute the others' shares. Samples outside the recording are left out
-//! ([`HostIndex::keep_within`]). Each view also splits its time by cause ([`crate::causes`]).
+//! process cannot dilute the others' shares. Samples outside the recording never get here: the
+//! trace reader leaves them out (`cufall_trace::plausible`). Each view also splits its time by
+//! cause ([`crate::causes`]).
 //!
 //! The *launching thread* of a phase is the thread that made the most kernel-launch calls
 //! (`api` rows whose name has `Launch`) starting inside the phase; without API calls in the
@@ -30,8 +31,8 @@
 
 use crate::causes::{self, ApiCauses, CauseAcc, HostCause, HostCauses, NameKey};
 use crate::gaps::{GapPart, KernelCoverage};
-use crate::phases::{Phases, Place, SegPhases};
-use crate::report::{PhaseReport, slots_of};
+use crate::phases::{Phases, Place, SegPhases, slot_paths, slots_of};
+use crate::thresholds::HOST_BOUND_FROM;
 use cufall_trace::model::{
     ApiCall, DeviceId, FrameKind, Gil, HostSample, HostState, NvtxRange, StackFrame,
 };
@@ -174,7 +175,7 @@ pub struct HostClass {
     pub gaps: u64,
     pub launching: Option<HostView>,
     pub all: HostView,
-    /// Gap classes: at least [`crate::report::HOST_BOUND_FROM`] of the time without a kernel
+    /// Gap classes: at least [`HOST_BOUND_FROM`] of the time without a kernel
     /// resident (or kernels not captured); the verdict section gives these their line.
     pub host_bound: bool,
 }
@@ -252,22 +253,14 @@ pub struct HostIndex {
     /// Each interned stack's innermost frame and distinct frames, as indices into `frames`.
     stacks: Vec<StackFrames>,
     threads: Vec<HostThread>,
-    /// Each thread's life as its samples show it, `[first, last + interval)`; `None` for a
-    /// thread left without a sample ([`HostIndex::keep_within`]).
+    /// Each thread's life as its samples show it, `[first, last + interval)` (a thread is known
+    /// by its samples: every one has a span).
     alive: Vec<Option<(i64, i64)>>,
     samples: Vec<Sample>,
     interval_ns: i64,
     interval_source: IntervalSource,
     /// The captured CUDA calls of the verdict's kinds, per thread (empty without them).
     api: ApiCauses,
-}
-
-/// What [`HostIndex::keep_within`] left out.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LeftOut {
-    pub samples: u64,
-    /// Threads with no sample left: they never started within the recording.
-    pub threads: u64,
 }
 
 struct StackFrames {
@@ -340,20 +333,6 @@ impl HostIndex {
         let lo = self.samples.partition_point(|s| s.t_ns < start);
         let hi = self.samples.partition_point(|s| s.t_ns < end);
         &self.samples[lo..hi.max(lo)]
-    }
-
-    /// Leaves out the samples outside `[start, end)` (the recording's own times with a margin,
-    /// [`crate::manifest::Checked::span`]): a clock that jumped, a file edited by hand. A thread
-    /// with no sample left counts nowhere.
-    pub fn keep_within(&mut self, start_ns: i64, end_ns: i64) -> LeftOut {
-        let before = self.samples.len();
-        self.samples
-            .retain(|s| s.t_ns >= start_ns && s.t_ns < end_ns);
-        let samples = (before - self.samples.len()) as u64;
-        let had: usize = self.alive.iter().flatten().count();
-        self.alive = alive_spans(&self.samples, self.threads.len(), self.interval_ns);
-        let threads = had.saturating_sub(self.alive.iter().flatten().count()) as u64;
-        LeftOut { samples, threads }
     }
 
     /// Takes the captured CUDA calls: a sample inside one of a verdict's kinds has its cause.
@@ -1018,7 +997,7 @@ impl ClassAcc {
             && self.time_ns > 0
             && self
                 .no_kernel_ns
-                .is_none_or(|n| n as f64 >= crate::report::HOST_BOUND_FROM * self.time_ns as f64);
+                .is_none_or(|n| n as f64 >= HOST_BOUND_FROM * self.time_ns as f64);
         HostClass {
             scope,
             name,
@@ -1189,22 +1168,17 @@ pub struct HostSide {
 }
 
 impl HostSide {
-    /// Readies the host side: leaves out the samples outside `span` (the recording's own times
-    /// with a margin; what was left out, if any), fills in launching threads the calls and ranges
-    /// did not name ([`Launchers::or_running`]), and takes the captured CUDA calls for the
-    /// samples' causes.
+    /// Readies the host side: fills in launching threads the calls and ranges did not name
+    /// ([`Launchers::or_running`]), and takes the captured CUDA calls for the samples' causes.
     pub(crate) fn prepare(
         &mut self,
-        span: (i64, i64),
         phases: &Phases,
         index: &SegPhases,
         kernel_pids: &[BTreeMap<u32, u64>],
         api: &[ApiCall],
-    ) -> Option<LeftOut> {
-        let left = self.ix.keep_within(span.0, span.1);
+    ) {
         self.or_running(phases, index, kernel_pids);
         self.ix.set_api(api);
-        (left.samples > 0).then_some(left)
     }
 
     /// See [`Launchers::or_running`].
@@ -1224,41 +1198,27 @@ impl HostSide {
     }
 
     /// The host side of a report: the gap classes the fold gave, and every phase's whole time
-    /// (the phases' reports in tree order, then the whole run's).
+    /// (`times_ns`: the phases' total times in tree order, then the whole run's).
     pub(crate) fn report(
         &self,
         phases: &Phases,
-        phase_reports: &[PhaseReport],
-        whole_run: &PhaseReport,
+        times_ns: &[i64],
         gap_classes: Option<Vec<HostClass>>,
         run: (i64, i64),
     ) -> HostReport {
         let (ix, launchers) = (&self.ix, &self.launchers);
         let index = SegPhases::build(phases);
-        let times_ns: Vec<i64> = phase_reports
-            .iter()
-            .chain([whole_run])
-            .map(|p| p.total_ns)
-            .collect();
-        let paths = crate::report::slot_paths(phases);
-        // Threads left without a sample (all of theirs outside the recording) count nowhere.
-        let live: Vec<&HostThread> = ix
-            .threads
-            .iter()
-            .zip(&ix.alive)
-            .filter(|(_, a)| a.is_some())
-            .map(|(t, _)| t)
-            .collect();
-        let processes: BTreeSet<u32> = live.iter().map(|t| t.pid).collect();
+        let paths = slot_paths(phases);
+        let processes: BTreeSet<u32> = ix.threads.iter().map(|t| t.pid).collect();
         HostReport {
             interval_ns: ix.interval_ns,
             interval_source: ix.interval_source,
             samples: ix.samples.len() as u64,
-            threads: live.len() as u64,
+            threads: ix.threads.len() as u64,
             processes: processes.len() as u64,
             launching_from: launchers.from,
             gap_classes: gap_classes.unwrap_or_default(),
-            phases: phase_classes(ix, launchers, phases, &index, &times_ns, run, &paths),
+            phases: phase_classes(ix, launchers, phases, &index, times_ns, run, &paths),
         }
     }
 }
@@ -1641,42 +1601,6 @@ mod tests {
         let cs = classes(&samples, &[gap(500, 700)], 1);
         assert_eq!(cs[0].all.threads, 1);
         assert!((cs[0].all.expected_samples - 20.0).abs() < 1e-9);
-    }
-
-    /// Samples outside the recording are left out, and a thread with no sample left in it is
-    /// counted nowhere: never a share above 100 %.
-    #[test]
-    fn samples_outside_the_recording_are_left_out() {
-        let mut samples: Vec<HostSample> = (0..10).map(|i| sample(i * 10, 1, 1, false)).collect();
-        samples.push(sample(-1_000_000, 2, 2, true));
-        samples.push(sample(i64::MAX - 5, 3, 2, true));
-        samples.push(sample(95, 1, 1, false));
-        let mut ix = HostIndex::build(&stacks(), &samples, Some("100000000 Hz")).expect("samples");
-        let left = ix.keep_within(0, 100);
-        assert_eq!(
-            left,
-            LeftOut {
-                samples: 2,
-                threads: 2
-            }
-        );
-        assert_eq!(ix.samples.len(), 11);
-        let phases = Phases::build(&[]);
-        let index = SegPhases::build(&phases);
-        let l = Launchers::build(&phases, &index, 1, &[], &[]);
-        let mut fold = HostFold::new(&ix, &l, 1);
-        let g = gap(-5_000_000, i64::MAX);
-        fold.add_place(&g, "(whole run)");
-        fold.add_slot(0, &g, true);
-        let cs = fold.finish(&["(whole run)".to_string()]);
-        let a = &cs[0].all;
-        assert_eq!((a.threads, a.samples), (1, 11));
-        assert!(a.sampled <= 1.0 && a.sampled > 0.0);
-        assert!(
-            a.self_frames
-                .iter()
-                .all(|f| f.share <= 1.0 && f.share >= 0.0)
-        );
     }
 
     #[test]

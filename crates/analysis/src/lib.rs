@@ -52,7 +52,19 @@ pub mod render;
 pub mod report;
 pub mod samples;
 pub mod select;
+mod thresholds;
+mod utc;
 
 pub use error::{AnalysisError, Result, WriteFailure};
 pub use report::{Report, ReportOptions, build_report};
 pub use select::{PhaseSelect, PhaseSelectError};
+
+#[cfg(test)]
+mod imports {
+    /// No circle among the crate's modules (docs/ARCHITECTURE.md).
+    #[test]
+    fn modules_import_one_another_one_way() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        cufall_testkit::imports::assert_one_way("cufall-analysis (lib.rs)", &src.join("lib.rs"));
+    }
+}

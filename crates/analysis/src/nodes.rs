@@ -409,7 +409,8 @@ fn lagging_node(phases: &[PhaseAcross], nodes: usize) -> Option<usize> {
 
 /// The text form of a [`NodesReport`].
 pub fn nodes_text(r: &NodesReport) -> String {
-    use crate::render::{TextTable, fmt_ns, fmt_pct, fmt_utc};
+    use crate::render::{TextTable, fmt_ns, fmt_pct};
+    use crate::utc::fmt_utc;
     let mut out = format!(
         "cufall report: {} recordings of one run, one per node\n",
         r.nodes.len()
@@ -639,7 +640,7 @@ mod tests {
 
     #[test]
     fn times_are_written_as_utc_dates() {
-        use crate::render::fmt_utc;
+        use crate::utc::fmt_utc;
         assert_eq!(fmt_utc(0), "1970-01-01 00:00:00.000 UTC");
         assert_eq!(
             fmt_utc(1_764_460_800_123_000_000),

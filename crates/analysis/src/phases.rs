@@ -433,6 +433,30 @@ pub fn percentile(sorted: &[i64], q: f64) -> i64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+/// The cells segment `s` counts in among `slots` (phases, then the whole run last): the phases
+/// covering it, and the whole run.
+pub(crate) fn slots_of(
+    index: &SegPhases,
+    s: usize,
+    slots: usize,
+) -> impl Iterator<Item = usize> + '_ {
+    index
+        .of(s)
+        .iter()
+        .map(|p| *p as usize)
+        .chain(std::iter::once(slots - 1))
+}
+
+/// The name of each slot: the phases' paths in tree order, the whole run last.
+pub(crate) fn slot_paths(phases: &Phases) -> Vec<String> {
+    phases
+        .phases
+        .iter()
+        .map(|p| p.path.clone())
+        .chain(["(whole run)".to_string()])
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,7 @@ use crate::error::{AnalysisError, Result};
 use crate::gaps::{self, Gap, GapPart, HostCoverage, HostTime, KernelCoverage};
 use crate::host::{self, HostFold, HostIndexBuilder, HostReport, HostSide, Launchers};
 use crate::kernels::{KernelFold, KernelTable};
-use crate::phases::{self, Phases, Place, SegPhases};
+use crate::phases::{self, Phases, Place, SegPhases, slot_paths, slots_of};
 use crate::samples::{self, Activity, FullScaleSource, SegAgg};
 use crate::select::{self, DomainCount, PhaseSelect};
 use cufall_trace::Trace;
@@ -224,11 +224,7 @@ pub struct HostShares {
     pub outside_cuda: f64,
 }
 
-/// Below this idle fraction a phase is busy.
-pub const BUSY_BELOW: f64 = 0.10;
-/// From this share of gap time without a kernel resident, a phase is host-bound; up to one
-/// minus it, latency-bound.
-pub const HOST_BOUND_FROM: f64 = 0.6;
+pub use crate::thresholds::{BUSY_BELOW, HOST_BOUND_FROM};
 
 /// A remark about the whole report, as data.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -244,10 +240,6 @@ pub enum Note {
     NoKernels,
     /// Drops: excluded from idle time and gaps.
     Drops { count: u64, dropped_ns: i64 },
-    /// Host samples more than a minute outside the recording (manifest.json's created_unix_ns to
-    /// end_unix_ns), left out as such GPU samples are; `threads`: those left without a sample,
-    /// counted nowhere.
-    HostSamplesOutside { samples: u64, threads: u64 },
     /// The phases of several processes overlap in time (`overlap_ns` in all): there a gap
     /// piece has one place (the deepest, latest-starting range), the others' left out; it still
     /// counts in the gap time of every phase covering it.
@@ -566,20 +558,6 @@ fn mean(slot: (f64, u64)) -> Option<f64> {
     (slot.1 > 0).then(|| slot.0 / slot.1 as f64)
 }
 
-/// The cells segment `s` counts in among `slots` (phases, then the whole run last): the phases
-/// covering it, and the whole run.
-pub(crate) fn slots_of(
-    index: &SegPhases,
-    s: usize,
-    slots: usize,
-) -> impl Iterator<Item = usize> + '_ {
-    index
-        .of(s)
-        .iter()
-        .map(|p| *p as usize)
-        .chain(std::iter::once(slots - 1))
-}
-
 /// Per device, the inputs of the statistics of each phase and of the whole run (the last slot):
 /// sample totals, NVML readings and dropped time, folded in segment by segment as they are read,
 /// so that memory follows devices × phases, not the number of segments.
@@ -863,13 +841,10 @@ pub(crate) fn build_report_checked(
     let run @ (start_ns, end_ns) = extent(&devices, &cells, nvml_span, &nvtx, m.created_unix_ns);
     let kernels_captured = coverage.is_some();
     let (index, pids) = (&cells.index, &kernel_pids);
-    // Host samples are left out as GPU samples are, by the recording's own times: one without
-    // GPU samples has no other extent.
-    // Rows outside the recording are left out (and warned of) by the trace reader already
-    // (`cufall_trace::plausible`); this catches what is left.
-    let span = (i64::MIN, i64::MAX);
-    let host_left_out =
-        (host_side.as_mut()).and_then(|h| h.prepare(span, &phases, index, pids, &api));
+    // Samples outside the recording were left out by the trace reader (`cufall_trace::plausible`).
+    host_side
+        .iter_mut()
+        .for_each(|h| h.prepare(&phases, index, pids, &api));
     let mut fold = GapFold::new(&phases, &cells.index, cells.slots, start_ns, opts.gap_rows);
     fold.host = host_side.as_ref().map(|h| h.fold(cells.slots));
     gaps::gaps_of(merged, &phases, coverage.as_ref(), host.as_ref())
@@ -886,7 +861,8 @@ pub(crate) fn build_report_checked(
     };
     let whole_run = ctx.whole_run_report(end_ns - start_ns);
     let phase_reports = ctx.phase_reports(&phases);
-    let host = host_side.map(|h| h.report(&phases, &phase_reports, &whole_run, folded.host, run));
+    let times_ns = slot_times(&phase_reports, &whole_run);
+    let host = host_side.map(|h| h.report(&phases, &times_ns, folded.host, run));
 
     let drop_reports = drop_summary(&drops);
     // The capture table only adds to the report: one that cannot be read is a warning.
@@ -895,7 +871,7 @@ pub(crate) fn build_report_checked(
     let capture_cost = capcost::build(costs, &events, &phase_reports, &whole_run);
     let chosen_by = (!nvtx.is_empty()).then_some(&opts.phases);
     let mut notes = ctx.notes(&phases, chosen_by, m, &drops);
-    notes.extend(input_notes(overlap, host_left_out));
+    notes.extend(overlap_note(overlap));
     Ok(Report {
         trace: trace.path().display().to_string(),
         gpus: gpu_infos(m, &devices),
@@ -929,21 +905,21 @@ pub(crate) fn build_report_checked(
     })
 }
 
-/// The notes on what bad input left out: phases of several processes that overlap, host
-/// samples outside the recording.
-fn input_notes(
-    overlap: Option<(i64, Vec<u32>)>,
-    host_left_out: Option<host::LeftOut>,
-) -> impl Iterator<Item = Note> {
-    let overlap = overlap.map(|(overlap_ns, processes)| Note::OverlappingProcesses {
+/// Every slot's whole time: the phases' in tree order, then the whole run's.
+fn slot_times(phases: &[PhaseReport], whole_run: &PhaseReport) -> Vec<i64> {
+    phases
+        .iter()
+        .chain([whole_run])
+        .map(|p| p.total_ns)
+        .collect()
+}
+
+/// The note on what bad input left out: phases of several processes that overlap.
+fn overlap_note(overlap: Option<(i64, Vec<u32>)>) -> Option<Note> {
+    overlap.map(|(overlap_ns, processes)| Note::OverlappingProcesses {
         processes,
         overlap_ns,
-    });
-    let host = host_left_out.map(|l| Note::HostSamplesOutside {
-        samples: l.samples,
-        threads: l.threads,
-    });
-    overlap.into_iter().chain(host)
+    })
 }
 
 /// The one pass over the samples: their totals into `cells` per device and segment; the idle
@@ -1003,16 +979,6 @@ fn host_stacks_off(m: &cufall_trace::model::Manifest) -> Option<String> {
     } else {
         why.to_string()
     })
-}
-
-/// The name of each slot: the phases' paths in tree order, the whole run last.
-pub(crate) fn slot_paths(phases: &Phases) -> Vec<String> {
-    phases
-        .phases
-        .iter()
-        .map(|p| p.path.clone())
-        .chain(["(whole run)".to_string()])
-        .collect()
 }
 
 /// The kernels' busy intervals, read a segment at a time (only the intervals are kept); `None`

@@ -16,7 +16,7 @@
 //!   of KB instead of hundreds of MB, and restoring copies from that small, cache-resident
 //!   pattern. (Where slots differ, the blank image is kept up to its last non-zero byte.)
 
-use crate::pm::CounterData;
+use crate::image::CounterData;
 
 /// Where samples live in an image: a header, then `bytes_per_sample` per sample slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! Typed errors of the CUPTI layer: what failed and why, with the remedy where it needs no
 //! command line (privileges, another profiler); flags to change are the command line's to name.
 
-use cudarc::cupti::sys::CUptiResult;
+use cudarc::cupti::sys::{self, CUptiResult};
 
 /// The name of a CUPTI status code (`CUPTI_ERROR_...`) plus CUPTI's own description of it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -16,7 +16,7 @@ impl Status {
         Status {
             name: format!("{r:?}"),
             code: r as i64,
-            message: crate::result::result_string(r),
+            message: result_string(r),
         }
     }
 }
@@ -210,6 +210,23 @@ impl CuptiError {
 }
 
 pub type Result<T, E = CuptiError> = std::result::Result<T, E>;
+
+/// CUPTI's description of a status code, or an empty string when libcupti is not loaded.
+fn result_string(r: sys::CUptiResult) -> String {
+    if !crate::loaded::cupti_loaded() {
+        return String::new();
+    }
+    let mut p: *const core::ffi::c_char = std::ptr::null();
+    // SAFETY: libcupti is loaded; `p` is a valid out-pointer.
+    let r = unsafe { sys::cuptiGetResultString(r, &mut p) };
+    if r != sys::CUptiResult::CUPTI_SUCCESS || p.is_null() {
+        return String::new();
+    }
+    // SAFETY: CUPTI returns a pointer to a static NUL-terminated string.
+    unsafe { std::ffi::CStr::from_ptr(p) }
+        .to_string_lossy()
+        .into_owned()
+}
 
 #[cfg(test)]
 mod tests {

@@ -2,8 +2,9 @@
 //! of counter data into metric values. None of it touches the GPU; it needs only the chip name
 //! (and, for PM sampling, the counter availability image of the device).
 
-use crate::error::{CuptiError, Result};
-use crate::{cstr_to_string, result};
+use crate::error::{CuptiError, Result, Status};
+use crate::init::Cupti;
+use crate::result::{self, cstr_to_string};
 use cudarc::cupti::sys;
 use std::ffi::CString;
 use std::ptr::NonNull;
@@ -143,9 +144,9 @@ unsafe impl Send for ProfilerHost {}
 impl ProfilerHost {
     /// [cuptiProfilerHostInitialize](https://docs.nvidia.com/cupti/api/group__CUPTI__PROFILER__HOST__API.html)
     ///
-    /// Needs a loaded libcupti: pass the [`crate::Cupti`] handle to prove it.
+    /// Needs a loaded libcupti: pass the [`Cupti`] handle to prove it.
     pub fn new(
-        _cupti: &crate::Cupti,
+        _cupti: &Cupti,
         kind: HostKind,
         chip: &str,
         availability: Option<Vec<u8>>,
@@ -167,7 +168,7 @@ impl ProfilerHost {
         unsafe { result::host_initialize(&mut p) }?;
         let obj = NonNull::new(p.pHostObject).ok_or(CuptiError::Api {
             call: "cuptiProfilerHostInitialize",
-            status: crate::Status {
+            status: Status {
                 name: "null host object".into(),
                 code: 0,
                 message: String::new(),
@@ -190,7 +191,7 @@ impl ProfilerHost {
     }
 
     /// A fresh host object for the same chip and availability (e.g. one per evaluation thread).
-    pub fn duplicate(&self, cupti: &crate::Cupti) -> Result<Self> {
+    pub fn duplicate(&self, cupti: &Cupti) -> Result<Self> {
         ProfilerHost::new(cupti, self.kind, &self.chip(), self.availability.clone())
     }
 
@@ -320,7 +321,7 @@ impl ProfilerHost {
     /// [cuptiProfilerHostConfigAddMetrics](https://docs.nvidia.com/cupti/api/group__CUPTI__PROFILER__HOST__API.html),
     /// [cuptiProfilerHostGetConfigImage](https://docs.nvidia.com/cupti/api/group__CUPTI__PROFILER__HOST__API.html),
     /// [cuptiProfilerHostGetNumOfPasses](https://docs.nvidia.com/cupti/api/group__CUPTI__PROFILER__HOST__API.html)
-    pub fn config_image(&self, cupti: &crate::Cupti, metrics: &[String]) -> Result<Vec<u8>> {
+    pub fn config_image(&self, cupti: &Cupti, metrics: &[String]) -> Result<Vec<u8>> {
         let fresh = self.duplicate(cupti)?;
         let mut list = MetricList::new(metrics)?;
         let mut p = sys::CUpti_Profiler_Host_ConfigAddMetrics_Params {

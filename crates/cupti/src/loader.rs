@@ -9,17 +9,12 @@
 use crate::error::{CuptiError, Result};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-static CUPTI_LOADED: AtomicBool = AtomicBool::new(false);
 static CUPTI_SOURCE: OnceLock<std::result::Result<String, String>> = OnceLock::new();
 /// Libraries opened by path, kept open for the life of the process.
 static KEPT: OnceLock<std::sync::Mutex<Vec<libloading::Library>>> = OnceLock::new();
 
-/// Whether libcupti has been found and loaded (then cudarc's CUPTI functions are safe to call).
-pub fn cupti_loaded() -> bool {
-    CUPTI_LOADED.load(Ordering::Acquire)
-}
+pub use crate::loaded::cupti_loaded;
 
 /// Checks that the NVIDIA driver library can be loaded.
 pub fn ensure_driver() -> Result<()> {
@@ -45,7 +40,7 @@ pub fn ensure_cupti() -> Result<String> {
     let r = CUPTI_SOURCE.get_or_init(|| {
         let r = locate_and_load();
         if r.is_ok() {
-            CUPTI_LOADED.store(true, Ordering::Release);
+            crate::loaded::set_loaded();
         }
         r
     });

@@ -10,8 +10,10 @@
 //!   `CUPTI_ERROR_OUT_OF_MEMORY` ([`CuptiError::HardwareBufferOverflow`]).
 
 use crate::blank::{BlankImage, ImageLayout};
-use crate::error::{CuptiError, Result};
+use crate::error::{CuptiError, Result, Status};
 use crate::host::MetricList;
+pub use crate::image::{CounterData, CounterDataInfo};
+use crate::init::Cupti;
 use crate::result;
 use cudarc::cupti::sys;
 use std::ptr::NonNull;
@@ -34,67 +36,6 @@ pub struct DecodeOutcome {
     pub overflow: bool,
 }
 
-/// Fill state of a counter data image.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct CounterDataInfo {
-    pub total: usize,
-    pub populated: usize,
-    pub completed: usize,
-}
-
-/// A host-side counter data image with room for a fixed number of samples.
-///
-/// An initialised image is plain bytes without pointers (CUPTI's images are designed to be
-/// written to files), so a used image can be made blank again from a [`crate::BlankImage`], on
-/// any thread, without calling CUPTI.
-#[derive(Clone, Debug)]
-pub struct CounterData {
-    bytes: Vec<u8>,
-    capacity: u32,
-}
-
-impl CounterData {
-    pub fn bytes(&self) -> &[u8] {
-        &self.bytes
-    }
-
-    pub fn capacity(&self) -> u32 {
-        self.capacity
-    }
-
-    pub fn size_bytes(&self) -> usize {
-        self.bytes.len()
-    }
-
-    pub(crate) fn from_bytes(bytes: Vec<u8>, capacity: u32) -> CounterData {
-        CounterData { bytes, capacity }
-    }
-
-    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.bytes
-    }
-
-    /// [cuptiPmSamplingGetCounterDataInfo](https://docs.nvidia.com/cupti/api/group__CUPTI__PM__SAMPLING__API.html)
-    pub fn info(&self) -> Result<CounterDataInfo> {
-        let mut p = sys::CUpti_PmSampling_GetCounterDataInfo_Params {
-            structSize: sys::PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE as usize,
-            pPriv: std::ptr::null_mut(),
-            pCounterDataImage: self.bytes.as_ptr(),
-            counterDataImageSize: self.bytes.len(),
-            numTotalSamples: 0,
-            numPopulatedSamples: 0,
-            numCompletedSamples: 0,
-        };
-        // SAFETY: an image only exists once libcupti is loaded; the image is live and sized.
-        unsafe { result::pm_get_counter_data_info(&mut p) }?;
-        Ok(CounterDataInfo {
-            total: p.numTotalSamples,
-            populated: p.numPopulatedSamples,
-            completed: p.numCompletedSamples,
-        })
-    }
-}
-
 /// PM sampling enabled on one device. Dropping it stops sampling and disables it.
 ///
 /// [PM Sampling API](https://docs.nvidia.com/cupti/api/group__CUPTI__PM__SAMPLING__API.html)
@@ -112,7 +53,7 @@ unsafe impl Send for PmSampler {}
 
 impl PmSampler {
     /// [cuptiPmSamplingEnable](https://docs.nvidia.com/cupti/api/group__CUPTI__PM__SAMPLING__API.html)
-    pub fn enable(cupti: &crate::Cupti, device: usize) -> Result<Self> {
+    pub fn enable(cupti: &Cupti, device: usize) -> Result<Self> {
         cupti.check_device(device)?;
         let mut p = sys::CUpti_PmSampling_Enable_Params {
             structSize: sys::PmSampling_Enable_Params_STRUCT_SIZE as usize,
@@ -124,7 +65,7 @@ impl PmSampler {
         unsafe { result::pm_enable(&mut p) }?;
         let obj = NonNull::new(p.pPmSamplingObject).ok_or(CuptiError::Api {
             call: "cuptiPmSamplingEnable",
-            status: crate::Status {
+            status: Status {
                 name: "null PM sampling object".into(),
                 code: 0,
                 message: String::new(),
@@ -232,10 +173,7 @@ impl PmSampler {
         };
         // SAFETY: `bytes` is writable for `counterDataSize` bytes.
         unsafe { result::pm_counter_data_image_initialize(&mut p) }?;
-        Ok(CounterData {
-            bytes,
-            capacity: max_samples,
-        })
+        Ok(CounterData::from_bytes(bytes, max_samples))
     }
 
     /// The image layout that `cuptiPmSamplingGetCounterDataSize` implies for `metrics`: a
@@ -295,8 +233,8 @@ impl PmSampler {
             structSize: sys::PmSampling_DecodeData_Params_STRUCT_SIZE as usize,
             pPriv: std::ptr::null_mut(),
             pPmSamplingObject: self.obj.as_ptr(),
-            pCounterDataImage: data.bytes.as_mut_ptr(),
-            counterDataImageSize: data.bytes.len(),
+            pCounterDataImage: data.bytes_mut().as_mut_ptr(),
+            counterDataImageSize: data.size_bytes(),
             decodeStopReason:
                 sys::CUpti_PmSampling_DecodeStopReason::CUPTI_PM_SAMPLING_DECODE_STOP_REASON_OTHER,
             overflow: 0,
@@ -334,8 +272,8 @@ impl PmSampler {
             structSize: sys::PmSampling_CounterData_GetSampleInfo_Params_STRUCT_SIZE as usize,
             pPriv: std::ptr::null_mut(),
             pPmSamplingObject: self.obj.as_ptr(),
-            pCounterDataImage: data.bytes.as_ptr(),
-            counterDataImageSize: data.bytes.len(),
+            pCounterDataImage: data.bytes().as_ptr(),
+            counterDataImageSize: data.size_bytes(),
             sampleIndex: index,
             startTimestamp: 0,
             endTimestamp: 0,
@@ -352,7 +290,7 @@ impl PmSampler {
     /// failed on an H200 (`CUPTI_ERROR_UNKNOWN`), a full re-arm is what recovers.
     pub fn rearm(
         &mut self,
-        cupti: &crate::Cupti,
+        cupti: &Cupti,
         config: &[u8],
         hw_buffer_bytes: usize,
         interval_ns: u64,

@@ -9,6 +9,7 @@
 
 use crate::error::{CuptiError, Result};
 use cudarc::cupti::sys;
+use std::ffi::CStr;
 
 fn check(call: &'static str, r: sys::CUptiResult) -> Result<()> {
     match r {
@@ -17,21 +18,14 @@ fn check(call: &'static str, r: sys::CUptiResult) -> Result<()> {
     }
 }
 
-/// CUPTI's description of a status code, or an empty string when libcupti is not loaded.
-pub fn result_string(r: sys::CUptiResult) -> String {
-    if !crate::loader::cupti_loaded() {
+/// A string CUPTI returned, copied (empty for a null pointer).
+pub(crate) fn cstr_to_string(p: *const core::ffi::c_char) -> String {
+    if p.is_null() {
         return String::new();
     }
-    let mut p: *const core::ffi::c_char = std::ptr::null();
-    // SAFETY: libcupti is loaded; `p` is a valid out-pointer.
-    let r = unsafe { sys::cuptiGetResultString(r, &mut p) };
-    if r != sys::CUptiResult::CUPTI_SUCCESS || p.is_null() {
-        return String::new();
-    }
-    // SAFETY: CUPTI returns a pointer to a static NUL-terminated string.
-    unsafe { std::ffi::CStr::from_ptr(p) }
-        .to_string_lossy()
-        .into_owned()
+    // SAFETY: CUPTI returns NUL-terminated strings that live as long as the object that owns
+    // them; we copy before returning.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
 macro_rules! wrap {

@@ -201,3 +201,13 @@ mod tests {
         assert!(t.join().unwrap_or(false));
     }
 }
+
+#[cfg(test)]
+mod imports {
+    /// No circle among the crate's modules (docs/ARCHITECTURE.md).
+    #[test]
+    fn modules_import_one_another_one_way() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        cufall_testkit::imports::assert_one_way("cufall-live (lib.rs)", &src.join("lib.rs"));
+    }
+}

@@ -17,22 +17,10 @@ pub mod peak;
 pub mod summary;
 pub mod time;
 pub use summary::Summary;
-pub use time::Nanos;
+pub use time::{Nanos, nanos, nanos_u64};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::time::Duration;
-
-/// Whole nanoseconds of `d` as the trace's time columns hold them (`i64`), saturating at
-/// `i64::MAX` (292 years): cufall's one conversion from a `Duration` to a timestamp or span.
-pub fn nanos(d: Duration) -> i64 {
-    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
-}
-
-/// [`nanos`] as an unsigned count, for counters of time spent (saturating at `u64::MAX`).
-pub fn nanos_u64(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
 
 /// The `format` field of every manifest.
 pub const FORMAT_NAME: &str = "cufall-trace";
@@ -695,5 +683,15 @@ mod tests {
         assert!(v("0.1").unwrap().is_before_first());
         assert!(!v("1.0").unwrap().is_before_first());
         assert_eq!(v("1.12").unwrap().to_string(), "1.12");
+    }
+}
+
+#[cfg(test)]
+mod imports {
+    /// No circle among the crate's modules (docs/ARCHITECTURE.md).
+    #[test]
+    fn modules_import_one_another_one_way() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        cufall_testkit::imports::assert_one_way("cufall-model (lib.rs)", &src.join("lib.rs"));
     }
 }

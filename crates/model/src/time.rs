@@ -10,6 +10,17 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
 
+/// Whole nanoseconds of `d` as the trace's time columns hold them (`i64`), saturating at
+/// `i64::MAX` (292 years): cufall's one conversion from a `Duration` to a timestamp or span.
+pub fn nanos(d: Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// [`nanos`] as an unsigned count, for counters of time spent (saturating at `u64::MAX`).
+pub fn nanos_u64(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// A signed span of time in whole nanoseconds (±292 years), serialized as the bare number.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
@@ -20,9 +31,9 @@ pub struct Nanos(pub i64);
 impl Nanos {
     pub const ZERO: Nanos = Nanos(0);
 
-    /// `d` in whole nanoseconds, saturating at `i64::MAX` (see [`crate::nanos`]).
+    /// `d` in whole nanoseconds, saturating at `i64::MAX` (see [`nanos`]).
     pub fn from_duration(d: Duration) -> Self {
-        Nanos(crate::nanos(d))
+        Nanos(nanos(d))
     }
 
     /// The count of nanoseconds.

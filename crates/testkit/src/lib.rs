@@ -4,6 +4,8 @@
 //! - [`bench`]: the large synthetic trace of the benchmarks (`bench_report`, `bench_gui`);
 //! - [`examples`]: copies of the bundled real recordings, for tests that damage them;
 //! - [`heap`]: a counting global allocator, for tests that bound memory per case;
+//! - [`imports`]: a crate's module graph, for the test each crate has that its modules import
+//!   one another one way;
 //! - [`fixture`]: a trace on disk with known phases, gaps, kernels and drops (and, on request,
 //!   a host name and host samples of two threads), for the analysis, the command line's
 //!   end-to-end tests and the window's host lanes;
@@ -17,6 +19,7 @@ pub mod bench;
 pub mod examples;
 pub mod fixture;
 pub mod heap;
+pub mod imports;
 pub mod synth;
 pub mod tables;
 
@@ -29,5 +32,15 @@ pub fn fuzz_seed(default: u64) -> u64 {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(default, |d| d.as_nanos() as u64),
         Some(n) => n.parse().expect("CUFALL_FUZZ_SEED is a number or `random`"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// No circle among the crate's modules (docs/ARCHITECTURE.md).
+    #[test]
+    fn modules_import_one_another_one_way() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        crate::imports::assert_one_way("cufall-testkit (lib.rs)", &src.join("lib.rs"));
     }
 }

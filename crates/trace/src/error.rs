@@ -1,7 +1,7 @@
 //! Errors of reading and writing traces. Each names the file and what is wrong with it; what to
 //! type next (a flag, a command) is the command line's to add.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Everything that can go wrong with a trace. The `Display` text names the file and the problem
 /// (and, where it needs no command line, the remedy).
@@ -109,6 +109,23 @@ fn is_symlink_loop(e: &std::io::Error) -> bool {
     #[cfg(not(any(target_os = "linux", target_os = "macos")))]
     const ELOOP: Option<i32> = None;
     ELOOP.is_some() && e.raw_os_error() == ELOOP
+}
+
+/// A [`TraceError::Corrupt`] of the file at `path`.
+pub(crate) fn corrupt(path: &Path, why: impl Into<String>) -> TraceError {
+    TraceError::Corrupt {
+        path: path.to_path_buf(),
+        why: why.into(),
+    }
+}
+
+/// `text` cut to `chars` characters, for messages quoting what a file holds (control characters
+/// are escaped where a message is shown, as for every text from a trace).
+pub(crate) fn cut(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
 }
 
 #[cfg(test)]

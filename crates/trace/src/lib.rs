@@ -47,6 +47,7 @@ mod index;
 mod manifest;
 mod newer;
 pub mod parquet;
+mod plain;
 mod plausible;
 mod reader;
 mod tables;
@@ -54,18 +55,25 @@ mod writer;
 
 pub use error::{Result, TraceError};
 pub use frame::{Column, ColumnType, Field, Frame, Values};
+pub use manifest::{INDEX_FILE, MANIFEST_FILE};
 pub use plausible::{Implausible, OUTSIDE_MARGIN_NS, RecordingSpan, Screen};
-pub use reader::{DeviceSummary, Table, Trace, TraceSummary, in_guarded_decode};
+pub use reader::{DeviceSummary, Trace, TraceSummary, in_guarded_decode};
 pub use tables::{
-    ColumnError, ColumnSpec, SAMPLE_COLUMNS, SampleColumns, TableRow, col, columns, frame_of,
-    schema,
+    ColumnError, ColumnSpec, SAMPLE_COLUMNS, SampleColumns, Table, TableRow, col, columns,
+    frame_of, schema,
 };
 pub use writer::{TraceWriter, WriteStats, WriterOptions};
 
 /// The row and metadata types (the `cufall-model` crate, which needs serde alone).
 pub use cufall_model as model;
 pub use cufall_model::{CLOCK_DOMAIN, FORMAT_NAME, SCHEMA_MAJOR, SCHEMA_MINOR};
-/// Name of the metadata file inside a trace folder.
-pub const MANIFEST_FILE: &str = "manifest.json";
-/// Name of the segment index inside a trace folder.
-pub const INDEX_FILE: &str = "index.jsonl";
+
+#[cfg(test)]
+mod imports {
+    /// No circle among the crate's modules (docs/ARCHITECTURE.md).
+    #[test]
+    fn modules_import_one_another_one_way() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        cufall_testkit::imports::assert_one_way("cufall-trace (lib.rs)", &src.join("lib.rs"));
+    }
+}

@@ -3,13 +3,18 @@
 //! and the index of segments. Each problem is said as what it is: a hand edit, damage, or a
 //! newer version.
 
-use crate::error::{Result, TraceError};
+use crate::error::{Result, TraceError, corrupt, cut};
 use crate::index::{self, SegmentEntry};
-use crate::model::{Manifest, RecordingStatus, SchemaVersion};
 use crate::newer;
-use crate::reader::{INDEX_LIMIT, MANIFEST_LIMIT, ReadFail, corrupt, open_plain, read_plain};
-use crate::{FORMAT_NAME, INDEX_FILE, MANIFEST_FILE, SCHEMA_MAJOR, SCHEMA_MINOR};
+use crate::plain::{INDEX_LIMIT, MANIFEST_LIMIT, ReadFail, open_plain, read_plain};
+use cufall_model::{FORMAT_NAME, SCHEMA_MAJOR, SCHEMA_MINOR};
+use cufall_model::{Manifest, RecordingStatus, SchemaVersion};
 use std::path::Path;
+
+/// Name of the metadata file inside a trace folder.
+pub const MANIFEST_FILE: &str = "manifest.json";
+/// Name of the segment index inside a trace folder.
+pub const INDEX_FILE: &str = "index.jsonl";
 
 /// The manifest's `format` must be cufall's: anything else is not a trace, said as what it is.
 fn check_format(dir: &Path, value: &serde_json::Value) -> Result<()> {
@@ -174,15 +179,6 @@ fn schema_version(manifest: &serde_json::Value) -> Result<SchemaVersion, String>
         ));
     }
     Ok(version)
-}
-
-/// `text` cut to `chars` characters, for messages quoting what a file holds (control characters
-/// are escaped where a message is shown, as for every text from a trace).
-pub(crate) fn cut(text: &str, chars: usize) -> String {
-    match text.char_indices().nth(chars) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_string(),
-    }
 }
 
 /// What kind of JSON value `v` is, for messages.

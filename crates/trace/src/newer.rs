@@ -4,14 +4,14 @@
 //! `kind`, kernels `kind`, API `domain`) it does not know. In a trace of this cufall's version
 //! or older, the same values are damage, and the callers call them so.
 
+use crate::error::cut;
 use crate::frame::{Frame, Values};
 use crate::index::SegmentEntry;
-use crate::manifest::cut;
-use crate::model::{
+use crate::tables::Table;
+use cufall_model::{
     ActivityKind, ApiDomain, DropReason, FrameKind, HostState, RangeKind, RecordingStatus,
 };
-use crate::reader::Table;
-use crate::{SCHEMA_MAJOR, SCHEMA_MINOR};
+use cufall_model::{SCHEMA_MAJOR, SCHEMA_MINOR};
 use std::collections::BTreeMap;
 
 /// A `status` that a newer minor version added reads as `recording`: this cufall cannot tell

@@ -21,9 +21,9 @@
 //! span with the count unknown. A samples segment the index lists but that cannot be read becomes
 //! a drop over the index's span; a span outside the recording is left out the same way.
 
-use crate::model::{ApiCall, CaptureEvent, StackFrame};
-use crate::model::{DropRecord, HostSample, KernelRecord, Manifest, NvmlRow, NvtxRange};
 use crate::tables::SampleColumns;
+use cufall_model::{ApiCall, CaptureEvent, StackFrame};
+use cufall_model::{DropRecord, HostSample, KernelRecord, Manifest, NvmlRow, NvtxRange};
 use std::collections::{BTreeMap, HashSet};
 
 /// How far outside the recording's time (creation to end, as the manifest gives them) a row may
@@ -248,7 +248,7 @@ pub(crate) fn screen_samples(rows: &mut SampleColumns, span: &RecordingSpan) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{DeviceId, DropReason};
+    use cufall_model::{DeviceId, DropReason};
 
     const SPAN: RecordingSpan = RecordingSpan { lo: 100, hi: 1_000 };
 

@@ -1,70 +1,21 @@
 //! Opening a trace folder, checking it, and reading its tables: as typed rows, as [`Frame`]s,
 //! or (the samples) a segment at a time.
 
-use crate::MANIFEST_FILE;
-use crate::error::{Result, TraceError};
+use crate::error::{Result, TraceError, corrupt};
 use crate::frame::{Field, Frame};
 use crate::index::SegmentEntry;
-use crate::manifest::{read_index, read_manifest};
-use crate::model::{
+use crate::manifest::{MANIFEST_FILE, read_index, read_manifest};
+use crate::newer;
+use crate::plain::{ReadFail, read_plain};
+use crate::plausible::{self, Found, Implausible, RecordingSpan, Screen};
+use crate::tables::{self, SampleColumns, Table};
+use cufall_model::{
     ApiCall, CaptureEvent, DeviceId, DropReason, DropRecord, HostSample, KernelRecord, Manifest,
     NvmlRow, NvtxRange, SampleBatch, SchemaVersion, StackFrame,
 };
-use crate::newer;
-use crate::plausible::{self, Found, Implausible, RecordingSpan, Screen};
-use crate::tables::{self, SampleColumns};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
-
-/// The tables of a trace.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Table {
-    Samples,
-    Drops,
-    Nvml,
-    Nvtx,
-    Kernels,
-    /// CUDA API calls (`--capture api`). Since schema 1.1.
-    Api,
-    /// Facts about capture per process. Since schema 1.1.
-    Capture,
-    /// Interned host stacks, frame by frame (`--host-stacks`). Since schema 1.2.
-    Stacks,
-    /// Samples of the program's host threads, naming their stacks. Since schema 1.2.
-    HostSamples,
-}
-
-impl Table {
-    /// Every table, in the order the writer flushes them: a stack's frames reach the disk no
-    /// later than the first host sample naming it.
-    pub const ALL: [Table; 9] = [
-        Table::Samples,
-        Table::Drops,
-        Table::Nvml,
-        Table::Nvtx,
-        Table::Kernels,
-        Table::Api,
-        Table::Capture,
-        Table::Stacks,
-        Table::HostSamples,
-    ];
-
-    /// Folder of the table's segments inside the trace.
-    pub fn dir_name(self) -> &'static str {
-        match self {
-            Table::Samples => "samples",
-            Table::Drops => "drops",
-            Table::Nvml => "nvml",
-            Table::Nvtx => "nvtx",
-            Table::Kernels => "kernels",
-            Table::Api => "api",
-            Table::Capture => "capture",
-            Table::Stacks => "stacks",
-            Table::HostSamples => "host_samples",
-        }
-    }
-}
 
 struct Segment {
     path: PathBuf,
@@ -130,101 +81,6 @@ pub struct TraceSummary {
     pub kernels: u64,
     pub segments: u64,
     pub bytes: u64,
-}
-
-pub(crate) fn corrupt(path: &Path, why: impl Into<String>) -> TraceError {
-    TraceError::Corrupt {
-        path: path.to_path_buf(),
-        why: why.into(),
-    }
-}
-
-/// The most `manifest.json` and `index.jsonl` may hold. A manifest is a few KiB; an index line is
-/// about 250 bytes per segment, so 256 MiB is a million segments, far past any recording.
-pub(crate) const MANIFEST_LIMIT: u64 = 64 << 20;
-pub(crate) const INDEX_LIMIT: u64 = 256 << 20;
-
-/// What a file that is not a plain file is, for messages.
-fn file_kind(t: std::fs::FileType) -> &'static str {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if t.is_fifo() {
-            return "a FIFO (named pipe)";
-        }
-        if t.is_char_device() {
-            return "a character device";
-        }
-        if t.is_block_device() {
-            return "a block device";
-        }
-        if t.is_socket() {
-            return "a socket";
-        }
-    }
-    if t.is_dir() {
-        "a folder"
-    } else {
-        "not a plain file"
-    }
-}
-
-/// Reads `path` (following symlinks) if it is a plain file, at most `limit` bytes. A FIFO would
-/// block the reader forever and a device (`/dev/zero`) never ends, so both are refused before
-/// they are opened; a file longer than `limit` is refused without reading past it.
-pub(crate) fn read_plain(path: &Path, limit: u64) -> Result<Vec<u8>, ReadFail> {
-    use std::io::Read;
-    let file = open_plain(path, limit)?;
-    let len = file.metadata().map_or(0, |m| m.len());
-    let mut bytes = Vec::with_capacity(usize::try_from(len.min(limit)).unwrap_or(0));
-    file.take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(ReadFail::Io)?;
-    if bytes.len() as u64 > limit {
-        return Err(ReadFail::Refused(TraceError::TooLarge {
-            path: path.to_path_buf(),
-            limit,
-        }));
-    }
-    Ok(bytes)
-}
-
-/// Opens `path` for [`read_plain`]'s checks: a plain file (following symlinks), no longer than
-/// `limit` bytes when opened. A caller that reads it as a stream reads no more than `limit`.
-pub(crate) fn open_plain(path: &Path, limit: u64) -> Result<std::fs::File, ReadFail> {
-    let meta = std::fs::metadata(path).map_err(ReadFail::Io)?;
-    if !meta.is_file() {
-        return Err(ReadFail::Refused(TraceError::NotAFile {
-            path: path.to_path_buf(),
-            what: file_kind(meta.file_type()),
-        }));
-    }
-    if meta.len() > limit {
-        return Err(ReadFail::Refused(TraceError::TooLarge {
-            path: path.to_path_buf(),
-            limit,
-        }));
-    }
-    std::fs::File::open(path).map_err(ReadFail::Io)
-}
-
-/// Why [`read_plain`] gave no bytes: an I/O error (the caller tells a missing file from others),
-/// or a refusal that is already the message.
-pub(crate) enum ReadFail {
-    Io(std::io::Error),
-    Refused(TraceError),
-}
-
-impl ReadFail {
-    pub(crate) fn into_error(self, path: &Path) -> TraceError {
-        match self {
-            ReadFail::Io(source) => TraceError::Read {
-                path: path.to_path_buf(),
-                source,
-            },
-            ReadFail::Refused(e) => e,
-        }
-    }
 }
 
 /// Why a table's segments cannot be used, kept (and cloned) to be given again on every read of
@@ -983,7 +839,7 @@ impl Trace {
                     // A span the recording cannot hold (`t_max_ns = i64::MAX`) is no hole in it.
                     if let Some(why) = self.span.interval(start_ns, end_ns) {
                         let found = Found::from([(why, 1)]);
-                        self.note(&seg.path, crate::INDEX_FILE, found);
+                        self.note(&seg.path, crate::manifest::INDEX_FILE, found);
                         continue;
                     }
                     for (device, rows) in &e.rows_per_device {

@@ -13,13 +13,61 @@
 //! that is no known kind is an error too. The samples table, whose metric columns a manifest
 //! names, is [`SampleColumns`], its fixed columns declared in [`SAMPLE_COLUMNS`].
 
-use crate::Table;
 use crate::frame::{Column, ColumnType, Element, Field, Frame};
-use crate::model::{
+use cufall_model::{
     ActivityKind, ApiCall, ApiDomain, CaptureEvent, DeviceId, DropReason, DropRecord, FrameKind,
     Gil, HostSample, HostState, KernelRecord, NvmlRow, NvtxRange, RangeKind, SampleBatch,
     StackFrame,
 };
+
+/// The tables of a trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Table {
+    Samples,
+    Drops,
+    Nvml,
+    Nvtx,
+    Kernels,
+    /// CUDA API calls (`--capture api`). Since schema 1.1.
+    Api,
+    /// Facts about capture per process. Since schema 1.1.
+    Capture,
+    /// Interned host stacks, frame by frame (`--host-stacks`). Since schema 1.2.
+    Stacks,
+    /// Samples of the program's host threads, naming their stacks. Since schema 1.2.
+    HostSamples,
+}
+
+impl Table {
+    /// Every table, in the order the writer flushes them: a stack's frames reach the disk no
+    /// later than the first host sample naming it.
+    pub const ALL: [Table; 9] = [
+        Table::Samples,
+        Table::Drops,
+        Table::Nvml,
+        Table::Nvtx,
+        Table::Kernels,
+        Table::Api,
+        Table::Capture,
+        Table::Stacks,
+        Table::HostSamples,
+    ];
+
+    /// Folder of the table's segments inside the trace.
+    pub fn dir_name(self) -> &'static str {
+        match self {
+            Table::Samples => "samples",
+            Table::Drops => "drops",
+            Table::Nvml => "nvml",
+            Table::Nvtx => "nvtx",
+            Table::Kernels => "kernels",
+            Table::Api => "api",
+            Table::Capture => "capture",
+            Table::Stacks => "stacks",
+            Table::HostSamples => "host_samples",
+        }
+    }
+}
 
 /// Column names shared by several tables.
 pub mod col {

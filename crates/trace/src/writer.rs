@@ -3,12 +3,12 @@
 use crate::error::{Result, TraceError};
 use crate::frame::Frame;
 use crate::index::SegmentEntry;
-use crate::model::{
+use crate::manifest::{INDEX_FILE, MANIFEST_FILE};
+use crate::tables::{self, SampleColumns, Table};
+use cufall_model::{
     ApiCall, CaptureEvent, DropRecord, HostSample, KernelRecord, Manifest, NvmlRow, NvtxRange,
     RecordingStatus, SampleBatch, StackFrame,
 };
-use crate::tables::{self, SampleColumns};
-use crate::{INDEX_FILE, MANIFEST_FILE, Table};
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;

@@ -1,9 +1,9 @@
 //! Arguments and entry points of `cufall report`, `cufall diff` and `cufall export`, over the
 //! analysis crate (`cufall_analysis`).
 
-use super::duration::parse_positive_ns;
-use super::hint::command_name;
 use super::number::{parse_fraction, parse_full_scale};
+use crate::argv0::command_name;
+use crate::duration::parse_positive_ns;
 use anyhow::Result;
 use cufall_analysis::diff::{build_diff, diff_text_for};
 use cufall_analysis::export::{self, DEFAULT_MAX_COUNTER_POINTS, ExportOptions, Format};

@@ -57,18 +57,6 @@ fn example_recording() -> String {
     )
 }
 
-/// The command as the user typed it: the `./cufall` wrapper of a clone passes its own name in
-/// `CUFALL_ARGV0`; a path typed to reach the binary is kept; from PATH it is `cufall`.
-pub fn command_name() -> String {
-    if let Some(v) = std::env::var_os("CUFALL_ARGV0").filter(|v| !v.is_empty()) {
-        return v.to_string_lossy().into_owned();
-    }
-    match std::env::args_os().next() {
-        Some(a) if a.to_string_lossy().contains('/') => a.to_string_lossy().into_owned(),
-        _ => "cufall".into(),
-    }
-}
-
 /// The one-line message for `err`: its causes (each said once) and the fix, if one is known.
 pub fn message(err: &anyhow::Error, cmd: &str) -> String {
     let mut out = message_without_advice(err);

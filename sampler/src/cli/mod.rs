@@ -1,5 +1,5 @@
 //! The commands that read recordings (`report`, `diff`, `export`, `view`, `replay`, `info`) and
-//! what every command's flags share: the one duration syntax, the number parsers, and the hints
+//! what every command's flags share: the number parsers and the hints
 //! that turn the libraries' typed errors into "what to do" for the person at the terminal. The
 //! commands that drive the GPU live beside the code they drive (`record`, `metrics_cmd`,
 //! `control`; the live view in the binary). Library crates (trace, analysis, viewer, cupti) know
@@ -7,7 +7,6 @@
 //!
 //! | module | what it holds |
 //! |---|---|
-//! | [`duration`] | the one parser every duration flag uses (`10us`, `2.5ms`, `1m30s`, bare seconds) |
 //! | [`number`] | the number flags' parsers (`--full-scale`, `--idle-below`) |
 //! | [`view`] | `cufall view` and `cufall replay`, and the look flags the live view shares |
 //! | [`analysis`] | `cufall report`, `cufall diff` and `cufall export` |
@@ -15,7 +14,6 @@
 //! | [`hint`] | the fix added to an error's message, naming flags and the command as it was run |
 
 pub mod analysis;
-pub mod duration;
 pub mod hint;
 pub mod info;
 pub mod number;

@@ -2,7 +2,7 @@
 //! the terminal viewer (`cufall_viewer`); the live view shares the look flags.
 
 use super::analysis::PhasesArg;
-use super::duration::parse_offset_ns;
+use crate::duration::parse_offset_ns;
 use anyhow::{Context, Result, bail};
 use cufall_analysis::AnalysisError;
 use cufall_analysis::select::{PhaseSelect, domain_counts};

@@ -27,9 +27,11 @@
 //! | [`intern`] | stacks → ids, memory bounded |
 //! | [`sampler`] | the round loop |
 //! | [`report`] | what the loop found, for the user, the manifest and the trace's capture table |
+//! | [`event`] | the capture-table events host stacks write |
 //! | [`probe`] | the hidden `probe-host-stacks`: host stacks of a program into a trace, no GPU |
 
 pub mod composite;
+pub mod event;
 pub mod intern;
 pub mod leaf;
 pub mod native;
@@ -52,34 +54,8 @@ pub use source::{
     AttachError, Frame, NativeChains, ReadError, StackReader, StackSource, ThreadStack,
 };
 
-use crate::cli::duration::parse_positive_duration;
+use crate::duration::parse_positive_duration;
 use std::time::Duration;
-
-/// The capture-table events host stacks write (listed in `docs/trace-format.md`).
-pub mod event {
-    /// One per process whose stacks were read: count = samples written; detail = the
-    /// interpreter (or `native (perf task-clock)`), threads, samples and missed.
-    pub const PROCESS: &str = "host_stacks";
-    /// One per process that missed samples: count = samples missed.
-    pub const MISSED: &str = "host_samples_missed";
-    /// One per process that runs Python but could not be read: detail = why and the fix.
-    pub const UNAVAILABLE: &str = "host_stacks_unavailable";
-    /// One per recording (pid 0): count = processes of the program that run no Python and
-    /// whose native frames could not be read either (they got no stacks at all).
-    pub const NOT_PYTHON: &str = "host_stacks_not_python";
-
-    /// What [`NOT_PYTHON`]'s detail says when their native frames were tried and refused
-    /// (followed by why).
-    pub const NATIVE_REFUSED: &str = "native frames could not be read";
-
-    /// The manifest's `extra` key that says how host stacks were sampled, or why not.
-    pub const MANIFEST_KEY: &str = "host_stacks";
-
-    /// Whether a capture-table event is one of these.
-    pub fn is_host_event(name: &str) -> bool {
-        [PROCESS, MISSED, UNAVAILABLE, NOT_PYTHON].contains(&name)
-    }
-}
 
 pub use event::MANIFEST_KEY;
 
@@ -118,20 +94,11 @@ fn parse_host_interval(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// `1ms (1000 Hz)`.
-pub fn rate_text(interval: Duration) -> String {
-    let hz = 1.0 / interval.as_secs_f64().max(1e-9);
-    format!(
-        "every {} ({hz:.0} Hz)",
-        humantime::format_duration(interval)
-    )
-}
-
 /// The manifest's `host_stacks` as a recording starts (its end replaces it with what was
 /// found: [`HostSummary::manifest_text`]).
 pub fn start_text(on: bool, interval: Duration) -> String {
     if on {
-        format!("on: {}, {}", rate_text(interval), composite::FRAMES)
+        format!("on: {}, {}", report::rate_text(interval), composite::FRAMES)
     } else {
         "off: --host-stacks off".into()
     }

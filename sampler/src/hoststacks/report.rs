@@ -6,6 +6,15 @@ use super::native::DESCRIBE;
 use cufall_trace::model::CaptureEvent;
 use std::time::Duration;
 
+/// `1ms (1000 Hz)`.
+pub fn rate_text(interval: Duration) -> String {
+    let hz = 1.0 / interval.as_secs_f64().max(1e-9);
+    format!(
+        "every {} ({hz:.0} Hz)",
+        humantime::format_duration(interval)
+    )
+}
+
 /// Why a process of the program was not read.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -96,7 +105,7 @@ impl HostSummary {
 
     /// The manifest's `host_stacks` at the end: how it was sampled, or why there are none.
     pub fn manifest_text(&self) -> String {
-        let rate = super::rate_text(Duration::from_nanos(self.interval_ns));
+        let rate = rate_text(Duration::from_nanos(self.interval_ns));
         if self.samples > 0 {
             return format!("on: {rate}, {}", self.frames);
         }
@@ -138,7 +147,7 @@ impl HostSummary {
                 "host stacks: {} samples of {threads} thread(s) in {read} process(es) ({} python, {native} native) {} ({}); {} missed ({:.2} % of {asked} asked for)",
                 self.samples,
                 read - native,
-                super::rate_text(Duration::from_nanos(self.interval_ns)),
+                rate_text(Duration::from_nanos(self.interval_ns)),
                 self.frames,
                 self.missed,
                 100.0 * self.missed as f64 / asked.max(1) as f64

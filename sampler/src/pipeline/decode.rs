@@ -9,9 +9,11 @@
 //! Everything it needs from CUPTI goes through [`PmSource`] and [`ImageStore`], so tests drive
 //! it with a scripted fake (`sampler/tests/pipeline.rs`).
 
+use super::counters::{DeviceCounters, SLOW_DECODE, call_size_bin};
+use super::error::{PipelineError, error_chain};
 use super::evaluate::{Chunk, EvalShared, Sealed, evaluator_main};
+use super::sink::SinkMsg;
 use super::source::{ImageStore, PmSource, SampleEvaluator};
-use super::{DeviceCounters, PipelineError, SLOW_DECODE, SinkMsg, call_size_bin, error_chain};
 use crate::holes::{HoleDetector, Verdict};
 use crate::sizing::ImagePlan;
 use cufall_cupti::{CounterDataInfo, CuptiError, DecodeStop};

@@ -1,9 +1,11 @@
 //! A GPU's pipeline on its own thread: arming PM sampling through CUPTI, reporting ready, waiting
 //! for the go, then [`run_device`] with the CUPTI implementations of the pipeline's traits.
 
+use super::counters::DeviceCounters;
 use super::decode::{DecodeConfig, DeviceParts, run_device};
+use super::error::{ArmError, PipelineError, error_chain, panic_message};
+use super::sink::SinkMsg;
 use super::source::{CuptiEvaluator, CuptiImages, CuptiSource};
-use super::{DeviceCounters, PipelineError, SinkMsg, error_chain, panic_message};
 use crate::sizing::ImagePlan;
 use cufall_cupti::host::MetricList;
 use cufall_cupti::{
@@ -31,33 +33,6 @@ pub struct DeviceSetup {
     pub plan: ImagePlan,
     /// Devices armed at the same time (they share the machine's memory).
     pub devices_sharing_memory: usize,
-}
-
-/// Why a device could not be armed.
-#[derive(Debug, thiserror::Error)]
-pub enum ArmError {
-    #[error(transparent)]
-    Cupti(#[from] CuptiError),
-    #[error(
-        "sampling at {} needs about {} of memory ({devices} GPU(s) × {images} counter-data \
-images of {} and a {} hardware buffer), but this machine has {} available. Use a longer \
---interval, fewer or cheaper metrics (`cufall metrics` gives each one's bytes per sample) or \
-fewer --devices",
-        crate::sizing::format_interval(*interval_ns),
-        crate::sizing::format_bytes(*need_bytes),
-        crate::sizing::format_bytes(*image_bytes),
-        crate::sizing::format_bytes(*hw_buffer_bytes),
-        crate::sizing::format_bytes(*available_bytes)
-    )]
-    NotEnoughMemory {
-        interval_ns: i64,
-        need_bytes: u64,
-        image_bytes: u64,
-        hw_buffer_bytes: u64,
-        devices: usize,
-        images: usize,
-        available_bytes: u64,
-    },
 }
 
 /// Reported by a device thread once it is configured and ready to start.

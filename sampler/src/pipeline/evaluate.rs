@@ -11,8 +11,10 @@
 //! held back. A chunk that is dropped without being evaluated (every evaluator gone) does the
 //! same from its `Drop`. An evaluator that panics [`RETIRE_AFTER_PANICS`] times in a row retires.
 
+use super::counters::DeviceCounters;
+use super::error::panic_message;
+use super::sink::SinkMsg;
 use super::source::{ImageStore, SampleEvaluator};
-use super::{DeviceCounters, SinkMsg, panic_message};
 use cufall_trace::model::nanos_u64;
 use cufall_trace::model::{DeviceId, DropReason, DropRecord, SampleBatch};
 use std::panic::{AssertUnwindSafe, catch_unwind};

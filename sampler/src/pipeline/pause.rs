@@ -15,7 +15,8 @@
 //! so the hole is named and never read as idle time. A [`DeviceStarter`] arms a device: over
 //! CUPTI in a session ([`super::device::Rearm`]), over a fake GPU in tests.
 
-use super::{ArmError, PipelineError, SinkMsg, error_chain};
+use super::error::{ArmError, PipelineError, error_chain, panic_message};
+use super::sink::SinkMsg;
 use cufall_trace::model::{DeviceId, DropReason, DropRecord};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
@@ -328,7 +329,7 @@ impl PauseControl {
                     Err(p) => errors.push(format!(
                         "{}: the sampling thread panicked: {}",
                         s.device,
-                        super::panic_message(p.as_ref())
+                        panic_message(p.as_ref())
                     )),
                 }
                 s.released_ns = Some((self.now_ns)());
@@ -525,7 +526,7 @@ impl PauseControl {
                     inner_errors.push(format!(
                         "{}: the sampling thread panicked: {}",
                         s.device,
-                        super::panic_message(p.as_ref())
+                        panic_message(p.as_ref())
                     ));
                     s.failed = true;
                 }

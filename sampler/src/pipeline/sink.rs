@@ -6,16 +6,44 @@
 //! writes the late batch whenever it comes (the trace reader sorts samples by time). So a stuck
 //! evaluator can neither freeze a GPU's live view nor make the sink's memory grow.
 
-use super::SinkMsg;
-use super::window::{Edge, Gate, Rows, WindowLog};
+use super::window::{self, Edge, Gate, Rows, WindowLog};
 use cufall_live::{LiveEvent, LiveSender};
 use cufall_trace::TraceWriter;
-use cufall_trace::model::{DeviceId, DropReason, DropRecord, SampleBatch};
+use cufall_trace::model::{
+    ApiCall, CaptureEvent, DeviceId, DropReason, DropRecord, HostSample, KernelRecord, NvmlRow,
+    NvtxRange, SampleBatch, StackFrame,
+};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// What flows into the sink.
+pub enum SinkMsg {
+    /// One chunk's samples (possibly none), in the device's sequence of chunks.
+    Samples {
+        device: DeviceId,
+        seq: u64,
+        batch: SampleBatch,
+    },
+    Drops(Vec<DropRecord>),
+    Nvml(Vec<NvmlRow>),
+    Message(String),
+    /// Captured from the profiled program (see [`crate::recorder`]).
+    Nvtx(Vec<NvtxRange>),
+    Kernels(Vec<KernelRecord>),
+    Api(Vec<ApiCall>),
+    Capture(Vec<CaptureEvent>),
+    /// Host stacks (see [`crate::hoststacks`]): the stacks first seen in this batch, then the
+    /// samples, which may name them; the sink writes the stacks first.
+    Host {
+        stacks: Vec<StackFrame>,
+        samples: Vec<HostSample>,
+    },
+    /// A capture window opened or closed (`--capture-range`, `--delay`, `cufall control`).
+    Window(window::Edge),
+}
 
 /// Most batches one device may have waiting for an earlier one.
 pub const MAX_PENDING_BATCHES: usize = 256;

@@ -1,10 +1,7 @@
 //! One process's connection: its frames become trace rows, names resolved per connection,
 //! records held until their names arrive, warnings where records may really be missing.
 
-use super::{
-    BATCH_AGE, BATCH_ROWS, MAX_HELD, MAX_HELD_BYTES, MAX_STRING_BYTES, ProcessSummary, Shared,
-    State, WindowTrigger, problem_text,
-};
+use super::shared::{ProcessSummary, Shared, State, WindowTrigger, problem_text};
 use crate::pipeline::SinkMsg;
 use crate::pipeline::window::Edge;
 use cufall_capture::{Decoder, Frame, Name, Payload, WireRangeKind, event};
@@ -18,6 +15,19 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// Rows a connection batches before handing them to the sink.
+const BATCH_ROWS: usize = 8192;
+/// Longest a decoded row waits for its batch.
+const BATCH_AGE: Duration = Duration::from_millis(50);
+/// Most bytes of names (kernel names, NVTX strings, domains) one process may define: far more
+/// than any real program (a PyTorch run defines a few MB), and a bound on what a broken or
+/// hostile process can make the recorder hold.
+const MAX_STRING_BYTES: usize = 256 << 20;
+/// Most records one process may have waiting for a name that was never defined, and their
+/// bytes (about).
+const MAX_HELD: usize = 1 << 20;
+const MAX_HELD_BYTES: usize = 256 << 20;
 
 /// Distinct kernels a `graph_contents` row lists (most nodes first), and the characters kept
 /// of each name: a row stays small whatever a program sends.

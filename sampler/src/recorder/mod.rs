@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 mod connection;
 mod library;
+mod shared;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -32,64 +33,8 @@ mod workers_tests;
 use connection::Connection;
 pub use connection::demangle;
 pub use library::{CaptureError, ENV_LIBRARY, check_library, find_library};
-
-/// Rows a connection batches before handing them to the sink.
-const BATCH_ROWS: usize = 8192;
-/// Longest a decoded row waits for its batch.
-const BATCH_AGE: Duration = Duration::from_millis(50);
-/// Most bytes of names (kernel names, NVTX strings, domains) one process may define: far more
-/// than any real program (a PyTorch run defines a few MB), and a bound on what a broken or
-/// hostile process can make the recorder hold.
-const MAX_STRING_BYTES: usize = 256 << 20;
-/// Most records one process may have waiting for a name that was never defined, and their
-/// bytes (about).
-const MAX_HELD: usize = 1 << 20;
-const MAX_HELD_BYTES: usize = 256 << 20;
-
-/// One process of the program, as the recorder saw it.
-#[derive(Clone, Debug, Default)]
-pub struct ProcessSummary {
-    pub pid: u32,
-    pub exe: String,
-    pub said_goodbye: bool,
-    pub nvtx_ranges: u64,
-    pub activities: u64,
-    pub api_calls: u64,
-    /// CUDA contexts it created (CUPTI's context records): it did GPU work.
-    pub contexts: u64,
-}
-
-impl ProcessSummary {
-    /// Whether the process did anything capture records: GPU work or NVTX ranges. A process
-    /// that did neither (a compile worker, a data loader) has nothing that could be missing.
-    pub fn touched_gpu_or_nvtx(&self) -> bool {
-        self.contexts > 0 || self.activities > 0 || self.nvtx_ranges > 0 || self.api_calls > 0
-    }
-}
-
-/// What capture delivered, for the summary.
-#[derive(Clone, Debug, Default)]
-pub struct CaptureSummary {
-    pub processes: Vec<ProcessSummary>,
-    pub nvtx_ranges: u64,
-    pub activities: u64,
-    pub api_calls: u64,
-    pub cupti_dropped: u64,
-    /// Every event from the capture table worth telling the user, in arrival order.
-    pub problems: Vec<String>,
-    /// Connections still open when the recorder stopped.
-    pub stragglers: usize,
-    pub protocol_errors: Vec<String>,
-    /// Processes that never did GPU work nor sent a record (no warnings of their own).
-    pub quiet: Vec<ProcessSummary>,
-}
-
-#[derive(Default)]
-struct State {
-    open: usize,
-    last_change: Option<Instant>,
-    summary: CaptureSummary,
-}
+pub use shared::{CaptureSummary, ProcessSummary};
+use shared::{Shared, State, WindowTrigger, problem_text};
 
 /// A listening recorder.
 pub struct Recorder {
@@ -358,46 +303,6 @@ impl Drop for Recorder {
     }
 }
 
-/// What every connection's thread shares.
-struct Shared {
-    tx: Sender<SinkMsg>,
-    stop: Arc<AtomicBool>,
-    state: Arc<Mutex<State>>,
-    rows: Arc<AtomicU64>,
-    uuids: Arc<HashMap<String, DeviceId>>,
-    trigger: Arc<WindowTrigger>,
-}
-
-/// What a process's window edges are, for the recorder.
-#[derive(Debug, Default)]
-pub(super) struct WindowTrigger {
-    /// How the opening and the closing edge are named in the trace (empty: no capture range).
-    pub(super) open: String,
-    pub(super) close: String,
-    /// Opens nest and each needs its close (NVTX ranges of one name inside each other).
-    /// `cudaProfilerStart` does not: a second start while profiling has no effect and one
-    /// stop ends it (CUDA's profiler control is not counted).
-    pub(super) nests: bool,
-}
-
-impl WindowTrigger {
-    fn of(range: Option<&RangeTrigger>) -> WindowTrigger {
-        match range {
-            Some(RangeTrigger::ProfilerApi) => WindowTrigger {
-                open: "cudaProfilerStart".into(),
-                close: "cudaProfilerStop".into(),
-                nests: false,
-            },
-            Some(RangeTrigger::Nvtx(n)) => WindowTrigger {
-                open: format!("the start of NVTX range `{n}`"),
-                close: format!("the end of NVTX range `{n}`"),
-                nests: true,
-            },
-            None => WindowTrigger::default(),
-        }
-    }
-}
-
 fn accept_loop(listener: UnixListener, shared: &Shared, readers: &Arc<Mutex<Vec<JoinHandle<()>>>>) {
     loop {
         // After a stop, connections already waiting are still taken (a process that connected
@@ -435,17 +340,4 @@ fn accept_loop(listener: UnixListener, shared: &Shared, readers: &Arc<Mutex<Vec<
 /// The program's file name, for one-line summaries.
 fn short_exe(exe: &str) -> &str {
     exe.rsplit('/').next().unwrap_or(exe)
-}
-
-/// What the user should read about a capture event, or `None` for routine ones.
-fn problem_text(e: &CaptureEvent) -> Option<String> {
-    match e.event.as_str() {
-        event::CUDA_ATTACHED
-        | event::NVTX_ATTACHED
-        | event::FORKED
-        | event::QUIET
-        | event::WINDOW
-        | event::GRAPH_CONTENTS => None,
-        _ => Some(format!("process {}: {} ({})", e.pid, e.detail, e.event)),
-    }
 }

@@ -8,7 +8,7 @@
 use super::flight::Budget;
 use super::session_backend::SessionBackend;
 use super::{Backend, DEFAULT_PORT, Exporter, ServeOptions};
-use crate::cli::duration::parse_positive_duration;
+use crate::duration::parse_positive_duration;
 use crate::record::SelectionArgs;
 use crate::session::CounterPolicy;
 use anyhow::anyhow;
@@ -69,7 +69,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
             let e = anyhow::Error::from(e);
             return Err(anyhow!(
                 "{}",
-                crate::cli::hint::message(&e, &crate::cli::hint::command_name())
+                crate::cli::hint::message(&e, &crate::argv0::command_name())
             ));
         }
     };
@@ -89,7 +89,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
     ));
     crate::os::catch_interrupts();
     let (dump_flag, _) = crate::os::catch_window_signals();
-    let serving = super::start(server, exporter, backend, Some(first))?;
+    let serving = super::serving::start(server, exporter, backend, Some(first))?;
     let exporter = std::sync::Arc::clone(&serving.exporter);
     let listen = serving
         .addr

@@ -196,7 +196,7 @@ fn pause_duration(query: &str) -> Result<Duration, String> {
         Some(v) => {
             // `%20` and `+` are what a client makes of a space (`for=1m 30s`).
             let v = v.replace("%20", " ").replace('+', " ");
-            crate::cli::duration::parse_positive_duration(&v)
+            crate::duration::parse_positive_duration(&v)
         }
     }
 }

@@ -16,6 +16,7 @@
 //! | [`exposition`] | the Prometheus text |
 //! | [`flight`] | the flight recorder's ring and its dump to a trace |
 //! | [`http`] | binding `--listen`, the routes |
+//! | [`serving`] | a running exporter: its HTTP handler threads and its supervisor, started and stopped together |
 //! | [`session_backend`] | the GPU [`Backend`]: the same `session::prepare`/`start` as `record` |
 //! | [`cmd`] | the command line: flags, binding before any GPU access, the first run, signals |
 //!
@@ -30,6 +31,7 @@ pub mod cmd;
 pub mod exposition;
 pub mod flight;
 pub mod http;
+pub mod serving;
 pub mod session_backend;
 
 use crate::pipeline::pause::{CounterSharing, CounterState, MAX_PAUSE, PauseDone, PauseRefused};
@@ -713,57 +715,6 @@ fn sleep_unless_shut_down(exporter: &Exporter, d: Duration) {
         std::thread::sleep(
             Duration::from_millis(20).min(until.saturating_duration_since(Instant::now())),
         );
-    }
-}
-
-/// A running exporter: its HTTP server, handler threads and supervisor.
-pub struct Serving {
-    pub exporter: Arc<Exporter>,
-    pub addr: Option<std::net::SocketAddr>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-    server: Arc<tiny_http::Server>,
-}
-
-/// Starts serving `server` and supervising `backend` (with `first`, a run already started).
-pub fn start(
-    server: tiny_http::Server,
-    exporter: Arc<Exporter>,
-    backend: impl Backend,
-    first: Option<Started>,
-) -> std::io::Result<Serving> {
-    let addr = http::local_addr(&server);
-    let server = Arc::new(server);
-    let mut threads = Vec::new();
-    for i in 0..http::HANDLERS {
-        let (s, e) = (Arc::clone(&server), Arc::clone(&exporter));
-        threads.push(
-            std::thread::Builder::new()
-                .name(format!("cufall-http-{i}"))
-                .spawn(move || http::serve(&s, &e))?,
-        );
-    }
-    let e = Arc::clone(&exporter);
-    threads.push(
-        std::thread::Builder::new()
-            .name("cufall-serve".into())
-            .spawn(move || supervise(&e, backend, first))?,
-    );
-    Ok(Serving {
-        exporter,
-        addr,
-        threads,
-        server,
-    })
-}
-
-impl Serving {
-    /// Stops sampling and serving, and waits for every thread.
-    pub fn stop(self) {
-        self.exporter.shut_down();
-        self.server.unblock();
-        for t in self.threads {
-            let _ = t.join();
-        }
     }
 }
 

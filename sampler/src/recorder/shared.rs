@@ -96,7 +96,6 @@ impl WindowTrigger {
     }
 }
 
-
 /// What the user should read about a capture event, or `None` for routine ones.
 pub(super) fn problem_text(e: &CaptureEvent) -> Option<String> {
     match e.event.as_str() {

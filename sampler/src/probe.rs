@@ -541,15 +541,24 @@ fn cost_set(ctx: &Ctx<'_>, names: &[String]) -> anyhow::Result<Value> {
     let layout = s.image_layout(&mut list)?;
     eprintln!("cost probe:   blank image");
     let blank = s.blank_image(&mut list, CAP)?;
-    // One call over a backlog: the decoder's cost per sample without per-call overhead.
+    // Decoding while sampling runs, a call every 25 ms as the recorder calls, for 150 ms: the
+    // decoder's cost per sample (a single call over a 150 ms backlog after the stop died of
+    // SIGSEGV inside CUPTI on the H200, 2026-12-03).
     let mut img = blank.new_image();
     s.start()?;
-    std::thread::sleep(Duration::from_millis(150));
+    eprintln!("cost probe:   decode while sampling");
+    let end = Instant::now() + Duration::from_millis(150);
+    let mut spent = Duration::ZERO;
+    let mut o = None;
+    while Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(25));
+        let t = Instant::now();
+        o = Some(s.decode(&mut img)?);
+        spent += t.elapsed();
+    }
     s.stop()?;
-    eprintln!("cost probe:   decode of a backlog");
-    let t = Instant::now();
-    let o = s.decode(&mut img)?;
-    let backlog_s = t.elapsed().as_secs_f64();
+    let o = o.ok_or_else(|| anyhow::anyhow!("no decode call was made"))?;
+    let backlog_s = spent.as_secs_f64();
     let info = img.info()?;
     let n = info.completed.max(1);
     // Timestamps, per sample.

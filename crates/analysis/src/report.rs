@@ -863,15 +863,13 @@ pub(crate) fn build_report_checked(
     let phase_reports = ctx.phase_reports(&phases);
     let times_ns = slot_times(&phase_reports, &whole_run);
     let host = host_side.map(|h| h.report(&phases, &times_ns, folded.host, run));
-
     let drop_reports = drop_summary(&drops);
     // The capture table only adds to the report: one that cannot be read is a warning.
     let mut warnings = report_warnings(trace, checked.warnings);
     let (capture, graphs, costs) = capture_tables(trace, &mut warnings);
     let capture_cost = capcost::build(costs, &events, &phase_reports, &whole_run);
     let chosen_by = (!nvtx.is_empty()).then_some(&opts.phases);
-    let mut notes = ctx.notes(&phases, chosen_by, m, &drops);
-    notes.extend(overlap_note(overlap));
+    let notes = ctx.notes(&phases, chosen_by, m, &drops, overlap);
     Ok(Report {
         trace: trace.path().display().to_string(),
         gpus: gpu_infos(m, &devices),
@@ -1463,13 +1461,15 @@ fn verdict(idle: Option<f64>, gaps: &GapTotals, kernels: bool, min_gap_ns: i64) 
 }
 
 impl Ctx<'_> {
-    /// The remarks about the whole report: [`notes`], then samples lacking a value.
+    /// The remarks about the whole report: [`notes`], then samples lacking a value and phases of
+    /// several processes that overlap.
     fn notes(
         &self,
         phases: &Phases,
         nvtx_chosen_by: Option<&PhaseSelect>,
         m: &cufall_trace::model::Manifest,
         drops: &[DropRecord],
+        overlap: Option<(i64, Vec<u32>)>,
     ) -> Vec<Note> {
         let no_counters = self
             .activity
@@ -1485,6 +1485,7 @@ impl Ctx<'_> {
         .into_iter()
         .chain(raw_counter(self.activity, m))
         .chain(unknown_values(self.devices, self.cells, self.activity))
+        .chain(overlap_note(overlap))
         .collect()
     }
 }

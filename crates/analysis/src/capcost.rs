@@ -10,7 +10,6 @@
 //! phase's cost unknown, never 0; the calibrated kinds' part is still given. A recording made
 //! before capture was calibrated has no cost rows: its cost is unknown everywhere.
 
-use crate::report::PhaseReport;
 use cufall_trace::model::{ActivityKind, CaptureEvent, KernelRecord, NvtxRange};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -214,13 +213,21 @@ pub fn kind_costs(events: &[CaptureEvent]) -> Vec<KindCost> {
         .collect()
 }
 
+/// What the cost of a phase is counted over: its path, its ranges (steps) and their time.
+#[derive(Clone, Copy, Debug)]
+pub struct PhaseSteps<'a> {
+    pub path: &'a str,
+    pub count: u64,
+    pub total_ns: i64,
+}
+
 /// The section, from the costs and the counts; `None` when the recording has no captured
 /// events (no program, or nothing captured).
 pub fn build(
     costs: Vec<KindCost>,
     counts: &Counts,
-    phases: &[PhaseReport],
-    whole_run: &PhaseReport,
+    phases: &[PhaseSteps<'_>],
+    whole_run: &PhaseSteps<'_>,
 ) -> Option<CaptureCost> {
     let whole_slot = counts.per_slot.len().checked_sub(1)?;
     let all = counts.of(whole_slot);
@@ -258,7 +265,7 @@ pub fn build(
     };
     let rows: Vec<PhaseCost> = if phases.is_empty() {
         vec![phase_cost(
-            &whole_run.path,
+            whole_run.path,
             0,
             whole_run.total_ns,
             all.clone(),
@@ -270,7 +277,7 @@ pub fn build(
             .filter(|(_, p)| p.count > 0)
             .map(|(i, p)| (p, counts.of(i)))
             .filter(|(_, events)| !events.is_empty())
-            .map(|(p, events)| phase_cost(&p.path, p.count, p.total_ns, events))
+            .map(|(p, events)| phase_cost(p.path, p.count, p.total_ns, events))
             .collect()
     };
     let mut kinds = costs;
@@ -294,83 +301,4 @@ pub fn build(
         kinds,
         phases: rows,
     })
-}
-
-/// Phases the text lists; `--json` has them all.
-const PHASES_SHOWN: usize = 12;
-
-#[allow(
-    clippy::cast_possible_truncation,
-    reason = "a duration in ns, rounded: far inside i64"
-)]
-fn whole_ns(v: f64) -> i64 {
-    v.round() as i64
-}
-
-fn kinds_text(kinds: &[EventKind]) -> String {
-    let words: Vec<&str> = kinds.iter().map(|k| k.plural()).collect();
-    words.join(", ")
-}
-
-/// The CAPTURE COST section of `cufall report`.
-pub fn text(c: &CaptureCost) -> String {
-    use crate::render::{fmt_ns, fmt_pct};
-    let mut o = String::from(
-        "\nCAPTURE COST (host time cufall's capture added, from its cost per event measured in \
-         the program)\n",
-    );
-    if !c.calibrated {
-        o.push_str(
-            "  capture cost unknown: this recording holds no measurement of capture's cost \
-             (made before cufall measured it)\n",
-        );
-        return o;
-    }
-    for p in c.phases.iter().take(PHASES_SHOWN) {
-        let path = cufall_text::name(&p.path);
-        let line = match (p.added_ns, p.per_step_ns) {
-            (Some(_), Some(step)) => format!(
-                "capture added about {} per step ({} of host time); gaps shorter than that may \
-                 be cufall's own",
-                fmt_ns(whole_ns(step)),
-                fmt_pct(p.host_fraction)
-            ),
-            (Some(added), None) => format!(
-                "capture added about {} in all ({} of the run)",
-                fmt_ns(whole_ns(added)),
-                fmt_pct(p.host_fraction)
-            ),
-            (None, _) => {
-                let part = if p.known_ns > 0.0 && p.steps > 0 {
-                    format!(
-                        "; the measured kinds alone add about {} per step",
-                        fmt_ns(whole_ns(p.known_ns / p.steps as f64))
-                    )
-                } else {
-                    String::new()
-                };
-                format!(
-                    "capture cost unknown: {} have no measured cost{part}",
-                    kinds_text(&p.unknown)
-                )
-            }
-        };
-        o.push_str(&format!("  {path}: {line}\n"));
-    }
-    if c.phases.len() > PHASES_SHOWN {
-        o.push_str(&format!(
-            "  ... {} more phase(s) in `--json` (capture_cost)\n",
-            c.phases.len() - PHASES_SHOWN
-        ));
-    }
-    let per: Vec<String> = c
-        .kinds
-        .iter()
-        .map(|k| match k.ns_per_event {
-            Some(ns) => format!("{} {}", k.kind.plural(), fmt_ns(whole_ns(ns))),
-            None => format!("{} unknown", k.kind.plural()),
-        })
-        .collect();
-    o.push_str(&format!("  cost per event: {}\n", per.join("; ")));
-    o
 }

@@ -363,7 +363,7 @@ pub fn report_text_with(r: &Report, cmd: &str, lines: bool) -> String {
     o.push_str(&per_device_text(r, &all));
     o.push_str(&kernels_text(r));
     if let Some(c) = &r.capture_cost {
-        o.push_str(&crate::capcost::text(c));
+        o.push_str(&capture_cost_text(c));
     }
     o.push_str(&gaps_text(r));
     o.push_str(&host_text(r, cmd, lines));
@@ -934,5 +934,83 @@ fn host_text(r: &Report, cmd: &str, lines: bool) -> String {
     for c in &h.phases {
         o.push_str(&host_class_text(c, false, lines));
     }
+    o
+}
+
+/// Phases the text lists; `--json` has them all.
+const PHASES_SHOWN: usize = 12;
+
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "a duration in ns, rounded: far inside i64"
+)]
+fn whole_ns(v: f64) -> i64 {
+    v.round() as i64
+}
+
+fn kinds_text(kinds: &[crate::capcost::EventKind]) -> String {
+    let words: Vec<&str> = kinds.iter().map(|k| k.plural()).collect();
+    words.join(", ")
+}
+
+/// The CAPTURE COST section of `cufall report`.
+pub fn capture_cost_text(c: &crate::capcost::CaptureCost) -> String {
+    let mut o = String::from(
+        "\nCAPTURE COST (host time cufall's capture added, from its cost per event measured in \
+         the program)\n",
+    );
+    if !c.calibrated {
+        o.push_str(
+            "  capture cost unknown: this recording holds no measurement of capture's cost \
+             (made before cufall measured it)\n",
+        );
+        return o;
+    }
+    for p in c.phases.iter().take(PHASES_SHOWN) {
+        let path = cufall_text::name(&p.path);
+        let line = match (p.added_ns, p.per_step_ns) {
+            (Some(_), Some(step)) => format!(
+                "capture added about {} per step ({} of host time); gaps shorter than that may \
+                 be cufall's own",
+                fmt_ns(whole_ns(step)),
+                fmt_pct(p.host_fraction)
+            ),
+            (Some(added), None) => format!(
+                "capture added about {} in all ({} of the run)",
+                fmt_ns(whole_ns(added)),
+                fmt_pct(p.host_fraction)
+            ),
+            (None, _) => {
+                let part = if p.known_ns > 0.0 && p.steps > 0 {
+                    format!(
+                        "; the measured kinds alone add about {} per step",
+                        fmt_ns(whole_ns(p.known_ns / p.steps as f64))
+                    )
+                } else {
+                    String::new()
+                };
+                format!(
+                    "capture cost unknown: {} have no measured cost{part}",
+                    kinds_text(&p.unknown)
+                )
+            }
+        };
+        o.push_str(&format!("  {path}: {line}\n"));
+    }
+    if c.phases.len() > PHASES_SHOWN {
+        o.push_str(&format!(
+            "  ... {} more phase(s) in `--json` (capture_cost)\n",
+            c.phases.len() - PHASES_SHOWN
+        ));
+    }
+    let per: Vec<String> = c
+        .kinds
+        .iter()
+        .map(|k| match k.ns_per_event {
+            Some(ns) => format!("{} {}", k.kind.plural(), fmt_ns(whole_ns(ns))),
+            None => format!("{} unknown", k.kind.plural()),
+        })
+        .collect();
+    o.push_str(&format!("  cost per event: {}\n", per.join("; ")));
     o
 }

@@ -867,7 +867,7 @@ pub(crate) fn build_report_checked(
     // The capture table only adds to the report: one that cannot be read is a warning.
     let mut warnings = report_warnings(trace, checked.warnings);
     let (capture, graphs, costs) = capture_tables(trace, &mut warnings);
-    let capture_cost = capcost::build(costs, &events, &phase_reports, &whole_run);
+    let capture_cost = capture_cost(costs, &events, &phase_reports, &whole_run);
     let chosen_by = (!nvtx.is_empty()).then_some(&opts.phases);
     let notes = ctx.notes(&phases, chosen_by, m, &drops, overlap);
     Ok(Report {
@@ -910,6 +910,26 @@ fn slot_times(phases: &[PhaseReport], whole_run: &PhaseReport) -> Vec<i64> {
         .chain([whole_run])
         .map(|p| p.total_ns)
         .collect()
+}
+
+/// A phase's steps, for what capture cost in it.
+fn steps(p: &PhaseReport) -> capcost::PhaseSteps<'_> {
+    capcost::PhaseSteps {
+        path: &p.path,
+        count: p.count,
+        total_ns: p.total_ns,
+    }
+}
+
+/// What capture added in each phase and the whole run ([`capcost::build`]).
+fn capture_cost(
+    costs: Vec<capcost::KindCost>,
+    counts: &capcost::Counts,
+    phases: &[PhaseReport],
+    whole_run: &PhaseReport,
+) -> Option<capcost::CaptureCost> {
+    let slots: Vec<_> = phases.iter().map(steps).collect();
+    capcost::build(costs, counts, &slots, &steps(whole_run))
 }
 
 /// The note on what bad input left out: phases of several processes that overlap.

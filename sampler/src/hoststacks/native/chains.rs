@@ -7,8 +7,9 @@
 //! sample since the last look is still where it was when it last used CPU; what the caller
 //! makes of that is [`crate::hoststacks::leaf`]'s.
 
+use super::events::{Budget, Slot, chain_frames_until, open_ring};
 use super::symbols::ProcessSymbols;
-use super::{Budget, Slot, chain_frames_until, open_ring, perf, records};
+use super::{perf, records};
 use crate::hoststacks::leaf::is_interpreter;
 use crate::hoststacks::source::{Frame, NativeChains};
 use std::collections::HashMap;

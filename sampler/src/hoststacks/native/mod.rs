@@ -27,6 +27,7 @@
 //! above a function without frame pointers can still be wrong.
 
 pub mod chains;
+mod events;
 pub mod perf;
 pub mod records;
 pub mod symbols;
@@ -36,9 +37,9 @@ use super::source::{
     AttachError, Frame, NativeChains, ReadError, StackReader, StackSource, ThreadStack,
 };
 use cufall_trace::model::{FrameKind, Gil, HostState};
+use events::{Budget, Slot, chain_frames_until, open_ring, placeholder};
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use symbols::{ProcessSymbols, SymbolCache};
@@ -47,9 +48,6 @@ use symbols::{ProcessSymbols, SymbolCache};
 pub const DESCRIBE: &str = "native (perf task-clock)";
 /// What this reader records, for the manifest.
 pub const FRAMES_KIND: &str = "native frames (perf task-clock, frame-pointer call chains)";
-/// Data pages of each thread's ring (a power of two), and the fallback where locked memory is
-/// short (`kernel.perf_event_mlock_kb` for a user without CAP_IPC_LOCK).
-const RING_PAGES: [usize; 2] = [8, 1];
 
 /// How often `/proc/PID/task` is listed for threads that started or ended (a thread whose
 /// `/proc` entry is found gone before is dropped then).
@@ -70,45 +68,6 @@ pub struct NativeSource {
     period_ns: u64,
     cache: Arc<Mutex<SymbolCache>>,
     budget: Budget,
-}
-
-/// The perf events this cufall may hold open at once, over every process: each is a file
-/// descriptor, and the trace's writer needs its own. Threads past it are read from `/proc` only.
-#[derive(Clone, Debug)]
-struct Budget {
-    open: Arc<AtomicUsize>,
-    max: usize,
-}
-
-impl Budget {
-    /// Half of the soft limit on open files (RLIMIT_NOFILE), at most 4096.
-    fn of_open_files() -> Budget {
-        let limit = perf::open_files_limit().unwrap_or(1024);
-        Budget {
-            open: Arc::default(),
-            max: usize::try_from(limit / 2).unwrap_or(usize::MAX).min(4096),
-        }
-    }
-
-    /// A slot, if one is free.
-    fn take(&self) -> Option<Slot> {
-        self.open
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n < self.max).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| Slot(Arc::clone(&self.open)))
-    }
-}
-
-/// One perf event counted against the [`Budget`]; given back on drop.
-#[derive(Debug)]
-struct Slot(Arc<AtomicUsize>);
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
 }
 
 impl NativeSource {
@@ -360,34 +319,6 @@ fn chain_frames(symbols: &mut ProcessSymbols, chain: &[u64]) -> Vec<Frame> {
     chain_frames_until(symbols, chain, |_| false)
 }
 
-/// [`chain_frames`], ending after the first frame `last` says is the last wanted.
-fn chain_frames_until(
-    symbols: &mut ProcessSymbols,
-    chain: &[u64],
-    last: impl Fn(&Frame) -> bool,
-) -> Vec<Frame> {
-    let mut frames = Vec::with_capacity(chain.len());
-    for (i, addr) in chain.iter().enumerate() {
-        match symbols.frame(*addr, i > 0) {
-            Some(f) => {
-                let done = last(&f);
-                frames.push(f);
-                if done {
-                    break;
-                }
-            }
-            None => break,
-        }
-    }
-    if frames.is_empty()
-        && let Some(ip) = chain.first()
-    {
-        // The sampled instruction itself lies in no mapped file (generated code).
-        frames.push(placeholder(format!("0x{ip:x} (in no mapped file)")));
-    }
-    frames
-}
-
 /// Listings at which a thread's name is read (10: its first 100 ms).
 const NAME_READS: u8 = 10;
 
@@ -395,27 +326,6 @@ fn thread_name(dir: &std::path::Path, tid: u32) -> String {
     std::fs::read_to_string(dir.join(format!("task/{tid}/comm")))
         .map(|s| s.trim_end().to_string())
         .unwrap_or_default()
-}
-
-fn open_ring(tid: u32, period_ns: u64) -> std::io::Result<perf::Ring> {
-    match perf::Ring::open(tid, period_ns, RING_PAGES[0]) {
-        Err(e)
-            if e.raw_os_error() == Some(libc::EPERM) || e.raw_os_error() == Some(libc::ENOMEM) =>
-        {
-            perf::Ring::open(tid, period_ns, RING_PAGES[1])
-        }
-        r => r,
-    }
-}
-
-fn placeholder(function: String) -> Frame {
-    Frame {
-        function,
-        file: String::new(),
-        line: None,
-        module: String::new(),
-        kind: FrameKind::Native,
-    }
 }
 
 impl StackReader for NativeReader {

@@ -100,6 +100,7 @@ pub extern "C" fn InitializeInjectionNvtx2(get_export_table: Option<nvtx::GetExp
         let installed = nvtx::install(get_export_table);
         if installed == 1 {
             ensure_exit_hooks();
+            calibrate::nvtx_once();
         }
         installed
     })

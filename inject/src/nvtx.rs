@@ -730,6 +730,5 @@ pub fn install(get_export_table: Option<GetExportTable>) -> i32 {
         1,
         &format!("{filled} NVTX entry points"),
     );
-    crate::calibrate::nvtx_once();
     1
 }

@@ -397,7 +397,24 @@ fn one_process(
     (rx.try_iter().collect(), summary)
 }
 
-fn hello(pid: u32) -> Frame<'static> {
+/// A push/pop range of thread 1 named `name`, in the default domain, as the capture library
+/// sends it.
+pub(super) fn push_pop(name: &str, start_ns: i64, end_ns: i64) -> Frame<'static> {
+    Frame::Range(cufall_capture::Range {
+        start_ns,
+        end_ns,
+        tid: 1,
+        depth: 0,
+        kind: WireRangeKind::PushPop,
+        domain: 0,
+        category: 0,
+        color: None,
+        payload: Payload::None,
+        name: Name::Text(name.to_string().into()),
+    })
+}
+
+pub(super) fn hello(pid: u32) -> Frame<'static> {
     Frame::Hello {
         version: cufall_capture::PROTOCOL_VERSION,
         pid,
@@ -676,18 +693,7 @@ fn a_connection_sending_garbage_is_closed_and_the_recording_goes_on() {
     bad.write_all(&bytes).unwrap();
     let mut good = connect_like_a_process(&rec);
     let mut ok = frame(hello(95));
-    ok.extend(frame(Frame::Range(cufall_capture::Range {
-        start_ns: 1,
-        end_ns: 2,
-        tid: 1,
-        depth: 0,
-        kind: WireRangeKind::PushPop,
-        domain: 0,
-        category: 0,
-        color: None,
-        payload: Payload::None,
-        name: Name::Text("step".into()),
-    })));
+    ok.extend(frame(push_pop("step", 1, 2)));
     ok.extend(frame(Frame::Bye { t_ns: 3 }));
     good.write_all(&ok).unwrap();
     drop(good);

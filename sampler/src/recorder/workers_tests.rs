@@ -5,10 +5,11 @@
 //! sends them); the recorder's messages go through the gated sink into a real trace, which is
 //! read back.
 
+use super::tests::{hello, push_pop};
 use super::*;
 use crate::pipeline::sink::{SinkShared, sink_main};
 use crate::pipeline::window::Gate;
-use cufall_capture::{Frame, Name, Payload, WireRangeKind, encode};
+use cufall_capture::{Frame, encode};
 use cufall_trace::model::{Manifest, MetricInfo, NvtxRange, SampleBatch, SamplingInfo};
 use cufall_trace::{Trace, TraceWriter, WriterOptions};
 use std::io::Write;
@@ -36,28 +37,11 @@ fn window_ms(worker: usize, j: usize) -> (i64, i64) {
 }
 
 fn phase(base: i64, start_ms: i64) -> Frame<'static> {
-    Frame::Range(cufall_capture::Range {
-        start_ns: base + start_ms * MS,
-        end_ns: base + (start_ms + PHASE_MS) * MS,
-        tid: 1,
-        depth: 0,
-        kind: WireRangeKind::PushPop,
-        domain: 0,
-        category: 0,
-        color: None,
-        payload: Payload::None,
-        name: Name::Text("decode".into()),
-    })
-}
-
-fn hello(pid: u32) -> Frame<'static> {
-    Frame::Hello {
-        version: cufall_capture::PROTOCOL_VERSION,
-        pid,
-        ppid: 100,
-        kinds: Kinds::DEFAULT,
-        exe: "/usr/bin/python3".into(),
-    }
+    push_pop(
+        "decode",
+        base + start_ms * MS,
+        base + (start_ms + PHASE_MS) * MS,
+    )
 }
 
 fn edge(base: i64, ms: i64, open: bool) -> Frame<'static> {

@@ -185,20 +185,7 @@ fn zoom_to_phase(
         st.apply(fit, extent);
         return;
     }
-    let Some(tables) = &t.s.tables else {
-        return;
-    };
-    let Some(idx) = tables.phases.phases.iter().position(|x| x.path == p.path) else {
-        return;
-    };
-    let mut insts: Vec<(i64, i64)> = tables
-        .phases
-        .ranges
-        .iter()
-        .filter(|r| r.phase == idx)
-        .map(|r| (r.start_ns, r.end_ns))
-        .collect();
-    insts.sort_unstable();
+    let insts = crate::stats::phase_ranges(t, &p.path);
     if insts.is_empty() {
         return;
     }

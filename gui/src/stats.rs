@@ -142,10 +142,15 @@ pub fn selection_stats(
     (out, wanted)
 }
 
-/// The `n`-th range (by start) of phase `path` in recording `t`, on its clock.
-pub fn phase_range(t: &Locked<'_>, path: &str, n: usize) -> Option<(i64, i64)> {
-    let tb = t.s.tables.as_ref()?;
-    let idx = tb.phases.phases.iter().position(|p| p.path == path)?;
+/// The ranges of phase `path` in recording `t`, by start, on its clock (empty where the
+/// recording has no such phase).
+pub fn phase_ranges(t: &Locked<'_>, path: &str) -> Vec<(i64, i64)> {
+    let Some(tb) = t.s.tables.as_ref() else {
+        return Vec::new();
+    };
+    let Some(idx) = tb.phases.phases.iter().position(|p| p.path == path) else {
+        return Vec::new();
+    };
     let mut r: Vec<(i64, i64)> = tb
         .phases
         .ranges
@@ -154,7 +159,12 @@ pub fn phase_range(t: &Locked<'_>, path: &str, n: usize) -> Option<(i64, i64)> {
         .map(|r| (r.start_ns, r.end_ns))
         .collect();
     r.sort_unstable();
-    r.get(n).copied()
+    r
+}
+
+/// The `n`-th range (by start) of phase `path` in recording `t`, on its clock.
+pub fn phase_range(t: &Locked<'_>, path: &str, n: usize) -> Option<(i64, i64)> {
+    phase_ranges(t, path).get(n).copied()
 }
 
 /// The kernels and NVTX ranges of one recording that meet a selection, by name, largest time

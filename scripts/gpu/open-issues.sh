@@ -11,9 +11,7 @@
 # frames under Python ones in Hugging Face generate), slowdown (a bf16 matmul loop bare against
 # sampled, 3 interleaved rounds each, with the default capture off and with the counters off,
 # to tell the performance monitor's cost from capture's), probe (`probe-sampler --cost` under a
-# matmul load: evaluation's cost per metric set, each step named on stderr as it starts),
-# evaluator (CUPTI's evaluation against the direct one: EVAL lines), costmodel (the cost model
-# against 60 s runs, COST_RUNS; COST lines).
+# matmul load: evaluation's cost per metric set, each step named on stderr as it starts).
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/cufall-open}
@@ -25,8 +23,6 @@ for p in ${PARTS:-servers capcost leaf slowdown probe}; do
     servers) OUT="$OUT/all/servers" timeout 200 scripts/gpu/servers.sh > "$OUT/$p.log" 2>&1 ;;
     capcost) OUT="$OUT/all/capcost" timeout 170 scripts/gpu/capcost.sh > "$OUT/$p.log" 2>&1 ;;
     leaf) OUT="$OUT/all/leaf" timeout 120 scripts/gpu/leaf.sh > "$OUT/$p.log" 2>&1 ;;
-    evaluator) OUT="$OUT/all/evaluator" timeout 150 scripts/gpu/sampler.sh evaluator > "$OUT/$p.log" 2>&1 ;;
-    costmodel) OUT="$OUT/all/costmodel" COST_RUNS="${COST_RUNS:-d:10us 2: 2:25us}" timeout 330 scripts/gpu/sampler.sh cost_model > "$OUT/$p.log" 2>&1 ;;
     probe) OUT="$OUT/all/probe" timeout 90 scripts/gpu/sampler.sh cost_probe > "$OUT/$p.log" 2>&1 ;;
     slowdown)
       for f in "--capture none" "--nvml-only"; do
@@ -35,6 +31,6 @@ for p in ${PARTS:-servers capcost leaf slowdown probe}; do
       grep -h SLOWDOWN "$OUT/all/slowdown/bench.txt" > "$OUT/$p.log" 2>&1 ;;
   esac
   echo "rc=$?"
-  grep -E "PASS|FAIL|SLOWDOWN|^EVAL|^COST|set aside|through CUPTI|capture added|cost unknown|→|cost probe|Segmentation" "$OUT/$p.log" | cut -c1-400 | head -24
+  grep -E "PASS|FAIL|SLOWDOWN|capture added|cost unknown|→|cost probe|Segmentation" "$OUT/$p.log" | cut -c1-400 | head -24
   tar czf "$OUT/results.tgz" -C "$OUT" all
 done

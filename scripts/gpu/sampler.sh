@@ -24,9 +24,6 @@
 #                         e.g. "--capture none"), medians and spread
 #     cost_probe          the cost model's inputs under a matmul load: bytes per sample, decode per
 #                         byte and per call, timestamps, evaluation (cost_probe.json)
-#     evaluator           CUPTI's evaluation against the direct one (CUFALL_EVALUATOR=cupti or
-#                         unset): DRAM alone at 10us for EVAL_SECONDS (default 20) under a matmul
-#                         load, EVAL_ROUNDS (default 2) interleaved rounds; EVAL lines
 #     cost_model          the model against COST_SECONDS-long runs (default 60) under a matmul load:
 #                         DRAM alone, tensor alone and the pair at the model's default and finest
 #                         intervals, DRAM alone at 5us for 10 s; predicted beside measured (COST lines)
@@ -373,30 +370,6 @@ cost_model() {
   "$BIN" metrics --filter "dram__throughput" | tail -4
   "$BIN" metrics --metric sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed --metric dram__throughput.avg.pct_of_peak_sustained_elapsed
   grep "^COST" "$OUT/bench.txt"
-}
-
-evaluator() {
-  hdr "evaluation: CUPTI's call per sample against the direct evaluator, DRAM alone at 10us, GPU 0"
-  python3 $W --load 3000 & L=$!; sleep 4
-  metric_set d
-  for r in $(seq "${EVAL_ROUNDS:-2}"); do
-    for how in cupti direct; do
-      local env=(); [ "$how" = cupti ] && env=(CUFALL_EVALUATOR=cupti)
-      env "${env[@]}" "$BIN" record -o "$TMP/ev_$how$r.cufall" --force --interval 10us --devices 0 \
-        --duration "${EVAL_SECONDS:-20}s" --stats-json "$TMP/ev_$how$r.stats.json" "${M[@]}" 2> "$TMP/ev_$how$r.err"
-      echo "rc=$? ($how, round $r)"; grep -i "evaluat" "$TMP/ev_$how$r.err" | head -3
-      python3 - "$how" "$r" "$TMP/ev_$how$r.stats.json" >> "$OUT/bench.txt" <<'PY'
-import json, sys
-s = json.load(open(sys.argv[3])); d = s["devices"][0]; n = max(d["samples_decoded"], 1)
-print(f"EVAL evaluator={sys.argv[1]} round={sys.argv[2]} eval_us={d['eval_us_per_sample']:.2f} decode_us={d['decode_cpu_s'] * 1e6 / n:.2f} "
-      f"cores={s['cpu_s'] / max(s['wall_s'], 1e-9):.2f} lost={s['lost_samples']} of {n} peak_rss_mib={s.get('peak_rss_mib', 0):.0f}")
-PY
-      tail -1 "$OUT/bench.txt"
-    done
-  done
-  "$BIN" info "$TMP/ev_direct1.cufall" | grep -iE "dram|mean" | head -4
-  "$BIN" info "$TMP/ev_cupti1.cufall" | grep -iE "dram|mean" | head -4
-  kill $L 2>/dev/null; wait $L 2>/dev/null
 }
 
 # cost_line SET SECONDS STATS_JSON: the model's prediction beside what the run measured.

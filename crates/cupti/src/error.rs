@@ -134,10 +134,6 @@ sampling collects everything in a single pass"
 
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
-
-    /// Perfworks' evaluator could not be used; CUPTI's own evaluation still works.
-    #[error("the direct metric evaluator is unavailable: {0}")]
-    FastEvaluator(String),
 }
 
 fn suggestion_text(s: &[String]) -> String {

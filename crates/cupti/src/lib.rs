@@ -8,8 +8,6 @@
 //!   chip names, counter availability and device facts.
 //! - [`host::ProfilerHost`]: metric catalogue (base metrics, sub-metrics, properties), config
 //!   images, evaluation of counter data into metric values. Needs no GPU access.
-//! - [`nvpw::FastEvaluator`]: the same evaluation through Perfworks (`libnvperf_host`) with the
-//!   metric names converted once, where that library is present.
 //! - [`pm::PmSampler`]: PM sampling of one device (enable, configure, start/stop, decode) and its
 //!   [`pm::CounterData`] images.
 //!
@@ -33,7 +31,6 @@ mod init;
 mod loaded;
 pub mod loader;
 pub mod metric;
-pub mod nvpw;
 pub mod pm;
 pub mod result;
 
@@ -42,7 +39,6 @@ pub use error::{CuptiError, Result, Status};
 pub use host::{HostKind, MetricKind, MetricProperties, ProfilerHost};
 pub use image::{CounterData, CounterDataInfo};
 pub use init::{Cupti, DeviceFacts, PrimaryContext, driver_devices, format_uuid};
-pub use nvpw::FastEvaluator;
 pub use pm::{DecodeOutcome, DecodeStop, PmSampler};
 
 #[cfg(test)]

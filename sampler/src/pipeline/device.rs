@@ -5,7 +5,7 @@ use super::counters::DeviceCounters;
 use super::decode::{DecodeConfig, DeviceParts, run_device};
 use super::error::{ArmError, PipelineError, error_chain, panic_message};
 use super::sink::SinkMsg;
-use super::source::{CuptiEvaluator, CuptiImages, CuptiSource, SampleEvaluator};
+use super::source::{CuptiEvaluator, CuptiImages, CuptiSource};
 use crate::sizing::ImagePlan;
 use cufall_cupti::host::MetricList;
 use cufall_cupti::{
@@ -202,12 +202,7 @@ fn arm(setup: &DeviceSetup, cupti: &Cupti) -> Result<Armed, ArmError> {
             Some(setup.availability.clone()),
         )?;
         h.add_metrics(&mut list)?;
-        let mut e = CuptiEvaluator::new(h, &setup.metrics, Some(&setup.availability))?;
-        if !evaluators.is_empty() {
-            // Every thread comes to the same answer: the first one says it.
-            let _ = e.take_note();
-        }
-        evaluators.push(e);
+        evaluators.push(CuptiEvaluator::new(h, &setup.metrics)?);
     }
     Ok(Armed {
         plan,

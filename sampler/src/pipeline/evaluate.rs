@@ -128,11 +128,6 @@ pub(crate) fn evaluator_main<I, M, E>(
         counters
             .eval_ns
             .fetch_add(nanos_u64(t0.elapsed()), Ordering::Relaxed);
-        if let Some(note) = eval.take_note() {
-            let _ = chunk
-                .out
-                .send(SinkMsg::Message(format!("{}: {note}", chunk.device)));
-        }
         match result {
             Ok((batch, drops)) => {
                 panics_in_a_row = 0;

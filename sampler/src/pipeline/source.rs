@@ -12,8 +12,8 @@
 
 use cufall_cupti::host::MetricList;
 use cufall_cupti::{
-    BlankImage, CounterData, CounterDataInfo, Cupti, CuptiError, DecodeOutcome, FastEvaluator,
-    PmSampler, PrimaryContext, ProfilerHost,
+    BlankImage, CounterData, CounterDataInfo, Cupti, CuptiError, DecodeOutcome, PmSampler,
+    PrimaryContext, ProfilerHost,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -73,10 +73,6 @@ pub trait ImageStore<I>: Send + Sync + 'static {
 pub trait SampleEvaluator<I>: Send + 'static {
     fn metric_count(&self) -> usize;
     fn evaluate(&mut self, image: &I, index: usize, out: &mut [f64]) -> Result<(), CuptiError>;
-    /// Something the user should know about how samples are evaluated, once.
-    fn take_note(&mut self) -> Option<String> {
-        None
-    }
 }
 
 /// [`PmSource`] over CUPTI: a configured [`PmSampler`] and what re-arming it needs.
@@ -199,67 +195,19 @@ impl ImageStore<CounterData> for CuptiImages {
     }
 }
 
-/// Samples checked against CUPTI's own evaluation before the direct evaluator is trusted alone.
-const CROSS_CHECKED_SAMPLES: u32 = 256;
-
-/// Set to `cupti` to evaluate every sample through CUPTI's host API (the slower, older path).
-pub const EVALUATOR_ENV: &str = "CUFALL_EVALUATOR";
-
-/// [`SampleEvaluator`] over a profiler host object of its own, and Perfworks' evaluator where the
-/// library is present: CUPTI's call converts every metric name on every sample, the direct one
-/// converts them once. The first [`CROSS_CHECKED_SAMPLES`] samples are evaluated both ways; any
-/// difference (or an error from the direct path) hands every later sample to CUPTI, and says so.
+/// [`SampleEvaluator`] over a profiler host object of its own.
 pub struct CuptiEvaluator {
     host: ProfilerHost,
     list: MetricList,
-    fast: Option<FastEvaluator>,
-    checks_left: u32,
-    check_values: Vec<f64>,
-    note: Option<String>,
 }
 
 impl CuptiEvaluator {
     /// `host` must have the recorded metrics added ([`ProfilerHost::add_metrics`]).
-    pub fn new(
-        host: ProfilerHost,
-        metrics: &[String],
-        availability: Option<&[u8]>,
-    ) -> Result<Self, CuptiError> {
-        let wanted = std::env::var(EVALUATOR_ENV).map_or(true, |v| v != "cupti");
-        let (fast, note) = if wanted {
-            match FastEvaluator::new(&host.chip(), availability, metrics) {
-                Ok(f) => (Some(f), None),
-                Err(e) => (
-                    None,
-                    Some(format!(
-                        "samples are evaluated through CUPTI, which costs more CPU ({e})"
-                    )),
-                ),
-            }
-        } else {
-            (None, None)
-        };
+    pub fn new(host: ProfilerHost, metrics: &[String]) -> Result<Self, CuptiError> {
         Ok(CuptiEvaluator {
             host,
             list: MetricList::new(metrics)?,
-            fast,
-            checks_left: CROSS_CHECKED_SAMPLES,
-            check_values: vec![0.0; metrics.len()],
-            note,
         })
-    }
-
-    /// Whether samples are evaluated by the direct evaluator (after the cross-check, alone).
-    pub fn is_direct(&self) -> bool {
-        self.fast.is_some()
-    }
-
-    fn give_up_direct(&mut self, why: String) {
-        self.fast = None;
-        self.note = Some(format!(
-            "the direct metric evaluator was set aside ({why}); every sample is evaluated \
-through CUPTI, which costs more CPU"
-        ));
     }
 }
 
@@ -274,38 +222,7 @@ impl SampleEvaluator<CounterData> for CuptiEvaluator {
         index: usize,
         out: &mut [f64],
     ) -> Result<(), CuptiError> {
-        let Some(fast) = self.fast.as_mut() else {
-            return self
-                .host
-                .evaluate(image.bytes(), index, &mut self.list, out);
-        };
-        if self.checks_left == 0 {
-            return match fast.evaluate(image.bytes(), index, out) {
-                Ok(()) => Ok(()),
-                Err(e) => {
-                    self.give_up_direct(e.to_string());
-                    self.host
-                        .evaluate(image.bytes(), index, &mut self.list, out)
-                }
-            };
-        }
         self.host
-            .evaluate(image.bytes(), index, &mut self.list, out)?;
-        let direct = fast.evaluate(image.bytes(), index, &mut self.check_values);
-        match direct {
-            Ok(()) if cufall_cupti::nvpw::same_values(out, &self.check_values) => {
-                self.checks_left -= 1;
-            }
-            Ok(()) => {
-                let why = format!("it read {:?} where CUPTI read {:?}", self.check_values, out);
-                self.give_up_direct(why);
-            }
-            Err(e) => self.give_up_direct(e.to_string()),
-        }
-        Ok(())
-    }
-
-    fn take_note(&mut self) -> Option<String> {
-        self.note.take()
+            .evaluate(image.bytes(), index, &mut self.list, out)
     }
 }

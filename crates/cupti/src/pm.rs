@@ -45,6 +45,11 @@ pub struct PmSampler {
     device: usize,
     running: bool,
     disabled: bool,
+    /// The config image CUPTI was last given, owned for as long as the sampler lives: nothing in
+    /// CUPTI's documentation says it copies the image in `cuptiPmSamplingSetConfig`, and the
+    /// hidden probe, which freed its image after configuring, died of SIGSEGV in its first
+    /// decode (2026-12-02 and -03).
+    config: Vec<u8>,
 }
 
 // SAFETY: the PM sampling object is addressed by device, not by thread; all uses go through
@@ -76,6 +81,7 @@ impl PmSampler {
             device,
             running: false,
             disabled: false,
+            config: Vec::new(),
         })
     }
 
@@ -89,6 +95,7 @@ impl PmSampler {
         hw_buffer_bytes: usize,
         interval_ns: u64,
     ) -> Result<()> {
+        let config = config.to_vec();
         let mut p = sys::CUpti_PmSampling_SetConfig_Params {
             structSize: sys::PmSampling_SetConfig_Params_STRUCT_SIZE as usize,
             pPriv: std::ptr::null_mut(),
@@ -101,8 +108,14 @@ impl PmSampler {
             hwBufferAppendMode:
                 sys::CUpti_PmSampling_HardwareBuffer_AppendMode::CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST,
         };
-        // SAFETY: the object is live; `config` is a config image of the stated size.
-        unsafe { result::pm_set_config(&mut p) }
+        // SAFETY: the object is live; `config` is a config image of the stated size, kept
+        // alive below for as long as CUPTI may read it.
+        let r = unsafe { result::pm_set_config(&mut p) };
+        if r.is_ok() {
+            // The previous image is freed only once CUPTI holds the new one.
+            self.config = config;
+        }
+        r
     }
 
     /// Configures the metrics (a config image from [`crate::ProfilerHost::config_image`]), the

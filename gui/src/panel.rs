@@ -379,9 +379,10 @@ fn diff_tables_ui(ui: &mut Ui, d: &DiffReport) {
                 ui.end_row();
                 for g in d.gaps.iter().take(20) {
                     ui.label(crate::fmt::plain(&g.place));
-                    ui.label(format!("{}× {}", g.count_a, Nanos(g.total_a_ns)));
-                    ui.label(format!("{}× {}", g.count_b, Nanos(g.total_b_ns)));
-                    ui.label(Nanos(g.delta_total_ns).to_string());
+                    let t = &g.totals;
+                    ui.label(format!("{}× {}", t.count_a, Nanos(t.total_a_ns)));
+                    ui.label(format!("{}× {}", t.count_b, Nanos(t.total_b_ns)));
+                    ui.label(Nanos(t.delta_total_ns).to_string());
                     ui.end_row();
                 }
             });

@@ -5,7 +5,7 @@ use crate::axis::AxisTime;
 use crate::details::details_ui;
 use crate::flame::Icicle;
 use crate::fmt::Nanos;
-use crate::model::{DiffState, LoadedTrace, Locked, TraceSlot, hosts_differ, shared_extent};
+use crate::loaded::{DiffState, LoadedTrace, Locked, TraceSlot, hosts_differ, shared_extent};
 use crate::panel::{common_phases, side_panel_ui};
 use crate::stats::{SelectionStats, selection_stats};
 use crate::timeline::timeline_ui;
@@ -591,7 +591,7 @@ pub fn wall_aligns_nothing(locked: &[Locked<'_>]) -> Option<String> {
     if overlap {
         return None;
     }
-    let host = crate::model::host_of(&locked[0]);
+    let host = crate::loaded::host_of(&locked[0]);
     let (a, b) = (spans[0], spans[1]);
     let apart = if b.0 >= a.1 {
         format!("B starts {} after A ends", Nanos(b.0 - a.1))
@@ -680,7 +680,7 @@ fn top_bar_ui(
             let room = ui.available_width() / locked.len().max(1) as f32;
             for (i, t) in locked.iter().enumerate() {
                 // `A: `, `B: `, ... with several recordings.
-                let tag = crate::model::trace_tag(locked.len(), i).replace(' ', ": ");
+                let tag = crate::loaded::trace_tag(locked.len(), i).replace(' ', ": ");
                 if !t.s.idle {
                     ui.spinner();
                 }

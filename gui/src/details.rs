@@ -6,9 +6,9 @@
 
 use crate::flame::Icicle;
 use crate::fmt::{Nanos, fmt_offset, fmt_pct, fmt_value, plain, round_ns, short_metric};
-use crate::host::HostStacks;
+use crate::host_threads::HostStacks;
 use crate::icicle::icicle_ui;
-use crate::model::{Locked, shared_extent, trace_tag};
+use crate::loaded::{Locked, shared_extent, trace_tag};
 use crate::stats::SelectionStats;
 use crate::view::{AxisTime, DetailsTab, Input, ViewState};
 use cufall_analysis::names::short_kernel_name;
@@ -81,7 +81,7 @@ pub fn details_ui(
                     ui.label(format!(
                         "host frames of {} (the flame graph's threads): share of the samples with \
                          the frame on the stack, and as the innermost frame",
-                        crate::model::trace_tag(traces.len(), pick).trim_end()
+                        crate::loaded::trace_tag(traces.len(), pick).trim_end()
                     ));
                 }
                 table_ui(ui, "frames", &t, st, extent);

@@ -4,8 +4,8 @@
 //! cut to fit; hovering a box gives its function, file:line and share of the samples.
 
 use crate::flame::Icicle;
-use crate::host::HostStacks;
-use crate::model::{Locked, host_of, hosts_differ};
+use crate::host_threads::HostStacks;
+use crate::loaded::{Locked, host_of, hosts_differ};
 use crate::timeline::name_color;
 use crate::view::{FlamePick, ViewState};
 use eframe::egui::{
@@ -67,7 +67,7 @@ fn pick_ui(ui: &mut Ui, traces: &[Locked<'_>], with_host: &[usize], st: &mut Vie
             format!("{}: ", host_of(&traces[ti]))
         } else {
             // `A: ` where there are several recordings.
-            crate::model::trace_tag(traces.len(), ti).replace(' ', ": ")
+            crate::loaded::trace_tag(traces.len(), ti).replace(' ', ": ")
         }
     };
     let thread_name = |ti: usize, (pid, tid): (u32, u32)| {

@@ -13,12 +13,12 @@
 //!   count per block of samples, blocks of blocks above), the only thing held for the whole
 //!   samples table; [`spans`], what a frame draws of a lane of kernels or NVTX ranges at any
 //!   zoom, in time proportional to the pixel columns; [`tables`], the tables beside the samples
-//!   in compact form; [`tiles`], raw samples in time tiles; [`gaps`], every idle gap; [`host`],
-//!   the sampled host threads and what a frame draws of one; [`names`], interned strings; [`flame`], the icicle of a
-//!   selection's host samples; [`axis`],
+//!   in compact form; [`tiles`], raw samples in time tiles; [`gaps`], every idle gap;
+//!   [`host_threads`], the sampled host threads and what a frame draws of one; [`names`],
+//!   interned strings; [`flame`], the icicle of a selection's host samples; [`axis`],
 //!   [`axis::AxisTime`], a time on the shared axis; [`fmt`];
-//! - [`model`]: the state the loader and the views share ([`model::Shared`] behind
-//!   [`model::LoadedTrace`], [`model::TraceSlot`], [`model::Locked`], the report and the
+//! - [`loaded`]: the state the loader and the views share ([`loaded::Shared`] behind
+//!   [`loaded::LoadedTrace`], [`loaded::TraceSlot`], [`loaded::Locked`], the report and the
 //!   comparison as states);
 //! - [`data`]: the loader, a worker thread per recording: the tables, then the samples in time
 //!   tiles feeding the pyramid, then the analysis report; raw tiles on demand; [`stats`]: the
@@ -44,11 +44,11 @@ pub mod details;
 pub mod flame;
 pub mod fmt;
 pub mod gaps;
-pub mod host;
+pub mod host_threads;
 pub mod icicle;
+pub mod loaded;
 pub mod lod;
 pub mod memory;
-pub mod model;
 pub mod names;
 pub mod panel;
 pub mod spans;

@@ -3,7 +3,7 @@
 
 use crate::axis::AxisTime;
 use crate::fmt::{Nanos, fmt_pct, fmt_value, short_metric};
-use crate::model::{
+use crate::loaded::{
     DiffState, GAPS_LISTED, Locked, ReportState, gpu_label, hosts_differ, shared_extent,
 };
 use crate::view::{DetailsTab, Input, SideTab, ViewState};
@@ -80,7 +80,7 @@ fn report_or_placeholder<'a>(ui: &mut Ui, t: &'a Locked<'_>) -> Option<&'a Repor
 }
 
 fn title(ti: usize, t: &Locked<'_>, n: usize) -> String {
-    format!("{}{}", crate::model::trace_tag(n, ti), t.slot.data.name)
+    format!("{}{}", crate::loaded::trace_tag(n, ti), t.slot.data.name)
 }
 
 fn phases_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], st: &mut ViewState) {

@@ -6,7 +6,7 @@
 //!
 //! Times on the shared axis are [`AxisTime`]s: nanoseconds on the clock of the first recording; a
 //! second recording is shifted onto it by its alignment offset
-//! ([`crate::model::TraceSlot::offset_ns`]).
+//! ([`crate::loaded::TraceSlot::offset_ns`]).
 
 pub use crate::axis::AxisTime;
 use cufall_trace::model::DeviceId;

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{TestApp, example, harness, settle};
-use cufall_gui::model::Locked;
+use cufall_gui::loaded::Locked;
 use cufall_gui::timeline::{Row, rows};
 use cufall_gui::view::{AxisTime, DetailsTab, Settings};
 use eframe::egui::{self, Event, PointerButton, Pos2, Vec2};
@@ -162,7 +162,7 @@ fn zoom_out_stops_at_the_whole_run() {
     }
     let app = h.state_mut().app();
     let locked: Vec<Locked<'_>> = app.slots.iter().map(Locked::new).collect();
-    let (a, b) = cufall_gui::model::shared_extent(&locked);
+    let (a, b) = cufall_gui::loaded::shared_extent(&locked);
     drop(locked);
     let v = app.st.view;
     let margin = (b - a) * 0.011;

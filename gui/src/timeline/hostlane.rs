@@ -1,6 +1,6 @@
 //! A sampled host thread's lane: its innermost function over time, coloured by the function's
 //! name (the colour the same name gets everywhere), waiting samples lighter and hatched; runs
-//! of pixel columns showing the same function merged ([`crate::host::HostThread::runs`]); and
+//! of pixel columns showing the same function merged ([`crate::host_threads::HostThread::runs`]); and
 //! the whole stack of the sample under the pointer.
 
 use super::geom::{Geom, Hit};
@@ -8,8 +8,8 @@ use super::paint::{ab_tag, group_title, hatch, hatch_into, name_color};
 use super::rows::{HOST_LEVEL_H, HOST_LEVELS_MAX, Row, is_cufall_thread};
 use crate::axis::AxisTime;
 use crate::fmt::{Nanos, fmt_offset};
-use crate::host::{HostStacks, HostThread};
-use crate::model::{Locked, host_of, hosts_differ, shared_extent};
+use crate::host_threads::{HostStacks, HostThread};
+use crate::loaded::{Locked, host_of, hosts_differ, shared_extent};
 use cufall_trace::model::HostState;
 use eframe::egui::{self, Align2, Color32, FontId, Mesh, Pos2, Rect, Shape, Ui};
 

@@ -34,7 +34,7 @@ pub use tracks::full_scale;
 
 use crate::axis::AxisTime;
 use crate::fmt::round_ns;
-use crate::model::{Locked, shared_extent};
+use crate::loaded::{Locked, shared_extent};
 use crate::view::{Drag, Input, Settings, TimeView, ViewState};
 use cufall_trace::model::DeviceId;
 use eframe::egui::{
@@ -282,7 +282,7 @@ pub fn absent_line(traces: &[Locked<'_>]) -> Option<String> {
             if !absent {
                 continue;
             }
-            let tag = crate::model::trace_tag(traces.len(), ti)
+            let tag = crate::loaded::trace_tag(traces.len(), ti)
                 .trim_end()
                 .to_string();
             match lacking.iter_mut().find(|(w, _)| *w == what) {
@@ -367,12 +367,13 @@ fn decide_folds(traces: &[Locked<'_>], settings: &Settings, st: &mut ViewState, 
             let Some(tb) = t.s.tables.as_ref() else {
                 continue;
             };
-            let mut busy: Vec<&crate::host::HostThread> = rows::shown_threads(traces, ti, settings)
-                .0
-                .into_iter()
-                .map(|i| &tb.host.threads[i])
-                .filter(|th| th.running * 10 >= th.len().max(1))
-                .collect();
+            let mut busy: Vec<&crate::host_threads::HostThread> =
+                rows::shown_threads(traces, ti, settings)
+                    .0
+                    .into_iter()
+                    .map(|i| &tb.host.threads[i])
+                    .filter(|th| th.running * 10 >= th.len().max(1))
+                    .collect();
             busy.sort_by_key(|th| std::cmp::Reverse(th.running));
             open.extend(busy.iter().take(3).map(|th| (ti, th.pid, th.tid)));
         }
@@ -412,7 +413,7 @@ fn group_title_ui(
         Row::Device { group, folded } => {
             let DeviceId(n) = group.dev;
             let what = match group.ti {
-                Some(ti) => crate::model::node_gpu_label(traces, ti, group.dev),
+                Some(ti) => crate::loaded::node_gpu_label(traces, ti, group.dev),
                 None => group.dev.to_string(),
             };
             (

@@ -11,8 +11,8 @@ use super::paint::{
 use super::rows::{NvmlField, Row};
 use crate::axis::AxisTime;
 use crate::fmt::{Nanos, fmt_offset, fmt_value, round_ns, short_metric};
+use crate::loaded::{Locked, ReportState, gpu_label, hosts_differ, node_gpu_label, shared_extent};
 use crate::lod::{DevicePyramid, RawSeries, Summary};
-use crate::model::{Locked, ReportState, gpu_label, hosts_differ, node_gpu_label, shared_extent};
 use crate::spans::{Piece, Spans, floor_i64, gallop};
 use crate::tables::{
     DeviceKernels, KernelView, NVML_MEM_CLOCK, NVML_POWER, NVML_SM_CLOCK, NVML_TEMPERATURE,

@@ -400,7 +400,8 @@ fn panels_ui(
                 if sel.0.is_some() {
                     details_resize_ui(ui, settings, h);
                 }
-                details_ui(ui, locked, st, sel);
+                let inputs = details_ui(ui, locked, st, sel);
+                apply_all(st, inputs, locked);
             });
     }
     if settings.side_panel && room_for_panel && !locked.is_empty() {
@@ -409,8 +410,21 @@ fn panels_ui(
             .default_size(330.0)
             .max_size(560.0)
             .show(ui, |ui| {
-                side_panel_ui(ui, locked, st, diff);
+                let inputs = side_panel_ui(ui, locked, st, diff);
+                apply_all(st, inputs, locked);
             });
+    }
+}
+
+/// Applies what the user did in a pane, in order, as the pane returns: what is drawn after it
+/// this frame (the timeline) shows the change.
+fn apply_all(st: &mut ViewState, inputs: Vec<Input>, locked: &[Locked<'_>]) {
+    if inputs.is_empty() {
+        return;
+    }
+    let extent = shared_extent(locked);
+    for input in inputs {
+        st.apply(input, extent);
     }
 }
 

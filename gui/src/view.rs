@@ -185,8 +185,9 @@ pub enum DragKind {
 
 /// Everything navigation can do to the view, in times of the shared axis (and, for a drag that
 /// pans, the pointer's x in points, as [`Drag::Pan`] keeps it). [`ViewState::apply`] is the
-/// only place that acts on them.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// only place that acts on them. The side panel and the details pane hand theirs back to the
+/// window, which applies them as each returns.
+#[derive(Clone, Debug, PartialEq)]
 pub enum Input {
     /// Zooms by `factor` (above 1: in), keeping the time at fraction `anchor` of the window where
     /// it is (Ctrl + wheel, W / S).
@@ -235,6 +236,30 @@ pub enum Input {
     /// Opens a host thread (recording, pid, tid) as a flame chart, or closes it into one lane
     /// (a click on its label).
     ToggleThread(usize, u32, u32),
+    /// Shows a tab of the side panel.
+    ShowSideTab(SideTab),
+    /// Shows a tab of the details pane.
+    ShowDetailsTab(DetailsTab),
+    /// Sorts the table of details tab `tab` by column `col`, largest first or not (a click on
+    /// the column's title).
+    SortDetails {
+        tab: DetailsTab,
+        col: usize,
+        desc: bool,
+    },
+    /// Whose host samples the flame graph shows.
+    PickFlame(FlamePick),
+    /// A click on a phase in the side panel: fits and selects the next of its `ranges` (on the
+    /// shared axis) in turn, the first click the first, and remembers which is selected.
+    NextPhaseRange {
+        path: String,
+        ranges: Vec<(AxisTime, AxisTime)>,
+    },
+    /// Places B at the first range of this phase (`None`: at the start of the run), off the
+    /// wall clock.
+    AlignAt(Option<String>),
+    /// Places every recording on its own wall clock.
+    AlignWall,
 }
 
 /// A GPU's group of tracks: the GPU in every recording (`ti` `None`: two recordings compared,
@@ -403,8 +428,35 @@ impl ViewState {
     /// the whole run at most and stays on it, [`TimeView::clamp_to`]; F without a selection
     /// fits it).
     pub fn apply(&mut self, input: Input, extent: (AxisTime, AxisTime)) {
-        self.apply_unclamped(input, extent);
-        self.view.clamp_to(extent.0, extent.1);
+        // What the panes choose leaves the time window as it is, unclamped (a fit made while
+        // recordings load stays as made); a phase's range is fitted and selected as those
+        // inputs are.
+        match input {
+            Input::ShowSideTab(tab) => self.side_tab = tab,
+            Input::ShowDetailsTab(tab) => self.details_tab = tab,
+            Input::SortDetails { tab, col, desc } => self.details_sort = Some((tab, col, desc)),
+            Input::PickFlame(pick) => self.flame_pick = pick,
+            Input::AlignAt(phase) => (self.align_wall, self.align_phase) = (false, phase),
+            Input::AlignWall => self.align_wall = true,
+            Input::NextPhaseRange { path, ranges } => {
+                if ranges.is_empty() {
+                    return;
+                }
+                let cursor = self.phase_cursor.entry(path.clone()).or_insert(0);
+                let which = *cursor % ranges.len();
+                *cursor += 1;
+                let (a, b) = ranges[which];
+                self.apply(Input::Fit { a, b, margin: 0.1 }, extent);
+                self.apply(Input::Select { a, b }, extent);
+                // After the selection (which forgets any phase): each recording's own range of
+                // it.
+                self.selected_phase = Some((path, which));
+            }
+            input => {
+                self.apply_unclamped(input, extent);
+                self.view.clamp_to(extent.0, extent.1);
+            }
+        }
     }
 
     fn apply_unclamped(&mut self, input: Input, extent: (AxisTime, AxisTime)) {
@@ -471,6 +523,14 @@ impl ViewState {
                     open.insert((ti, pid, tid));
                 }
             }
+            // Applied by `apply`, which never hands them here.
+            Input::ShowSideTab(_)
+            | Input::ShowDetailsTab(_)
+            | Input::SortDetails { .. }
+            | Input::PickFlame(_)
+            | Input::NextPhaseRange { .. }
+            | Input::AlignAt(_)
+            | Input::AlignWall => {}
         }
     }
 
@@ -488,6 +548,103 @@ mod tests {
 
     fn at(ns: f64) -> AxisTime {
         AxisTime::new(ns)
+    }
+
+    /// A view whose window lies outside the run: an input that clamped it would move it.
+    fn off_the_run() -> (ViewState, (AxisTime, AxisTime)) {
+        let mut st = ViewState::default();
+        st.view.t0 = at(5e9);
+        st.view.t1 = at(6e9);
+        (st, (at(0.0), at(1e9)))
+    }
+
+    #[test]
+    fn the_panes_choices_change_their_fields_and_leave_the_window_alone() {
+        let (mut st, extent) = off_the_run();
+        let view = st.view;
+        st.apply(Input::ShowSideTab(SideTab::Gaps), extent);
+        st.apply(Input::ShowDetailsTab(DetailsTab::Kernels), extent);
+        let (tab, col, desc) = (DetailsTab::Kernels, 2, false);
+        st.apply(Input::SortDetails { tab, col, desc }, extent);
+        let pick = FlamePick {
+            ti: 1,
+            thread: Some((7, 8)),
+        };
+        st.apply(Input::PickFlame(pick), extent);
+        assert_eq!(st.side_tab, SideTab::Gaps);
+        assert_eq!(st.details_tab, DetailsTab::Kernels);
+        assert_eq!(st.details_sort, Some((DetailsTab::Kernels, 2, false)));
+        assert_eq!(st.flame_pick, pick);
+        assert_eq!(st.view, view, "not clamped to the run");
+    }
+
+    #[test]
+    fn aligning_at_a_phase_leaves_the_wall_clock_and_the_wall_clock_keeps_the_phase() {
+        let (mut st, extent) = off_the_run();
+        st.apply(Input::AlignWall, extent);
+        assert!(st.align_wall);
+        st.apply(Input::AlignAt(Some("verify".into())), extent);
+        assert_eq!(
+            (st.align_wall, st.align_phase.as_deref()),
+            (false, Some("verify"))
+        );
+        st.apply(Input::AlignWall, extent);
+        assert_eq!(
+            (st.align_wall, st.align_phase.as_deref()),
+            (true, Some("verify"))
+        );
+        st.apply(Input::AlignAt(None), extent);
+        assert_eq!((st.align_wall, st.align_phase), (false, None));
+    }
+
+    #[test]
+    fn a_phase_clicked_again_selects_its_next_range_and_comes_round() {
+        let extent = (at(0.0), at(1e9));
+        let mut st = ViewState::default();
+        let ranges = vec![(at(1e8), at(2e8)), (at(5e8), at(6e8))];
+        let click = |st: &mut ViewState| {
+            let path = "step/fwd".to_string();
+            let ranges = ranges.clone();
+            st.apply(Input::NextPhaseRange { path, ranges }, extent);
+        };
+        for which in [0, 1, 0] {
+            click(&mut st);
+            let (a, b) = ranges[which];
+            assert_eq!(st.selection(), Some((a, b)));
+            assert_eq!(st.selected_phase, Some(("step/fwd".into(), which)));
+            // Fitted with a tenth of the range's length on each side.
+            let pad = (b - a) * 0.1;
+            assert!((st.view.t0 - (a - pad)).abs() < 1.0, "{:?}", st.view);
+            assert!((st.view.t1 - (b + pad)).abs() < 1.0, "{:?}", st.view);
+        }
+        // A phase without ranges in the recording: nothing changes, its turn included.
+        let before = st.clone();
+        let path = "gone".to_string();
+        st.apply(
+            Input::NextPhaseRange {
+                path,
+                ranges: vec![],
+            },
+            extent,
+        );
+        assert_eq!(st, before);
+    }
+
+    #[test]
+    fn another_selection_forgets_the_phase_range() {
+        let extent = (at(0.0), at(1e9));
+        let mut st = ViewState::default();
+        let (path, ranges) = ("p".to_string(), vec![(at(1e8), at(2e8))]);
+        st.apply(Input::NextPhaseRange { path, ranges }, extent);
+        assert!(st.selected_phase.is_some());
+        st.apply(
+            Input::Select {
+                a: at(3e8),
+                b: at(4e8),
+            },
+            extent,
+        );
+        assert_eq!(st.selected_phase, None);
     }
 
     #[test]

@@ -260,6 +260,24 @@ pub enum Input {
     AlignAt(Option<String>),
     /// Places every recording on its own wall clock.
     AlignWall,
+    /// The folds the timeline decided once the recordings' tables were read: the GPU groups
+    /// and recordings' host threads folded, and (where none were chosen yet) the host threads
+    /// open as flame charts.
+    DecideFolds {
+        folded: BTreeSet<GpuGroup>,
+        host_folded: BTreeSet<usize>,
+        host_open: Option<BTreeSet<(usize, u32, u32)>>,
+    },
+    /// Where the timeline drew the rows' data area this frame.
+    DrawnAt(eframe::egui::Rect),
+    /// The text of the "open" field as the user left it.
+    EditOpenPath(String),
+    /// The folder browser as the user left it; `None`: closed.
+    Browser(Option<crate::browse::Browser>),
+    /// The message bar's `x` on message `i`.
+    Dismiss(usize),
+    /// The help window's own close button.
+    CloseHelp,
 }
 
 /// A GPU's group of tracks: the GPU in every recording (`ti` `None`: two recordings compared,
@@ -438,6 +456,26 @@ impl ViewState {
             Input::PickFlame(pick) => self.flame_pick = pick,
             Input::AlignAt(phase) => (self.align_wall, self.align_phase) = (false, phase),
             Input::AlignWall => self.align_wall = true,
+            Input::DecideFolds {
+                folded,
+                host_folded,
+                host_open,
+            } => {
+                self.folded = Some(folded);
+                self.host_folded = Some(host_folded);
+                if host_open.is_some() {
+                    self.host_open = host_open;
+                }
+            }
+            Input::DrawnAt(rect) => self.last_data_rect = Some(rect),
+            Input::EditOpenPath(text) => self.open_path = text,
+            Input::Browser(b) => self.browser = b,
+            Input::Dismiss(i) => {
+                if i < self.messages.len() {
+                    self.messages.remove(i);
+                }
+            }
+            Input::CloseHelp => self.show_help = false,
             Input::NextPhaseRange { path, ranges } => {
                 if ranges.is_empty() {
                     return;
@@ -530,8 +568,36 @@ impl ViewState {
             | Input::PickFlame(_)
             | Input::NextPhaseRange { .. }
             | Input::AlignAt(_)
-            | Input::AlignWall => {}
+            | Input::AlignWall
+            | Input::DecideFolds { .. }
+            | Input::DrawnAt(_)
+            | Input::EditOpenPath(_)
+            | Input::Browser(_)
+            | Input::Dismiss(_)
+            | Input::CloseHelp => {}
         }
+    }
+
+    /// Applies a frame's inputs from the timeline in order, then keeps the window on the run,
+    /// whatever moved it this frame (the window's own fit to the run included).
+    pub fn apply_frame(&mut self, inputs: Vec<Input>, extent: (AxisTime, AxisTime)) {
+        for input in inputs {
+            self.apply(input, extent);
+        }
+        self.view.clamp_to(extent.0, extent.1);
+    }
+
+    /// The drag once `inputs` are applied: what a frame that has read them so far sees.
+    pub fn drag_after(&self, inputs: &[Input], extent: (AxisTime, AxisTime)) -> Option<Drag> {
+        let mut now = ViewState {
+            view: self.view,
+            drag: self.drag,
+            ..ViewState::default()
+        };
+        for input in inputs {
+            now.apply(input.clone(), extent);
+        }
+        now.drag
     }
 
     /// Normalised selection `(start, end)` with start ≤ end.
@@ -628,6 +694,104 @@ mod tests {
             extent,
         );
         assert_eq!(st, before);
+    }
+
+    #[test]
+    fn folds_decided_once_keep_the_threads_the_user_opened() {
+        let (mut st, extent) = off_the_run();
+        let view = st.view;
+        let group = GpuGroup::all(DeviceId(1));
+        st.apply(
+            Input::DecideFolds {
+                folded: [group].into(),
+                host_folded: [1].into(),
+                host_open: Some([(0, 10, 11)].into()),
+            },
+            extent,
+        );
+        assert_eq!(st.folded, Some([group].into()));
+        assert_eq!(st.host_folded, Some([1].into()));
+        assert_eq!(st.host_open, Some([(0, 10, 11)].into()));
+        // Decided again (the GPU groups changed): the open threads were chosen already.
+        st.apply(
+            Input::DecideFolds {
+                folded: BTreeSet::new(),
+                host_folded: BTreeSet::new(),
+                host_open: None,
+            },
+            extent,
+        );
+        assert_eq!(st.folded, Some(BTreeSet::new()));
+        assert_eq!(st.host_open, Some([(0, 10, 11)].into()));
+        assert_eq!(st.view, view);
+    }
+
+    #[test]
+    fn the_top_bar_messages_help_and_browser_change_only_their_fields() {
+        let (mut st, extent) = off_the_run();
+        let view = st.view;
+        st.apply(Input::EditOpenPath("/tmp/run.cufall".into()), extent);
+        assert_eq!(st.open_path, "/tmp/run.cufall");
+        st.say(false, "one");
+        st.say(true, "two");
+        st.apply(Input::Dismiss(0), extent);
+        assert_eq!(st.messages.len(), 1);
+        assert_eq!(st.messages[0].text, "two");
+        // A message gone already (dismissed twice in one frame) is no panic.
+        st.apply(Input::Dismiss(5), extent);
+        assert_eq!(st.messages.len(), 1);
+        st.apply(Input::ToggleHelp, (at(4e9), at(7e9)));
+        assert!(st.show_help);
+        st.apply(Input::CloseHelp, extent);
+        assert!(!st.show_help);
+        let b = crate::browse::Browser::at(std::env::temp_dir());
+        st.apply(Input::Browser(Some(b.clone())), extent);
+        assert_eq!(st.browser, Some(b));
+        st.apply(Input::Browser(None), extent);
+        assert_eq!(st.browser, None);
+        let r = eframe::egui::Rect::from_min_max((10.0, 20.0).into(), (110.0, 220.0).into());
+        st.apply(Input::DrawnAt(r), extent);
+        assert_eq!(st.last_data_rect, Some(r));
+        assert_eq!(st.view, view);
+    }
+
+    #[test]
+    fn a_frame_of_inputs_applies_in_order_and_ends_on_the_run() {
+        let (mut st, extent) = off_the_run();
+        // A drag that starts in the frame that zooms starts from the zoomed window.
+        let inputs = vec![
+            Input::Zoom {
+                anchor: 0.5,
+                factor: 2.0,
+            },
+            Input::DragStart {
+                kind: DragKind::Pan,
+                t: at(4e8),
+                x: 100.0,
+            },
+        ];
+        assert!(matches!(
+            st.drag_after(&inputs, extent),
+            Some(Drag::Pan { .. })
+        ));
+        assert_eq!(st.drag, None, "drag_after changes nothing");
+        st.apply_frame(inputs, extent);
+        let Some(Drag::Pan { view, .. }) = st.drag else {
+            panic!("{:?}", st.drag);
+        };
+        assert_eq!(view, st.view);
+        assert!(
+            st.view.t0 >= at(-1e7) && st.view.t1 <= at(1.01e9),
+            "{:?}",
+            st.view
+        );
+        // Without inputs the window is still brought back onto the run.
+        let (mut st, extent) = off_the_run();
+        st.apply_frame(Vec::new(), extent);
+        assert!(st.view.t1 <= at(1.01e9), "{:?}", st.view);
+        let ends = vec![Input::DragEnd];
+        st.drag = Some(Drag::Select { from: at(1.0) });
+        assert_eq!(st.drag_after(&ends, extent), None);
     }
 
     #[test]

@@ -25,12 +25,15 @@
 //!   statistics of a selection; [`memory`]: freed memory handed back to the system after
 //!   loading (the one `unsafe` call, allowed in that module alone);
 //! - [`view`]: the state apart from drawing (time window, selection, settings) and
-//!   [`view::Input`], everything navigation can do to it;
-//! - the views, drawing (`*_ui` functions) and turning egui's input into [`view::Input`]s:
+//!   [`view::Input`], every change the views make to it, which [`view::ViewState::apply`]
+//!   alone acts on;
+//! - the views, drawing (`*_ui` functions, which read the state and never write it) and
+//!   turning egui's input into [`view::Input`]s that they return to the window:
 //!   [`timeline`] (rows, per GPU a group that folds; their heights, shared by
 //!   [`timeline::layout`]; input; tracks), [`panel`] (with [`icicle`], the flame graph of the
 //!   selection), [`browse`] (the Browse… window);
-//! - [`app`]: the window, which holds the recordings and lays the views out.
+//! - [`app`]: the window, which holds the recordings, lays the views out and applies the
+//!   inputs each returns (so a test drives the state with inputs, without drawing).
 //!
 //! The `cufall gui` subcommand (flags in the binary) calls [`run`]; tests drive
 //! [`app::GuiApp::ui_root`] through egui_kittest without a window.

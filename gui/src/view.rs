@@ -1,8 +1,12 @@
 //! The state of the window apart from drawing: the visible time window, the selection, the
-//! settings that persist between runs, and everything navigation can do to them as one enum,
-//! [`Input`], that [`ViewState::apply`] alone acts on. The views turn egui's pointer and keys
-//! into inputs (`crate::timeline::input`, the side panel, the top bar); nothing else moves the
-//! window.
+//! settings that persist between runs, and every change the views make to them as one enum,
+//! [`Input`], that [`ViewState::apply`] alone acts on. The views read the state and turn egui's
+//! pointer, keys and clicks into inputs (`crate::timeline::input`, the side panel, the details
+//! pane, the top bar) that they return; the window applies them as each view returns, so that
+//! what is drawn after it in the frame shows the change, and a test drives the state with
+//! inputs, without drawing. The window's own bookkeeping (the fit to the run as recordings
+//! load, the alignment, a recording opened) and the settings the top bar's toggles edit are
+//! outside it.
 //!
 //! Times on the shared axis are [`AxisTime`]s: nanoseconds on the clock of the first recording; a
 //! second recording is shifted onto it by its alignment offset

@@ -166,12 +166,9 @@ struct Lane<'a, 'b> {
     background: Color32,
 }
 
-/// The pixel columns of `area` (one a pixel, from its left edge) on the lane's clock: how many,
-/// the time of each, where the first starts, and their width.
+/// [`Geom::columns`] of the lane, and their width.
 fn columns(t: &Locked<'_>, area: Rect, geom: &Geom) -> (usize, f64, f64, f32) {
-    let ncols = area.width().max(1.0) as usize;
-    let px = geom.px_ns();
-    let t0 = t.slot.local(geom.view.t0) as f64 + f64::from(area.left() - geom.x0) * px;
+    let (ncols, px, t0) = geom.columns(t.slot, area);
     (ncols, px, t0, area.width() / ncols as f32)
 }
 

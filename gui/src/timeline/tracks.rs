@@ -730,9 +730,7 @@ fn span_box(
 
 /// The pieces of one lane in `area` (columns of one pixel from its left edge).
 fn lane_pieces(spans: &Spans, t: &Locked<'_>, area: Rect, geom: &Geom) -> Vec<Piece> {
-    let ncols = area.width().max(1.0) as usize;
-    let px = geom.px_ns();
-    let t0 = t.slot.local(geom.view.t0) as f64 + f64::from(area.left() - geom.x0) * px;
+    let (ncols, px, t0) = geom.columns(t.slot, area);
     spans.pieces(t0, px, ncols, MIN_SPAN_PX)
 }
 

@@ -8,7 +8,7 @@ mod common;
 use common::{TestApp, nth_verify, open, settle};
 use cufall_gui::loaded::Locked;
 use cufall_gui::timeline::{Row, rows};
-use cufall_gui::view::{AxisTime, DetailsTab, Settings};
+use cufall_gui::view::{AxisTime, DetailsTab};
 use eframe::egui::{self, Event, PointerButton, Pos2, Vec2};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;

@@ -124,39 +124,8 @@ pub fn timeline_ui(
     // sizes itself by the rows, which the folds decide): the window less the bars and the
     // pane's smallest height.
     let window_h = ui.ctx().content_rect().height() - FOLD_RESERVE_H;
-    // Folds decided this frame are drawn this frame.
     let decided = decide_folds(traces, settings, st, avail_h.max(window_h));
-    let (folded, host_folded, host_open) = match &decided {
-        Some(Input::DecideFolds {
-            folded,
-            host_folded,
-            host_open,
-        }) => (
-            Some(folded),
-            Some(host_folded),
-            host_open.as_ref().or(st.host_open.as_ref()),
-        ),
-        _ => (
-            st.folded.as_ref(),
-            st.host_folded.as_ref(),
-            st.host_open.as_ref(),
-        ),
-    };
-    let no_folds = BTreeSet::new();
-    let no_threads = BTreeSet::new();
-    let no_host_folds = BTreeSet::new();
-    let rows = rows(
-        traces,
-        settings,
-        (
-            folded.unwrap_or(&no_folds),
-            (
-                host_folded.unwrap_or(&no_host_folds),
-                host_open.unwrap_or(&no_threads),
-            ),
-        ),
-        st.nodes_apart(traces.len()),
-    );
+    let rows = folded_rows(traces, settings, st, decided.as_ref());
     out.extend(decided);
     let heights = row_heights(&rows, traces, settings, avail_h);
     let total_h: f32 = heights.iter().map(|h| h + ROW_GAP).sum();
@@ -234,6 +203,46 @@ pub fn timeline_ui(
     out.push(Input::DrawnAt(data_rect.intersect(ui.clip_rect())));
     input::key_input(ui, &geom, &mut out);
     out
+}
+
+/// The rows as folded: by the folds `decided` this frame (drawn this frame), else the state's.
+fn folded_rows(
+    traces: &[Locked<'_>],
+    settings: &Settings,
+    st: &ViewState,
+    decided: Option<&Input>,
+) -> Vec<Row> {
+    let (folded, host_folded, host_open) = match decided {
+        Some(Input::DecideFolds {
+            folded,
+            host_folded,
+            host_open,
+        }) => (
+            Some(folded),
+            Some(host_folded),
+            host_open.as_ref().or(st.host_open.as_ref()),
+        ),
+        _ => (
+            st.folded.as_ref(),
+            st.host_folded.as_ref(),
+            st.host_open.as_ref(),
+        ),
+    };
+    let no_folds = BTreeSet::new();
+    let no_threads = BTreeSet::new();
+    let no_host_folds = BTreeSet::new();
+    rows(
+        traces,
+        settings,
+        (
+            folded.unwrap_or(&no_folds),
+            (
+                host_folded.unwrap_or(&no_host_folds),
+                host_open.unwrap_or(&no_threads),
+            ),
+        ),
+        st.nodes_apart(traces.len()),
+    )
 }
 
 /// The overview strip (left out in a small window), the axis with its hover, and the line of

@@ -450,9 +450,9 @@ impl ViewState {
     /// the whole run at most and stays on it, [`TimeView::clamp_to`]; F without a selection
     /// fits it).
     pub fn apply(&mut self, input: Input, extent: (AxisTime, AxisTime)) {
-        // What the panes choose leaves the time window as it is, unclamped (a fit made while
+        // Inputs that leave the time window alone leave it unclamped too (a fit made while
         // recordings load stays as made); a phase's range is fitted and selected as those
-        // inputs are.
+        // inputs are; navigation moves the window and keeps it on the run.
         match input {
             Input::ShowSideTab(tab) => self.side_tab = tab,
             Input::ShowDetailsTab(tab) => self.details_tab = tab,

@@ -5,7 +5,7 @@ use crate::axis::AxisTime;
 use crate::details::details_ui;
 use crate::flame::Icicle;
 use crate::fmt::Nanos;
-use crate::model::{DiffState, LoadedTrace, Locked, TraceSlot, hosts_differ, shared_extent};
+use crate::loaded::{DiffState, LoadedTrace, Locked, TraceSlot, hosts_differ, shared_extent};
 use crate::panel::{common_phases, side_panel_ui};
 use crate::stats::{SelectionStats, selection_stats};
 use crate::timeline::timeline_ui;
@@ -191,14 +191,10 @@ impl GuiApp {
             self.st.fitted = Some((self.st.view, done));
         }
         let mut open_request = None;
-        top_bar_ui(
-            ui,
-            &mut self.st,
-            &mut self.settings,
-            &locked,
-            &mut open_request,
-        );
-        messages_ui(ui, &mut self.st);
+        let inputs = top_bar_ui(ui, &self.st, &mut self.settings, &locked, &mut open_request);
+        apply_all(&mut self.st, inputs, &locked);
+        let inputs = messages_ui(ui, &self.st);
+        apply_all(&mut self.st, inputs, &locked);
         update_selection(&mut self.sel, &mut self.st, &mut locked);
         update_flame(&mut self.flame, &self.st, &locked);
         let sel = (self.sel.as_ref(), self.flame.as_ref().map(|f| &f.1));
@@ -213,19 +209,28 @@ impl GuiApp {
             if locked.is_empty() {
                 empty_ui(ui);
             } else {
-                timeline_ui(ui, &mut locked, &mut self.st, &mut self.settings);
+                let inputs = timeline_ui(ui, &mut locked, &self.st, &mut self.settings);
+                self.st.apply_frame(inputs, shared_extent(&locked));
                 request_visible_tiles(&mut locked, &self.st.view);
             }
         });
+        let extent = shared_extent(&locked);
         drop(locked);
         if self.st.show_help {
-            help_ui(ui.ctx(), &mut self.st.show_help);
+            let mut open = true;
+            help_ui(ui.ctx(), &mut open);
+            if !open {
+                self.st.apply(Input::CloseHelp, extent);
+            }
         }
-        if let Some(b) = self.st.browser.as_mut() {
+        if let Some(shown) = &self.st.browser {
+            let mut b = shown.clone();
             let mut keep = true;
             let picked = b.ui(ui.ctx(), &mut keep);
             if picked.is_some() || !keep {
-                self.st.browser = None;
+                self.st.apply(Input::Browser(None), extent);
+            } else if b != *shown {
+                self.st.apply(Input::Browser(Some(b)), extent);
             }
             if picked.is_some() {
                 open_request = picked;
@@ -400,7 +405,8 @@ fn panels_ui(
                 if sel.0.is_some() {
                     details_resize_ui(ui, settings, h);
                 }
-                details_ui(ui, locked, st, sel);
+                let inputs = details_ui(ui, locked, st, sel);
+                apply_all(st, inputs, locked);
             });
     }
     if settings.side_panel && room_for_panel && !locked.is_empty() {
@@ -409,8 +415,21 @@ fn panels_ui(
             .default_size(330.0)
             .max_size(560.0)
             .show(ui, |ui| {
-                side_panel_ui(ui, locked, st, diff);
+                let inputs = side_panel_ui(ui, locked, st, diff);
+                apply_all(st, inputs, locked);
             });
+    }
+}
+
+/// Applies what the user did in a pane, in order, as the pane returns: what is drawn after it
+/// this frame (the timeline) shows the change.
+fn apply_all(st: &mut ViewState, inputs: Vec<Input>, locked: &[Locked<'_>]) {
+    if inputs.is_empty() {
+        return;
+    }
+    let extent = shared_extent(locked);
+    for input in inputs {
+        st.apply(input, extent);
     }
 }
 
@@ -591,7 +610,7 @@ pub fn wall_aligns_nothing(locked: &[Locked<'_>]) -> Option<String> {
     if overlap {
         return None;
     }
-    let host = crate::model::host_of(&locked[0]);
+    let host = crate::loaded::host_of(&locked[0]);
     let (a, b) = (spans[0], spans[1]);
     let apart = if b.0 >= a.1 {
         format!("B starts {} after A ends", Nanos(b.0 - a.1))
@@ -614,27 +633,34 @@ fn request_visible_tiles(locked: &mut [Locked<'_>], view: &TimeView) {
     }
 }
 
+/// The bar along the top; returns what the user did to the view's state in it, for
+/// [`ViewState::apply`] (the settings it changes in place).
 fn top_bar_ui(
     ui: &mut Ui,
-    st: &mut ViewState,
+    st: &ViewState,
     settings: &mut Settings,
     locked: &[Locked<'_>],
     open: &mut Option<PathBuf>,
-) {
+) -> Vec<Input> {
+    let mut out = Vec::new();
     egui::Panel::top("top").show(ui, |ui| {
         // One line whatever the width: the controls first, the recordings' names last, cut to
         // the room left (the full path on hover).
         ui.horizontal(|ui| {
             ui.strong("cufall");
+            let mut path = st.open_path.clone();
             let resp = ui.add(
-                egui::TextEdit::singleline(&mut st.open_path)
+                egui::TextEdit::singleline(&mut path)
                     .hint_text("path to a .cufall recording")
                     .desired_width(150.0),
             );
             let enter = resp.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
-            if (ui.button("Open").clicked() || enter) && !st.open_path.trim().is_empty() {
-                *open = Some(PathBuf::from(st.open_path.trim()));
-                st.open_path.clear();
+            if (ui.button("Open").clicked() || enter) && !path.trim().is_empty() {
+                *open = Some(PathBuf::from(path.trim()));
+                path.clear();
+            }
+            if path != st.open_path {
+                out.push(Input::EditOpenPath(path));
             }
             if ui
                 .button("Browse…")
@@ -642,7 +668,7 @@ fn top_bar_ui(
                 .clicked()
             {
                 let start = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-                st.browser = Some(crate::browse::Browser::at(start));
+                out.push(Input::Browser(Some(crate::browse::Browser::at(start))));
             }
             if !settings.recent.is_empty() {
                 ui.menu_button("Recent", |ui| {
@@ -668,19 +694,18 @@ fn top_bar_ui(
                 .on_hover_text("the side panel: phases, gaps, comparison");
             ui.checkbox(&mut settings.details, "details")
                 .on_hover_text("the details pane: the selection's figures, flame graph and tables");
-            let extent = shared_extent(locked);
             if ui.button("Fit").on_hover_text("F").clicked() {
-                let (a, b) = extent;
-                st.apply(Input::Fit { a, b, margin: 0.01 }, extent);
+                let (a, b) = shared_extent(locked);
+                out.push(Input::Fit { a, b, margin: 0.01 });
             }
             if ui.button("?").on_hover_text("controls").clicked() {
-                st.apply(Input::ToggleHelp, extent);
+                out.push(Input::ToggleHelp);
             }
             ui.separator();
             let room = ui.available_width() / locked.len().max(1) as f32;
             for (i, t) in locked.iter().enumerate() {
                 // `A: `, `B: `, ... with several recordings.
-                let tag = crate::model::trace_tag(locked.len(), i).replace(' ', ": ");
+                let tag = crate::loaded::trace_tag(locked.len(), i).replace(' ', ": ");
                 if !t.s.idle {
                     ui.spinner();
                 }
@@ -692,11 +717,14 @@ fn top_bar_ui(
             }
         });
     });
+    out
 }
 
-fn messages_ui(ui: &mut Ui, st: &mut ViewState) {
+/// The message bar; returns the message dismissed, if one was.
+fn messages_ui(ui: &mut Ui, st: &ViewState) -> Vec<Input> {
+    let mut out = Vec::new();
     if st.messages.is_empty() {
-        return;
+        return out;
     }
     egui::Panel::top("messages").show(ui, |ui| {
         let mut dismiss = None;
@@ -716,10 +744,9 @@ fn messages_ui(ui: &mut Ui, st: &mut ViewState) {
         if st.messages.len() > 6 {
             ui.label(format!("… {} more (also on stderr)", st.messages.len() - 6));
         }
-        if let Some(i) = dismiss {
-            st.messages.remove(i);
-        }
+        out.extend(dismiss.map(Input::Dismiss));
     });
+    out
 }
 
 fn empty_ui(ui: &mut Ui) {

@@ -1,8 +1,8 @@
 //! [`AxisTime`], a time on the window's shared axis.
 //!
 //! The shared axis counts nanoseconds on the clock of the first recording; a second recording is
-//! shifted onto it by its alignment offset ([`crate::model::TraceSlot::disp`] and
-//! [`crate::model::TraceSlot::local`] convert). Axis times are fractional (`f64`) because the
+//! shifted onto it by its alignment offset ([`crate::loaded::TraceSlot::disp`] and
+//! [`crate::loaded::TraceSlot::local`] convert). Axis times are fractional (`f64`) because the
 //! window zooms to less than a nanosecond per point and pixels fall between nanoseconds; a
 //! recording's own times stay whole `i64` nanoseconds. The difference of two axis times is a
 //! span in nanoseconds, a plain `f64` whose name ends in `_ns`.

@@ -18,12 +18,12 @@
 //!
 //! The UI locks [`Shared`] once per frame; the worker holds the lock only for short steps.
 //!
-//! The handle ([`LoadedTrace`]) and what it shares ([`Shared`]) are in [`crate::model`]; this
+//! The handle ([`LoadedTrace`]) and what it shares ([`Shared`]) are in [`crate::loaded`]; this
 //! module is the worker that fills them.
 
 use crate::gaps::DeviceGaps;
+use crate::loaded::{GAPS_LISTED, LoadedTrace, ReportState, Request, Shared, TimeSpan, lock};
 use crate::lod::DevicePyramid;
-use crate::model::{GAPS_LISTED, LoadedTrace, ReportState, Request, Shared, TimeSpan, lock};
 use crate::tables::Tables;
 use crate::tiles::{TILE_SAMPLES, Tile, TileCache, add_to_tile, finish_tile};
 use cufall_analysis::report::{ReportOptions, build_report_with, resolve_activity};

@@ -6,9 +6,9 @@
 
 use crate::flame::Icicle;
 use crate::fmt::{Nanos, fmt_offset, fmt_pct, fmt_value, plain, round_ns, short_metric};
-use crate::host::HostStacks;
+use crate::host_threads::HostStacks;
 use crate::icicle::icicle_ui;
-use crate::model::{Locked, shared_extent, trace_tag};
+use crate::loaded::{Locked, shared_extent, trace_tag};
 use crate::stats::SelectionStats;
 use crate::view::{AxisTime, DetailsTab, Input, ViewState};
 use cufall_analysis::names::short_kernel_name;
@@ -18,17 +18,22 @@ use std::cmp::Ordering;
 /// The most rows a table shows (the longest first, or as sorted).
 pub const TABLE_ROWS: usize = 500;
 
-/// The pane's contents: the tabs, then the chosen one.
+/// The pane's contents: the tabs, then the chosen one; returns what the user did in it, for
+/// [`ViewState::apply`].
 pub fn details_ui(
     ui: &mut Ui,
     traces: &[Locked<'_>],
-    st: &mut ViewState,
+    st: &ViewState,
     (sel, flame): (Option<&SelectionStats>, Option<&Icicle>),
-) {
+) -> Vec<Input> {
+    let mut out = Vec::new();
+    // The tab drawn this frame: the one clicked takes effect at once.
+    let mut shown = st.details_tab;
     ui.horizontal(|ui| {
         for (tab, name) in DetailsTab::ALL {
-            if ui.selectable_label(st.details_tab == tab, name).clicked() {
-                st.details_tab = tab;
+            if ui.selectable_label(shown == tab, name).clicked() {
+                shown = tab;
+                out.push(Input::ShowDetailsTab(tab));
             }
         }
         ui.separator();
@@ -48,26 +53,26 @@ pub fn details_ui(
     });
     ui.separator();
     let Some(sel) = sel else {
-        return;
+        return out;
     };
-    let extent = shared_extent(traces);
+    let sort = (shown, st.details_sort);
     egui::ScrollArea::both()
-        .id_salt(("details", format!("{:?}", st.details_tab)))
+        .id_salt(("details", format!("{shown:?}")))
         .auto_shrink([false, false])
-        .show(ui, |ui| match st.details_tab {
+        .show(ui, |ui| match shown {
             DetailsTab::Summary => summary_ui(ui, sel),
-            DetailsTab::Flame => icicle_ui(ui, traces, st, flame),
+            DetailsTab::Flame => icicle_ui(ui, traces, st.flame_pick, flame, &mut out),
             DetailsTab::Kernels => {
                 let t = kernels_table(traces, sel);
-                table_ui(ui, "kernels", &t, st, extent);
+                table_ui(ui, "kernels", &t, sort, &mut out);
             }
             DetailsTab::Ranges => {
                 let t = ranges_table(traces, sel);
-                table_ui(ui, "ranges", &t, st, extent);
+                table_ui(ui, "ranges", &t, sort, &mut out);
             }
             DetailsTab::Gaps => {
                 let t = gaps_table(traces, sel);
-                table_ui(ui, "gaps", &t, st, extent);
+                table_ui(ui, "gaps", &t, sort, &mut out);
             }
             DetailsTab::Frames => {
                 let pick = st.flame_pick.ti;
@@ -81,12 +86,13 @@ pub fn details_ui(
                     ui.label(format!(
                         "host frames of {} (the flame graph's threads): share of the samples with \
                          the frame on the stack, and as the innermost frame",
-                        crate::model::trace_tag(traces.len(), pick).trim_end()
+                        crate::loaded::trace_tag(traces.len(), pick).trim_end()
                     ));
                 }
-                table_ui(ui, "frames", &t, st, extent);
+                table_ui(ui, "frames", &t, sort, &mut out);
             }
         });
+    out
 }
 
 /// A cell's value for sorting.
@@ -147,8 +153,15 @@ impl Table {
 }
 
 /// Draws a table: a click on a column's title sorts by it (again: the other way); a click on a
-/// row with a time selects it and zooms there.
-fn table_ui(ui: &mut Ui, id: &str, t: &Table, st: &mut ViewState, extent: (AxisTime, AxisTime)) {
+/// row with a time selects it and zooms there. `(tab, sort)`: the tab shown and the order the
+/// user chose last ([`ViewState::details_sort`]).
+fn table_ui(
+    ui: &mut Ui,
+    id: &str,
+    t: &Table,
+    (tab, sort): (DetailsTab, Option<(DetailsTab, usize, bool)>),
+    out: &mut Vec<Input>,
+) {
     if t.headers.is_empty() {
         return;
     }
@@ -156,8 +169,8 @@ fn table_ui(ui: &mut Ui, id: &str, t: &Table, st: &mut ViewState, extent: (AxisT
         ui.label(format!("No {id} in the selection."));
         return;
     }
-    let sort = match st.details_sort {
-        Some((tab, col, desc)) if tab == st.details_tab && col < t.headers.len() => (col, desc),
+    let sort = match sort {
+        Some((of, col, desc)) if of == tab && col < t.headers.len() => (col, desc),
         _ => (t.default_sort, true),
     };
     let mut click = None;
@@ -195,8 +208,8 @@ fn table_ui(ui: &mut Ui, id: &str, t: &Table, st: &mut ViewState, extent: (AxisT
                         && let Some((a, b)) = row.span
                     {
                         let margin = 0.5;
-                        st.apply(Input::Fit { a, b, margin }, extent);
-                        st.apply(Input::Select { a, b }, extent);
+                        out.push(Input::Fit { a, b, margin });
+                        out.push(Input::Select { a, b });
                     }
                 }
                 ui.end_row();
@@ -206,7 +219,7 @@ fn table_ui(ui: &mut Ui, id: &str, t: &Table, st: &mut ViewState, extent: (AxisT
         ui.label(format!("… and {} more rows", t.more));
     }
     if let Some((c, desc)) = click {
-        st.details_sort = Some((st.details_tab, c, desc));
+        out.push(Input::SortDetails { tab, col: c, desc });
     }
 }
 

@@ -3,7 +3,7 @@
 //! passed through it. Built off the drawing code ([`Icicle::build`]) and laid out in sample
 //! units, so the side panel only scales it to its width.
 
-use crate::host::{HostStacks, HostThread};
+use crate::host_threads::{HostStacks, HostThread};
 
 /// One box of the icicle: a frame reached by one path from the outermost frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

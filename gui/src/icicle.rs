@@ -4,10 +4,10 @@
 //! cut to fit; hovering a box gives its function, file:line and share of the samples.
 
 use crate::flame::Icicle;
-use crate::host::HostStacks;
-use crate::model::{Locked, host_of, hosts_differ};
+use crate::host_threads::HostStacks;
+use crate::loaded::{Locked, host_of, hosts_differ};
 use crate::timeline::name_color;
-use crate::view::{FlamePick, ViewState};
+use crate::view::{FlamePick, Input};
 use eframe::egui::{
     self, Color32, FontId, Pos2, Rect, Sense, Stroke, StrokeKind, Ui, Vec2, text::LayoutJob,
     text::TextWrapping,
@@ -18,8 +18,15 @@ const ROW_H: f32 = 18.0;
 /// Boxes narrower than this are drawn without a label.
 const LABEL_FROM_PX: f32 = 14.0;
 
-/// The flame graph section of the Selection tab; nothing when no recording has host samples.
-pub fn icicle_ui(ui: &mut Ui, traces: &[Locked<'_>], st: &mut ViewState, icicle: Option<&Icicle>) {
+/// The flame graph section of the Selection tab, of `pick`'s samples; nothing when no recording
+/// has host samples. A change of whose samples goes to `out`.
+pub fn icicle_ui(
+    ui: &mut Ui,
+    traces: &[Locked<'_>],
+    pick: FlamePick,
+    icicle: Option<&Icicle>,
+    out: &mut Vec<Input>,
+) {
     let with_host: Vec<usize> = (0..traces.len())
         .filter(|ti| {
             traces[*ti]
@@ -32,16 +39,21 @@ pub fn icicle_ui(ui: &mut Ui, traces: &[Locked<'_>], st: &mut ViewState, icicle:
     if with_host.is_empty() {
         return;
     }
-    if !with_host.contains(&st.flame_pick.ti) {
-        st.flame_pick = FlamePick {
+    // Whose samples this frame draws: a change takes effect at once.
+    let mut shown = pick;
+    if !with_host.contains(&shown.ti) {
+        shown = FlamePick {
             ti: with_host[0],
             thread: None,
         };
     }
     ui.separator();
     ui.strong("Host stacks in the selection");
-    pick_ui(ui, traces, &with_host, st);
-    let (Some(ic), Some(tb)) = (icicle, traces[st.flame_pick.ti].s.tables.as_ref()) else {
+    pick_ui(ui, traces, &with_host, &mut shown);
+    if shown != pick {
+        out.push(Input::PickFlame(shown));
+    }
+    let (Some(ic), Some(tb)) = (icicle, traces[shown.ti].s.tables.as_ref()) else {
         return;
     };
     if ic.total == 0 {
@@ -61,13 +73,13 @@ pub fn icicle_ui(ui: &mut Ui, traces: &[Locked<'_>], st: &mut ViewState, icicle:
 }
 
 /// The combo that chooses whose samples: every thread of a recording, or one thread.
-fn pick_ui(ui: &mut Ui, traces: &[Locked<'_>], with_host: &[usize], st: &mut ViewState) {
+fn pick_ui(ui: &mut Ui, traces: &[Locked<'_>], with_host: &[usize], pick: &mut FlamePick) {
     let who = |ti: usize| {
         if hosts_differ(traces) {
             format!("{}: ", host_of(&traces[ti]))
         } else {
             // `A: ` where there are several recordings.
-            crate::model::trace_tag(traces.len(), ti).replace(' ', ": ")
+            crate::loaded::trace_tag(traces.len(), ti).replace(' ', ": ")
         }
     };
     let thread_name = |ti: usize, (pid, tid): (u32, u32)| {
@@ -84,16 +96,16 @@ fn pick_ui(ui: &mut Ui, traces: &[Locked<'_>], with_host: &[usize], st: &mut Vie
             .map_or("", |t| t.name.as_str());
         format!("{}{pid}/{tid} {name}", who(ti))
     };
-    let current = match st.flame_pick.thread {
-        None => format!("{}all threads", who(st.flame_pick.ti)),
-        Some(th) => thread_name(st.flame_pick.ti, th),
+    let current = match pick.thread {
+        None => format!("{}all threads", who(pick.ti)),
+        Some(th) => thread_name(pick.ti, th),
     };
     egui::ComboBox::from_label("threads")
         .selected_text(current)
         .show_ui(ui, |ui| {
             for &ti in with_host {
                 let all = FlamePick { ti, thread: None };
-                ui.selectable_value(&mut st.flame_pick, all, format!("{}all threads", who(ti)));
+                ui.selectable_value(pick, all, format!("{}all threads", who(ti)));
                 let Some(tb) = traces[ti].s.tables.as_ref() else {
                     continue;
                 };
@@ -103,7 +115,7 @@ fn pick_ui(ui: &mut Ui, traces: &[Locked<'_>], with_host: &[usize], st: &mut Vie
                         thread: Some((th.pid, th.tid)),
                     };
                     let label = thread_name(ti, (th.pid, th.tid));
-                    ui.selectable_value(&mut st.flame_pick, one, label);
+                    ui.selectable_value(pick, one, label);
                 }
             }
         });

@@ -13,24 +13,27 @@
 //!   count per block of samples, blocks of blocks above), the only thing held for the whole
 //!   samples table; [`spans`], what a frame draws of a lane of kernels or NVTX ranges at any
 //!   zoom, in time proportional to the pixel columns; [`tables`], the tables beside the samples
-//!   in compact form; [`tiles`], raw samples in time tiles; [`gaps`], every idle gap; [`host`],
-//!   the sampled host threads and what a frame draws of one; [`names`], interned strings; [`flame`], the icicle of a
-//!   selection's host samples; [`axis`],
+//!   in compact form; [`tiles`], raw samples in time tiles; [`gaps`], every idle gap;
+//!   [`host_threads`], the sampled host threads and what a frame draws of one; [`names`],
+//!   interned strings; [`flame`], the icicle of a selection's host samples; [`axis`],
 //!   [`axis::AxisTime`], a time on the shared axis; [`fmt`];
-//! - [`model`]: the state the loader and the views share ([`model::Shared`] behind
-//!   [`model::LoadedTrace`], [`model::TraceSlot`], [`model::Locked`], the report and the
+//! - [`loaded`]: the state the loader and the views share ([`loaded::Shared`] behind
+//!   [`loaded::LoadedTrace`], [`loaded::TraceSlot`], [`loaded::Locked`], the report and the
 //!   comparison as states);
 //! - [`data`]: the loader, a worker thread per recording: the tables, then the samples in time
 //!   tiles feeding the pyramid, then the analysis report; raw tiles on demand; [`stats`]: the
 //!   statistics of a selection; [`memory`]: freed memory handed back to the system after
 //!   loading (the one `unsafe` call, allowed in that module alone);
 //! - [`view`]: the state apart from drawing (time window, selection, settings) and
-//!   [`view::Input`], everything navigation can do to it;
-//! - the views, drawing (`*_ui` functions) and turning egui's input into [`view::Input`]s:
+//!   [`view::Input`], every change the views make to it, which [`view::ViewState::apply`]
+//!   alone acts on;
+//! - the views, drawing (`*_ui` functions, which read the state and never write it) and
+//!   turning egui's input into [`view::Input`]s that they return to the window:
 //!   [`timeline`] (rows, per GPU a group that folds; their heights, shared by
 //!   [`timeline::layout`]; input; tracks), [`panel`] (with [`icicle`], the flame graph of the
 //!   selection), [`browse`] (the Browse… window);
-//! - [`app`]: the window, which holds the recordings and lays the views out.
+//! - [`app`]: the window, which holds the recordings, lays the views out and applies the
+//!   inputs each returns (so a test drives the state with inputs, without drawing).
 //!
 //! The `cufall gui` subcommand (flags in the binary) calls [`run`]; tests drive
 //! [`app::GuiApp::ui_root`] through egui_kittest without a window.
@@ -44,11 +47,11 @@ pub mod details;
 pub mod flame;
 pub mod fmt;
 pub mod gaps;
-pub mod host;
+pub mod host_threads;
 pub mod icicle;
+pub mod loaded;
 pub mod lod;
 pub mod memory;
-pub mod model;
 pub mod names;
 pub mod panel;
 pub mod spans;

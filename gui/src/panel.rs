@@ -1,9 +1,8 @@
 //! The side panel: per-phase statistics and the largest gaps from the analysis report (a click
 //! zooms there), the statistics of the selection, and the comparison of two recordings.
 
-use crate::axis::AxisTime;
 use crate::fmt::{Nanos, fmt_pct, fmt_value, short_metric};
-use crate::model::{
+use crate::loaded::{
     DiffState, GAPS_LISTED, Locked, ReportState, gpu_label, hosts_differ, shared_extent,
 };
 use crate::view::{DetailsTab, Input, SideTab, ViewState};
@@ -12,17 +11,33 @@ use cufall_analysis::report::{PhaseReport, Report};
 use cufall_analysis::select::domain_label;
 use eframe::egui::{self, RichText, Ui};
 
-pub fn side_panel_ui(ui: &mut Ui, traces: &[Locked<'_>], st: &mut ViewState, diff: &DiffState) {
+/// Draws the side panel; returns what the user did in it, for [`ViewState::apply`].
+pub fn side_panel_ui(
+    ui: &mut Ui,
+    traces: &[Locked<'_>],
+    st: &ViewState,
+    diff: &DiffState,
+) -> Vec<Input> {
+    let mut out = Vec::new();
+    // The tab drawn this frame: the one clicked takes effect at once.
+    let mut tab = st.side_tab;
     // A Compare tab left open when a third recording arrived would compare A with B alone.
-    if traces.len() != 2 && st.side_tab == SideTab::Compare {
-        st.side_tab = SideTab::Phases;
+    if traces.len() != 2 && tab == SideTab::Compare {
+        tab = SideTab::Phases;
+        out.push(Input::ShowSideTab(tab));
     }
     ui.horizontal(|ui| {
-        ui.selectable_value(&mut st.side_tab, SideTab::Phases, "Phases");
-        ui.selectable_value(&mut st.side_tab, SideTab::Gaps, "Gaps");
+        let mut tab_ui = |ui: &mut Ui, t: SideTab, name: &str| {
+            if ui.selectable_label(tab == t, name).clicked() && tab != t {
+                tab = t;
+                out.push(Input::ShowSideTab(t));
+            }
+        };
+        tab_ui(ui, SideTab::Phases, "Phases");
+        tab_ui(ui, SideTab::Gaps, "Gaps");
         // The comparison is of two recordings; more are the nodes of one run.
         if traces.len() == 2 {
-            ui.selectable_value(&mut st.side_tab, SideTab::Compare, "Compare");
+            tab_ui(ui, SideTab::Compare, "Compare");
         }
     });
     ui.separator();
@@ -32,21 +47,22 @@ pub fn side_panel_ui(ui: &mut Ui, traces: &[Locked<'_>], st: &mut ViewState, dif
     // A scroll position per tab: the Gaps tab once opened scrolled to where the Phases tab
     // was, its header out of view.
     egui::ScrollArea::both()
-        .id_salt(("side-panel", format!("{:?}", st.side_tab)))
+        .id_salt(("side-panel", format!("{tab:?}")))
         .auto_shrink([false, false])
-        .show(ui, |ui| match st.side_tab {
+        .show(ui, |ui| match tab {
             SideTab::Phases => {
                 for (ti, t) in traces.iter().enumerate() {
-                    phases_ui(ui, ti, t, traces, st);
+                    phases_ui(ui, ti, t, &mut out);
                 }
             }
             SideTab::Gaps => {
                 for (ti, t) in traces.iter().enumerate() {
-                    gaps_ui(ui, ti, t, traces, st);
+                    gaps_ui(ui, ti, t, traces, &mut out);
                 }
             }
-            SideTab::Compare => compare_ui(ui, traces, st, diff),
+            SideTab::Compare => compare_ui(ui, traces, st, diff, &mut out),
         });
+    out
 }
 
 fn report_or_placeholder<'a>(ui: &mut Ui, t: &'a Locked<'_>) -> Option<&'a Report> {
@@ -80,10 +96,10 @@ fn report_or_placeholder<'a>(ui: &mut Ui, t: &'a Locked<'_>) -> Option<&'a Repor
 }
 
 fn title(ti: usize, t: &Locked<'_>, n: usize) -> String {
-    format!("{}{}", crate::model::trace_tag(n, ti), t.slot.data.name)
+    format!("{}{}", crate::loaded::trace_tag(n, ti), t.slot.data.name)
 }
 
-fn phases_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], st: &mut ViewState) {
+fn phases_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, out: &mut Vec<Input>) {
     ui.heading(title(ti, t, if ti > 0 { 2 } else { 1 }));
     let Some(report) = report_or_placeholder(ui, t) else {
         return;
@@ -131,7 +147,7 @@ fn phases_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], st: 
                     p.path, p.verdict
                 ));
                 if resp.clicked() {
-                    zoom_to_phase(t, p, st, shared_extent(traces));
+                    out.push(zoom_to_phase(t, p));
                 }
                 ui.label(p.count.to_string());
                 ui.label(Nanos(p.total_ns).to_string());
@@ -170,37 +186,26 @@ fn phase_metric(p: &PhaseReport, m: usize) -> (Option<f64>, Option<f64>) {
     ((w > 0).then(|| acc / w as f64), peak)
 }
 
-fn zoom_to_phase(
-    t: &Locked<'_>,
-    p: &PhaseReport,
-    st: &mut ViewState,
-    extent: (AxisTime, AxisTime),
-) {
+/// A click on phase `p`: the whole run fitted, or the next of the phase's ranges.
+fn zoom_to_phase(t: &Locked<'_>, p: &PhaseReport) -> Input {
     if p.path == "(whole run)" {
-        let fit = Input::Fit {
+        return Input::Fit {
             a: t.slot.disp(t.s.extent.start_ns),
             b: t.slot.disp(t.s.extent.end_ns),
             margin: 0.01,
         };
-        st.apply(fit, extent);
-        return;
     }
-    let insts = crate::stats::phase_ranges(t, &p.path);
-    if insts.is_empty() {
-        return;
+    let ranges = crate::stats::phase_ranges(t, &p.path)
+        .into_iter()
+        .map(|(a, b)| (t.slot.disp(a), t.slot.disp(b)))
+        .collect();
+    Input::NextPhaseRange {
+        path: p.path.clone(),
+        ranges,
     }
-    let cursor = st.phase_cursor.entry(p.path.clone()).or_insert(0);
-    let which = *cursor % insts.len();
-    let (a, b) = insts[which];
-    *cursor += 1;
-    let (a, b) = (t.slot.disp(a), t.slot.disp(b));
-    st.apply(Input::Fit { a, b, margin: 0.1 }, extent);
-    st.apply(Input::Select { a, b }, extent);
-    // After the selection (which forgets any phase): each recording's own range of it.
-    st.selected_phase = Some((p.path.clone(), which));
 }
 
-fn gaps_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], st: &mut ViewState) {
+fn gaps_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], out: &mut Vec<Input>) {
     ui.heading(title(ti, t, traces.len()));
     let Some(report) = report_or_placeholder(ui, t) else {
         return;
@@ -245,12 +250,12 @@ fn gaps_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], st: &m
                 ui.end_row();
                 if resp.clicked() {
                     let (a, b) = (t.slot.disp(g.start_ns), t.slot.disp(g.end_ns));
-                    st.apply(Input::Fit { a, b, margin: 1.0 }, extent);
-                    st.apply(Input::Select { a, b }, extent);
+                    out.push(Input::Fit { a, b, margin: 1.0 });
+                    out.push(Input::Select { a, b });
                     // Where the host was while the GPU idled: the flame graph, where there is one.
                     let host = t.s.tables.as_ref().is_some_and(|tb| !tb.host.is_empty());
                     if host {
-                        st.details_tab = DetailsTab::Flame;
+                        out.push(Input::ShowDetailsTab(DetailsTab::Flame));
                     }
                 }
             }
@@ -266,7 +271,13 @@ fn gaps_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], st: &m
 const START: &str = "(start of run)";
 const WALL_CLOCK: &str = "(wall clock)";
 
-fn compare_ui(ui: &mut Ui, traces: &[Locked<'_>], st: &mut ViewState, diff: &DiffState) {
+fn compare_ui(
+    ui: &mut Ui,
+    traces: &[Locked<'_>],
+    st: &ViewState,
+    diff: &DiffState,
+    out: &mut Vec<Input>,
+) {
     let common = common_phases(traces);
     ui.horizontal(|ui| {
         let current = match (&st.align_phase, st.align_wall) {
@@ -281,16 +292,16 @@ fn compare_ui(ui: &mut Ui, traces: &[Locked<'_>], st: &mut ViewState, diff: &Dif
                     .selectable_label(!st.align_wall && st.align_phase.is_none(), START)
                     .clicked()
                 {
-                    (st.align_wall, st.align_phase) = (false, None);
+                    out.push(Input::AlignAt(None));
                 }
                 // Two hosts' recordings of one run: their own clocks, unshifted.
                 if ui.selectable_label(st.align_wall, WALL_CLOCK).clicked() {
-                    st.align_wall = true;
+                    out.push(Input::AlignWall);
                 }
                 for p in &common {
                     let on = !st.align_wall && st.align_phase.as_ref() == Some(p);
                     if ui.selectable_label(on, p).clicked() {
-                        (st.align_wall, st.align_phase) = (false, Some(p.clone()));
+                        out.push(Input::AlignAt(Some(p.clone())));
                     }
                 }
             });
@@ -379,9 +390,10 @@ fn diff_tables_ui(ui: &mut Ui, d: &DiffReport) {
                 ui.end_row();
                 for g in d.gaps.iter().take(20) {
                     ui.label(crate::fmt::plain(&g.place));
-                    ui.label(format!("{}× {}", g.count_a, Nanos(g.total_a_ns)));
-                    ui.label(format!("{}× {}", g.count_b, Nanos(g.total_b_ns)));
-                    ui.label(Nanos(g.delta_total_ns).to_string());
+                    let t = &g.totals;
+                    ui.label(format!("{}× {}", t.count_a, Nanos(t.total_a_ns)));
+                    ui.label(format!("{}× {}", t.count_b, Nanos(t.total_b_ns)));
+                    ui.label(Nanos(t.delta_total_ns).to_string());
                     ui.end_row();
                 }
             });

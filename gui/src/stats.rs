@@ -3,9 +3,9 @@
 //! blocks) and raw samples at the edges, so they are exact once the edge tiles are loaded.
 
 use crate::axis::AxisTime;
+use crate::loaded::Locked;
+use crate::loaded::{host_of, hosts_differ};
 use crate::lod::Summary;
-use crate::model::Locked;
-use crate::model::{host_of, hosts_differ};
 use cufall_trace::model::DeviceId;
 use std::collections::BTreeMap;
 

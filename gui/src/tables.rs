@@ -4,7 +4,7 @@
 //! NVTX lane as [`Spans`], NVML readings per device as a [`RawSeries`] with a pyramid of its own.
 //! Kernels are read one segment at a time, so the whole table is never held twice.
 
-use crate::host::HostStacks;
+use crate::host_threads::HostStacks;
 use crate::lod::{DevicePyramid, RawSeries};
 pub use crate::names::Names;
 use crate::spans::Spans;

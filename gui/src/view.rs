@@ -1,12 +1,16 @@
 //! The state of the window apart from drawing: the visible time window, the selection, the
-//! settings that persist between runs, and everything navigation can do to them as one enum,
-//! [`Input`], that [`ViewState::apply`] alone acts on. The views turn egui's pointer and keys
-//! into inputs (`crate::timeline::input`, the side panel, the top bar); nothing else moves the
-//! window.
+//! settings that persist between runs, and every change the views make to them as one enum,
+//! [`Input`], that [`ViewState::apply`] alone acts on. The views read the state and turn egui's
+//! pointer, keys and clicks into inputs (`crate::timeline::input`, the side panel, the details
+//! pane, the top bar) that they return; the window applies them as each view returns, so that
+//! what is drawn after it in the frame shows the change, and a test drives the state with
+//! inputs, without drawing. The window's own bookkeeping (the fit to the run as recordings
+//! load, the alignment, a recording opened) and the settings the top bar's toggles edit are
+//! outside it.
 //!
 //! Times on the shared axis are [`AxisTime`]s: nanoseconds on the clock of the first recording; a
 //! second recording is shifted onto it by its alignment offset
-//! ([`crate::model::TraceSlot::offset_ns`]).
+//! ([`crate::loaded::TraceSlot::offset_ns`]).
 
 pub use crate::axis::AxisTime;
 use cufall_trace::model::DeviceId;
@@ -185,8 +189,9 @@ pub enum DragKind {
 
 /// Everything navigation can do to the view, in times of the shared axis (and, for a drag that
 /// pans, the pointer's x in points, as [`Drag::Pan`] keeps it). [`ViewState::apply`] is the
-/// only place that acts on them.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// only place that acts on them. The side panel and the details pane hand theirs back to the
+/// window, which applies them as each returns.
+#[derive(Clone, Debug, PartialEq)]
 pub enum Input {
     /// Zooms by `factor` (above 1: in), keeping the time at fraction `anchor` of the window where
     /// it is (Ctrl + wheel, W / S).
@@ -235,6 +240,48 @@ pub enum Input {
     /// Opens a host thread (recording, pid, tid) as a flame chart, or closes it into one lane
     /// (a click on its label).
     ToggleThread(usize, u32, u32),
+    /// Shows a tab of the side panel.
+    ShowSideTab(SideTab),
+    /// Shows a tab of the details pane.
+    ShowDetailsTab(DetailsTab),
+    /// Sorts the table of details tab `tab` by column `col`, largest first or not (a click on
+    /// the column's title).
+    SortDetails {
+        tab: DetailsTab,
+        col: usize,
+        desc: bool,
+    },
+    /// Whose host samples the flame graph shows.
+    PickFlame(FlamePick),
+    /// A click on a phase in the side panel: fits and selects the next of its `ranges` (on the
+    /// shared axis) in turn, the first click the first, and remembers which is selected.
+    NextPhaseRange {
+        path: String,
+        ranges: Vec<(AxisTime, AxisTime)>,
+    },
+    /// Places B at the first range of this phase (`None`: at the start of the run), off the
+    /// wall clock.
+    AlignAt(Option<String>),
+    /// Places every recording on its own wall clock.
+    AlignWall,
+    /// The folds the timeline decided once the recordings' tables were read: the GPU groups
+    /// and recordings' host threads folded, and (where none were chosen yet) the host threads
+    /// open as flame charts.
+    DecideFolds {
+        folded: BTreeSet<GpuGroup>,
+        host_folded: BTreeSet<usize>,
+        host_open: Option<BTreeSet<(usize, u32, u32)>>,
+    },
+    /// Where the timeline drew the rows' data area this frame.
+    DrawnAt(eframe::egui::Rect),
+    /// The text of the "open" field as the user left it.
+    EditOpenPath(String),
+    /// The folder browser as the user left it; `None`: closed.
+    Browser(Option<crate::browse::Browser>),
+    /// The message bar's `x` on message `i`.
+    Dismiss(usize),
+    /// The help window's own close button.
+    CloseHelp,
 }
 
 /// A GPU's group of tracks: the GPU in every recording (`ti` `None`: two recordings compared,
@@ -403,8 +450,55 @@ impl ViewState {
     /// the whole run at most and stays on it, [`TimeView::clamp_to`]; F without a selection
     /// fits it).
     pub fn apply(&mut self, input: Input, extent: (AxisTime, AxisTime)) {
-        self.apply_unclamped(input, extent);
-        self.view.clamp_to(extent.0, extent.1);
+        // Inputs that leave the time window alone leave it unclamped too (a fit made while
+        // recordings load stays as made); a phase's range is fitted and selected as those
+        // inputs are; navigation moves the window and keeps it on the run.
+        match input {
+            Input::ShowSideTab(tab) => self.side_tab = tab,
+            Input::ShowDetailsTab(tab) => self.details_tab = tab,
+            Input::SortDetails { tab, col, desc } => self.details_sort = Some((tab, col, desc)),
+            Input::PickFlame(pick) => self.flame_pick = pick,
+            Input::AlignAt(phase) => (self.align_wall, self.align_phase) = (false, phase),
+            Input::AlignWall => self.align_wall = true,
+            Input::DecideFolds {
+                folded,
+                host_folded,
+                host_open,
+            } => {
+                self.folded = Some(folded);
+                self.host_folded = Some(host_folded);
+                if host_open.is_some() {
+                    self.host_open = host_open;
+                }
+            }
+            Input::DrawnAt(rect) => self.last_data_rect = Some(rect),
+            Input::EditOpenPath(text) => self.open_path = text,
+            Input::Browser(b) => self.browser = b,
+            Input::Dismiss(i) => {
+                if i < self.messages.len() {
+                    self.messages.remove(i);
+                }
+            }
+            Input::CloseHelp => self.show_help = false,
+            Input::NextPhaseRange { path, ranges } => {
+                if ranges.is_empty() {
+                    return;
+                }
+                let cursor = self.phase_cursor.entry(path.clone()).or_insert(0);
+                let which = *cursor % ranges.len();
+                *cursor += 1;
+                let (a, b) = ranges[which];
+                self.apply(Input::Fit { a, b, margin: 0.1 }, extent);
+                self.apply(Input::Select { a, b }, extent);
+                // After the selection (which forgets any phase): each recording's own range of
+                // it.
+                self.selected_phase = Some((path, which));
+            }
+            input => {
+                self.apply_unclamped(input, extent);
+                self.view.clamp_to(extent.0, extent.1);
+            }
+        }
     }
 
     fn apply_unclamped(&mut self, input: Input, extent: (AxisTime, AxisTime)) {
@@ -471,7 +565,43 @@ impl ViewState {
                     open.insert((ti, pid, tid));
                 }
             }
+            // Applied by `apply`, which never hands them here.
+            Input::ShowSideTab(_)
+            | Input::ShowDetailsTab(_)
+            | Input::SortDetails { .. }
+            | Input::PickFlame(_)
+            | Input::NextPhaseRange { .. }
+            | Input::AlignAt(_)
+            | Input::AlignWall
+            | Input::DecideFolds { .. }
+            | Input::DrawnAt(_)
+            | Input::EditOpenPath(_)
+            | Input::Browser(_)
+            | Input::Dismiss(_)
+            | Input::CloseHelp => {}
         }
+    }
+
+    /// Applies a frame's inputs from the timeline in order, then keeps the window on the run,
+    /// whatever moved it this frame (the window's own fit to the run included).
+    pub fn apply_frame(&mut self, inputs: Vec<Input>, extent: (AxisTime, AxisTime)) {
+        for input in inputs {
+            self.apply(input, extent);
+        }
+        self.view.clamp_to(extent.0, extent.1);
+    }
+
+    /// The drag once `inputs` are applied: what a frame that has read them so far sees.
+    pub fn drag_after(&self, inputs: &[Input], extent: (AxisTime, AxisTime)) -> Option<Drag> {
+        let mut now = ViewState {
+            view: self.view,
+            drag: self.drag,
+            ..ViewState::default()
+        };
+        for input in inputs {
+            now.apply(input.clone(), extent);
+        }
+        now.drag
     }
 
     /// Normalised selection `(start, end)` with start ≤ end.
@@ -488,6 +618,201 @@ mod tests {
 
     fn at(ns: f64) -> AxisTime {
         AxisTime::new(ns)
+    }
+
+    /// A view whose window lies outside the run: an input that clamped it would move it.
+    fn off_the_run() -> (ViewState, (AxisTime, AxisTime)) {
+        let mut st = ViewState::default();
+        st.view.t0 = at(5e9);
+        st.view.t1 = at(6e9);
+        (st, (at(0.0), at(1e9)))
+    }
+
+    #[test]
+    fn the_panes_choices_change_their_fields_and_leave_the_window_alone() {
+        let (mut st, extent) = off_the_run();
+        let view = st.view;
+        st.apply(Input::ShowSideTab(SideTab::Gaps), extent);
+        st.apply(Input::ShowDetailsTab(DetailsTab::Kernels), extent);
+        let (tab, col, desc) = (DetailsTab::Kernels, 2, false);
+        st.apply(Input::SortDetails { tab, col, desc }, extent);
+        let pick = FlamePick {
+            ti: 1,
+            thread: Some((7, 8)),
+        };
+        st.apply(Input::PickFlame(pick), extent);
+        assert_eq!(st.side_tab, SideTab::Gaps);
+        assert_eq!(st.details_tab, DetailsTab::Kernels);
+        assert_eq!(st.details_sort, Some((DetailsTab::Kernels, 2, false)));
+        assert_eq!(st.flame_pick, pick);
+        assert_eq!(st.view, view, "not clamped to the run");
+    }
+
+    #[test]
+    fn aligning_at_a_phase_leaves_the_wall_clock_and_the_wall_clock_keeps_the_phase() {
+        let (mut st, extent) = off_the_run();
+        st.apply(Input::AlignWall, extent);
+        assert!(st.align_wall);
+        st.apply(Input::AlignAt(Some("verify".into())), extent);
+        assert_eq!(
+            (st.align_wall, st.align_phase.as_deref()),
+            (false, Some("verify"))
+        );
+        st.apply(Input::AlignWall, extent);
+        assert_eq!(
+            (st.align_wall, st.align_phase.as_deref()),
+            (true, Some("verify"))
+        );
+        st.apply(Input::AlignAt(None), extent);
+        assert_eq!((st.align_wall, st.align_phase), (false, None));
+    }
+
+    #[test]
+    fn a_phase_clicked_again_selects_its_next_range_and_comes_round() {
+        let extent = (at(0.0), at(1e9));
+        let mut st = ViewState::default();
+        let ranges = vec![(at(1e8), at(2e8)), (at(5e8), at(6e8))];
+        let click = |st: &mut ViewState| {
+            let path = "step/fwd".to_string();
+            let ranges = ranges.clone();
+            st.apply(Input::NextPhaseRange { path, ranges }, extent);
+        };
+        for which in [0, 1, 0] {
+            click(&mut st);
+            let (a, b) = ranges[which];
+            assert_eq!(st.selection(), Some((a, b)));
+            assert_eq!(st.selected_phase, Some(("step/fwd".into(), which)));
+            // Fitted with a tenth of the range's length on each side.
+            let pad = (b - a) * 0.1;
+            assert!((st.view.t0 - (a - pad)).abs() < 1.0, "{:?}", st.view);
+            assert!((st.view.t1 - (b + pad)).abs() < 1.0, "{:?}", st.view);
+        }
+        // A phase without ranges in the recording: nothing changes, its turn included.
+        let before = st.clone();
+        let path = "gone".to_string();
+        st.apply(
+            Input::NextPhaseRange {
+                path,
+                ranges: vec![],
+            },
+            extent,
+        );
+        assert_eq!(st, before);
+    }
+
+    #[test]
+    fn folds_decided_once_keep_the_threads_the_user_opened() {
+        let (mut st, extent) = off_the_run();
+        let view = st.view;
+        let group = GpuGroup::all(DeviceId(1));
+        st.apply(
+            Input::DecideFolds {
+                folded: [group].into(),
+                host_folded: [1].into(),
+                host_open: Some([(0, 10, 11)].into()),
+            },
+            extent,
+        );
+        assert_eq!(st.folded, Some([group].into()));
+        assert_eq!(st.host_folded, Some([1].into()));
+        assert_eq!(st.host_open, Some([(0, 10, 11)].into()));
+        // Decided again (the GPU groups changed): the open threads were chosen already.
+        st.apply(
+            Input::DecideFolds {
+                folded: BTreeSet::new(),
+                host_folded: BTreeSet::new(),
+                host_open: None,
+            },
+            extent,
+        );
+        assert_eq!(st.folded, Some(BTreeSet::new()));
+        assert_eq!(st.host_open, Some([(0, 10, 11)].into()));
+        assert_eq!(st.view, view);
+    }
+
+    #[test]
+    fn the_top_bar_messages_help_and_browser_change_only_their_fields() {
+        let (mut st, extent) = off_the_run();
+        let view = st.view;
+        st.apply(Input::EditOpenPath("/tmp/run.cufall".into()), extent);
+        assert_eq!(st.open_path, "/tmp/run.cufall");
+        st.say(false, "one");
+        st.say(true, "two");
+        st.apply(Input::Dismiss(0), extent);
+        assert_eq!(st.messages.len(), 1);
+        assert_eq!(st.messages[0].text, "two");
+        // A message gone already (dismissed twice in one frame) is no panic.
+        st.apply(Input::Dismiss(5), extent);
+        assert_eq!(st.messages.len(), 1);
+        st.apply(Input::ToggleHelp, (at(4e9), at(7e9)));
+        assert!(st.show_help);
+        st.apply(Input::CloseHelp, extent);
+        assert!(!st.show_help);
+        let b = crate::browse::Browser::at(std::env::temp_dir());
+        st.apply(Input::Browser(Some(b.clone())), extent);
+        assert_eq!(st.browser, Some(b));
+        st.apply(Input::Browser(None), extent);
+        assert_eq!(st.browser, None);
+        let r = eframe::egui::Rect::from_min_max((10.0, 20.0).into(), (110.0, 220.0).into());
+        st.apply(Input::DrawnAt(r), extent);
+        assert_eq!(st.last_data_rect, Some(r));
+        assert_eq!(st.view, view);
+    }
+
+    #[test]
+    fn a_frame_of_inputs_applies_in_order_and_ends_on_the_run() {
+        let (mut st, extent) = off_the_run();
+        // A drag that starts in the frame that zooms starts from the zoomed window.
+        let inputs = vec![
+            Input::Zoom {
+                anchor: 0.5,
+                factor: 2.0,
+            },
+            Input::DragStart {
+                kind: DragKind::Pan,
+                t: at(4e8),
+                x: 100.0,
+            },
+        ];
+        assert!(matches!(
+            st.drag_after(&inputs, extent),
+            Some(Drag::Pan { .. })
+        ));
+        assert_eq!(st.drag, None, "drag_after changes nothing");
+        st.apply_frame(inputs, extent);
+        let Some(Drag::Pan { view, .. }) = st.drag else {
+            panic!("{:?}", st.drag);
+        };
+        assert_eq!(view, st.view);
+        assert!(
+            st.view.t0 >= at(-1e7) && st.view.t1 <= at(1.01e9),
+            "{:?}",
+            st.view
+        );
+        // Without inputs the window is still brought back onto the run.
+        let (mut st, extent) = off_the_run();
+        st.apply_frame(Vec::new(), extent);
+        assert!(st.view.t1 <= at(1.01e9), "{:?}", st.view);
+        let ends = vec![Input::DragEnd];
+        st.drag = Some(Drag::Select { from: at(1.0) });
+        assert_eq!(st.drag_after(&ends, extent), None);
+    }
+
+    #[test]
+    fn another_selection_forgets_the_phase_range() {
+        let extent = (at(0.0), at(1e9));
+        let mut st = ViewState::default();
+        let (path, ranges) = ("p".to_string(), vec![(at(1e8), at(2e8))]);
+        st.apply(Input::NextPhaseRange { path, ranges }, extent);
+        assert!(st.selected_phase.is_some());
+        st.apply(
+            Input::Select {
+                a: at(3e8),
+                b: at(4e8),
+            },
+            extent,
+        );
+        assert_eq!(st.selected_phase, None);
     }
 
     #[test]

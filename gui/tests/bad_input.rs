@@ -4,7 +4,7 @@
 mod common;
 
 use common::{example, harness};
-use cufall_gui::model::ReportState;
+use cufall_gui::loaded::ReportState;
 use cufall_gui::view::Settings;
 use cufall_testkit::examples::copy_dir;
 use eframe::egui::Vec2;
@@ -189,7 +189,7 @@ fn an_absurd_manifest_interval_is_named_and_replaced() {
 
 /// The rows a recording opens with, and the line naming what it lacks.
 fn rows_and_absent(traces: &[PathBuf]) -> (Vec<cufall_gui::timeline::Row>, Option<String>) {
-    use cufall_gui::model::Locked;
+    use cufall_gui::loaded::Locked;
     let mut h = harness(traces, None, Settings::default(), SIZE, false);
     let app = h.state_mut().app();
     let locked: Vec<Locked<'_>> = app.slots.iter().map(Locked::new).collect();

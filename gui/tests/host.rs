@@ -10,7 +10,7 @@ mod common;
 
 use common::{TestApp, harness, settle};
 use cufall_gui::axis::AxisTime;
-use cufall_gui::model::Locked;
+use cufall_gui::loaded::Locked;
 use cufall_gui::view::{DetailsTab, GpuGroup, Settings, SideTab};
 use cufall_testkit::examples::as_node;
 use cufall_testkit::fixture::{Extras, Fixture, T0, US};

@@ -1,5 +1,5 @@
 //! The modules of `gui/src` import one another one way (ARCHITECTURE.md's `cufall-gui` row):
-//! data structures ← `model` ← the loader ← `view` ← the views ← `app`, with no circle among
+//! data structures ← `loaded` ← the loader ← `view` ← the views ← `app`, with no circle among
 //! the files. The graph is `cufall_testkit::imports`' (every crate has this test); here it is
 //! also checked on edges known to exist, so that the test cannot pass by reading nothing.
 
@@ -25,6 +25,6 @@ fn the_graph_sees_the_imports_it_should() {
     assert!(has("timeline", "timeline::tracks"));
     assert!(has("timeline::tracks", "timeline::geom"));
     assert!(has("timeline::rows", "timeline::layout"));
-    assert!(has("data", "model"));
+    assert!(has("data", "loaded"));
     assert!(!has("panel", "app") && !has("timeline", "app"));
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{example, harness};
+use common::{example, harness, open};
 use cufall_gui::view::{Settings, SideTab, TrackStyle};
 use eframe::egui::Vec2;
 use egui_kittest::kittest::Queryable;
@@ -13,13 +13,7 @@ const SIZE: Vec2 = Vec2::new(1400.0, 820.0);
 
 #[test]
 fn main_view_specdec() {
-    let mut h = harness(
-        &[example("h200-specdec-0.5b-graphs-off.cufall")],
-        None,
-        Settings::default(),
-        SIZE,
-        true,
-    );
+    let mut h = open(&["h200-specdec-0.5b-graphs-off.cufall"], None, SIZE, true);
     h.snapshot("main_view_specdec");
 }
 
@@ -42,13 +36,7 @@ fn main_view_line_style_two_gpus() {
 
 #[test]
 fn selection_statistics() {
-    let mut h = harness(
-        &[example("h200-torch-phases.cufall")],
-        None,
-        Settings::default(),
-        SIZE,
-        true,
-    );
+    let mut h = open(&["h200-torch-phases.cufall"], None, SIZE, true);
     {
         let app = h.state_mut().app();
         let (a, b) = (app.st.view.t0, app.st.view.t1);
@@ -80,13 +68,7 @@ fn two_recordings_aligned_at_verify() {
 
 #[test]
 fn side_panel_gaps() {
-    let mut h = harness(
-        &[example("h200-specdec-0.5b-graphs-off.cufall")],
-        None,
-        Settings::default(),
-        SIZE,
-        true,
-    );
+    let mut h = open(&["h200-specdec-0.5b-graphs-off.cufall"], None, SIZE, true);
     h.state_mut().app().st.side_tab = SideTab::Gaps;
     common::settle(&mut h);
     h.snapshot("side_panel_gaps");
@@ -94,39 +76,14 @@ fn side_panel_gaps() {
 
 #[test]
 fn zoomed_into_one_verify_step() {
-    let mut h = harness(
-        &[example("h200-specdec-0.5b-graphs-off.cufall")],
-        None,
-        Settings::default(),
-        SIZE,
-        true,
-    );
+    let mut h = open(&["h200-specdec-0.5b-graphs-off.cufall"], None, SIZE, true);
     {
         // The 10th verify range with the draft before it: single samples, kernels and NVTX
         // names are drawn one by one at this zoom.
         let app = h.state_mut().app();
+        let (start_ns, end_ns) = common::nth_verify(app, 9);
         let slot = &app.slots[0];
-        let (a, b) = {
-            let s = slot.data.lock();
-            let tables = s.tables.as_ref().expect("tables");
-            let verify = tables
-                .phases
-                .phases
-                .iter()
-                .position(|p| p.path == "verify")
-                .expect("a verify phase");
-            let mut r: Vec<_> = tables
-                .phases
-                .ranges
-                .iter()
-                .filter(|r| r.phase == verify)
-                .collect();
-            r.sort_by_key(|r| r.start_ns);
-            (
-                slot.disp(r[9].start_ns - 1_500_000),
-                slot.disp(r[9].end_ns + 300_000),
-            )
-        };
+        let (a, b) = (slot.disp(start_ns - 1_500_000), slot.disp(end_ns + 300_000));
         app.st.view.fit(a, b, 0.0);
     }
     common::settle(&mut h);
@@ -137,13 +94,7 @@ fn zoomed_into_one_verify_step() {
 fn a_flight_recorder_dump() {
     // `cufall serve`'s flight recorder on an H200 (`scripts/gpu/serve.sh small`): 16.5 s of the
     // engine run three times with pauses, dumped by `POST /dump`.
-    let mut h = harness(
-        &[example("h200-flight-recorder.cufall")],
-        None,
-        Settings::default(),
-        SIZE,
-        true,
-    );
+    let mut h = open(&["h200-flight-recorder.cufall"], None, SIZE, true);
     h.snapshot("flight_recorder_dump");
 }
 
@@ -151,8 +102,7 @@ fn a_flight_recorder_dump() {
 /// would, the details pane and side panel in their default places.
 fn view_at(traces: &[&str], align: Option<&str>, size: Vec2, name: &str) {
     let _turn = common::render_turn();
-    let paths: Vec<_> = traces.iter().map(|t| example(t)).collect();
-    let mut h = harness(&paths, align, Settings::default(), size, true);
+    let mut h = common::open(traces, align, size, true);
     h.snapshot(name);
 }
 

@@ -5,10 +5,10 @@
 
 mod common;
 
-use common::{TestApp, example, harness, settle};
-use cufall_gui::model::Locked;
+use common::{TestApp, nth_verify, open, settle};
+use cufall_gui::loaded::Locked;
 use cufall_gui::timeline::{Row, rows};
-use cufall_gui::view::{AxisTime, DetailsTab, Settings};
+use cufall_gui::view::{AxisTime, DetailsTab};
 use eframe::egui::{self, Event, PointerButton, Pos2, Vec2};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
@@ -16,16 +16,6 @@ use std::collections::BTreeSet;
 
 const SIZE: Vec2 = Vec2::new(1400.0, 900.0);
 const NATIVE: &str = "h200-specdec-graphs-on-native-host.cufall";
-
-fn open(
-    traces: &[&str],
-    align: Option<&str>,
-    size: Vec2,
-    render: bool,
-) -> Harness<'static, TestApp> {
-    let paths: Vec<_> = traces.iter().map(|t| example(t)).collect();
-    harness(&paths, align, Settings::default(), size, render)
-}
 
 /// The rows drawn now, as the timeline lays them out.
 fn current_rows(h: &mut Harness<'static, TestApp>) -> Vec<Row> {
@@ -162,7 +152,7 @@ fn zoom_out_stops_at_the_whole_run() {
     }
     let app = h.state_mut().app();
     let locked: Vec<Locked<'_>> = app.slots.iter().map(Locked::new).collect();
-    let (a, b) = cufall_gui::model::shared_extent(&locked);
+    let (a, b) = cufall_gui::loaded::shared_extent(&locked);
     drop(locked);
     let v = app.st.view;
     let margin = (b - a) * 0.011;
@@ -179,23 +169,8 @@ fn a_double_click_on_a_counter_track_fits_the_phase_or_gap_not_a_sample() {
     // Zoomed to the 10th verify range, so single samples are wider than a pixel.
     let (a, b) = {
         let app = h.state_mut().app();
-        let slot = &app.slots[0];
-        let s = slot.data.lock();
-        let tb = s.tables.as_ref().expect("tables");
-        let verify = tb
-            .phases
-            .phases
-            .iter()
-            .position(|p| p.path == "verify")
-            .expect("verify");
-        let mut r: Vec<_> = tb
-            .phases
-            .ranges
-            .iter()
-            .filter(|r| r.phase == verify)
-            .collect();
-        r.sort_by_key(|r| r.start_ns);
-        (slot.disp(r[9].start_ns), slot.disp(r[9].end_ns))
+        let (start_ns, end_ns) = nth_verify(app, 9);
+        (app.slots[0].disp(start_ns), app.slots[0].disp(end_ns))
     };
     {
         let app = h.state_mut().app();

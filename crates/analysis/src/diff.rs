@@ -41,15 +41,50 @@ pub struct PhaseDiff {
     pub delta_idle: Option<f64>,
 }
 
-/// A gap place in A and/or B.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct GapDiff {
-    pub place: String,
+/// How many times a thing (a gap place, a kernel name) occurred in A and in B, and for how long.
+/// A side without it counts zero.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct AbTotals {
     pub count_a: u64,
     pub count_b: u64,
     pub total_a_ns: i64,
     pub total_b_ns: i64,
+    /// B minus A.
     pub delta_total_ns: i64,
+}
+
+impl AbTotals {
+    /// Adds `count` occurrences of `total_ns` to side A (`is_a`) or B.
+    fn add(&mut self, is_a: bool, count: u64, total_ns: i64) {
+        if is_a {
+            self.count_a += count;
+            self.total_a_ns += total_ns;
+        } else {
+            self.count_b += count;
+            self.total_b_ns += total_ns;
+        }
+        self.delta_total_ns = self.total_b_ns - self.total_a_ns;
+    }
+
+    /// The row of a table of changes: `name`, the counts and total times in A and B, B minus A.
+    fn row(&self, name: &str) -> Vec<String> {
+        vec![
+            name.to_string(),
+            self.count_a.to_string(),
+            self.count_b.to_string(),
+            fmt_ns(self.total_a_ns),
+            fmt_ns(self.total_b_ns),
+            signed_ns(self.delta_total_ns),
+        ]
+    }
+}
+
+/// A gap place in A and/or B.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GapDiff {
+    pub place: String,
+    #[serde(flatten)]
+    pub totals: AbTotals,
 }
 
 /// A kernel name's GPU time over the whole run (all devices) in A and/or B.
@@ -57,12 +92,8 @@ pub struct GapDiff {
 pub struct KernelDiff {
     pub name: String,
     pub short_name: String,
-    pub count_a: u64,
-    pub count_b: u64,
-    pub total_a_ns: i64,
-    pub total_b_ns: i64,
-    /// B minus A.
-    pub delta_total_ns: i64,
+    #[serde(flatten)]
+    pub totals: AbTotals,
 }
 
 /// How many kernels the text of a diff lists.
@@ -432,29 +463,13 @@ fn gap_diffs(ra: &Report, rb: &Report) -> Vec<GapDiff> {
         for g in &r.gap_groups {
             let e = places.entry(g.place.clone()).or_insert_with(|| GapDiff {
                 place: g.place.clone(),
-                count_a: 0,
-                count_b: 0,
-                total_a_ns: 0,
-                total_b_ns: 0,
-                delta_total_ns: 0,
+                totals: AbTotals::default(),
             });
-            if is_a {
-                e.count_a += g.totals.count;
-                e.total_a_ns += g.totals.total_ns;
-            } else {
-                e.count_b += g.totals.count;
-                e.total_b_ns += g.totals.total_ns;
-            }
+            e.totals.add(is_a, g.totals.count, g.totals.total_ns);
         }
     }
-    let mut gaps: Vec<GapDiff> = places
-        .into_values()
-        .map(|mut g| {
-            g.delta_total_ns = g.total_b_ns - g.total_a_ns;
-            g
-        })
-        .collect();
-    biggest_change_first(&mut gaps, |g| (g.delta_total_ns, &g.place));
+    let mut gaps: Vec<GapDiff> = places.into_values().collect();
+    biggest_change_first(&mut gaps, |g| (g.totals.delta_total_ns, &g.place));
     gaps
 }
 
@@ -532,29 +547,13 @@ fn kernel_diffs(ra: &Report, rb: &Report) -> Vec<KernelDiff> {
             let e = by_name.entry(&row.name).or_insert_with(|| KernelDiff {
                 name: row.name.clone(),
                 short_name: row.short_name.clone(),
-                count_a: 0,
-                count_b: 0,
-                total_a_ns: 0,
-                total_b_ns: 0,
-                delta_total_ns: 0,
+                totals: AbTotals::default(),
             });
-            if is_a {
-                e.count_a += row.count;
-                e.total_a_ns += row.total_ns;
-            } else {
-                e.count_b += row.count;
-                e.total_b_ns += row.total_ns;
-            }
+            e.totals.add(is_a, row.count, row.total_ns);
         }
     }
-    let mut out: Vec<KernelDiff> = by_name
-        .into_values()
-        .map(|mut k| {
-            k.delta_total_ns = k.total_b_ns - k.total_a_ns;
-            k
-        })
-        .collect();
-    biggest_change_first(&mut out, |k| (k.delta_total_ns, &k.name));
+    let mut out: Vec<KernelDiff> = by_name.into_values().collect();
+    biggest_change_first(&mut out, |k| (k.totals.delta_total_ns, &k.name));
     out
 }
 
@@ -704,12 +703,7 @@ pub fn diff_text_for(d: &DiffReport, cmd: &str) -> String {
     } else {
         let mut t = TextTable::new(&["where", "gaps A", "gaps B", "total A", "total B", "Δ total"]);
         for g in &d.gaps {
-            t.row(change_row(
-                &g.place,
-                (g.count_a, g.count_b),
-                (g.total_a_ns, g.total_b_ns),
-                g.delta_total_ns,
-            ));
+            t.row(g.totals.row(&g.place));
         }
         o.push_str(&t.render("  "));
     }
@@ -717,23 +711,6 @@ pub fn diff_text_for(d: &DiffReport, cmd: &str) -> String {
     o.push_str(&host_diff_text(d));
     // Names from the recordings reach the terminal only escaped.
     cufall_text::escape_lines(&o).into_owned()
-}
-
-/// One row of a table of changes: name, count in A and B, total time in A and B, B minus A.
-fn change_row(
-    name: &str,
-    (count_a, count_b): (impl ToString, impl ToString),
-    (total_a_ns, total_b_ns): (i64, i64),
-    delta_ns: i64,
-) -> Vec<String> {
-    vec![
-        name.to_string(),
-        count_a.to_string(),
-        count_b.to_string(),
-        fmt_ns(total_a_ns),
-        fmt_ns(total_b_ns),
-        signed_ns(delta_ns),
-    ]
 }
 
 /// The KERNELS section of a diff: the biggest changes of whole-run GPU time; left out where
@@ -761,19 +738,14 @@ fn kernel_diff_text(d: &DiffReport) -> String {
         "kernel", "count A", "count B", "total A", "total B", "Δ total",
     ]);
     for k in d.kernels.iter().take(KERNEL_CHANGES_SHOWN) {
-        t.row(change_row(
-            &k.short_name,
-            (k.count_a, k.count_b),
-            (k.total_a_ns, k.total_b_ns),
-            k.delta_total_ns,
-        ));
+        t.row(k.totals.row(&k.short_name));
     }
     o.push_str(&t.render("  "));
     let rest = d.kernels.len().saturating_sub(KERNEL_CHANGES_SHOWN);
     if rest > 0 {
         let moved: i64 = d.kernels[KERNEL_CHANGES_SHOWN..]
             .iter()
-            .map(|k| k.delta_total_ns)
+            .map(|k| k.totals.delta_total_ns)
             .sum();
         o.push_str(&format!(
             "  … {rest} more kernel(s), {} change in all\n",

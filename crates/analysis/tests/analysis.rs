@@ -308,7 +308,7 @@ fn diff_matches_phases_and_warns_about_different_gpus() {
     let gaps: Vec<(&str, i64)> = d
         .gaps
         .iter()
-        .map(|g| (g.place.as_str(), g.delta_total_ns / US))
+        .map(|g| (g.place.as_str(), g.totals.delta_total_ns / US))
         .collect();
     assert_eq!(
         gaps,
@@ -673,7 +673,11 @@ fn diff_names_the_library_domains_left_out() {
         d.a.phases.iter().map(|p| &p.path).collect::<Vec<_>>(),
         d.b.phases.iter().map(|p| &p.path).collect::<Vec<_>>()
     );
-    assert!(d.gaps.iter().all(|g| g.delta_total_ns == 0), "{:?}", d.gaps);
+    assert!(
+        d.gaps.iter().all(|g| g.totals.delta_total_ns == 0),
+        "{:?}",
+        d.gaps
+    );
     let text = diff_text(&d);
     assert!(
         text.contains(

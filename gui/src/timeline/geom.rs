@@ -3,7 +3,9 @@
 //! uses the parts that draw and read input, and they use only this, never the root.
 
 use crate::axis::AxisTime;
+use crate::loaded::TraceSlot;
 use crate::view::TimeView;
+use eframe::egui::Rect;
 
 /// Geometry of the data area for converting between time and x.
 #[derive(Clone, Copy, Debug)]
@@ -25,6 +27,16 @@ impl Geom {
     }
     pub fn px_ns(&self) -> f64 {
         self.view.span() / f64::from(self.w.max(1.0))
+    }
+
+    /// The pixel columns of `area` (one a point, from its left edge) on the clock of the
+    /// recording in `slot`: how many, the nanoseconds of each, and where the first starts: what
+    /// a lane walks.
+    pub fn columns(&self, slot: &TraceSlot, area: Rect) -> (usize, f64, f64) {
+        let ncols = area.width().max(1.0) as usize;
+        let px = self.px_ns();
+        let t0 = slot.local(self.view.t0) as f64 + f64::from(area.left() - self.x0) * px;
+        (ncols, px, t0)
     }
 }
 

@@ -1,15 +1,15 @@
 //! A sampled host thread's lane: its innermost function over time, coloured by the function's
 //! name (the colour the same name gets everywhere), waiting samples lighter and hatched; runs
-//! of pixel columns showing the same function merged ([`crate::host::HostThread::runs`]); and
-//! the whole stack of the sample under the pointer.
+//! of pixel columns showing the same function merged ([`crate::host_threads::HostThread::runs`]);
+//! and the whole stack of the sample under the pointer.
 
 use super::geom::{Geom, Hit};
 use super::paint::{ab_tag, group_title, hatch, hatch_into, name_color};
 use super::rows::{HOST_LEVEL_H, HOST_LEVELS_MAX, Row, is_cufall_thread};
 use crate::axis::AxisTime;
 use crate::fmt::{Nanos, fmt_offset};
-use crate::host::{HostStacks, HostThread};
-use crate::model::{Locked, host_of, hosts_differ, shared_extent};
+use crate::host_threads::{HostStacks, HostThread, Levels};
+use crate::loaded::{Locked, host_of, hosts_differ, shared_extent};
 use cufall_trace::model::HostState;
 use eframe::egui::{self, Align2, Color32, FontId, Mesh, Pos2, Rect, Shape, Ui};
 
@@ -166,6 +166,12 @@ struct Lane<'a, 'b> {
     background: Color32,
 }
 
+/// [`Geom::columns`] of the lane, and their width.
+fn columns(t: &Locked<'_>, area: Rect, geom: &Geom) -> (usize, f64, f64, f32) {
+    let (ncols, px, t0) = geom.columns(t.slot, area);
+    (ncols, px, t0, area.width() / ncols as f32)
+}
+
 /// Draws a thread's lane in `area`; returns the hovered sample's tooltip.
 fn host_lane(
     painter: &egui::Painter,
@@ -174,18 +180,9 @@ fn host_lane(
     geom: &Geom,
     pointer: Option<Pos2>,
 ) -> Option<Hit> {
-    let Lane {
-        t,
-        host,
-        th,
-        origin,
-        background,
-    } = *lane;
-    let ncols = area.width().max(1.0) as usize;
-    let px = geom.px_ns();
-    let t0 = t.slot.local(geom.view.t0) as f64 + f64::from(area.left() - geom.x0) * px;
-    let col_w = area.width() / ncols as f32;
-    for run in th.runs(host, t0, px, ncols) {
+    let (host, th, background) = (lane.host, lane.th, lane.background);
+    let (ncols, px, t0, col_w) = columns(lane.t, area, geom);
+    for run in th.runs(host, t0, px, ncols, Levels::Leaf) {
         let r = Rect::from_x_y_ranges(
             area.left() + run.col0 as f32 * col_w..=area.left() + run.col1 as f32 * col_w,
             area.top() + 1.0..=area.bottom() - 1.0,
@@ -210,6 +207,18 @@ fn host_lane(
             );
         }
     }
+    hovered(lane, geom, pointer)
+}
+
+/// The tooltip of the sample under `pointer`, if any.
+fn hovered(lane: &Lane<'_, '_>, geom: &Geom, pointer: Option<Pos2>) -> Option<Hit> {
+    let Lane {
+        t,
+        host,
+        th,
+        origin,
+        ..
+    } = *lane;
     let p = pointer?;
     let i = th.at(t.slot.local(geom.t(p.x)))?;
     Some(Hit {
@@ -218,11 +227,9 @@ fn host_lane(
     })
 }
 
-/// A thread's flame chart in `area`: per pixel column the sample under its middle, a level per
-/// stack depth from the outermost frame at the top; a frame's box runs on while the columns show
-/// the same frame at its depth under the same boxes above it (so boxes nest as calls do), and
-/// waiting samples are drawn faded and hatched. A frame costs a lookup per column and a step per
-/// level shown, whatever the zoom. Returns the hovered sample's tooltip.
+/// A thread's flame chart in `area`: a level per stack depth from the outermost frame at the
+/// top, the runs of [`Levels::Stack`] as boxes (so boxes nest as calls do); waiting samples are
+/// drawn faded and hatched. Returns the hovered sample's tooltip.
 fn flame_chart(
     painter: &egui::Painter,
     lane: &Lane<'_, '_>,
@@ -230,18 +237,12 @@ fn flame_chart(
     geom: &Geom,
     pointer: Option<Pos2>,
 ) -> Option<Hit> {
-    let (t, host, th) = (lane.t, lane.host, lane.th);
-    let (origin, background) = (lane.origin, lane.background);
+    let (host, th, background) = (lane.host, lane.th, lane.background);
     let levels = th.max_depth.clamp(1, HOST_LEVELS_MAX);
-    let ncols = area.width().max(1.0) as usize;
-    let px = geom.px_ns();
-    let t0 = t.slot.local(geom.view.t0) as f64 + f64::from(area.left() - geom.x0) * px;
-    let col_w = area.width() / ncols as f32;
+    let (ncols, px, t0, col_w) = columns(lane.t, area, geom);
     let mut fills = Mesh::default();
     let mut lines = Mesh::default();
     let mut labels: Vec<(Rect, u32)> = Vec::new();
-    // Per level, the box being drawn: (frame, first column, waiting).
-    let mut open: Vec<Option<(u32, usize, bool)>> = vec![None; levels];
     // Per level, boxes narrower than NARROW_PX that follow one another, drawn as one grey box
     // (a zoomed-out view of a busy thread has a box per pixel column and level otherwise):
     // its x range.
@@ -256,12 +257,10 @@ fn flame_chart(
             fills.add_colored_rect(r, Color32::from_gray(120));
         }
     };
-    let mut close = |d: usize, run: Option<(u32, usize, bool)>, end: usize| {
-        let Some((frame, c0, idle)) = run else {
-            return;
-        };
+    for run in th.runs(host, t0, px, ncols, Levels::Stack(levels)) {
+        let d = run.level;
         let r = Rect::from_x_y_ranges(
-            area.left() + c0 as f32 * col_w..=area.left() + end as f32 * col_w,
+            area.left() + run.col0 as f32 * col_w..=area.left() + run.col1 as f32 * col_w,
             level_y(d),
         );
         if r.width() < NARROW_PX {
@@ -272,50 +271,18 @@ fn flame_chart(
                     *n = Some((r.left(), r.right()));
                 }
             }
-            return;
+            continue;
         }
         flush(&mut fills, d, narrow[d].take());
-        let function = host
-            .frames
-            .get(frame as usize)
-            .map_or(u32::MAX, |f| f.function);
-        let color = name_color(host.function_name(function));
-        if idle {
+        let color = name_color(host.function_name(run.function));
+        if run.idle {
             fills.add_colored_rect(r, color.lerp_to_gamma(background, 0.6));
             hatch_into(&mut lines, r, Color32::from_black_alpha(90));
         } else {
             fills.add_colored_rect(r, color);
         }
         if r.width() >= LABEL_FROM_PX {
-            labels.push((r, function));
-        }
-    };
-    let mut last: Option<usize> = None;
-    let mut frames: &[u32] = &[];
-    let mut idle = false;
-    for c in 0..=ncols {
-        let sample = if c < ncols {
-            let tc = (t0 + (c as f64 + 0.5) * px).round() as i64;
-            th.at(tc)
-        } else {
-            None
-        };
-        if sample != last || c == ncols {
-            last = sample;
-            frames = sample.map_or(&[], |i| host.stack(th.stack[i]));
-            idle = sample.is_some_and(|i| th.state[i] == HostState::Idle);
-        }
-        let mut parent_goes_on = true;
-        for (d, slot) in open.iter_mut().enumerate() {
-            // Level d holds the frame d from the outermost (stacks are innermost first).
-            let frame = (d < frames.len() && c < ncols).then(|| frames[frames.len() - 1 - d]);
-            let goes_on = parent_goes_on
-                && matches!((*slot, frame), (Some((f, _, i)), Some(g)) if f == g && i == idle);
-            if !goes_on {
-                close(d, slot.take(), c);
-                *slot = frame.map(|f| (f, c, idle));
-            }
-            parent_goes_on = goes_on;
+            labels.push((r, run.function));
         }
     }
     for (d, n) in narrow.iter_mut().enumerate() {
@@ -326,12 +293,7 @@ fn flame_chart(
         painter.add(Shape::mesh(lines));
     }
     flame_labels(painter, host, &labels);
-    let p = pointer?;
-    let i = th.at(t.slot.local(geom.t(p.x)))?;
-    Some(Hit {
-        text: sample_text(host, th, i, t.slot.disp(th.t_ns[i]) - origin),
-        span: Some((t.slot.disp(th.t_ns[i]), t.slot.disp(th.end_ns(i)))),
-    })
+    hovered(lane, geom, pointer)
 }
 
 /// The names of the boxes wide enough for one.

@@ -1,8 +1,9 @@
 //! The timeline's pointer and keys, turned into [`Input`]s for [`ViewState::apply`]: this module
 //! reads egui and decides what was meant; the state changes in `crate::view` alone.
 //!
-//! Inputs are applied as they are read, in the order egui reports them, so that a drag that
-//! starts in a frame that also zooms begins from the zoomed view.
+//! Inputs are collected in the order egui reports them and applied in that order once the
+//! timeline is drawn, so that a drag that starts in a frame that also zooms begins from the
+//! zoomed view.
 
 use super::geom::{Geom, Hit};
 use crate::axis::AxisTime;
@@ -17,21 +18,20 @@ pub(super) fn pointer_input(
     ui: &Ui,
     resp: &egui::Response,
     geom: &Geom,
-    st: &mut ViewState,
-    extent: (AxisTime, AxisTime),
+    (st, extent): (&ViewState, (AxisTime, AxisTime)),
     hit: Option<&Hit>,
     phase_at: &dyn Fn(f32) -> Option<(AxisTime, AxisTime)>,
+    out: &mut Vec<Input>,
 ) {
-    let apply = |st: &mut ViewState, input| st.apply(input, extent);
     let (zoom, scroll, mods) = ui.input(|i| (i.zoom_delta(), i.smooth_scroll_delta(), i.modifiers));
     if let Some(p) = resp.hover_pos() {
         if zoom != 1.0 {
             let anchor = geom.frac(p.x);
             let factor = f64::from(zoom);
-            apply(st, Input::Zoom { anchor, factor });
+            out.push(Input::Zoom { anchor, factor });
         }
         if scroll.x != 0.0 {
-            apply(st, Input::Pan(-f64::from(scroll.x / geom.w)));
+            out.push(Input::Pan(-f64::from(scroll.x / geom.w)));
         }
     }
     // The drag starts where the button went down, not where egui recognised the drag.
@@ -48,48 +48,46 @@ pub(super) fn pointer_input(
             DragKind::Pan
         };
         let t = geom.t(p.x);
-        apply(st, Input::DragStart { kind, t, x: p.x });
+        out.push(Input::DragStart { kind, t, x: p.x });
     }
     if resp.dragged()
         && let Some(p) = resp.interact_pointer_pos()
     {
         let (t, x, w) = (geom.t(p.x), p.x, geom.w);
-        apply(st, Input::DragTo { t, x, w });
+        out.push(Input::DragTo { t, x, w });
     }
     if resp.drag_stopped() {
         // A box zoom of a few points is a slip of the hand, not a zoom.
-        if let (Some(Drag::BoxZoom { from }), Some(p)) = (st.drag, resp.interact_pointer_pos()) {
+        let drag = st.drag_after(out, extent);
+        if let (Some(Drag::BoxZoom { from }), Some(p)) = (drag, resp.interact_pointer_pos()) {
             let to = geom.t(p.x);
             if (geom.x(to) - geom.x(from)).abs() > 3.0 {
-                apply(
-                    st,
-                    Input::Fit {
-                        a: from,
-                        b: to,
-                        margin: 0.0,
-                    },
-                );
+                out.push(Input::Fit {
+                    a: from,
+                    b: to,
+                    margin: 0.0,
+                });
             }
         }
-        apply(st, Input::DragEnd);
+        out.push(Input::DragEnd);
     }
     let under = hit.and_then(|h| h.span);
     if resp.double_clicked() {
         // Nothing with a span of its own under the pointer (a counter's value): the phase there.
         let phase = || resp.interact_pointer_pos().and_then(|p| phase_at(p.x));
         if let Some((a, b)) = under.or_else(phase) {
-            apply(st, Input::Fit { a, b, margin: 0.05 });
+            out.push(Input::Fit { a, b, margin: 0.05 });
         }
     } else if resp.clicked()
         && let Some((a, b)) = under
     {
-        apply(st, Input::Select { a, b });
+        out.push(Input::Select { a, b });
     }
 }
 
 /// W/S zoom, A/D pan, F fit the selection, Esc clear it, `?` help. Ignored while a text field
 /// has the keyboard.
-pub(super) fn key_input(ui: &Ui, st: &mut ViewState, geom: &Geom, extent: (AxisTime, AxisTime)) {
+pub(super) fn key_input(ui: &Ui, geom: &Geom, out: &mut Vec<Input>) {
     if ui.ctx().egui_wants_keyboard_input() {
         return;
     }
@@ -134,7 +132,5 @@ pub(super) fn key_input(ui: &Ui, st: &mut ViewState, geom: &Geom, extent: (AxisT
         }
         out
     });
-    for input in inputs {
-        st.apply(input, extent);
-    }
+    out.extend(inputs);
 }

@@ -34,7 +34,7 @@ pub use tracks::full_scale;
 
 use crate::axis::AxisTime;
 use crate::fmt::round_ns;
-use crate::model::{Locked, shared_extent};
+use crate::loaded::{Locked, shared_extent};
 use crate::view::{Drag, Input, Settings, TimeView, ViewState};
 use cufall_trace::model::DeviceId;
 use eframe::egui::{
@@ -97,14 +97,16 @@ fn no_folds_usize() -> BTreeSet<usize> {
     BTreeSet::new()
 }
 
-/// Draws the overview strip, the axis and the rows, and applies navigation input; a drag on a
-/// track's bottom edge (in the label column) resizes it (kept in `settings`).
+/// Draws the overview strip, the axis and the rows, and returns navigation input, for
+/// [`ViewState::apply_frame`]; a drag on a track's bottom edge (in the label column) resizes it
+/// (kept in `settings`).
 pub fn timeline_ui(
     ui: &mut Ui,
     traces: &mut [Locked<'_>],
-    st: &mut ViewState,
+    st: &ViewState,
     settings: &mut Settings,
-) {
+) -> Vec<Input> {
+    let mut out = Vec::new();
     let extent = shared_extent(traces);
     let full = ui.available_rect_before_wrap();
     let label_w = LABEL_W.min((full.width() * 0.3).max(60.0));
@@ -116,25 +118,15 @@ pub fn timeline_ui(
         w: data_w,
         view: st.view,
     };
-    let axis_rect = header_ui(ui, traces, st, settings, &geom, full);
+    let axis_rect = header_ui(ui, traces, st, settings, (&geom, full), &mut out);
     let avail_h = ui.available_height();
     // Folds are decided for the window, not for what the details pane leaves this frame (it
     // sizes itself by the rows, which the folds decide): the window less the bars and the
     // pane's smallest height.
     let window_h = ui.ctx().content_rect().height() - FOLD_RESERVE_H;
-    decide_folds(traces, settings, st, avail_h.max(window_h));
-    let no_folds = BTreeSet::new();
-    let no_threads = BTreeSet::new();
-    let host_folded = st.host_folded.clone().unwrap_or_default();
-    let rows = rows(
-        traces,
-        settings,
-        (
-            st.folded.as_ref().unwrap_or(&no_folds),
-            (&host_folded, st.host_open.as_ref().unwrap_or(&no_threads)),
-        ),
-        st.nodes_apart(traces.len()),
-    );
+    let decided = decide_folds(traces, settings, st, avail_h.max(window_h));
+    let rows = folded_rows(traces, settings, st, decided.as_ref());
+    out.extend(decided);
     let heights = row_heights(&rows, traces, settings, avail_h);
     let total_h: f32 = heights.iter().map(|h| h + ROW_GAP).sum();
     let mut hit: Option<Hit> = None;
@@ -182,7 +174,7 @@ pub fn timeline_ui(
                 );
                 let hovered = pointer.filter(|p| area.contains(*p));
                 metric_label_ui(ui, row, label_rect, traces);
-                group_title_ui(ui, row, label_rect, traces, st, extent);
+                group_title_ui(ui, row, label_rect, traces, &mut out);
                 let h = draw_row(
                     ui,
                     &painter,
@@ -200,16 +192,57 @@ pub fn timeline_ui(
             }
             overlays(&painter, st, &geom, data_rect, pointer);
             let phase = |x: f32| phase_span_at(traces, geom.t(x));
-            input::pointer_input(ui, &resp, &geom, st, extent, hit.as_ref(), &phase);
+            let at = (st, extent);
+            input::pointer_input(ui, &resp, &geom, at, hit.as_ref(), &phase, &mut out);
             if let Some(h) = &hit
-                && st.drag.is_none()
+                && st.drag_after(&out, extent).is_none()
             {
                 resp.on_hover_text_at_pointer(h.text.clone());
             }
         });
-    st.last_data_rect = Some(data_rect.intersect(ui.clip_rect()));
-    input::key_input(ui, st, &geom, extent);
-    st.view.clamp_to(extent.0, extent.1);
+    out.push(Input::DrawnAt(data_rect.intersect(ui.clip_rect())));
+    input::key_input(ui, &geom, &mut out);
+    out
+}
+
+/// The rows as folded: by the folds `decided` this frame (drawn this frame), else the state's.
+fn folded_rows(
+    traces: &[Locked<'_>],
+    settings: &Settings,
+    st: &ViewState,
+    decided: Option<&Input>,
+) -> Vec<Row> {
+    let (folded, host_folded, host_open) = match decided {
+        Some(Input::DecideFolds {
+            folded,
+            host_folded,
+            host_open,
+        }) => (
+            Some(folded),
+            Some(host_folded),
+            host_open.as_ref().or(st.host_open.as_ref()),
+        ),
+        _ => (
+            st.folded.as_ref(),
+            st.host_folded.as_ref(),
+            st.host_open.as_ref(),
+        ),
+    };
+    let no_folds = BTreeSet::new();
+    let no_threads = BTreeSet::new();
+    let no_host_folds = BTreeSet::new();
+    rows(
+        traces,
+        settings,
+        (
+            folded.unwrap_or(&no_folds),
+            (
+                host_folded.unwrap_or(&no_host_folds),
+                host_open.unwrap_or(&no_threads),
+            ),
+        ),
+        st.nodes_apart(traces.len()),
+    )
 }
 
 /// The overview strip (left out in a small window), the axis with its hover, and the line of
@@ -217,10 +250,10 @@ pub fn timeline_ui(
 fn header_ui(
     ui: &mut Ui,
     traces: &[Locked<'_>],
-    st: &mut ViewState,
+    st: &ViewState,
     settings: &Settings,
-    geom: &Geom,
-    full: Rect,
+    (geom, full): (&Geom, Rect),
+    out: &mut Vec<Input>,
 ) -> Rect {
     let extent = shared_extent(traces);
     let origin = extent.0;
@@ -229,7 +262,8 @@ fn header_ui(
     if full.height() >= OVERVIEW_FROM_H {
         let (ov_rect, ov_resp) =
             ui.allocate_exact_size(Vec2::new(full.width(), OVERVIEW_H), Sense::click_and_drag());
-        overview_ui(ui, ov_rect, traces, st, extent, data_x0, data_w, &ov_resp);
+        let center_at = overview_ui(ui, ov_rect, traces, st, extent, data_x0, data_w, &ov_resp);
+        out.extend(center_at);
     }
 
     let (axis_rect, axis_resp) =
@@ -282,7 +316,7 @@ pub fn absent_line(traces: &[Locked<'_>]) -> Option<String> {
             if !absent {
                 continue;
             }
-            let tag = crate::model::trace_tag(traces.len(), ti)
+            let tag = crate::loaded::trace_tag(traces.len(), ti)
                 .trim_end()
                 .to_string();
             match lacking.iter_mut().find(|(w, _)| *w == what) {
@@ -349,38 +383,46 @@ fn row_heights(rows: &[Row], traces: &[Locked<'_>], settings: &Settings, avail_h
 /// lanes they add are not known): all open if every row fits the height at its smallest, else
 /// all folded, so that many GPUs start as one row each rather than a long scroll. The busiest
 /// host threads (running in at least a tenth of their samples, three per recording at most)
-/// start as flame charts, the others as one lane each.
-fn decide_folds(traces: &[Locked<'_>], settings: &Settings, st: &mut ViewState, avail_h: f32) {
+/// start as flame charts, the others as one lane each. The decision is an
+/// [`Input::DecideFolds`]; `None` once decided or while tables are still read.
+fn decide_folds(
+    traces: &[Locked<'_>],
+    settings: &Settings,
+    st: &ViewState,
+    avail_h: f32,
+) -> Option<Input> {
     let read = traces.iter().all(|t| t.s.tables.is_some() || t.s.idle);
     if st.folded.is_some() || traces.is_empty() || !read {
-        return;
+        return None;
     }
     // Many host threads start folded whatever the height: each is a lane of its own.
-    st.host_folded = Some(
-        (0..traces.len())
-            .filter(|ti| rows::shown_threads(traces, *ti, settings).0.len() > rows::HOST_OPEN_MAX)
-            .collect(),
-    );
+    let host_folded: BTreeSet<usize> = (0..traces.len())
+        .filter(|ti| rows::shown_threads(traces, *ti, settings).0.len() > rows::HOST_OPEN_MAX)
+        .collect();
+    let mut decided_open = None;
     if st.host_open.is_none() {
         let mut open = BTreeSet::new();
         for (ti, t) in traces.iter().enumerate() {
             let Some(tb) = t.s.tables.as_ref() else {
                 continue;
             };
-            let mut busy: Vec<&crate::host::HostThread> = rows::shown_threads(traces, ti, settings)
-                .0
-                .into_iter()
-                .map(|i| &tb.host.threads[i])
-                .filter(|th| th.running * 10 >= th.len().max(1))
-                .collect();
+            let mut busy: Vec<&crate::host_threads::HostThread> =
+                rows::shown_threads(traces, ti, settings)
+                    .0
+                    .into_iter()
+                    .map(|i| &tb.host.threads[i])
+                    .filter(|th| th.running * 10 >= th.len().max(1))
+                    .collect();
             busy.sort_by_key(|th| std::cmp::Reverse(th.running));
             open.extend(busy.iter().take(3).map(|th| (ti, th.pid, th.tid)));
         }
-        st.host_open = Some(open);
+        decided_open = Some(open);
     }
-    let host_folded = st.host_folded.clone().unwrap_or_default();
     let no_threads = BTreeSet::new();
-    let host_open = st.host_open.as_ref().unwrap_or(&no_threads);
+    let host_open = decided_open
+        .as_ref()
+        .or(st.host_open.as_ref())
+        .unwrap_or(&no_threads);
     let per_node = st.nodes_apart(traces.len());
     let open = rows(
         traces,
@@ -392,11 +434,16 @@ fn decide_folds(traces: &[Locked<'_>], settings: &Settings, st: &mut ViewState, 
         .iter()
         .map(|r| r.fit(traces, settings).min + ROW_GAP)
         .sum();
-    st.folded = Some(if smallest > avail_h {
+    let folded = if smallest > avail_h {
         rows::groups(traces, per_node).into_iter().collect()
     } else {
         BTreeSet::new()
-    });
+    };
+    Some(Input::DecideFolds {
+        folded,
+        host_folded,
+        host_open: decided_open,
+    })
 }
 
 /// A click on a group's title folds or unfolds the group.
@@ -405,14 +452,13 @@ fn group_title_ui(
     row: &Row,
     label_rect: Rect,
     traces: &[Locked<'_>],
-    st: &mut ViewState,
-    extent: (AxisTime, AxisTime),
+    out: &mut Vec<Input>,
 ) {
     let (id, folded, (what, tracks), input) = match *row {
         Row::Device { group, folded } => {
             let DeviceId(n) = group.dev;
             let what = match group.ti {
-                Some(ti) => crate::model::node_gpu_label(traces, ti, group.dev),
+                Some(ti) => crate::loaded::node_gpu_label(traces, ti, group.dev),
                 None => group.dev.to_string(),
             };
             (
@@ -462,7 +508,7 @@ fn group_title_ui(
         egui::WidgetInfo::labeled(egui::Role::Button, true, format!("{verb} {what}"))
     });
     if resp.clicked() {
-        st.apply(input, extent);
+        out.push(input);
     }
 }
 
@@ -558,12 +604,12 @@ fn overview_ui(
     ui: &Ui,
     rect: Rect,
     traces: &[Locked<'_>],
-    st: &mut ViewState,
+    st: &ViewState,
     extent: (AxisTime, AxisTime),
     data_x0: f32,
     data_w: f32,
     resp: &egui::Response,
-) {
+) -> Option<Input> {
     let painter = ui.painter_at(rect);
     // How much of the run is in view, where the overview shows which part.
     painter
@@ -615,11 +661,9 @@ fn overview_ui(
         area.y_range(),
     );
     painter.rect_stroke(v, 0.0, Stroke::new(1.5, Color32::WHITE), StrokeKind::Inside);
-    if (resp.dragged() || resp.clicked())
-        && let Some(p) = resp.interact_pointer_pos()
-    {
-        st.apply(Input::CenterAt(whole.t(p.x)), extent);
-    }
+    let p = resp.interact_pointer_pos();
+    p.filter(|_| resp.dragged() || resp.clicked())
+        .map(|p| Input::CenterAt(whole.t(p.x)))
 }
 
 /// The time axis: ticks from the recordings' start in units that suit the zoom, labels that never

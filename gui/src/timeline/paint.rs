@@ -1,8 +1,8 @@
 //! Painting helpers of the timeline: colour maps, metric columns as one mesh (heat strip, or a
 //! line over a min/max band), hatching, group titles and the `A`/`B` tags of labels.
 
+use crate::loaded::Locked;
 use crate::lod::Summary;
-use crate::model::Locked;
 use eframe::egui::{self, Align2, Color32, FontId, Mesh, Pos2, Rect, Shape, Stroke, Vec2};
 
 /// Idle gaps: the band under a GPU's first track, hatched orange.
@@ -226,5 +226,5 @@ pub(super) fn group_title(
 
 /// `A `, `B `, ... with several recordings, else nothing.
 pub(super) fn ab_tag(traces: &[Locked<'_>], ti: usize) -> String {
-    crate::model::trace_tag(traces.len(), ti)
+    crate::loaded::trace_tag(traces.len(), ti)
 }

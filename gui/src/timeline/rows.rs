@@ -7,7 +7,7 @@
 //! row may be sized ([`Fit`]), for [`super::layout::share_heights`].
 
 use super::layout::Fit;
-use crate::model::Locked;
+use crate::loaded::Locked;
 use crate::tables::{NVML_POWER, NVML_SM_CLOCK, NVML_UTIL};
 use crate::view::{GpuGroup, Settings, TrackStyle};
 use cufall_trace::model::DeviceId;
@@ -103,7 +103,7 @@ pub enum Row {
         ti: usize,
         folded: bool,
     },
-    /// One sampled host thread: index into the recording's [`crate::host::HostStacks::threads`];
+    /// One sampled host thread: index into the recording's [`crate::host_threads::HostStacks::threads`];
     /// `open`: a flame chart (a level per stack depth, outermost on top), else one lane of the
     /// innermost frame. A click on its label opens or closes it.
     Host {

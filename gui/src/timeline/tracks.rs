@@ -11,8 +11,8 @@ use super::paint::{
 use super::rows::{NvmlField, Row};
 use crate::axis::AxisTime;
 use crate::fmt::{Nanos, fmt_offset, fmt_value, round_ns, short_metric};
+use crate::loaded::{Locked, ReportState, gpu_label, hosts_differ, node_gpu_label, shared_extent};
 use crate::lod::{DevicePyramid, RawSeries, Summary};
-use crate::model::{Locked, ReportState, gpu_label, hosts_differ, node_gpu_label, shared_extent};
 use crate::spans::{Piece, Spans, floor_i64, gallop};
 use crate::tables::{
     DeviceKernels, KernelView, NVML_MEM_CLOCK, NVML_POWER, NVML_SM_CLOCK, NVML_TEMPERATURE,
@@ -25,6 +25,7 @@ use cufall_trace::model::{MetricInfo, NvtxRange};
 use eframe::egui::{
     self, Align2, Color32, CornerRadius, FontId, Mesh, Pos2, Rect, Shape, Stroke, Ui, Vec2,
 };
+use std::borrow::Cow;
 
 /// The value at the top of a metric's scale: the recording's heatmap full scale (one above 0),
 /// 100 for percentages, else the largest value in the trace.
@@ -418,46 +419,36 @@ fn nvtx_lane(
     pointer: Option<Pos2>,
     origin: AxisTime,
 ) -> Option<Hit> {
-    let mut hit = None;
-    for piece in lane_pieces(&l.spans, t, area, geom) {
-        let Piece::Span(j) = piece else {
-            if let Some(h) = run_hit(painter, area, geom, piece, pointer, "NVTX ranges") {
-                hit = Some(h);
-            }
-            continue;
-        };
-        let r = &nvtx[l.ranges[j] as usize];
-        let (x0, x1) = span_box(
-            painter,
-            t,
-            area,
-            geom,
-            (r.start_ns, r.end_ns),
-            (&r.name, &r.name),
-            &NVTX_BOX,
-        );
-        if pointer.is_some_and(|p| p.x >= x0 - 1.0 && p.x <= x1 + 1.0) {
-            hit = Some(Hit {
-                text: format!(
-                    "{}\n{} ({})\nstarts at {}\ndepth {}, pid {} tid {}{}",
-                    r.name,
-                    Nanos(r.end_ns - r.start_ns),
-                    r.kind.as_str(),
-                    fmt_offset(t.slot.disp(r.start_ns) - origin, 1.0),
-                    r.depth,
-                    r.pid,
-                    r.tid,
-                    if r.domain.is_empty() {
-                        String::new()
-                    } else {
-                        format!(", domain {}", r.domain)
-                    }
-                ),
-                span: Some((t.slot.disp(r.start_ns), t.slot.disp(r.end_ns))),
-            });
+    let range = |j: usize| &nvtx[l.ranges[j] as usize];
+    let span = |j: usize| {
+        let r = range(j);
+        LaneSpan {
+            start_ns: r.start_ns,
+            end_ns: r.end_ns,
+            name: &r.name,
+            label: Cow::Borrowed(&r.name),
         }
-    }
-    hit
+    };
+    let text = |j: usize| {
+        let r = range(j);
+        format!(
+            "{}\n{} ({})\nstarts at {}\ndepth {}, pid {} tid {}{}",
+            r.name,
+            Nanos(r.end_ns - r.start_ns),
+            r.kind.as_str(),
+            fmt_offset(t.slot.disp(r.start_ns) - origin, 1.0),
+            r.depth,
+            r.pid,
+            r.tid,
+            if r.domain.is_empty() {
+                String::new()
+            } else {
+                format!(", domain {}", r.domain)
+            }
+        )
+    };
+    let at = (area, geom, pointer);
+    lane(painter, t, &l.spans, at, &NVTX_LANE, &span, &text)
 }
 
 /// A folded group's row: the GPU's first metric as a heat strip, of each recording of the group
@@ -613,54 +604,98 @@ fn kernel_lane(
     geom: &Geom,
     pointer: Option<Pos2>,
 ) -> Option<Hit> {
+    // Labelled with the short name; coloured by the full one, so that two instantiations of one
+    // template still differ.
+    let span = |j: usize| {
+        let r = k.get(j, names);
+        LaneSpan {
+            start_ns: r.start_ns,
+            end_ns: r.end_ns,
+            name: r.name,
+            label: short_kernel_name(r.name),
+        }
+    };
+    let text = |j: usize| kernel_text(&k.get(j, names));
+    let at = (area, geom, pointer);
+    lane(painter, t, &k.spans, at, &KERNEL_LANE, &span, &text)
+}
+
+/// How a lane draws its spans.
+struct LaneStyle {
+    /// What the spans are, for the tooltip of a run of narrow ones.
+    what: &'static str,
+    radius: u8,
+    /// Labelled from this width (points).
+    label_from: f32,
+    font: f32,
+    /// How far beside a span (points) the pointer still picks it.
+    hit_margin: f32,
+}
+
+const NVTX_LANE: LaneStyle = LaneStyle {
+    what: "NVTX ranges",
+    radius: 2,
+    label_from: 30.0,
+    font: 11.0,
+    hit_margin: 1.0,
+};
+const KERNEL_LANE: LaneStyle = LaneStyle {
+    what: "kernels",
+    radius: 1,
+    label_from: 40.0,
+    font: 10.0,
+    hit_margin: 0.0,
+};
+
+/// A span of a lane as [`lane`] draws it.
+struct LaneSpan<'a> {
+    start_ns: i64,
+    end_ns: i64,
+    /// Picks the colour.
+    name: &'a str,
+    label: Cow<'a, str>,
+}
+
+/// Draws a lane of `spans` in `area`: each span wide enough as a box (`span(j)` says which,
+/// `text(j)` its tooltip), runs of narrower ones as one box; returns the tooltip of what is
+/// under `pointer`.
+fn lane<'a>(
+    painter: &egui::Painter,
+    t: &Locked<'_>,
+    spans: &Spans,
+    (area, geom, pointer): (Rect, &Geom, Option<Pos2>),
+    style: &LaneStyle,
+    span: &dyn Fn(usize) -> LaneSpan<'a>,
+    text: &dyn Fn(usize) -> String,
+) -> Option<Hit> {
     let mut hit = None;
-    for piece in lane_pieces(&k.spans, t, area, geom) {
+    for piece in lane_pieces(spans, t, area, geom) {
         let Piece::Span(j) = piece else {
-            if let Some(h) = run_hit(painter, area, geom, piece, pointer, "kernels") {
+            if let Some(h) = run_hit(painter, area, geom, piece, pointer, style.what) {
                 hit = Some(h);
             }
             continue;
         };
-        let r = k.get(j, names);
-        // Labelled with the short name; coloured by the full one, so that two instantiations of
-        // one template still differ.
+        let r = span(j);
         let (x0, x1) = span_box(
             painter,
             t,
             area,
             geom,
             (r.start_ns, r.end_ns),
-            (r.name, &short_kernel_name(r.name)),
-            &KERNEL_BOX,
+            (r.name, &r.label),
+            style,
         );
-        if pointer.is_some_and(|p| p.x >= x0 && p.x <= x1) {
+        let m = style.hit_margin;
+        if pointer.is_some_and(|p| p.x >= x0 - m && p.x <= x1 + m) {
             hit = Some(Hit {
-                text: kernel_text(&r),
+                text: text(j),
                 span: Some((t.slot.disp(r.start_ns), t.slot.disp(r.end_ns))),
             });
         }
     }
     hit
 }
-
-/// How a lane draws a span wide enough to see on its own.
-struct BoxStyle {
-    radius: u8,
-    /// Labelled from this width (points).
-    label_from: f32,
-    font: f32,
-}
-
-const NVTX_BOX: BoxStyle = BoxStyle {
-    radius: 2,
-    label_from: 30.0,
-    font: 11.0,
-};
-const KERNEL_BOX: BoxStyle = BoxStyle {
-    radius: 1,
-    label_from: 40.0,
-    font: 10.0,
-};
 
 /// Draws the span `(start_ns, end_ns)` of a lane as a box coloured by its name, labelled where
 /// wide enough (`(name, label)`); returns its x range (unclipped, for the pointer's hit test).
@@ -671,7 +706,7 @@ fn span_box(
     geom: &Geom,
     (start_ns, end_ns): (i64, i64),
     (name, label): (&str, &str),
-    style: &BoxStyle,
+    style: &LaneStyle,
 ) -> (f32, f32) {
     let x0 = geom.x(t.slot.disp(start_ns));
     let x1 = geom.x(t.slot.disp(end_ns));
@@ -695,9 +730,7 @@ fn span_box(
 
 /// The pieces of one lane in `area` (columns of one pixel from its left edge).
 fn lane_pieces(spans: &Spans, t: &Locked<'_>, area: Rect, geom: &Geom) -> Vec<Piece> {
-    let ncols = area.width().max(1.0) as usize;
-    let px = geom.px_ns();
-    let t0 = t.slot.local(geom.view.t0) as f64 + f64::from(area.left() - geom.x0) * px;
+    let (ncols, px, t0) = geom.columns(t.slot, area);
     spans.pieces(t0, px, ncols, MIN_SPAN_PX)
 }
 

@@ -19,6 +19,38 @@ pub fn render_turn() -> MutexGuard<'static, ()> {
     RENDER.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The app on the bundled recordings named `traces` (`examples/`), default settings.
+pub fn open(
+    traces: &[&str],
+    align: Option<&str>,
+    size: egui::Vec2,
+    render: bool,
+) -> Harness<'static, TestApp> {
+    let paths: Vec<_> = traces.iter().map(|t| example(t)).collect();
+    harness(&paths, align, Settings::default(), size, render)
+}
+
+/// The start and end (on its own clock) of the `n`-th `verify` range, from 0, of the app's
+/// first recording.
+pub fn nth_verify(app: &GuiApp, n: usize) -> (i64, i64) {
+    let s = app.slots[0].data.lock();
+    let tables = s.tables.as_ref().expect("tables");
+    let verify = tables
+        .phases
+        .phases
+        .iter()
+        .position(|p| p.path == "verify")
+        .expect("a verify phase");
+    let mut r: Vec<_> = tables
+        .phases
+        .ranges
+        .iter()
+        .filter(|r| r.phase == verify)
+        .collect();
+    r.sort_by_key(|r| r.start_ns);
+    (r[n].start_ns, r[n].end_ns)
+}
+
 pub fn example(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../examples")

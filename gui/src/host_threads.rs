@@ -51,18 +51,32 @@ pub struct HostThread {
     pub running: usize,
 }
 
-/// What a lane draws over a stretch of pixel columns `[col0, col1)`: the sample in the first
-/// column's middle, and every column up to `col1` shows the same innermost function in the
-/// same state.
+/// What a lane or a level of a flame chart draws over a stretch of pixel columns `[col0, col1)`:
+/// the sample in the first column's middle, and every column up to `col1` shows the same thing
+/// at this level (see [`Levels`]) in the same state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostRun {
+    /// 0 for a lane; a flame chart's stack depth from the outermost frame.
+    pub level: usize,
     pub col0: usize,
     pub col1: usize,
     /// The sample at the run's first column.
     pub sample: usize,
-    /// The innermost function's name in [`HostStacks::names`], or [`NO_STACK`].
+    /// The function's name in [`HostStacks::names`], or [`NO_STACK`].
     pub function: u32,
     pub idle: bool,
+}
+
+/// What the runs of [`HostThread::runs`] follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Levels {
+    /// One level, the innermost function (a closed thread's lane): neighbours with the same
+    /// function merge.
+    Leaf,
+    /// A level per stack depth, the outermost frame at level 0, at most this many (a flame
+    /// chart): a run goes on while the columns show the same frame at its depth under the same
+    /// runs above it, so runs nest as calls do.
+    Stack(usize),
 }
 
 impl HostThread {
@@ -93,31 +107,72 @@ impl HostThread {
     }
 
     /// The runs to draw of `ncols` pixel columns of `px_ns` each from `t0_ns` (this recording's
-    /// clock): per column the sample under its middle, neighbours with the same innermost
-    /// function and state merged; columns without a sample belong to no run.
-    pub fn runs(&self, stacks: &HostStacks, t0_ns: f64, px_ns: f64, ncols: usize) -> Vec<HostRun> {
+    /// clock): per column the sample under its middle, neighbours that show the same thing at a
+    /// level in the same state merged; columns without a sample belong to no run. A frame costs
+    /// a lookup per column and a step per level, whatever the zoom. Runs come as they end: by
+    /// column, then level.
+    pub fn runs(
+        &self,
+        stacks: &HostStacks,
+        t0_ns: f64,
+        px_ns: f64,
+        ncols: usize,
+        levels: Levels,
+    ) -> Vec<HostRun> {
         let mut out: Vec<HostRun> = Vec::new();
         if self.is_empty() || px_ns <= 0.0 {
             return out;
         }
-        for c in 0..ncols {
-            let t = (t0_ns + (c as f64 + 0.5) * px_ns).round() as i64;
-            let Some(i) = self.at(t) else {
-                continue;
+        let n = match levels {
+            Levels::Leaf => 1,
+            Levels::Stack(n) => n,
+        };
+        // Per level, the run going on: (what it shows, first column, its sample, waiting).
+        let mut open: Vec<Option<(u32, usize, usize, bool)>> = vec![None; n];
+        let mut last: Option<usize> = None;
+        let mut frames: &[u32] = &[];
+        let mut idle = false;
+        for c in 0..=ncols {
+            let sample = if c < ncols {
+                self.at((t0_ns + (c as f64 + 0.5) * px_ns).round() as i64)
+            } else {
+                None
             };
-            let function = stacks.leaf_function(self.stack[i]);
-            let idle = self.state[i] == HostState::Idle;
-            match out.last_mut() {
-                Some(r) if r.col1 == c && r.function == function && r.idle == idle => {
-                    r.col1 = c + 1
+            if sample != last || c == ncols {
+                last = sample;
+                frames = sample.map_or(&[], |i| stacks.stack(self.stack[i]));
+                idle = sample.is_some_and(|i| self.state[i] == HostState::Idle);
+            }
+            let mut parent_goes_on = true;
+            for (d, slot) in open.iter_mut().enumerate() {
+                let shown = match levels {
+                    Levels::Leaf => sample.map(|i| stacks.leaf_function(self.stack[i])),
+                    // Level d holds the frame d from the outermost (stacks are innermost first).
+                    Levels::Stack(_) => (d < frames.len()).then(|| frames[frames.len() - 1 - d]),
+                };
+                let goes_on = parent_goes_on
+                    && matches!((*slot, shown), (Some((f, _, _, i)), Some(g)) if f == g && i == idle);
+                if !goes_on {
+                    if let Some((what, col0, first, idle)) = slot.take() {
+                        let function = match levels {
+                            Levels::Leaf => what,
+                            Levels::Stack(_) => stacks
+                                .frames
+                                .get(what as usize)
+                                .map_or(NO_STACK, |f| f.function),
+                        };
+                        out.push(HostRun {
+                            level: d,
+                            col0,
+                            col1: c,
+                            sample: first,
+                            function,
+                            idle,
+                        });
+                    }
+                    *slot = shown.zip(sample).map(|(f, i)| (f, c, i, idle));
                 }
-                _ => out.push(HostRun {
-                    col0: c,
-                    col1: c + 1,
-                    sample: i,
-                    function,
-                    idle,
-                }),
+                parent_goes_on = goes_on;
             }
         }
         out
@@ -387,14 +442,14 @@ mod tests {
         let hs = two_stacks(samples);
         let th = &hs.threads[0];
         // Zoomed in: a column per µs, so runs change every 2 columns.
-        let runs = th.runs(&hs, 0.0, 1000.0, 8);
+        let runs = th.runs(&hs, 0.0, 1000.0, 8, Levels::Leaf);
         let cols: Vec<(usize, usize)> = runs.iter().map(|r| (r.col0, r.col1)).collect();
         assert_eq!(cols, [(0, 2), (2, 4), (4, 6), (6, 8)]);
         assert_eq!(hs.function_name(runs[0].function), "a");
         assert_eq!(hs.function_name(runs[1].function), "b");
         // Zoomed out, 4 µs a column: every column's middle sample (2, 6, 10, ...) is `b`:
         // one run for the running half, one for the idle half.
-        let runs = th.runs(&hs, 0.0, 4000.0, 250);
+        let runs = th.runs(&hs, 0.0, 4000.0, 250, Levels::Leaf);
         assert_eq!(runs.len(), 2, "{runs:?}");
         assert_eq!((runs[0].col0, runs[0].col1, runs[0].idle), (0, 125, false));
         assert_eq!((runs[1].col0, runs[1].col1, runs[1].idle), (125, 250, true));
@@ -414,7 +469,7 @@ mod tests {
         assert_eq!(th.interval_ns, 1000);
         assert_eq!(th.at(2500), Some(2));
         assert_eq!(th.at(3500), None, "beyond 1.5 intervals");
-        let runs = th.runs(&hs, 0.0, 1000.0, 10);
+        let runs = th.runs(&hs, 0.0, 1000.0, 10, Levels::Leaf);
         assert_eq!((runs[0].col0, runs[0].col1), (0, 3));
         assert_eq!(runs.len(), 1);
     }

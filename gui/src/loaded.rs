@@ -211,7 +211,7 @@ pub fn host_of(t: &Locked<'_>) -> String {
     if h.is_empty() {
         "?".into()
     } else {
-        crate::host::clean_text(h)
+        crate::host_threads::clean_text(h)
     }
 }
 

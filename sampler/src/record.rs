@@ -14,7 +14,7 @@ use crate::session::{self, CounterPolicy, Prepared, SessionConfig, Summary};
 use crate::spec::{self, MetricRequest, Selection};
 use crate::units::parse_devices;
 use anyhow::{Context, anyhow, bail};
-use cufall_capture::{Kinds, RangeTrigger};
+use cufall_capture::{CaptureEventKind, Kinds, RangeTrigger};
 use cufall_trace::model::Manifest;
 use cufall_trace::model::nanos;
 use cufall_trace::{TraceWriter, WriterOptions};
@@ -570,7 +570,7 @@ impl WindowWatch {
         writer.append_capture(&[cufall_trace::model::CaptureEvent {
             t_ns: crate::now_unix_ns(),
             pid: 0,
-            event: cufall_capture::event::NO_WINDOW.into(),
+            event: CaptureEventKind::NoWindow.into(),
             count: 0,
             detail: why,
         }])?;

@@ -13,9 +13,11 @@
 // say why not.
 #![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
+pub mod event;
 pub mod peak;
 pub mod summary;
 pub mod time;
+pub use event::{CaptureEventKind, CostKind};
 pub use summary::Summary;
 pub use time::{Nanos, nanos, nanos_u64};
 
@@ -532,12 +534,36 @@ pub struct ApiCall {
 pub struct CaptureEvent {
     pub t_ns: i64,
     pub pid: u32,
-    /// A short code (`cuda_attached`, `cupti_unavailable`, `cupti_records_dropped`, ...).
+    /// A short code (`cuda_attached`, `cupti_unavailable`, `cupti_records_dropped`, ...): a
+    /// [`CaptureEventKind`]'s name, or a newer writer's that this version does not know.
     pub event: String,
     /// A count where the event has one (records dropped, ranges left open), else 0.
     pub count: u64,
     /// Human-readable detail.
     pub detail: String,
+}
+
+impl CaptureEvent {
+    /// A row of a known event.
+    pub fn new(t_ns: i64, pid: u32, kind: CaptureEventKind, count: u64, detail: String) -> Self {
+        CaptureEvent {
+            t_ns,
+            pid,
+            event: kind.as_str().to_string(),
+            count,
+            detail,
+        }
+    }
+
+    /// The event this row names; `None` for a name this version does not know.
+    pub fn kind(&self) -> Option<CaptureEventKind> {
+        CaptureEventKind::parse(&self.event)
+    }
+
+    /// Whether this row is of `kind`.
+    pub fn is(&self, kind: CaptureEventKind) -> bool {
+        self.event == kind.as_str()
+    }
 }
 
 /// What a sampled host thread was doing. Since schema 1.2.

@@ -27,7 +27,7 @@
 //! | [`intern`] | stacks → ids, memory bounded |
 //! | [`sampler`] | the round loop |
 //! | [`report`] | what the loop found, for the user, the manifest and the trace's capture table |
-//! | [`event`] | the capture-table events host stacks write |
+//! | [`event`] | the manifest key and the words host stacks write besides their capture-table events |
 //! | [`probe`] | the hidden `probe-host-stacks`: host stacks of a program into a trace, no GPU |
 
 pub mod composite;

@@ -3,7 +3,7 @@
 
 use super::event;
 use super::native::DESCRIBE;
-use cufall_trace::model::CaptureEvent;
+use cufall_trace::model::{CaptureEvent, CaptureEventKind};
 use std::time::Duration;
 
 /// `1ms (1000 Hz)`.
@@ -192,7 +192,7 @@ impl HostSummary {
         out
     }
 
-    /// Rows for the capture table (see [`event`]) of the processes in `reports`.
+    /// Rows for the capture table (`CaptureEventKind::HostStacks` and its kin) of the processes in `reports`.
     pub fn events(reports: &[ProcessReport], t_ns: i64) -> Vec<CaptureEvent> {
         let mut out = Vec::new();
         for p in reports {
@@ -200,7 +200,7 @@ impl HostSummary {
                 out.push(CaptureEvent {
                     t_ns,
                     pid: p.pid,
-                    event: event::PROCESS.into(),
+                    event: CaptureEventKind::HostStacks.into(),
                     count: p.samples,
                     detail: format!(
                         "{} ({}): {} thread(s), {} samples, {} missed{}",
@@ -221,7 +221,7 @@ impl HostSummary {
                 out.push(CaptureEvent {
                     t_ns,
                     pid: p.pid,
-                    event: event::MISSED.into(),
+                    event: CaptureEventKind::HostSamplesMissed.into(),
                     count: p.missed,
                     detail: missed_detail(p),
                 });
@@ -233,7 +233,7 @@ impl HostSummary {
                 out.push(CaptureEvent {
                     t_ns,
                     pid: p.pid,
-                    event: event::UNAVAILABLE.into(),
+                    event: CaptureEventKind::HostStacksUnavailable.into(),
                     count: 0,
                     detail: p.unread_detail.clone(),
                 });
@@ -259,7 +259,7 @@ impl HostSummary {
         Some(CaptureEvent {
             t_ns,
             pid: 0,
-            event: event::NOT_PYTHON.into(),
+            event: CaptureEventKind::HostStacksNotPython.into(),
             count: names.len() as u64,
             detail: match self.native_refusal() {
                 Some(why) => format!(

@@ -7,9 +7,11 @@ use super::sampler::{ATTACH_TRIES, REATTACH_AFTER, Sampler};
 use super::source::{
     AttachError, Frame, NativeChains, ReadError, StackReader, StackSource, ThreadStack,
 };
-use super::{HostStacks, Options, event};
+use super::{HostStacks, Options};
 use crate::pipeline::SinkMsg;
-use cufall_trace::model::{CaptureEvent, FrameKind, Gil, HostSample, HostState, StackFrame};
+use cufall_trace::model::{
+    CaptureEvent, CaptureEventKind, FrameKind, Gil, HostSample, HostState, StackFrame,
+};
 use std::collections::{HashMap, HashSet};
 use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex};
@@ -189,8 +191,8 @@ impl Sent {
     fn stacks(&self) -> Vec<&StackFrame> {
         self.batches.iter().flat_map(|(s, _)| s).collect()
     }
-    fn event(&self, name: &str, pid: u32) -> Option<&CaptureEvent> {
-        self.events.iter().find(|e| e.event == name && e.pid == pid)
+    fn event(&self, kind: CaptureEventKind, pid: u32) -> Option<&CaptureEvent> {
+        self.events.iter().find(|e| e.is(kind) && e.pid == pid)
     }
 }
 
@@ -255,7 +257,7 @@ fn samples_name_stacks_sent_no_later_than_themselves() {
     assert_eq!(summary.stacks, 2);
     assert_eq!((summary.samples, summary.missed), (5, 0));
     let e = out
-        .event(event::PROCESS, 10)
+        .event(CaptureEventKind::HostStacks, 10)
         .expect("a host_stacks row for the process");
     assert_eq!(e.count, 5);
     assert!(e.detail.contains("python 3.11.7"), "{}", e.detail);
@@ -287,7 +289,9 @@ fn no_permission_is_reported_with_the_fix_and_the_recording_goes_on() {
     );
     let p = &summary.processes[0];
     assert_eq!(p.unread, Some(Unread::NoPermission));
-    let e = out.event(event::UNAVAILABLE, 10).expect("unavailable row");
+    let e = out
+        .event(CaptureEventKind::HostStacksUnavailable, 10)
+        .expect("unavailable row");
     assert!(e.detail.contains(PERMISSION_FIX), "{}", e.detail);
     let m = summary.manifest_text();
     assert!(
@@ -319,7 +323,7 @@ fn a_process_that_exits_is_retired_with_its_account_and_nothing_crashes() {
     s.flush();
     let out = sent(&rx);
     let e = out
-        .event(event::PROCESS, 10)
+        .event(CaptureEventKind::HostStacks, 10)
         .expect("written when it ended");
     assert_eq!(e.count, 2);
     let summary = s.finish();
@@ -347,7 +351,8 @@ fn a_process_that_execs_is_attached_again() {
     let p = &summary.processes[0];
     assert_eq!((p.execs, p.unread.as_ref()), (1, None));
     assert!(
-        out.event(event::NOT_PYTHON, 0).is_none(),
+        out.event(CaptureEventKind::HostStacksNotPython, 0)
+            .is_none(),
         "it runs Python now"
     );
 }
@@ -388,7 +393,9 @@ fn failed_reads_are_missed_samples_and_many_in_a_row_attach_again() {
     assert_eq!(p.missed, 6, "each failed read misses both threads");
     assert_eq!(p.samples, 4);
     let out = sent(&rx);
-    let e = out.event(event::MISSED, 10).expect("missed row");
+    let e = out
+        .event(CaptureEventKind::HostSamplesMissed, 10)
+        .expect("missed row");
     assert_eq!(e.count, 6);
     assert!(e.detail.contains("3 read(s) failed"), "{}", e.detail);
 
@@ -430,13 +437,15 @@ fn processes_without_python_are_counted_once_with_no_stacks() {
     let out = sent(&rx);
     let attaches = w.lock().expect("world").attaches.clone();
     assert_eq!(attaches.iter().filter(|p| **p == 20).count(), 1);
-    let e = out.event(event::NOT_PYTHON, 0).expect("one row for them");
+    let e = out
+        .event(CaptureEventKind::HostStacksNotPython, 0)
+        .expect("one row for them");
     assert_eq!(e.count, 3);
     assert!(e.detail.contains("nvcc, sh"), "{}", e.detail);
     assert_eq!(
         out.events
             .iter()
-            .filter(|e| e.event == event::NOT_PYTHON)
+            .filter(|e| e.is(CaptureEventKind::HostStacksNotPython))
             .count(),
         1
     );
@@ -477,8 +486,14 @@ fn an_unsupported_python_and_an_interpreter_that_never_starts_are_reported() {
     assert_eq!(by_pid(31).unread, None, "a slow start is waited for");
     assert!(by_pid(31).samples > 0);
     assert_eq!(by_pid(32).unread, Some(Unread::Failed));
-    assert!(out.event(event::UNAVAILABLE, 30).is_some());
-    assert!(out.event(event::UNAVAILABLE, 32).is_some());
+    assert!(
+        out.event(CaptureEventKind::HostStacksUnavailable, 30)
+            .is_some()
+    );
+    assert!(
+        out.event(CaptureEventKind::HostStacksUnavailable, 32)
+            .is_some()
+    );
     let attaches = w.lock().expect("world").attaches.clone();
     assert_eq!(
         attaches.iter().filter(|p| **p == 32).count(),
@@ -544,7 +559,11 @@ fn a_process_that_stops_being_readable_is_attached_again_and_named() {
     );
     assert_eq!(p.unread, Some(Unread::NoPermission));
     assert_eq!(w.lock().expect("world").attaches, vec![10, 10]);
-    assert!(sent(&rx).event(event::UNAVAILABLE, 10).is_some());
+    assert!(
+        sent(&rx)
+            .event(CaptureEventKind::HostStacksUnavailable, 10)
+            .is_some()
+    );
     assert!(
         summary.manifest_text().starts_with("on:"),
         "it was read for a while"
@@ -702,10 +721,13 @@ fn processes_without_python_are_read_natively_and_python_ones_get_their_native_l
     assert_eq!(native.len(), 3);
     assert!(native.iter().all(|x| x.gil == Gil::Unknown));
     assert!(
-        out.event(event::NOT_PYTHON, 0).is_none(),
+        out.event(CaptureEventKind::HostStacksNotPython, 0)
+            .is_none(),
         "a process read natively got stacks: it is not counted as unsampled"
     );
-    let e = out.event(event::PROCESS, 20).expect("a host_stacks row");
+    let e = out
+        .event(CaptureEventKind::HostStacks, 20)
+        .expect("a host_stacks row");
     assert!(
         e.detail.starts_with("native (perf task-clock) (sh)"),
         "{}",
@@ -738,7 +760,9 @@ fn processes_whose_native_frames_are_refused_are_counted_once_with_why() {
     let summary = s.finish();
     let out = sent(&rx);
     assert!(out.samples().is_empty());
-    let e = out.event(event::NOT_PYTHON, 0).expect("one row for them");
+    let e = out
+        .event(CaptureEventKind::HostStacksNotPython, 0)
+        .expect("one row for them");
     assert_eq!(e.count, 2);
     assert!(
         e.detail.contains("native frames could not be read") && e.detail.contains("refused"),
@@ -746,7 +770,8 @@ fn processes_whose_native_frames_are_refused_are_counted_once_with_why() {
         e.detail
     );
     assert!(
-        out.event(event::UNAVAILABLE, 20).is_none(),
+        out.event(CaptureEventKind::HostStacksUnavailable, 20)
+            .is_none(),
         "told once, not per process"
     );
     let m = summary.manifest_text();

@@ -353,6 +353,10 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
             hoststacks::MANIFEST_KEY.into(),
             hoststacks::start_text(args.host_stacks(), args.host.host_interval),
         );
+        manifest.host_stacks = Some(hoststacks::start_meta(
+            args.host_stacks(),
+            args.host.host_interval,
+        ));
     }
     let (heatmaps, relative) = prepared.heatmaps_for(&selection);
     for line in relative {
@@ -665,11 +669,11 @@ fn record_with(
         if let Some(h) = &host {
             m.extra
                 .insert(hoststacks::MANIFEST_KEY.into(), h.manifest_text());
+            m.host_stacks = Some(h.manifest_meta());
         } else if args.host_stacks() {
-            m.extra.insert(
-                hoststacks::MANIFEST_KEY.into(),
-                "off: the host-stack thread could not start".into(),
-            );
+            let (words, meta) = hoststacks::not_started(args.host.host_interval);
+            m.extra.insert(hoststacks::MANIFEST_KEY.into(), words);
+            m.host_stacks = Some(meta);
         }
     })?;
     watch.report(outcome.windows, &mut writer)?;

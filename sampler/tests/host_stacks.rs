@@ -8,7 +8,7 @@ use cufall_sampler::hoststacks::{
     AttachError, HostStacks, Options, ProcFs, PySpySource, StackSource, event, native, procs,
 };
 use cufall_sampler::pipeline::{SinkMsg, SinkShared, sink_main};
-use cufall_trace::model::{CaptureEventKind, FrameKind, Gil, Manifest};
+use cufall_trace::model::{CaptureEventKind, FrameKind, Gil, HostFrames, HostStacksMeta, Manifest};
 use cufall_trace::{Trace, TraceWriter, WriterOptions};
 use std::collections::HashSet;
 use std::io::BufRead;
@@ -288,6 +288,15 @@ fn probe_host_stacks_samples_every_python_process_of_the_program_and_info_tells(
             cufall_sampler::hoststacks::composite::FRAMES
         )
     );
+    // The same as values (trace format 1.4).
+    assert_eq!(
+        t.manifest().host_stacks,
+        Some(HostStacksMeta {
+            interval_ns: 2_000_000,
+            frames: HostFrames::Mixed,
+            off_reason: None,
+        })
+    );
     let info = assert_cmd::Command::cargo_bin("cufall")
         .expect("cufall")
         .arg("info")
@@ -365,6 +374,8 @@ fn host_flags_are_checked_before_anything_starts() {
         t.manifest().extra[event::MANIFEST_KEY],
         "off: --host-stacks off"
     );
+    let meta = t.manifest().host_stacks.as_ref().expect("the typed field");
+    assert_eq!(meta.off_reason.as_deref(), Some("--host-stacks off"));
     assert!(t.host_samples().expect("rows").is_empty());
 }
 

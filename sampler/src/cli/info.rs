@@ -90,7 +90,7 @@ fn host_stacks_info(
     events: &[cufall_trace::model::CaptureEvent],
 ) -> Result<Option<HostStacksInfo>> {
     use crate::hoststacks::event as ev;
-    let setting = trace.manifest().extra.get(ev::MANIFEST_KEY).cloned();
+    let setting = cufall_analysis::host::setting_words(trace.manifest());
     // Counted a segment at a time: an hour of samples is too many rows to hold at once; the
     // sets keep only distinct threads and stacks.
     let mut samples = 0u64;

@@ -5,5 +5,5 @@
 /// and refused (followed by why).
 pub const NATIVE_REFUSED: &str = "native frames could not be read";
 
-/// The manifest's `extra` key that says how host stacks were sampled, or why not.
-pub const MANIFEST_KEY: &str = "host_stacks";
+/// The manifest's `extra` key that says in words how host stacks were sampled, or why not.
+pub const MANIFEST_KEY: &str = cufall_trace::model::HostStacksMeta::EXTRA_KEY;

@@ -55,6 +55,7 @@ pub use source::{
 };
 
 use crate::duration::parse_positive_duration;
+use cufall_trace::model::{HostFrames, HostStacksMeta};
 use std::time::Duration;
 
 pub use event::MANIFEST_KEY;
@@ -94,12 +95,35 @@ fn parse_host_interval(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// The manifest's `host_stacks` as a recording starts (its end replaces it with what was
+/// Why `--host-stacks off` recordings have none.
+const SWITCHED_OFF: &str = "--host-stacks off";
+
+/// The manifest's `extra.host_stacks` as a recording starts (its end replaces it with what was
 /// found: [`HostSummary::manifest_text`]).
 pub fn start_text(on: bool, interval: Duration) -> String {
     if on {
         format!("on: {}, {}", report::rate_text(interval), composite::FRAMES)
     } else {
-        "off: --host-stacks off".into()
+        format!("off: {SWITCHED_OFF}")
     }
+}
+
+/// The manifest's `host_stacks` as a recording starts (its end replaces it with what was
+/// found: [`HostSummary::manifest_meta`]).
+pub fn start_meta(on: bool, interval: Duration) -> HostStacksMeta {
+    HostStacksMeta {
+        interval_ns: i64::try_from(interval.as_nanos()).unwrap_or(i64::MAX),
+        frames: HostFrames::Mixed,
+        off_reason: (!on).then(|| SWITCHED_OFF.to_string()),
+    }
+}
+
+/// The manifest's `host_stacks`, words and values, when the host-stack thread did not start.
+pub fn not_started(interval: Duration) -> (String, HostStacksMeta) {
+    let why = "the host-stack thread could not start";
+    let meta = HostStacksMeta {
+        off_reason: Some(why.to_string()),
+        ..start_meta(true, interval)
+    };
+    (format!("off: {why}"), meta)
 }

@@ -157,6 +157,7 @@ impl Sampler {
         let summary = HostSummary {
             interval_ns: u64::try_from(opts.interval.as_nanos()).unwrap_or(u64::MAX),
             frames: source.frames_kind().into(),
+            frame_kinds: source.frames(),
             ..HostSummary::default()
         };
         Sampler {

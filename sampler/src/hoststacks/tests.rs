@@ -10,7 +10,8 @@ use super::source::{
 use super::{HostStacks, Options};
 use crate::pipeline::SinkMsg;
 use cufall_trace::model::{
-    CaptureEvent, CaptureEventKind, FrameKind, Gil, HostSample, HostState, StackFrame,
+    CaptureEvent, CaptureEventKind, FrameKind, Gil, HostFrames, HostSample, HostStacksMeta,
+    HostState, StackFrame,
 };
 use std::collections::{HashMap, HashSet};
 use std::sync::mpsc::{Receiver, channel};
@@ -96,6 +97,9 @@ impl StackSource for FakeSource {
     }
     fn frames_kind(&self) -> &'static str {
         "python frames"
+    }
+    fn frames(&self) -> HostFrames {
+        HostFrames::Python
     }
 }
 
@@ -266,6 +270,14 @@ fn samples_name_stacks_sent_no_later_than_themselves() {
             .manifest_text()
             .starts_with("on: every 1ms (1000 Hz)")
     );
+    assert_eq!(
+        summary.manifest_meta(),
+        HostStacksMeta {
+            interval_ns: 1_000_000,
+            frames: HostFrames::Python,
+            off_reason: None,
+        }
+    );
 }
 
 #[test]
@@ -303,6 +315,10 @@ fn no_permission_is_reported_with_the_fix_and_the_recording_goes_on() {
         "{m}"
     );
     assert!(summary.lines().iter().any(|l| l.contains("not read")));
+    // The words' reason, as a value.
+    let meta = summary.manifest_meta();
+    assert_eq!(meta.off_reason.as_deref(), m.strip_prefix("off: "));
+    assert_eq!(meta.interval_ns, 1_000_000);
 }
 
 #[test]
@@ -590,6 +606,9 @@ impl StackSource for FakeNative {
     fn frames_kind(&self) -> &'static str {
         "native frames"
     }
+    fn frames(&self) -> HostFrames {
+        HostFrames::Native
+    }
     fn chains(&mut self, pid: u32) -> Option<Result<Box<dyn NativeChains>, AttachError>> {
         Some(if self.refuse {
             Err(AttachError::NativeUnavailable {
@@ -778,6 +797,10 @@ fn processes_whose_native_frames_are_refused_are_counted_once_with_why() {
     assert!(
         m.starts_with("off: no process of the program runs Python, and native frames could not be read: perf_event_open was refused"),
         "{m}"
+    );
+    assert_eq!(
+        summary.manifest_meta().off_reason.as_deref(),
+        m.strip_prefix("off: ")
     );
     assert!(
         summary.lines().iter().any(|l| l.contains(

@@ -19,7 +19,7 @@ pub mod summary;
 pub mod time;
 pub use event::{CaptureEventKind, CostKind};
 pub use summary::Summary;
-pub use time::{Nanos, nanos, nanos_u64};
+pub use time::{Nanos, nanos, nanos_u64, now_unix_ns};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -1,9 +1,9 @@
 //! What the round loop asks of the layer that reads another process's stacks: attach to a
 //! process, then read every thread's stack once per round. The real implementations are
-//! [`crate::hoststacks::pyspy`] (Python) and [`crate::hoststacks::native`] (perf events),
-//! joined by [`crate::hoststacks::composite`]; tests drive the loop with a fake.
+//! [`crate::pyspy`] (Python) and [`crate::native`] (perf events),
+//! joined by [`crate::composite`]; tests drive the loop with a fake.
 
-use cufall_trace::model::{FrameKind, Gil, HostFrames, HostState};
+use cufall_model::{FrameKind, Gil, HostFrames, HostState};
 
 /// One frame as read from the process, innermost first in [`ThreadStack::frames`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

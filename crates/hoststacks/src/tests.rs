@@ -3,13 +3,13 @@
 
 use super::procs::{Proc, ProcessTable};
 use super::report::{HostSummary, PERMISSION_FIX, ProcessReport, Unread};
+use super::sampler::HostMsg;
 use super::sampler::{ATTACH_TRIES, REATTACH_AFTER, Sampler};
 use super::source::{
     AttachError, Frame, NativeChains, ReadError, StackReader, StackSource, ThreadStack,
 };
 use super::{HostStacks, Options};
-use crate::pipeline::SinkMsg;
-use cufall_trace::model::{
+use cufall_model::{
     CaptureEvent, CaptureEventKind, FrameKind, Gil, HostFrames, HostSample, HostStacksMeta,
     HostState, StackFrame,
 };
@@ -160,7 +160,7 @@ fn thread(tid: u32, function: &str, line: u32) -> ThreadStack {
 }
 
 /// A world with one Python process 10 (one thread) and the loop over it.
-fn setup() -> (Shared, Sampler, Receiver<SinkMsg>) {
+fn setup() -> (Shared, Sampler, Receiver<HostMsg>) {
     let w: Shared = Arc::default();
     {
         let mut g = w.lock().expect("world");
@@ -209,13 +209,12 @@ fn report_of(summary: &HostSummary, pid: u32) -> &ProcessReport {
         .expect("reported")
 }
 
-fn sent(rx: &Receiver<SinkMsg>) -> Sent {
+fn sent(rx: &Receiver<HostMsg>) -> Sent {
     let mut out = Sent::default();
     for m in rx.try_iter() {
         match m {
-            SinkMsg::Host { stacks, samples } => out.batches.push((stacks, samples)),
-            SinkMsg::Capture(e) => out.events.extend(e),
-            _ => panic!("unexpected message"),
+            HostMsg::Stacks { stacks, samples } => out.batches.push((stacks, samples)),
+            HostMsg::Events(e) => out.events.extend(e),
         }
     }
     out
@@ -668,7 +667,7 @@ impl StackReader for FakeNativeReader {
 
 /// The loop over world `w` with the composite source: Python through the fake py-spy, the rest
 /// through the fake native reader.
-fn composite(w: &Shared, refuse: bool) -> (Sampler, Receiver<SinkMsg>) {
+fn composite(w: &Shared, refuse: bool) -> (Sampler, Receiver<HostMsg>) {
     let (tx, rx) = channel();
     let source = super::HostSource::with(
         Box::new(FakeSource(Arc::clone(w))),

@@ -8,7 +8,7 @@ use super::leaf::{Held, merge};
 use super::native::{FRAMES_KIND, NativeSource};
 use super::pyspy::PySpySource;
 use super::source::{AttachError, NativeChains, ReadError, StackReader, StackSource, ThreadStack};
-use cufall_trace::model::HostFrames;
+use cufall_model::HostFrames;
 use std::collections::HashMap;
 use std::time::Duration;
 

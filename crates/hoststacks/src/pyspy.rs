@@ -14,7 +14,7 @@
 
 use super::procs::{ProcFs, ProcessTable, may_read_memory};
 use super::source::{AttachError, Frame, ReadError, StackReader, StackSource, ThreadStack};
-use cufall_trace::model::{FrameKind, Gil, HostFrames, HostState};
+use cufall_model::{FrameKind, Gil, HostFrames, HostState};
 use py_spy::config::LockingStrategy;
 use py_spy::{Config, PythonSpy};
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 
 use super::event;
 use super::native::DESCRIBE;
-use cufall_trace::model::{CaptureEvent, CaptureEventKind, HostFrames, HostStacksMeta};
+use cufall_model::{CaptureEvent, CaptureEventKind, HostFrames, HostStacksMeta};
 use std::time::Duration;
 
 /// `1ms (1000 Hz)`.

@@ -36,7 +36,7 @@ use super::procs::{ProcFs, ProcessTable};
 use super::source::{
     AttachError, Frame, NativeChains, ReadError, StackReader, StackSource, ThreadStack,
 };
-use cufall_trace::model::{FrameKind, Gil, HostFrames, HostState};
+use cufall_model::{FrameKind, Gil, HostFrames, HostState};
 use events::{Budget, Slot, chain_frames_until, open_ring, placeholder};
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;

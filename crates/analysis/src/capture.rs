@@ -4,8 +4,8 @@
 //! kernels are missing says why long after the recording ended.
 //!
 //! The event names are [`CaptureEventKind`]'s (written by the capture library, the recorder
-//! and host stacks; listed in `docs/trace-format.md`). Routine events are not shown; an event this version
-//! does not know (a newer recorder's) is shown with the detail the recorder wrote.
+//! and host stacks; listed in `docs/trace-format.md`). Routine events are not shown; an event
+//! this version does not know (a newer recorder's) is shown with the detail the recorder wrote.
 
 use cufall_trace::model::event::names_a_cost;
 use cufall_trace::model::{CaptureEvent, CaptureEventKind};

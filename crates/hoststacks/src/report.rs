@@ -220,7 +220,8 @@ impl HostSummary {
         out
     }
 
-    /// Rows for the capture table (`CaptureEventKind::HostStacks` and its kin) of the processes in `reports`.
+    /// Rows for the capture table (`CaptureEventKind::HostStacks` and its kin) of the
+    /// processes in `reports`.
     pub fn events(reports: &[ProcessReport], t_ns: i64) -> Vec<CaptureEvent> {
         let mut out = Vec::new();
         for p in reports {

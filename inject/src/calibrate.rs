@@ -1,5 +1,5 @@
 //! What capture costs the program, measured once in each process at capture start and sent as
-//! `capture_cost_*` status rows (`cufall_capture::event::cost_event`), so that `cufall report`
+//! `capture_cost_*` status rows (`CaptureEventKind::Cost`), so that `cufall report`
 //! can say how much of a phase's host time cufall itself added.
 //!
 //! NVTX: a thread of our own calls the NVTX handlers the program calls (push, then pop: the
@@ -15,7 +15,7 @@
 //! as 0.
 
 use crate::delivery::{Hub, Scratch, hub};
-use cufall_capture::{Kinds, event};
+use cufall_capture::{CaptureEventKind, CostKind, Kinds};
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
@@ -103,15 +103,19 @@ pub fn nvtx_cost(rounds: &[f64]) -> Result<(u64, usize), String> {
 fn send_nvtx_cost(h: &'static Hub, cost: Result<(u64, usize), String>) {
     match cost {
         Ok((ns, rounds)) => h.status(
-            &event::cost_event("nvtx", true),
+            cost_row(CostKind::Nvtx, true),
             ns,
             &format!(
                 "{ns} ns per NVTX range: cufall's push and pop handlers, encoding and buffering, \
                  timed in the process (median of {rounds} rounds of {PAIRS_PER_ROUND} pairs)"
             ),
         ),
-        Err(why) => h.status(&event::cost_event("nvtx", false), 0, &why),
+        Err(why) => h.status(cost_row(CostKind::Nvtx, false), 0, &why),
     }
+}
+
+fn cost_row(kind: CostKind, measured: bool) -> CaptureEventKind {
+    CaptureEventKind::Cost { kind, measured }
 }
 
 /// Sends an unknown cost for each CUDA activity kind `kinds` captures (see the module docs).
@@ -120,12 +124,12 @@ pub fn cuda_kinds_unknown(h: &'static Hub, kinds: Kinds) {
                tracing costs microseconds per launch (docs/benchmarks.md)";
     let graphs = kinds.contains(Kinds::GRAPHS) || kinds.contains(Kinds::GRAPH_NODES);
     for (kind, on) in [
-        ("kernel", kinds.contains(Kinds::KERNELS)),
-        ("memcpy", kinds.contains(Kinds::MEMCPY)),
-        ("graph", graphs),
+        (CostKind::Kernel, kinds.contains(Kinds::KERNELS)),
+        (CostKind::Memcpy, kinds.contains(Kinds::MEMCPY)),
+        (CostKind::Graph, graphs),
     ] {
         if on {
-            h.status(&event::cost_event(kind, false), 0, why);
+            h.status(cost_row(kind, false), 0, why);
         }
     }
 }

@@ -18,7 +18,7 @@
 
 use crate::cupti;
 use crate::delivery::{hub, now_ns};
-use cufall_capture::{Frame, GraphKernel, Kinds, RangeTrigger, event};
+use cufall_capture::{CaptureEventKind, Frame, GraphKernel, Kinds, RangeTrigger};
 use libloading::os::unix::{Library, RTLD_LAZY};
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_void};
@@ -257,7 +257,7 @@ fn graph_instantiated(graph: *mut c_void, exec: *mut c_void) {
     };
     let Some(d) = driver() else {
         h.status(
-            event::GRAPH_CONTENTS_UNAVAILABLE,
+            CaptureEventKind::GraphContentsUnavailable,
             0,
             "libcuda's graph functions could not be found: graph launches are recorded without their kernels' names",
         );

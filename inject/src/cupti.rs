@@ -16,7 +16,9 @@ use cudarc::cupti::sys::{
     CUpti_ActivityGraphTrace2, CUpti_ActivityKernel10, CUpti_ActivityKind, CUpti_ActivityMemcpy6,
     CUpti_ActivityMemset4,
 };
-use cufall_capture::{Activity, Frame, Kinds, WireActivityKind, WireApiCall, WireApiDomain, event};
+use cufall_capture::{
+    Activity, CaptureEventKind, Frame, Kinds, WireActivityKind, WireApiCall, WireApiDomain,
+};
 use libloading::os::unix::{Library, RTLD_LAZY, RTLD_LOCAL};
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_void};
@@ -444,7 +446,7 @@ unsafe extern "C" fn buffer_completed(
             // SAFETY: writes the count of records CUPTI dropped for this context and stream.
             if unsafe { (api.dropped)(ctx, stream, &mut lost) } == SUCCESS && lost > 0 {
                 h.status(
-                    event::CUPTI_DROPPED,
+                    CaptureEventKind::CuptiDropped,
                     lost as u64,
                     &format!("stream {stream}: CUPTI ran out of buffer space"),
                 );

@@ -11,7 +11,7 @@
 //! (a new generation), opens its own connection, and leaves the parent's buffers untouched
 //! (their locks may have been held by threads that do not exist in the child).
 
-use cufall_capture::{Frame, Kinds, PROTOCOL_VERSION, RangeTrigger, encode};
+use cufall_capture::{CaptureEventKind, Frame, Kinds, PROTOCOL_VERSION, RangeTrigger, encode};
 use std::cell::RefCell;
 use std::io::Write;
 use std::os::unix::net::UnixStream;
@@ -186,10 +186,10 @@ impl Hub {
     }
 
     /// Appends a status frame now.
-    pub fn status(&'static self, event: &str, count: u64, detail: &str) {
+    pub fn status(&'static self, event: CaptureEventKind, count: u64, detail: &str) {
         self.send(&Frame::Status {
             t_ns: now_ns(),
-            event: event.into(),
+            event: event.as_str().into(),
             count,
             detail: detail.into(),
         });

@@ -22,7 +22,7 @@ pub mod delivery;
 pub mod ffi;
 pub mod nvtx;
 
-use cufall_capture::event;
+use cufall_capture::CaptureEventKind;
 use std::sync::Once;
 use std::time::Duration;
 
@@ -53,7 +53,7 @@ extern "C" fn after_fork_child() {
         delivery::after_fork_in_child();
         let h = delivery::hub();
         h.status(
-            event::FORKED,
+            CaptureEventKind::Forked,
             1,
             &format!(
                 "forked from process {}",
@@ -77,16 +77,20 @@ pub extern "C" fn InitializeInjection() -> i32 {
         if h.kinds.needs_cupti() {
             match cupti::attach(h.kinds) {
                 Ok(a) => {
-                    h.status(event::CUDA_ATTACHED, a.activity_kinds, &a.detail);
+                    h.status(CaptureEventKind::CudaAttached, a.activity_kinds, &a.detail);
                     calibrate::cuda_kinds_unknown(h, h.kinds);
                 }
-                Err(why) => h.status(event::CUPTI_UNAVAILABLE, 0, &why),
+                Err(why) => h.status(CaptureEventKind::CuptiUnavailable, 0, &why),
             }
         } else {
-            h.status(event::CUDA_ATTACHED, 0, "NVTX only: CUPTI not used");
+            h.status(
+                CaptureEventKind::CudaAttached,
+                0,
+                "NVTX only: CUPTI not used",
+            );
         }
         if let Err(why) = callbacks::attach(h.kinds, h.range.as_ref()) {
-            h.status(event::CALLBACKS_UNAVAILABLE, 0, &why);
+            h.status(CaptureEventKind::CallbacksUnavailable, 0, &why);
         }
     });
     1

@@ -10,7 +10,7 @@
 #![allow(unsafe_code)]
 
 use crate::delivery::{hub, now_ns};
-use cufall_capture::{Frame, Kinds, Name, Payload, Range, WireRangeKind, event};
+use cufall_capture::{CaptureEventKind, Frame, Kinds, Name, Payload, Range, WireRangeKind};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_void};
@@ -449,7 +449,7 @@ pub fn report_open_ranges() {
         .map_or(0, |m| m.as_ref().map_or(0, HashMap::len)) as u64;
     if pushes + started > 0 {
         h.status(
-            event::OPEN_RANGES,
+            CaptureEventKind::OpenRanges,
             pushes + started,
             &format!("{pushes} push/pop and {started} start/end range(s) never ended"),
         );
@@ -457,7 +457,7 @@ pub fn report_open_ranges() {
     let unmatched = UNMATCHED_POPS.load(Ordering::Relaxed);
     if unmatched > 0 {
         h.status(
-            event::UNMATCHED_POPS,
+            CaptureEventKind::UnmatchedPops,
             unmatched,
             "pops without a matching push",
         );
@@ -726,7 +726,7 @@ pub fn install(get_export_table: Option<GetExportTable>) -> i32 {
         return 0;
     }
     h.status(
-        event::NVTX_ATTACHED,
+        CaptureEventKind::NvtxAttached,
         1,
         &format!("{filled} NVTX entry points"),
     );

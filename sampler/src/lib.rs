@@ -44,12 +44,7 @@ pub mod spec;
 pub mod units;
 
 /// Nanoseconds since the Unix epoch (CLOCK_REALTIME), the clock of every trace timestamp.
-pub fn now_unix_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(cufall_trace::model::nanos)
-        .unwrap_or(0)
-}
+pub use cufall_trace::model::now_unix_ns;
 
 /// Turns a subcommand's result (an exit code) into the binary's `ExitCode`.
 pub fn exit_code(r: anyhow::Result<i32>) -> anyhow::Result<std::process::ExitCode> {

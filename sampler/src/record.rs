@@ -14,7 +14,7 @@ use crate::session::{self, CounterPolicy, Prepared, SessionConfig, Summary};
 use crate::spec::{self, MetricRequest, Selection};
 use crate::units::parse_devices;
 use anyhow::{Context, anyhow, bail};
-use cufall_capture::{Kinds, RangeTrigger};
+use cufall_capture::{CaptureEventKind, Kinds, RangeTrigger};
 use cufall_trace::model::Manifest;
 use cufall_trace::model::nanos;
 use cufall_trace::{TraceWriter, WriterOptions};
@@ -353,6 +353,10 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
             hoststacks::MANIFEST_KEY.into(),
             hoststacks::start_text(args.host_stacks(), args.host.host_interval),
         );
+        manifest.host_stacks = Some(hoststacks::start_meta(
+            args.host_stacks(),
+            args.host.host_interval,
+        ));
     }
     let (heatmaps, relative) = prepared.heatmaps_for(&selection);
     for line in relative {
@@ -570,7 +574,7 @@ impl WindowWatch {
         writer.append_capture(&[cufall_trace::model::CaptureEvent {
             t_ns: crate::now_unix_ns(),
             pid: 0,
-            event: cufall_capture::event::NO_WINDOW.into(),
+            event: CaptureEventKind::NoWindow.into(),
             count: 0,
             detail: why,
         }])?;
@@ -665,11 +669,11 @@ fn record_with(
         if let Some(h) = &host {
             m.extra
                 .insert(hoststacks::MANIFEST_KEY.into(), h.manifest_text());
+            m.host_stacks = Some(h.manifest_meta());
         } else if args.host_stacks() {
-            m.extra.insert(
-                hoststacks::MANIFEST_KEY.into(),
-                "off: the host-stack thread could not start".into(),
-            );
+            let (words, meta) = hoststacks::not_started(args.host.host_interval);
+            m.extra.insert(hoststacks::MANIFEST_KEY.into(), words);
+            m.host_stacks = Some(meta);
         }
     })?;
     watch.report(outcome.windows, &mut writer)?;

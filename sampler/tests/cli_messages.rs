@@ -55,7 +55,7 @@ fn manifest_edits_say_what_is_wrong() {
     edit_manifest(&t, |m| m["schema_version"] = serde_json::json!(1.1));
     let err = info(&t);
     assert!(
-        err.contains("schema_version is the number 1.1, where cufall writes a string of MAJOR.MINOR (`\"1.3\"`)"),
+        err.contains("schema_version is the number 1.1, where cufall writes a string of MAJOR.MINOR (`\"1.4\"`)"),
         "{err}"
     );
     assert!(!err.contains("``"), "{err}");
@@ -259,7 +259,7 @@ fn an_offset_past_the_trace_clock_is_shown_as_typed() {
     assert!(!err.contains("153722867m"), "{err}");
 }
 
-/// A trace marked 1.4 whose NVTX table holds a range kind this cufall does not know: the
+/// A trace marked 1.5 whose NVTX table holds a range kind this cufall does not know: the
 /// commands warn and go on, as the versioning rules say.
 #[test]
 fn a_newer_minor_value_is_a_warning_not_damage() {
@@ -291,15 +291,15 @@ fn a_newer_minor_value_is_a_warning_not_damage() {
         "{damage}"
     );
 
-    edit_manifest(&t, |m| m["schema_version"] = "1.4".into());
+    edit_manifest(&t, |m| m["schema_version"] = "1.5".into());
     let out = cufall().arg("report").arg(&t).assert().success();
     let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
     assert!(
-        stdout.contains("trace format 1.4 is newer than this cufall's 1.3"),
+        stdout.contains("trace format 1.5 is newer than this cufall's 1.4"),
         "{stdout}"
     );
     assert!(
-        stdout.contains("1 row of the nvtx table has a kind added after trace format 1.3 (`scope` (1)): it is left out"),
+        stdout.contains("1 row of the nvtx table has a kind added after trace format 1.4 (`scope` (1)): it is left out"),
         "{stdout}"
     );
     let out = cufall().arg("info").arg(&t).assert().success();

@@ -8,7 +8,7 @@ use cufall_sampler::hoststacks::{
     AttachError, HostStacks, Options, ProcFs, PySpySource, StackSource, event, native, procs,
 };
 use cufall_sampler::pipeline::{SinkMsg, SinkShared, sink_main};
-use cufall_trace::model::{FrameKind, Gil, Manifest};
+use cufall_trace::model::{CaptureEventKind, FrameKind, Gil, HostFrames, HostStacksMeta, Manifest};
 use cufall_trace::{Trace, TraceWriter, WriterOptions};
 use std::collections::HashSet;
 use std::io::BufRead;
@@ -198,7 +198,7 @@ fn a_real_python_function_its_file_line_and_thread_are_in_the_trace() {
     assert!(
         events
             .iter()
-            .any(|e| e.event == event::PROCESS && e.detail.contains("python 3.")),
+            .any(|e| e.is(CaptureEventKind::HostStacks) && e.detail.contains("python 3.")),
         "{events:?}"
     );
 }
@@ -267,8 +267,10 @@ fn probe_host_stacks_samples_every_python_process_of_the_program_and_info_tells(
     // are allowed, else counted as not sampled.
     let native = events
         .iter()
-        .find(|e| e.event == event::PROCESS && e.detail.starts_with(native::DESCRIBE));
-    let not_python = events.iter().find(|e| e.event == event::NOT_PYTHON);
+        .find(|e| e.is(CaptureEventKind::HostStacks) && e.detail.starts_with(native::DESCRIBE));
+    let not_python = events
+        .iter()
+        .find(|e| e.is(CaptureEventKind::HostStacksNotPython));
     match (native, not_python) {
         (Some(e), _) => assert!(
             e.detail.contains("sh") || e.detail.contains("sleep"),
@@ -285,6 +287,15 @@ fn probe_host_stacks_samples_every_python_process_of_the_program_and_info_tells(
             "on: every 2ms (500 Hz), {}",
             cufall_sampler::hoststacks::composite::FRAMES
         )
+    );
+    // The same as values (trace format 1.4).
+    assert_eq!(
+        t.manifest().host_stacks,
+        Some(HostStacksMeta {
+            interval_ns: 2_000_000,
+            frames: HostFrames::Mixed,
+            off_reason: None,
+        })
     );
     let info = assert_cmd::Command::cargo_bin("cufall")
         .expect("cufall")
@@ -363,6 +374,8 @@ fn host_flags_are_checked_before_anything_starts() {
         t.manifest().extra[event::MANIFEST_KEY],
         "off: --host-stacks off"
     );
+    let meta = t.manifest().host_stacks.as_ref().expect("the typed field");
+    assert_eq!(meta.off_reason.as_deref(), Some("--host-stacks off"));
     assert!(t.host_samples().expect("rows").is_empty());
 }
 
@@ -423,7 +436,7 @@ fn a_program_cufall_may_not_read_is_recorded_without_stacks_and_info_says_why() 
     let events = t.capture_events().expect("events");
     let e = events
         .iter()
-        .find(|e| e.event == event::UNAVAILABLE)
+        .find(|e| e.is(CaptureEventKind::HostStacksUnavailable))
         .unwrap_or_else(|| panic!("{events:?}"));
     assert!(
         e.detail.contains("no permission") && e.detail.contains("SYS_PTRACE"),

@@ -59,6 +59,12 @@ if want phases; then
   host_section "$T/torch-phases-host.cufall" 60
   check "draft → verify gaps: the host in torch_phases.py:64 (the sleep)" \
     bash -c "grep -A6 'draft → verify' '$R/torch-phases-host.report.txt' | grep -q 'main (torch_phases.py) [0-9]*% waiting \[:64 '"
+  check "the manifest's host_stacks (format 1.4): every 1 ms, mixed frames, on" \
+    $PY -c "import json, sys; h = json.load(open(sys.argv[1]))['host_stacks']; assert (h['interval_ns'], h['frames'], h.get('off_reason')) == (1000000, 'mixed', None), h" \
+    "$T/torch-phases-host.cufall/manifest.json"
+  check "report: the host interval is the one asked for" \
+    $PY -c "import json, sys; h = json.load(open(sys.argv[1]))['host']; assert (h['interval_ns'], h['interval_source']) == (1000000, 'asked'), h" \
+    "$R/torch-phases-host.report.json"
   "$C" info "$T/torch-phases-host.cufall" | grep -i "host" | head -8
   du -sh "$T/torch-phases-host.cufall"
   keep "$T/torch-phases-host.cufall"

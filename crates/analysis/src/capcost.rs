@@ -10,7 +10,9 @@
 //! phase's cost unknown, never 0; the calibrated kinds' part is still given. A recording made
 //! before capture was calibrated has no cost rows: its cost is unknown everywhere.
 
-use cufall_trace::model::{ActivityKind, CaptureEvent, KernelRecord, NvtxRange};
+use cufall_trace::model::{
+    ActivityKind, CaptureEvent, CaptureEventKind, CostKind, KernelRecord, NvtxRange,
+};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -39,13 +41,13 @@ const KINDS: [EventKind; 5] = [
 ];
 
 impl EventKind {
-    /// The kind's name in the `capture_cost_<name>` rows; `None`: no row measures it.
-    fn row_name(self) -> Option<&'static str> {
+    /// The kind of the `capture_cost_<kind>` rows that measure it; `None`: no row does.
+    fn cost_kind(self) -> Option<CostKind> {
         match self {
-            EventKind::Nvtx => Some("nvtx"),
-            EventKind::Kernel => Some("kernel"),
-            EventKind::Memcpy => Some("memcpy"),
-            EventKind::Graph => Some("graph"),
+            EventKind::Nvtx => Some(CostKind::Nvtx),
+            EventKind::Kernel => Some(CostKind::Kernel),
+            EventKind::Memcpy => Some(CostKind::Memcpy),
+            EventKind::Graph => Some(CostKind::Graph),
             EventKind::GraphNode => None,
         }
     }
@@ -181,19 +183,20 @@ impl Counts {
 
 /// Each kind's cost from the `capture_cost_*` rows (other rows are ignored).
 pub fn kind_costs(events: &[CaptureEvent]) -> Vec<KindCost> {
-    let prefix = "capture_cost_";
     KINDS
         .iter()
         .filter_map(|kind| {
-            let name = kind.row_name()?;
-            let measured = format!("{prefix}{name}");
-            let unknown = format!("{prefix}{name}_unknown");
+            let cost = kind.cost_kind()?;
+            let row = |measured| CaptureEventKind::Cost {
+                kind: cost,
+                measured,
+            };
             // A row that says 0 ns measured nothing: read as unknown.
             let ok: Vec<&CaptureEvent> = events
                 .iter()
-                .filter(|e| e.event == measured && e.count > 0)
+                .filter(|e| e.is(row(true)) && e.count > 0)
                 .collect();
-            let bad = events.iter().find(|e| e.event == unknown);
+            let bad = events.iter().find(|e| e.is(row(false)));
             if ok.is_empty() {
                 return bad.map(|b| KindCost {
                     kind: *kind,

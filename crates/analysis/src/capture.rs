@@ -3,12 +3,12 @@
 //! means and what to do. `cufall info` and `cufall report` show them, so that a recording whose
 //! kernels are missing says why long after the recording ended.
 //!
-//! The event names are the capture library's and the recorder's (`cufall_capture::event`,
-//! listed in `docs/trace-format.md`); they are matched here by their text because this crate
-//! does not depend on the capture crate. Routine events are not shown; an event this version
-//! does not know (a newer recorder's) is shown with the detail the recorder wrote.
+//! The event names are [`CaptureEventKind`]'s (written by the capture library, the recorder
+//! and host stacks; listed in `docs/trace-format.md`). Routine events are not shown; an event
+//! this version does not know (a newer recorder's) is shown with the detail the recorder wrote.
 
-use cufall_trace::model::CaptureEvent;
+use cufall_trace::model::event::names_a_cost;
+use cufall_trace::model::{CaptureEvent, CaptureEventKind};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -46,13 +46,13 @@ pub struct CaptureLine {
 
 /// Events that say capture ran as it should: never shown (`graph_contents` is shown with the
 /// graph launches it describes, in the report's kernel tables).
-const ROUTINE: &[&str] = &[
-    "cuda_attached",
-    "nvtx_attached",
-    "forked",
-    "graph_contents",
+const ROUTINE: &[CaptureEventKind] = &[
+    CaptureEventKind::CudaAttached,
+    CaptureEventKind::NvtxAttached,
+    CaptureEventKind::Forked,
+    CaptureEventKind::GraphContents,
     // One per process whose host stacks were read (`record --host-stacks`).
-    "host_stacks",
+    CaptureEventKind::HostStacks,
 ];
 
 /// What a CUDA graph runs, as the recorder learnt it when the graph was instantiated (a
@@ -75,7 +75,7 @@ pub struct GraphContents {
 pub fn graph_contents(events: &[CaptureEvent]) -> Vec<GraphContents> {
     events
         .iter()
-        .filter(|e| e.event == "graph_contents")
+        .filter(|e| e.is(CaptureEventKind::GraphContents))
         .filter_map(|e| parse_graph_contents(e.pid, e.count, &e.detail))
         .collect()
 }
@@ -114,7 +114,8 @@ pub fn capture_lines(events: &[CaptureEvent]) -> Vec<CaptureLine> {
     let mut by: BTreeMap<&str, Vec<&CaptureEvent>> = BTreeMap::new();
     for e in events {
         // Capture's cost rows are the report's CAPTURE COST section (`crate::capcost`).
-        if !ROUTINE.contains(&e.event.as_str()) && !e.event.starts_with("capture_cost_") {
+        let routine = e.kind().is_some_and(|k| ROUTINE.contains(&k));
+        if !routine && !names_a_cost(&e.event) {
             by.entry(e.event.as_str()).or_default().push(e);
         }
     }
@@ -139,7 +140,7 @@ pub fn capture_lines(events: &[CaptureEvent]) -> Vec<CaptureLine> {
         })
         .collect();
     // One process's own windows are the windows themselves: said only for several.
-    out.retain(|l| l.event != "process_window" || l.pids.len() > 1);
+    out.retain(|l| l.event != CaptureEventKind::ProcessWindow.as_str() || l.pids.len() > 1);
     out.sort_by(|a, b| a.severity.cmp(&b.severity).then(a.event.cmp(&b.event)));
     out
 }
@@ -150,13 +151,16 @@ fn known(
     count: u64,
     processes: usize,
 ) -> (Severity, Option<String>, Option<&'static str>) {
-    if let Some(k) = known_window(event, count, processes) {
+    let Some(kind) = CaptureEventKind::parse(event) else {
+        return (Severity::Unknown, None, None);
+    };
+    if let Some(k) = known_window(kind, count, processes) {
         return k;
     }
     let problem =
         |meaning: String, fix: &'static str| (Severity::Problem, Some(meaning), Some(fix));
-    match event {
-        "no_activity_records" => problem(
+    match kind {
+        CaptureEventKind::NoActivity => problem(
             format!(
                 "kernel capture was set up in {} but no kernel or copy records arrived",
                 processes_text(processes)
@@ -165,11 +169,11 @@ fn known(
              took CUPTI's activity buffers, which CUPTI gives to one client only, or the process \
              ran no GPU work: record without the other profiler",
         ),
-        "cupti_records_dropped" => problem(
+        CaptureEventKind::CuptiDropped => problem(
             format!("CUPTI dropped {count} activity record(s): kernels or copies are missing"),
             "record fewer kinds (`--capture nvtx,kernels`) or a shorter run",
         ),
-        "ended_without_goodbye" => problem(
+        CaptureEventKind::NoGoodbye => problem(
             format!(
                 "{} ended without flushing capture (killed, crashed, _exit, or still running when \
                  the recording closed)",
@@ -178,39 +182,39 @@ fn known(
             "records of its last flush period (about 100 ms) may be missing; let the program \
              exit normally before the recording ends",
         ),
-        "open_ranges_at_exit" => problem(
+        CaptureEventKind::OpenRanges => problem(
             format!("{count} NVTX range(s) were still open when their process exited"),
             "they are not in the trace (never invented): pop every push and end every start \
              before the program exits",
         ),
-        "unmatched_pops" => problem(
+        CaptureEventKind::UnmatchedPops => problem(
             format!("{count} NVTX pop(s) had no matching push"),
             "the program pops more ranges than it pushes: phases around them may be cut short",
         ),
-        "not_injected" => problem(
+        CaptureEventKind::NotInjected => problem(
             "the program was started without part of capture".to_string(),
             "unset the other tool's injection variable named below to capture everything",
         ),
-        "cupti_unavailable" => problem(
+        CaptureEventKind::CuptiUnavailable => problem(
             "kernel, copy or API capture was asked for but CUPTI could not be used: only NVTX \
              ranges were captured"
                 .to_string(),
             "kernel capture needs CUDA 13's CUPTI in the program (docs/capture.md)",
         ),
-        "no_cuda_seen" => problem(
+        CaptureEventKind::NoCuda => problem(
             "no process of the program initialised CUDA or called NVTX: nothing was captured"
                 .to_string(),
             "check that the program uses the GPU, and that the capture library loads in it \
              (docs/troubleshooting.md)",
         ),
-        "no_capture_window" => problem(
+        CaptureEventKind::NoWindow => problem(
             "a capture range was asked for and no window opened: the trace holds no samples"
                 .to_string(),
             "the program must call cudaProfilerStart (torch.cuda.profiler.start()) or begin the \
              named NVTX range; or record with --capture-range signal and open the window with \
              `cufall control start` (docs/server.md)",
         ),
-        "broken_capture_stream" => problem(
+        CaptureEventKind::BrokenStream => problem(
             format!(
                 "{} sent bytes that are not capture's wire format, or beyond its bounds: the \
                  connection was closed and its later records are missing",
@@ -218,7 +222,7 @@ fn known(
             ),
             "use the capture library of the same build as cufall (docs/capture.md)",
         ),
-        "cupti_callbacks_unavailable" => problem(
+        CaptureEventKind::CallbacksUnavailable => problem(
             format!(
                 "capture could not subscribe to CUPTI's callbacks in {}: no cudaProfilerStart \
                  windows and no graph contents there",
@@ -227,7 +231,7 @@ fn known(
             "another CUPTI tool in the program holds CUPTI's one callback subscriber: run \
              without it",
         ),
-        "host_stacks_unavailable" => problem(
+        CaptureEventKind::HostStacksUnavailable => problem(
             format!(
                 "the host stacks of {} could not be read: the host's share of their gaps is \
                  unknown",
@@ -237,7 +241,7 @@ fn known(
              as root with CAP_SYS_PTRACE (docker: --cap-add SYS_PTRACE), or set \
              kernel.yama.ptrace_scope to 0 (docs/host-stacks.md)",
         ),
-        _ => match known_info(event, count) {
+        _ => match known_info(kind, count) {
             Some(meaning) => (Severity::Info, Some(meaning), None),
             None => (Severity::Unknown, None, None),
         },
@@ -246,12 +250,12 @@ fn known(
 
 /// The windows of single processes (a server's workers each opening their own).
 fn known_window(
-    event: &str,
+    kind: CaptureEventKind,
     count: u64,
     processes: usize,
 ) -> Option<(Severity, Option<String>, Option<&'static str>)> {
-    Some(match event {
-        "window_open_at_exit" => (
+    Some(match kind {
+        CaptureEventKind::WindowOpenAtExit => (
             Severity::Problem,
             Some(format!(
                 "{} exited with its capture window open (a cudaProfilerStart without its \
@@ -264,7 +268,7 @@ fn known_window(
                  /stop_profile): the trace holds that process's window only up to its exit",
             ),
         ),
-        "process_window" => (
+        CaptureEventKind::ProcessWindow => (
             Severity::Info,
             Some(format!(
                 "{} opened capture windows of their own ({:.3} s in all); the trace keeps \
@@ -279,30 +283,30 @@ fn known_window(
 }
 
 /// The meaning of the informational event kinds this version knows.
-fn known_info(event: &str, count: u64) -> Option<String> {
-    Some(match event {
-        "capture_window" => format!(
+fn known_info(kind: CaptureEventKind, count: u64) -> Option<String> {
+    Some(match kind {
+        CaptureEventKind::Window => format!(
             "the recording kept capture windows only, {:.3} s in all: nothing outside them is in \
              the trace",
             count as f64 / 1e9
         ),
-        "untimed_records" => format!(
+        CaptureEventKind::Untimed => format!(
             "CUPTI delivered {count} kernel, copy or call record(s) without timestamps; they are \
              left out"
         ),
-        "host_samples_missed" => format!(
+        CaptureEventKind::HostSamplesMissed => format!(
             "{count} host stack sample(s) were missed (late rounds, unreadable threads): the \
              host's shares count that time as unsampled"
         ),
-        "host_stacks_not_python" => format!(
+        CaptureEventKind::HostStacksNotPython => format!(
             "{} of the program run no Python and got no host stacks (their native frames were \
              not read; `cufall info` and the capture table's detail say why)",
             processes_text(usize::try_from(count).unwrap_or(usize::MAX))
         ),
-        "graph_contents_unavailable" => {
+        CaptureEventKind::GraphContentsUnavailable => {
             "graph launches are recorded without their kernels' names".to_string()
         }
-        "quiet_processes" => format!(
+        CaptureEventKind::Quiet => format!(
             "{} of the program never started GPU work or sent records (helpers such as \
              data-loader workers)",
             processes_text(usize::try_from(count).unwrap_or(usize::MAX))
@@ -336,7 +340,11 @@ pub fn line_text(l: &CaptureLine) -> String {
     };
     match (&l.meaning, l.fix) {
         (Some(m), Some(fix)) => {
-            let detail = if l.event == "not_injected" || l.event == "cupti_unavailable" {
+            let shows_detail = matches!(
+                CaptureEventKind::parse(&l.event),
+                Some(CaptureEventKind::NotInjected | CaptureEventKind::CuptiUnavailable)
+            );
+            let detail = if shows_detail {
                 format!(" [{}]", l.detail)
             } else {
                 String::new()

@@ -34,7 +34,8 @@ use crate::gaps::{GapPart, KernelCoverage};
 use crate::phases::{Phases, Place, SegPhases, slot_paths, slots_of};
 use crate::thresholds::HOST_BOUND_FROM;
 use cufall_trace::model::{
-    ApiCall, DeviceId, FrameKind, Gil, HostSample, HostState, NvtxRange, StackFrame,
+    ApiCall, DeviceId, FrameKind, Gil, HostFrames, HostSample, HostStacksMeta, HostState, Manifest,
+    Nanos, NvtxRange, StackFrame,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -49,7 +50,7 @@ pub const WAITING_FROM: f64 = 0.5;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum IntervalSource {
-    /// The rate the recording asked for (`manifest.extra.host_stacks` names `N Hz`).
+    /// The interval the recording asked for ([`asked_interval_ns`]).
     Asked,
     /// The median time between consecutive samples of one thread.
     Observed,
@@ -274,9 +275,69 @@ struct StackFrames {
     cause: Option<(HostCause, NameKey)>,
 }
 
+/// The host-stack interval the recording asked for: the manifest's `host_stacks.interval_ns`
+/// (trace format 1.4 on), else the rate the words of `extra.host_stacks` name (older traces);
+/// `None` when neither gives one a sampler runs at.
+pub fn asked_interval_ns(m: &Manifest) -> Option<i64> {
+    match &m.host_stacks {
+        // One sample in 1000 s at most, as for the words.
+        Some(h) => (1..=1_000_000_000_000)
+            .contains(&h.interval_ns)
+            .then_some(h.interval_ns),
+        None => interval_from_words(m.extra.get(HostStacksMeta::EXTRA_KEY).map(String::as_str)),
+    }
+}
+
+/// Why host stacks are off: the manifest's `host_stacks.off_reason` (trace format 1.4 on), else
+/// the words of `extra.host_stacks` after `off:` (older traces); `None` when they were on, or
+/// the trace does not say.
+pub fn stacks_off(m: &Manifest) -> Option<String> {
+    let why = match &m.host_stacks {
+        Some(h) => h.off_reason.clone()?,
+        None => {
+            let words = m.extra.get(HostStacksMeta::EXTRA_KEY)?.trim();
+            words
+                .strip_prefix("off")?
+                .trim_start_matches(':')
+                .to_string()
+        }
+    };
+    let why = why.trim();
+    Some(if why.is_empty() {
+        "no reason given".to_string()
+    } else {
+        why.to_string()
+    })
+}
+
+/// How host stacks were sampled, or why not, in words: `extra.host_stacks` as the recorder
+/// wrote it, else (a trace with the manifest's `host_stacks` alone) words made from its values
+/// (`on: every 1.00 ms (1000 Hz), mixed frames`, `off: <why>`); `None` when the trace says
+/// neither.
+pub fn setting_words(m: &Manifest) -> Option<String> {
+    if let Some(words) = m.extra.get(HostStacksMeta::EXTRA_KEY) {
+        return Some(words.clone());
+    }
+    let h = m.host_stacks.as_ref()?;
+    if let Some(why) = stacks_off(m) {
+        return Some(format!("off: {why}"));
+    }
+    let frames = match h.frames {
+        HostFrames::Python => "python frames",
+        HostFrames::Native => "native frames",
+        HostFrames::Mixed => "python frames with their native frames, native frames without python",
+        HostFrames::Other => "frames of a kind this cufall does not know",
+    };
+    let rate = match asked_interval_ns(m) {
+        Some(ns) => format!("every {} ({:.0} Hz)", Nanos(ns), 1e9 / ns as f64),
+        None => "at an interval that cannot be true".to_string(),
+    };
+    Some(format!("on: {rate}, {frames}"))
+}
+
 /// The interval of `extra.host_stacks` when it names a rate, a number followed by `Hz`
 /// (`on: every 1ms (1000 Hz), python frames only`; `1000 Hz`).
-fn asked_interval_ns(host_stacks: Option<&str>) -> Option<i64> {
+fn interval_from_words(host_stacks: Option<&str>) -> Option<i64> {
     let words: Vec<&str> = host_stacks?.split_whitespace().collect();
     let hz: f64 = words.windows(2).find_map(|w| {
         let number = w[0].trim_start_matches('(');
@@ -316,16 +377,16 @@ fn observed_interval_ns(samples: &[Sample]) -> Option<i64> {
 }
 
 impl HostIndex {
-    /// `None` when the trace has no host samples. `host_stacks` is the manifest's
-    /// `extra.host_stacks`.
+    /// `None` when the trace has no host samples. `asked_interval_ns` is the recording's
+    /// ([`asked_interval_ns`]); without one the samples' spacing gives the interval.
     pub fn build(
         stacks: &[StackFrame],
         samples: &[HostSample],
-        host_stacks: Option<&str>,
+        asked_interval_ns: Option<i64>,
     ) -> Option<HostIndex> {
         let mut b = HostIndexBuilder::new(stacks);
         b.add(samples);
-        b.finish(host_stacks)
+        b.finish(asked_interval_ns)
     }
 
     /// The samples with `start <= t < end`.
@@ -513,14 +574,15 @@ impl HostIndexBuilder {
         }
     }
 
-    /// `None` when no sample was added. `host_stacks` is the manifest's `extra.host_stacks`.
-    pub fn finish(self, host_stacks: Option<&str>) -> Option<HostIndex> {
+    /// `None` when no sample was added. `asked_interval_ns` is the recording's
+    /// ([`asked_interval_ns`]); without one the samples' spacing gives the interval.
+    pub fn finish(self, asked_interval_ns: Option<i64>) -> Option<HostIndex> {
         if self.samples.is_empty() {
             return None;
         }
         let mut resolved = self.samples;
         resolved.sort_by_key(|s| (s.t_ns, s.thread));
-        let (interval_ns, interval_source) = match asked_interval_ns(host_stacks) {
+        let (interval_ns, interval_source) = match asked_interval_ns {
             Some(i) => (i, IntervalSource::Asked),
             None => (
                 // One sample a thread: no spacing to observe; the recorder's default, 1 kHz.
@@ -1306,8 +1368,7 @@ mod tests {
 
     /// The classes of `gaps` over a run without phases, API launches by `launcher`.
     fn classes(samples: &[HostSample], gaps: &[GapPart], launcher: u32) -> Vec<HostClass> {
-        let ix = HostIndex::build(&stacks(), samples, Some("100000000 Hz, python frames"))
-            .expect("samples");
+        let ix = HostIndex::build(&stacks(), samples, Some(10)).expect("samples");
         let phases = Phases::build(&[]);
         let index = SegPhases::build(&phases);
         let api = [ApiCall {
@@ -1341,13 +1402,13 @@ mod tests {
             .collect();
         samples.push(sample(15, 4, 99, false)); // a stack the table lacks
         let gaps = [gap(0, 120), gap(200, 330)];
-        let whole = HostIndex::build(&stacks(), &samples, Some("100000000 Hz")).expect("samples");
+        let whole = HostIndex::build(&stacks(), &samples, Some(10)).expect("samples");
         let mut b = HostIndexBuilder::new(&stacks());
         for part in samples.chunks(7).rev() {
             b.add(part);
         }
         b.add(&[]);
-        let parts = b.finish(Some("100000000 Hz")).expect("samples");
+        let parts = b.finish(Some(10)).expect("samples");
         let fold = |ix: &HostIndex| {
             let phases = Phases::build(&[]);
             let index = SegPhases::build(&phases);
@@ -1503,7 +1564,7 @@ mod tests {
         let samples: Vec<HostSample> = (0..50)
             .map(|i| sample(i * 10, 1, 1 + (i / 10) as u64, i / 10 == 1))
             .collect();
-        let ix = HostIndex::build(&stacks, &samples, Some("100000000 Hz")).expect("samples");
+        let ix = HostIndex::build(&stacks, &samples, Some(10)).expect("samples");
         let phases = Phases::build(&[]);
         let index = SegPhases::build(&phases);
         let l = Launchers::build(&phases, &index, 1, &[], &[]);
@@ -1542,7 +1603,7 @@ mod tests {
         let samples: Vec<HostSample> = (0..20)
             .map(|i| sample(i * 10, 1, if i < 10 { 1 } else { 2 }, i >= 10))
             .collect();
-        let mut ix = HostIndex::build(&stacks(), &samples, Some("100000000 Hz")).expect("samples");
+        let mut ix = HostIndex::build(&stacks(), &samples, Some(10)).expect("samples");
         ix.set_api(&[ApiCall {
             name: "cudaMemcpyAsync".into(),
             start_ns: 50,
@@ -1661,7 +1722,7 @@ mod tests {
         let mut samples: Vec<HostSample> = (0..5).map(|i| in_pid(7, 1, i * 10, false)).collect();
         samples.extend((0..3).map(|i| in_pid(8, 2, i * 10, false)));
         samples.extend((0..9).map(|i| in_pid(8, 3, i * 10, true)));
-        let ix = HostIndex::build(&stacks(), &samples, Some("100000000 Hz")).expect("samples");
+        let ix = HostIndex::build(&stacks(), &samples, Some(10)).expect("samples");
         let phases = Phases::build(&[]);
         let index = SegPhases::build(&phases);
         let with = |pids: &[(u32, u64)]| {
@@ -1722,12 +1783,12 @@ mod tests {
     #[test]
     fn the_interval_is_the_asked_rate_else_the_observed_median() {
         assert_eq!(
-            asked_interval_ns(Some("1000 Hz, python frames")),
+            interval_from_words(Some("1000 Hz, python frames")),
             Some(1_000_000)
         );
-        assert_eq!(asked_interval_ns(Some("250.5 Hz")), Some(3_992_016));
+        assert_eq!(interval_from_words(Some("250.5 Hz")), Some(3_992_016));
         assert_eq!(
-            asked_interval_ns(Some("on: every 100us (10000 Hz), python frames only")),
+            interval_from_words(Some("on: every 100us (10000 Hz), python frames only")),
             Some(100_000)
         );
         for bad in [
@@ -1740,13 +1801,13 @@ mod tests {
             "NaN Hz",
             "1e300 Hz",
         ] {
-            assert_eq!(asked_interval_ns(Some(bad)), None, "{bad}");
+            assert_eq!(interval_from_words(Some(bad)), None, "{bad}");
         }
         let samples: Vec<HostSample> = [0, 10, 20, 35, 45, 1000]
             .iter()
             .map(|t| sample(*t, 1, 1, false))
             .collect();
-        let ix = HostIndex::build(&stacks(), &samples, Some("off: nothing")).expect("samples");
+        let ix = HostIndex::build(&stacks(), &samples, None).expect("samples");
         assert_eq!(
             (ix.interval_ns, ix.interval_source),
             (10, IntervalSource::Observed)

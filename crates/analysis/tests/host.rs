@@ -2,7 +2,7 @@
 //! `cufall_testkit::fixture` for the timeline and the threads' stacks).
 
 use cufall_analysis::diff::{build_diff, diff_text};
-use cufall_analysis::host::{HostClass, HostScope, LaunchingFrom};
+use cufall_analysis::host::{self, HostClass, HostScope, IntervalSource, LaunchingFrom};
 use cufall_analysis::render::report_text;
 use cufall_analysis::report::Report;
 use cufall_analysis::{ReportOptions, build_report};
@@ -165,6 +165,72 @@ fn the_recorder_s_reason_for_no_stacks_is_shown() {
              (kernel.yama.ptrace_scope is 1)): where the host was during the gaps is not known"
         ),
         "{text}"
+    );
+}
+
+/// Trace format 1.4's typed `host_stacks` field, in a trace with no words in
+/// `extra.host_stacks`: the interval and the reason come from it.
+#[test]
+fn the_manifest_s_host_stacks_field_is_read_without_the_words() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = with_host().write(dir.path(), "typed.cufall");
+    cufall_testkit::examples::edit_manifest(&path, |m| {
+        m["extra"]
+            .as_object_mut()
+            .expect("extra")
+            .remove("host_stacks");
+        // Twice the samples' spacing: only the field can say it.
+        m["host_stacks"] = serde_json::json!({"interval_ns": 20_000, "frames": "python"});
+    });
+    let trace = Trace::open(&path).expect("open");
+    assert!(!trace.manifest().extra.contains_key("host_stacks"));
+    assert_eq!(host::asked_interval_ns(trace.manifest()), Some(20 * US));
+    let r = build_report(&trace, &opts()).expect("report");
+    let h = r.host.as_ref().expect("host side");
+    assert_eq!(
+        (h.interval_ns, h.interval_source),
+        (20 * US, IntervalSource::Asked)
+    );
+    assert_eq!(r.host_stacks_off, None);
+    assert_eq!(
+        host::setting_words(trace.manifest()).as_deref(),
+        Some("on: every 20.0 µs (50000 Hz), python frames")
+    );
+
+    let path = Fixture::default().write(dir.path(), "off.cufall");
+    cufall_testkit::examples::edit_manifest(&path, |m| {
+        m["host_stacks"] = serde_json::json!({
+            "interval_ns": 1_000_000,
+            "frames": "mixed",
+            "off_reason": "--host-stacks off",
+        });
+    });
+    let trace = Trace::open(&path).expect("open");
+    let r = build_report(&trace, &opts()).expect("report");
+    assert_eq!(r.host_stacks_off.as_deref(), Some("--host-stacks off"));
+    assert_eq!(
+        host::setting_words(trace.manifest()).as_deref(),
+        Some("off: --host-stacks off")
+    );
+}
+
+/// A recording made before the field (trace format 1.2, the bundled one) still gives its
+/// interval from the words `on: every 1ms (1000 Hz), ...`.
+#[test]
+fn an_older_recording_reads_its_interval_from_the_words() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/host-stacks/cpu-host-phases.cufall");
+    let trace = Trace::open(&path).expect("open");
+    let m = trace.manifest();
+    assert_eq!(m.host_stacks, None);
+    assert!(m.extra["host_stacks"].contains("(1000 Hz)"));
+    assert_eq!(host::asked_interval_ns(m), Some(1_000_000));
+    assert_eq!(host::stacks_off(m), None);
+    let r = build_report(&trace, &ReportOptions::default()).expect("report");
+    let h = r.host.as_ref().expect("host side");
+    assert_eq!(
+        (h.interval_ns, h.interval_source),
+        (1_000_000, IntervalSource::Asked)
     );
 }
 

@@ -360,6 +360,7 @@ pub enum Frame<'a> {
     /// dropped by CUPTI, ranges left open at exit, ...
     Status {
         t_ns: i64,
+        /// A [`CaptureEventKind`]'s name.
         event: Cow<'a, str>,
         count: u64,
         detail: Cow<'a, str>,
@@ -409,83 +410,10 @@ pub fn uuid_string(uuid: &[u8; 16]) -> String {
     )
 }
 
-/// Names of the status events the library sends (the `capture` table's `event` column).
-pub mod event {
-    /// CUDA called the library's `InitializeInjection`. The count is the number of CUPTI
-    /// activity kinds captured (0: NVTX only, CUPTI not used).
-    pub const CUDA_ATTACHED: &str = "cuda_attached";
-    /// An NVTX copy in the process handed its calls to the library.
-    pub const NVTX_ATTACHED: &str = "nvtx_attached";
-    /// Kernel, copy or API capture was asked for but CUPTI could not be used.
-    pub const CUPTI_UNAVAILABLE: &str = "cupti_unavailable";
-    /// CUPTI reported activity records it had to drop (count = records).
-    pub const CUPTI_DROPPED: &str = "cupti_records_dropped";
-    /// Push/pop or start/end ranges never closed when the process exited (count = ranges).
-    pub const OPEN_RANGES: &str = "open_ranges_at_exit";
-    /// Pops without a matching push (count = pops).
-    pub const UNMATCHED_POPS: &str = "unmatched_pops";
-    /// The process forked; the child reports on its own connection.
-    pub const FORKED: &str = "forked";
-    /// The recorder wrote this: the process ended without a [`super::Frame::Bye`].
-    pub const NO_GOODBYE: &str = "ended_without_goodbye";
-    /// The recorder wrote this: the process sent bytes that are not this wire format, or more
-    /// than the recorder bounds; its connection was closed, the recording went on.
-    pub const BROKEN_STREAM: &str = "broken_capture_stream";
-    /// The recorder wrote this: kernel capture was set up in a process that then delivered no
-    /// activity (no GPU work, or another CUPTI client took CUPTI's buffers).
-    pub const NO_ACTIVITY: &str = "no_activity_records";
-    /// The recorder wrote this: the program was started without capture, and why.
-    pub const NOT_INJECTED: &str = "not_injected";
-    /// The recorder wrote this: no process of the program loaded the capture library.
-    pub const NO_CUDA: &str = "no_cuda_seen";
-    /// The recorder wrote this (routine): processes of the program that never did GPU work nor
-    /// sent a record (compile workers, data loaders, tokenizer pools); count = processes. They
-    /// get no warning of their own.
-    pub const QUIET: &str = "quiet_processes";
-    /// The recorder wrote this: one capture window (`--capture-range`, `--delay`, a signal);
-    /// `t_ns` is its start, `count` its length in nanoseconds, `detail` what opened and
-    /// closed it. Only what falls inside windows is in the trace.
-    pub const WINDOW: &str = "capture_window";
-    /// The recorder wrote this: a capture range was asked for and no window opened.
-    pub const NO_WINDOW: &str = "no_capture_window";
-    /// The recorder wrote this: one window of one process (`pid`), from its first open to its
-    /// last close; `t_ns` its start, `count` its length in nanoseconds, `detail` what opened
-    /// and closed it. The trace keeps the union of all processes' windows (`capture_window`).
-    pub const PROCESS_WINDOW: &str = "process_window";
-    /// The recorder wrote this: the process exited with its capture window open (a
-    /// `cudaProfilerStart` without its `cudaProfilerStop`); the window was closed at its exit.
-    pub const WINDOW_OPEN_AT_EXIT: &str = "window_open_at_exit";
-    /// The recorder wrote this: records CUPTI delivered without timestamps (start 0, or an end
-    /// before the start), left out of the trace; count = records.
-    pub const UNTIMED: &str = "untimed_records";
-    /// The library could not subscribe to CUPTI's callbacks in this process (another tool
-    /// holds CUPTI's one subscriber): no `--capture-range cuda-profiler-api` trigger and no
-    /// graph contents there.
-    pub const CALLBACKS_UNAVAILABLE: &str = "cupti_callbacks_unavailable";
-    /// The recorder wrote this, once per CUDA graph a process instantiated: `count` is the
-    /// graph's node count, `detail` its id and kernels (`graph 12: 48 nodes; 24 × gemm, ...`).
-    pub const GRAPH_CONTENTS: &str = "graph_contents";
-    /// The library could not read graphs' kernels (libcuda lacks the graph functions).
-    pub const GRAPH_CONTENTS_UNAVAILABLE: &str = "graph_contents_unavailable";
-    /// What capture adds to the program's host time per event of a kind, measured once at
-    /// capture start in the process ([`cost_event`] names the rows): `count` is nanoseconds
-    /// per event (at least 1), `detail` how it was measured.
-    pub const COST_PREFIX: &str = "capture_cost_";
-    /// Ends the name of a cost row whose kind could not be measured: `count` is 0 and means
-    /// nothing, `detail` says why. A reader must show such a cost as unknown, never as 0.
-    pub const COST_UNKNOWN_SUFFIX: &str = "_unknown";
-
-    /// The kinds of event a cost row can name: an NVTX range (a push/pop pair, a start/end
-    /// pair or a mark), a kernel launch, a copy or memset, a whole CUDA graph launch.
-    pub const COST_KINDS: [&str; 4] = ["nvtx", "kernel", "memcpy", "graph"];
-
-    /// The name of the cost row of `kind` (one of [`COST_KINDS`]): `capture_cost_nvtx`, or
-    /// `capture_cost_nvtx_unknown` when it could not be measured.
-    pub fn cost_event(kind: &str, measured: bool) -> String {
-        let suffix = if measured { "" } else { COST_UNKNOWN_SUFFIX };
-        format!("{COST_PREFIX}{kind}{suffix}")
-    }
-}
+/// The names of the status events the library sends and the recorder writes (the `capture`
+/// table's `event` column), spelt once in `cufall-model`. [`Frame::Status`] carries the name as
+/// text, so a newer library's names cross the wire too.
+pub use cufall_model::event::{CaptureEventKind, CostKind};
 
 mod tag {
     pub const HELLO: u8 = 1;
@@ -1087,7 +1015,7 @@ mod tests {
             }),
             Frame::Status {
                 t_ns: 3,
-                event: event::CUPTI_DROPPED.into(),
+                event: CaptureEventKind::CuptiDropped.as_str().into(),
                 count: 12,
                 detail: "context 1".into(),
             },
@@ -1140,21 +1068,16 @@ mod tests {
         }
     }
 
-    /// The cost rows' names are what `cufall report` matches (`cufall_analysis::capcost`), and
-    /// a cost row crosses the wire whole.
+    /// A cost row crosses the wire whole.
     #[test]
-    fn cost_rows_are_named_by_kind_and_round_trip() {
-        assert_eq!(event::cost_event("nvtx", true), "capture_cost_nvtx");
-        assert_eq!(
-            event::cost_event("graph", false),
-            "capture_cost_graph_unknown"
-        );
-        for kind in event::COST_KINDS {
-            assert!(event::cost_event(kind, true).starts_with(event::COST_PREFIX));
-        }
+    fn cost_rows_round_trip() {
+        let nvtx = CaptureEventKind::Cost {
+            kind: CostKind::Nvtx,
+            measured: true,
+        };
         let f = Frame::Status {
             t_ns: 1_764_000_000_000_000_000,
-            event: event::cost_event("nvtx", true).into(),
+            event: nvtx.as_str().into(),
             count: 187,
             detail: "187 ns per NVTX range".into(),
         };

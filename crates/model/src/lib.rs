@@ -13,11 +13,13 @@
 // say why not.
 #![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
+pub mod event;
 pub mod peak;
 pub mod summary;
 pub mod time;
+pub use event::{CaptureEventKind, CostKind};
 pub use summary::Summary;
-pub use time::{Nanos, nanos, nanos_u64};
+pub use time::{Nanos, nanos, nanos_u64, now_unix_ns};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -27,7 +29,7 @@ pub const FORMAT_NAME: &str = "cufall-trace";
 /// Major version of the schema: a reader refuses traces with a larger major.
 pub const SCHEMA_MAJOR: u32 = 1;
 /// Minor version: additions that older readers can ignore (they warn).
-pub const SCHEMA_MINOR: u32 = 3;
+pub const SCHEMA_MINOR: u32 = 4;
 /// The first schema version cufall wrote.
 pub const SCHEMA_FIRST: SchemaVersion = SchemaVersion { major: 1, minor: 0 };
 
@@ -212,6 +214,50 @@ pub struct Manifest {
     /// Free-form extra facts (driver version, CUDA version, ...).
     #[serde(default)]
     pub extra: BTreeMap<String, String>,
+    /// How the program's host stacks were sampled, or why they were not; `None` when no
+    /// program ran, and in traces before schema 1.4 (which say it in words only, in
+    /// `extra.host_stacks`, [`HostStacksMeta::EXTRA_KEY`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_stacks: Option<HostStacksMeta>,
+}
+
+/// How a recording sampled the host stacks of the program it ran (`record --host-stacks`,
+/// `--host-interval`), or why it has none: the manifest's `host_stacks`. Since schema 1.4;
+/// writers still put the same in words in `extra.host_stacks` for people (`cufall info` shows
+/// those), and an older trace has only the words.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HostStacksMeta {
+    /// The sampling interval asked for.
+    pub interval_ns: i64,
+    /// The frames the stacks hold.
+    pub frames: HostFrames,
+    /// Why there are no host stacks (`--host-stacks off`, no permission to read the program,
+    /// ...), with the fix where there is one; `None` when host stacks were on.
+    #[serde(default)]
+    pub off_reason: Option<String>,
+}
+
+impl HostStacksMeta {
+    /// The manifest's `extra` key whose words say what [`Manifest::host_stacks`] says (all that
+    /// traces before 1.4 have): `on: every 1ms (1000 Hz), <frames>` or `off: <why>`.
+    pub const EXTRA_KEY: &str = "host_stacks";
+}
+
+/// The frames a recording's host stacks hold. Since schema 1.4.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HostFrames {
+    /// Python frames only.
+    Python,
+    /// Native frames only (perf task-clock samples, frame-pointer call chains).
+    Native,
+    /// Python frames with the native frame or system call each Python thread is in, and
+    /// native frames for processes without Python (what `record` samples).
+    #[default]
+    Mixed,
+    /// A kind a newer writer added: the stacks read all the same.
+    #[serde(other)]
+    Other,
 }
 
 impl Manifest {
@@ -235,6 +281,7 @@ impl Manifest {
             nvml_interval_ns: None,
             heatmaps: Vec::new(),
             extra: BTreeMap::new(),
+            host_stacks: None,
         }
     }
 
@@ -532,12 +579,36 @@ pub struct ApiCall {
 pub struct CaptureEvent {
     pub t_ns: i64,
     pub pid: u32,
-    /// A short code (`cuda_attached`, `cupti_unavailable`, `cupti_records_dropped`, ...).
+    /// A short code (`cuda_attached`, `cupti_unavailable`, `cupti_records_dropped`, ...): a
+    /// [`CaptureEventKind`]'s name, or a newer writer's that this version does not know.
     pub event: String,
     /// A count where the event has one (records dropped, ranges left open), else 0.
     pub count: u64,
     /// Human-readable detail.
     pub detail: String,
+}
+
+impl CaptureEvent {
+    /// A row of a known event.
+    pub fn new(t_ns: i64, pid: u32, kind: CaptureEventKind, count: u64, detail: String) -> Self {
+        CaptureEvent {
+            t_ns,
+            pid,
+            event: kind.as_str().to_string(),
+            count,
+            detail,
+        }
+    }
+
+    /// The event this row names; `None` for a name this version does not know.
+    pub fn kind(&self) -> Option<CaptureEventKind> {
+        CaptureEventKind::parse(&self.event)
+    }
+
+    /// Whether this row is of `kind`.
+    pub fn is(&self, kind: CaptureEventKind) -> bool {
+        self.event == kind.as_str()
+    }
 }
 
 /// What a sampled host thread was doing. Since schema 1.2.
@@ -665,7 +736,7 @@ mod tests {
     fn schema_versions_parse_strictly_and_compare() {
         let v = |s| SchemaVersion::parse(s);
         assert_eq!(v("1.1"), Some(SchemaVersion { major: 1, minor: 1 }));
-        assert_eq!(v("1.3"), Some(SchemaVersion::CURRENT));
+        assert_eq!(v("1.4"), Some(SchemaVersion::CURRENT));
         for bad in [
             "", "1", "1.", ".1", "1.1.1", "-1.0", "+1.0", " 1.0", "1.0 ", "v1.0", "1,1",
         ] {
@@ -675,7 +746,8 @@ mod tests {
         assert!(huge.is_newer_major());
         assert!(v("184467440737095516150000.0").unwrap().is_newer_major());
         assert!(v("2.0").unwrap().is_newer_major());
-        assert!(v("1.4").unwrap().is_newer_minor());
+        assert!(v("1.5").unwrap().is_newer_minor());
+        assert!(!v("1.4").unwrap().is_newer_minor());
         assert!(!v("1.3").unwrap().is_newer_minor());
         assert!(!v("1.2").unwrap().is_newer_minor());
         assert!(!v("1.1").unwrap().is_newer_minor());
@@ -683,6 +755,50 @@ mod tests {
         assert!(v("0.1").unwrap().is_before_first());
         assert!(!v("1.0").unwrap().is_before_first());
         assert_eq!(v("1.12").unwrap().to_string(), "1.12");
+    }
+}
+
+#[cfg(test)]
+mod host_stacks_meta {
+    use super::*;
+
+    #[test]
+    fn round_trips_through_json_and_is_absent_when_none() {
+        let mut m = Manifest::new("0.1.0", 1);
+        let text = serde_json::to_string(&m).unwrap();
+        assert!(!text.contains("host_stacks"), "{text}");
+        assert_eq!(serde_json::from_str::<Manifest>(&text).unwrap(), m);
+        for meta in [
+            HostStacksMeta {
+                interval_ns: 1_000_000,
+                frames: HostFrames::Mixed,
+                off_reason: None,
+            },
+            HostStacksMeta {
+                interval_ns: 250_000,
+                frames: HostFrames::Native,
+                off_reason: Some("--host-stacks off".into()),
+            },
+        ] {
+            m.host_stacks = Some(meta);
+            let text = serde_json::to_string(&m).unwrap();
+            assert_eq!(
+                serde_json::from_str::<Manifest>(&text).unwrap(),
+                m,
+                "{text}"
+            );
+        }
+        let json = serde_json::to_value(&m).unwrap();
+        assert_eq!(json["host_stacks"]["frames"], "native");
+        assert_eq!(json["host_stacks"]["interval_ns"], 250_000);
+    }
+
+    #[test]
+    fn a_newer_writers_frames_read_as_other_and_a_missing_reason_as_on() {
+        let meta: HostStacksMeta =
+            serde_json::from_str(r#"{"interval_ns": 1000, "frames": "gpu_and_python"}"#).unwrap();
+        assert_eq!(meta.frames, HostFrames::Other);
+        assert_eq!(meta.off_reason, None);
     }
 }
 

@@ -16,6 +16,15 @@ pub fn nanos(d: Duration) -> i64 {
     i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
 }
 
+/// Nanoseconds since the Unix epoch (CLOCK_REALTIME), the clock of every trace timestamp; 0
+/// for a clock set before 1970.
+pub fn now_unix_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(nanos)
+        .unwrap_or(0)
+}
+
 /// [`nanos`] as an unsigned count, for counters of time spent (saturating at `u64::MAX`).
 pub fn nanos_u64(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)

@@ -199,7 +199,7 @@ impl Fixture {
         });
         if self.host_stacks {
             m.extra.insert(
-                "host_stacks".into(),
+                cufall_trace::model::HostStacksMeta::EXTRA_KEY.into(),
                 "on: every 10us (100000 Hz), python frames only".into(),
             );
         }
@@ -544,6 +544,7 @@ fn host_stacks() -> Vec<StackFrame> {
 
 /// The capture table of a fixture with `capture_problems`.
 fn capture_problems() -> Vec<CaptureEvent> {
+    use cufall_trace::model::CaptureEventKind as K;
     let ev = |pid: u32, event: &str, count: u64, detail: &str| CaptureEvent {
         t_ns: rel(3000),
         pid,
@@ -552,26 +553,32 @@ fn capture_problems() -> Vec<CaptureEvent> {
         detail: detail.into(),
     };
     vec![
-        ev(1234, "cuda_attached", 4, "kernels, memcpy, graphs, api"),
         ev(
             1234,
-            "no_activity_records",
+            K::CudaAttached.as_str(),
+            4,
+            "kernels, memcpy, graphs, api",
+        ),
+        ev(
+            1234,
+            K::NoActivity.as_str(),
             0,
             "process 1234 had kernel capture set up but delivered no kernel or copy records",
         ),
         ev(
             1240,
-            "no_activity_records",
+            K::NoActivity.as_str(),
             0,
             "process 1240 had kernel capture set up but delivered no kernel or copy records",
         ),
         ev(
             1234,
-            "cupti_records_dropped",
+            K::CuptiDropped.as_str(),
             17,
             "CUPTI dropped 17 records",
         ),
-        ev(0, "quiet_processes", 2, "2 processes sent no records"),
+        ev(0, K::Quiet.as_str(), 2, "2 processes sent no records"),
+        // A name a newer recorder may write: shown as written, never refused.
         ev(0, "future_event", 3, "something a newer recorder says"),
     ]
 }

@@ -2,6 +2,8 @@
 //! recordings): nothing here is a measurement, and nothing here ships in the `cufall` binary (crates take it as a dev-dependency only).
 //!
 //! - [`bench`]: the large synthetic trace of the benchmarks (`bench_report`, `bench_gui`);
+//! - [`cprogram`]: a small C program (or library) built with frame pointers, for the host-stack
+//!   tests on real processes;
 //! - [`examples`]: copies of the bundled real recordings, for tests that damage them;
 //! - [`heap`]: a counting global allocator, for tests that bound memory per case;
 //! - [`imports`]: a crate's module graph, for the test each crate has that its modules import
@@ -16,6 +18,7 @@
 #![deny(unsafe_code)]
 
 pub mod bench;
+pub mod cprogram;
 pub mod examples;
 pub mod fixture;
 pub mod heap;

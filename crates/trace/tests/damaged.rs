@@ -67,7 +67,7 @@ fn set_first(frame: &mut Frame, name: &str, value: &str) {
     v[0] = value.to_string();
 }
 
-/// A 1.4 trace whose drops, NVTX ranges, kernels and API calls each hold one value this cufall
+/// A 1.5 trace whose drops, NVTX ranges, kernels and API calls each hold one value this cufall
 /// does not know. The versioning rule: older readers warn and ignore minor additions.
 #[test]
 fn values_of_a_newer_minor_version_are_ignored_with_a_warning() {
@@ -120,7 +120,7 @@ fn values_of_a_newer_minor_version_are_ignored_with_a_warning() {
     assert!(trace.frame(Table::Kernels).is_err() && trace.frame(Table::Api).is_err());
     drop(trace);
 
-    edit_manifest(&dir, |m| m["schema_version"] = "1.4".into());
+    edit_manifest(&dir, |m| m["schema_version"] = "1.5".into());
     let trace = Trace::open(&dir).unwrap();
     // A drop of a newer reason is still a hole in the samples: it reads as a gap.
     let read = trace.drops().unwrap();
@@ -145,14 +145,14 @@ fn values_of_a_newer_minor_version_are_ignored_with_a_warning() {
     );
     let warnings = trace.warnings().join("\n");
     for said in [
-        "trace format 1.4 is newer than this cufall's 1.3",
-        "1 drop has a reason added after trace format 1.3 (`thermal_pause` (1)): it reads as \
+        "trace format 1.5 is newer than this cufall's 1.4",
+        "1 drop has a reason added after trace format 1.4 (`thermal_pause` (1)): it reads as \
          `gap`",
-        "1 row of the nvtx table has a kind added after trace format 1.3 (`scope` (1)): it is \
+        "1 row of the nvtx table has a kind added after trace format 1.4 (`scope` (1)): it is \
          left out; upgrade cufall to see it",
-        "2 rows of the kernels table have a kind added after trace format 1.3 \
+        "2 rows of the kernels table have a kind added after trace format 1.4 \
          (`tensor_map_copy` (2)): they are left out; upgrade cufall to see them",
-        "1 row of the api table has a domain added after trace format 1.3 (`nvrtc` (1))",
+        "1 row of the api table has a domain added after trace format 1.4 (`nvrtc` (1))",
     ] {
         assert!(warnings.contains(said), "missing {said:?} in:\n{warnings}");
     }
@@ -175,7 +175,7 @@ fn a_status_of_a_newer_minor_version_reads_as_not_closed() {
     assert!(err.to_string().contains("archived"), "{err}");
     edit_manifest(&dir, |m| {
         m["status"] = "archived".into();
-        m["schema_version"] = "1.4".into();
+        m["schema_version"] = "1.5".into();
     });
     let trace = Trace::open(&dir).unwrap();
     assert_eq!(
@@ -185,7 +185,7 @@ fn a_status_of_a_newer_minor_version_reads_as_not_closed() {
     let warnings = trace.warnings().join("\n");
     assert!(
         warnings.contains(
-            "status `archived` was added after trace format 1.3: the trace reads as not closed"
+            "status `archived` was added after trace format 1.4: the trace reads as not closed"
         ),
         "{warnings}"
     );
@@ -218,7 +218,7 @@ fn empty_manifest_values_are_named_not_quoted() {
 fn a_table_of_a_newer_minor_version_is_ignored() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = copy(&tmp);
-    edit_manifest(&dir, |m| m["schema_version"] = "1.4".into());
+    edit_manifest(&dir, |m| m["schema_version"] = "1.5".into());
     fs::create_dir(dir.join("memory")).unwrap();
     fs::copy(
         dir.join("capture/000000.parquet"),
@@ -233,7 +233,7 @@ fn a_table_of_a_newer_minor_version_is_ignored() {
     let trace = Trace::open(&dir).unwrap();
     let warnings = trace.warnings().join("\n");
     assert!(
-        warnings.contains("tables added after trace format 1.3 are ignored: memory"),
+        warnings.contains("tables added after trace format 1.4 are ignored: memory"),
         "{warnings}"
     );
     assert!(!warnings.contains("missing"), "{warnings}");
@@ -251,15 +251,15 @@ fn schema_versions_say_what_is_wrong_with_them() {
         ),
         (
             serde_json::json!(1.1),
-            "schema_version is the number 1.1, where cufall writes a string of MAJOR.MINOR (`\"1.3\"`)",
+            "schema_version is the number 1.1, where cufall writes a string of MAJOR.MINOR (`\"1.4\"`)",
         ),
         (
             "1.1.0".into(),
-            "schema_version `1.1.0` is not MAJOR.MINOR (e.g. `1.3`)",
+            "schema_version `1.1.0` is not MAJOR.MINOR (e.g. `1.4`)",
         ),
         (
             "".into(),
-            "schema_version is empty, where cufall writes MAJOR.MINOR (`1.3`)",
+            "schema_version is empty, where cufall writes MAJOR.MINOR (`1.4`)",
         ),
         (
             serde_json::Value::Null,

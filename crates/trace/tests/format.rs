@@ -6,7 +6,7 @@ use cufall_testkit::tables as common;
 
 use common::*;
 use cufall_testkit::examples::copy_dir;
-use cufall_trace::model::RecordingStatus;
+use cufall_trace::model::{HostFrames, HostStacksMeta, RecordingStatus};
 use cufall_trace::{
     SCHEMA_MAJOR, SCHEMA_MINOR, Table, Trace, TraceError, TraceWriter, WriterOptions,
 };
@@ -241,6 +241,35 @@ fn missing_paths_and_non_traces_are_named() {
     fs::write(&file, "hello").unwrap();
     let err = Trace::open(&file).err().unwrap();
     assert!(err.to_string().contains("is a file"), "{err}");
+}
+
+/// The manifest's `host_stacks` (1.4), set as a recording starts and replaced at its end,
+/// reads back as written; a manifest without it reads as `None`.
+#[test]
+fn the_host_stacks_field_round_trips() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("h.cufall");
+    let mut m = manifest(1);
+    assert_eq!(m.host_stacks, None);
+    m.host_stacks = Some(HostStacksMeta {
+        interval_ns: 1_000_000,
+        frames: HostFrames::Mixed,
+        off_reason: None,
+    });
+    let mut w = TraceWriter::create(&dir, m, WriterOptions::default()).unwrap();
+    let end = HostStacksMeta {
+        interval_ns: 250_000,
+        frames: HostFrames::Mixed,
+        off_reason: Some("no permission to read the memory of process 1234".into()),
+    };
+    w.update_manifest(|m| m.host_stacks = Some(end.clone()))
+        .unwrap();
+    w.finish(T0 + 1).unwrap();
+    let trace = Trace::open(&dir).unwrap();
+    assert_eq!(trace.manifest().host_stacks, Some(end));
+    assert!(trace.warnings().is_empty(), "{:?}", trace.warnings());
+    let text = fs::read_to_string(dir.join("manifest.json")).unwrap();
+    assert!(text.contains("\"off_reason\""), "{text}");
 }
 
 #[test]

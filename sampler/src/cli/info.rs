@@ -5,7 +5,7 @@ use cufall_analysis::capture::{CaptureLine, capture_lines};
 use cufall_analysis::render::capture_text;
 use cufall_analysis::select::{DomainCount, domain_counts, domain_label, ranges_text};
 use cufall_trace::Trace;
-use cufall_trace::model::{MetricInfo, Nanos, RecordingStatus};
+use cufall_trace::model::{CaptureEventKind, MetricInfo, Nanos, RecordingStatus};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -90,7 +90,7 @@ fn host_stacks_info(
     events: &[cufall_trace::model::CaptureEvent],
 ) -> Result<Option<HostStacksInfo>> {
     use crate::hoststacks::event as ev;
-    let setting = trace.manifest().extra.get(ev::MANIFEST_KEY).cloned();
+    let setting = cufall_analysis::host::setting_words(trace.manifest());
     // Counted a segment at a time: an hour of samples is too many rows to hold at once; the
     // sets keep only distinct threads and stacks.
     let mut samples = 0u64;
@@ -107,10 +107,10 @@ fn host_stacks_info(
         return Ok(None);
     }
     let processes: std::collections::HashSet<u32> = threads.iter().map(|t| t.0).collect();
-    let sum = |name: &str| -> u64 {
+    let sum = |kind: CaptureEventKind| -> u64 {
         events
             .iter()
-            .filter(|e| e.event == name)
+            .filter(|e| e.is(kind))
             .map(|e| e.count)
             // The counts are the capture's untrusted bytes: saturate rather than overflow.
             .fold(0u64, u64::saturating_add)
@@ -121,16 +121,18 @@ fn host_stacks_info(
         threads: threads.len(),
         processes: processes.len(),
         stacks: stacks.len(),
-        missed: sum(ev::MISSED),
+        missed: sum(CaptureEventKind::HostSamplesMissed),
         unread: events
             .iter()
-            .filter(|e| e.event == ev::UNAVAILABLE)
+            .filter(|e| e.is(CaptureEventKind::HostStacksUnavailable))
             .map(|e| format!("process {}: {}", e.pid, e.detail))
             .collect(),
-        not_python: sum(ev::NOT_PYTHON),
+        not_python: sum(CaptureEventKind::HostStacksNotPython),
         not_python_why: events
             .iter()
-            .find(|e| e.event == ev::NOT_PYTHON && e.detail.contains(ev::NATIVE_REFUSED))
+            .find(|e| {
+                e.is(CaptureEventKind::HostStacksNotPython) && e.detail.contains(ev::NATIVE_REFUSED)
+            })
             .map(|e| e.detail.clone()),
     }))
 }
@@ -224,7 +226,7 @@ impl Info {
         // Host-stack rows are told in their own lines, not among capture's problems.
         let events: Vec<_> = events
             .into_iter()
-            .filter(|e| !crate::hoststacks::event::is_host_event(&e.event))
+            .filter(|e| !e.kind().is_some_and(CaptureEventKind::is_host_stacks))
             .collect();
         let mut warnings = trace.warnings();
         // Absurd manifest values are named here as `report` and `view` name them.

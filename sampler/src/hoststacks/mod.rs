@@ -1,66 +1,14 @@
-//! Host stacks: the stacks of every thread of every process of the recorded program, sampled on
-//! the trace's clock while it runs (`record --host-stacks on`, the default with a program):
-//! Python stacks for a process that runs Python (each thread's innermost native frame or system
-//! call appended), native frames for one that does not.
-//!
-//! ```text
-//!  one sampling thread, every --host-interval (1 ms):          sink thread
-//!  ──────────────────────────────────────────────────          ───────────
-//!  every 200 ms: /proc scan for the program's processes   ┐
-//!    (new → attach, exec → attach again, gone → retire;   │
-//!    attaching runs on a second thread)                   │
-//!  each attached process: read every thread's stack ──────┼──▶ SinkMsg::Host { stacks, samples }
-//!    (py-spy + the thread's newest perf sample, or perf   │     (stacks written first)
-//!    events alone where no Python runs; never pausing     │
-//!    it), intern, stamp the time                          │
-//!  a late round or a failed read → counted as missed ─────┴──▶ SinkMsg::Capture (per process)
-//! ```
-//!
-//! | module | part |
-//! |---|---|
-//! | [`source`] | what the loop asks of a stack reader ([`StackSource`], [`StackReader`]) and its typed errors |
-//! | [`pyspy`] | the Python reader, py-spy's library |
-//! | [`native`] | the native reader for processes without Python: perf task-clock samples, ELF symbols; the call chains of Python threads |
-//! | [`leaf`] | which native frame of a Python thread's call chain is appended under its Python frames |
-//! | [`composite`] | the source `record` uses: py-spy with native leaves, native where no Python runs |
-//! | [`procs`] | the program's process tree from `/proc` ([`ProcessTable`]) |
-//! | [`intern`] | stacks → ids, memory bounded |
-//! | [`sampler`] | the round loop |
-//! | [`report`] | what the loop found, for the user, the manifest and the trace's capture table |
-//! | [`event`] | the capture-table events host stacks write |
-//! | [`probe`] | the hidden `probe-host-stacks`: host stacks of a program into a trace, no GPU |
+//! Host stacks in the `cufall` binary: the flags of `record` (and of the hidden
+//! `probe-host-stacks`), that command itself ([`probe`]), and the path from the sampling loop
+//! to the trace writer. The sampling is the `cufall-hoststacks` crate's, re-exported here.
 
-pub mod composite;
-pub mod event;
-pub mod intern;
-pub mod leaf;
-pub mod native;
 pub mod probe;
-pub mod procs;
-pub mod pyspy;
-pub mod report;
-pub mod sampler;
-pub mod source;
-#[cfg(test)]
-mod tests;
 
-pub use composite::HostSource;
-pub use native::NativeSource;
-pub use procs::{ProcFs, ProcessTable};
-pub use pyspy::PySpySource;
-pub use report::{HostSummary, ProcessReport};
-pub use sampler::{HostStacks, Options};
-pub use source::{
-    AttachError, Frame, NativeChains, ReadError, StackReader, StackSource, ThreadStack,
-};
+pub use cufall_hoststacks::*;
 
 use crate::duration::parse_positive_duration;
+use crate::pipeline::SinkMsg;
 use std::time::Duration;
-
-pub use event::MANIFEST_KEY;
-
-/// The finest `--host-interval`: one read of a process takes tens of microseconds.
-pub const MIN_INTERVAL: Duration = Duration::from_micros(100);
 
 /// `--host-stacks on|off`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -94,12 +42,12 @@ fn parse_host_interval(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// The manifest's `host_stacks` as a recording starts (its end replaces it with what was
-/// found: [`HostSummary::manifest_text`]).
-pub fn start_text(on: bool, interval: Duration) -> String {
-    if on {
-        format!("on: {}, {}", report::rate_text(interval), composite::FRAMES)
-    } else {
-        "off: --host-stacks off".into()
+/// The sampling loop's batches go to the trace writer with the other rows.
+impl From<HostMsg> for SinkMsg {
+    fn from(m: HostMsg) -> SinkMsg {
+        match m {
+            HostMsg::Stacks { stacks, samples } => SinkMsg::Host { stacks, samples },
+            HostMsg::Events(events) => SinkMsg::Capture(events),
+        }
     }
 }

@@ -63,6 +63,7 @@ pub fn run(args: &ProbeHostArgs) -> anyhow::Result<i32> {
         super::MANIFEST_KEY.into(),
         super::start_text(on, args.host.host_interval),
     );
+    manifest.host_stacks = Some(super::start_meta(on, args.host.host_interval));
     let writer = TraceWriter::create(
         &args.output,
         manifest,
@@ -123,6 +124,7 @@ pub fn run(args: &ProbeHostArgs) -> anyhow::Result<i32> {
         if on {
             m.extra
                 .insert(super::MANIFEST_KEY.into(), summary.manifest_text());
+            m.host_stacks = Some(summary.manifest_meta());
         }
     })?;
     let bytes = writer.finish(crate::now_unix_ns())?.bytes;

@@ -526,7 +526,7 @@ mod tests {
         let capture = t.capture_events().unwrap();
         let w = capture
             .iter()
-            .find(|e| e.event == cufall_capture::event::WINDOW)
+            .find(|e| e.is(cufall_capture::CaptureEventKind::Window))
             .expect("the window is in the trace");
         assert_eq!((w.t_ns, w.count), (T0 + 35_000, 20_000));
         assert!(w.detail.contains("process 42"), "{}", w.detail);

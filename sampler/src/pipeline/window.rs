@@ -21,7 +21,7 @@
 //! window's row is written only once the last of its intervals has been closed for [`HOLD`]
 //! (no late edge can change it then), or at the end of the recording.
 
-use cufall_capture::event;
+use cufall_capture::CaptureEventKind;
 use cufall_trace::model::{
     ApiCall, CaptureEvent, DropRecord, HostSample, KernelRecord, NvmlRow, NvtxRange, SampleBatch,
 };
@@ -93,7 +93,7 @@ impl Union {
     fn event(&self) -> CaptureEvent {
         window_row(
             0,
-            event::WINDOW,
+            CaptureEventKind::Window,
             self.start_ns,
             self.end_ns.unwrap_or(self.start_ns),
             &self.opened_by,
@@ -104,7 +104,7 @@ impl Union {
 
 fn window_row(
     pid: u32,
-    name: &str,
+    kind: CaptureEventKind,
     start_ns: i64,
     end_ns: i64,
     opened_by: &str,
@@ -113,7 +113,7 @@ fn window_row(
     CaptureEvent {
         t_ns: start_ns,
         pid,
-        event: name.into(),
+        event: kind.into(),
         count: u64::try_from(end_ns.saturating_sub(start_ns)).unwrap_or(0),
         detail: format!(
             "opened by {opened_by}, closed by {}",
@@ -250,7 +250,7 @@ impl Gate {
         let row = (s.source != 0).then(|| {
             window_row(
                 s.source,
-                event::PROCESS_WINDOW,
+                CaptureEventKind::ProcessWindow,
                 s.start_ns,
                 end,
                 &s.opened_by,
@@ -498,7 +498,7 @@ mod tests {
     /// The union rows (`capture_window`) among `rows`, as (start, length).
     fn unions(rows: &[CaptureEvent]) -> Vec<(i64, u64)> {
         rows.iter()
-            .filter(|r| r.event == event::WINDOW)
+            .filter(|r| r.is(CaptureEventKind::Window))
             .map(|r| (r.t_ns, r.count))
             .collect()
     }
@@ -506,7 +506,7 @@ mod tests {
     /// The per-process rows (`process_window`) among `rows`, as (pid, start, length).
     fn per_process(rows: &[CaptureEvent]) -> Vec<(u32, i64, u64)> {
         rows.iter()
-            .filter(|r| r.event == event::PROCESS_WINDOW)
+            .filter(|r| r.is(CaptureEventKind::ProcessWindow))
             .map(|r| (r.pid, r.t_ns, r.count))
             .collect()
     }

@@ -4,7 +4,7 @@
 use super::shared::{ProcessSummary, Shared, State, WindowTrigger, problem_text};
 use crate::pipeline::SinkMsg;
 use crate::pipeline::window::Edge;
-use cufall_capture::{Decoder, Frame, Name, Payload, WireRangeKind, event};
+use cufall_capture::{CaptureEventKind, Decoder, Frame, Name, Payload, WireRangeKind};
 use cufall_trace::model::{
     ActivityKind, ApiCall, ApiDomain, CaptureEvent, DeviceId, KernelRecord, NvtxRange, RangeKind,
 };
@@ -168,17 +168,17 @@ impl Connection {
             s.summary.protocol_errors.push(msg.clone());
         }
         self.broken = true;
-        self.event(event::BROKEN_STREAM, 0, msg);
+        self.event(CaptureEventKind::BrokenStream, 0, msg);
     }
 
-    fn event(&mut self, name: &str, count: u64, detail: String) {
-        self.events.push(CaptureEvent {
-            t_ns: crate::now_unix_ns(),
-            pid: self.pid,
-            event: name.into(),
+    fn event(&mut self, kind: CaptureEventKind, count: u64, detail: String) {
+        self.events.push(CaptureEvent::new(
+            crate::now_unix_ns(),
+            self.pid,
+            kind,
             count,
             detail,
-        });
+        ));
     }
 
     fn on_frame(&mut self, f: Frame<'static>) -> Result<(), String> {
@@ -236,12 +236,12 @@ impl Connection {
                 count,
                 detail,
             } => {
-                if name == event::CUPTI_DROPPED
+                if name == CaptureEventKind::CuptiDropped.as_str()
                     && let Ok(mut s) = self.state.lock()
                 {
                     s.summary.cupti_dropped += count;
                 }
-                if name == event::CUDA_ATTACHED && count > 0 {
+                if name == CaptureEventKind::CudaAttached.as_str() && count > 0 {
                     self.cupti_attached = true;
                 }
                 self.events.push(CaptureEvent {
@@ -321,7 +321,7 @@ impl Connection {
             ));
         }
         self.event(
-            event::GRAPH_CONTENTS,
+            CaptureEventKind::GraphContents,
             u64::from(nodes),
             format!(
                 "graph {graph_id} (instantiated as {exec_id}): {nodes} nodes, {kernel_nodes} kernels: {}",
@@ -568,7 +568,7 @@ impl Connection {
         // has nothing that could be missing: no warnings, one summary line for all of them.
         if self.untimed > 0 {
             self.event(
-                event::UNTIMED,
+                CaptureEventKind::Untimed,
                 self.untimed,
                 format!(
                     "process {}: CUPTI delivered {} kernel, copy or call record(s) without timestamps; they are left out",
@@ -603,7 +603,7 @@ impl Connection {
         }
         let exit_ns = self.bye_ns.unwrap_or(now);
         self.event(
-            event::WINDOW_OPEN_AT_EXIT,
+            CaptureEventKind::WindowOpenAtExit,
             u64::from(self.windows_open),
             format!(
                 "process {} exited with its capture window open ({} without {}): the window was closed at its exit",
@@ -620,7 +620,7 @@ impl Connection {
     fn warn_about_missing(&mut self, now: i64) {
         if self.cupti_attached && self.me.contexts > 0 && self.me.activities == 0 {
             self.event(
-                event::NO_ACTIVITY,
+                CaptureEventKind::NoActivity,
                 0,
                 format!(
                     "process {} created a CUDA context but delivered no kernel or copy records: it launched no GPU work, or another CUPTI client in it (torch.profiler, Nsight, another tracer) took over CUPTI's activity buffers, which CUPTI gives to one client only",
@@ -637,7 +637,7 @@ impl Connection {
                 None => "it delivered no record before it ended".to_string(),
             };
             self.event(
-                event::NO_GOODBYE,
+                CaptureEventKind::NoGoodbye,
                 0,
                 format!(
                     "process {} ended without flushing capture (killed, crashed or _exit): {since}",

@@ -10,7 +10,7 @@
 //! ends first. Kernel names are demangled here, not in the program.
 
 use crate::pipeline::SinkMsg;
-use cufall_capture::{Kinds, RangeTrigger, event};
+use cufall_capture::{CaptureEventKind, Kinds, RangeTrigger};
 use cufall_trace::model::{CaptureEvent, DeviceId, DeviceInfo};
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -162,7 +162,7 @@ impl Recorder {
             Some(v) if Path::new(&v) != self.library => notes.push(CaptureEvent {
                 t_ns: now,
                 pid: 0,
-                event: event::NOT_INJECTED.into(),
+                event: CaptureEventKind::NotInjected.into(),
                 count: 0,
                 detail: format!(
                     "{var} is already set to {} (another tool's injection): {what} not captured. Unset it to capture them.",
@@ -258,7 +258,7 @@ impl Recorder {
             let events = vec![CaptureEvent {
                 t_ns: now,
                 pid: 0,
-                event: event::QUIET.into(),
+                event: CaptureEventKind::Quiet.into(),
                 count: quiet.len() as u64,
                 detail: format!(
                     "{} process(es) of the program never did GPU work nor sent an NVTX range (compile workers, data loaders, tokenizer pools): nothing to capture from them: {}",
@@ -272,7 +272,7 @@ impl Recorder {
             self.report(vec![CaptureEvent {
                 t_ns: now,
                 pid: 0,
-                event: event::NO_CUDA.into(),
+                event: CaptureEventKind::NoCuda.into(),
                 count: 0,
                 detail: "no process of the program initialised CUDA or called NVTX, so no CUDA activity was seen (or the capture library failed to load in it)".into(),
             }]);
@@ -281,7 +281,7 @@ impl Recorder {
             self.report(vec![CaptureEvent {
                 t_ns: now,
                 pid: 0,
-                event: event::NO_GOODBYE.into(),
+                event: CaptureEventKind::NoGoodbye.into(),
                 count: stragglers as u64,
                 detail: format!("{stragglers} process(es) of the program were still running when the recording closed; their later records are not in the trace"),
             }]);

@@ -2,7 +2,7 @@
 //! state every connection's thread updates.
 
 use crate::pipeline::SinkMsg;
-use cufall_capture::{RangeTrigger, event};
+use cufall_capture::{CaptureEventKind, RangeTrigger};
 use cufall_trace::model::{CaptureEvent, DeviceId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -98,13 +98,9 @@ impl WindowTrigger {
 
 /// What the user should read about a capture event, or `None` for routine ones.
 pub(super) fn problem_text(e: &CaptureEvent) -> Option<String> {
-    match e.event.as_str() {
-        event::CUDA_ATTACHED
-        | event::NVTX_ATTACHED
-        | event::FORKED
-        | event::QUIET
-        | event::WINDOW
-        | event::GRAPH_CONTENTS => None,
+    use CaptureEventKind::*;
+    match e.kind() {
+        Some(CudaAttached | NvtxAttached | Forked | Quiet | Window | GraphContents) => None,
         _ => Some(format!("process {}: {} ({})", e.pid, e.detail, e.event)),
     }
 }

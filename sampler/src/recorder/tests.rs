@@ -1,6 +1,11 @@
 use super::*;
 use crate::pipeline::window::Edge;
-use cufall_capture::{Frame, Name, Payload, WireRangeKind, encode};
+use cufall_capture::{CostKind, Frame, Name, Payload, WireRangeKind, encode};
+
+const NVTX_COST: CaptureEventKind = CaptureEventKind::Cost {
+    kind: CostKind::Nvtx,
+    measured: true,
+};
 use cufall_trace::model::{KernelRecord, NvtxRange, RangeKind};
 use std::io::Write;
 use std::os::unix::net::UnixStream;
@@ -166,7 +171,7 @@ fn the_engine_nvtx_phases_arrive_whole() {
         .filter_map(|r| r.payload_int)
         .collect();
     assert_eq!(steps.len(), count("draft"), "every draft carries its step");
-    assert!(events.iter().any(|e| e.event == event::NVTX_ATTACHED));
+    assert!(events.iter().any(|e| e.is(CaptureEventKind::NvtxAttached)));
     assert_eq!(summary.processes.len(), 1);
     assert!(summary.processes[0].said_goodbye);
     assert_eq!(summary.nvtx_ranges as usize, ranges.len());
@@ -210,7 +215,7 @@ fn a_forked_child_reports_on_its_own_connection() {
     assert!(
         events
             .iter()
-            .any(|e| e.event == event::FORKED && e.pid == child[0].pid)
+            .any(|e| e.is(CaptureEventKind::Forked) && e.pid == child[0].pid)
     );
     assert_eq!(summary.processes.len(), 2);
     assert!(summary.processes.iter().all(|p| p.said_goodbye));
@@ -224,7 +229,7 @@ fn a_program_without_cuda_is_reported() {
     assert!(ranges.is_empty());
     assert!(summary.processes.is_empty());
     assert!(
-        events.iter().any(|e| e.event == event::NO_CUDA),
+        events.iter().any(|e| e.is(CaptureEventKind::NoCuda)),
         "{events:?}"
     );
 }
@@ -259,7 +264,7 @@ fn late_names_stream() -> Vec<u8> {
     });
     bytes.extend(frame(Frame::Status {
         t_ns: 1,
-        event: event::CUDA_ATTACHED.into(),
+        event: CaptureEventKind::CudaAttached.as_str().into(),
         count: 1,
         detail: "libcupti.so.13 (CUPTI API 130001): kernels".into(),
     }));
@@ -359,7 +364,7 @@ fn late_names_devices_and_a_missing_goodbye() {
     assert!(
         events
             .iter()
-            .any(|e| e.event == event::NO_GOODBYE && e.pid == 77)
+            .any(|e| e.is(CaptureEventKind::NoGoodbye) && e.pid == 77)
     );
     assert!(!summary.processes[0].said_goodbye);
     assert!(
@@ -427,7 +432,7 @@ pub(super) fn hello(pid: u32) -> Frame<'static> {
 fn attached() -> Frame<'static> {
     Frame::Status {
         t_ns: 1,
-        event: event::CUDA_ATTACHED.into(),
+        event: CaptureEventKind::CudaAttached.as_str().into(),
         count: 1,
         detail: "libcupti.so.13 (CUPTI API 130001): kernels, memcpy, memset".into(),
     }
@@ -463,7 +468,7 @@ fn kernel_capture_that_delivers_nothing_is_reported() {
     assert!(
         events
             .iter()
-            .any(|e| e.event == event::NO_ACTIVITY && e.pid == 88)
+            .any(|e| e.is(CaptureEventKind::NoActivity) && e.pid == 88)
     );
     assert!(
         summary
@@ -482,12 +487,15 @@ fn a_process_that_never_touched_the_gpu_gets_no_warning() {
     assert!(
         !events
             .iter()
-            .any(|e| e.event == event::NO_GOODBYE || e.event == event::NO_ACTIVITY),
+            .any(|e| e.is(CaptureEventKind::NoGoodbye) || e.is(CaptureEventKind::NoActivity)),
         "{events:?}"
     );
     assert!(summary.problems.is_empty(), "{:?}", summary.problems);
     assert_eq!(summary.quiet.len(), 1);
-    let quiet = events.iter().find(|e| e.event == event::QUIET).unwrap();
+    let quiet = events
+        .iter()
+        .find(|e| e.is(CaptureEventKind::Quiet))
+        .unwrap();
     assert_eq!(quiet.count, 1);
     assert!(quiet.detail.contains("91 (python3)"), "{}", quiet.detail);
 }
@@ -527,7 +535,7 @@ fn a_killed_process_is_told_from_its_last_record() {
     let events = events_of(&msgs);
     let warn = events
         .iter()
-        .find(|e| e.event == event::NO_GOODBYE && e.pid == 92)
+        .find(|e| e.is(CaptureEventKind::NoGoodbye) && e.pid == 92)
         .expect("warned");
     assert!(
         warn.detail.contains("after the last one delivered"),
@@ -568,7 +576,7 @@ fn graph_contents_become_one_row_per_graph() {
     let events = events_of(&msgs);
     let g = events
         .iter()
-        .find(|e| e.event == event::GRAPH_CONTENTS)
+        .find(|e| e.is(CaptureEventKind::GraphContents))
         .expect("a row per graph");
     assert_eq!((g.pid, g.count), (96, 30));
     assert!(
@@ -626,7 +634,7 @@ fn window_edges_are_forwarded_and_closed_at_exit() {
     assert!(why[3].contains("exit of process 93"), "{why:?}");
     let open_at_exit: Vec<CaptureEvent> = events_of(&msgs)
         .into_iter()
-        .filter(|e| e.event == event::WINDOW_OPEN_AT_EXIT)
+        .filter(|e| e.is(CaptureEventKind::WindowOpenAtExit))
         .collect();
     assert_eq!(open_at_exit.len(), 1, "{open_at_exit:?}");
     assert_eq!((open_at_exit[0].pid, open_at_exit[0].count), (93, 1));
@@ -704,7 +712,7 @@ fn a_connection_sending_garbage_is_closed_and_the_recording_goes_on() {
     assert_eq!(ranges.len(), 1, "the other process is recorded");
     let broken = events
         .iter()
-        .find(|e| e.event == event::BROKEN_STREAM)
+        .find(|e| e.is(CaptureEventKind::BrokenStream))
         .expect("a row says so");
     assert_eq!(broken.pid, 94);
     assert!(broken.detail.contains("longer than"), "{}", broken.detail);
@@ -729,7 +737,8 @@ fn another_tools_injection_is_left_alone_and_reported() {
     assert!(
         events
             .iter()
-            .any(|e| e.event == event::NOT_INJECTED && e.detail.contains("/opt/other/libtool.so"))
+            .any(|e| e.is(CaptureEventKind::NotInjected)
+                && e.detail.contains("/opt/other/libtool.so"))
     );
 }
 
@@ -801,7 +810,7 @@ fn a_program_killed_mid_run_keeps_what_it_sent() {
     let pid = child.id();
     let warn = events
         .iter()
-        .find(|e| e.event == event::NO_GOODBYE && e.pid == pid)
+        .find(|e| e.is(CaptureEventKind::NoGoodbye) && e.pid == pid)
         .unwrap_or_else(|| panic!("warned: {events:?}"));
     assert!(warn.detail.contains("may be missing"), "{}", warn.detail);
     assert!(
@@ -855,7 +864,7 @@ fn a_connection_of_another_version_is_closed() {
         assert!(
             events_of(&msgs)
                 .iter()
-                .any(|e| e.event == event::BROKEN_STREAM),
+                .any(|e| e.is(CaptureEventKind::BrokenStream)),
             "{:?}",
             summary.protocol_errors
         );
@@ -869,10 +878,7 @@ fn the_nvtx_calibration_is_a_cost_row_and_no_range() {
     let program = built("examples/nvtx_fork");
     let (ranges, _, events, _) = run_under_capture(Kinds::NVTX, &program, &[]);
     let parent = ranges.iter().find(|r| r.name == "parent").unwrap().pid;
-    let cost: Vec<&CaptureEvent> = events
-        .iter()
-        .filter(|e| e.event == event::cost_event("nvtx", true))
-        .collect();
+    let cost: Vec<&CaptureEvent> = events.iter().filter(|e| e.is(NVTX_COST)).collect();
     assert_eq!(cost.len(), 1, "{events:#?}");
     assert_eq!(cost[0].pid, parent);
     assert!(cost[0].count >= 1, "{cost:?}");
@@ -912,10 +918,7 @@ fn the_capture_hot_path_stays_within_its_bound() {
     assert!(ranges.len() >= 5 * 20_000, "{}", ranges.len());
     assert!(per_range < MAX_NS_PER_RANGE, "{line}");
     assert!(per_record < MAX_NS_PER_RECORD, "{line}");
-    let cost = events
-        .iter()
-        .find(|e| e.event == event::cost_event("nvtx", true))
-        .unwrap();
+    let cost = events.iter().find(|e| e.is(NVTX_COST)).unwrap();
     eprintln!("calibrated: {} ns per range", cost.count);
     assert!((cost.count as f64) < MAX_NS_PER_RANGE, "{cost:?}");
 }

@@ -183,10 +183,10 @@ fn write_trace(path: &Path, base: i64, msgs: Vec<SinkMsg>) {
 }
 
 /// (pid, start, end) of the rows of `event`, in ms from `base`, sorted.
-fn rows_ms(events: &[CaptureEvent], name: &str, base: i64) -> Vec<(u32, i64, i64)> {
+fn rows_ms(events: &[CaptureEvent], kind: CaptureEventKind, base: i64) -> Vec<(u32, i64, i64)> {
     let mut v: Vec<(u32, i64, i64)> = events
         .iter()
-        .filter(|e| e.event == name)
+        .filter(|e| e.is(kind))
         .map(|e| {
             let start = (e.t_ns - base) / MS;
             (e.pid, start, start + i64::try_from(e.count).unwrap() / MS)
@@ -214,10 +214,13 @@ fn every_workers_windows_and_phases_reach_one_trace() {
         .collect();
     expected.push((LEAKY, LEAKY_OPEN_MS, LEAKY_EXIT_MS));
     expected.sort_unstable();
-    assert_eq!(rows_ms(&events, event::PROCESS_WINDOW, base), expected);
+    assert_eq!(
+        rows_ms(&events, CaptureEventKind::ProcessWindow, base),
+        expected
+    );
     // The trace keeps their union: one window per round of the three workers, and the leaky
     // worker's until its exit.
-    let unions = rows_ms(&events, event::WINDOW, base);
+    let unions = rows_ms(&events, CaptureEventKind::Window, base);
     assert_eq!(
         unions,
         [
@@ -229,7 +232,7 @@ fn every_workers_windows_and_phases_reach_one_trace() {
     );
     let leaky_row = events
         .iter()
-        .find(|e| e.event == event::PROCESS_WINDOW && e.pid == LEAKY)
+        .find(|e| e.is(CaptureEventKind::ProcessWindow) && e.pid == LEAKY)
         .unwrap();
     assert!(
         leaky_row
@@ -242,7 +245,7 @@ fn every_workers_windows_and_phases_reach_one_trace() {
     // The window left open is a problem naming its process, in the trace and the summary.
     let open_at_exit: Vec<&CaptureEvent> = events
         .iter()
-        .filter(|e| e.event == event::WINDOW_OPEN_AT_EXIT)
+        .filter(|e| e.is(CaptureEventKind::WindowOpenAtExit))
         .collect();
     assert_eq!(open_at_exit.len(), 1, "{events:?}");
     assert_eq!(open_at_exit[0].pid, LEAKY);

@@ -12,7 +12,7 @@ use crate::capcost;
 use crate::capture;
 use crate::error::{AnalysisError, Result};
 use crate::gaps::{self, HostCoverage, KernelCoverage};
-use crate::host::{HostIndexBuilder, HostSide, Launchers};
+use crate::host::{self, HostIndexBuilder, HostSide, Launchers};
 use crate::kernels::KernelFold;
 use crate::phases::{self, Phases, slots_of};
 use crate::samples::{self, Activity, FullScaleSource, SegAgg};
@@ -371,7 +371,7 @@ pub(crate) fn build_report_checked(
         warnings,
         host,
         capture_cost,
-        host_stacks_off: host_stacks_off(m),
+        host_stacks_off: host::stacks_off(m),
     })
 }
 
@@ -438,29 +438,11 @@ fn host_side(
     // `HostIndexBuilder`); the stacks table is read whole, it is interned and small.
     let mut b = HostIndexBuilder::new(&trace.stacks()?);
     trace.host_samples_by_segment(|rows| b.add(&rows))?;
-    let ix = b.finish(
-        trace
-            .manifest()
-            .extra
-            .get("host_stacks")
-            .map(String::as_str),
-    );
+    let ix = b.finish(host::asked_interval_ns(trace.manifest()));
     Ok(ix.map(|ix| HostSide {
         ix,
         launchers: Launchers::build(phases, &cells.index, cells.slots, api, chosen),
     }))
-}
-
-/// Why host stacks are off, from `manifest.extra.host_stacks` (`off: <why>`).
-fn host_stacks_off(m: &cufall_trace::model::Manifest) -> Option<String> {
-    let v = m.extra.get("host_stacks")?.trim();
-    let why = v.strip_prefix("off")?;
-    let why = why.trim_start_matches(':').trim();
-    Some(if why.is_empty() {
-        "no reason given".to_string()
-    } else {
-        why.to_string()
-    })
 }
 
 /// The kernels' busy intervals, read a segment at a time (only the intervals are kept); `None`

@@ -8,7 +8,7 @@
 //! says how many were left out.
 
 use super::source::Frame;
-use cufall_trace::model::{FrameKind, StackFrame};
+use cufall_model::{FrameKind, StackFrame};
 use std::collections::HashMap;
 
 /// Bytes of frame text (and per-frame overhead) the table may hold before it starts again.

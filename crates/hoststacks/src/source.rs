@@ -1,9 +1,9 @@
 //! What the round loop asks of the layer that reads another process's stacks: attach to a
 //! process, then read every thread's stack once per round. The real implementations are
-//! [`crate::hoststacks::pyspy`] (Python) and [`crate::hoststacks::native`] (perf events),
-//! joined by [`crate::hoststacks::composite`]; tests drive the loop with a fake.
+//! [`crate::pyspy`] (Python) and [`crate::native`] (perf events),
+//! joined by [`crate::composite`]; tests drive the loop with a fake.
 
-use cufall_trace::model::{FrameKind, Gil, HostState};
+use cufall_model::{FrameKind, Gil, HostFrames, HostState};
 
 /// One frame as read from the process, innermost first in [`ThreadStack::frames`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -102,6 +102,8 @@ pub trait StackSource: Send {
     fn attach(&mut self, pid: u32) -> Result<Box<dyn StackReader>, AttachError>;
     /// What is read, for the manifest and the docs (`python frames`).
     fn frames_kind(&self) -> &'static str;
+    /// What is read, for the manifest's typed `host_stacks.frames`.
+    fn frames(&self) -> HostFrames;
     /// Native call chains of `pid`'s threads, where this source reads them: None where it does
     /// not, a [`AttachError::NativeUnavailable`] where perf events are refused.
     fn chains(&mut self, _pid: u32) -> Option<Result<Box<dyn NativeChains>, AttachError>> {

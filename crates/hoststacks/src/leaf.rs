@@ -1,8 +1,8 @@
 //! Mixed stacks: the one native frame a Python thread is in, appended under its innermost
 //! Python frame (`sdpa_attention_forward (…:158) → cudaStreamSynchronize (libcudart.so.12)`).
 //!
-//! The frame comes from the thread's perf samples ([`crate::hoststacks::native::chains`]), the
-//! system call it waits in from `/proc` (appended by [`crate::hoststacks::pyspy`]). From a
+//! The frame comes from the thread's perf samples ([`crate::native::chains`]), the
+//! system call it waits in from `/proc` (appended by [`crate::pyspy`]). From a
 //! sampled call chain (innermost first) one frame is chosen ([`pick`]):
 //!
 //! 1. only the frames below the interpreter count (up to the first frame in `libpython*` or a
@@ -25,7 +25,7 @@
 //! (libcudart.so.12) → futex`).
 
 use super::source::{Frame, ThreadStack};
-use cufall_trace::model::FrameKind;
+use cufall_model::FrameKind;
 
 /// How far out from a C library frame a known library's frame may be to be chosen instead.
 pub const NEAR: usize = 4;
@@ -149,7 +149,7 @@ pub fn merge(stack: &mut ThreadStack, chain: Option<&[Frame]>, held: &mut Option
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cufall_trace::model::{Gil, HostState};
+    use cufall_model::{Gil, HostState};
 
     fn native(function: &str, module: &str) -> Frame {
         Frame {

@@ -3,13 +3,16 @@
 
 use super::procs::{Proc, ProcessTable};
 use super::report::{HostSummary, PERMISSION_FIX, ProcessReport, Unread};
+use super::sampler::HostMsg;
 use super::sampler::{ATTACH_TRIES, REATTACH_AFTER, Sampler};
 use super::source::{
     AttachError, Frame, NativeChains, ReadError, StackReader, StackSource, ThreadStack,
 };
-use super::{HostStacks, Options, event};
-use crate::pipeline::SinkMsg;
-use cufall_trace::model::{CaptureEvent, FrameKind, Gil, HostSample, HostState, StackFrame};
+use super::{HostStacks, Options};
+use cufall_model::{
+    CaptureEvent, CaptureEventKind, FrameKind, Gil, HostFrames, HostSample, HostStacksMeta,
+    HostState, StackFrame,
+};
 use std::collections::{HashMap, HashSet};
 use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex};
@@ -95,6 +98,9 @@ impl StackSource for FakeSource {
     fn frames_kind(&self) -> &'static str {
         "python frames"
     }
+    fn frames(&self) -> HostFrames {
+        HostFrames::Python
+    }
 }
 
 struct FakeReader(Shared, u32);
@@ -154,7 +160,7 @@ fn thread(tid: u32, function: &str, line: u32) -> ThreadStack {
 }
 
 /// A world with one Python process 10 (one thread) and the loop over it.
-fn setup() -> (Shared, Sampler, Receiver<SinkMsg>) {
+fn setup() -> (Shared, Sampler, Receiver<HostMsg>) {
     let w: Shared = Arc::default();
     {
         let mut g = w.lock().expect("world");
@@ -189,8 +195,8 @@ impl Sent {
     fn stacks(&self) -> Vec<&StackFrame> {
         self.batches.iter().flat_map(|(s, _)| s).collect()
     }
-    fn event(&self, name: &str, pid: u32) -> Option<&CaptureEvent> {
-        self.events.iter().find(|e| e.event == name && e.pid == pid)
+    fn event(&self, kind: CaptureEventKind, pid: u32) -> Option<&CaptureEvent> {
+        self.events.iter().find(|e| e.is(kind) && e.pid == pid)
     }
 }
 
@@ -203,13 +209,12 @@ fn report_of(summary: &HostSummary, pid: u32) -> &ProcessReport {
         .expect("reported")
 }
 
-fn sent(rx: &Receiver<SinkMsg>) -> Sent {
+fn sent(rx: &Receiver<HostMsg>) -> Sent {
     let mut out = Sent::default();
     for m in rx.try_iter() {
         match m {
-            SinkMsg::Host { stacks, samples } => out.batches.push((stacks, samples)),
-            SinkMsg::Capture(e) => out.events.extend(e),
-            _ => panic!("unexpected message"),
+            HostMsg::Stacks { stacks, samples } => out.batches.push((stacks, samples)),
+            HostMsg::Events(e) => out.events.extend(e),
         }
     }
     out
@@ -255,7 +260,7 @@ fn samples_name_stacks_sent_no_later_than_themselves() {
     assert_eq!(summary.stacks, 2);
     assert_eq!((summary.samples, summary.missed), (5, 0));
     let e = out
-        .event(event::PROCESS, 10)
+        .event(CaptureEventKind::HostStacks, 10)
         .expect("a host_stacks row for the process");
     assert_eq!(e.count, 5);
     assert!(e.detail.contains("python 3.11.7"), "{}", e.detail);
@@ -263,6 +268,14 @@ fn samples_name_stacks_sent_no_later_than_themselves() {
         summary
             .manifest_text()
             .starts_with("on: every 1ms (1000 Hz)")
+    );
+    assert_eq!(
+        summary.manifest_meta(),
+        HostStacksMeta {
+            interval_ns: 1_000_000,
+            frames: HostFrames::Python,
+            off_reason: None,
+        }
     );
 }
 
@@ -287,7 +300,9 @@ fn no_permission_is_reported_with_the_fix_and_the_recording_goes_on() {
     );
     let p = &summary.processes[0];
     assert_eq!(p.unread, Some(Unread::NoPermission));
-    let e = out.event(event::UNAVAILABLE, 10).expect("unavailable row");
+    let e = out
+        .event(CaptureEventKind::HostStacksUnavailable, 10)
+        .expect("unavailable row");
     assert!(e.detail.contains(PERMISSION_FIX), "{}", e.detail);
     let m = summary.manifest_text();
     assert!(
@@ -299,6 +314,10 @@ fn no_permission_is_reported_with_the_fix_and_the_recording_goes_on() {
         "{m}"
     );
     assert!(summary.lines().iter().any(|l| l.contains("not read")));
+    // The words' reason, as a value.
+    let meta = summary.manifest_meta();
+    assert_eq!(meta.off_reason.as_deref(), m.strip_prefix("off: "));
+    assert_eq!(meta.interval_ns, 1_000_000);
 }
 
 #[test]
@@ -319,7 +338,7 @@ fn a_process_that_exits_is_retired_with_its_account_and_nothing_crashes() {
     s.flush();
     let out = sent(&rx);
     let e = out
-        .event(event::PROCESS, 10)
+        .event(CaptureEventKind::HostStacks, 10)
         .expect("written when it ended");
     assert_eq!(e.count, 2);
     let summary = s.finish();
@@ -347,7 +366,8 @@ fn a_process_that_execs_is_attached_again() {
     let p = &summary.processes[0];
     assert_eq!((p.execs, p.unread.as_ref()), (1, None));
     assert!(
-        out.event(event::NOT_PYTHON, 0).is_none(),
+        out.event(CaptureEventKind::HostStacksNotPython, 0)
+            .is_none(),
         "it runs Python now"
     );
 }
@@ -388,7 +408,9 @@ fn failed_reads_are_missed_samples_and_many_in_a_row_attach_again() {
     assert_eq!(p.missed, 6, "each failed read misses both threads");
     assert_eq!(p.samples, 4);
     let out = sent(&rx);
-    let e = out.event(event::MISSED, 10).expect("missed row");
+    let e = out
+        .event(CaptureEventKind::HostSamplesMissed, 10)
+        .expect("missed row");
     assert_eq!(e.count, 6);
     assert!(e.detail.contains("3 read(s) failed"), "{}", e.detail);
 
@@ -430,13 +452,15 @@ fn processes_without_python_are_counted_once_with_no_stacks() {
     let out = sent(&rx);
     let attaches = w.lock().expect("world").attaches.clone();
     assert_eq!(attaches.iter().filter(|p| **p == 20).count(), 1);
-    let e = out.event(event::NOT_PYTHON, 0).expect("one row for them");
+    let e = out
+        .event(CaptureEventKind::HostStacksNotPython, 0)
+        .expect("one row for them");
     assert_eq!(e.count, 3);
     assert!(e.detail.contains("nvcc, sh"), "{}", e.detail);
     assert_eq!(
         out.events
             .iter()
-            .filter(|e| e.event == event::NOT_PYTHON)
+            .filter(|e| e.is(CaptureEventKind::HostStacksNotPython))
             .count(),
         1
     );
@@ -477,8 +501,14 @@ fn an_unsupported_python_and_an_interpreter_that_never_starts_are_reported() {
     assert_eq!(by_pid(31).unread, None, "a slow start is waited for");
     assert!(by_pid(31).samples > 0);
     assert_eq!(by_pid(32).unread, Some(Unread::Failed));
-    assert!(out.event(event::UNAVAILABLE, 30).is_some());
-    assert!(out.event(event::UNAVAILABLE, 32).is_some());
+    assert!(
+        out.event(CaptureEventKind::HostStacksUnavailable, 30)
+            .is_some()
+    );
+    assert!(
+        out.event(CaptureEventKind::HostStacksUnavailable, 32)
+            .is_some()
+    );
     let attaches = w.lock().expect("world").attaches.clone();
     assert_eq!(
         attaches.iter().filter(|p| **p == 32).count(),
@@ -544,7 +574,11 @@ fn a_process_that_stops_being_readable_is_attached_again_and_named() {
     );
     assert_eq!(p.unread, Some(Unread::NoPermission));
     assert_eq!(w.lock().expect("world").attaches, vec![10, 10]);
-    assert!(sent(&rx).event(event::UNAVAILABLE, 10).is_some());
+    assert!(
+        sent(&rx)
+            .event(CaptureEventKind::HostStacksUnavailable, 10)
+            .is_some()
+    );
     assert!(
         summary.manifest_text().starts_with("on:"),
         "it was read for a while"
@@ -570,6 +604,9 @@ impl StackSource for FakeNative {
     }
     fn frames_kind(&self) -> &'static str {
         "native frames"
+    }
+    fn frames(&self) -> HostFrames {
+        HostFrames::Native
     }
     fn chains(&mut self, pid: u32) -> Option<Result<Box<dyn NativeChains>, AttachError>> {
         Some(if self.refuse {
@@ -630,7 +667,7 @@ impl StackReader for FakeNativeReader {
 
 /// The loop over world `w` with the composite source: Python through the fake py-spy, the rest
 /// through the fake native reader.
-fn composite(w: &Shared, refuse: bool) -> (Sampler, Receiver<SinkMsg>) {
+fn composite(w: &Shared, refuse: bool) -> (Sampler, Receiver<HostMsg>) {
     let (tx, rx) = channel();
     let source = super::HostSource::with(
         Box::new(FakeSource(Arc::clone(w))),
@@ -702,10 +739,13 @@ fn processes_without_python_are_read_natively_and_python_ones_get_their_native_l
     assert_eq!(native.len(), 3);
     assert!(native.iter().all(|x| x.gil == Gil::Unknown));
     assert!(
-        out.event(event::NOT_PYTHON, 0).is_none(),
+        out.event(CaptureEventKind::HostStacksNotPython, 0)
+            .is_none(),
         "a process read natively got stacks: it is not counted as unsampled"
     );
-    let e = out.event(event::PROCESS, 20).expect("a host_stacks row");
+    let e = out
+        .event(CaptureEventKind::HostStacks, 20)
+        .expect("a host_stacks row");
     assert!(
         e.detail.starts_with("native (perf task-clock) (sh)"),
         "{}",
@@ -738,7 +778,9 @@ fn processes_whose_native_frames_are_refused_are_counted_once_with_why() {
     let summary = s.finish();
     let out = sent(&rx);
     assert!(out.samples().is_empty());
-    let e = out.event(event::NOT_PYTHON, 0).expect("one row for them");
+    let e = out
+        .event(CaptureEventKind::HostStacksNotPython, 0)
+        .expect("one row for them");
     assert_eq!(e.count, 2);
     assert!(
         e.detail.contains("native frames could not be read") && e.detail.contains("refused"),
@@ -746,13 +788,18 @@ fn processes_whose_native_frames_are_refused_are_counted_once_with_why() {
         e.detail
     );
     assert!(
-        out.event(event::UNAVAILABLE, 20).is_none(),
+        out.event(CaptureEventKind::HostStacksUnavailable, 20)
+            .is_none(),
         "told once, not per process"
     );
     let m = summary.manifest_text();
     assert!(
         m.starts_with("off: no process of the program runs Python, and native frames could not be read: perf_event_open was refused"),
         "{m}"
+    );
+    assert_eq!(
+        summary.manifest_meta().off_reason.as_deref(),
+        m.strip_prefix("off: ")
     );
     assert!(
         summary.lines().iter().any(|l| l.contains(

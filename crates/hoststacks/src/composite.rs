@@ -8,6 +8,7 @@ use super::leaf::{Held, merge};
 use super::native::{FRAMES_KIND, NativeSource};
 use super::pyspy::PySpySource;
 use super::source::{AttachError, NativeChains, ReadError, StackReader, StackSource, ThreadStack};
+use cufall_model::HostFrames;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -118,5 +119,9 @@ impl StackSource for HostSource {
 
     fn frames_kind(&self) -> &'static str {
         FRAMES
+    }
+
+    fn frames(&self) -> HostFrames {
+        HostFrames::Mixed
     }
 }

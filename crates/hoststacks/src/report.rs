@@ -3,7 +3,7 @@
 
 use super::event;
 use super::native::DESCRIBE;
-use cufall_trace::model::CaptureEvent;
+use cufall_model::{CaptureEvent, CaptureEventKind, HostFrames, HostStacksMeta};
 use std::time::Duration;
 
 /// `1ms (1000 Hz)`.
@@ -63,6 +63,9 @@ pub struct HostSummary {
     pub interval_ns: u64,
     /// What is recorded (the source's `frames_kind`).
     pub frames: String,
+    /// The same, typed (the source's `frames`).
+    #[serde(skip)]
+    pub frame_kinds: HostFrames,
     pub processes: Vec<ProcessReport>,
     pub samples: u64,
     pub missed: u64,
@@ -103,21 +106,46 @@ impl HostSummary {
             .map(|p| p.unread_detail.as_str())
     }
 
-    /// The manifest's `host_stacks` at the end: how it was sampled, or why there are none.
+    /// The manifest's `extra.host_stacks` at the end: how it was sampled, or why there are
+    /// none, in words ([`HostSummary::manifest_meta`] says the same as values).
     pub fn manifest_text(&self) -> String {
         let rate = rate_text(Duration::from_nanos(self.interval_ns));
+        if let Some(why) = self.off_reason() {
+            return format!("off: {why}");
+        }
         if self.samples > 0 {
             return format!("on: {rate}, {}", self.frames);
+        }
+        if self.processes.is_empty() {
+            return format!("on: {rate}; no process of the program was seen");
+        }
+        format!("on: {rate}, {}; no sample was read", self.frames)
+    }
+
+    /// The manifest's `host_stacks` at the end.
+    pub fn manifest_meta(&self) -> HostStacksMeta {
+        HostStacksMeta {
+            interval_ns: i64::try_from(self.interval_ns).unwrap_or(i64::MAX),
+            frames: self.frame_kinds,
+            off_reason: self.off_reason(),
+        }
+    }
+
+    /// Why there are no host stacks: nothing was sampled, and the program could not be read;
+    /// `None` when stacks were sampled, or nothing was there to read.
+    fn off_reason(&self) -> Option<String> {
+        if self.samples > 0 {
+            return None;
         }
         if let Some(p) = self
             .processes
             .iter()
             .find(|p| p.unread == Some(Unread::NoPermission))
         {
-            return format!("off: {}", p.unread_detail);
+            return Some(p.unread_detail.clone());
         }
         if self.processes.is_empty() {
-            return format!("on: {rate}; no process of the program was seen");
+            return None;
         }
         if self.read().next().is_none() {
             let why = self
@@ -130,9 +158,9 @@ impl HostSummary {
                         .map(|why| format!("no process of the program runs Python, and native frames could not be read: {why}"))
                 })
                 .unwrap_or_else(|| "no process of the program runs Python".into());
-            return format!("off: {why}");
+            return Some(why);
         }
-        format!("on: {rate}, {}; no sample was read", self.frames)
+        None
     }
 
     /// The lines `record` prints at its end.
@@ -192,7 +220,8 @@ impl HostSummary {
         out
     }
 
-    /// Rows for the capture table (see [`event`]) of the processes in `reports`.
+    /// Rows for the capture table (`CaptureEventKind::HostStacks` and its kin) of the
+    /// processes in `reports`.
     pub fn events(reports: &[ProcessReport], t_ns: i64) -> Vec<CaptureEvent> {
         let mut out = Vec::new();
         for p in reports {
@@ -200,7 +229,7 @@ impl HostSummary {
                 out.push(CaptureEvent {
                     t_ns,
                     pid: p.pid,
-                    event: event::PROCESS.into(),
+                    event: CaptureEventKind::HostStacks.into(),
                     count: p.samples,
                     detail: format!(
                         "{} ({}): {} thread(s), {} samples, {} missed{}",
@@ -221,7 +250,7 @@ impl HostSummary {
                 out.push(CaptureEvent {
                     t_ns,
                     pid: p.pid,
-                    event: event::MISSED.into(),
+                    event: CaptureEventKind::HostSamplesMissed.into(),
                     count: p.missed,
                     detail: missed_detail(p),
                 });
@@ -233,7 +262,7 @@ impl HostSummary {
                 out.push(CaptureEvent {
                     t_ns,
                     pid: p.pid,
-                    event: event::UNAVAILABLE.into(),
+                    event: CaptureEventKind::HostStacksUnavailable.into(),
                     count: 0,
                     detail: p.unread_detail.clone(),
                 });
@@ -259,7 +288,7 @@ impl HostSummary {
         Some(CaptureEvent {
             t_ns,
             pid: 0,
-            event: event::NOT_PYTHON.into(),
+            event: CaptureEventKind::HostStacksNotPython.into(),
             count: names.len() as u64,
             detail: match self.native_refusal() {
                 Some(why) => format!(

@@ -14,7 +14,7 @@
 
 use super::procs::{ProcFs, ProcessTable, may_read_memory};
 use super::source::{AttachError, Frame, ReadError, StackReader, StackSource, ThreadStack};
-use cufall_trace::model::{FrameKind, Gil, HostState};
+use cufall_model::{FrameKind, Gil, HostFrames, HostState};
 use py_spy::config::LockingStrategy;
 use py_spy::{Config, PythonSpy};
 use std::path::{Path, PathBuf};
@@ -82,6 +82,10 @@ impl StackSource for PySpySource {
 
     fn frames_kind(&self) -> &'static str {
         "python frames"
+    }
+
+    fn frames(&self) -> HostFrames {
+        HostFrames::Python
     }
 }
 

@@ -5,13 +5,13 @@
 //! A thread's newest sample is always within one period (half the host interval) of its CPU
 //! time: while it uses CPU, the kernel samples it again. So the chain of a thread with no
 //! sample since the last look is still where it was when it last used CPU; what the caller
-//! makes of that is [`crate::hoststacks::leaf`]'s.
+//! makes of that is [`crate::leaf`]'s.
 
 use super::events::{Budget, Slot, chain_frames_until, open_ring};
 use super::symbols::ProcessSymbols;
 use super::{perf, records};
-use crate::hoststacks::leaf::is_interpreter;
-use crate::hoststacks::source::{Frame, NativeChains};
+use crate::leaf::is_interpreter;
+use crate::source::{Frame, NativeChains};
 use std::collections::HashMap;
 
 /// Rounds a thread may go unasked before its event is closed (it ended, or py-spy no longer

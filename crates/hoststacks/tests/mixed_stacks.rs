@@ -7,41 +7,23 @@
 //! (ptrace permission) nor sample it with perf events; CI runs as root with
 //! `perf_event_paranoid` 2, so it runs there.
 
-use cufall_sampler::hoststacks::{
-    AttachError, HostSource, HostStacks, NativeSource, Options, ProcFs, PySpySource, StackSource,
-    procs,
+use cufall_hoststacks::{
+    AttachError, HostMsg, HostSource, HostStacks, NativeSource, Options, ProcFs, PySpySource,
+    StackSource, procs,
 };
-use cufall_sampler::pipeline::SinkMsg;
-use cufall_trace::model::{FrameKind, HostSample, StackFrame};
+use cufall_model::{FrameKind, HostSample, StackFrame};
+use cufall_testkit::cprogram::{self, Killed};
 use std::collections::HashMap;
 use std::io::BufRead;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const LIBRARY: &str = r#"
-#include <time.h>
-
-static volatile unsigned long sink;
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-__attribute__((noinline)) void spin_c(double seconds) {
-    double end = now() + seconds;
-    while (now() < end)
-        for (int i = 0; i < 100000; i++) sink += i;
-}
-"#;
 
 const PROGRAM: &str = r#"
 import ctypes, sys, threading
 
 spin = ctypes.CDLL(sys.argv[1])
-spin.spin_c.argtypes = [ctypes.c_double]
+spin.spin_here.argtypes = [ctypes.c_double]
 libc = ctypes.CDLL(None)
 
 def nap_c():
@@ -50,37 +32,16 @@ def nap_c():
 
 def call_spin():
     while True:
-        spin.spin_c(0.05)
+        spin.spin_here(0.05)
 
 threading.Thread(target=nap_c, name="napper", daemon=True).start()
 print("ready", flush=True)
 call_spin()
 "#;
 
-struct Killed(Child);
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Builds the library and starts the program; it has said it is ready.
 fn start(dir: &Path) -> Killed {
-    let src = dir.join("spin.c");
-    let lib = dir.join("libspin.so");
-    std::fs::write(&src, LIBRARY).expect("source");
-    let out = Command::new("cc")
-        .args(["-O1", "-fno-omit-frame-pointer", "-shared", "-fPIC", "-o"])
-        .arg(&lib)
-        .arg(&src)
-        .output()
-        .expect("a C compiler (cc) runs here: Rust links with it");
-    assert!(
-        out.status.success(),
-        "cc: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let lib = cprogram::build_library(dir);
     let script = dir.join("mixed.py");
     std::fs::write(&script, PROGRAM).expect("script");
     let mut child = Command::new("python3")
@@ -163,7 +124,7 @@ fn a_c_function_called_through_ctypes_is_appended_under_its_python_caller() {
     drop(child);
     let (mut frames, mut samples): (Vec<StackFrame>, Vec<HostSample>) = (Vec::new(), Vec::new());
     for m in rx.try_iter() {
-        if let SinkMsg::Host { stacks, samples: s } = m {
+        if let HostMsg::Stacks { stacks, samples: s } = m {
             frames.extend(stacks);
             samples.extend(s);
         }
@@ -175,12 +136,12 @@ fn a_c_function_called_through_ctypes_is_appended_under_its_python_caller() {
         .filter_map(|s| stacks.get(&s.stack_id))
         .collect();
     assert!(!main.is_empty(), "{summary:#?}");
-    // The main thread is in spin_c nearly all the time: its native frame, under call_spin.
+    // The main thread is in spin_here nearly all the time: its native frame, under call_spin.
     let spinning = main
         .iter()
         .filter(|st| {
             st.first().map(|(n, k)| (n.as_str(), *k))
-                == Some(("spin_c (libspin.so)", FrameKind::Native))
+                == Some(("spin_here (libspin.so)", FrameKind::Native))
         })
         .inspect(|st| {
             assert_eq!(
@@ -196,7 +157,7 @@ fn a_c_function_called_through_ctypes_is_appended_under_its_python_caller() {
         .count();
     assert!(
         spinning * 2 >= main.len(),
-        "{spinning} of {} main-thread samples in spin_c: {main:#?}",
+        "{spinning} of {} main-thread samples in spin_here: {main:#?}",
         main.len()
     );
     // The napper sleeps in usleep: its system call, innermost, under nap_c.

@@ -10,8 +10,7 @@ use super::intern::Interner;
 use super::procs::{Proc, ProcessTable};
 use super::report::{HostSummary, PERMISSION_FIX, ProcessReport, Unread};
 use super::source::{AttachError, ReadError, StackReader, StackSource};
-use crate::pipeline::SinkMsg;
-use cufall_trace::model::{CaptureEvent, HostSample, StackFrame};
+use cufall_model::{CaptureEvent, HostSample, StackFrame};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,6 +47,30 @@ pub const REATTACH_AFTER: u32 = 200;
 /// Samples buffered before a send to the sink, whatever the flush period.
 const FLUSH_ROWS: usize = 16_384;
 
+/// What the loop sends to its caller's channel (as the caller's own message type, `M:
+/// From<HostMsg>`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum HostMsg {
+    /// The stacks first seen in this batch, then the samples, which may name them: a writer
+    /// writes the stacks first.
+    Stacks {
+        stacks: Vec<StackFrame>,
+        samples: Vec<HostSample>,
+    },
+    /// Rows for the trace's capture table (`CaptureEventKind::HostStacks` and its kin).
+    Events(Vec<CaptureEvent>),
+}
+
+/// Where the loop's messages go: the caller's channel, each message turned into its type.
+type Outbox = Box<dyn Fn(HostMsg) + Send>;
+
+fn outbox<M: From<HostMsg> + Send + 'static>(tx: Sender<M>) -> Outbox {
+    // A receiver gone (the recording ending) drops what is left: nothing waits for it.
+    Box::new(move |m| {
+        let _ = tx.send(M::from(m));
+    })
+}
+
 /// The running sampler.
 pub struct HostStacks {
     stop: Arc<AtomicBool>,
@@ -57,9 +80,9 @@ pub struct HostStacks {
 impl HostStacks {
     /// Samples `root` and its descendants until [`HostStacks::stop`]; rows and capture events
     /// go to `tx`.
-    pub fn start(
+    pub fn start<M: From<HostMsg> + Send + 'static>(
         root: u32,
-        tx: Sender<SinkMsg>,
+        tx: Sender<M>,
         source: Box<dyn StackSource>,
         table: Box<dyn ProcessTable>,
         opts: Options,
@@ -85,7 +108,7 @@ impl HostStacks {
                 unread: Some(Unread::Failed),
                 unread_detail: format!(
                     "the host-stack thread panicked: {}",
-                    crate::pipeline::panic_message(p.as_ref())
+                    panic_message(p.as_ref())
                 ),
                 ..ProcessReport::default()
             }],
@@ -132,7 +155,7 @@ struct Tracked {
 
 pub(super) struct Sampler {
     root: u32,
-    tx: Sender<SinkMsg>,
+    out: Outbox,
     attacher: Attacher,
     attach_seq: u64,
     table: Box<dyn ProcessTable>,
@@ -147,9 +170,9 @@ pub(super) struct Sampler {
 }
 
 impl Sampler {
-    pub(super) fn new(
+    pub(super) fn new<M: From<HostMsg> + Send + 'static>(
         root: u32,
-        tx: Sender<SinkMsg>,
+        tx: Sender<M>,
         source: Box<dyn StackSource>,
         table: Box<dyn ProcessTable>,
         opts: Options,
@@ -157,11 +180,12 @@ impl Sampler {
         let summary = HostSummary {
             interval_ns: u64::try_from(opts.interval.as_nanos()).unwrap_or(u64::MAX),
             frames: source.frames_kind().into(),
+            frame_kinds: source.frames(),
             ..HostSummary::default()
         };
         Sampler {
             root,
-            tx,
+            out: outbox(tx),
             attacher: Attacher::Inline(source),
             attach_seq: 0,
             table,
@@ -281,7 +305,7 @@ impl Sampler {
                 }
                 _ => continue,
             };
-            let t_ns = crate::now_unix_ns();
+            let t_ns = now();
             match reader.sample() {
                 Ok(threads) => {
                     t.failures_in_row = 0;
@@ -476,12 +500,10 @@ impl Sampler {
             let samples = std::mem::take(&mut self.samples);
             self.summary.samples += samples.len() as u64;
             self.summary.stacks += stacks.iter().filter(|f| f.depth == 0).count() as u64;
-            let _ = self.tx.send(SinkMsg::Host { stacks, samples });
+            (self.out)(HostMsg::Stacks { stacks, samples });
         }
         if !self.events.is_empty() {
-            let _ = self
-                .tx
-                .send(SinkMsg::Capture(std::mem::take(&mut self.events)));
+            (self.out)(HostMsg::Events(std::mem::take(&mut self.events)));
         }
     }
 
@@ -513,6 +535,15 @@ fn e_source(e: &AttachError) -> String {
         .unwrap_or_else(|| "refused".into())
 }
 
+/// The message a panic carried, for the report of a sampler thread that panicked.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
 fn now() -> i64 {
-    crate::now_unix_ns()
+    cufall_model::now_unix_ns()
 }

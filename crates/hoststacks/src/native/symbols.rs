@@ -13,8 +13,8 @@
 //! dropped first). Only the symbol and section tables are read from the file, not the whole
 //! file (a CUDA library is hundreds of megabytes).
 
-use crate::hoststacks::source::Frame;
-use cufall_trace::model::FrameKind;
+use crate::source::Frame;
+use cufall_model::FrameKind;
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -36,7 +36,7 @@ use super::procs::{ProcFs, ProcessTable};
 use super::source::{
     AttachError, Frame, NativeChains, ReadError, StackReader, StackSource, ThreadStack,
 };
-use cufall_trace::model::{FrameKind, Gil, HostState};
+use cufall_model::{FrameKind, Gil, HostFrames, HostState};
 use events::{Budget, Slot, chain_frames_until, open_ring, placeholder};
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -116,6 +116,10 @@ impl StackSource for NativeSource {
 
     fn frames_kind(&self) -> &'static str {
         FRAMES_KIND
+    }
+
+    fn frames(&self) -> HostFrames {
+        HostFrames::Native
     }
 
     fn chains(&mut self, pid: u32) -> Option<Result<Box<dyn NativeChains>, AttachError>> {

@@ -3,8 +3,8 @@
 
 use super::perf;
 use super::symbols::ProcessSymbols;
-use crate::hoststacks::source::Frame;
-use cufall_trace::model::FrameKind;
+use crate::source::Frame;
+use cufall_model::FrameKind;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -125,3 +125,10 @@ mod tests {
         assert!(max_us >= 0 && est_us >= 0);
     }
 }
+
+/// This machine's host name (empty when the kernel does not say).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}

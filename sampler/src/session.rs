@@ -270,7 +270,7 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
             Err(e) if policy == CounterPolicy::BestEffort && e.counters_out_of_reach() => {
                 // When it is a cufall of this user's that holds them: which, and how to pause it.
                 let who = matches!(&e, SessionError::Cupti(CuptiError::CountersBusy { .. }))
-                    .then(|| crate::control::held_by(&crate::argv0::command_name()))
+                    .then(|| crate::control_file::held_by(&crate::argv0::command_name()))
                     .flatten()
                     .map(|h| format!(" {h}"))
                     .unwrap_or_default();

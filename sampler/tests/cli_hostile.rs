@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use assert_cmd::Command;
-use cufall_sampler::cli::view::{
+use cufall_sampler::commands::view::{
     DisplayArgs, LookArgs, MAX_HEIGHT, MAX_WIDTH, ReplayArgs, ViewArgs, replay_text, view_text,
 };
 use cufall_testkit::examples::edit_manifest;

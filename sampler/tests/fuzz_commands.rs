@@ -20,11 +20,11 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use clap::Parser;
-use cufall_sampler::cli::analysis::{
-    DiffArgs, ExportArgs, ReportArgs, diff_to, export_to, report_to,
-};
-use cufall_sampler::cli::info::{Info, render as info_text};
-use cufall_sampler::cli::view::{ReplayArgs, ViewArgs, replay_text, view_text};
+use cufall_sampler::commands::diff::{DiffArgs, diff_to};
+use cufall_sampler::commands::export::{ExportArgs, export_to};
+use cufall_sampler::commands::info::{Info, render as info_text};
+use cufall_sampler::commands::report::{ReportArgs, report_to};
+use cufall_sampler::commands::view::{ReplayArgs, ViewArgs, replay_text, view_text};
 use cufall_testkit::examples::{copy_example, examples_dir, rewrite_text, splice_rows};
 use cufall_trace::Trace;
 use cufall_trace::model::{

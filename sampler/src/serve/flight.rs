@@ -487,6 +487,30 @@ pub fn write_dump(snap: &Snapshot, facts: &DumpFacts, path: &Path) -> Result<Dum
     })
 }
 
+/// The flight recorder's budget for the metrics asked for, not only those the first run got: a
+/// first run without counters (another profiler holds them) samples no metric, and a budget
+/// of its metrics would let any `--keep` pass. Without counters the interval is the one asked
+/// for, or the run's (the default pair's); a later run whose cost model picks a finer one is
+/// checked again when its flight recorder is made.
+pub fn start_budget(
+    info: &cufall_live::FeedInfo,
+    asked_metrics: usize,
+    asked_interval_ns: Option<i64>,
+    keep: std::time::Duration,
+) -> Budget {
+    let interval_ns = if info.metrics.is_empty() {
+        asked_interval_ns.unwrap_or(info.interval_ns)
+    } else {
+        info.interval_ns
+    };
+    Budget::new(
+        info.devices.len(),
+        asked_metrics.max(info.metrics.len()),
+        interval_ns,
+        cufall_trace::model::nanos(keep),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -626,5 +650,23 @@ mod tests {
         std::fs::create_dir(&a).unwrap();
         let b = dump_path(dir.path(), "node/1", 1_764_460_800_000_000_000);
         assert!(b.to_string_lossy().ends_with("-2.cufall"), "{b:?}");
+    }
+
+    #[test]
+    fn the_start_budget_counts_the_metrics_asked_for_when_the_first_run_has_none() {
+        let info = crate::serve::tests::feed_info(0, 50_000);
+        // Without counters the run has no metric; the budget is still that of the two asked.
+        let b = start_budget(
+            &info,
+            2,
+            Some(1_000),
+            std::time::Duration::from_secs(36_000),
+        );
+        assert_eq!(b.bytes_per_sample, 32);
+        assert_eq!(b.samples_per_s, 8e6);
+        assert!(b.check("10h", 64 << 30).is_err());
+        let had = crate::serve::tests::feed_info(2, 50_000);
+        let b = start_budget(&had, 2, None, std::time::Duration::from_secs(300));
+        assert_eq!(b.samples_per_s, 160_000.0);
     }
 }

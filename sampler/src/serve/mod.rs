@@ -14,11 +14,14 @@
 //! |---|---|
 //! | [`aggregate`] | per-GPU totals and each scraper's window: mean, max, idle fraction, gaps |
 //! | [`exposition`] | the Prometheus text |
-//! | [`flight`] | the flight recorder's ring and its dump to a trace |
+//! | [`flight`] | the flight recorder's ring, its budget, and its dump to a trace |
 //! | [`http`] | binding `--listen`, the routes |
 //! | [`serving`] | a running exporter: its HTTP handler threads and its supervisor, started and stopped together |
 //! | [`session_backend`] | the GPU [`Backend`]: the same `session::prepare`/`start` as `record` |
-//! | [`cmd`] | the command line: flags, binding before any GPU access, the first run, signals |
+//! | [`control`] | how the exporter answers `cufall control pause|resume` |
+//!
+//! The command line (flags, binding before any GPU access, the first run, signals) is
+//! [`crate::commands::serve`].
 //!
 //! The exporter samples through a [`Backend`], which starts a sampling run and hands over its
 //! live feed: on a GPU the session `record` uses, in tests a scripted fake GPU driving the same
@@ -27,7 +30,7 @@
 //! `cufall_sampling_state`, stops the run, waits (1 s, doubling up to 60 s) and starts again.
 
 pub mod aggregate;
-pub mod cmd;
+pub mod control;
 pub mod exposition;
 pub mod flight;
 pub mod http;
@@ -118,7 +121,7 @@ impl ServeOptions {
             dump_keep: 10,
             memory_available_bytes: None,
             heatmaps: Vec::new(),
-            hostname: crate::record::hostname(),
+            hostname: crate::os::hostname(),
             command: std::env::args().collect(),
             env: exposition::KUBE_ENV
                 .iter()

@@ -1,7 +1,7 @@
 //! The `cufall view` and `cufall replay` subcommands: their arguments and what they run over
 //! the terminal viewer (`cufall_viewer`); the live view shares the look flags.
 
-use super::analysis::PhasesArg;
+use crate::args::analysis::PhasesArg;
 use crate::duration::parse_offset_ns;
 use anyhow::{Context, Result, bail};
 use cufall_analysis::AnalysisError;
@@ -40,7 +40,7 @@ pub struct HeatmapArgs {
     pub no_denominator: bool,
     /// The value at the top of the colour scale (default: 100% for ratios and percentages, the
     /// largest value in view otherwise).
-    #[arg(long, value_name = "X", value_parser = super::number::parse_full_scale)]
+    #[arg(long, value_name = "X", value_parser = crate::cli::number::parse_full_scale)]
     pub full_scale: Option<f64>,
 }
 

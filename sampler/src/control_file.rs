@@ -169,12 +169,23 @@ impl Request {
     }
 }
 
+/// A control request refused, and why, in the words the socket carries.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
+impl From<&str> for Refused {
+    fn from(why: &str) -> Refused {
+        Refused(why.into())
+    }
+}
+
 /// How a process answers control requests: `Ok` done (what), `Err` refused (why).
-pub type Handler = Arc<dyn Fn(Request) -> Result<String, String> + Send + Sync>;
+pub type Handler = Arc<dyn Fn(Request) -> Result<String, Refused> + Send + Sync>;
 
 /// The answer to a pause or resume, as the control socket and HTTP say it.
-pub fn answer(r: Result<PauseDone, PauseRefused>) -> Result<String, String> {
-    r.map(|d| d.to_string()).map_err(|e| e.to_string())
+pub fn answer(r: Result<PauseDone, PauseRefused>) -> Result<String, Refused> {
+    r.map(|d| d.to_string()).map_err(|e| Refused(e.to_string()))
 }
 
 /// The state line of a process's counters (`state` requests).
@@ -412,7 +423,7 @@ pub fn ask(
     to: &Running,
     req: Request,
     timeout: Duration,
-) -> anyhow::Result<Result<String, String>> {
+) -> anyhow::Result<Result<String, Refused>> {
     let m = std::fs::symlink_metadata(&to.socket)
         .with_context(|| format!("process {} takes no control requests", to.pid))?;
     if !m.file_type().is_socket() || m.uid() != os::uid() {
@@ -433,8 +444,8 @@ pub fn ask(
     let line = line.trim_end();
     Ok(match line.split_once(' ') {
         Some(("ok", t)) => Ok(t.to_string()),
-        Some(("refused", t)) => Err(t.to_string()),
-        _ => Err(format!("an answer cufall does not know: {line}")),
+        Some(("refused", t)) => Err(Refused(t.to_string())),
+        _ => Err(Refused(format!("an answer cufall does not know: {line}"))),
     })
 }
 

@@ -7,8 +7,9 @@
 //! | module | what it does |
 //! |---|---|
 //! | [`commands`] | one module per subcommand: `record`, `metrics`, `control`, `serve`, `probe` (the hidden `probe-sampler`), `report`, `diff`, `export`, `view` (and `replay`), `info` |
-//! | [`args`] | the flags several commands share |
-//! | [`cli`] | the number parsers and the hints added to errors |
+//! | [`args`] | the pieces of the command line: the one duration syntax, numbers, device lists, and the flags several commands share; each parser's typed error keeps the message |
+//! | [`hint`] | the fix added to an error's message, naming flags and the command as it was run |
+//! | [`argv0`] | the command as the user typed it |
 //! | [`session`] | the reusable API: prepare (validate + arm GPUs), start (to a trace and/or a live feed), stop |
 //! | [`recording`] | one `record` run from start to end: the program, its capture windows, the wait for the end |
 //! | [`pipeline`] | per-device decode thread, evaluator threads, the single writer/sink thread (`decode`, `evaluate`, `sink`, behind small traits over CUPTI) |
@@ -29,12 +30,13 @@
 
 pub mod args;
 pub mod argv0;
-pub mod cli;
 pub mod commands;
 pub mod control_file;
 pub mod cost;
 pub mod cpus;
-pub mod duration;
+/// The duration syntax under its first path, which `hoststacks` names.
+pub use args::duration;
+pub mod hint;
 pub mod holes;
 pub mod hoststacks;
 pub mod nvml;
@@ -47,7 +49,6 @@ pub mod serve;
 pub mod session;
 pub mod sizing;
 pub mod spec;
-pub mod units;
 
 /// Nanoseconds since the Unix epoch (CLOCK_REALTIME), the clock of every trace timestamp.
 pub fn now_unix_ns() -> i64 {

@@ -142,7 +142,7 @@ impl WindowWatch {
             Err(e) => {
                 say(format!(
                     "`cufall control pause` cannot reach this recording: {}",
-                    crate::cli::hint::message_without_advice(&e)
+                    crate::hint::message_without_advice(&e)
                 ));
                 None
             }

@@ -582,7 +582,7 @@ fn wait_ready(
 struct ChipSetup {
     config: Vec<u8>,
     /// `Err`: why CUPTI could not say before arming.
-    bytes_per_sample: Result<u64, String>,
+    bytes_per_sample: Result<u64, CuptiError>,
 }
 
 /// A device to arm: its slot among the selected, CUDA index, chip and counter availability.
@@ -679,8 +679,7 @@ fn chip_setups(
                 &config,
                 &cfg.metrics,
                 cfg.interval_ns.unwrap_or(PROBE_INTERVAL_NS),
-            )
-            .map_err(|e| e.to_string());
+            );
             per_chip.insert(
                 chip.clone(),
                 ChipSetup {
@@ -747,9 +746,9 @@ fn arm_counters(
         .with_decode_period(sizing::decode_period(timing))
         .for_metrics(&cfg.metrics);
     let n = cfg.metrics.len();
-    let asked: Result<Vec<u64>, String> = per_chip
+    let asked: Result<Vec<u64>, &CuptiError> = per_chip
         .values()
-        .map(|c| c.bytes_per_sample.clone())
+        .map(|c| c.bytes_per_sample.as_ref().copied())
         .collect();
     let asked = asked.map(|v| v.into_iter().max().unwrap_or(1));
     let (interval_ns, choice) = match (cfg.interval_ns, &asked) {
@@ -757,7 +756,9 @@ fn arm_counters(
         (None, Ok(bytes)) => IntervalChoice::model(&model, *bytes, n, cfg.core_budget),
         (None, Err(why)) => (
             fallback_interval_ns(&model, n, cfg.core_budget),
-            IntervalChoice::Fallback { why: why.clone() },
+            IntervalChoice::Fallback {
+                why: why.to_string(),
+            },
         ),
     };
     // Until the devices report their own, the bytes asked before arming (or the pair's).

@@ -2,10 +2,10 @@
 //! on the synthetic fixture: the exported tables read back, Perfetto JSON is valid, JSON report.
 
 use clap::Parser;
-use cufall_sampler::cli::hint;
 use cufall_sampler::commands::diff::{DiffArgs, diff_to};
 use cufall_sampler::commands::export::{ExportArgs, export_to};
 use cufall_sampler::commands::report::{ReportArgs, report_to};
+use cufall_sampler::hint;
 use cufall_testkit::fixture::{Fixture, T0, TENSOR, US};
 use cufall_trace::Frame;
 

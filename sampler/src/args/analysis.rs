@@ -1,10 +1,10 @@
 //! The flags `report`, `diff` and `export` share: how idle time is measured, and which NVTX
 //! ranges are phases (the latter also taken by `view`, `replay` and `gui`).
 
-use crate::cli::number::{parse_fraction, parse_full_scale};
-use crate::duration::parse_positive_ns;
+use crate::args::duration::parse_positive_ns;
+use crate::args::number::{parse_fraction, parse_full_scale};
 use cufall_analysis::report::{DEFAULT_IDLE_BELOW, ReportOptions};
-use cufall_analysis::select::PhaseSelect;
+use cufall_analysis::select::{PhaseSelect, PhaseSelectError};
 
 /// How idle time is measured; shared by report, diff and export.
 #[derive(clap::Args, Debug, Clone, PartialEq)]
@@ -46,8 +46,8 @@ impl PhasesArg {
     }
 }
 
-fn parse_phases(s: &str) -> Result<PhaseSelect, String> {
-    s.parse::<PhaseSelect>().map_err(|e| e.to_string())
+fn parse_phases(s: &str) -> Result<PhaseSelect, PhaseSelectError> {
+    s.parse::<PhaseSelect>()
 }
 
 /// A fraction strictly between 0 and 1: `--idle-below 5` is a mistake for 0.05, not 500 %.

@@ -1,9 +1,9 @@
 //! The metric and device flags that `record`, `serve` and the live view share.
 
-use crate::duration::parse_positive_duration;
+use crate::args::duration::parse_positive_duration;
+use crate::args::units::parse_devices;
 use crate::session::{CounterPolicy, SessionConfig};
 use crate::spec::{self, MetricRequest, Selection};
-use crate::units::parse_devices;
 use anyhow::anyhow;
 use cufall_trace::model::nanos;
 use std::time::Duration;
@@ -30,7 +30,7 @@ pub struct SelectionArgs {
     #[arg(long)]
     pub raw: bool,
     /// Value mapped to the top of the colour scale (default: 100 for %, 1 for ratios).
-    #[arg(long, value_name = "X", value_parser = crate::cli::number::parse_full_scale)]
+    #[arg(long, value_name = "X", value_parser = crate::args::number::parse_full_scale)]
     pub full_scale: Option<f64>,
     /// GPU-time sampling interval, e.g. 10us, 50us, 1ms (default: chosen from the metrics'
     /// counter-data bytes per sample, the finest at about one core per GPU: 50us for the

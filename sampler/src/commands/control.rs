@@ -32,7 +32,7 @@ pub struct ControlArgs {
     pub pid: Option<u32>,
     /// How long a pause lasts (at most 24h); sampling resumes by itself after it.
     #[arg(long = "for", value_name = "DURATION", default_value = "5m",
-          value_parser = crate::duration::parse_positive_duration)]
+          value_parser = crate::args::duration::parse_positive_duration)]
     pub for_: Duration,
 }
 
@@ -100,7 +100,7 @@ fn pause_or_resume(args: &ControlArgs, dir: &Path, all: &[(Running, u64)]) -> an
             "{} (process {}) refused: {}",
             target.kind.as_str(),
             target.pid,
-            cufall_text::escape(&why)
+            cufall_text::escape(&why.0)
         ),
     }
 }

@@ -2,8 +2,8 @@
 //! CMD exits, `--duration` passes, or Ctrl-C; the trace is always closed properly.
 
 use crate::args::capture::CaptureRequest;
+use crate::args::duration::{parse_duration, parse_positive_duration};
 use crate::args::selection::SelectionArgs;
-use crate::duration::{parse_duration, parse_positive_duration};
 use crate::hoststacks::{self, HostArgs, HostSummary, Switch};
 use crate::os;
 use crate::program::which;
@@ -129,7 +129,7 @@ fn prepare_session(cfg: &SessionConfig) -> anyhow::Result<Prepared> {
                 _ => "",
             };
             let e = anyhow::Error::from(e);
-            let text = crate::cli::hint::message(&e, &crate::argv0::command_name());
+            let text = crate::hint::message(&e, &crate::argv0::command_name());
             return Err(anyhow!("{text}{hint}"));
         }
     };

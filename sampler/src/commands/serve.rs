@@ -5,8 +5,8 @@
 //! driver gets the message `record` gives and a non-zero exit; only the counters being held by
 //! another profiler lets the exporter start (sampling NVML, retrying the counters).
 
+use crate::args::duration::parse_positive_duration;
 use crate::args::selection::SelectionArgs;
-use crate::duration::parse_positive_duration;
 use crate::serve::control::control_file;
 use crate::serve::flight::start_budget;
 use crate::serve::session_backend::SessionBackend;
@@ -70,7 +70,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
             let e = anyhow::Error::from(e);
             return Err(anyhow!(
                 "{}",
-                crate::cli::hint::message(&e, &crate::argv0::command_name())
+                crate::hint::message(&e, &crate::argv0::command_name())
             ));
         }
     };
@@ -100,7 +100,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
         Err(e) => {
             exporter.log(&format!(
                 "`cufall control pause` cannot reach this exporter (POST /pause still can): {}",
-                crate::cli::hint::message_without_advice(&e)
+                crate::hint::message_without_advice(&e)
             ));
             None
         }

@@ -2,7 +2,7 @@
 //! the terminal viewer (`cufall_viewer`); the live view shares the look flags.
 
 use crate::args::analysis::PhasesArg;
-use crate::duration::parse_offset_ns;
+use crate::args::duration::parse_offset_ns;
 use anyhow::{Context, Result, bail};
 use cufall_analysis::AnalysisError;
 use cufall_analysis::select::{PhaseSelect, domain_counts};
@@ -40,7 +40,7 @@ pub struct HeatmapArgs {
     pub no_denominator: bool,
     /// The value at the top of the colour scale (default: 100% for ratios and percentages, the
     /// largest value in view otherwise).
-    #[arg(long, value_name = "X", value_parser = crate::cli::number::parse_full_scale)]
+    #[arg(long, value_name = "X", value_parser = crate::args::number::parse_full_scale)]
     pub full_scale: Option<f64>,
 }
 

@@ -63,18 +63,17 @@ impl Budget {
     /// Refuses a budget above half of `available_bytes` (what `/proc/meminfo` calls
     /// `MemAvailable`): a `--keep` that long would take the machine's memory from the programs
     /// it watches.
-    pub fn check(&self, keep: &str, available_bytes: u64) -> Result<(), String> {
+    pub fn check(&self, keep: &str, available_bytes: u64) -> Result<(), KeepTooLong> {
         if self.bytes <= available_bytes / 2 {
             return Ok(());
         }
         let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
-        Err(format!(
-            "--keep {keep}: the flight recorder would need {:.1} GiB ({}), more than half of the \
-{:.1} GiB this machine has available; choose a shorter --keep",
-            gib(self.bytes),
-            self.describe_product(),
-            gib(available_bytes)
-        ))
+        Err(KeepTooLong {
+            keep: keep.into(),
+            need_gib: gib(self.bytes),
+            product: self.describe_product(),
+            available_gib: gib(available_bytes),
+        })
     }
 
     fn describe_product(&self) -> String {
@@ -92,6 +91,19 @@ impl Budget {
             self.bytes as f64 / (1024.0 * 1024.0)
         )
     }
+}
+
+/// A `--keep` whose flight recorder would take more than half of the available memory.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "--keep {keep}: the flight recorder would need {need_gib:.1} GiB ({product}), more than half of the {available_gib:.1} GiB this machine has available; choose a shorter --keep"
+)]
+pub struct KeepTooLong {
+    pub keep: String,
+    pub need_gib: f64,
+    /// `N samples/s × B bytes × T s`.
+    pub product: String,
+    pub available_gib: f64,
 }
 
 #[derive(Clone, Debug)]
@@ -591,7 +603,7 @@ mod tests {
     fn a_keep_beyond_half_the_available_memory_is_refused() {
         // 8 GPUs, 50 µs, two metrics, 10 hours: 172.8 GB.
         let b = Budget::new(8, 2, 50_000, 36_000_000_000_000);
-        let e = b.check("10h", 64 << 30).unwrap_err();
+        let e = b.check("10h", 64 << 30).unwrap_err().to_string();
         assert!(e.starts_with("--keep 10h: the flight recorder would need 171.7 GiB (160000 samples/s × 32 bytes × 36000 s), more than half of the 64.0 GiB"), "{e}");
         assert!(e.ends_with("choose a shorter --keep"), "{e}");
         let five_min = Budget::new(8, 2, 50_000, 300_000_000_000);

@@ -10,10 +10,10 @@ mod commands;
 
 use clap::{Parser, Subcommand};
 use commands::live;
-use cufall_sampler::cli::hint;
 use cufall_sampler::commands::{
     control, diff, export, info, metrics, probe, record, report, serve, view,
 };
+use cufall_sampler::hint;
 use std::process::ExitCode;
 
 /// High-frequency GPU counter sampler and timeline viewer for NVIDIA GPUs.

@@ -5,9 +5,9 @@
 use anyhow::{Result, anyhow};
 use cufall_live::{LiveEvent, LiveReceiver, LiveSender};
 use cufall_sampler::args::capture::CaptureRequest;
+use cufall_sampler::args::duration::parse_positive_duration;
 use cufall_sampler::args::selection::SelectionArgs;
 use cufall_sampler::commands::view::{LookArgs, live_options};
-use cufall_sampler::duration::parse_positive_duration;
 use cufall_sampler::program::{exit_code, stop_child};
 use cufall_sampler::session::Prepared;
 use cufall_sampler::session::{self, CounterPolicy};

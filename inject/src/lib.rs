@@ -80,13 +80,13 @@ pub extern "C" fn InitializeInjection() -> i32 {
                     h.status(event::CUDA_ATTACHED, a.activity_kinds, &a.detail);
                     calibrate::cuda_kinds_unknown(h, h.kinds);
                 }
-                Err(why) => h.status(event::CUPTI_UNAVAILABLE, 0, &why),
+                Err(why) => h.status(event::CUPTI_UNAVAILABLE, 0, &why.to_string()),
             }
         } else {
             h.status(event::CUDA_ATTACHED, 0, "NVTX only: CUPTI not used");
         }
         if let Err(why) = callbacks::attach(h.kinds, h.range.as_ref()) {
-            h.status(event::CALLBACKS_UNAVAILABLE, 0, &why);
+            h.status(event::CALLBACKS_UNAVAILABLE, 0, &why.to_string());
         }
     });
     1

@@ -12,7 +12,8 @@
 //! | [`argv0`] | the command as the user typed it |
 //! | [`session`] | the reusable API: prepare (validate + arm GPUs), start (to a trace and/or a live feed), stop |
 //! | [`recording`] | one `record` run from start to end: the program, its capture windows, the wait for the end |
-//! | [`pipeline`] | per-device decode thread, evaluator threads, the single writer/sink thread (`decode`, `evaluate`, `sink`, behind small traits over CUPTI) |
+//! | [`pipeline`] | per-device decode thread and evaluator threads, behind small traits over CUPTI (`decode`, `evaluate`, `device`, `pause`): what the sink writes |
+//! | [`sink`] | writing the trace: the one sink thread (batches in order, the trace, the live feed), capture windows (`window`), the trace file's life around it (`trace`) |
 //! | [`recorder`] | the program's NVTX ranges, kernels, copies and API calls, from the capture library |
 //! | [`hoststacks`] | the stacks of the program's host threads: Python with py-spy's library, native frames with perf events for processes without Python (and the hidden `probe-host-stacks`) |
 //! | [`control_file`] | the control files and sockets by which `cufall control` reaches a running `record` or `serve` |
@@ -47,6 +48,7 @@ pub mod recorder;
 pub mod recording;
 pub mod serve;
 pub mod session;
+pub mod sink;
 pub mod sizing;
 pub mod spec;
 

@@ -8,10 +8,10 @@ use crate::hoststacks::{self, HostStacks, HostSummary};
 use crate::os;
 use crate::pipeline::SinkMsg;
 use crate::pipeline::pause::CounterState;
-use crate::pipeline::window::Edge;
 use crate::program::{exit_code, stop_child};
 use crate::recorder::{CaptureSummary, Recorder};
 use crate::session::{self, Prepared, SessionHandle, Summary};
+use crate::sink::window::Edge;
 use anyhow::{Context, anyhow, bail};
 use cufall_capture::RangeTrigger;
 use cufall_trace::TraceWriter;
@@ -220,7 +220,7 @@ impl WindowWatch {
     /// trace row when none opened.
     fn report(
         &self,
-        log: crate::pipeline::window::WindowLog,
+        log: crate::sink::window::WindowLog,
         writer: &mut TraceWriter,
     ) -> anyhow::Result<()> {
         let Some(w) = &self.windows else {
@@ -254,13 +254,7 @@ impl WindowWatch {
         say(format!(
             "no capture window opened, so the trace holds no samples: {why}"
         ));
-        writer.append_capture(&[cufall_trace::model::CaptureEvent {
-            t_ns: crate::now_unix_ns(),
-            pid: 0,
-            event: cufall_capture::event::NO_WINDOW.into(),
-            count: 0,
-            detail: why,
-        }])?;
+        crate::sink::trace::note_no_window(writer, why)?;
         Ok(())
     }
 }
@@ -271,21 +265,12 @@ fn note_capture(
     recorder: Option<&Recorder>,
     windows: Option<&Windows>,
 ) -> anyhow::Result<()> {
-    if let Some(r) = recorder {
-        writer.update_manifest(|m| {
-            m.extra.insert("capture".into(), r.kinds().to_env());
-        })?;
-    }
-    if let Some(w) = windows {
-        let text = match w {
-            Windows::Program(t) => t.to_env(),
-            Windows::Signal => "signal".into(),
-            Windows::Delay(d) => format!("delay {}", humantime::format_duration(*d)),
-        };
-        writer.update_manifest(|m| {
-            m.extra.insert("capture_range".into(), text);
-        })?;
-    }
+    let range = windows.map(|w| match w {
+        Windows::Program(t) => t.to_env(),
+        Windows::Signal => "signal".into(),
+        Windows::Delay(d) => format!("delay {}", humantime::format_duration(*d)),
+    });
+    crate::sink::trace::note_capture(writer, recorder.map(|r| r.kinds().to_env()), range)?;
     Ok(())
 }
 

@@ -17,9 +17,9 @@
 
 use crate::nvml::NvmlSource;
 use crate::pipeline::{
-    self, ArmError, DeviceCounters, DeviceSetup, DeviceThread, DropCount, DropTally, Ready, Rearm,
-    SinkMsg, SinkShared, pause,
+    self, ArmError, DeviceCounters, DeviceSetup, DeviceThread, Ready, Rearm, pause,
 };
+use crate::sink::{DropCount, DropTally, SinkMsg, SinkShared};
 use crate::sizing;
 use cufall_cupti::metric::{Catalogue, MetricName};
 use cufall_cupti::{Cupti, CuptiError, HostKind, ProfilerHost};
@@ -942,14 +942,14 @@ impl Prepared {
         let first_only = self.first_window_only;
         let gate = self
             .windowed
-            .then(|| pipeline::window::Gate::new().first_only(first_only));
+            .then(|| crate::sink::window::Gate::new().first_only(first_only));
         let window_tx = self.windowed.then(|| self.tx.clone());
         let sink = {
             let shared = Arc::clone(&shared);
             let rx = self.rx;
             std::thread::Builder::new()
                 .name("cufall-sink".into())
-                .spawn(move || pipeline::sink_main(rx, writer, live, shared, gate))
+                .spawn(move || crate::sink::sink_main(rx, writer, live, shared, gate))
                 .map_err(|source| SessionError::WriterThread { source })?
         };
         let mut devices = Vec::new();
@@ -1022,7 +1022,7 @@ pub struct SessionHandle {
     sharing: pause::CounterSharing,
     counters: Vec<(DeviceId, Arc<DeviceCounters>)>,
     nvml_thread: Option<JoinHandle<()>>,
-    sink: Option<JoinHandle<pipeline::SinkResult>>,
+    sink: Option<JoinHandle<crate::sink::SinkResult>>,
     shared: Arc<SinkShared>,
     started: Instant,
     cpu0: f64,
@@ -1170,7 +1170,7 @@ pub struct SessionOutcome {
     pub writer: Option<TraceWriter>,
     pub summary: Summary,
     /// Capture windows, once the sink has taken every edge.
-    pub windows: pipeline::window::WindowLog,
+    pub windows: crate::sink::window::WindowLog,
 }
 
 /// A snapshot while running.
@@ -1234,14 +1234,14 @@ impl SessionHandle {
     }
 
     /// Opens or closes a capture window (a recording limited to windows).
-    pub fn window_edge(&self, edge: pipeline::window::Edge) {
+    pub fn window_edge(&self, edge: crate::sink::window::Edge) {
         if let Some(tx) = &self.window_tx {
             let _ = tx.send(SinkMsg::Window(edge));
         }
     }
 
     /// Capture windows opened and closed so far.
-    pub fn windows(&self) -> pipeline::window::WindowLog {
+    pub fn windows(&self) -> crate::sink::window::WindowLog {
         self.shared.windows.lock().map(|l| *l).unwrap_or_default()
     }
 

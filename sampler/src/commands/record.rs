@@ -10,9 +10,8 @@ use crate::program::which;
 use crate::recorder::CaptureSummary;
 use crate::recording::{self, Ended, Plan, RangeEnd, Windows};
 use crate::session::{self, CounterPolicy, Prepared, SessionConfig, Summary};
+use crate::sink::trace;
 use anyhow::{Context, anyhow, bail};
-use cufall_trace::model::Manifest;
-use cufall_trace::{TraceWriter, WriterOptions};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -69,20 +68,6 @@ pub struct RecordArgs {
     /// Program to run and record (after `--`); its exit code becomes cufall's.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
-}
-
-/// The host's clock error when the recording begins, for reading several nodes' recordings
-/// together (`cufall_analysis::nodes`).
-fn add_clock_error(m: &mut Manifest) {
-    use cufall_analysis::nodes::{CLOCK_EST_ERROR_US, CLOCK_MAX_ERROR_US, CLOCK_SYNCHRONISED};
-    if let Some((max_us, est_us, synced)) = crate::os::clock_error() {
-        m.extra
-            .insert(CLOCK_MAX_ERROR_US.into(), max_us.to_string());
-        m.extra
-            .insert(CLOCK_EST_ERROR_US.into(), est_us.to_string());
-        let synced = if synced { "yes" } else { "no" };
-        m.extra.insert(CLOCK_SYNCHRONISED.into(), synced.into());
-    }
 }
 
 impl RecordArgs {
@@ -184,11 +169,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     }
     check_output(&args.output, args.force)?;
     let mut prepared = prepare_session(&cfg)?;
-    let mut manifest = Manifest::new(env!("CARGO_PKG_VERSION"), crate::now_unix_ns());
-    manifest.hostname = os::hostname();
-    add_clock_error(&mut manifest);
-    manifest.command = std::env::args().collect();
-    manifest.target_command = (!args.command.is_empty()).then(|| args.command.clone());
+    let mut manifest = trace::manifest(&args.command);
     if !args.command.is_empty() {
         manifest.extra.insert(
             hoststacks::MANIFEST_KEY.into(),
@@ -201,14 +182,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     }
     manifest.heatmaps = heatmaps;
     prepared.fill_manifest(&mut manifest);
-    let writer = match TraceWriter::create(
-        &args.output,
-        manifest,
-        WriterOptions {
-            overwrite: args.force,
-            ..WriterOptions::default()
-        },
-    ) {
+    let writer = match trace::create(&args.output, manifest, args.force) {
         Ok(w) => w,
         Err(e) => {
             prepared.abort();

@@ -16,7 +16,7 @@
 //! CUPTI in a session ([`super::device::Rearm`]), over a fake GPU in tests.
 
 use super::error::{ArmError, PipelineError, error_chain, panic_message};
-use super::sink::SinkMsg;
+use crate::sink::SinkMsg;
 use cufall_trace::model::{DeviceId, DropReason, DropRecord};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;

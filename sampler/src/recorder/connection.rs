@@ -2,8 +2,8 @@
 //! records held until their names arrive, warnings where records may really be missing.
 
 use super::shared::{ProcessSummary, Shared, State, WindowTrigger, problem_text};
-use crate::pipeline::SinkMsg;
-use crate::pipeline::window::Edge;
+use crate::sink::SinkMsg;
+use crate::sink::window::Edge;
 use cufall_capture::{Decoder, Frame, Name, Payload, WireRangeKind, event};
 use cufall_trace::model::{
     ActivityKind, ApiCall, ApiDomain, CaptureEvent, DeviceId, KernelRecord, NvtxRange, RangeKind,

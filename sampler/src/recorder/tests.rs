@@ -1,5 +1,5 @@
 use super::*;
-use crate::pipeline::window::Edge;
+use crate::sink::window::Edge;
 use cufall_capture::{Frame, Name, Payload, WireRangeKind, encode};
 use cufall_trace::model::{KernelRecord, NvtxRange, RangeKind};
 use std::io::Write;

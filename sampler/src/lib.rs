@@ -10,7 +10,7 @@
 //! | [`args`] | the pieces of the command line: the one duration syntax, numbers, device lists, and the flags several commands share; each parser's typed error keeps the message |
 //! | [`hint`] | the fix added to an error's message, naming flags and the command as it was run |
 //! | [`argv0`] | the command as the user typed it |
-//! | [`session`] | the reusable API: prepare (validate + arm GPUs), start (to a trace and/or a live feed), stop |
+//! | [`session`] | the reusable API: `config` (what to sample, checked), `arm` (prepare: validate + arm GPUs), `handle` (start to a trace and/or a live feed, stop), `estimate` (the cost said before starting) |
 //! | [`recording`] | one `record` run from start to end: the program, its capture windows, the wait for the end |
 //! | [`pipeline`] | per-device decode thread and evaluator threads, behind small traits over CUPTI (`decode`, `evaluate`, `device`, `pause`): what the sink writes |
 //! | [`sink`] | writing the trace: the one sink thread (batches in order, the trace, the live feed), capture windows (`window`), the trace file's life around it (`trace`) |
@@ -18,7 +18,7 @@
 //! | [`hoststacks`] | the stacks of the program's host threads: Python with py-spy's library, native frames with perf events for processes without Python (and the hidden `probe-host-stacks`) |
 //! | [`control_file`] | the control files and sockets by which `cufall control` reaches a running `record` or `serve` |
 //! | [`holes`] | timestamps → kept samples + explicit drop records (holes, warm-up) |
-//! | [`cost`] | what a metric set costs from its counter-data bytes per sample: decoder load, cores, the finest lossless and the default interval |
+//! | [`cost`] | what a metric set costs from its counter-data bytes per sample: decoder load, cores, the finest lossless and the default interval; the one choice of a session's interval |
 //! | [`sizing`] | counter-data image sizes and when to swap them so no sample is silently lost; evaluator threads, memory and CPU a rate needs |
 //! | [`spec`] | `--metric`/`--denominator`/`--full-scale`/`--sm-spread` → columns and heatmaps |
 //! | [`nvml`] | the NVML side channel |

@@ -192,7 +192,10 @@ impl WindowWatch {
                 Self::edge(
                     handle,
                     true,
-                    &format!("the end of --delay {}", humantime::format_duration(*d)),
+                    &format!(
+                        "the end of --delay {}",
+                        crate::args::duration::flag_text(*d)
+                    ),
                 );
             }
             _ => {}
@@ -268,7 +271,7 @@ fn note_capture(
     let range = windows.map(|w| match w {
         Windows::Program(t) => t.to_env(),
         Windows::Signal => "signal".into(),
-        Windows::Delay(d) => format!("delay {}", humantime::format_duration(*d)),
+        Windows::Delay(d) => format!("delay {}", crate::args::duration::flag_text(*d)),
     });
     crate::sink::trace::note_capture(writer, recorder.map(|r| r.kinds().to_env()), range)?;
     Ok(())

@@ -1,6 +1,10 @@
 //! The one duration syntax of every flag that takes a time (`--interval`, `--duration`,
 //! `--nvml-interval`, `--capture-wait`, `--print-after`, `--from`, `--to`, `--min-gap`).
 //!
+//! Printed back the same way: [`flag_text`] and [`interval_text`] write a duration as these
+//! flags take it (`5m`, `1m 30s`; `50us`, `2500ns`), for messages that quote a flag's value. A
+//! duration in a report or a view is written by `cufall_trace::model::Nanos` (`4.56 ms`).
+//!
 //! A number with a unit in humantime's syntax (`10us`, `10µs`, `2.5ms`, `30s`, `5m`, `1h`,
 //! `1m30s`), or a bare number, read as seconds as `nsys --duration` and `timeout` read it.
 
@@ -83,6 +87,20 @@ fn within_trace_clock(s: &str, d: Duration) -> Result<i64, DurationError> {
     i64::try_from(d.as_nanos()).map_err(|_| DurationError::PastTraceClock {
         text: s.trim().into(),
     })
+}
+
+/// A duration as the duration flags take it back (`5m`, `1m 30s`, `10h`): how messages quote
+/// `--keep`, `--for` and `--delay`.
+pub fn flag_text(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+/// A sampling interval as `--interval` takes it back, in its largest whole unit (`50us`,
+/// `2500ns`, `1ms`, `1s`; CUPTI's spelling, `cufall_cupti::pm::format_ns`), with a sign for a
+/// negative value.
+pub fn interval_text(interval_ns: i64) -> String {
+    let s = cufall_cupti::pm::format_ns(interval_ns.unsigned_abs());
+    if interval_ns < 0 { format!("-{s}") } else { s }
 }
 
 #[cfg(test)]

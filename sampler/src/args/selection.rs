@@ -5,7 +5,6 @@ use crate::args::units::parse_devices;
 use crate::session::{CounterPolicy, SessionConfig};
 use crate::spec::{self, MetricRequest, Selection};
 use anyhow::anyhow;
-use cufall_trace::model::nanos;
 use std::time::Duration;
 
 /// The metric and device flags shared by `record` and the live view.
@@ -73,12 +72,11 @@ impl SelectionArgs {
             sm_spread: self.sm_spread,
             raw: self.raw || self.no_denominator,
         })?;
-        let interval_ns = self.interval.map(nanos);
         let devices = parse_devices(&self.devices).map_err(|e| anyhow!("--devices: {e}"))?;
         let cfg = SessionConfig {
             devices,
             metrics: selection.columns.clone(),
-            interval_ns,
+            interval: self.interval,
             core_budget: crate::cost::CORE_BUDGET,
             nvml_interval: Some(self.nvml_interval),
             counters: policy,

@@ -322,7 +322,7 @@ fn print_summary(
             "{} samples from {} GPU(s) at {}, {} NVML readings",
             s.samples_written,
             n_devices,
-            crate::sizing::format_interval(interval_ns),
+            crate::args::duration::interval_text(interval_ns),
             s.nvml_rows
         ));
         let warmups = s.drops.get("warmup").map_or(0, |d| d.records);

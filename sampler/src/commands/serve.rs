@@ -62,7 +62,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
     opts.heatmaps = selection.heatmaps.clone();
     let exporter = Exporter::new(opts);
     let asked_metrics = cfg.metrics.len();
-    let asked_interval = cfg.interval_ns;
+    let asked_interval = cfg.interval_ns();
     let mut backend = SessionBackend { cfg, selection };
     let first = match backend.start() {
         Ok(s) => s,
@@ -78,14 +78,14 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
     if let Some(Err(why)) = exporter
         .options()
         .memory_available_bytes
-        .map(|a| budget.check(&humantime::format_duration(args.keep).to_string(), a))
+        .map(|a| budget.check(&crate::args::duration::flag_text(args.keep), a))
     {
         drop(first.run.stop());
         anyhow::bail!("{why}");
     }
     exporter.log(&format!(
         "flight recorder keeps the last {}: {}",
-        humantime::format_duration(args.keep),
+        crate::args::duration::flag_text(args.keep),
         budget.describe()
     ));
     crate::os::catch_interrupts();

@@ -488,8 +488,8 @@ impl Exporter {
             keep_ns,
         );
         let available = self.opts.memory_available_bytes;
-        if let Some(Err(why)) = available
-            .map(|a| budget.check(&humantime::format_duration(self.opts.keep).to_string(), a))
+        if let Some(Err(why)) =
+            available.map(|a| budget.check(&crate::args::duration::flag_text(self.opts.keep), a))
         {
             self.log(&format!(
                 "flight recorder: {why}; until then it keeps only what fits in half of the \
@@ -608,7 +608,7 @@ fn take_run(exporter: &Exporter, started: Started, degraded_for: Duration) -> En
             "sampling {} GPU(s), {} metric(s) every {}",
             feed.info.devices.len(),
             feed.info.metrics.len(),
-            crate::sizing::format_interval(feed.info.interval_ns)
+            crate::args::duration::interval_text(feed.info.interval_ns)
         )),
     }
     let since = Instant::now();
@@ -688,7 +688,7 @@ pub fn supervise(exporter: &Arc<Exporter>, mut backend: impl Backend, first: Opt
                 exporter.log(&format!(
                     "sampling stopped: {}; starting again in {}",
                     ended.why,
-                    humantime::format_duration(wait)
+                    crate::args::duration::flag_text(wait)
                 ));
             }
             Err(e) => {
@@ -700,7 +700,7 @@ pub fn supervise(exporter: &Arc<Exporter>, mut backend: impl Backend, first: Opt
                 exporter.log(&format!(
                     "cannot start sampling: {}; trying again in {}",
                     crate::pipeline::error_chain(&e),
-                    humantime::format_duration(wait)
+                    crate::args::duration::flag_text(wait)
                 ));
             }
         }

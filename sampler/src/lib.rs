@@ -20,7 +20,7 @@
 //! | [`holes`] | timestamps → kept samples + explicit drop records (holes, warm-up) |
 //! | [`cost`] | what a metric set costs from its counter-data bytes per sample: decoder load, cores, the finest lossless and the default interval; the one choice of a session's interval |
 //! | [`sizing`] | counter-data image sizes and when to swap them so no sample is silently lost; evaluator threads, memory and CPU a rate needs |
-//! | [`spec`] | `--metric`/`--denominator`/`--full-scale`/`--sm-spread` → columns and heatmaps |
+//! | [`metric_spec`] | the metric specs: `--metric`/`--denominator`/`--full-scale`/`--sm-spread` → columns and heatmaps |
 //! | [`nvml`] | the NVML side channel |
 //! | [`program`] | the program run under cufall: found, started, stopped, its exit code |
 //! | [`serve`] | the Prometheus exporter and its flight recorder, behind `cufall serve` |
@@ -40,6 +40,7 @@ pub use args::duration;
 pub mod hint;
 pub mod holes;
 pub mod hoststacks;
+pub mod metric_spec;
 pub mod nvml;
 mod os;
 pub mod pipeline;
@@ -50,7 +51,6 @@ pub mod serve;
 pub mod session;
 pub mod sink;
 pub mod sizing;
-pub mod spec;
 
 /// Nanoseconds since the Unix epoch (CLOCK_REALTIME), the clock of every trace timestamp.
 pub fn now_unix_ns() -> i64 {

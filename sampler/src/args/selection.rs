@@ -2,8 +2,8 @@
 
 use crate::args::duration::parse_positive_duration;
 use crate::args::units::parse_devices;
+use crate::metric_spec::{self, MetricRequest, Selection};
 use crate::session::{CounterPolicy, SessionConfig};
-use crate::spec::{self, MetricRequest, Selection};
 use anyhow::anyhow;
 use std::time::Duration;
 
@@ -64,7 +64,7 @@ pub struct SelectionArgs {
 impl SelectionArgs {
     /// Turns the flags into a session configuration and the heatmaps to show.
     pub fn to_config(&self, policy: CounterPolicy) -> anyhow::Result<(SessionConfig, Selection)> {
-        let selection = spec::select(&MetricRequest {
+        let selection = metric_spec::select(&MetricRequest {
             metrics: self.metric.clone(),
             denominator: self.denominator.clone(),
             no_denominator: self.no_denominator,

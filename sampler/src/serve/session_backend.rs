@@ -26,7 +26,7 @@ impl Run for SessionHandle {
 /// Sessions over the GPUs of `cfg`.
 pub struct SessionBackend {
     pub cfg: SessionConfig,
-    pub selection: crate::spec::Selection,
+    pub selection: crate::metric_spec::Selection,
 }
 
 impl SessionBackend {

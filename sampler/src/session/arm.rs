@@ -53,7 +53,7 @@ pub struct Prepared {
     pub cost: Option<Cost>,
     /// Percentages of peak of bare counters (`cufall_trace::model::peak`) that the GPU cannot
     /// evaluate, each with CUPTI's reason: not collected; their counters are shown on a relative
-    /// scale ([`crate::spec::Selection::relative`]).
+    /// scale ([`crate::metric_spec::Selection::relative`]).
     pub peaks_refused: Vec<(String, String)>,
     /// Metrics a chip could not evaluate that were recorded by their stand-in instead:
     /// (asked, recorded) ([`SessionConfig::fallbacks`]).
@@ -530,7 +530,7 @@ impl Prepared {
     /// line for each bare counter whose peak the GPU cannot give (shown on a relative scale).
     pub fn heatmaps_for(
         &self,
-        selection: &crate::spec::Selection,
+        selection: &crate::metric_spec::Selection,
     ) -> (Vec<HeatmapSpec>, Vec<String>) {
         if !self.has_counters() {
             return (Vec::new(), Vec::new());

@@ -47,7 +47,7 @@ pub struct SessionConfig {
     pub optional_metrics: Vec<String>,
     /// Metrics with a stand-in: (asked, stand-in). A chip that cannot evaluate the first
     /// records the second ([`Prepared::metrics_substituted`]); the defaults' cheaper tensor
-    /// counter falls back so to the usual one (`crate::spec::Selection::fallbacks`).
+    /// counter falls back so to the usual one (`crate::metric_spec::Selection::fallbacks`).
     pub fallbacks: Vec<(String, String)>,
 }
 
@@ -56,7 +56,7 @@ impl Default for SessionConfig {
     fn default() -> Self {
         SessionConfig {
             devices: None,
-            metrics: crate::spec::DEFAULT_METRICS
+            metrics: crate::metric_spec::DEFAULT_METRICS
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
@@ -68,7 +68,7 @@ impl Default for SessionConfig {
             eval_threads: None,
             image_timing: None,
             optional_metrics: Vec::new(),
-            fallbacks: crate::spec::default_fallbacks(),
+            fallbacks: crate::metric_spec::default_fallbacks(),
         }
     }
 }

@@ -17,6 +17,7 @@
 //! | [`recorder`] | the program's NVTX ranges, kernels, copies and API calls, from the capture library |
 //! | [`hoststacks`] | the stacks of the program's host threads: Python with py-spy's library, native frames with perf events for processes without Python (and the hidden `probe-host-stacks`) |
 //! | [`control_file`] | the control files and sockets by which `cufall control` reaches a running `record` or `serve` |
+//! | [`cpus`] | the fence that keeps cufall's own threads off the CPUs the program is kept to |
 //! | [`holes`] | timestamps → kept samples + explicit drop records (holes, warm-up) |
 //! | [`cost`] | what a metric set costs from its counter-data bytes per sample: decoder load, cores, the finest lossless and the default interval; the one choice of a session's interval |
 //! | [`sizing`] | counter-data image sizes and when to swap them so no sample is silently lost; evaluator threads, memory and CPU a rate needs |

@@ -1,8 +1,7 @@
 //! `view` and `replay` on a trace written to disk (synthetic data, real trace format).
 
-use cufall_sampler::commands::view::{
-    DisplayArgs, HeatmapArgs, LookArgs, ReplayArgs, ViewArgs, replay_text, view_text,
-};
+use cufall_sampler::args::look::{DisplayArgs, HeatmapArgs, LookArgs};
+use cufall_sampler::commands::view::{ReplayArgs, ViewArgs, replay_text, view_text};
 use std::path::PathBuf;
 
 const T0: i64 = 1_764_460_800_000_000_000;
@@ -78,7 +77,7 @@ fn bad_input_names_the_problem() {
 /// The live view's phase lane keeps the program's ranges, not a library's, as they arrive.
 #[test]
 fn the_live_phase_lane_leaves_library_domains_out() {
-    let options = cufall_sampler::commands::view::live_options(&LookArgs::default());
+    let options = cufall_sampler::args::look::live_options(&LookArgs::default());
     let keep = options.setup.phases.expect("a phase filter").0;
     let range = |domain: &str| cufall_trace::model::NvtxRange {
         name: "r".into(),

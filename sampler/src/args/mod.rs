@@ -9,11 +9,13 @@
 //! | [`units`] | the device lists (`--devices`) |
 //! | [`analysis`] | how idle time is measured and which NVTX ranges are phases (`report`, `diff`, `export`; `--phases` also `view`, `replay`, `gui`) |
 //! | [`selection`] | the metric and device flags of `record`, `serve` and the live view |
+//! | [`look`] | the terminal heatmap's look flags (`view`, `replay`, the live view) |
 //! | [`capture`] | `--capture` and `--capture-wait` of `record` and the live view |
 
 pub mod analysis;
 pub mod capture;
 pub mod duration;
+pub mod look;
 pub mod number;
 pub mod selection;
 pub mod units;

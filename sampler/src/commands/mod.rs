@@ -13,7 +13,7 @@
 //! | [`serve`] | `cufall serve` |
 //! | [`probe`] | the hidden `cufall probe-sampler` |
 //! | [`report`], [`diff`], [`export`] | `cufall report`, `cufall diff`, `cufall export` |
-//! | [`view`] | `cufall view` and `cufall replay` (a recording browsed, or played through the live view), and the look flags the live view shares |
+//! | [`view`] | `cufall view` and `cufall replay` (a recording browsed, or played through the live view) |
 //! | [`info`] | `cufall info` |
 
 pub mod control;

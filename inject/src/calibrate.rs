@@ -47,11 +47,8 @@ pub fn nvtx_once() {
                 drop(scratch);
                 r
             })
-            .map_err(|e| format!("the calibration thread could not start: {e}"))
-            .and_then(|t| {
-                t.join()
-                    .map_err(|_| "the calibration thread panicked".to_string())
-            });
+            .map_err(CostError::Thread)
+            .and_then(|t| t.join().map_err(|_| CostError::Panicked));
         send_nvtx_cost(h, timed.and_then(|rounds| nvtx_cost(&rounds)));
     });
 }
@@ -83,12 +80,23 @@ fn time_nvtx_pairs(scratch: &Scratch) -> Vec<f64> {
     rounds
 }
 
+/// Why the NVTX path's cost could not be measured.
+#[derive(Debug, thiserror::Error)]
+pub enum CostError {
+    #[error("no NVTX range reached the buffer while timing (capture stopped)")]
+    NoRange,
+    #[error("the calibration thread could not start: {0}")]
+    Thread(#[source] std::io::Error),
+    #[error("the calibration thread panicked")]
+    Panicked,
+}
+
 /// The median of the rounds, in whole nanoseconds (at least 1: a pair that was timed took
 /// time), or why there is none.
-pub fn nvtx_cost(rounds: &[f64]) -> Result<(u64, usize), String> {
+pub fn nvtx_cost(rounds: &[f64]) -> Result<(u64, usize), CostError> {
     let mut r: Vec<f64> = rounds.iter().copied().filter(|v| v.is_finite()).collect();
     if r.is_empty() {
-        return Err("no NVTX range reached the buffer while timing (capture stopped)".into());
+        return Err(CostError::NoRange);
     }
     r.sort_by(f64::total_cmp);
     let median = r[r.len() / 2];
@@ -100,7 +108,7 @@ pub fn nvtx_cost(rounds: &[f64]) -> Result<(u64, usize), String> {
     Ok((ns, r.len()))
 }
 
-fn send_nvtx_cost(h: &'static Hub, cost: Result<(u64, usize), String>) {
+fn send_nvtx_cost(h: &'static Hub, cost: Result<(u64, usize), CostError>) {
     match cost {
         Ok((ns, rounds)) => h.status(
             cost_row(CostKind::Nvtx, true),
@@ -110,7 +118,7 @@ fn send_nvtx_cost(h: &'static Hub, cost: Result<(u64, usize), String>) {
                  timed in the process (median of {rounds} rounds of {PAIRS_PER_ROUND} pairs)"
             ),
         ),
-        Err(why) => h.status(cost_row(CostKind::Nvtx, false), 0, &why),
+        Err(why) => h.status(cost_row(CostKind::Nvtx, false), 0, &why.to_string()),
     }
 }
 
@@ -141,11 +149,11 @@ mod tests {
     #[test]
     fn the_cost_is_the_median_round_and_never_zero() {
         assert_eq!(
-            nvtx_cost(&[300.0, 120.4, 150.0, 900.0, 140.0]),
-            Ok((150, 5))
+            nvtx_cost(&[300.0, 120.4, 150.0, 900.0, 140.0]).ok(),
+            Some((150, 5))
         );
-        assert_eq!(nvtx_cost(&[0.2]), Ok((1, 1)));
-        assert_eq!(nvtx_cost(&[f64::NAN, 99.6]), Ok((100, 1)));
+        assert_eq!(nvtx_cost(&[0.2]).ok(), Some((1, 1)));
+        assert_eq!(nvtx_cost(&[f64::NAN, 99.6]).ok(), Some((100, 1)));
         assert!(nvtx_cost(&[]).is_err());
         assert!(nvtx_cost(&[f64::INFINITY]).is_err());
     }

@@ -42,7 +42,7 @@ const MAX_DEPTH: u32 = 8;
 const MAX_NODES: usize = 1 << 20;
 
 /// Subscribes for what `kinds` and the capture range need; `Ok(false)` when nothing does.
-pub fn attach(kinds: Kinds, range: Option<&RangeTrigger>) -> Result<bool, String> {
+pub fn attach(kinds: Kinds, range: Option<&RangeTrigger>) -> Result<bool, cupti::CuptiError> {
     let mut wanted = Vec::new();
     if matches!(range, Some(RangeTrigger::ProfilerApi)) {
         wanted.push((DOMAIN_DRIVER_API, CBID_PROFILER_START));

@@ -57,8 +57,55 @@ struct Api {
 
 static API: OnceLock<Api> = OnceLock::new();
 
+/// Why the process's CUPTI cannot capture; the message goes to the recorder as the status
+/// line's detail.
+#[derive(Debug, thiserror::Error)]
+pub enum CuptiError {
+    #[error(
+        "CUPTI 13 could not be loaded ({tried}); kernel capture needs the CUDA 13 toolkit's libcupti on the library path (e.g. LD_LIBRARY_PATH=/usr/local/cuda/lib64)"
+    )]
+    Load {
+        /// Each soname tried, with why it did not load.
+        tried: String,
+    },
+    #[error("{soname} lacks {symbol}: {source}")]
+    Symbol {
+        soname: &'static str,
+        symbol: &'static str,
+        #[source]
+        source: libloading::Error,
+    },
+    #[error("{soname} lacks cuptiSubscribe/cuptiEnableCallback")]
+    NoCallbacks { soname: &'static str },
+    #[error(
+        "cuptiSubscribe failed ({why}): another CUPTI tool in the program holds the one subscriber CUPTI allows"
+    )]
+    Subscribe { why: String },
+    #[error("cuptiEnableCallback for domain {domain} callback {cbid} failed: {why}")]
+    EnableCallback { domain: u32, cbid: u32, why: String },
+    #[error("cuptiActivityRegisterCallbacks failed: {why}")]
+    RegisterCallbacks { why: String },
+    #[error("enabling {kind:?} failed: {why}")]
+    EnableKind {
+        kind: CUpti_ActivityKind,
+        why: String,
+    },
+    /// No activity kind asked for could be enabled: each one's failure.
+    #[error("{}", joined(.0))]
+    NoKind(Vec<CuptiError>),
+}
+
+/// The failures of several kinds, in one line.
+fn joined(errors: &[CuptiError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// The process's CUPTI, loaded on first use.
-fn api() -> Result<&'static Api, String> {
+fn api() -> Result<&'static Api, CuptiError> {
     match API.get() {
         Some(a) => Ok(a),
         None => {
@@ -70,31 +117,28 @@ fn api() -> Result<&'static Api, String> {
 
 /// Subscribes `callback` as CUPTI's one callback subscriber of the process and enables it for
 /// `(domain, callback id)` pairs. Fails when another tool holds the subscriber.
-pub fn subscribe(callback: CallbackFn, wanted: &[(u32, u32)]) -> Result<(), String> {
+pub fn subscribe(callback: CallbackFn, wanted: &[(u32, u32)]) -> Result<(), CuptiError> {
     let api = api()?;
     let (Some(subscribe), Some(enable)) = (api.subscribe, api.enable_callback) else {
-        return Err(format!(
-            "{} lacks cuptiSubscribe/cuptiEnableCallback",
-            api.soname
-        ));
+        return Err(CuptiError::NoCallbacks { soname: api.soname });
     };
     let mut subscriber: *mut c_void = std::ptr::null_mut();
     // SAFETY: `callback` has CUPTI's callback signature and never unwinds.
     let r = unsafe { subscribe(&mut subscriber, callback, std::ptr::null_mut()) };
     if r != SUCCESS {
-        return Err(format!(
-            "cuptiSubscribe failed ({}): another CUPTI tool in the program holds the one subscriber CUPTI allows",
-            api.describe(r)
-        ));
+        return Err(CuptiError::Subscribe {
+            why: api.describe(r),
+        });
     }
     for (domain, cbid) in wanted {
         // SAFETY: plain call with the subscriber CUPTI just returned.
         let r = unsafe { enable(1, subscriber, *domain, *cbid) };
         if r != SUCCESS {
-            return Err(format!(
-                "cuptiEnableCallback for domain {domain} callback {cbid} failed: {}",
-                api.describe(r)
-            ));
+            return Err(CuptiError::EnableCallback {
+                domain: *domain,
+                cbid: *cbid,
+                why: api.describe(r),
+            });
         }
     }
     Ok(())
@@ -159,7 +203,7 @@ fn kind(k: CUpti_ActivityKind) -> u32 {
     k as u32
 }
 
-fn load() -> Result<Api, String> {
+fn load() -> Result<Api, CuptiError> {
     let mut tried = Vec::new();
     for soname in SONAMES {
         // SAFETY: dlopen of CUPTI; RTLD_NOLOAD only finds a copy the process already has, the
@@ -172,20 +216,25 @@ fn load() -> Result<Api, String> {
             Err(e) => tried.push(format!("{soname}: {e}")),
         }
     }
-    Err(format!(
-        "CUPTI 13 could not be loaded ({}); kernel capture needs the CUDA 13 toolkit's libcupti on the library path (e.g. LD_LIBRARY_PATH=/usr/local/cuda/lib64)",
-        tried.join("; ")
-    ))
+    Err(CuptiError::Load {
+        tried: tried.join("; "),
+    })
 }
 
-fn bind(lib: Library, soname: &'static str) -> Result<Api, String> {
+fn bind(lib: Library, soname: &'static str) -> Result<Api, CuptiError> {
     macro_rules! sym {
         ($name:literal) => {
             // SAFETY: the symbol's type is its documented C signature in cupti_activity.h /
             // cupti_result.h / cupti_callbacks.h, written out in `Api`.
             match unsafe { lib.get(concat!($name, "\0").as_bytes()) } {
                 Ok(s) => *s,
-                Err(e) => return Err(format!("{soname} lacks {}: {e}", $name)),
+                Err(source) => {
+                    return Err(CuptiError::Symbol {
+                        soname,
+                        symbol: $name,
+                        source,
+                    });
+                }
             }
         };
     }
@@ -231,11 +280,14 @@ impl Api {
         format!("CUPTI error {r}")
     }
 
-    fn enable_kind(&self, k: CUpti_ActivityKind) -> Result<(), String> {
+    fn enable_kind(&self, k: CUpti_ActivityKind) -> Result<(), CuptiError> {
         // SAFETY: plain call with an activity kind of this CUPTI's enum.
         match unsafe { (self.enable)(kind(k)) } {
             SUCCESS => Ok(()),
-            r => Err(format!("enabling {k:?} failed: {}", self.describe(r))),
+            r => Err(CuptiError::EnableKind {
+                kind: k,
+                why: self.describe(r),
+            }),
         }
     }
 }
@@ -249,7 +301,7 @@ pub struct Attached {
 }
 
 /// Sets up activity tracing for `kinds`; returns what is captured, or why nothing is.
-pub fn attach(kinds: Kinds) -> Result<Attached, String> {
+pub fn attach(kinds: Kinds) -> Result<Attached, CuptiError> {
     let api = api()?;
     OWNER.store(std::process::id(), std::sync::atomic::Ordering::Relaxed);
     let mut version = 0u32;
@@ -289,10 +341,9 @@ pub fn attach(kinds: Kinds) -> Result<Attached, String> {
     // SAFETY: registers our two callbacks, which follow CUPTI's documented signatures.
     let r = unsafe { (api.register_callbacks)(Some(buffer_requested), Some(buffer_completed)) };
     if r != SUCCESS {
-        return Err(format!(
-            "cuptiActivityRegisterCallbacks failed: {}",
-            api.describe(r)
-        ));
+        return Err(CuptiError::RegisterCallbacks {
+            why: api.describe(r),
+        });
     }
     use CUpti_ActivityKind as K;
     let mut on = Vec::new();
@@ -325,7 +376,7 @@ pub fn attach(kinds: Kinds) -> Result<Attached, String> {
         want(K::CUPTI_ACTIVITY_KIND_DRIVER, "driver API");
     }
     if on.is_empty() {
-        return Err(problems.join("; "));
+        return Err(CuptiError::NoKind(problems));
     }
     if let Some(f) = api.flush_period {
         // SAFETY: plain call; CUPTI's worker then hands over buffers at least this often.
@@ -344,7 +395,7 @@ pub fn attach(kinds: Kinds) -> Result<Attached, String> {
         None => text.push_str("; periodic flushes off"),
     }
     if !problems.is_empty() {
-        text.push_str(&format!("; not captured: {}", problems.join("; ")));
+        text.push_str(&format!("; not captured: {}", joined(&problems)));
     }
     Ok(Attached {
         detail: text,

@@ -80,7 +80,7 @@ pub extern "C" fn InitializeInjection() -> i32 {
                     h.status(CaptureEventKind::CudaAttached, a.activity_kinds, &a.detail);
                     calibrate::cuda_kinds_unknown(h, h.kinds);
                 }
-                Err(why) => h.status(CaptureEventKind::CuptiUnavailable, 0, &why),
+                Err(why) => h.status(CaptureEventKind::CuptiUnavailable, 0, &why.to_string()),
             }
         } else {
             h.status(
@@ -90,7 +90,7 @@ pub extern "C" fn InitializeInjection() -> i32 {
             );
         }
         if let Err(why) = callbacks::attach(h.kinds, h.range.as_ref()) {
-            h.status(CaptureEventKind::CallbacksUnavailable, 0, &why);
+            h.status(CaptureEventKind::CallbacksUnavailable, 0, &why.to_string());
         }
     });
     1

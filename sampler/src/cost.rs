@@ -14,6 +14,10 @@
 //! - the finest interval the decoder holds without loss, and the default interval: the finest
 //!   one that costs at most [`CORE_BUDGET`] per GPU.
 //!
+//! [`CostModel::choose_interval`] is the one place a session's interval is chosen: the one
+//! given, the model's default for the bytes per sample, or, where CUPTI cannot say the bytes
+//! before arming, the default pair's.
+//!
 //! The constants were measured on an H200 (GH100, CUPTI 13.0, driver 580, 16 cores of a
 //! Firecracker VM) under a bf16 matmul load; `docs/benchmarks-sampler.md` has the runs and the
 //! model's error on each (`scripts/gpu/sampler.sh cost_model` measures them again). Another
@@ -27,6 +31,25 @@ pub const CORE_BUDGET: f64 = 1.0;
 /// third of a core per GPU (the default pair at 200 µs; the DRAM metric alone at 50 µs), still
 /// fine enough to see the millisecond gaps of a decode step.
 pub const EXPORTER_CORE_BUDGET: f64 = 0.3;
+/// The bytes per sample assumed when CUPTI cannot say them before arming: the default pair's.
+pub const FALLBACK_BYTES_PER_SAMPLE: u64 = 25_529;
+/// The interval of a session without counters: nothing is sampled (the manifest has no
+/// sampling), it only sets the live view's finest bin, as the default pair's 50 µs always did.
+pub const NO_COUNTERS_INTERVAL_NS: i64 = 50_000;
+
+/// How the interval was chosen.
+#[derive(Clone, Debug, PartialEq)]
+pub enum IntervalChoice {
+    /// `--interval`.
+    Given,
+    /// The cost model's default within `cores` per GPU; `budget_met` false when no step keeps
+    /// the metrics within it (the coarsest step is taken).
+    Model { budget_met: bool, cores: f64 },
+    /// CUPTI could not say the bytes per sample before arming (`why`): the default pair's
+    /// interval was taken.
+    Fallback { why: String },
+}
+
 /// The share of one core the decode thread may be busy and still keep up: by this model the
 /// finest lossless runs measured had their decoder 88–89 % busy (the default pair at 30 µs, the
 /// tensor pipe alone at 25 µs, both 60 s); at 109 % (the tensor pipe at 20 µs) and more, samples
@@ -133,20 +156,9 @@ impl CostModel {
     }
 
     /// The default interval: the finest round interval that is lossless and costs at most
-    /// [`CORE_BUDGET`] per GPU (the coarsest step, 100 ms, if none does).
-    pub fn default_interval_ns(&self, bytes_per_sample: u64, metrics: usize) -> i64 {
-        self.default_interval(bytes_per_sample, metrics).0
-    }
-
-    /// [`Self::default_interval_ns`], and whether it met the budget (lossless, at most
-    /// [`CORE_BUDGET`]): a metric set of megabytes per sample meets it at no step.
-    pub fn default_interval(&self, bytes_per_sample: u64, metrics: usize) -> (i64, bool) {
-        self.default_interval_within(bytes_per_sample, metrics, CORE_BUDGET)
-    }
-
-    /// The finest round interval that is lossless and costs at most `cores` per GPU, and
-    /// whether one did (else the coarsest step, 100 ms).
-    pub fn default_interval_within(
+    /// `cores` per GPU ([`CORE_BUDGET`], [`EXPORTER_CORE_BUDGET`]), and whether one did (else the
+    /// coarsest step, 100 ms: a metric set of megabytes per sample meets the budget at no step).
+    pub fn default_interval(
         &self,
         bytes_per_sample: u64,
         metrics: usize,
@@ -163,6 +175,33 @@ impl CostModel {
                 (DEFAULT_STEPS_US[DEFAULT_STEPS_US.len() - 1] * 1_000, false),
                 |iv| (iv, true),
             )
+    }
+
+    /// A session's sampling interval and how it was chosen: `given` (`--interval`) when there
+    /// is one; else the [`Self::default_interval`] within `cores` per GPU for `bytes` per sample
+    /// of `metrics` metrics; where CUPTI could not say the bytes before arming (`Err`: why), the
+    /// default pair's interval within `cores`, whatever metrics were asked (50 µs within one
+    /// core per GPU, 200 µs within the exporter's budget).
+    pub fn choose_interval<E: fmt::Display>(
+        &self,
+        given: Option<i64>,
+        bytes: Result<u64, E>,
+        metrics: usize,
+        cores: f64,
+    ) -> (i64, IntervalChoice) {
+        match (given, bytes) {
+            (Some(iv), _) => (iv, IntervalChoice::Given),
+            (None, Ok(bytes)) => {
+                let (iv, budget_met) = self.default_interval(bytes, metrics, cores);
+                (iv, IntervalChoice::Model { budget_met, cores })
+            }
+            (None, Err(why)) => {
+                let (iv, _) =
+                    self.default_interval(FALLBACK_BYTES_PER_SAMPLE, metrics.max(2), cores);
+                let why = why.to_string();
+                (iv, IntervalChoice::Fallback { why })
+            }
+        }
     }
 
     /// This model with the decoder calling every `period` (shorter with a short `--margin`).
@@ -297,13 +336,50 @@ mod tests {
     }
 
     #[test]
+    fn the_interval_is_the_one_given_the_models_or_the_default_pairs() {
+        let m = CostModel::H200;
+        let none: Result<u64, &str> = Err("refused");
+        assert_eq!(
+            m.choose_interval(Some(30_000), Ok::<_, &str>(PAIR), 2, CORE_BUDGET),
+            (30_000, IntervalChoice::Given)
+        );
+        let (iv, choice) = m.choose_interval(None, Ok::<_, &str>(PAIR), 2, CORE_BUDGET);
+        assert_eq!(
+            (iv, choice),
+            (
+                50_000,
+                IntervalChoice::Model {
+                    budget_met: true,
+                    cores: CORE_BUDGET
+                }
+            )
+        );
+        // Without the bytes: the default pair's interval within the budget asked for.
+        assert_eq!(m.choose_interval(None, none, 2, CORE_BUDGET).0, 50_000);
+        assert_eq!(
+            m.choose_interval(None, none, 2, EXPORTER_CORE_BUDGET).0,
+            200_000
+        );
+        assert_eq!(
+            m.choose_interval(None, none, 1, EXPORTER_CORE_BUDGET).0,
+            200_000
+        );
+        assert_eq!(
+            m.choose_interval(None, none, 1, CORE_BUDGET).1,
+            IntervalChoice::Fallback {
+                why: "refused".into()
+            }
+        );
+    }
+
+    #[test]
     fn the_realtime_pair_goes_finer_than_the_usual_pair_within_one_core() {
         let m = CostModel::H200;
         let rt = m.for_metrics(&RT_NAMES);
-        assert_eq!(rt.default_interval(RT_PAIR, 2), (40_000, true));
+        assert_eq!(rt.default_interval(RT_PAIR, 2, CORE_BUDGET), (40_000, true));
         assert!(rt.predict(RT_PAIR, 2, 40_000).cores() < 0.9);
         assert_eq!(rt.finest_lossless_ns(RT_PAIR, 2), 25_000);
-        assert_eq!(m.default_interval_ns(PAIR, 2), 50_000);
+        assert_eq!(m.default_interval(PAIR, 2, CORE_BUDGET).0, 50_000);
     }
 
     #[test]
@@ -323,34 +399,40 @@ mod tests {
     #[test]
     fn the_exporters_budget_picks_coarser_intervals_that_still_see_millisecond_gaps() {
         let m = CostModel::H200;
-        let within = |b, n| m.default_interval_within(b, n, EXPORTER_CORE_BUDGET);
+        let within = |b, n| m.default_interval(b, n, EXPORTER_CORE_BUDGET);
         assert_eq!(within(PAIR, 2), (200_000, true));
         assert_eq!(within(DRAM, 1), (50_000, true));
         for b in [313u64, DRAM, TENSOR, PAIR] {
             let (iv, met) = within(b, 2);
             assert!(met && iv <= 500_000, "{b} B: {iv} ns");
             assert!(m.predict(b, 2, iv).cores() <= EXPORTER_CORE_BUDGET);
-            assert!(iv >= m.default_interval_ns(b, 2));
+            assert!(iv >= m.default_interval(b, 2, CORE_BUDGET).0);
         }
     }
 
     #[test]
     fn the_default_follows_bytes_not_the_metric_count() {
         let m = CostModel::H200;
-        assert_eq!(m.default_interval_ns(PAIR, 2), 50_000);
-        assert_eq!(m.default_interval_ns(TENSOR, 1), 40_000);
-        let dram = m.default_interval_ns(DRAM, 1);
+        assert_eq!(m.default_interval(PAIR, 2, CORE_BUDGET).0, 50_000);
+        assert_eq!(m.default_interval(TENSOR, 1, CORE_BUDGET).0, 40_000);
+        let dram = m.default_interval(DRAM, 1, CORE_BUDGET).0;
         assert!(dram <= 12_000, "DRAM alone: {dram} ns");
         // A cheap counter goes finer than the DRAM metric; a huge one far coarser.
-        assert!(m.default_interval_ns(313, 1) < dram);
-        assert_eq!(m.default_interval_ns(649_017, 1), 1_000_000);
+        assert!(m.default_interval(313, 1, CORE_BUDGET).0 < dram);
+        assert_eq!(m.default_interval(649_017, 1, CORE_BUDGET).0, 1_000_000);
         // Megabytes per sample meet the budget at no step: the coarsest, said so.
-        assert_eq!(m.default_interval(200_000_000, 12), (100_000_000, false));
-        assert_eq!(m.default_interval(20_000_000, 12), (50_000_000, true));
-        assert!(m.default_interval(PAIR, 2).1);
+        assert_eq!(
+            m.default_interval(200_000_000, 12, CORE_BUDGET),
+            (100_000_000, false)
+        );
+        assert_eq!(
+            m.default_interval(20_000_000, 12, CORE_BUDGET),
+            (50_000_000, true)
+        );
+        assert!(m.default_interval(PAIR, 2, CORE_BUDGET).1);
         for b in [57u64, 313, DRAM, TENSOR, PAIR, 57_753, 649_017] {
             for n in 1..6 {
-                let iv = m.default_interval_ns(b, n);
+                let iv = m.default_interval(b, n, CORE_BUDGET).0;
                 let p = m.predict(b, n, iv);
                 assert!(p.lossless() && p.cores() <= CORE_BUDGET, "{b} B, {n}: {p}");
                 assert!(iv >= m.finest_lossless_ns(b, n));

@@ -65,19 +65,27 @@ fn allowed_in(status: &str) -> Option<CpuSet> {
         .and_then(parse_list)
 }
 
+/// Why cufall's own threads could not be kept to a set of CPUs.
+#[derive(Debug, thiserror::Error)]
+pub enum PinError {
+    #[error("cannot list this process's threads: {0}")]
+    Threads(#[source] std::io::Error),
+    #[error("sched_setaffinity: {0}")]
+    Affinity(#[source] std::io::Error),
+}
+
 /// What the fence does to cufall's own threads.
 pub trait Pinner {
     /// Keeps every thread of this process to `cpus`; `Err` with the reason when refused.
-    fn pin_all(&mut self, cpus: &CpuSet) -> Result<(), String>;
+    fn pin_all(&mut self, cpus: &CpuSet) -> Result<(), PinError>;
 }
 
 /// The real pinner: `sched_setaffinity` on every thread of this process.
 pub struct ThisProcess;
 
 impl Pinner for ThisProcess {
-    fn pin_all(&mut self, cpus: &CpuSet) -> Result<(), String> {
-        let tasks = std::fs::read_dir("/proc/self/task")
-            .map_err(|e| format!("cannot list this process's threads: {e}"))?;
+    fn pin_all(&mut self, cpus: &CpuSet) -> Result<(), PinError> {
+        let tasks = std::fs::read_dir("/proc/self/task").map_err(PinError::Threads)?;
         for t in tasks.flatten() {
             let Some(tid) = t.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
                 continue;
@@ -86,7 +94,7 @@ impl Pinner for ThisProcess {
             if let Err(e) = crate::os::set_thread_affinity(tid, cpus)
                 && e.raw_os_error() != Some(libc::ESRCH)
             {
-                return Err(format!("sched_setaffinity: {e}"));
+                return Err(PinError::Affinity(e));
             }
         }
         Ok(())
@@ -184,9 +192,11 @@ mod tests {
     struct Spy(Vec<CpuSet>, bool);
 
     impl Pinner for &mut Spy {
-        fn pin_all(&mut self, cpus: &CpuSet) -> Result<(), String> {
+        fn pin_all(&mut self, cpus: &CpuSet) -> Result<(), PinError> {
             if self.1 {
-                return Err("EPERM".into());
+                return Err(PinError::Affinity(std::io::Error::from_raw_os_error(
+                    libc::EPERM,
+                )));
             }
             self.0.push(cpus.clone());
             Ok(())

@@ -112,6 +112,13 @@ pub fn set_thread_affinity(
     }
 }
 
+/// This machine's host name (empty when the kernel does not say).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     /// Asking the kernel about its clock changes nothing and answers with errors that are not

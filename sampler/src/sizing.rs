@@ -179,13 +179,6 @@ fn parse_mem_available(meminfo: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// A sampling interval as `--interval` takes it (`10us`, `2500ns`, `3ms`): the spelling of
-/// [`cufall_cupti::pm::format_ns`], with a sign for a negative value.
-pub fn format_interval(interval_ns: i64) -> String {
-    let s = cufall_cupti::pm::format_ns(interval_ns.unsigned_abs());
-    if interval_ns < 0 { format!("-{s}") } else { s }
-}
-
 /// `1.2 GB`, `350 MB`: decimal units, as memory is usually quoted.
 pub fn format_bytes(b: u64) -> String {
     if b >= 1_000_000_000 {

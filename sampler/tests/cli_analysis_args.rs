@@ -1,9 +1,11 @@
-//! `report`, `diff` and `export` through their parsed flags (the `cufall_sampler::cli` layer),
+//! `report`, `diff` and `export` through their parsed flags (the `cufall_sampler::commands` layer),
 //! on the synthetic fixture: the exported tables read back, Perfetto JSON is valid, JSON report.
 
 use clap::Parser;
-use cufall_sampler::cli::analysis::{self as cli, DiffArgs, ExportArgs, ReportArgs};
-use cufall_sampler::cli::hint;
+use cufall_sampler::commands::diff::{DiffArgs, diff_to};
+use cufall_sampler::commands::export::{ExportArgs, export_to};
+use cufall_sampler::commands::report::{ReportArgs, report_to};
+use cufall_sampler::hint;
 use cufall_testkit::fixture::{Fixture, T0, TENSOR, US};
 use cufall_trace::Frame;
 
@@ -27,7 +29,7 @@ fn export_parquet_and_csv_read_back() {
         "50us",
     ]);
     let mut text = Vec::new();
-    cli::export_to(&args, &mut text).expect("export");
+    export_to(&args, &mut text).expect("export");
     let samples = read_parquet(&out.join("samples.parquet"));
     assert_eq!(samples.height(), 600 - 12);
     assert!(samples.column(TENSOR).is_some());
@@ -46,7 +48,7 @@ fn export_parquet_and_csv_read_back() {
     assert_eq!(read_parquet(&out.join("nvtx.parquet")).height(), 9);
     assert_eq!(read_parquet(&out.join("kernels.parquet")).height(), 12);
     // A second export to the same place is refused without --force.
-    let err = cli::export_to(&args, &mut Vec::new()).expect_err("exists");
+    let err = export_to(&args, &mut Vec::new()).expect_err("exists");
     let err = hint::message(&err, "cufall");
     assert!(err.contains("--force"), "{err}");
 
@@ -58,7 +60,7 @@ fn export_parquet_and_csv_read_back() {
         "-o",
         out.to_str().expect("utf8"),
     ]);
-    cli::export_to(&args, &mut Vec::new()).expect("export csv");
+    export_to(&args, &mut Vec::new()).expect("export csv");
     let gaps = std::fs::read_to_string(out.join("gaps.csv")).expect("csv");
     assert_eq!(gaps.lines().count(), 1 + 13);
     assert!(gaps.starts_with("device,start_ns,end_ns,duration_ns,place"));
@@ -80,7 +82,7 @@ fn export_perfetto_is_valid_trace_event_json() {
         "--min-gap",
         "50us",
     ]);
-    cli::export_to(&args, &mut Vec::new()).expect("export");
+    export_to(&args, &mut Vec::new()).expect("export");
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).expect("read")).expect("json");
     let events = v["traceEvents"].as_array().expect("traceEvents array");
@@ -145,7 +147,7 @@ fn perfetto_counters_are_bucketed_above_the_cap() {
         "30",
     ]);
     let mut text = Vec::new();
-    cli::export_to(&args, &mut text).expect("export");
+    export_to(&args, &mut text).expect("export");
     assert!(String::from_utf8_lossy(&text).contains("averaged over 100.0 µs buckets"));
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).expect("read")).expect("json");
@@ -191,7 +193,7 @@ fn cli_report_json_and_diff_text() {
         panic!("not report")
     };
     let mut out = Vec::new();
-    cli::report_to(&args, &mut out).expect("report");
+    report_to(&args, &mut out).expect("report");
     let v: serde_json::Value = serde_json::from_slice(&out).expect("json");
     assert_eq!(v["gaps"].as_array().map(Vec::len), Some(13));
     assert_eq!(v["gap_groups"][0]["place"], "draft → verify");
@@ -202,7 +204,7 @@ fn cli_report_json_and_diff_text() {
         panic!("not diff")
     };
     let mut out = Vec::new();
-    cli::diff_to(&args, &mut out).expect("diff");
+    diff_to(&args, &mut out).expect("diff");
     let text = String::from_utf8(out).expect("utf8");
     assert!(
         text.contains("PHASES (biggest change in total time first)"),
@@ -216,7 +218,7 @@ fn cli_report_json_and_diff_text() {
     let Cmd::Report(args) = cli.cmd else {
         panic!("not report")
     };
-    let err = cli::report_to(&args, &mut Vec::new())
+    let err = report_to(&args, &mut Vec::new())
         .expect_err("missing")
         .to_string();
     assert!(err.contains("no trace at"), "{err}");

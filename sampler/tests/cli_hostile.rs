@@ -5,9 +5,8 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use assert_cmd::Command;
-use cufall_sampler::cli::view::{
-    DisplayArgs, LookArgs, MAX_HEIGHT, MAX_WIDTH, ReplayArgs, ViewArgs, replay_text, view_text,
-};
+use cufall_sampler::args::look::{DisplayArgs, LookArgs, MAX_HEIGHT, MAX_WIDTH};
+use cufall_sampler::commands::view::{ReplayArgs, ViewArgs, replay_text, view_text};
 use cufall_testkit::examples::edit_manifest;
 use cufall_trace::model::{DeviceId, DropReason, DropRecord, NvmlRow, NvtxRange, SampleBatch};
 use cufall_trace::{Trace, TraceWriter};

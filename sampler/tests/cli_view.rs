@@ -1,8 +1,7 @@
 //! `view` and `replay` on a trace written to disk (synthetic data, real trace format).
 
-use cufall_sampler::cli::view::{
-    DisplayArgs, HeatmapArgs, LookArgs, ReplayArgs, ViewArgs, replay_text, view_text,
-};
+use cufall_sampler::args::look::{DisplayArgs, HeatmapArgs, LookArgs};
+use cufall_sampler::commands::view::{ReplayArgs, ViewArgs, replay_text, view_text};
 use std::path::PathBuf;
 
 const T0: i64 = 1_764_460_800_000_000_000;
@@ -78,7 +77,7 @@ fn bad_input_names_the_problem() {
 /// The live view's phase lane keeps the program's ranges, not a library's, as they arrive.
 #[test]
 fn the_live_phase_lane_leaves_library_domains_out() {
-    let options = cufall_sampler::cli::view::live_options(&LookArgs::default());
+    let options = cufall_sampler::args::look::live_options(&LookArgs::default());
     let keep = options.setup.phases.expect("a phase filter").0;
     let range = |domain: &str| cufall_trace::model::NvtxRange {
         name: "r".into(),
@@ -97,7 +96,7 @@ fn the_views_gaps_say_where_the_host_was() {
     // names the 2 ms sleep (line 64).
     let path =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/h200-torch-phases-host.cufall");
-    let marks = cufall_sampler::cli::view::gap_marks(
+    let marks = cufall_sampler::commands::view::gap_marks(
         &path,
         &cufall_analysis::select::PhaseSelect::default(),
     );
@@ -117,7 +116,7 @@ fn the_views_gaps_say_where_the_host_was() {
         .count();
     assert!(named >= 30, "{between:#?}");
     // A recording without host stacks still has its gaps, and says so.
-    let plain = cufall_sampler::cli::view::gap_marks(
+    let plain = cufall_sampler::commands::view::gap_marks(
         &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/h200-torch-phases.cufall"),
         &cufall_analysis::select::PhaseSelect::default(),
     );

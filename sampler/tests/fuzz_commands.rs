@@ -20,11 +20,11 @@
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
 use clap::Parser;
-use cufall_sampler::cli::analysis::{
-    DiffArgs, ExportArgs, ReportArgs, diff_to, export_to, report_to,
-};
-use cufall_sampler::cli::info::{Info, render as info_text};
-use cufall_sampler::cli::view::{ReplayArgs, ViewArgs, replay_text, view_text};
+use cufall_sampler::commands::diff::{DiffArgs, diff_to};
+use cufall_sampler::commands::export::{ExportArgs, export_to};
+use cufall_sampler::commands::info::{Info, render as info_text};
+use cufall_sampler::commands::report::{ReportArgs, report_to};
+use cufall_sampler::commands::view::{ReplayArgs, ViewArgs, replay_text, view_text};
 use cufall_testkit::examples::{copy_example, examples_dir, rewrite_text, splice_rows};
 use cufall_trace::Trace;
 use cufall_trace::model::{
@@ -324,23 +324,45 @@ fn apply(trace: &Path, changes: &[Hostile]) {
     }
 }
 
+/// What a command did on a case that a user must never see.
+#[derive(Debug, thiserror::Error)]
+enum Defect {
+    #[error("{what}: raw {c:?} in its output")]
+    RawCharacter { what: String, c: char },
+    #[error("{what}: an error without a message")]
+    EmptyError { what: String },
+    #[error("{what} panicked: {message}")]
+    Panicked { what: String, message: String },
+    #[error("{what}: not JSON: {source}")]
+    NotJson {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("the Perfetto export is {bytes} bytes")]
+    HugePerfetto { bytes: u64 },
+}
+
 /// Text a terminal gets: no control character but line ends, no bidirectional override.
-fn check_text(what: &str, text: &str) -> Result<(), String> {
+fn check_text(what: &str, text: &str) -> Result<(), Defect> {
     let bad = |c: char| {
         (c.is_control() && c != '\n')
             || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
     };
     match text.chars().find(|c| bad(*c)) {
-        Some(c) => Err(format!("{what}: raw {c:?} in its output")),
+        Some(c) => Err(Defect::RawCharacter {
+            what: what.into(),
+            c,
+        }),
         None => Ok(()),
     }
 }
 
 /// An error a user would see must say something.
-fn check_error(what: &str, e: &anyhow::Error) -> Result<(), String> {
+fn check_error(what: &str, e: &anyhow::Error) -> Result<(), Defect> {
     let m = format!("{e:#}");
     if m.trim().is_empty() {
-        return Err(format!("{what}: an error without a message"));
+        return Err(Defect::EmptyError { what: what.into() });
     }
     ERRORS.fetch_add(1, Ordering::Relaxed);
     Ok(())
@@ -381,7 +403,7 @@ struct P {
 }
 
 /// Every command that reads a recording, on `trace` (`base` the bundled recording it came from).
-fn every_command(trace: &Path, base: &Path, out: &Path) -> Result<(), String> {
+fn every_command(trace: &Path, base: &Path, out: &Path) -> Result<(), Defect> {
     let t = trace.to_str().unwrap();
     let b = base.to_str().unwrap();
     let o = |f: &str| out.join(f).to_str().unwrap().to_string();
@@ -435,14 +457,22 @@ fn every_command(trace: &Path, base: &Path, out: &Path) -> Result<(), String> {
         ),
     ];
     for (what, run) in runs {
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
-            .map_err(|p| format!("{what} panicked: {}", panic_text(&p)))?;
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).map_err(|p| {
+            Defect::Panicked {
+                what: what.into(),
+                message: panic_text(&p),
+            }
+        })?;
         match result {
             Ok(text) => {
                 OUTPUTS.fetch_add(1, Ordering::Relaxed);
                 if what == "report --json" {
-                    serde_json::from_str::<serde_json::Value>(&text)
-                        .map_err(|e| format!("{what}: not JSON: {e}"))?;
+                    serde_json::from_str::<serde_json::Value>(&text).map_err(|source| {
+                        Defect::NotJson {
+                            what: what.into(),
+                            source,
+                        }
+                    })?;
                 } else {
                     // What the binary prints: the command's text, escaped where it came from
                     // the recording. `info` is escaped as the binary prints it.
@@ -459,7 +489,7 @@ fn every_command(trace: &Path, base: &Path, out: &Path) -> Result<(), String> {
     }
     let perfetto = std::fs::metadata(out.join("p.json")).map_or(0, |m| m.len());
     if perfetto > 200 << 20 {
-        return Err(format!("the Perfetto export is {perfetto} bytes"));
+        return Err(Defect::HugePerfetto { bytes: perfetto });
     }
     Ok(())
 }

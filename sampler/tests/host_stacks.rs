@@ -7,7 +7,7 @@
 use cufall_sampler::hoststacks::{
     AttachError, HostStacks, Options, ProcFs, PySpySource, StackSource, event, native, procs,
 };
-use cufall_sampler::pipeline::{SinkMsg, SinkShared, sink_main};
+use cufall_sampler::sink::{SinkMsg, SinkShared, sink_main};
 use cufall_trace::model::{CaptureEventKind, FrameKind, Gil, HostFrames, HostStacksMeta, Manifest};
 use cufall_trace::{Trace, TraceWriter, WriterOptions};
 use std::collections::HashSet;

@@ -11,8 +11,9 @@
 mod common;
 
 use common::{Eval, Fake, IV, Step, T0, run_fake};
-use cufall_sampler::pipeline::{DeviceCounters, PipelineError, SinkMsg, SinkShared, sink_main};
+use cufall_sampler::pipeline::{DeviceCounters, PipelineError};
 use cufall_sampler::session::DeviceReport;
+use cufall_sampler::sink::{SinkMsg, SinkShared, sink_main};
 use cufall_trace::model::{DeviceId, DropRecord};
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1160,12 +1160,12 @@ fn cufall_control_pauses_and_resumes_a_running_exporter() {
     let dir = tmp
         .path()
         .join(format!("cufall-control-{}", unsafe_free_uid()));
-    let _file = cufall_sampler::control::ControlFile::create_in(
+    let _file = cufall_sampler::control_file::ControlFile::create_in(
         &dir,
-        cufall_sampler::control::Kind::Serve,
+        cufall_sampler::control_file::Kind::Serve,
         false,
         &f.addr.to_string(),
-        Some(serve::cmd::control_handler(f.exporter())),
+        Some(serve::control::control_handler(f.exporter())),
     )
     .unwrap();
     let control = |args: &[&str]| {

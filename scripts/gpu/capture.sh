@@ -9,17 +9,11 @@
 # Parts (default: all): nvtxcost overhead stress align torch engine bad examples
 set -u
 cd "$(dirname "$0")/../.."
-BIN=${BIN:-.dev-bin/all}
+. scripts/gpu/lib.sh
 OUT=${OUT:-/tmp/cufall-capture}
-C="$BIN/cufall"
-S="$BIN/specdec"
-WL=examples/workloads
 T=$(mktemp -d /tmp/cufall-cap.XXXX)
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-hdr() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 parts="${*:-nvtxcost overhead stress align torch engine bad examples}"
-want() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 
 build_workloads() {
   [ -x "$T/launch_loop" ] && return

@@ -14,18 +14,11 @@
 # more each).
 set -u
 cd "$(dirname "$0")/../.."
-BIN=${BIN:-.dev-bin/all}
+. scripts/gpu/lib.sh
 OUT=${OUT:-/tmp/cufall-gaps}
-C="$BIN/cufall"
-S="$BIN/specdec"
-WL=examples/workloads
 T=$(mktemp -d /tmp/cufall-gaps.XXXX)
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-if [ -x /opt/torch/.venv/bin/python ]; then PY=${PY:-/opt/torch/.venv/bin/python}; else PY=${PY:-python3}; fi
 parts="${*:-four engine}"
-want() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
-hdr() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 REC=("$C" record --force --devices 0)
 # The verdict section's host lines, and the IDLE GAPS head and places.
 verdict() { "$C" report "$1" | awk '/^VERDICT/{on=1} on' | cut -c1-400; }

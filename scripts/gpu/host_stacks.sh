@@ -16,22 +16,15 @@
 #             the CPU the whole run took (user+sys, cufall and program), samples kept/asked
 set -u
 cd "$(dirname "$0")/../.."
-BIN=${BIN:-.dev-bin/all}
+. scripts/gpu/lib.sh
 OUT=${OUT:-/tmp/cufall-host}
-C="$BIN/cufall"
-S="$BIN/specdec"
-WL=examples/workloads
 T=$(mktemp -d /tmp/cufall-host.XXXX)
 KEEP="$T/keep"
 R="$T/res"
 mkdir -p "$OUT" "$KEEP" "$R"
-export PYTHONUNBUFFERED=1
-if [ -x /opt/torch/.venv/bin/python ]; then PY=${PY:-/opt/torch/.venv/bin/python}; else PY=${PY:-python3}; fi
-hdr() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 parts="${*:-phases hf engine slowdown}"
 ROUNDS=${ROUNDS:-3}
 SECONDS_RUN=${SECONDS_RUN:-4}
-want() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 REC=("$C" record --force --devices 0)
 pass=0
 fail=0

@@ -6,15 +6,12 @@
 #   mkdir -p .dev-bin/all && cp target/release/{cufall,specdec} .dev-bin/all/
 #   scripts/gpu/integration.sh            # results under $OUT (default /tmp/cufall-int)
 set -u
-BIN=${BIN:-.dev-bin/all}
+. "$(dirname "$0")/lib.sh"
 OUT=${OUT:-/tmp/cufall-int}
-C="$BIN/cufall"
-S="$BIN/specdec"
 W=examples/workloads/matmul_copy.py
 T=$(mktemp -d /tmp/cufall-int.XXXX)
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-hdr() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 ngpu=$(nvidia-smi -L | wc -l)
 
 hdr "machine: $ngpu GPU(s)"

@@ -15,15 +15,10 @@
 #   scripts/gpu/unpack.sh && scripts/gpu/leaf.sh        # logs and the trace under $OUT
 set -u
 cd "$(dirname "$0")/../.."
-BIN=${BIN:-.dev-bin/all}
+. scripts/gpu/lib.sh
 OUT=${OUT:-/tmp/cufall-leaf}
-C="$BIN/cufall"
-WL=examples/workloads
 T=$(mktemp -d /tmp/cufall-leaf.XXXX)
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-if [ -x /opt/torch/.venv/bin/python ]; then PY=${PY:-/opt/torch/.venv/bin/python}; else PY=${PY:-python3}; fi
-hdr() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 pass=0
 fail=0
 check() { # name, command...

@@ -9,20 +9,13 @@
 # Parts (default: all): library compile graphs server kill flush
 set -u
 cd "$(dirname "$0")/../.."
-BIN=${BIN:-.dev-bin/all}
+. scripts/gpu/lib.sh
 OUT=${OUT:-/tmp/cufall-real}
-C="$BIN/cufall"
-S="$BIN/specdec"
-WL=examples/workloads
 T=$(mktemp -d /tmp/cufall-real.XXXX)
 KEEP="$T/keep"
 mkdir -p "$OUT" "$KEEP"
-export PYTHONUNBUFFERED=1
-if [ -x /opt/torch/.venv/bin/python ]; then PY=${PY:-/opt/torch/.venv/bin/python}; else PY=${PY:-python3}; fi
-hdr() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 parts="${*:-library compile graphs server kill flush}"
 ROUNDS=${ROUNDS:-3} # interleaved rounds of the overhead measurements (0: recordings only)
-want() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 REC=("$C" record --force --devices 0)
 # Traces are folders: they come back as one archive per run ($OUT/traces-PARTS.tar.xz).
 keep() { cp -r "$1" "$KEEP/"; "$C" info "$1" | head -40; }

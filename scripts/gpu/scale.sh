@@ -11,18 +11,14 @@
 # Binaries from scripts/gpu/unpack.sh (.dev-bin/all). Results under $OUT.
 set -u
 cd "$(dirname "$0")/../.."
-BIN=${BIN:-.dev-bin/all}
-C="$BIN/cufall"
+. scripts/gpu/lib.sh
 OUT=${OUT:-/tmp/cufall-scale}
 W=examples/workloads/matmul_copy.py
 T=$(mktemp -d /tmp/cufall-scale.XXXX)
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
 X=sm__pipe_tensor_cycles_active.avg
 PCT=$X.pct_of_peak_sustained_elapsed
-hdr() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 parts="${*:-probe check}"
-want() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 
 rec() { # NAME ARGS... : records matmul_copy's phases (1 s busy, 0.3 s idle) at 200us
   local name=$1; shift

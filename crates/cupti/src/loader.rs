@@ -10,7 +10,7 @@ use crate::error::{CuptiError, Result};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-static CUPTI_SOURCE: OnceLock<std::result::Result<String, String>> = OnceLock::new();
+static CUPTI_SOURCE: OnceLock<std::result::Result<String, Searched>> = OnceLock::new();
 /// Libraries opened by path, kept open for the life of the process.
 static KEPT: OnceLock<std::sync::Mutex<Vec<libloading::Library>>> = OnceLock::new();
 
@@ -46,13 +46,17 @@ pub fn ensure_cupti() -> Result<String> {
     });
     match r {
         Ok(s) => Ok(s.clone()),
-        Err(searched) => Err(CuptiError::CuptiNotFound {
-            searched: searched.clone(),
+        Err(Searched(places)) => Err(CuptiError::CuptiNotFound {
+            searched: places.join(", "),
         }),
     }
 }
 
-fn locate_and_load() -> std::result::Result<String, String> {
+/// The places searched for libcupti in vain, kept for every later call's error.
+#[derive(Clone, Debug)]
+struct Searched(Vec<String>);
+
+fn locate_and_load() -> std::result::Result<String, Searched> {
     // SAFETY: as above, only dlopen/dlclose of candidate names.
     if unsafe { cudarc::cupti::sys::is_culib_present() } {
         return Ok("the dynamic linker's search path".to_string());
@@ -87,7 +91,7 @@ libcupti.so.12"
             tried.join(", ")
         ));
     }
-    Err(searched.join(", "))
+    Err(Searched(searched))
 }
 
 /// What the search depends on, so tests can supply their own.

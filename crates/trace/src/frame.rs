@@ -6,6 +6,40 @@
 //! of named [`Column`]s of equal length; a column holds one [`Values`] vector and, where the
 //! column may hold nulls, a validity mask (a null slot holds the type's default in `values`).
 
+/// Why the rows of one file do not fit those of the files before it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AppendError {
+    #[error("column `{column}` changes type between files")]
+    TypeChanged { column: String },
+    /// The names of the columns the new file has and the others lack, and the other way round
+    /// (both empty: the same columns in another order).
+    #[error("{}", columns_text(extra, lacking))]
+    Columns {
+        extra: Vec<String>,
+        lacking: Vec<String>,
+    },
+}
+
+fn columns_text(extra: &[String], lacking: &[String]) -> String {
+    let list = |names: &[String]| {
+        names
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match (extra.is_empty(), lacking.is_empty()) {
+        (true, true) => "its columns come in another order".into(),
+        (false, true) => format!("it has columns they lack: {}", list(extra)),
+        (true, false) => format!("it lacks their columns {}", list(lacking)),
+        (false, false) => format!(
+            "it has columns they lack ({}) and lacks their columns {}",
+            list(extra),
+            list(lacking)
+        ),
+    }
+}
+
 /// The type of a column, as the trace's schema names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ColumnType {
@@ -217,7 +251,7 @@ impl Column {
     }
 
     /// Appends the rows of `other`, a column of the same type.
-    pub fn append(&mut self, other: Column) -> Result<(), String> {
+    pub fn append(&mut self, other: Column) -> Result<(), AppendError> {
         let (n, m) = (self.len(), other.len());
         match (&mut self.values, other.values) {
             (Values::U16(a), Values::U16(b)) => a.extend(b),
@@ -227,7 +261,11 @@ impl Column {
             (Values::F32(a), Values::F32(b)) => a.extend(b),
             (Values::F64(a), Values::F64(b)) => a.extend(b),
             (Values::Str(a), Values::Str(b)) => a.extend(b),
-            _ => return Err(format!("column `{}` changes type between files", self.name)),
+            _ => {
+                return Err(AppendError::TypeChanged {
+                    column: self.name.clone(),
+                });
+            }
         }
         match (&mut self.valid, other.valid) {
             (None, None) => {}
@@ -287,39 +325,22 @@ impl Frame {
     }
 
     /// Appends the rows of `other`, which must have the same columns.
-    pub fn append(&mut self, other: Frame) -> Result<(), String> {
+    pub fn append(&mut self, other: Frame) -> Result<(), AppendError> {
         if self.columns.is_empty() {
             *self = other;
             return Ok(());
         }
         if other.names() != self.names() {
             let (mine, theirs) = (self.names(), other.names());
-            let extra: Vec<&str> = theirs
-                .iter()
-                .filter(|n| !mine.contains(n))
-                .copied()
-                .collect();
-            let lacking: Vec<&str> = mine
-                .iter()
-                .filter(|n| !theirs.contains(n))
-                .copied()
-                .collect();
-            let list = |names: &[&str]| {
-                names
-                    .iter()
-                    .map(|n| format!("`{n}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+            let names = |of: &[&str], not_in: &[&str]| -> Vec<String> {
+                of.iter()
+                    .filter(|n| !not_in.contains(n))
+                    .map(|n| n.to_string())
+                    .collect()
             };
-            return Err(match (extra.is_empty(), lacking.is_empty()) {
-                (true, true) => "its columns come in another order".into(),
-                (false, true) => format!("it has columns they lack: {}", list(&extra)),
-                (true, false) => format!("it lacks their columns {}", list(&lacking)),
-                (false, false) => format!(
-                    "it has columns they lack ({}) and lacks their columns {}",
-                    list(&extra),
-                    list(&lacking)
-                ),
+            return Err(AppendError::Columns {
+                extra: names(&theirs, &mine),
+                lacking: names(&mine, &theirs),
             });
         }
         for (a, b) in self.columns.iter_mut().zip(other.columns) {
@@ -386,7 +407,7 @@ mod tests {
             Column::new("t", vec![2i64]),
             Column::new("y", vec![2u32]),
         ]);
-        let why = a.clone().append(b).unwrap_err();
+        let why = a.clone().append(b).unwrap_err().to_string();
         assert_eq!(
             why,
             "it has columns they lack (`y`) and lacks their columns `x`"
@@ -396,11 +417,14 @@ mod tests {
             Column::new("t", vec![2i64]),
         ]);
         assert_eq!(
-            a.clone().append(c).unwrap_err(),
+            a.clone().append(c).unwrap_err().to_string(),
             "its columns come in another order"
         );
         let d = Frame::new(vec![Column::new("t", vec![2i64])]);
-        assert_eq!(a.append(d).unwrap_err(), "it lacks their columns `x`");
+        assert_eq!(
+            a.append(d).unwrap_err().to_string(),
+            "it lacks their columns `x`"
+        );
     }
 
     #[test]

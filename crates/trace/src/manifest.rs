@@ -91,7 +91,7 @@ pub(crate) fn read_manifest(dir: &Path) -> Result<(Manifest, SchemaVersion, Vec<
         });
     }
     check_format(dir, &value)?;
-    let version = schema_version(&value).map_err(|why| corrupt(&manifest_path, why))?;
+    let version = schema_version(&value).map_err(|why| corrupt(&manifest_path, why.to_string()))?;
     let shown = version.to_string();
     if version.is_newer_major() {
         return Err(TraceError::NewerVersion {
@@ -139,44 +139,64 @@ pub(crate) fn read_manifest(dir: &Path) -> Result<(Manifest, SchemaVersion, Vec<
     Ok((manifest, version, warnings))
 }
 
+/// Why the manifest's `schema_version` is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum VersionError {
+    #[error(
+        "schema_version is the number {number}, where cufall writes a string of MAJOR.MINOR (`\"{}\"`)",
+        SchemaVersion::CURRENT
+    )]
+    Number { number: String },
+    /// `kind`: what kind of JSON value it is ([`json_kind`]).
+    #[error(
+        "schema_version is {kind}, where cufall writes a string of MAJOR.MINOR (`\"{}\"`)",
+        SchemaVersion::CURRENT
+    )]
+    NotAString { kind: &'static str },
+    #[error("manifest.json has no schema_version")]
+    Missing,
+    #[error(
+        "schema_version is empty, where cufall writes MAJOR.MINOR (`{}`)",
+        SchemaVersion::CURRENT
+    )]
+    Empty,
+    /// `text`: the value, cut to 80 characters.
+    #[error(
+        "schema_version `{text}` is not MAJOR.MINOR (e.g. `{}`)",
+        SchemaVersion::CURRENT
+    )]
+    NotMajorMinor { text: String },
+    #[error(
+        "schema_version `{version}` is older than any cufall trace (the first was {})",
+        cufall_model::SCHEMA_FIRST
+    )]
+    BeforeFirst { version: SchemaVersion },
+}
+
 /// The manifest's `schema_version`, or why it is not one.
-fn schema_version(manifest: &serde_json::Value) -> Result<SchemaVersion, String> {
+fn schema_version(manifest: &serde_json::Value) -> Result<SchemaVersion, VersionError> {
     let text = match manifest.get("schema_version") {
         Some(serde_json::Value::String(s)) => s,
         Some(serde_json::Value::Number(n)) => {
-            return Err(format!(
-                "schema_version is the number {n}, where cufall writes a string of \
-                 MAJOR.MINOR (`\"{}\"`)",
-                SchemaVersion::CURRENT
-            ));
+            return Err(VersionError::Number {
+                number: n.to_string(),
+            });
         }
         Some(other) => {
-            return Err(format!(
-                "schema_version is {}, where cufall writes a string of MAJOR.MINOR (`\"{}\"`)",
-                json_kind(other),
-                SchemaVersion::CURRENT
-            ));
+            return Err(VersionError::NotAString {
+                kind: json_kind(other),
+            });
         }
-        None => return Err("manifest.json has no schema_version".into()),
+        None => return Err(VersionError::Missing),
     };
     if text.is_empty() {
-        return Err(format!(
-            "schema_version is empty, where cufall writes MAJOR.MINOR (`{}`)",
-            SchemaVersion::CURRENT
-        ));
+        return Err(VersionError::Empty);
     }
-    let version = SchemaVersion::parse(text).ok_or_else(|| {
-        format!(
-            "schema_version `{}` is not MAJOR.MINOR (e.g. `{}`)",
-            cut(text, 80),
-            SchemaVersion::CURRENT
-        )
+    let version = SchemaVersion::parse(text).ok_or_else(|| VersionError::NotMajorMinor {
+        text: cut(text, 80),
     })?;
     if version.is_before_first() {
-        return Err(format!(
-            "schema_version `{version}` is older than any cufall trace (the first was {})",
-            cufall_model::SCHEMA_FIRST
-        ));
+        return Err(VersionError::BeforeFirst { version });
     }
     Ok(version)
 }

@@ -390,27 +390,37 @@ fn read_everything(dir: &Path) {
     let _ = trace.warnings();
 }
 
+/// How a case failed.
+#[derive(Debug, thiserror::Error)]
+enum CaseFailure {
+    #[error("panicked")]
+    Panicked,
+    /// The panic's message, empty when it was not text.
+    #[error("panicked: {0}")]
+    PanickedWith(String),
+    #[error("took longer than {0:?}")]
+    Hung(std::time::Duration),
+}
+
 /// Runs `read_everything` on its own thread: a panic fails the case, and so does a run past
 /// [`CASE_LIMIT`].
-fn bounded(dir: PathBuf) -> Result<(), String> {
+fn bounded(dir: PathBuf) -> Result<(), CaseFailure> {
     let (tx, rx) = std::sync::mpsc::channel();
     let worker = std::thread::spawn(move || {
         read_everything(&dir);
         let _ = tx.send(());
     });
     match rx.recv_timeout(CASE_LIMIT) {
-        Ok(()) => worker.join().map_err(|_| "panicked".to_string()),
+        Ok(()) => worker.join().map_err(|_| CaseFailure::Panicked),
         Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
             let why = worker.join().err().and_then(|p| {
                 p.downcast_ref::<String>()
                     .cloned()
                     .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_string()))
             });
-            Err(format!("panicked: {}", why.unwrap_or_default()))
+            Err(CaseFailure::PanickedWith(why.unwrap_or_default()))
         }
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-            Err(format!("took longer than {CASE_LIMIT:?}"))
-        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(CaseFailure::Hung(CASE_LIMIT)),
     }
 }
 

@@ -6,8 +6,8 @@ pub mod probe;
 
 pub use cufall_hoststacks::*;
 
-use crate::duration::parse_positive_duration;
-use crate::pipeline::SinkMsg;
+use crate::args::duration::{DurationError, parse_positive_duration};
+use crate::sink::SinkMsg;
 use std::time::Duration;
 
 /// `--host-stacks on|off`.
@@ -32,12 +32,21 @@ pub struct HostArgs {
     pub host_interval: Duration,
 }
 
-fn parse_host_interval(s: &str) -> Result<Duration, String> {
+/// Why a `--host-interval` value was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum HostIntervalError {
+    #[error(transparent)]
+    Duration(#[from] DurationError),
+    #[error(
+        "`{text}` is finer than host stacks can be sampled: give 100us or more (1ms, the default, is 1 kHz)"
+    )]
+    TooFine { text: String },
+}
+
+fn parse_host_interval(s: &str) -> Result<Duration, HostIntervalError> {
     let d = parse_positive_duration(s)?;
     if d < MIN_INTERVAL {
-        return Err(format!(
-            "`{s}` is finer than host stacks can be sampled: give 100us or more (1ms, the default, is 1 kHz)"
-        ));
+        return Err(HostIntervalError::TooFine { text: s.into() });
     }
     Ok(d)
 }

@@ -4,8 +4,8 @@
 //! machine without a GPU; `--stats-json` writes the figures.
 
 use super::{HostArgs, HostSource, HostStacks, HostSummary, Options, ProcFs, Switch};
-use crate::pipeline::{SinkMsg, SinkShared, sink_main};
 use crate::program::{exit_code, stop_child, which};
+use crate::sink::{SinkMsg, SinkShared, sink_main};
 use anyhow::{Context, bail};
 use cufall_trace::model::Manifest;
 use cufall_trace::{TraceWriter, WriterOptions};

@@ -12,9 +12,9 @@
 use super::counters::{DeviceCounters, SLOW_DECODE, call_size_bin};
 use super::error::{PipelineError, error_chain};
 use super::evaluate::{Chunk, EvalShared, Sealed, evaluator_main};
-use super::sink::SinkMsg;
 use super::source::{ImageStore, PmSource, SampleEvaluator};
 use crate::holes::{HoleDetector, Verdict};
+use crate::sink::SinkMsg;
 use crate::sizing::ImagePlan;
 use cufall_cupti::{CounterDataInfo, CuptiError, DecodeStop};
 use cufall_trace::model::nanos_u64;

@@ -4,8 +4,8 @@
 use super::counters::DeviceCounters;
 use super::decode::{DecodeConfig, DeviceParts, run_device};
 use super::error::{ArmError, PipelineError, error_chain, panic_message};
-use super::sink::SinkMsg;
 use super::source::{CuptiEvaluator, CuptiImages, CuptiSource};
+use crate::sink::SinkMsg;
 use crate::sizing::ImagePlan;
 use cufall_cupti::host::MetricList;
 use cufall_cupti::{

@@ -77,7 +77,7 @@ pub enum ArmError {
 images of {} and a {} hardware buffer), but this machine has {} available. Use a longer \
 --interval, fewer or cheaper metrics (`cufall metrics` gives each one's bytes per sample) or \
 fewer --devices",
-        crate::sizing::format_interval(*interval_ns),
+        crate::args::duration::interval_text(*interval_ns),
         crate::sizing::format_bytes(*need_bytes),
         crate::sizing::format_bytes(*image_bytes),
         crate::sizing::format_bytes(*hw_buffer_bytes),

@@ -13,8 +13,8 @@
 
 use super::counters::DeviceCounters;
 use super::error::panic_message;
-use super::sink::SinkMsg;
 use super::source::{ImageStore, SampleEvaluator};
+use crate::sink::SinkMsg;
 use cufall_trace::model::nanos_u64;
 use cufall_trace::model::{DeviceId, DropReason, DropRecord, SampleBatch};
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -16,7 +16,7 @@
 //! CUPTI in a session ([`super::device::Rearm`]), over a fake GPU in tests.
 
 use super::error::{ArmError, PipelineError, error_chain, panic_message};
-use super::sink::SinkMsg;
+use crate::sink::SinkMsg;
 use cufall_trace::model::{DeviceId, DropReason, DropRecord};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
@@ -63,7 +63,7 @@ pub enum CounterState {
 pub enum PauseRefused {
     #[error(
         "a pause of {} is longer than a day: give --for 24h or less (`resume` ends a pause early)",
-        humantime::format_duration(*asked)
+        crate::args::duration::flag_text(*asked)
     )]
     TooLong { asked: Duration },
     #[error("a pause of no time pauses nothing: give a duration such as 30s or 10m")]
@@ -96,12 +96,12 @@ impl std::fmt::Display for PauseDone {
                 f,
                 "paused: the GPU counters of {devices} GPU(s) are released for {}; sampling \
 resumes by itself then (or on resume), NVML goes on",
-                humantime::format_duration(*for_)
+                crate::args::duration::flag_text(*for_)
             ),
             PauseDone::Extended { for_ } => write!(
                 f,
                 "paused already: the pause now ends in {}",
-                humantime::format_duration(*for_)
+                crate::args::duration::flag_text(*for_)
             ),
             PauseDone::Resumed => write!(f, "resumed: sampling the GPU counters again"),
             PauseDone::Waiting { why } => write!(
@@ -305,7 +305,7 @@ impl PauseControl {
             &inner,
             format!(
                 "GPU counters released for {} (a pause); NVML goes on",
-                humantime::format_duration(d)
+                crate::args::duration::flag_text(d)
             ),
         );
         self.publish(&inner);
@@ -409,8 +409,8 @@ impl PauseControl {
                         format!(
                             "the pause is over, but the GPU counters cannot be had ({why}); \
 {resumed} GPU(s) sample again, trying the others every {} to {}",
-                            humantime::format_duration(RETRY.0),
-                            humantime::format_duration(RETRY.1)
+                            crate::args::duration::flag_text(RETRY.0),
+                            crate::args::duration::flag_text(RETRY.1)
                         ),
                     );
                 }

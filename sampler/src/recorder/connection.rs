@@ -2,8 +2,8 @@
 //! records held until their names arrive, warnings where records may really be missing.
 
 use super::shared::{ProcessSummary, Shared, State, WindowTrigger, problem_text};
-use crate::pipeline::SinkMsg;
-use crate::pipeline::window::Edge;
+use crate::sink::SinkMsg;
+use crate::sink::window::Edge;
 use cufall_capture::{CaptureEventKind, Decoder, Frame, Name, Payload, WireRangeKind};
 use cufall_trace::model::{
     ActivityKind, ApiCall, ApiDomain, CaptureEvent, DeviceId, KernelRecord, NvtxRange, RangeKind,
@@ -28,6 +28,29 @@ const MAX_STRING_BYTES: usize = 256 << 20;
 /// bytes (about).
 const MAX_HELD: usize = 1 << 20;
 const MAX_HELD_BYTES: usize = 256 << 20;
+
+/// Why a process's capture stream was closed.
+#[derive(Debug, thiserror::Error)]
+enum StreamError {
+    #[error(transparent)]
+    Frame(cufall_capture::ProtocolError),
+    #[error("a second hello on one connection")]
+    SecondHello,
+    #[error("a hello from process 0")]
+    HelloFromZero,
+    #[error(
+        "protocol {version}, this cufall speaks {}: use the capture library of the same build",
+        cufall_capture::PROTOCOL_VERSION
+    )]
+    Version { version: u32 },
+    #[error("it defined more than {} MiB of names", MAX_STRING_BYTES >> 20)]
+    TooManyNames,
+    #[error(
+        "more than {MAX_HELD} records or {} MiB wait for names it never defined",
+        MAX_HELD_BYTES >> 20
+    )]
+    TooMuchHeld,
+}
 
 /// Distinct kernels a `graph_contents` row lists (most nodes first), and the characters kept
 /// of each name: a row stays small whatever a program sends.
@@ -126,7 +149,7 @@ impl Connection {
                         let outcome = match decoder.next_frame() {
                             Ok(Some(f)) => self.on_frame(f),
                             Ok(None) => break,
-                            Err(e) => Err(e.to_string()),
+                            Err(e) => Err(StreamError::Frame(e)),
                         };
                         if let Err(why) = outcome {
                             self.protocol_error(why);
@@ -159,7 +182,7 @@ impl Connection {
         self.finish_connection();
     }
 
-    fn protocol_error(&mut self, why: String) {
+    fn protocol_error(&mut self, why: StreamError) {
         let msg = format!(
             "process {}: broken capture stream ({why}); its connection was closed and its later records are not in the trace",
             self.pid
@@ -181,34 +204,28 @@ impl Connection {
         ));
     }
 
-    fn on_frame(&mut self, f: Frame<'static>) -> Result<(), String> {
+    fn on_frame(&mut self, f: Frame<'static>) -> Result<(), StreamError> {
         match f {
             Frame::Hello {
                 version, pid, exe, ..
             } => {
                 if self.pid != 0 {
-                    return Err("a second hello on one connection".into());
+                    return Err(StreamError::SecondHello);
                 }
                 if pid == 0 {
-                    return Err("a hello from process 0".into());
+                    return Err(StreamError::HelloFromZero);
                 }
                 self.pid = pid;
                 self.me.pid = pid;
                 self.me.exe = exe.into_owned();
                 if version != cufall_capture::PROTOCOL_VERSION {
-                    return Err(format!(
-                        "protocol {version}, this cufall speaks {}: use the capture library of the same build",
-                        cufall_capture::PROTOCOL_VERSION
-                    ));
+                    return Err(StreamError::Version { version });
                 }
             }
             Frame::String { id, text } => {
                 self.string_bytes += text.len();
                 if self.string_bytes > MAX_STRING_BYTES {
-                    return Err(format!(
-                        "it defined more than {} MiB of names",
-                        MAX_STRING_BYTES >> 20
-                    ));
+                    return Err(StreamError::TooManyNames);
                 }
                 if let Some(old) = self.strings.insert(id, text.into_owned()) {
                     self.string_bytes -= old.len();
@@ -266,10 +283,7 @@ impl Connection {
             } => self.graph_contents(graph_id, exec_id, nodes, &kernels),
         }
         if self.held.len() > MAX_HELD || self.held_bytes > MAX_HELD_BYTES {
-            return Err(format!(
-                "more than {MAX_HELD} records or {} MiB wait for names it never defined",
-                MAX_HELD_BYTES >> 20
-            ));
+            return Err(StreamError::TooMuchHeld);
         }
         if self.rows_buffered() >= BATCH_ROWS {
             self.send_batches();

@@ -9,7 +9,7 @@
 //! and follows within one flush period), and is written with a placeholder if the connection
 //! ends first. Kernel names are demangled here, not in the program.
 
-use crate::pipeline::SinkMsg;
+use crate::sink::SinkMsg;
 use cufall_capture::{CaptureEventKind, Kinds, RangeTrigger};
 use cufall_trace::model::{CaptureEvent, DeviceId, DeviceInfo};
 use std::collections::HashMap;

@@ -1,7 +1,7 @@
 //! What the recorder and its connections share: the summary of what capture delivered, and the
 //! state every connection's thread updates.
 
-use crate::pipeline::SinkMsg;
+use crate::sink::SinkMsg;
 use cufall_capture::{CaptureEventKind, RangeTrigger};
 use cufall_trace::model::{CaptureEvent, DeviceId};
 use std::collections::HashMap;

@@ -1,5 +1,5 @@
 use super::*;
-use crate::pipeline::window::Edge;
+use crate::sink::window::Edge;
 use cufall_capture::{CostKind, Frame, Name, Payload, WireRangeKind, encode};
 
 const NVTX_COST: CaptureEventKind = CaptureEventKind::Cost {

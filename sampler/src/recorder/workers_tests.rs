@@ -7,8 +7,8 @@
 
 use super::tests::{hello, push_pop};
 use super::*;
-use crate::pipeline::sink::{SinkShared, sink_main};
-use crate::pipeline::window::Gate;
+use crate::sink::window::Gate;
+use crate::sink::{SinkShared, sink_main};
 use cufall_capture::{Frame, encode};
 use cufall_trace::model::{Manifest, MetricInfo, NvtxRange, SampleBatch, SamplingInfo};
 use cufall_trace::{Trace, TraceWriter, WriterOptions};

@@ -63,18 +63,17 @@ impl Budget {
     /// Refuses a budget above half of `available_bytes` (what `/proc/meminfo` calls
     /// `MemAvailable`): a `--keep` that long would take the machine's memory from the programs
     /// it watches.
-    pub fn check(&self, keep: &str, available_bytes: u64) -> Result<(), String> {
+    pub fn check(&self, keep: &str, available_bytes: u64) -> Result<(), KeepTooLong> {
         if self.bytes <= available_bytes / 2 {
             return Ok(());
         }
         let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
-        Err(format!(
-            "--keep {keep}: the flight recorder would need {:.1} GiB ({}), more than half of the \
-{:.1} GiB this machine has available; choose a shorter --keep",
-            gib(self.bytes),
-            self.describe_product(),
-            gib(available_bytes)
-        ))
+        Err(KeepTooLong {
+            keep: keep.into(),
+            need_gib: gib(self.bytes),
+            product: self.describe_product(),
+            available_gib: gib(available_bytes),
+        })
     }
 
     fn describe_product(&self) -> String {
@@ -92,6 +91,19 @@ impl Budget {
             self.bytes as f64 / (1024.0 * 1024.0)
         )
     }
+}
+
+/// A `--keep` whose flight recorder would take more than half of the available memory.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "--keep {keep}: the flight recorder would need {need_gib:.1} GiB ({product}), more than half of the {available_gib:.1} GiB this machine has available; choose a shorter --keep"
+)]
+pub struct KeepTooLong {
+    pub keep: String,
+    pub need_gib: f64,
+    /// `N samples/s × B bytes × T s`.
+    pub product: String,
+    pub available_gib: f64,
 }
 
 #[derive(Clone, Debug)]
@@ -487,6 +499,30 @@ pub fn write_dump(snap: &Snapshot, facts: &DumpFacts, path: &Path) -> Result<Dum
     })
 }
 
+/// The flight recorder's budget for the metrics asked for, not only those the first run got: a
+/// first run without counters (another profiler holds them) samples no metric, and a budget
+/// of its metrics would let any `--keep` pass. Without counters the interval is the one asked
+/// for, or the run's (the default pair's); a later run whose cost model picks a finer one is
+/// checked again when its flight recorder is made.
+pub fn start_budget(
+    info: &cufall_live::FeedInfo,
+    asked_metrics: usize,
+    asked_interval_ns: Option<i64>,
+    keep: std::time::Duration,
+) -> Budget {
+    let interval_ns = if info.metrics.is_empty() {
+        asked_interval_ns.unwrap_or(info.interval_ns)
+    } else {
+        info.interval_ns
+    };
+    Budget::new(
+        info.devices.len(),
+        asked_metrics.max(info.metrics.len()),
+        interval_ns,
+        cufall_trace::model::nanos(keep),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -567,7 +603,7 @@ mod tests {
     fn a_keep_beyond_half_the_available_memory_is_refused() {
         // 8 GPUs, 50 µs, two metrics, 10 hours: 172.8 GB.
         let b = Budget::new(8, 2, 50_000, 36_000_000_000_000);
-        let e = b.check("10h", 64 << 30).unwrap_err();
+        let e = b.check("10h", 64 << 30).unwrap_err().to_string();
         assert!(e.starts_with("--keep 10h: the flight recorder would need 171.7 GiB (160000 samples/s × 32 bytes × 36000 s), more than half of the 64.0 GiB"), "{e}");
         assert!(e.ends_with("choose a shorter --keep"), "{e}");
         let five_min = Budget::new(8, 2, 50_000, 300_000_000_000);
@@ -626,5 +662,23 @@ mod tests {
         std::fs::create_dir(&a).unwrap();
         let b = dump_path(dir.path(), "node/1", 1_764_460_800_000_000_000);
         assert!(b.to_string_lossy().ends_with("-2.cufall"), "{b:?}");
+    }
+
+    #[test]
+    fn the_start_budget_counts_the_metrics_asked_for_when_the_first_run_has_none() {
+        let info = crate::serve::tests::feed_info(0, 50_000);
+        // Without counters the run has no metric; the budget is still that of the two asked.
+        let b = start_budget(
+            &info,
+            2,
+            Some(1_000),
+            std::time::Duration::from_secs(36_000),
+        );
+        assert_eq!(b.bytes_per_sample, 32);
+        assert_eq!(b.samples_per_s, 8e6);
+        assert!(b.check("10h", 64 << 30).is_err());
+        let had = crate::serve::tests::feed_info(2, 50_000);
+        let b = start_budget(&had, 2, None, std::time::Duration::from_secs(300));
+        assert_eq!(b.samples_per_s, 160_000.0);
     }
 }

@@ -190,13 +190,13 @@ with --allow-remote-dump\n"
 }
 
 /// The `for=` of a pause: default 5 minutes.
-fn pause_duration(query: &str) -> Result<Duration, String> {
+fn pause_duration(query: &str) -> Result<Duration, crate::args::duration::DurationError> {
     match query.split('&').find_map(|kv| kv.strip_prefix("for=")) {
         None => Ok(crate::pipeline::pause::DEFAULT_PAUSE),
         Some(v) => {
             // `%20` and `+` are what a client makes of a space (`for=1m 30s`).
             let v = v.replace("%20", " ").replace('+', " ");
-            crate::duration::parse_positive_duration(&v)
+            crate::args::duration::parse_positive_duration(&v)
         }
     }
 }

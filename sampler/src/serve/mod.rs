@@ -14,11 +14,14 @@
 //! |---|---|
 //! | [`aggregate`] | per-GPU totals and each scraper's window: mean, max, idle fraction, gaps |
 //! | [`exposition`] | the Prometheus text |
-//! | [`flight`] | the flight recorder's ring and its dump to a trace |
+//! | [`flight`] | the flight recorder's ring, its budget, and its dump to a trace |
 //! | [`http`] | binding `--listen`, the routes |
 //! | [`serving`] | a running exporter: its HTTP handler threads and its supervisor, started and stopped together |
 //! | [`session_backend`] | the GPU [`Backend`]: the same `session::prepare`/`start` as `record` |
-//! | [`cmd`] | the command line: flags, binding before any GPU access, the first run, signals |
+//! | [`control`] | how the exporter answers `cufall control pause|resume` |
+//!
+//! The command line (flags, binding before any GPU access, the first run, signals) is
+//! [`crate::commands::serve`].
 //!
 //! The exporter samples through a [`Backend`], which starts a sampling run and hands over its
 //! live feed: on a GPU the session `record` uses, in tests a scripted fake GPU driving the same
@@ -27,7 +30,7 @@
 //! `cufall_sampling_state`, stops the run, waits (1 s, doubling up to 60 s) and starts again.
 
 pub mod aggregate;
-pub mod cmd;
+pub mod control;
 pub mod exposition;
 pub mod flight;
 pub mod http;
@@ -118,7 +121,7 @@ impl ServeOptions {
             dump_keep: 10,
             memory_available_bytes: None,
             heatmaps: Vec::new(),
-            hostname: crate::record::hostname(),
+            hostname: crate::os::hostname(),
             command: std::env::args().collect(),
             env: exposition::KUBE_ENV
                 .iter()
@@ -485,8 +488,8 @@ impl Exporter {
             keep_ns,
         );
         let available = self.opts.memory_available_bytes;
-        if let Some(Err(why)) = available
-            .map(|a| budget.check(&humantime::format_duration(self.opts.keep).to_string(), a))
+        if let Some(Err(why)) =
+            available.map(|a| budget.check(&crate::args::duration::flag_text(self.opts.keep), a))
         {
             self.log(&format!(
                 "flight recorder: {why}; until then it keeps only what fits in half of the \
@@ -605,7 +608,7 @@ fn take_run(exporter: &Exporter, started: Started, degraded_for: Duration) -> En
             "sampling {} GPU(s), {} metric(s) every {}",
             feed.info.devices.len(),
             feed.info.metrics.len(),
-            crate::sizing::format_interval(feed.info.interval_ns)
+            crate::args::duration::interval_text(feed.info.interval_ns)
         )),
     }
     let since = Instant::now();
@@ -685,7 +688,7 @@ pub fn supervise(exporter: &Arc<Exporter>, mut backend: impl Backend, first: Opt
                 exporter.log(&format!(
                     "sampling stopped: {}; starting again in {}",
                     ended.why,
-                    humantime::format_duration(wait)
+                    crate::args::duration::flag_text(wait)
                 ));
             }
             Err(e) => {
@@ -697,7 +700,7 @@ pub fn supervise(exporter: &Arc<Exporter>, mut backend: impl Backend, first: Opt
                 exporter.log(&format!(
                     "cannot start sampling: {}; trying again in {}",
                     crate::pipeline::error_chain(&e),
-                    humantime::format_duration(wait)
+                    crate::args::duration::flag_text(wait)
                 ));
             }
         }

@@ -26,7 +26,7 @@ impl Run for SessionHandle {
 /// Sessions over the GPUs of `cfg`.
 pub struct SessionBackend {
     pub cfg: SessionConfig,
-    pub selection: crate::spec::Selection,
+    pub selection: crate::metric_spec::Selection,
 }
 
 impl SessionBackend {
@@ -53,7 +53,7 @@ impl Backend for SessionBackend {
             Err(SessionError::Cupti(e @ CuptiError::CountersBusy { .. })) => {
                 // NVML only, saying why; the supervisor asks for the counters again later.
                 let mut started = self.start_with(CounterPolicy::Off)?;
-                let who = crate::control::held_by(&crate::argv0::command_name())
+                let who = crate::control_file::held_by(&crate::argv0::command_name())
                     .map(|h| format!(" {h}"))
                     .unwrap_or_default();
                 started.feed.info.counters_unavailable = Some(format!("{e}{who}"));

@@ -17,11 +17,12 @@ use cufall_cupti::{CounterDataInfo, CuptiError, DecodeOutcome, DecodeStop};
 use cufall_live::FeedInfo;
 use cufall_sampler::pipeline::pause::{CounterSharing, Device, DeviceStarter, Pausable, Running};
 use cufall_sampler::pipeline::{
-    ArmError, DecodeConfig, DeviceCounters, DeviceParts, PmSource, SampleEvaluator, SinkMsg,
-    SinkResult, SinkShared, error_chain, run_device, sink_main,
+    ArmError, DecodeConfig, DeviceCounters, DeviceParts, PmSource, SampleEvaluator, error_chain,
+    run_device,
 };
 use cufall_sampler::serve::{Backend, Run, Started};
 use cufall_sampler::session::SessionError;
+use cufall_sampler::sink::{SinkMsg, SinkResult, SinkShared, sink_main};
 use cufall_sampler::sizing::ImagePlan;
 use cufall_trace::model::{DeviceId, DeviceInfo, MetricInfo, NvmlRow};
 use std::sync::Arc;

@@ -16,8 +16,9 @@ pub mod clocked;
 use cufall_cupti::{CounterDataInfo, CuptiError, DecodeOutcome, DecodeStop, Status};
 use cufall_sampler::pipeline::{
     DecodeConfig, DeviceCounters, DeviceParts, ImageStore, PipelineError, PmSource, Restored,
-    SampleEvaluator, SinkMsg, run_device,
+    SampleEvaluator, run_device,
 };
+use cufall_sampler::sink::SinkMsg;
 use cufall_sampler::sizing::ImagePlan;
 use cufall_trace::model::DeviceId;
 use std::collections::VecDeque;

@@ -1,15 +1,19 @@
-//! `cufall`: the command-line entry point. Each subcommand lives in its own module (or crate) and
-//! this file only parses arguments, dispatches, and turns every failure into one clear message
-//! and a non-zero exit.
+//! `cufall`: the command-line entry point. Each subcommand lives in its own module, named after
+//! it: the library's `cufall_sampler::commands`, or the binary's own [`commands`] (the live view
+//! and `gui`, which the library never uses); this file only parses arguments, dispatches, and
+//! turns every failure into one clear message and a non-zero exit.
 // Truncating casts on the data path (tests aside) are errors in CI: convert with `try_from`, or
 // say why not.
 #![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
-mod live_cmd;
-mod probe;
+mod commands;
 
 use clap::{Parser, Subcommand};
-use cufall_sampler::cli::{analysis, hint, info, view};
+use commands::live;
+use cufall_sampler::commands::{
+    control, diff, export, info, metrics, probe, record, report, serve, view,
+};
+use cufall_sampler::hint;
 use std::process::ExitCode;
 
 /// High-frequency GPU counter sampler and timeline viewer for NVIDIA GPUs.
@@ -29,7 +33,7 @@ struct Cli {
     command: Option<Command>,
     /// Without a subcommand: the live terminal heatmap of every selected GPU.
     #[command(flatten)]
-    live: live_cmd::LiveArgs,
+    live: live::LiveArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -42,7 +46,7 @@ enum Command {
   cufall record -o decode.cufall -- ./target/release/specdec --context 65536
   cufall record -o idle.cufall --duration 10s --interval 50us
   cufall record -o calls.cufall --capture all -- python serve.py")]
-    Record(Box<cufall_sampler::record::RecordArgs>),
+    Record(Box<record::RecordArgs>),
     /// Open or close the capture window of a running `record --capture-range signal`; pause or
     /// resume the GPU counters of a running `record` or `serve` (for ncu, Nsight, DCGM).
     #[command(after_help = "Examples:
@@ -50,7 +54,7 @@ enum Command {
   cufall control start; sleep 10; cufall control stop                       (terminal 2)
   cufall control pause --for 10m      release the counters; sampling resumes by itself
   cufall control resume               sample them again now")]
-    Control(cufall_sampler::control::ControlArgs),
+    Control(control::ControlArgs),
     /// Export every GPU's counters to Prometheus (GET /metrics), with a flight recorder of the
     /// last minutes (POST /dump writes it to a trace).
     #[command(
@@ -63,10 +67,10 @@ Examples:
   cufall serve --listen 127.0.0.1:9401 --keep 10m --dump-dir /var/lib/cufall
   curl -X POST http://127.0.0.1:9401/dump          write the last minutes to a trace"
     )]
-    Serve(Box<cufall_sampler::serve::cmd::ServeArgs>),
+    Serve(Box<serve::ServeArgs>),
     /// List the metrics PM sampling offers on a GPU, with units and sub-metrics.
     #[command(after_help = "Examples:\n  cufall metrics\n  cufall metrics --filter tensor")]
-    Metrics(cufall_sampler::metrics_cmd::MetricsArgs),
+    Metrics(metrics::MetricsArgs),
     /// Measure PM-sampling facts of this GPU (for the docs); prints JSON.
     #[command(hide = true)]
     ProbeSampler(probe::ProbeArgs),
@@ -87,19 +91,19 @@ Examples:
     #[command(after_help = "Examples:
   cufall report examples/h200-specdec-0.5b-graphs-off.cufall
   cufall report run.cufall --metric sm__pipe_tensor_cycles_active.avg --min-gap 100us --json")]
-    Report(analysis::ReportArgs),
+    Report(report::ReportArgs),
     /// Compare two recordings phase by phase, biggest changes first (two runs of several nodes:
     /// each node's recording, the second run's after --vs).
     #[command(after_help = "Examples:
   cufall diff before.cufall after.cufall
   cd examples && cufall diff h200-specdec-0.5b-graphs-off.cufall h200-specdec-0.5b-graphs-on.cufall
   cufall diff before-node-a.cufall before-node-b.cufall --vs after-node-a.cufall after-node-b.cufall")]
-    Diff(analysis::DiffArgs),
+    Diff(diff::DiffArgs),
     /// Export a recording as Parquet or CSV tables, or as a Perfetto trace.
     #[command(after_help = "Examples:
   cufall export run.cufall --format perfetto        then open run.perfetto.json in ui.perfetto.dev
   cufall export run.cufall --format csv -o run-csv --force")]
-    Export(analysis::ExportArgs),
+    Export(export::ExportArgs),
     /// Open recordings in a desktop timeline window (two: compared, aligned at a phase; the
     /// nodes of one run: on the wall clock).
     #[cfg(feature = "gui")]
@@ -107,7 +111,7 @@ Examples:
   cufall gui examples/h200-specdec-0.5b-graphs-off.cufall
   cufall gui before.cufall after.cufall --align verify
   cufall gui run-node-a.cufall run-node-b.cufall run-node-c.cufall --align wall")]
-    Gui(GuiArgs),
+    Gui(commands::gui::GuiArgs),
 }
 
 /// The command line, with a `--version` that names the trace formats this cufall reads and
@@ -146,7 +150,7 @@ fn main() -> ExitCode {
     let Some(command) = cli.command else {
         // The bare command: the live view; on a machine without a GPU, in a terminal, the
         // bundled recording instead.
-        let result = live_cmd::run(&cli.live);
+        let result = live::run(&cli.live);
         if let Err(e) = &result
             && hint::is_no_gpu(e)
             && let Some(demo) = no_gpu_replay(&cli.live, e)
@@ -157,23 +161,21 @@ fn main() -> ExitCode {
     };
     let result = match command {
         Command::Info(args) => info::run(&args),
-        Command::Record(args) => cufall_sampler::exit_code(cufall_sampler::record::run(&args)),
-        Command::Serve(args) => cufall_sampler::exit_code(cufall_sampler::serve::cmd::run(&args)),
-        Command::Control(args) => cufall_sampler::control::run(&args).map(|()| ExitCode::SUCCESS),
-        Command::Metrics(args) => {
-            cufall_sampler::exit_code(cufall_sampler::metrics_cmd::run(&args))
-        }
+        Command::Record(args) => cufall_sampler::exit_code(record::run(&args)),
+        Command::Serve(args) => cufall_sampler::exit_code(serve::run(&args)),
+        Command::Control(args) => control::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Metrics(args) => cufall_sampler::exit_code(metrics::run(&args)),
         Command::ProbeSampler(args) => cufall_sampler::exit_code(probe::run(&args)),
         Command::ProbeHostStacks(args) => {
             cufall_sampler::exit_code(cufall_sampler::hoststacks::probe::run(&args))
         }
         Command::View(args) => view::run_view(&args),
         Command::Replay(args) => view::run_replay(&args),
-        Command::Report(args) => analysis::run_report(&args),
-        Command::Diff(args) => analysis::run_diff(&args),
-        Command::Export(args) => analysis::run_export(&args),
+        Command::Report(args) => report::run(&args),
+        Command::Diff(args) => diff::run(&args),
+        Command::Export(args) => export::run(&args),
         #[cfg(feature = "gui")]
-        Command::Gui(args) => run_gui(args),
+        Command::Gui(args) => commands::gui::run(args),
     };
     finish(result)
 }
@@ -182,10 +184,7 @@ fn main() -> ExitCode {
 /// bundled recording plays at once under a title that says it is a recording, and the reason
 /// is printed when it ends. `None` (the error stands, with its hint and exit code) for a
 /// program to run, `--print`, no terminal, or no bundled recording.
-fn no_gpu_replay(
-    live: &live_cmd::LiveArgs,
-    why: &anyhow::Error,
-) -> Option<anyhow::Result<ExitCode>> {
+fn no_gpu_replay(live: &live::LiveArgs, why: &anyhow::Error) -> Option<anyhow::Result<ExitCode>> {
     use std::io::IsTerminal;
     if !live.command.is_empty()
         || live.look.print
@@ -274,37 +273,6 @@ fn panic_line(msg: &str, at: &str) -> String {
         "cufall: internal error ({}{at}). This is a bug in cufall; please report it with the command you ran.",
         cufall_text::fit(msg, PANIC_MESSAGE_WIDTH)
     )
-}
-
-/// `cufall gui [TRACE [TRACE]] [--align PHASE]`.
-#[cfg(feature = "gui")]
-#[derive(clap::Args, Debug)]
-struct GuiArgs {
-    /// Recordings to open: one, two to compare (A and B), or the nodes of one run (any number,
-    /// on the wall clock; more than two always are). Without any, the window opens empty: drop
-    /// a recording on it or type its path.
-    #[arg(value_name = "TRACE")]
-    traces: Vec<std::path::PathBuf>,
-    /// Align the second recording at this phase (an NVTX range path such as `verify` or
-    /// `step/verify`): its first range starts where the first recording's does; `wall`: every
-    /// recording on the shared wall clock, unshifted, each node's GPUs in groups of their own
-    /// (hosts' recordings of one run). Default: their first samples line up.
-    #[arg(long, value_name = "PHASE|wall")]
-    align: Option<String>,
-    #[command(flatten)]
-    phases: cufall_sampler::cli::analysis::PhasesArg,
-}
-
-/// Problems with the recordings are shown in the window (and on stderr); the error is for a
-/// window that cannot open.
-#[cfg(feature = "gui")]
-fn run_gui(args: GuiArgs) -> anyhow::Result<ExitCode> {
-    cufall_gui::run(cufall_gui::GuiOptions {
-        traces: args.traces,
-        align: args.align,
-        phases: args.phases.select(),
-    })?;
-    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

@@ -478,8 +478,8 @@ fn cost_probe(ctx: &Ctx<'_>) -> anyhow::Result<Value> {
         &[NAMES[0]],
         &[NAMES[0], NAMES[6]],
         &[NAMES[7]],
-        &[cufall_sampler::spec::DEFAULT_TENSOR],
-        &[cufall_sampler::spec::DEFAULT_TENSOR, NAMES[6]],
+        &[crate::metric_spec::DEFAULT_TENSOR],
+        &[crate::metric_spec::DEFAULT_TENSOR, NAMES[6]],
     ];
     let mut rows = Vec::new();
     for set in sets {

@@ -206,7 +206,7 @@ fn cupti_advice(e: &CuptiError, cmd: &str) -> Option<String> {
             Some("Use a longer --interval or fewer metrics.".into())
         }
         // When it is a cufall of this user's that holds them: which, and how to pause it.
-        CuptiError::CountersBusy { .. } => crate::control::held_by(cmd),
+        CuptiError::CountersBusy { .. } => crate::control_file::held_by(cmd),
         _ => None,
     }
 }

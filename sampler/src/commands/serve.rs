@@ -5,11 +5,12 @@
 //! driver gets the message `record` gives and a non-zero exit; only the counters being held by
 //! another profiler lets the exporter start (sampling NVML, retrying the counters).
 
-use super::flight::Budget;
-use super::session_backend::SessionBackend;
-use super::{Backend, DEFAULT_PORT, Exporter, ServeOptions};
-use crate::duration::parse_positive_duration;
-use crate::record::SelectionArgs;
+use crate::args::duration::parse_positive_duration;
+use crate::args::selection::SelectionArgs;
+use crate::serve::control::control_file;
+use crate::serve::flight::start_budget;
+use crate::serve::session_backend::SessionBackend;
+use crate::serve::{Backend, DEFAULT_PORT, Exporter, ServeOptions};
 use crate::session::CounterPolicy;
 use anyhow::anyhow;
 use std::path::PathBuf;
@@ -52,7 +53,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
             args.dump_dir.display()
         );
     }
-    let server = super::http::bind(&args.listen)?;
+    let server = crate::serve::http::bind(&args.listen)?;
     let mut opts = ServeOptions::new(args.dump_dir.clone());
     opts.keep = args.keep;
     opts.allow_remote_dump = args.allow_remote_dump;
@@ -61,7 +62,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
     opts.heatmaps = selection.heatmaps.clone();
     let exporter = Exporter::new(opts);
     let asked_metrics = cfg.metrics.len();
-    let asked_interval = cfg.interval_ns;
+    let asked_interval = cfg.interval_ns();
     let mut backend = SessionBackend { cfg, selection };
     let first = match backend.start() {
         Ok(s) => s,
@@ -69,7 +70,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
             let e = anyhow::Error::from(e);
             return Err(anyhow!(
                 "{}",
-                crate::cli::hint::message(&e, &crate::argv0::command_name())
+                crate::hint::message(&e, &crate::argv0::command_name())
             ));
         }
     };
@@ -77,19 +78,19 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
     if let Some(Err(why)) = exporter
         .options()
         .memory_available_bytes
-        .map(|a| budget.check(&humantime::format_duration(args.keep).to_string(), a))
+        .map(|a| budget.check(&crate::args::duration::flag_text(args.keep), a))
     {
         drop(first.run.stop());
         anyhow::bail!("{why}");
     }
     exporter.log(&format!(
         "flight recorder keeps the last {}: {}",
-        humantime::format_duration(args.keep),
+        crate::args::duration::flag_text(args.keep),
         budget.describe()
     ));
     crate::os::catch_interrupts();
     let (dump_flag, _) = crate::os::catch_window_signals();
-    let serving = super::serving::start(server, exporter, backend, Some(first))?;
+    let serving = crate::serve::serving::start(server, exporter, backend, Some(first))?;
     let exporter = std::sync::Arc::clone(&serving.exporter);
     let listen = serving
         .addr
@@ -99,7 +100,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
         Err(e) => {
             exporter.log(&format!(
                 "`cufall control pause` cannot reach this exporter (POST /pause still can): {}",
-                crate::cli::hint::message_without_advice(&e)
+                crate::hint::message_without_advice(&e)
             ));
             None
         }
@@ -123,14 +124,14 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
             // A signal's dump runs beside scrapes; a second one while it runs is refused.
             std::thread::spawn(move || {
                 match e.dump() {
-                    Err(super::DumpRefused::Busy) => {
+                    Err(crate::serve::DumpRefused::Busy) => {
                         e.log("SIGUSR1: a dump is already being written; ignored");
                     }
-                    Err(why @ super::DumpRefused::TooSoon { .. }) => {
+                    Err(why @ crate::serve::DumpRefused::TooSoon { .. }) => {
                         e.log(&format!("SIGUSR1: {why}; ignored"));
                     }
                     // Written or failed: the dump said so in the log.
-                    Ok(_) | Err(super::DumpRefused::Failed(_)) => {}
+                    Ok(_) | Err(crate::serve::DumpRefused::Failed(_)) => {}
                 }
             });
         }
@@ -140,76 +141,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// The exporter's control file: `cufall control pause|resume` reach it as `POST /pause` does.
-pub fn control_file(
-    exporter: &std::sync::Arc<Exporter>,
-    listen: &str,
-) -> anyhow::Result<crate::control::ControlFile> {
-    crate::control::ControlFile::create(
-        crate::control::Kind::Serve,
-        false,
-        listen,
-        Some(control_handler(exporter)),
-    )
-}
-
-/// How the exporter answers `cufall control`: as `POST /pause` and `/resume`; `state` is the
-/// sampling state gauge's.
-pub fn control_handler(exporter: &std::sync::Arc<Exporter>) -> crate::control::Handler {
-    use crate::control::{Request, answer};
-    let e = std::sync::Arc::clone(exporter);
-    std::sync::Arc::new(move |req| match req {
-        Request::Pause(d) => answer(e.pause(d)),
-        Request::Resume => answer(e.resume()),
-        Request::State => Ok(e.sampling_state().0.to_string()),
-    })
-}
-
-/// The flight recorder's budget for the metrics asked for, not only those the first run got: a
-/// first run without counters (another profiler holds them) samples no metric, and a budget
-/// of its metrics would let any `--keep` pass. Without counters the interval is the one asked
-/// for, or the run's (the default pair's); a later run whose cost model picks a finer one is
-/// checked again when its flight recorder is made.
-pub fn start_budget(
-    info: &cufall_live::FeedInfo,
-    asked_metrics: usize,
-    asked_interval_ns: Option<i64>,
-    keep: Duration,
-) -> Budget {
-    let interval_ns = if info.metrics.is_empty() {
-        asked_interval_ns.unwrap_or(info.interval_ns)
-    } else {
-        info.interval_ns
-    };
-    Budget::new(
-        info.devices.len(),
-        asked_metrics.max(info.metrics.len()),
-        interval_ns,
-        cufall_trace::model::nanos(keep),
-    )
-}
-
 fn mem_available_bytes() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_start_budget_counts_the_metrics_asked_for_when_the_first_run_has_none() {
-        let info = crate::serve::tests::feed_info(0, 50_000);
-        // Without counters the run has no metric; the budget is still that of the two asked.
-        let b = start_budget(&info, 2, Some(1_000), Duration::from_secs(36_000));
-        assert_eq!(b.bytes_per_sample, 32);
-        assert_eq!(b.samples_per_s, 8e6);
-        assert!(b.check("10h", 64 << 30).is_err());
-        let had = crate::serve::tests::feed_info(2, 50_000);
-        let b = start_budget(&had, 2, None, Duration::from_secs(300));
-        assert_eq!(b.samples_per_s, 160_000.0);
-    }
 }

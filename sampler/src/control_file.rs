@@ -1,5 +1,6 @@
-//! `cufall control start|stop|pause|resume`: reaches a running `cufall record` or `cufall serve`
-//! from another terminal.
+//! The control files and sockets by which `cufall control start|stop|pause|resume`
+//! ([`crate::commands::control`]) reaches a running `cufall record` or `cufall serve` from another
+//! terminal.
 //!
 //! Each such process leaves a control file named by its process id in the user's own folder
 //! ([`folder`], `$TMPDIR/cufall-control-UID/`, mode 0700), holding what it is (record or serve),
@@ -16,7 +17,7 @@
 //! Everything a file holds is printed escaped.
 
 use crate::os;
-use crate::pipeline::pause::{CounterState, MAX_PAUSE, PauseDone, PauseRefused};
+use crate::pipeline::pause::{CounterState, PauseDone, PauseRefused};
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -64,7 +65,7 @@ it private (`chmod 700 {path}`)"
     },
 }
 
-fn shown(p: &Path) -> String {
+pub(crate) fn shown(p: &Path) -> String {
     cufall_text::escape(&p.display().to_string()).into_owned()
 }
 
@@ -116,7 +117,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Kind::Record => "cufall record",
             Kind::Serve => "cufall serve",
@@ -168,12 +169,23 @@ impl Request {
     }
 }
 
+/// A control request refused, and why, in the words the socket carries.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
+impl From<&str> for Refused {
+    fn from(why: &str) -> Refused {
+        Refused(why.into())
+    }
+}
+
 /// How a process answers control requests: `Ok` done (what), `Err` refused (why).
-pub type Handler = Arc<dyn Fn(Request) -> Result<String, String> + Send + Sync>;
+pub type Handler = Arc<dyn Fn(Request) -> Result<String, Refused> + Send + Sync>;
 
 /// The answer to a pause or resume, as the control socket and HTTP say it.
-pub fn answer(r: Result<PauseDone, PauseRefused>) -> Result<String, String> {
-    r.map(|d| d.to_string()).map_err(|e| e.to_string())
+pub fn answer(r: Result<PauseDone, PauseRefused>) -> Result<String, Refused> {
+    r.map(|d| d.to_string()).map_err(|e| Refused(e.to_string()))
 }
 
 /// The state line of a process's counters (`state` requests).
@@ -323,7 +335,7 @@ impl Running {
     }
 
     /// Still the process the file announced (checked again just before a signal).
-    fn still_there(&self, start: u64) -> bool {
+    pub(crate) fn still_there(&self, start: u64) -> bool {
         start_time(self.pid) == Some(start)
     }
 }
@@ -352,7 +364,7 @@ fn owned_by_me(pid: u32) -> bool {
 /// The recordings and exporters of this user running now, each with its start time. Files of
 /// ended processes (or of a pid now another program's) are removed on the way; files that are
 /// not plain files of this user are left alone and never trusted.
-fn running_with_start(dir: &Path) -> Result<Vec<(Running, u64)>, FolderError> {
+pub(crate) fn running_with_start(dir: &Path) -> Result<Vec<(Running, u64)>, FolderError> {
     check_folder(dir)?;
     let entries = std::fs::read_dir(dir).map_err(|source| FolderError::Io {
         path: shown(dir),
@@ -411,7 +423,7 @@ pub fn ask(
     to: &Running,
     req: Request,
     timeout: Duration,
-) -> anyhow::Result<Result<String, String>> {
+) -> anyhow::Result<Result<String, Refused>> {
     let m = std::fs::symlink_metadata(&to.socket)
         .with_context(|| format!("process {} takes no control requests", to.pid))?;
     if !m.file_type().is_socket() || m.uid() != os::uid() {
@@ -432,8 +444,8 @@ pub fn ask(
     let line = line.trim_end();
     Ok(match line.split_once(' ') {
         Some(("ok", t)) => Ok(t.to_string()),
-        Some(("refused", t)) => Err(t.to_string()),
-        _ => Err(format!("an answer cufall does not know: {line}")),
+        Some(("refused", t)) => Err(Refused(t.to_string())),
+        _ => Err(Refused(format!("an answer cufall does not know: {line}"))),
     })
 }
 
@@ -475,143 +487,6 @@ samples again by itself after that, or on `{cmd} control resume --pid {}`).",
         first.pid,
         first.pid
     ))
-}
-
-/// What `control` does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Action {
-    /// Open a capture window (`record --capture-range signal`).
-    Start,
-    /// Close the open capture window.
-    Stop,
-    /// Release the GPU counters of a running record or serve for a while (--for).
-    Pause,
-    /// Sample the GPU counters again now.
-    Resume,
-}
-
-/// `cufall control`.
-#[derive(Clone, Debug, clap::Args)]
-pub struct ControlArgs {
-    /// start/stop: open/close a capture window; pause/resume: release/take back the counters.
-    #[arg(value_enum)]
-    pub action: Action,
-    /// The process id of the recording or exporter, when several run.
-    #[arg(long)]
-    pub pid: Option<u32>,
-    /// How long a pause lasts (at most 24h); sampling resumes by itself after it.
-    #[arg(long = "for", value_name = "DURATION", default_value = "5m",
-          value_parser = crate::duration::parse_positive_duration)]
-    pub for_: Duration,
-}
-
-/// Runs `cufall control`; prints what it did.
-pub fn run(args: &ControlArgs) -> anyhow::Result<()> {
-    if args.action == Action::Pause && args.for_ > MAX_PAUSE {
-        bail!("{}", PauseRefused::TooLong { asked: args.for_ });
-    }
-    let dir = folder();
-    let all = match running_with_start(&dir) {
-        Ok(a) => a,
-        // No folder yet: nothing has announced itself.
-        Err(FolderError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            Vec::new()
-        }
-        Err(e) => bail!("{e}"),
-    };
-    match args.action {
-        Action::Start | Action::Stop => signal_window(args, &dir, &all),
-        Action::Pause | Action::Resume => pause_or_resume(args, &dir, &all),
-    }
-}
-
-fn signal_window(args: &ControlArgs, dir: &Path, all: &[(Running, u64)]) -> anyhow::Result<()> {
-    let takers: Vec<(Running, u64)> = all.iter().filter(|(r, _)| r.windows).cloned().collect();
-    let (target, start) = pick(&takers, args.pid, dir, Takes::Windows)?;
-    // The pid is signalled only while it is still the process the file announced.
-    if !target.still_there(start) {
-        bail!(
-            "process {} ended just now; nothing was signalled",
-            target.pid
-        );
-    }
-    let (sig, what) = match args.action {
-        Action::Start => (os::SIGUSR1, "open"),
-        _ => (os::SIGUSR2, "close"),
-    };
-    os::send_signal(target.pid, sig);
-    println!(
-        "cufall: asked the recording {} (process {}) to {what} its capture window",
-        cufall_text::escape(&target.what),
-        target.pid
-    );
-    Ok(())
-}
-
-fn pause_or_resume(args: &ControlArgs, dir: &Path, all: &[(Running, u64)]) -> anyhow::Result<()> {
-    let (target, _) = pick(all, args.pid, dir, Takes::Pause)?;
-    let req = match args.action {
-        Action::Pause => Request::Pause(args.for_),
-        _ => Request::Resume,
-    };
-    // Arming the GPUs again on resume takes seconds.
-    match ask(&target, req, Duration::from_secs(150))? {
-        Ok(done) => {
-            println!(
-                "cufall: {} (process {}): {}",
-                target.kind.as_str(),
-                target.pid,
-                cufall_text::escape(&done)
-            );
-            Ok(())
-        }
-        Err(why) => bail!(
-            "{} (process {}) refused: {}",
-            target.kind.as_str(),
-            target.pid,
-            cufall_text::escape(&why)
-        ),
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Takes {
-    Windows,
-    Pause,
-}
-
-fn pick(
-    running: &[(Running, u64)],
-    pid: Option<u32>,
-    dir: &Path,
-    takes: Takes,
-) -> anyhow::Result<(Running, u64)> {
-    let list = || {
-        running
-            .iter()
-            .map(|(r, _)| format!("{} ({})", r.pid, cufall_text::escape(&r.what)))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let (none, what) = match takes {
-        Takes::Windows => (
-            "no recording that takes window signals is running (none announced in {DIR}). Start one with `cufall record -o T.cufall --capture-range signal -- CMD`",
-            "a recording that takes window signals",
-        ),
-        Takes::Pause => (
-            "nothing to pause: no cufall record or cufall serve of yours is running (none announced in {DIR})",
-            "a cufall record or serve of yours",
-        ),
-    };
-    match (pid, running) {
-        (_, []) => bail!("{}", none.replace("{DIR}", &shown(dir))),
-        (Some(p), _) => match running.iter().find(|(r, _)| r.pid == p) {
-            Some(r) => Ok(r.clone()),
-            None => bail!("process {p} is not {what}; running: {}", list()),
-        },
-        (None, [one]) => Ok(one.clone()),
-        (None, _) => bail!("several are running: {}; choose one with --pid", list()),
-    }
 }
 
 #[cfg(test)]

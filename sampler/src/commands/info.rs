@@ -275,10 +275,10 @@ impl Info {
 pub fn run(args: &InfoArgs) -> Result<ExitCode> {
     let info = Info::gather(&args.trace)?;
     if args.json {
-        crate::cli::print(&format!("{}\n", serde_json::to_string_pretty(&info)?))?;
+        super::print(&format!("{}\n", serde_json::to_string_pretty(&info)?))?;
     } else {
         // Names from the recording reach the terminal only escaped.
-        crate::cli::print(&cufall_text::escape_lines(&render(&info)))?;
+        super::print(&cufall_text::escape_lines(&render(&info)))?;
     }
     Ok(ExitCode::SUCCESS)
 }

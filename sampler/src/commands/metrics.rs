@@ -59,7 +59,9 @@ impl MetricCost {
     fn new(metrics: Vec<String>, bytes_per_sample: u64) -> MetricCost {
         let model = crate::cost::CostModel::H200.for_metrics(&metrics);
         let n = metrics.len();
-        let default_interval_ns = model.default_interval_ns(bytes_per_sample, n);
+        let default_interval_ns = model
+            .default_interval(bytes_per_sample, n, crate::cost::CORE_BUDGET)
+            .0;
         MetricCost {
             finest_lossless_ns: model.finest_lossless_ns(bytes_per_sample, n),
             cores_at_default: model
@@ -78,8 +80,8 @@ impl MetricCost {
             "{} B/sample as {}: lossless down to {}; the default interval for it is {} ({:.2} cores)",
             self.bytes_per_sample,
             self.metrics.join(" + "),
-            crate::sizing::format_interval(self.finest_lossless_ns),
-            crate::sizing::format_interval(self.default_interval_ns),
+            crate::args::duration::interval_text(self.finest_lossless_ns),
+            crate::args::duration::interval_text(self.default_interval_ns),
             self.cores_at_default
         )
     }

@@ -1,4 +1,6 @@
 use super::*;
+use crate::commands::control::{Takes, pick};
+use crate::pipeline::pause::MAX_PAUSE;
 use std::os::unix::fs::PermissionsExt;
 
 /// A private control folder in a temporary one.

@@ -1,4 +1,8 @@
-//! The one thread that writes the trace and feeds the live view.
+//! Writing the trace: the one sink thread that takes what the pipeline, the recorder and the
+//! host-stack thread produce ([`SinkMsg`]), writes the trace and feeds the live view; the capture
+//! windows that decide what of it the trace keeps ([`window`]); and the trace file's life around
+//! that thread ([`trace`]: made with its manifest, notes added, closed). The pipeline produces;
+//! only this module writes.
 //!
 //! Each device's batches arrive from several evaluator threads and are put back in sequence
 //! order. The reorder buffer is bounded: when a device has more than [`MAX_PENDING_BATCHES`]
@@ -6,7 +10,9 @@
 //! writes the late batch whenever it comes (the trace reader sorts samples by time). So a stuck
 //! evaluator can neither freeze a GPU's live view nor make the sink's memory grow.
 
-use super::window::{self, Edge, Gate, Rows, WindowLog};
+pub mod trace;
+pub mod window;
+
 use cufall_live::{LiveEvent, LiveSender};
 use cufall_trace::TraceWriter;
 use cufall_trace::model::{
@@ -18,6 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use window::{Edge, Gate, Rows, WindowLog};
 
 /// What flows into the sink.
 pub enum SinkMsg {
@@ -382,7 +389,7 @@ impl TraceSink<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::window::Gate;
+    use crate::sink::window::Gate;
     use cufall_live::FeedInfo;
     use cufall_trace::model::NvmlRow;
     use cufall_trace::model::{DeviceInfo, Manifest, MetricInfo, SamplingInfo};

@@ -1,12 +1,19 @@
-//! Parsing the device lists users type (durations: [`crate::duration`]).
+//! Parsing the device lists users type (durations: [`super::duration`]).
+
+/// A `--devices` value that is no device list.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{text}` is not a device list: use e.g. 0, 0,1 or 0-3 (or all)")]
+pub struct DevicesError {
+    pub text: String,
+}
 
 /// Parses `all`, `0`, `0,2`, `0-3` into a sorted list of device indices.
-pub fn parse_devices(s: &str) -> Result<Option<Vec<usize>>, String> {
+pub fn parse_devices(s: &str) -> Result<Option<Vec<usize>>, DevicesError> {
     let t = s.trim();
     if t.eq_ignore_ascii_case("all") || t.is_empty() {
         return Ok(None);
     }
-    let bad = || format!("`{s}` is not a device list: use e.g. 0, 0,1 or 0-3 (or all)");
+    let bad = || DevicesError { text: s.into() };
     let mut out = Vec::new();
     for part in t.split(',') {
         let part = part.trim();

@@ -4,11 +4,11 @@
 
 use anyhow::{Result, anyhow};
 use cufall_live::{LiveEvent, LiveReceiver, LiveSender};
-use cufall_sampler::cli::view::{LookArgs, live_options};
-use cufall_sampler::duration::parse_positive_duration;
+use cufall_sampler::args::capture::CaptureRequest;
+use cufall_sampler::args::duration::parse_positive_duration;
+use cufall_sampler::args::look::{LookArgs, live_options};
+use cufall_sampler::args::selection::SelectionArgs;
 use cufall_sampler::program::{exit_code, stop_child};
-use cufall_sampler::record::CaptureRequest;
-use cufall_sampler::record::SelectionArgs;
 use cufall_sampler::session::Prepared;
 use cufall_sampler::session::{self, CounterPolicy};
 use cufall_viewer::state::Mode;
@@ -161,7 +161,7 @@ fn show(args: &LiveArgs, rx: LiveReceiver, end_with_feed: bool) -> Result<()> {
             args.look.width,
             args.look.height.unwrap_or(0),
         )?;
-        cufall_sampler::cli::print(&frame)
+        cufall_sampler::commands::print(&frame)
     } else if end_with_feed {
         Ok(cufall_viewer::live::run_until_end(rx, options)?)
     } else {

@@ -11,6 +11,22 @@ fn specdec(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// A `specdec` run that must succeed (its stderr is the failure message).
+fn specdec_ok(args: &[&str]) -> Output {
+    let out = specdec(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The JSON report of a `specdec` run that must succeed.
+fn specdec_json(args: &[&str]) -> serde_json::Value {
+    serde_json::from_slice(&specdec_ok(args).stdout).unwrap()
+}
+
 fn assert_clean_error(out: &Output, needle: &str) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "stderr: {err}");
@@ -69,7 +85,7 @@ fn gpu_backend_errors_cleanly() {
 
 #[test]
 fn cpu_backend_json_report() {
-    let out = specdec(&[
+    let v = specdec_json(&[
         "--backend",
         "cpu",
         "--preset",
@@ -86,12 +102,6 @@ fn cpu_backend_json_report() {
         "3",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["backend"], "cpu");
     assert!(v["steps"].as_u64().unwrap() >= 1);
     let c = v["mean_committed_per_step"].as_f64().unwrap();
@@ -126,30 +136,19 @@ fn default_draft_is_smaller_than_the_target() {
         "--new-tokens",
         "6",
     ];
-    let out = specdec(&[&base[..], &["--json"]].concat());
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = specdec_json(&[&base[..], &["--json"]].concat());
     assert_eq!(v["run"]["draft_layers"], 1);
     assert_eq!(v["model"]["layers"], 2);
     let out = specdec(&[&base[..], &["--layers", "1"]].concat());
     assert_clean_error(&out, "self-speculative draft would be the whole model");
     // A small draft of a 1-layer target is a quarter of its width: allowed.
-    let out = specdec(&[&base[..], &["--layers", "1", "--draft", "small"]].concat());
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    specdec_ok(&[&base[..], &["--layers", "1", "--draft", "small"]].concat());
 }
 
 /// The text report spells choices as the options do.
 #[test]
 fn text_report_uses_option_spellings() {
-    let out = specdec(&[
+    let out = specdec_ok(&[
         "--backend",
         "cpu",
         "--preset",
@@ -165,11 +164,6 @@ fn text_report_uses_option_spellings() {
         "--graphs",
         "off",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("draft self-spec (1 layers)"), "{text}");
     assert!(
@@ -195,7 +189,7 @@ fn help_has_examples_and_modes_parse() {
         "{help}"
     );
     assert!(help.contains("--draft-layers <DRAFT_LAYERS>"), "{help}");
-    let out = specdec(&[
+    let v = specdec_json(&[
         "--backend",
         "cpu",
         "--preset",
@@ -210,12 +204,6 @@ fn help_has_examples_and_modes_parse() {
         "speculative",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["mode"], "speculative");
 }
 

@@ -16,18 +16,9 @@ fn read_parquet(path: &std::path::Path) -> Frame {
 
 #[test]
 fn export_parquet_and_csv_read_back() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let trace = Fixture::default().write(dir.path(), "t.cufall");
+    let (dir, trace) = fixture_trace();
     let out = dir.path().join("pq");
-    let args = export_args(&[
-        trace.to_str().expect("utf8"),
-        "--format",
-        "parquet",
-        "-o",
-        out.to_str().expect("utf8"),
-        "--min-gap",
-        "50us",
-    ]);
+    let args = export_fixture_args(&trace, "parquet", &out, &["--min-gap", "50us"]);
     let mut text = Vec::new();
     export_to(&args, &mut text).expect("export");
     let samples = read_parquet(&out.join("samples.parquet"));
@@ -53,13 +44,7 @@ fn export_parquet_and_csv_read_back() {
     assert!(err.contains("--force"), "{err}");
 
     let out = dir.path().join("csv");
-    let args = export_args(&[
-        trace.to_str().expect("utf8"),
-        "--format",
-        "csv",
-        "-o",
-        out.to_str().expect("utf8"),
-    ]);
+    let args = export_fixture_args(&trace, "csv", &out, &[]);
     export_to(&args, &mut Vec::new()).expect("export csv");
     let gaps = std::fs::read_to_string(out.join("gaps.csv")).expect("csv");
     assert_eq!(gaps.lines().count(), 1 + 13);
@@ -70,18 +55,9 @@ fn export_parquet_and_csv_read_back() {
 
 #[test]
 fn export_perfetto_is_valid_trace_event_json() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let trace = Fixture::default().write(dir.path(), "t.cufall");
+    let (dir, trace) = fixture_trace();
     let out = dir.path().join("t.perfetto.json");
-    let args = export_args(&[
-        trace.to_str().expect("utf8"),
-        "--format",
-        "perfetto",
-        "-o",
-        out.to_str().expect("utf8"),
-        "--min-gap",
-        "50us",
-    ]);
+    let args = export_fixture_args(&trace, "perfetto", &out, &["--min-gap", "50us"]);
     export_to(&args, &mut Vec::new()).expect("export");
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).expect("read")).expect("json");
@@ -134,18 +110,9 @@ fn export_perfetto_is_valid_trace_event_json() {
 
 #[test]
 fn perfetto_counters_are_bucketed_above_the_cap() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let trace = Fixture::default().write(dir.path(), "t.cufall");
+    let (dir, trace) = fixture_trace();
     let out = dir.path().join("t.json");
-    let args = export_args(&[
-        trace.to_str().expect("utf8"),
-        "--format",
-        "perfetto",
-        "-o",
-        out.to_str().expect("utf8"),
-        "--max-counter-points",
-        "30",
-    ]);
+    let args = export_fixture_args(&trace, "perfetto", &out, &["--max-counter-points", "30"]);
     let mut text = Vec::new();
     export_to(&args, &mut text).expect("export");
     assert!(String::from_utf8_lossy(&text).contains("averaged over 100.0 µs buckets"));
@@ -172,6 +139,31 @@ enum Cmd {
     Report(ReportArgs),
     Diff(DiffArgs),
     Export(ExportArgs),
+}
+
+/// The synthetic fixture, written as `t.cufall` in a new folder.
+fn fixture_trace() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = Fixture::default().write(dir.path(), "t.cufall");
+    (dir, trace)
+}
+
+/// `cufall export TRACE --format FORMAT -o OUT EXTRA...`, parsed.
+fn export_fixture_args(
+    trace: &std::path::Path,
+    format: &str,
+    out: &std::path::Path,
+    extra: &[&str],
+) -> ExportArgs {
+    let mut args = vec![
+        trace.to_str().expect("utf8"),
+        "--format",
+        format,
+        "-o",
+        out.to_str().expect("utf8"),
+    ];
+    args.extend_from_slice(extra);
+    export_args(&args)
 }
 
 fn export_args(args: &[&str]) -> ExportArgs {

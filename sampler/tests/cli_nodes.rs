@@ -17,23 +17,38 @@ fn cufall(cwd: &Path) -> Command {
     c
 }
 
-/// Two nodes in `dir` (`a.cufall`, `b.cufall`): B lags by [`LAG_NS`]; each host's clock is
-/// off by at most `clock_us`.
-fn two_nodes(dir: &Path, clock_us: i64) {
+/// What `cufall ARGS` in `dir` prints, when it succeeds.
+fn stdout_in(dir: &Path, args: &[&str]) -> String {
+    let out = cufall(dir).args(args).assert().success();
+    String::from_utf8_lossy(&out.get_output().stdout).into_owned()
+}
+
+/// What `cufall ARGS` in `dir` prints as JSON, when it succeeds.
+fn json_in(dir: &Path, args: &[&str]) -> serde_json::Value {
+    let out = cufall(dir).args(args).assert().success();
+    serde_json::from_slice(&out.get_output().stdout).unwrap()
+}
+
+/// A new folder with two nodes (`a.cufall`, `b.cufall`): B lags by [`LAG_NS`]; each host's
+/// clock is off by at most `clock_us`.
+fn two_nodes(clock_us: i64) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
     let src = examples_dir().join(EXAMPLE);
-    as_node(&src, &dir.join("a.cufall"), "node-a", 0, clock_us);
-    as_node(&src, &dir.join("b.cufall"), "node-b", LAG_NS, clock_us);
+    as_node(&src, &tmp.path().join("a.cufall"), "node-a", 0, clock_us);
+    as_node(
+        &src,
+        &tmp.path().join("b.cufall"),
+        "node-b",
+        LAG_NS,
+        clock_us,
+    );
+    tmp
 }
 
 #[test]
 fn a_lagging_node_is_named_with_its_lag_per_phase() {
-    let tmp = tempfile::tempdir().unwrap();
-    two_nodes(tmp.path(), 200);
-    let out = cufall(tmp.path())
-        .args(["report", "a.cufall", "b.cufall"])
-        .assert()
-        .success();
-    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let tmp = two_nodes(200);
+    let text = stdout_in(tmp.path(), &["report", "a.cufall", "b.cufall"]);
     insta::assert_snapshot!("nodes_report", text);
     assert!(text.contains("node-a:GPU 0 (NVIDIA H200)"), "{text}");
     assert!(
@@ -50,11 +65,7 @@ fn a_lagging_node_is_named_with_its_lag_per_phase() {
     );
     assert!(text.contains("lagging node: node-b"), "{text}");
 
-    let out = cufall(tmp.path())
-        .args(["report", "a.cufall", "b.cufall", "--json"])
-        .assert()
-        .success();
-    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let v = json_in(tmp.path(), &["report", "a.cufall", "b.cufall", "--json"]);
     assert_eq!(v["lagging"], 1);
     assert_eq!(v["clock_uncertainty_ns"], 400_000);
     let draft = v["phases"]
@@ -70,13 +81,8 @@ fn a_lagging_node_is_named_with_its_lag_per_phase() {
 
 #[test]
 fn a_lag_within_the_clocks_uncertainty_is_said_to_be_possibly_clock_error() {
-    let tmp = tempfile::tempdir().unwrap();
-    two_nodes(tmp.path(), 2_000);
-    let out = cufall(tmp.path())
-        .args(["report", "a.cufall", "b.cufall"])
-        .assert()
-        .success();
-    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let tmp = two_nodes(2_000);
+    let text = stdout_in(tmp.path(), &["report", "a.cufall", "b.cufall"]);
     assert!(
         text.contains("within the clocks' uncertainty: it may be clock error"),
         "{text}"
@@ -94,8 +100,7 @@ fn refused_in_one_line(dir: &Path, args: &[&str], needle: &str) {
 /// One message each: the same GPU twice, the same host twice, recordings that share no time.
 #[test]
 fn recordings_that_are_not_one_run_are_refused() {
-    let tmp = tempfile::tempdir().unwrap();
-    two_nodes(tmp.path(), 200);
+    let tmp = two_nodes(200);
     let one_line = |args: &[&str], needle: &str| refused_in_one_line(tmp.path(), args, needle);
     one_line(
         &["report", "a.cufall", "a.cufall"],
@@ -155,8 +160,7 @@ fn second_run(dir: &Path) {
 
 #[test]
 fn two_runs_of_two_nodes_are_compared_per_phase_and_per_node() {
-    let tmp = tempfile::tempdir().unwrap();
-    two_nodes(tmp.path(), 200);
+    let tmp = two_nodes(200);
     second_run(tmp.path());
     let args = [
         "diff",
@@ -166,8 +170,7 @@ fn two_runs_of_two_nodes_are_compared_per_phase_and_per_node() {
         "a2.cufall",
         "b2.cufall",
     ];
-    let out = cufall(tmp.path()).args(args).assert().success();
-    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let text = stdout_in(tmp.path(), &args);
     insta::assert_snapshot!("nodes_diff", text);
     assert!(
         text.contains("nodes matched by host: node-a, node-b"),
@@ -177,12 +180,7 @@ fn two_runs_of_two_nodes_are_compared_per_phase_and_per_node() {
     assert!(text.contains("lagging node (B): node-b"), "{text}");
     assert!(text.contains("node-b +3.00 ms  node-b +1.00 ms"), "{text}");
 
-    let out = cufall(tmp.path())
-        .args(args)
-        .arg("--json")
-        .assert()
-        .success();
-    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let v = json_in(tmp.path(), &[&args[..], &["--json"]].concat());
     assert_eq!(v["by_host"], true);
     assert_eq!(v["a"]["lagging"], 1);
     let draft = v["phases"]
@@ -204,15 +202,13 @@ fn two_runs_of_two_nodes_are_compared_per_phase_and_per_node() {
 /// so.
 #[test]
 fn nodes_of_other_hosts_are_paired_in_the_order_given() {
-    let tmp = tempfile::tempdir().unwrap();
-    two_nodes(tmp.path(), 200);
+    let tmp = two_nodes(200);
     let src = examples_dir().join(EXAMPLE);
     as_node(&src, &tmp.path().join("c.cufall"), "node-c", LATER_NS, 200);
-    let out = cufall(tmp.path())
-        .args(["diff", "a.cufall", "b.cufall", "--vs", "c.cufall"])
-        .assert()
-        .success();
-    let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let text = stdout_in(
+        tmp.path(),
+        &["diff", "a.cufall", "b.cufall", "--vs", "c.cufall"],
+    );
     assert!(
         text.contains(
             "nodes matched in the order given (A / B): node-a / node-c, node-b / -; the sides do not name the same hosts"
@@ -223,11 +219,10 @@ fn nodes_of_other_hosts_are_paired_in_the_order_given() {
 
     // A's two nodes against B's one: twice the steps and the time in A, and node-b's change is
     // its whole time, gone.
-    let out = cufall(tmp.path())
-        .args(["diff", "a.cufall", "b.cufall", "--vs", "c.cufall", "--json"])
-        .assert()
-        .success();
-    let v: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let v = json_in(
+        tmp.path(),
+        &["diff", "a.cufall", "b.cufall", "--vs", "c.cufall", "--json"],
+    );
     assert_eq!(v["by_host"], false);
     let decode = v["phases"]
         .as_array()
@@ -252,14 +247,12 @@ fn nodes_of_other_hosts_are_paired_in_the_order_given() {
 /// `diff A B` is the diff of two recordings still, and so is one recording per side with --vs.
 #[test]
 fn one_recording_per_side_is_the_plain_diff() {
-    let tmp = tempfile::tempdir().unwrap();
-    two_nodes(tmp.path(), 200);
+    let tmp = two_nodes(200);
     for args in [
         &["diff", "a.cufall", "b.cufall"][..],
         &["diff", "a.cufall", "--vs", "b.cufall"][..],
     ] {
-        let out = cufall(tmp.path()).args(args).assert().success();
-        let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+        let text = stdout_in(tmp.path(), args);
         assert!(
             text.starts_with("cufall diff: A = a.cufall, B = b.cufall"),
             "{text}"
@@ -271,8 +264,7 @@ fn one_recording_per_side_is_the_plain_diff() {
 /// more than two recordings without --vs.
 #[test]
 fn sides_that_are_not_one_run_are_refused() {
-    let tmp = tempfile::tempdir().unwrap();
-    two_nodes(tmp.path(), 200);
+    let tmp = two_nodes(200);
     second_run(tmp.path());
     let one_line = |args: &[&str], needle: &str| refused_in_one_line(tmp.path(), args, needle);
     one_line(

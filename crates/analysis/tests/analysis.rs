@@ -1,5 +1,8 @@
 //! Report, diff and export on synthetic fixture traces (see `common/mod.rs` for the timeline).
 
+mod common;
+use common::{opts, report_of};
+
 use cufall_analysis::diff::{build_diff, diff_text};
 use cufall_analysis::render::report_text;
 use cufall_analysis::report::{GapGroup, PlaceKind, Report, build_report_with};
@@ -7,22 +10,6 @@ use cufall_analysis::{ReportOptions, build_report};
 use cufall_testkit::fixture::{DRAM, ELAPSED, Fixture, INTERVAL, T0, TENSOR, US};
 use cufall_trace::Trace;
 use cufall_trace::model::DeviceId;
-
-fn opts() -> ReportOptions {
-    ReportOptions {
-        min_gap_ns: Some(50 * US),
-        ..Default::default()
-    }
-}
-
-fn report_of(fx: &Fixture) -> (tempfile::TempDir, Report) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = fx.write(dir.path(), "fixture.cufall");
-    let trace = Trace::open(&path).expect("open");
-    let mut r = build_report(&trace, &opts()).expect("report");
-    r.trace = "fixture.cufall".into();
-    (dir, r)
-}
 
 fn group<'a>(r: &'a Report, place: &str) -> &'a GapGroup {
     r.gap_groups

@@ -1,6 +1,9 @@
 //! The host's frames during the gaps, on the fixture with host stacks (see
 //! `cufall_testkit::fixture` for the timeline and the threads' stacks).
 
+mod common;
+use common::{opts, report_of};
+
 use cufall_analysis::diff::{build_diff, diff_text};
 use cufall_analysis::host::{self, HostClass, HostScope, IntervalSource, LaunchingFrom};
 use cufall_analysis::render::report_text;
@@ -9,27 +12,11 @@ use cufall_analysis::{ReportOptions, build_report};
 use cufall_testkit::fixture::{Fixture, US};
 use cufall_trace::Trace;
 
-fn opts() -> ReportOptions {
-    ReportOptions {
-        min_gap_ns: Some(50 * US),
-        ..Default::default()
-    }
-}
-
 fn with_host() -> Fixture {
     Fixture {
         host_stacks: true,
         ..Default::default()
     }
-}
-
-fn report_of(fx: &Fixture) -> (tempfile::TempDir, Report) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = fx.write(dir.path(), "fixture.cufall");
-    let trace = Trace::open(&path).expect("open");
-    let mut r = build_report(&trace, &opts()).expect("report");
-    r.trace = "fixture.cufall".into();
-    (dir, r)
 }
 
 fn class<'a>(r: &'a Report, scope: HostScope, name: &str) -> &'a HostClass {

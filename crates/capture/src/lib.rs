@@ -37,6 +37,8 @@
 
 mod decode;
 mod encode;
+#[cfg(any(test, feature = "test-support"))]
+pub mod fixtures;
 mod frame;
 mod kinds;
 #[cfg(test)]

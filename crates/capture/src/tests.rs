@@ -6,13 +6,7 @@ use proptest::prelude::*;
 
 fn frames() -> Vec<Frame<'static>> {
     vec![
-        Frame::Hello {
-            version: PROTOCOL_VERSION,
-            pid: 42,
-            ppid: 1,
-            kinds: Kinds::DEFAULT,
-            exe: "/usr/bin/python3".into(),
-        },
+        fixtures::hello(42),
         Frame::String {
             id: 7,
             text: "_Z6kernelPf".into(),
@@ -42,19 +36,10 @@ fn frames() -> Vec<Frame<'static>> {
             name: Name::Registered(11),
         }),
         Frame::Activity(Activity {
-            kind: WireActivityKind::Kernel,
             device: 1,
-            context: 2,
-            stream: 7,
-            correlation: 99,
-            start_ns: 10,
-            end_ns: 20,
             grid: [132, 1, 1],
             block: [256, 1, 1],
-            graph_id: 0,
-            bytes: 0,
-            copy_kind: 0,
-            name: 7,
+            ..fixtures::kernel(7, 10, 20)
         }),
         Frame::Api(WireApiCall {
             domain: WireApiDomain::Driver,
@@ -101,10 +86,7 @@ fn frames() -> Vec<Frame<'static>> {
 
 #[test]
 fn every_frame_round_trips_through_a_byte_stream_cut_anywhere() {
-    let mut bytes = Vec::new();
-    for f in frames() {
-        encode(&f, &mut bytes);
-    }
+    let bytes = fixtures::encoded(frames());
     for cut in 0..bytes.len() {
         let mut d = Decoder::new();
         let mut got = Vec::new();
@@ -144,16 +126,8 @@ fn unchecked_bytes_decode_as_text_with_bad_utf8_replaced() {
     let mut bytes = Vec::new();
     let range = |name| {
         Frame::Range(Range {
-            start_ns: 1,
-            end_ns: 2,
             tid: 3,
-            depth: 0,
-            kind: WireRangeKind::PushPop,
-            domain: 0,
-            category: 0,
-            color: None,
-            payload: Payload::None,
-            name,
+            ..fixtures::range(name, 1, 2)
         })
     };
     encode(&range(Name::Bytes(b"draft\xff")), &mut bytes);
@@ -256,11 +230,7 @@ fn kinds_parse_and_print() {
 
 /// A valid stream of every frame kind, for the mutation tests.
 fn valid_stream() -> Vec<u8> {
-    let mut bytes = Vec::new();
-    for f in frames() {
-        encode(&f, &mut bytes);
-    }
-    bytes
+    fixtures::encoded(frames())
 }
 
 /// Decodes everything `bytes` holds; the decoder must stop at the first error.

@@ -14,6 +14,20 @@ pub const TENSOR_MIN: &str = "sm__pipe_tensor_cycles_active.min";
 pub const CYCLES: &str = "gr__cycles_elapsed.max";
 pub const DRAM: &str = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
 
+/// The device the fake GPUs of the exporter's and the pipeline's tests report as GPU `i`:
+/// "Fake H200", with a UUID and a PCI bus id of its own.
+pub fn fake_h200(i: u32) -> DeviceInfo {
+    DeviceInfo {
+        id: DeviceId(i),
+        name: "Fake H200".into(),
+        chip: "GH100".into(),
+        uuid: format!("GPU-fake-{i}"),
+        pci_bus_id: format!("00000000:{:02X}:00.0", i + 1),
+        sm_count: Some(132),
+        memory_total_bytes: None,
+    }
+}
+
 /// Columns of every synthetic batch, in order.
 pub fn metrics() -> Vec<MetricInfo> {
     [

@@ -1,6 +1,7 @@
 use super::*;
 use crate::sink::window::Edge;
-use cufall_capture::{CostKind, Frame, Name, Payload, WireRangeKind, encode};
+use cufall_capture::fixtures::{encoded, hello, kernel, push_pop};
+use cufall_capture::{CostKind, Frame, Name, Payload};
 
 const NVTX_COST: CaptureEventKind = CaptureEventKind::Cost {
     kind: CostKind::Nvtx,
@@ -234,81 +235,73 @@ fn a_program_without_cuda_is_reported() {
     );
 }
 
-/// A connection to the recorder's socket, as a process of the program would open.
-fn connect_like_a_process(rec: &Recorder) -> UnixStream {
-    let socket = rec
-        .child_env()
+/// The recorder's socket, as a process of the program finds it in its environment.
+pub(super) fn socket_of(rec: &Recorder) -> PathBuf {
+    rec.child_env()
         .into_iter()
         .find(|(k, _)| k == cufall_capture::ENV_SOCKET)
         .map(|(_, v)| PathBuf::from(v))
-        .unwrap();
-    UnixStream::connect(socket).unwrap()
+        .expect("the recorder's socket is in the program's environment")
 }
 
-fn frame(f: Frame<'_>) -> Vec<u8> {
-    let mut b = Vec::new();
-    encode(&f, &mut b);
-    b
+/// A connection to the recorder's socket, as a process of the program would open.
+fn connect_like_a_process(rec: &Recorder) -> UnixStream {
+    UnixStream::connect(socket_of(rec)).unwrap()
+}
+
+/// A recorder of the default kinds, without the capture library (the tests play the
+/// program's processes) nor devices, sending to `tx`.
+pub(super) fn start_recorder(
+    range: Option<RangeTrigger>,
+    tx: std::sync::mpsc::Sender<SinkMsg>,
+) -> Recorder {
+    Recorder::start(
+        Kinds::DEFAULT,
+        range,
+        PathBuf::from("/nonexistent"),
+        &[],
+        tx,
+    )
+    .expect("the recorder starts")
 }
 
 /// A process's stream whose range, kernel and domain names come after their first use, with a
 /// device known by UUID only (`[0x11; 16]`), and no goodbye.
 fn late_names_stream() -> Vec<u8> {
-    let uuid = [0x11u8; 16];
-    let mut bytes = frame(Frame::Hello {
-        version: cufall_capture::PROTOCOL_VERSION,
-        pid: 77,
-        ppid: 1,
-        kinds: Kinds::DEFAULT,
-        exe: "fake".into(),
-    });
-    bytes.extend(frame(Frame::Status {
-        t_ns: 1,
-        event: CaptureEventKind::CudaAttached.as_str().into(),
-        count: 1,
-        detail: "libcupti.so.13 (CUPTI API 130001): kernels".into(),
-    }));
-    bytes.extend(frame(Frame::Device { id: 0, uuid }));
-    bytes.extend(frame(Frame::Range(cufall_capture::Range {
-        start_ns: 10,
-        end_ns: 20,
-        tid: 5,
-        depth: 0,
-        kind: WireRangeKind::PushPop,
-        domain: 2,
-        category: 4,
-        color: Some(0xff00ff00),
-        payload: Payload::UInt(u64::MAX),
-        name: Name::Registered(1),
-    })));
-    bytes.extend(frame(Frame::Activity(cufall_capture::Activity {
-        kind: cufall_capture::WireActivityKind::Kernel,
-        device: 0,
-        context: 1,
-        stream: 7,
-        correlation: 9,
-        start_ns: 12,
-        end_ns: 18,
-        grid: [4, 1, 1],
-        block: [128, 1, 1],
-        graph_id: 0,
-        bytes: 0,
-        copy_kind: 0,
-        name: 3,
-    })));
-    bytes.extend(frame(Frame::String {
-        id: 1,
-        text: "verify".into(),
-    }));
-    bytes.extend(frame(Frame::String {
-        id: 2,
-        text: "engine".into(),
-    }));
-    bytes.extend(frame(Frame::String {
-        id: 3,
-        text: "_Z12empty_kernelv".into(),
-    }));
-    bytes
+    encoded([
+        hello(77),
+        Frame::Status {
+            t_ns: 1,
+            event: CaptureEventKind::CudaAttached.as_str().into(),
+            count: 1,
+            detail: "libcupti.so.13 (CUPTI API 130001): kernels".into(),
+        },
+        Frame::Device {
+            id: 0,
+            uuid: [0x11u8; 16],
+        },
+        Frame::Range(cufall_capture::Range {
+            tid: 5,
+            domain: 2,
+            category: 4,
+            color: Some(0xff00ff00),
+            payload: Payload::UInt(u64::MAX),
+            ..cufall_capture::fixtures::range(Name::Registered(1), 10, 20)
+        }),
+        Frame::Activity(kernel(3, 12, 18)),
+        Frame::String {
+            id: 1,
+            text: "verify".into(),
+        },
+        Frame::String {
+            id: 2,
+            text: "engine".into(),
+        },
+        Frame::String {
+            id: 3,
+            text: "_Z12empty_kernelv".into(),
+        },
+    ])
 }
 
 /// Names defined after their first use, a kernel name to demangle, a device mapped by UUID,
@@ -382,51 +375,13 @@ fn one_process(
     frames: Vec<Frame<'static>>,
 ) -> (Vec<SinkMsg>, CaptureSummary) {
     let (tx, rx) = channel();
-    let rec = Recorder::start(
-        Kinds::DEFAULT,
-        range,
-        PathBuf::from("/nonexistent"),
-        &[],
-        tx,
-    )
-    .unwrap();
+    let rec = start_recorder(range, tx);
     let mut c = connect_like_a_process(&rec);
-    let mut bytes = Vec::new();
-    for f in frames {
-        encode(&f, &mut bytes);
-    }
-    c.write_all(&bytes).unwrap();
+    c.write_all(&encoded(frames)).unwrap();
     drop(c);
     rec.wait_for_processes(Duration::from_secs(5));
     let summary = rec.finish();
     (rx.try_iter().collect(), summary)
-}
-
-/// A push/pop range of thread 1 named `name`, in the default domain, as the capture library
-/// sends it.
-pub(super) fn push_pop(name: &str, start_ns: i64, end_ns: i64) -> Frame<'static> {
-    Frame::Range(cufall_capture::Range {
-        start_ns,
-        end_ns,
-        tid: 1,
-        depth: 0,
-        kind: WireRangeKind::PushPop,
-        domain: 0,
-        category: 0,
-        color: None,
-        payload: Payload::None,
-        name: Name::Text(name.to_string().into()),
-    })
-}
-
-pub(super) fn hello(pid: u32) -> Frame<'static> {
-    Frame::Hello {
-        version: cufall_capture::PROTOCOL_VERSION,
-        pid,
-        ppid: 1,
-        kinds: Kinds::DEFAULT,
-        exe: "/usr/bin/python3".into(),
-    }
 }
 
 fn attached() -> Frame<'static> {
@@ -507,18 +462,11 @@ fn a_killed_process_is_told_from_its_last_record() {
     let now = crate::now_unix_ns();
     let kernel = Frame::Activity(cufall_capture::Activity {
         kind: cufall_capture::WireActivityKind::Memcpy,
-        device: 0,
-        context: 1,
-        stream: 7,
-        correlation: 9,
-        start_ns: now - 2_000_000,
-        end_ns: now - 1_000_000,
         grid: [0; 3],
         block: [0; 3],
-        graph_id: 0,
         bytes: 64,
         copy_kind: 1,
-        name: 0,
+        ..kernel(0, now - 2_000_000, now - 1_000_000)
     });
     let (msgs, summary) = one_process(
         None,
@@ -688,10 +636,9 @@ fn profiler_starts_do_not_nest_nvtx_windows_do_and_an_open_one_ends_at_the_goodb
 #[test]
 fn a_connection_sending_garbage_is_closed_and_the_recording_goes_on() {
     let (tx, rx) = channel();
-    let rec =
-        Recorder::start(Kinds::DEFAULT, None, PathBuf::from("/nonexistent"), &[], tx).unwrap();
+    let rec = start_recorder(None, tx);
     let mut bad = connect_like_a_process(&rec);
-    let mut bytes = frame(hello(94));
+    let mut bytes = encoded([hello(94)]);
     // A frame whose string claims more bytes than any name may have.
     let mut body = vec![2u8];
     body.extend_from_slice(&1u32.to_le_bytes());
@@ -700,9 +647,7 @@ fn a_connection_sending_garbage_is_closed_and_the_recording_goes_on() {
     bytes.extend_from_slice(&body);
     bad.write_all(&bytes).unwrap();
     let mut good = connect_like_a_process(&rec);
-    let mut ok = frame(hello(95));
-    ok.extend(frame(push_pop("step", 1, 2)));
-    ok.extend(frame(Frame::Bye { t_ns: 3 }));
+    let ok = encoded([hello(95), push_pop("step", 1, 2), Frame::Bye { t_ns: 3 }]);
     good.write_all(&ok).unwrap();
     drop(good);
     rec.wait_for_processes(Duration::from_secs(2));

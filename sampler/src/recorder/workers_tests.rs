@@ -5,11 +5,12 @@
 //! sends them); the recorder's messages go through the gated sink into a real trace, which is
 //! read back.
 
-use super::tests::{hello, push_pop};
+use super::tests::{socket_of, start_recorder};
 use super::*;
 use crate::sink::window::Gate;
 use crate::sink::{SinkShared, sink_main};
-use cufall_capture::{Frame, encode};
+use cufall_capture::Frame;
+use cufall_capture::fixtures::{encoded, hello, push_pop};
 use cufall_trace::model::{Manifest, MetricInfo, NvtxRange, SampleBatch, SamplingInfo};
 use cufall_trace::{Trace, TraceWriter, WriterOptions};
 use std::io::Write;
@@ -100,21 +101,8 @@ fn leaky_stream(base: i64) -> Vec<Frame<'static>> {
 /// The workers' streams sent at once, each on its own connection; the recorder's messages.
 fn record_workers(base: i64) -> (Vec<SinkMsg>, CaptureSummary) {
     let (tx, rx) = channel();
-    let range = Some(RangeTrigger::ProfilerApi);
-    let rec = Recorder::start(
-        Kinds::DEFAULT,
-        range,
-        PathBuf::from("/nonexistent"),
-        &[],
-        tx,
-    )
-    .expect("the recorder starts");
-    let socket = rec
-        .child_env()
-        .into_iter()
-        .find(|(k, _)| k == cufall_capture::ENV_SOCKET)
-        .map(|(_, v)| PathBuf::from(v))
-        .expect("a socket");
+    let rec = start_recorder(Some(RangeTrigger::ProfilerApi), tx);
+    let socket = socket_of(&rec);
     let mut streams: Vec<Vec<Frame<'static>>> =
         (0..WORKERS.len()).map(|k| worker_stream(k, base)).collect();
     streams.push(leaky_stream(base));
@@ -124,11 +112,7 @@ fn record_workers(base: i64) -> (Vec<SinkMsg>, CaptureSummary) {
             let socket = socket.clone();
             std::thread::spawn(move || {
                 let mut c = UnixStream::connect(socket).expect("connects");
-                let mut bytes = Vec::new();
-                for f in frames {
-                    encode(&f, &mut bytes);
-                }
-                c.write_all(&bytes).expect("sends");
+                c.write_all(&encoded(frames)).expect("sends");
             })
         })
         .collect();

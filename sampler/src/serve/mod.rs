@@ -726,21 +726,9 @@ pub(crate) mod tests {
     use super::*;
     use cufall_trace::model::MetricInfo;
 
-    fn device(i: u32) -> DeviceInfo {
-        DeviceInfo {
-            id: DeviceId(i),
-            name: "Fake H200".into(),
-            chip: "GH100".into(),
-            uuid: format!("GPU-fake-{i}"),
-            pci_bus_id: format!("00000000:{:02X}:00.0", i + 1),
-            sm_count: Some(132),
-            memory_total_bytes: None,
-        }
-    }
-
     pub(crate) fn feed_info(metrics: usize, interval_ns: i64) -> FeedInfo {
         FeedInfo {
-            devices: (0..8).map(device).collect(),
+            devices: (0..8).map(cufall_testkit::synth::fake_h200).collect(),
             metrics: (0..metrics)
                 .map(|i| MetricInfo {
                     name: format!("m{i}"),

@@ -179,16 +179,9 @@ fn plan() -> ImagePlan {
     }
 }
 
+/// Fake GPU `i`: the exporter's tests' "Fake H200".
 pub fn device_info(i: usize) -> DeviceInfo {
-    DeviceInfo {
-        id: DeviceId(i as u32),
-        name: "Fake H200".into(),
-        chip: "GH100".into(),
-        uuid: format!("GPU-fake-{i}"),
-        pci_bus_id: format!("00000000:{:02X}:00.0", i + 1),
-        sm_count: Some(132),
-        memory_total_bytes: None,
-    }
+    cufall_testkit::synth::fake_h200(u32::try_from(i).expect("a handful of fake GPUs"))
 }
 
 pub fn metric_info() -> MetricInfo {

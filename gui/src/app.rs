@@ -5,7 +5,9 @@ use crate::axis::AxisTime;
 use crate::details::details_ui;
 use crate::flame::Icicle;
 use crate::fmt::Nanos;
-use crate::loaded::{DiffState, LoadedTrace, Locked, TraceSlot, hosts_differ, shared_extent};
+use crate::loaded::{
+    DiffError, DiffState, LoadedTrace, Locked, TraceSlot, hosts_differ, shared_extent,
+};
 use crate::panel::{common_phases, side_panel_ui};
 use crate::stats::{SelectionStats, selection_stats};
 use crate::timeline::timeline_ui;
@@ -275,13 +277,13 @@ impl GuiApp {
                     phases,
                     ..ReportOptions::default()
                 };
-                let r = build_diff(&ta, &tb, &opts).map_err(|e| e.to_string());
+                let r = build_diff(&ta, &tb, &opts).map_err(DiffError::from);
                 let _ = tx.send(r);
                 ctx.request_repaint();
             });
         self.diff = match spawned {
             Ok(_) => DiffState::Computing(rx),
-            Err(e) => DiffState::Done(Box::new(Err(format!("cannot start the comparison: {e}")))),
+            Err(e) => DiffState::Done(Box::new(Err(DiffError::Spawn(e)))),
         };
     }
 
@@ -291,8 +293,7 @@ impl GuiApp {
                 Ok(r) => self.diff = DiffState::Done(Box::new(r)),
                 Err(mpsc::TryRecvError::Empty) => {}
                 Err(mpsc::TryRecvError::Disconnected) => {
-                    self.diff =
-                        DiffState::Done(Box::new(Err("the comparison stopped unexpectedly".into())))
+                    self.diff = DiffState::Done(Box::new(Err(DiffError::Stopped)))
                 }
             }
         }

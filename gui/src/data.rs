@@ -380,7 +380,13 @@ impl Worker {
 
     /// Reads tile `k`: samples starting in `[first + k·span, first + (k+1)·span)`, the first
     /// and last tile open-ended.
-    fn read_tile(&self, first: i64, span: i64, k: i64, count: i64) -> Result<Tile, String> {
+    fn read_tile(
+        &self,
+        first: i64,
+        span: i64,
+        k: i64,
+        count: i64,
+    ) -> Result<Tile, cufall_trace::TraceError> {
         let lo = if k == 0 { i64::MIN } else { first + k * span };
         let hi = if k + 1 >= count {
             i64::MAX
@@ -389,12 +395,10 @@ impl Worker {
         };
         let names: Vec<&str> = self.metrics.iter().map(String::as_str).collect();
         let mut tile = Tile::default();
-        self.trace
-            .samples_between(lo, hi, &names, |rows| {
-                add_to_tile(&mut tile, rows);
-                Ok::<(), cufall_trace::TraceError>(())
-            })
-            .map_err(|e| e.to_string())?;
+        self.trace.samples_between(lo, hi, &names, |rows| {
+            add_to_tile(&mut tile, rows);
+            Ok::<(), cufall_trace::TraceError>(())
+        })?;
         finish_tile(&mut tile);
         if let Some(rule) = &self.rule {
             // The idle flag as one more series, so raw samples answer idle-fraction queries too.

@@ -201,8 +201,22 @@ pub fn shared_extent(traces: &[Locked<'_>]) -> (AxisTime, AxisTime) {
 pub enum DiffState {
     #[default]
     None,
-    Computing(mpsc::Receiver<Result<DiffReport, String>>),
-    Done(Box<Result<DiffReport, String>>),
+    Computing(mpsc::Receiver<Result<DiffReport, DiffError>>),
+    Done(Box<Result<DiffReport, DiffError>>),
+}
+
+/// Why the comparison has no result; the panel shows the message.
+#[derive(Debug, thiserror::Error)]
+pub enum DiffError {
+    /// The comparison itself failed (a recording unreadable, metrics that do not match, ...).
+    #[error(transparent)]
+    Failed(#[from] cufall_analysis::AnalysisError),
+    /// Its thread could not be started.
+    #[error("cannot start the comparison: {0}")]
+    Spawn(#[source] std::io::Error),
+    /// Its thread ended without sending a result (it panicked).
+    #[error("the comparison stopped unexpectedly")]
+    Stopped,
 }
 
 /// The host a recording was made on, `?` where its manifest names none.

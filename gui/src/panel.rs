@@ -324,7 +324,7 @@ fn compare_ui(
             let d = match r.as_ref() {
                 Ok(d) => d,
                 Err(e) => {
-                    ui.colored_label(ui.visuals().error_fg_color, e);
+                    ui.colored_label(ui.visuals().error_fg_color, e.to_string());
                     return;
                 }
             };

@@ -111,6 +111,18 @@ pub struct ElfSymbols {
     names: String,
 }
 
+/// Why [`ElfSymbols::load`] read no table: the file's own error, as the system or the ELF
+/// reader words it.
+#[derive(Debug, thiserror::Error)]
+pub enum SymbolsError {
+    /// The file could not be opened.
+    #[error("{0}")]
+    Open(#[source] std::io::Error),
+    /// The file is not an object file `object` can read.
+    #[error("{0}")]
+    Parse(#[source] object::Error),
+}
+
 /// What an address of a file is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Resolved {
@@ -121,12 +133,13 @@ pub struct Resolved {
 }
 
 impl ElfSymbols {
-    /// Reads the symbol tables of `path`; a file that is not ELF, or has no symbols, gives
-    /// an empty table.
-    pub fn load(path: &Path) -> Result<ElfSymbols, String> {
-        let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    /// Reads the symbol tables of `path`; an object file that is not ELF, or has no symbols,
+    /// gives an empty table; a file that cannot be opened or read as an object file, a
+    /// [`SymbolsError`].
+    pub fn load(path: &Path) -> Result<ElfSymbols, SymbolsError> {
+        let file = std::fs::File::open(path).map_err(SymbolsError::Open)?;
         let cache = object::ReadCache::new(file);
-        let elf = object::File::parse(&cache).map_err(|e| e.to_string())?;
+        let elf = object::File::parse(&cache).map_err(SymbolsError::Parse)?;
         let segments = elf
             .segments()
             .map(|s| {
@@ -441,6 +454,28 @@ mod tests {
     #[inline(never)]
     fn a_rust_function_to_find(x: u64) -> u64 {
         std::hint::black_box(x).wrapping_add(17).rotate_right(3)
+    }
+
+    /// A file that cannot be opened, or that no object reader knows, is an error with the
+    /// system's or the reader's own words (the caller then tries the next path of the file).
+    #[test]
+    fn a_missing_or_unreadable_file_is_an_error_saying_why() {
+        let missing = Path::new("/nonexistent/cufall/libnothing.so");
+        let io = std::fs::File::open(missing).expect_err("no such file");
+        match ElfSymbols::load(missing) {
+            Err(e @ SymbolsError::Open(_)) => assert_eq!(e.to_string(), io.to_string()),
+            other => panic!("{other:?}"),
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let junk = dir.path().join("junk.so");
+        std::fs::write(&junk, b"not an object file at all").unwrap();
+        match ElfSymbols::load(&junk) {
+            Err(e @ SymbolsError::Parse(_)) => {
+                assert!(std::error::Error::source(&e).is_some());
+                assert!(!e.to_string().is_empty());
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

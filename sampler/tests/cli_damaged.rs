@@ -15,15 +15,17 @@ fn cufall() -> Command {
     Command::cargo_bin("cufall").expect("binary")
 }
 
-fn example_copy(tmp: &tempfile::TempDir) -> PathBuf {
-    cufall_testkit::examples::copy_example(tmp.path(), EXAMPLE)
+/// A copy of [`EXAMPLE`] in a new folder, to damage; the folder lives as long as the guard.
+fn example_copy() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = cufall_testkit::examples::copy_example(tmp.path(), EXAMPLE);
+    (tmp, dir)
 }
 
 /// `info` lists every device the data holds, not only those of the manifest.
 #[test]
 fn info_shows_devices_missing_from_the_manifest() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = example_copy(&tmp);
+    let (_tmp, dir) = example_copy();
     edit_manifest(&dir, |m| m["devices"] = serde_json::json!([]));
     cufall()
         .arg("info")
@@ -69,8 +71,7 @@ fn info_shows_devices_missing_from_the_manifest() {
 /// `report` do; a missing samples segment is a drop in all of them.
 #[test]
 fn every_command_applies_the_same_rule_to_damaged_segments() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = example_copy(&tmp);
+    let (_tmp, dir) = example_copy();
     let seg = dir.join("capture/000001.parquet");
     let mut bytes = fs::read(&seg).unwrap();
     let mid = bytes.len() / 2;
@@ -92,8 +93,7 @@ fn every_command_applies_the_same_rule_to_damaged_segments() {
             ));
     }
 
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = example_copy(&tmp);
+    let (_tmp, dir) = example_copy();
     fs::remove_file(dir.join("samples/000003.parquet")).unwrap();
     let missing = "samples/000003.parquet is listed in the index (33454 rows) but missing";
     cufall()
@@ -169,8 +169,7 @@ fn a_window_the_view_cannot_show_is_refused_or_said() {
 /// shows the recording as it does with the recorded interval.
 #[test]
 fn an_absurd_interval_is_named_and_replaced_in_every_command() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = example_copy(&tmp);
+    let (_tmp, dir) = example_copy();
     let view = || {
         let out = cufall()
             .args(["view", "--print", "--width", "100"])

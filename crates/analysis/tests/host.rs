@@ -8,10 +8,11 @@ use cufall_analysis::report::Report;
 use cufall_analysis::{ReportOptions, build_report};
 use cufall_testkit::fixture::{Fixture, US};
 use cufall_trace::Trace;
+use cufall_trace::model::Nanos;
 
 fn opts() -> ReportOptions {
     ReportOptions {
-        min_gap_ns: Some(50 * US),
+        min_gap_ns: Some(Nanos(50 * US)),
         ..Default::default()
     }
 }

@@ -7,6 +7,7 @@ use anyhow::{Context, Result, bail};
 use cufall_analysis::AnalysisError;
 use cufall_analysis::select::{PhaseSelect, domain_counts};
 use cufall_live::feed;
+use cufall_trace::model::Nanos;
 use cufall_trace::{Table, Trace};
 use cufall_viewer::app;
 use cufall_viewer::draw;
@@ -144,10 +145,10 @@ fn gap_mark(
             fmt_ns(g.duration_ns)
         ));
     }
-    if let Some(n) = p.no_kernel_ns.filter(|_| p.duration_ns > 0) {
+    if let Some(n) = p.no_kernel_ns.filter(|_| p.duration_ns > Nanos::ZERO) {
         text.push_str(&format!(
             ", no kernel {:.0}%",
-            100.0 * n as f64 / p.duration_ns as f64
+            100.0 * n.as_f64() / p.duration_ns.as_f64()
         ));
     }
     match &p.host_frames {

@@ -798,7 +798,7 @@ mod tests {
             causes: Default::default(),
         };
         HostReport {
-            interval_ns: 1_000_000,
+            interval_ns: Nanos(1_000_000),
             interval_source: IntervalSource::Asked,
             samples: 100,
             threads: 1,
@@ -807,7 +807,7 @@ mod tests {
             gap_classes: vec![HostClass {
                 scope: HostScope::Place,
                 name: "a → b".into(),
-                time_ns: 100_000_000,
+                time_ns: Nanos(100_000_000),
                 gaps: 1,
                 host_bound: true,
                 launching: None,

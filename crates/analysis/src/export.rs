@@ -448,11 +448,12 @@ pub fn gaps_frame(report: &Report) -> Frame {
         ),
         Column::optional(
             "host_in_sync_ns",
-            rows.iter().map(|(_, p)| p.host.map(|h| h.in_sync_ns)),
+            rows.iter().map(|(_, p)| p.host.map(|h| h.in_sync_ns.get())),
         ),
         Column::optional(
             "host_in_launch_ns",
-            rows.iter().map(|(_, p)| p.host.map(|h| h.in_launch_ns)),
+            rows.iter()
+                .map(|(_, p)| p.host.map(|h| h.in_launch_ns.get())),
         ),
         Column::new(
             "stretch_start_ns",

@@ -10,7 +10,7 @@
 
 use crate::phases::{Phases, Place};
 use crate::samples::Fragment;
-use cufall_trace::model::{ActivityKind, ApiCall, DeviceId, DropRecord, KernelRecord};
+use cufall_trace::model::{ActivityKind, ApiCall, DeviceId, DropRecord, KernelRecord, Nanos};
 use std::collections::BTreeMap;
 
 /// One idle stretch of one device, cut at the phases' edges.
@@ -71,14 +71,14 @@ impl GapPart {
 /// elsewhere (CPU work, Python, I/O) or idle. Overlapping calls of several threads count once.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct HostTime {
-    pub in_sync_ns: i64,
-    pub in_launch_ns: i64,
+    pub in_sync_ns: Nanos,
+    pub in_launch_ns: Nanos,
 }
 
 impl HostTime {
     pub fn add(&mut self, o: &HostTime) {
-        self.in_sync_ns = self.in_sync_ns.saturating_add(o.in_sync_ns);
-        self.in_launch_ns = self.in_launch_ns.saturating_add(o.in_launch_ns);
+        self.in_sync_ns += o.in_sync_ns;
+        self.in_launch_ns += o.in_launch_ns;
     }
 }
 
@@ -115,8 +115,8 @@ impl HostCoverage {
     pub fn split(&self, start: i64, end: i64) -> HostTime {
         let in_sync_ns = self.sync.covered_ns(HOST_LANE, start, end);
         HostTime {
-            in_sync_ns,
-            in_launch_ns: self.any.covered_ns(HOST_LANE, start, end) - in_sync_ns,
+            in_sync_ns: Nanos(in_sync_ns),
+            in_launch_ns: Nanos(self.any.covered_ns(HOST_LANE, start, end) - in_sync_ns),
         }
     }
 }
@@ -550,8 +550,8 @@ mod tests {
         assert_eq!(
             h.split(5, 100),
             HostTime {
-                in_sync_ns: 40,
-                in_launch_ns: 15,
+                in_sync_ns: Nanos(40),
+                in_launch_ns: Nanos(15),
             }
         );
         assert!(HostCoverage::build(&[]).is_none());

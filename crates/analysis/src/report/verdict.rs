@@ -154,9 +154,10 @@ fn verdict(idle: Option<f64>, gaps: &GapTotals, kernels: bool, min_gap_ns: Nanos
     let no_kernel_fraction = gaps.no_kernel_ns.unwrap_or(Nanos::ZERO).as_f64() / total;
     if no_kernel_fraction >= HOST_BOUND_FROM {
         let host = gaps.host.map(|h| HostShares {
-            in_sync: h.in_sync_ns as f64 / total,
-            in_launch: h.in_launch_ns as f64 / total,
-            outside_cuda: (gaps.total_ns.get() - h.in_sync_ns - h.in_launch_ns).max(0) as f64
+            in_sync: h.in_sync_ns.as_f64() / total,
+            in_launch: h.in_launch_ns.as_f64() / total,
+            outside_cuda: (gaps.total_ns.get() - h.in_sync_ns.get() - h.in_launch_ns.get()).max(0)
+                as f64
                 / total,
         });
         Verdict::HostBound {

@@ -52,7 +52,7 @@ pub const STREAM_TID_BASE: i64 = 100;
 pub struct ExportSummary {
     pub files: Vec<PathBuf>,
     /// Perfetto: counter points were averaged into buckets of this width.
-    pub counter_bucket_ns: Option<i64>,
+    pub counter_bucket_ns: Option<Nanos>,
     pub events: u64,
     /// What the reader found wrong with the trace (cut segments are exported as drops).
     pub warnings: Vec<String>,
@@ -687,7 +687,7 @@ fn export_perfetto(
     drop(w);
     Ok(ExportSummary {
         files: staged.commit()?,
-        counter_bucket_ns: bucket_ns,
+        counter_bucket_ns: bucket_ns.map(Nanos),
         events,
         warnings: trace.warnings(),
     })

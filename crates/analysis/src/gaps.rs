@@ -155,15 +155,16 @@ impl Gap {
     }
 }
 
-/// Merges idle fragments that touch in time (`hole_ns` apart at most) per device, removes the
-/// parts covered by drops, and yields the gaps at least `min_gap_ns` long, by device and start.
+/// Merges idle fragments that touch in time (`hole` apart at most) per device, removes the
+/// parts covered by drops, and yields the gaps at least `min_gap` long, by device and start.
 /// The gaps are produced as they are read (one pass over the sorted fragments), never listed.
 pub fn merge_fragments(
     mut fragments: Vec<Fragment>,
     drops: &[DropRecord],
-    min_gap_ns: i64,
-    hole_ns: i64,
+    min_gap: Nanos,
+    hole: Nanos,
 ) -> impl Iterator<Item = (DeviceId, i64, i64)> + use<> {
+    let (min_gap_ns, hole_ns) = (min_gap.get(), hole.get());
     fragments.sort_unstable_by_key(|f| (f.device, f.start_ns, f.end_ns));
     let mut drops_by_device: BTreeMap<DeviceId, Vec<(i64, i64)>> = BTreeMap::new();
     for d in drops {
@@ -418,7 +419,7 @@ mod tests {
             frag(0, 300, 320), // after a hole: separate, and too short
             frag(1, 400, 700),
         ];
-        let got: Vec<_> = merge_fragments(frags, &drops, 50, 5).collect();
+        let got: Vec<_> = merge_fragments(frags, &drops, Nanos(50), Nanos(5)).collect();
         assert_eq!(
             got,
             vec![
@@ -469,7 +470,7 @@ mod tests {
                 .windows(2)
                 .map(|w| frag(3, 1000 + w[0], 1000 + w[1]))
                 .collect();
-            proptest::prop_assert_eq!(merge_fragments(frags, &[], 500, 5).collect::<Vec<_>>(), vec![(DeviceId(3), 1000, 2000)]);
+            proptest::prop_assert_eq!(merge_fragments(frags, &[], Nanos(500), Nanos(5)).collect::<Vec<_>>(), vec![(DeviceId(3), 1000, 2000)]);
         }
     }
 

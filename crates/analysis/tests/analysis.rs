@@ -371,8 +371,8 @@ fn windowed_scan_matches_a_single_window() {
             phases: &phases,
             activity: &activity,
             metrics: &metrics,
-            min_gap_ns: 50 * US,
-            hole_ns: 5 * US,
+            min_gap_ns: Nanos(50 * US),
+            hole_ns: Nanos(5 * US),
             samples_per_window: per_window,
         };
         let (totals, frags) = samples::scan_samples(&trace, &spec).expect("scan");
@@ -381,7 +381,7 @@ fn windowed_scan_matches_a_single_window() {
             .len();
         (
             totals,
-            gaps::merge_fragments(frags, &drops, 50 * US, 5 * US).collect::<Vec<_>>(),
+            gaps::merge_fragments(frags, &drops, Nanos(50 * US), Nanos(5 * US)).collect::<Vec<_>>(),
             windows,
         )
     };

@@ -292,8 +292,8 @@ pub(crate) fn build_report_checked(
                 phases: &phases,
                 activity,
                 metrics: &metrics,
-                min_gap_ns,
-                hole_ns,
+                min_gap_ns: Nanos(min_gap_ns),
+                hole_ns: Nanos(hole_ns),
                 samples_per_window: opts.window_samples,
             },
             &mut cells,
@@ -307,7 +307,7 @@ pub(crate) fn build_report_checked(
     let (kernel_fold, coverage, kernel_pids, events) =
         fold_kernels(trace, &phases, &cells, opts.kernel_rows != Some(0), &nvtx)?;
     let host = HostCoverage::build(&api);
-    let merged = gaps::merge_fragments(fragments, &drops, min_gap_ns, hole_ns);
+    let merged = gaps::merge_fragments(fragments, &drops, Nanos(min_gap_ns), Nanos(hole_ns));
 
     let devices = devices_of(m, &cells);
 
@@ -390,7 +390,7 @@ fn steps(p: &PhaseReport) -> capcost::PhaseSteps<'_> {
     capcost::PhaseSteps {
         path: &p.path,
         count: p.count,
-        total_ns: p.total_ns.get(),
+        total_ns: p.total_ns,
     }
 }
 

@@ -259,7 +259,7 @@ pub fn replay_text(args: &ReplayArgs) -> Result<String> {
     warn_stderr(&rec);
     let setup = args.display.setup(args.trace.display().to_string());
     let (tx, rx) = feed(rec.info.clone(), usize::MAX / 2);
-    replay::play(rec, f64::INFINITY, REPLAY_CHUNK_NS, &tx);
+    replay::play(rec, f64::INFINITY, REPLAY_CHUNK, &tx);
     let mut state = app::live_state(&rx, &setup, Mode::Replay)?;
     for ev in rx.drain(Duration::ZERO) {
         state.update(Input::Feed(ev));
@@ -293,7 +293,7 @@ pub fn run_view(args: &ViewArgs) -> Result<ExitCode> {
 
 /// Feed capacity for replays: a few seconds of 10 ms chunks for 8 GPUs.
 const REPLAY_CAPACITY: usize = 8192;
-const REPLAY_CHUNK_NS: i64 = 10_000_000;
+const REPLAY_CHUNK: Nanos = Nanos(10_000_000);
 
 pub fn run_replay(args: &ReplayArgs) -> Result<ExitCode> {
     run_replay_titled(args, None)
@@ -322,7 +322,7 @@ pub fn run_replay_titled(args: &ReplayArgs, title: Option<String>) -> Result<Exi
     let speed = args.speed;
     let producer = std::thread::Builder::new()
         .name("cufall-replay".into())
-        .spawn(move || replay::play(rec, speed, REPLAY_CHUNK_NS, &tx))
+        .spawn(move || replay::play(rec, speed, REPLAY_CHUNK, &tx))
         .context("could not start the replay thread")?;
     let mut state = app::live_state(&rx, &setup, Mode::Replay)?;
     state.pending_gaps = Some(gaps_in_background(

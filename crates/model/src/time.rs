@@ -60,11 +60,6 @@ impl Nanos {
         self.0 as f64 / 1e9
     }
 
-    /// `self / of` as a fraction; `None` when `of` is not positive.
-    pub fn fraction_of(self, of: Nanos) -> Option<f64> {
-        (of.0 > 0).then(|| self.0 as f64 / of.0 as f64)
-    }
-
     /// The span as a `Duration`, `None` when negative.
     pub fn to_duration(self) -> Option<Duration> {
         u64::try_from(self.0).ok().map(Duration::from_nanos)
@@ -287,12 +282,9 @@ mod tests {
     }
 
     #[test]
-    fn floats_and_fractions() {
+    fn floats_and_durations() {
         assert_eq!(Nanos(1_500_000_000).as_secs_f64(), 1.5);
         assert_eq!(Nanos(250).as_f64(), 250.0);
-        assert_eq!(Nanos(1).fraction_of(Nanos(4)), Some(0.25));
-        assert_eq!(Nanos(1).fraction_of(Nanos::ZERO), None);
-        assert_eq!(Nanos(1).fraction_of(Nanos(-4)), None);
         assert_eq!(
             Nanos::from_duration(Duration::from_millis(3)).to_duration(),
             Some(Duration::from_millis(3))

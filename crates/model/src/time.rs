@@ -55,11 +55,6 @@ impl Nanos {
         self.0 as f64
     }
 
-    /// The span in seconds.
-    pub fn as_secs_f64(self) -> f64 {
-        self.0 as f64 / 1e9
-    }
-
     /// The span as a `Duration`, `None` when negative.
     pub fn to_duration(self) -> Option<Duration> {
         u64::try_from(self.0).ok().map(Duration::from_nanos)
@@ -283,7 +278,6 @@ mod tests {
 
     #[test]
     fn floats_and_durations() {
-        assert_eq!(Nanos(1_500_000_000).as_secs_f64(), 1.5);
         assert_eq!(Nanos(250).as_f64(), 250.0);
         assert_eq!(
             Nanos::from_duration(Duration::from_millis(3)).to_duration(),

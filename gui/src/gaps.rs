@@ -45,7 +45,7 @@ impl DeviceGaps {
         }
         self.start_ns.push(g.start_ns);
         self.end_ns.push(g.end_ns);
-        let sum = self.dur_prefix.last().copied().unwrap_or(0) + g.duration_ns;
+        let sum = self.dur_prefix.last().copied().unwrap_or(0) + g.duration_ns.get();
         self.dur_prefix.push(sum);
         // A place's gaps share one label: the last one's is the likely match.
         let id = match self.place.last() {
@@ -60,7 +60,7 @@ impl DeviceGaps {
         };
         self.place.push(id);
         if let Some(k) = g.kernel_resident_ns {
-            self.kernel_resident_ns.push(k);
+            self.kernel_resident_ns.push(k.get());
         }
     }
 
@@ -167,7 +167,7 @@ impl DeviceGaps {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cufall_trace::model::DeviceId;
+    use cufall_trace::model::{DeviceId, Nanos};
 
     /// A stretch crossing three places is three gaps here, each with its own place and time.
     #[test]
@@ -175,10 +175,10 @@ mod tests {
         let piece = |start_ns: i64, end_ns: i64, place: &str| GapPiece {
             start_ns,
             end_ns,
-            duration_ns: end_ns - start_ns,
+            duration_ns: Nanos(end_ns - start_ns),
             place: place.into(),
-            no_kernel_ns: Some(end_ns - start_ns),
-            kernel_resident_ns: Some(0),
+            no_kernel_ns: Some(Nanos(end_ns - start_ns)),
+            kernel_resident_ns: Some(Nanos::ZERO),
             host: None,
             host_frames: None,
         };
@@ -186,11 +186,11 @@ mod tests {
             device: DeviceId(0),
             start_ns: 100,
             end_ns: 400,
-            offset_ns: 0,
-            duration_ns: 300,
+            offset_ns: Nanos::ZERO,
+            duration_ns: Nanos(300),
             place: "verify → draft + draft + draft → verify".into(),
-            no_kernel_ns: Some(300),
-            kernel_resident_ns: Some(0),
+            no_kernel_ns: Some(Nanos(300)),
+            kernel_resident_ns: Some(Nanos::ZERO),
             host: None,
             host_frames: None,
             pieces: vec![

@@ -150,7 +150,7 @@ fn phases_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, out: &mut Vec<Input>) {
                     out.push(zoom_to_phase(t, p));
                 }
                 ui.label(p.count.to_string());
-                ui.label(Nanos(p.total_ns).to_string());
+                ui.label(p.total_ns.to_string());
                 ui.label(p.idle_fraction.map_or("–".into(), fmt_pct));
                 for (m, _) in metrics.iter().enumerate() {
                     let (mean, peak) = phase_metric(p, m);
@@ -213,7 +213,7 @@ fn gaps_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], out: &
     ui.label(format!(
         "{} gaps of at least {} (idle: {})",
         report.gap_count,
-        Nanos(report.min_gap_ns),
+        report.min_gap_ns,
         report
             .activity
             .as_ref()
@@ -235,7 +235,7 @@ fn gaps_ui(ui: &mut Ui, ti: usize, t: &Locked<'_>, traces: &[Locked<'_>], out: &
             ui.strong("where");
             ui.end_row();
             for g in report.gaps.iter().take(GAPS_LISTED) {
-                let resp = ui.selectable_label(false, Nanos(g.duration_ns).to_string());
+                let resp = ui.selectable_label(false, g.duration_ns.to_string());
                 // The column is titled GPU: its number, or `host:GPU n` for several hosts.
                 if hosts_differ(traces) {
                     ui.label(gpu_label(traces, ti, g.device));
@@ -348,15 +348,9 @@ fn diff_tables_ui(ui: &mut Ui, d: &DiffReport) {
             ui.end_row();
             for p in std::iter::once(&d.whole_run).chain(d.phases.iter()) {
                 ui.label(crate::fmt::plain(&p.path));
-                ui.label(
-                    p.a.as_ref()
-                        .map_or("–".into(), |s| Nanos(s.total_ns).to_string()),
-                );
-                ui.label(
-                    p.b.as_ref()
-                        .map_or("–".into(), |s| Nanos(s.total_ns).to_string()),
-                );
-                let color = if p.delta_total_ns > 0 {
+                ui.label(p.a.as_ref().map_or("–".into(), |s| s.total_ns.to_string()));
+                ui.label(p.b.as_ref().map_or("–".into(), |s| s.total_ns.to_string()));
+                let color = if p.delta_total_ns > Nanos::ZERO {
                     ui.visuals().warn_fg_color
                 } else {
                     egui::Color32::from_rgb(120, 200, 120)
@@ -365,8 +359,12 @@ fn diff_tables_ui(ui: &mut Ui, d: &DiffReport) {
                     color,
                     format!(
                         "{}{}",
-                        if p.delta_total_ns > 0 { "+" } else { "" },
-                        Nanos(p.delta_total_ns)
+                        if p.delta_total_ns > Nanos::ZERO {
+                            "+"
+                        } else {
+                            ""
+                        },
+                        p.delta_total_ns
                     ),
                 );
                 ui.label(
@@ -391,9 +389,9 @@ fn diff_tables_ui(ui: &mut Ui, d: &DiffReport) {
                 for g in d.gaps.iter().take(20) {
                     ui.label(crate::fmt::plain(&g.place));
                     let t = &g.totals;
-                    ui.label(format!("{}× {}", t.count_a, Nanos(t.total_a_ns)));
-                    ui.label(format!("{}× {}", t.count_b, Nanos(t.total_b_ns)));
-                    ui.label(Nanos(t.delta_total_ns).to_string());
+                    ui.label(format!("{}× {}", t.count_a, t.total_a_ns));
+                    ui.label(format!("{}× {}", t.count_b, t.total_b_ns));
+                    ui.label(t.delta_total_ns.to_string());
                     ui.end_row();
                 }
             });

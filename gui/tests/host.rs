@@ -118,8 +118,8 @@ fn a_gap_clicked_in_the_side_panel_shows_where_the_host_was() {
         let app = h.state_mut().app();
         let s = app.slots[0].data.lock();
         let g = &s.report.ready().expect("report").gaps[0];
-        let len = cufall_gui::fmt::Nanos(g.duration_ns).to_string();
-        (len, g.start_ns, g.duration_ns as f64)
+        let len = g.duration_ns.to_string();
+        (len, g.start_ns, g.duration_ns.as_f64())
     };
     let first = h.query_all_by_label(&len).next().expect("the gap listed");
     first.click();

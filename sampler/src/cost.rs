@@ -23,6 +23,7 @@
 //! model's error on each (`scripts/gpu/sampler.sh cost_model` measures them again). Another
 //! machine's CPU moves every figure by its speed; the structure (bytes drive the cost) stays.
 
+use cufall_trace::model::Nanos;
 use std::fmt;
 
 /// CPU the default interval may cost per GPU, in cores (8 GPUs of a node: 8 cores).
@@ -126,9 +127,9 @@ impl CostModel {
 
     /// What sampling `bytes_per_sample` bytes of counter data in `metrics` metrics every
     /// `interval_ns` costs one GPU.
-    pub fn predict(&self, bytes_per_sample: u64, metrics: usize, interval_ns: i64) -> Prediction {
+    pub fn predict(&self, bytes_per_sample: u64, metrics: usize, interval_ns: Nanos) -> Prediction {
         let b = bytes_per_sample as f64;
-        let iv = interval_ns.max(1) as f64;
+        let iv = interval_ns.get().max(1) as f64;
         // A call every decode period moves period / interval samples (at least one).
         let per_call = (self.decode_period_ns / iv).max(1.0);
         let decode_ns = self.decode_ns_per_sample
@@ -147,12 +148,12 @@ impl CostModel {
     }
 
     /// The finest interval (whole µs) at which the decoder keeps up.
-    pub fn finest_lossless_ns(&self, bytes_per_sample: u64, metrics: usize) -> i64 {
+    pub fn finest_lossless_ns(&self, bytes_per_sample: u64, metrics: usize) -> Nanos {
         // The decoder's busy share falls as the interval grows: the first whole µs that fits.
         (1..=1_000_000i64)
-            .map(|us| us * 1_000)
+            .map(|us| Nanos(us * 1_000))
             .find(|&iv| self.predict(bytes_per_sample, metrics, iv).lossless())
-            .unwrap_or(1_000_000_000)
+            .unwrap_or(Nanos(1_000_000_000))
     }
 
     /// The default interval: the finest round interval that is lossless and costs at most
@@ -163,16 +164,19 @@ impl CostModel {
         bytes_per_sample: u64,
         metrics: usize,
         cores: f64,
-    ) -> (i64, bool) {
+    ) -> (Nanos, bool) {
         DEFAULT_STEPS_US
             .iter()
-            .map(|us| us * 1_000)
+            .map(|us| Nanos(us * 1_000))
             .find(|&iv| {
                 let p = self.predict(bytes_per_sample, metrics, iv);
                 p.lossless() && p.cores() <= cores
             })
             .map_or(
-                (DEFAULT_STEPS_US[DEFAULT_STEPS_US.len() - 1] * 1_000, false),
+                (
+                    Nanos(DEFAULT_STEPS_US[DEFAULT_STEPS_US.len() - 1] * 1_000),
+                    false,
+                ),
                 |iv| (iv, true),
             )
     }
@@ -184,11 +188,11 @@ impl CostModel {
     /// core per GPU, 200 µs within the exporter's budget).
     pub fn choose_interval<E: fmt::Display>(
         &self,
-        given: Option<i64>,
+        given: Option<Nanos>,
         bytes: Result<u64, E>,
         metrics: usize,
         cores: f64,
-    ) -> (i64, IntervalChoice) {
+    ) -> (Nanos, IntervalChoice) {
         match (given, bytes) {
             (Some(iv), _) => (iv, IntervalChoice::Given),
             (None, Ok(bytes)) => {
@@ -221,8 +225,8 @@ const SMALL_HW_BUFFER_UP_TO_BYTES_PER_S: f64 = 600e6;
 /// The PM-sampling hardware buffer for a rate: 128 MiB while counter data flows at up to
 /// 600 MB/s, 512 MiB above. The whole buffer is resident memory, so it is kept small where the
 /// decoder has room.
-pub fn hw_buffer_bytes(bytes_per_sample: u64, interval_ns: i64) -> usize {
-    let rate = bytes_per_sample as f64 * 1e9 / interval_ns.max(1) as f64;
+pub fn hw_buffer_bytes(bytes_per_sample: u64, interval_ns: Nanos) -> usize {
+    let rate = bytes_per_sample as f64 * 1e9 / interval_ns.get().max(1) as f64;
     if rate <= SMALL_HW_BUFFER_UP_TO_BYTES_PER_S {
         128 << 20
     } else {
@@ -234,7 +238,7 @@ pub fn hw_buffer_bytes(bytes_per_sample: u64, interval_ns: i64) -> usize {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Prediction {
     pub bytes_per_sample: u64,
-    pub interval_ns: i64,
+    pub interval_ns: Nanos,
     /// Share of one core the decode thread is busy (above [`DECODE_BUSY_MAX`]: samples lost).
     pub decode_busy: f64,
     /// Cores the evaluator threads use together.
@@ -309,7 +313,7 @@ mod tests {
             (PAIR, 2, 50_000, 0.82),
             (TENSOR, 1, 25_000, 1.21),
         ] {
-            let p = m.predict(b, n, iv);
+            let p = m.predict(b, n, Nanos(iv));
             assert!(
                 within(p.cores(), cores, 0.15),
                 "{b} B at {iv} ns: predicted {:.2} cores, measured {cores}",
@@ -320,15 +324,15 @@ mod tests {
         // 15 µs.
         let rt = m.for_metrics(&RT_NAMES);
         for (iv, cores) in [(40_000, 0.90), (25_000, 1.26), (15_000, 1.50)] {
-            let p = rt.predict(RT_PAIR, 2, iv);
+            let p = rt.predict(RT_PAIR, 2, Nanos(iv));
             assert!(
                 within(p.cores(), cores, 0.15),
                 "the realtime pair at {iv} ns: predicted {:.2} cores, measured {cores}",
                 p.cores()
             );
         }
-        assert!(rt.predict(RT_PAIR, 2, 25_000).lossless());
-        assert!(!rt.predict(RT_PAIR, 2, 15_000).lossless());
+        assert!(rt.predict(RT_PAIR, 2, Nanos(25_000)).lossless());
+        assert!(!rt.predict(RT_PAIR, 2, Nanos(15_000)).lossless());
         assert_eq!(
             m.for_metrics(&["dram__throughput.avg.pct_of_peak_sustained_elapsed"]),
             m
@@ -340,14 +344,14 @@ mod tests {
         let m = CostModel::H200;
         let none: Result<u64, &str> = Err("refused");
         assert_eq!(
-            m.choose_interval(Some(30_000), Ok::<_, &str>(PAIR), 2, CORE_BUDGET),
-            (30_000, IntervalChoice::Given)
+            m.choose_interval(Some(Nanos(30_000)), Ok::<_, &str>(PAIR), 2, CORE_BUDGET),
+            (Nanos(30_000), IntervalChoice::Given)
         );
         let (iv, choice) = m.choose_interval(None, Ok::<_, &str>(PAIR), 2, CORE_BUDGET);
         assert_eq!(
             (iv, choice),
             (
-                50_000,
+                Nanos(50_000),
                 IntervalChoice::Model {
                     budget_met: true,
                     cores: CORE_BUDGET
@@ -355,14 +359,17 @@ mod tests {
             )
         );
         // Without the bytes: the default pair's interval within the budget asked for.
-        assert_eq!(m.choose_interval(None, none, 2, CORE_BUDGET).0, 50_000);
+        assert_eq!(
+            m.choose_interval(None, none, 2, CORE_BUDGET).0,
+            Nanos(50_000)
+        );
         assert_eq!(
             m.choose_interval(None, none, 2, EXPORTER_CORE_BUDGET).0,
-            200_000
+            Nanos(200_000)
         );
         assert_eq!(
             m.choose_interval(None, none, 1, EXPORTER_CORE_BUDGET).0,
-            200_000
+            Nanos(200_000)
         );
         assert_eq!(
             m.choose_interval(None, none, 1, CORE_BUDGET).1,
@@ -376,35 +383,47 @@ mod tests {
     fn the_realtime_pair_goes_finer_than_the_usual_pair_within_one_core() {
         let m = CostModel::H200;
         let rt = m.for_metrics(&RT_NAMES);
-        assert_eq!(rt.default_interval(RT_PAIR, 2, CORE_BUDGET), (40_000, true));
-        assert!(rt.predict(RT_PAIR, 2, 40_000).cores() < 0.9);
-        assert_eq!(rt.finest_lossless_ns(RT_PAIR, 2), 25_000);
-        assert_eq!(m.default_interval(PAIR, 2, CORE_BUDGET).0, 50_000);
+        assert_eq!(
+            rt.default_interval(RT_PAIR, 2, CORE_BUDGET),
+            (Nanos(40_000), true)
+        );
+        assert!(rt.predict(RT_PAIR, 2, Nanos(40_000)).cores() < 0.9);
+        assert_eq!(rt.finest_lossless_ns(RT_PAIR, 2), Nanos(25_000));
+        assert_eq!(m.default_interval(PAIR, 2, CORE_BUDGET).0, Nanos(50_000));
     }
 
     #[test]
     fn lossless_where_the_runs_were_and_not_where_they_lost() {
         let m = CostModel::H200;
-        assert!(m.predict(DRAM, 1, 10_000).lossless());
-        assert!(m.predict(PAIR, 2, 30_000).lossless());
-        assert!(m.predict(TENSOR, 1, 25_000).lossless());
-        assert!(!m.predict(DRAM, 1, 5_000).lossless(), "5 µs lost 1.8 %");
-        assert!(!m.predict(TENSOR, 1, 20_000).lossless(), "20 µs lost 2 %");
-        assert!(!m.predict(PAIR, 2, 20_000).lossless(), "20 µs lost 28 %");
-        assert_eq!(m.finest_lossless_ns(PAIR, 2), 30_000);
-        assert_eq!(m.finest_lossless_ns(TENSOR, 1), 25_000);
-        assert!(m.finest_lossless_ns(DRAM, 1) < 10_000);
+        assert!(m.predict(DRAM, 1, Nanos(10_000)).lossless());
+        assert!(m.predict(PAIR, 2, Nanos(30_000)).lossless());
+        assert!(m.predict(TENSOR, 1, Nanos(25_000)).lossless());
+        assert!(
+            !m.predict(DRAM, 1, Nanos(5_000)).lossless(),
+            "5 µs lost 1.8 %"
+        );
+        assert!(
+            !m.predict(TENSOR, 1, Nanos(20_000)).lossless(),
+            "20 µs lost 2 %"
+        );
+        assert!(
+            !m.predict(PAIR, 2, Nanos(20_000)).lossless(),
+            "20 µs lost 28 %"
+        );
+        assert_eq!(m.finest_lossless_ns(PAIR, 2), Nanos(30_000));
+        assert_eq!(m.finest_lossless_ns(TENSOR, 1), Nanos(25_000));
+        assert!(m.finest_lossless_ns(DRAM, 1) < Nanos(10_000));
     }
 
     #[test]
     fn the_exporters_budget_picks_coarser_intervals_that_still_see_millisecond_gaps() {
         let m = CostModel::H200;
         let within = |b, n| m.default_interval(b, n, EXPORTER_CORE_BUDGET);
-        assert_eq!(within(PAIR, 2), (200_000, true));
-        assert_eq!(within(DRAM, 1), (50_000, true));
+        assert_eq!(within(PAIR, 2), (Nanos(200_000), true));
+        assert_eq!(within(DRAM, 1), (Nanos(50_000), true));
         for b in [313u64, DRAM, TENSOR, PAIR] {
             let (iv, met) = within(b, 2);
-            assert!(met && iv <= 500_000, "{b} B: {iv} ns");
+            assert!(met && iv <= Nanos(500_000), "{b} B: {iv}");
             assert!(m.predict(b, 2, iv).cores() <= EXPORTER_CORE_BUDGET);
             assert!(iv >= m.default_interval(b, 2, CORE_BUDGET).0);
         }
@@ -413,21 +432,24 @@ mod tests {
     #[test]
     fn the_default_follows_bytes_not_the_metric_count() {
         let m = CostModel::H200;
-        assert_eq!(m.default_interval(PAIR, 2, CORE_BUDGET).0, 50_000);
-        assert_eq!(m.default_interval(TENSOR, 1, CORE_BUDGET).0, 40_000);
+        assert_eq!(m.default_interval(PAIR, 2, CORE_BUDGET).0, Nanos(50_000));
+        assert_eq!(m.default_interval(TENSOR, 1, CORE_BUDGET).0, Nanos(40_000));
         let dram = m.default_interval(DRAM, 1, CORE_BUDGET).0;
-        assert!(dram <= 12_000, "DRAM alone: {dram} ns");
+        assert!(dram <= Nanos(12_000), "DRAM alone: {dram}");
         // A cheap counter goes finer than the DRAM metric; a huge one far coarser.
         assert!(m.default_interval(313, 1, CORE_BUDGET).0 < dram);
-        assert_eq!(m.default_interval(649_017, 1, CORE_BUDGET).0, 1_000_000);
+        assert_eq!(
+            m.default_interval(649_017, 1, CORE_BUDGET).0,
+            Nanos(1_000_000)
+        );
         // Megabytes per sample meet the budget at no step: the coarsest, said so.
         assert_eq!(
             m.default_interval(200_000_000, 12, CORE_BUDGET),
-            (100_000_000, false)
+            (Nanos(100_000_000), false)
         );
         assert_eq!(
             m.default_interval(20_000_000, 12, CORE_BUDGET),
-            (50_000_000, true)
+            (Nanos(50_000_000), true)
         );
         assert!(m.default_interval(PAIR, 2, CORE_BUDGET).1);
         for b in [57u64, 313, DRAM, TENSOR, PAIR, 57_753, 649_017] {
@@ -443,16 +465,16 @@ mod tests {
     #[test]
     fn loss_is_predicted_only_beyond_what_the_decoder_holds() {
         let m = CostModel::H200;
-        assert_eq!(m.predict(DRAM, 1, 10_000).loss_fraction(), 0.0);
-        let l = m.predict(DRAM, 1, 2_000).loss_fraction();
+        assert_eq!(m.predict(DRAM, 1, Nanos(10_000)).loss_fraction(), 0.0);
+        let l = m.predict(DRAM, 1, Nanos(2_000)).loss_fraction();
         assert!(l > 0.3 && l < 1.0, "{l}");
     }
 
     #[test]
     fn the_hardware_buffer_grows_with_the_byte_rate() {
-        assert_eq!(hw_buffer_bytes(PAIR, 50_000), 128 << 20);
-        assert_eq!(hw_buffer_bytes(DRAM, 10_000), 128 << 20);
-        assert_eq!(hw_buffer_bytes(PAIR, 30_000), 512 << 20);
-        assert_eq!(hw_buffer_bytes(DRAM, 5_000), 512 << 20);
+        assert_eq!(hw_buffer_bytes(PAIR, Nanos(50_000)), 128 << 20);
+        assert_eq!(hw_buffer_bytes(DRAM, Nanos(10_000)), 128 << 20);
+        assert_eq!(hw_buffer_bytes(PAIR, Nanos(30_000)), 512 << 20);
+        assert_eq!(hw_buffer_bytes(DRAM, Nanos(5_000)), 512 << 20);
     }
 }

@@ -191,6 +191,7 @@ pub fn format_bytes(b: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cufall_trace::model::Nanos;
 
     #[test]
     fn images_are_capped_in_bytes() {
@@ -241,11 +242,11 @@ mod tests {
     #[test]
     fn evaluator_threads_follow_the_rate() {
         let m = crate::cost::CostModel::H200;
-        assert_eq!(eval_threads(&m.predict(25_529, 2, 100_000)), 2);
-        assert_eq!(eval_threads(&m.predict(25_529, 2, 30_000)), 2);
+        assert_eq!(eval_threads(&m.predict(25_529, 2, Nanos(100_000))), 2);
+        assert_eq!(eval_threads(&m.predict(25_529, 2, Nanos(30_000))), 2);
         // 17 µs per sample at 100,000 samples/s is 1.7 cores: 3 threads at 60 % or less.
-        assert_eq!(eval_threads(&m.predict(25_529, 2, 10_000)), 3);
-        assert_eq!(eval_threads(&m.predict(25_529, 2, 1_000)), 16);
+        assert_eq!(eval_threads(&m.predict(25_529, 2, Nanos(10_000))), 3);
+        assert_eq!(eval_threads(&m.predict(25_529, 2, Nanos(1_000))), 16);
     }
 
     #[test]

@@ -103,7 +103,7 @@ fn phase(r: &Report, path: &str) -> (i64, f64) {
         .iter()
         .find(|p| p.path == path)
         .unwrap_or_else(|| panic!("no phase {path}"));
-    (p.total_ns, p.idle_fraction.expect("sampled"))
+    (p.total_ns.get(), p.idle_fraction.expect("sampled"))
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 use cufall_live::{FeedInfo, LiveEvent, LiveSender};
 use cufall_trace::Trace;
-use cufall_trace::model::{DropRecord, KernelRecord, NvmlRow, NvtxRange, SampleBatch};
+use cufall_trace::model::{DropRecord, KernelRecord, Nanos, NvmlRow, NvtxRange, SampleBatch};
 use std::time::{Duration, Instant};
 
 /// Replay plays this much of the idle time before the first activity in real time.
@@ -172,10 +172,10 @@ fn slice(b: &SampleBatch, lo: usize, hi: usize) -> SampleBatch {
     }
 }
 
-/// Sends `rec` through `tx` in chunks of `chunk_ns` of recorded time, at `speed` times real
+/// Sends `rec` through `tx` in chunks of `chunk` of recorded time, at `speed` times real
 /// time (`f64::INFINITY`: as fast as possible), then [`LiveEvent::End`]. Stops early when the
 /// view hangs up. Blocking: run it on its own thread.
-pub fn play(rec: Recording, speed: f64, chunk_ns: i64, tx: &LiveSender) {
+pub fn play(rec: Recording, speed: f64, chunk: Nanos, tx: &LiveSender) {
     let Some((t_first, t_last)) = rec.extent() else {
         for w in rec.warnings {
             tx.send(LiveEvent::Message(w));
@@ -186,7 +186,7 @@ pub fn play(rec: Recording, speed: f64, chunk_ns: i64, tx: &LiveSender) {
     for w in &rec.warnings {
         tx.send(LiveEvent::Message(w.clone()));
     }
-    let chunk_ns = chunk_ns.max(1);
+    let chunk_ns = chunk.get().max(1);
     let start = rec.playback_start_ns().unwrap_or(t_first);
     if start > t_first {
         tx.send(LiveEvent::Message(format!(
@@ -365,7 +365,7 @@ mod tests {
         let (tx, rx) = cufall_live::feed(rec.info.clone(), 1 << 16);
         let (done_tx, done) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            play(rec, 100.0, 10_000_000, &tx);
+            play(rec, 100.0, Nanos(10_000_000), &tx);
             let _ = done_tx.send(());
         });
         // One second of samples at 100× real time: 10 ms, not 292 years.

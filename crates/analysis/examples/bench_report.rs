@@ -16,6 +16,7 @@
 
 use cufall_analysis::{ReportOptions, build_report};
 use cufall_testkit::bench::{BenchKind, BenchTrace, write_bench_trace};
+use cufall_trace::model::Nanos;
 use cufall_trace::{Trace, WriterOptions};
 use std::path::Path;
 use std::time::Instant;
@@ -85,8 +86,8 @@ fn breakdown(path: &str, args: &[String]) -> Result<(), Box<dyn std::error::Erro
         phases: &phases,
         activity: &activity,
         metrics: &metrics,
-        min_gap_ns: 50_000,
-        hole_ns: 5_000,
+        min_gap_ns: Nanos(50_000),
+        hole_ns: Nanos(5_000),
         samples_per_window: arg(args, "--window", samples::SAMPLES_PER_WINDOW as i64) as u64,
     };
     let (totals, frags) = samples::scan_samples(&trace, &spec)?;

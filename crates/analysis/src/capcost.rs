@@ -11,7 +11,7 @@
 //! before capture was calibrated has no cost rows: its cost is unknown everywhere.
 
 use cufall_trace::model::{
-    ActivityKind, CaptureEvent, CaptureEventKind, CostKind, KernelRecord, NvtxRange,
+    ActivityKind, CaptureEvent, CaptureEventKind, CostKind, KernelRecord, Nanos, NvtxRange,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -97,7 +97,7 @@ pub struct PhaseCost {
     pub steps: u64,
     /// The phase's host time: its ranges' summed durations (the run's length for the whole
     /// run).
-    pub host_ns: i64,
+    pub host_ns: Nanos,
     /// Events that fell in the phase's ranges, by kind.
     pub events: BTreeMap<EventKind, u64>,
     /// Added host time of the kinds with a measured cost.
@@ -221,7 +221,7 @@ pub fn kind_costs(events: &[CaptureEvent]) -> Vec<KindCost> {
 pub struct PhaseSteps<'a> {
     pub path: &'a str,
     pub count: u64,
-    pub total_ns: i64,
+    pub total_ns: Nanos,
 }
 
 /// The section, from the costs and the counts; `None` when the recording has no captured
@@ -244,7 +244,7 @@ pub fn build(
             .find(|c| c.kind == k)
             .and_then(|c| c.ns_per_event)
     };
-    let phase_cost = |path: &str, steps: u64, host_ns: i64, events: BTreeMap<EventKind, u64>| {
+    let phase_cost = |path: &str, steps: u64, host_ns: Nanos, events: BTreeMap<EventKind, u64>| {
         let mut known_ns = 0.0;
         let mut unknown = Vec::new();
         for (k, n) in &events {
@@ -262,7 +262,9 @@ pub fn build(
             known_ns,
             added_ns,
             per_step_ns: added_ns.filter(|_| steps > 0).map(|a| a / steps as f64),
-            host_fraction: added_ns.filter(|_| host_ns > 0).map(|a| a / host_ns as f64),
+            host_fraction: added_ns
+                .filter(|_| host_ns > Nanos::ZERO)
+                .map(|a| a / host_ns.as_f64()),
             unknown,
         }
     };

@@ -9,7 +9,7 @@ use crate::kernels::KernelScope;
 use crate::render::{TextTable, fmt_ns, fmt_num, fmt_pct, note_text};
 use crate::report::{PhaseReport, Report, ReportOptions, build_report_checked};
 use crate::select::{DomainCount, domain_label, ranges_text};
-use cufall_trace::model::FrameKind;
+use cufall_trace::model::{FrameKind, Nanos};
 use cufall_trace::{Trace, TraceError};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -18,9 +18,9 @@ use std::collections::BTreeMap;
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PhaseSide {
     pub count: u64,
-    pub total_ns: i64,
-    pub p50_ns: i64,
-    pub p99_ns: i64,
+    pub total_ns: Nanos,
+    pub p50_ns: Nanos,
+    pub p99_ns: Nanos,
     pub idle_fraction: Option<f64>,
     /// Sample-weighted mean over devices.
     pub activity_mean: Option<f64>,
@@ -36,7 +36,7 @@ pub struct PhaseDiff {
     pub a: Option<PhaseSide>,
     pub b: Option<PhaseSide>,
     /// B minus A (a missing side counts as zero).
-    pub delta_total_ns: i64,
+    pub delta_total_ns: Nanos,
     /// B minus A, in fractions (0.1 = 10 percentage points).
     pub delta_idle: Option<f64>,
 }
@@ -47,15 +47,15 @@ pub struct PhaseDiff {
 pub struct AbTotals {
     pub count_a: u64,
     pub count_b: u64,
-    pub total_a_ns: i64,
-    pub total_b_ns: i64,
+    pub total_a_ns: Nanos,
+    pub total_b_ns: Nanos,
     /// B minus A.
-    pub delta_total_ns: i64,
+    pub delta_total_ns: Nanos,
 }
 
 impl AbTotals {
     /// Adds `count` occurrences of `total_ns` to side A (`is_a`) or B.
-    fn add(&mut self, is_a: bool, count: u64, total_ns: i64) {
+    fn add(&mut self, is_a: bool, count: u64, total_ns: Nanos) {
         if is_a {
             self.count_a += count;
             self.total_a_ns += total_ns;
@@ -314,7 +314,7 @@ pub(crate) fn phase_diff(
 ) -> PhaseDiff {
     let a = a.map(side);
     let b = b.map(side);
-    let total = |s: &Option<PhaseSide>| s.as_ref().map_or(0, |s| s.total_ns);
+    let total = |s: &Option<PhaseSide>| s.as_ref().map_or(Nanos::ZERO, |s| s.total_ns);
     let idle = |s: &Option<PhaseSide>| s.as_ref().and_then(|s| s.idle_fraction);
     PhaseDiff {
         path: path.to_string(),
@@ -445,8 +445,9 @@ pub(crate) fn biggest_phase_change_first<T>(rows: &mut [T], diff: impl Fn(&T) ->
     rows.sort_by(|x, y| {
         let (x, y) = (diff(x), diff(y));
         y.delta_total_ns
+            .get()
             .unsigned_abs()
-            .cmp(&x.delta_total_ns.unsigned_abs())
+            .cmp(&x.delta_total_ns.get().unsigned_abs())
             .then_with(|| {
                 let ix = x.delta_idle.map_or(0.0, f64::abs);
                 let iy = y.delta_idle.map_or(0.0, f64::abs);
@@ -558,15 +559,19 @@ fn kernel_diffs(ra: &Report, rb: &Report) -> Vec<KernelDiff> {
 }
 
 /// Sorts rows by the size of their change, largest first, ties by name.
-fn biggest_change_first<T, K: Ord + ?Sized>(rows: &mut [T], key: impl Fn(&T) -> (i64, &K)) {
+fn biggest_change_first<T, K: Ord + ?Sized>(rows: &mut [T], key: impl Fn(&T) -> (Nanos, &K)) {
     rows.sort_by(|x, y| {
         let ((dx, nx), (dy, ny)) = (key(x), key(y));
-        dy.unsigned_abs().cmp(&dx.unsigned_abs()).then(nx.cmp(ny))
+        dy.get()
+            .unsigned_abs()
+            .cmp(&dx.get().unsigned_abs())
+            .then(nx.cmp(ny))
     });
 }
 
-pub(crate) fn signed_ns(ns: i64) -> String {
-    if ns > 0 {
+pub(crate) fn signed_ns(ns: impl Into<Nanos>) -> String {
+    let ns = ns.into();
+    if ns > Nanos::ZERO {
         format!("+{}", fmt_ns(ns))
     } else {
         fmt_ns(ns)
@@ -636,7 +641,7 @@ pub(crate) fn phase_cells(p: &PhaseDiff, p99: bool) -> Vec<String> {
 pub(crate) fn idle_line(
     activity: Option<&crate::samples::Activity>,
     threshold: Option<f64>,
-    min_gap_ns: i64,
+    min_gap_ns: Nanos,
 ) -> String {
     match activity {
         Some(a) => format!(
@@ -720,7 +725,7 @@ fn kernel_diff_text(d: &DiffReport) -> String {
         return String::new();
     }
     let mut o = String::from("\nKERNELS (whole run, all GPUs; biggest change in GPU time first)\n");
-    let busy = |r: &Report| -> i64 {
+    let busy = |r: &Report| -> Nanos {
         r.kernels
             .iter()
             .filter(|t| t.scope == KernelScope::WholeRun)
@@ -743,7 +748,7 @@ fn kernel_diff_text(d: &DiffReport) -> String {
     o.push_str(&t.render("  "));
     let rest = d.kernels.len().saturating_sub(KERNEL_CHANGES_SHOWN);
     if rest > 0 {
-        let moved: i64 = d.kernels[KERNEL_CHANGES_SHOWN..]
+        let moved: Nanos = d.kernels[KERNEL_CHANGES_SHOWN..]
             .iter()
             .map(|k| k.totals.delta_total_ns)
             .sum();
@@ -793,7 +798,7 @@ mod tests {
             causes: Default::default(),
         };
         HostReport {
-            interval_ns: 1_000_000,
+            interval_ns: Nanos(1_000_000),
             interval_source: IntervalSource::Asked,
             samples: 100,
             threads: 1,
@@ -802,7 +807,7 @@ mod tests {
             gap_classes: vec![HostClass {
                 scope: HostScope::Place,
                 name: "a → b".into(),
-                time_ns: 100_000_000,
+                time_ns: Nanos(100_000_000),
                 gaps: 1,
                 host_bound: true,
                 launching: None,

@@ -5,7 +5,7 @@
 
 use crate::error::{AnalysisError, Result, write_err};
 use crate::report::{Report, ReportOptions, build_report};
-use cufall_trace::model::DeviceId;
+use cufall_trace::model::{DeviceId, Nanos};
 use cufall_trace::parquet::{ParquetWriter, write_frame};
 use cufall_trace::{Column, Field, Frame, Table, Trace, Values};
 use serde_json::json;
@@ -52,7 +52,7 @@ pub const STREAM_TID_BASE: i64 = 100;
 pub struct ExportSummary {
     pub files: Vec<PathBuf>,
     /// Perfetto: counter points were averaged into buckets of this width.
-    pub counter_bucket_ns: Option<i64>,
+    pub counter_bucket_ns: Option<Nanos>,
     pub events: u64,
     /// What the reader found wrong with the trace (cut segments are exported as drops).
     pub warnings: Vec<String>,
@@ -358,14 +358,14 @@ pub fn phases_frame(report: &Report) -> Frame {
             path.push(p.path.clone());
             device.push(d.device);
             count.push(p.count);
-            total.push(p.total_ns);
-            p50.push(p.p50_ns);
-            p99.push(p.p99_ns);
+            total.push(p.total_ns.get());
+            p50.push(p.p50_ns.get());
+            p99.push(p.p99_ns.get());
             samples.push(d.samples);
-            sampled.push(d.sampled_ns);
-            idle.push(d.idle_ns);
+            sampled.push(d.sampled_ns.get());
+            idle.push(d.idle_ns.get());
             idle_frac.push(d.idle_fraction);
-            dropped.push(d.dropped_ns);
+            dropped.push(d.dropped_ns.get());
             act_mean.push(d.activity.mean);
             act_peak.push(d.activity.peak);
             power.push(d.power_w);
@@ -373,7 +373,7 @@ pub fn phases_frame(report: &Report) -> Frame {
             mem.push(d.mem_clock_mhz);
             util.push(d.nvml_gpu_util_pct);
             gap_count.push(d.gaps.count);
-            gap_ns.push(d.gaps.total_ns);
+            gap_ns.push(d.gaps.total_ns.get());
             for (i, s) in d.metrics.iter().enumerate().take(report.metrics.len()) {
                 metric_mean[i].push(s.mean);
                 metric_peak[i].push(s.peak);
@@ -434,21 +434,26 @@ pub fn gaps_frame(report: &Report) -> Frame {
         Column::new("end_ns", rows.iter().map(|(_, p)| p.end_ns).collect()),
         Column::new(
             "duration_ns",
-            rows.iter().map(|(_, p)| p.duration_ns).collect(),
+            rows.iter().map(|(_, p)| p.duration_ns.get()).collect(),
         ),
         Column::strings("place", rows.iter().map(|(_, p)| &*p.place)),
-        Column::optional("no_kernel_ns", rows.iter().map(|(_, p)| p.no_kernel_ns)),
+        Column::optional(
+            "no_kernel_ns",
+            rows.iter().map(|(_, p)| p.no_kernel_ns.map(Nanos::get)),
+        ),
         Column::optional(
             "kernel_resident_ns",
-            rows.iter().map(|(_, p)| p.kernel_resident_ns),
+            rows.iter()
+                .map(|(_, p)| p.kernel_resident_ns.map(Nanos::get)),
         ),
         Column::optional(
             "host_in_sync_ns",
-            rows.iter().map(|(_, p)| p.host.map(|h| h.in_sync_ns)),
+            rows.iter().map(|(_, p)| p.host.map(|h| h.in_sync_ns.get())),
         ),
         Column::optional(
             "host_in_launch_ns",
-            rows.iter().map(|(_, p)| p.host.map(|h| h.in_launch_ns)),
+            rows.iter()
+                .map(|(_, p)| p.host.map(|h| h.in_launch_ns.get())),
         ),
         Column::new(
             "stretch_start_ns",
@@ -659,9 +664,9 @@ fn export_perfetto(
                 "gap",
                 (gpu_pid(g.device), GAP_TID),
                 (p.start_ns, p.end_ns),
-                json!({"no_kernel_us": p.no_kernel_ns.map(|v| v as f64 / 1000.0),
-                       "kernel_resident_us": p.kernel_resident_ns.map(|v| v as f64 / 1000.0),
-                       "stretch_us": g.duration_ns as f64 / 1000.0,
+                json!({"no_kernel_us": p.no_kernel_ns.map(|v| v.as_f64() / 1000.0),
+                       "kernel_resident_us": p.kernel_resident_ns.map(|v| v.as_f64() / 1000.0),
+                       "stretch_us": g.duration_ns.as_f64() / 1000.0,
                        "stretch_places": &*g.place}),
             )?;
         }
@@ -682,7 +687,7 @@ fn export_perfetto(
     drop(w);
     Ok(ExportSummary {
         files: staged.commit()?,
-        counter_bucket_ns: bucket_ns,
+        counter_bucket_ns: bucket_ns.map(Nanos),
         events,
         warnings: trace.warnings(),
     })

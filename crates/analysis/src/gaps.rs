@@ -10,7 +10,7 @@
 
 use crate::phases::{Phases, Place};
 use crate::samples::Fragment;
-use cufall_trace::model::{ActivityKind, ApiCall, DeviceId, DropRecord, KernelRecord};
+use cufall_trace::model::{ActivityKind, ApiCall, DeviceId, DropRecord, KernelRecord, Nanos};
 use std::collections::BTreeMap;
 
 /// One idle stretch of one device, cut at the phases' edges.
@@ -71,14 +71,14 @@ impl GapPart {
 /// elsewhere (CPU work, Python, I/O) or idle. Overlapping calls of several threads count once.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct HostTime {
-    pub in_sync_ns: i64,
-    pub in_launch_ns: i64,
+    pub in_sync_ns: Nanos,
+    pub in_launch_ns: Nanos,
 }
 
 impl HostTime {
     pub fn add(&mut self, o: &HostTime) {
-        self.in_sync_ns = self.in_sync_ns.saturating_add(o.in_sync_ns);
-        self.in_launch_ns = self.in_launch_ns.saturating_add(o.in_launch_ns);
+        self.in_sync_ns += o.in_sync_ns;
+        self.in_launch_ns += o.in_launch_ns;
     }
 }
 
@@ -115,8 +115,8 @@ impl HostCoverage {
     pub fn split(&self, start: i64, end: i64) -> HostTime {
         let in_sync_ns = self.sync.covered_ns(HOST_LANE, start, end);
         HostTime {
-            in_sync_ns,
-            in_launch_ns: self.any.covered_ns(HOST_LANE, start, end) - in_sync_ns,
+            in_sync_ns: Nanos(in_sync_ns),
+            in_launch_ns: Nanos(self.any.covered_ns(HOST_LANE, start, end) - in_sync_ns),
         }
     }
 }
@@ -155,15 +155,16 @@ impl Gap {
     }
 }
 
-/// Merges idle fragments that touch in time (`hole_ns` apart at most) per device, removes the
-/// parts covered by drops, and yields the gaps at least `min_gap_ns` long, by device and start.
+/// Merges idle fragments that touch in time (`hole` apart at most) per device, removes the
+/// parts covered by drops, and yields the gaps at least `min_gap` long, by device and start.
 /// The gaps are produced as they are read (one pass over the sorted fragments), never listed.
 pub fn merge_fragments(
     mut fragments: Vec<Fragment>,
     drops: &[DropRecord],
-    min_gap_ns: i64,
-    hole_ns: i64,
+    min_gap: Nanos,
+    hole: Nanos,
 ) -> impl Iterator<Item = (DeviceId, i64, i64)> + use<> {
+    let (min_gap_ns, hole_ns) = (min_gap.get(), hole.get());
     fragments.sort_unstable_by_key(|f| (f.device, f.start_ns, f.end_ns));
     let mut drops_by_device: BTreeMap<DeviceId, Vec<(i64, i64)>> = BTreeMap::new();
     for d in drops {
@@ -418,7 +419,7 @@ mod tests {
             frag(0, 300, 320), // after a hole: separate, and too short
             frag(1, 400, 700),
         ];
-        let got: Vec<_> = merge_fragments(frags, &drops, 50, 5).collect();
+        let got: Vec<_> = merge_fragments(frags, &drops, Nanos(50), Nanos(5)).collect();
         assert_eq!(
             got,
             vec![
@@ -469,7 +470,7 @@ mod tests {
                 .windows(2)
                 .map(|w| frag(3, 1000 + w[0], 1000 + w[1]))
                 .collect();
-            proptest::prop_assert_eq!(merge_fragments(frags, &[], 500, 5).collect::<Vec<_>>(), vec![(DeviceId(3), 1000, 2000)]);
+            proptest::prop_assert_eq!(merge_fragments(frags, &[], Nanos(500), Nanos(5)).collect::<Vec<_>>(), vec![(DeviceId(3), 1000, 2000)]);
         }
     }
 
@@ -550,8 +551,8 @@ mod tests {
         assert_eq!(
             h.split(5, 100),
             HostTime {
-                in_sync_ns: 40,
-                in_launch_ns: 15,
+                in_sync_ns: Nanos(40),
+                in_launch_ns: Nanos(15),
             }
         );
         assert!(HostCoverage::build(&[]).is_none());

@@ -171,7 +171,7 @@ pub struct HostClass {
     /// The place label or the phase path.
     pub name: String,
     /// Gap time (all devices) or phase time.
-    pub time_ns: i64,
+    pub time_ns: Nanos,
     /// Gaps in the class (0 for a phase's whole time).
     pub gaps: u64,
     pub launching: Option<HostView>,
@@ -202,7 +202,7 @@ pub const GAP_HOST_FRAMES: usize = 3;
 /// The host side of a report.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct HostReport {
-    pub interval_ns: i64,
+    pub interval_ns: Nanos,
     pub interval_source: IntervalSource,
     pub samples: u64,
     pub threads: u64,
@@ -1063,7 +1063,7 @@ impl ClassAcc {
         HostClass {
             scope,
             name,
-            time_ns: self.time_ns,
+            time_ns: Nanos(self.time_ns),
             gaps: self.gaps,
             host_bound,
             launching: launching.map(|t| self.launching_acc.finish(ix, &covered, Some(t))),
@@ -1273,7 +1273,7 @@ impl HostSide {
         let paths = slot_paths(phases);
         let processes: BTreeSet<u32> = ix.threads.iter().map(|t| t.pid).collect();
         HostReport {
-            interval_ns: ix.interval_ns,
+            interval_ns: Nanos(ix.interval_ns),
             interval_source: ix.interval_source,
             samples: ix.samples.len() as u64,
             threads: ix.threads.len() as u64,
@@ -1445,7 +1445,7 @@ mod tests {
         assert_eq!(b.samples, a.samples);
         assert!((b.expected_samples - a.expected_samples).abs() < 1e-9);
         assert_eq!(b.self_frames, a.self_frames);
-        assert_eq!(two[0].time_ns, 200);
+        assert_eq!(two[0].time_ns.get(), 200);
         assert_eq!(two[0].gaps, 2);
         // A third GPU's gap [100, 200) adds only [150, 200): five samples, five expected.
         let three = classes(
@@ -1455,7 +1455,7 @@ mod tests {
         );
         assert_eq!(three[0].all.samples, 15);
         assert!((three[0].all.expected_samples - 15.0).abs() < 1e-9);
-        assert_eq!(three[0].time_ns, 300);
+        assert_eq!(three[0].time_ns.get(), 300);
     }
 
     #[test]
@@ -1476,7 +1476,7 @@ mod tests {
     fn huge_gap_times_saturate() {
         let samples: Vec<HostSample> = (0..20).map(|i| sample(i * 10, 1, 1, false)).collect();
         let cs = classes(&samples, &[gap(0, i64::MAX), gap(1, i64::MAX)], 1);
-        assert_eq!(cs[0].time_ns, i64::MAX);
+        assert_eq!(cs[0].time_ns.get(), i64::MAX);
         assert_eq!(cs[0].gaps, 2);
     }
 
@@ -1492,7 +1492,7 @@ mod tests {
         let cs = classes(&samples, &[gap(50, 150)], 1);
         let place = &cs[0];
         assert_eq!(place.scope, HostScope::Place);
-        assert_eq!(place.time_ns, 100);
+        assert_eq!(place.time_ns.get(), 100);
         let l = place.launching.as_ref().expect("launching thread");
         assert_eq!(l.thread.as_ref().map(|t| t.tid), Some(1));
         assert_eq!(l.samples, 10);
@@ -1522,7 +1522,7 @@ mod tests {
         let cs = classes(&samples, &[gap(0, 100), gap(500, 600), gap(2000, 3000)], 1);
         let l = cs[0].launching.as_ref().expect("launching");
         assert_eq!(cs[0].gaps, 3);
-        assert_eq!(cs[0].time_ns, 1200);
+        assert_eq!(cs[0].time_ns.get(), 1200);
         // 20 samples in the first two gaps, none in the third: the thread's last sample is at
         // 990 ns, so it is not expected there, and its shares are over the 20 it could give.
         assert_eq!(l.samples, 20);

@@ -23,7 +23,7 @@
 use crate::gaps::{CoverageBuilder, KernelCoverage};
 use crate::names::short_kernel_name;
 use crate::phases::{Phases, SegPhases};
-use cufall_trace::model::{ActivityKind, DeviceId, KernelRecord};
+use cufall_trace::model::{ActivityKind, DeviceId, KernelRecord, Nanos};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -54,9 +54,9 @@ pub struct KernelTable {
     pub device: DeviceId,
     /// Time inside the phase with at least one kernel, copy, memset or graph running on the
     /// device: the union of their intervals.
-    pub busy_ns: i64,
+    pub busy_ns: Nanos,
     /// Time of all records inside the phase, summed (more than `busy_ns` where they overlap).
-    pub total_ns: i64,
+    pub total_ns: Nanos,
     /// Records overlapping the phase.
     pub count: u64,
     /// Distinct names among them.
@@ -77,14 +77,14 @@ pub struct KernelRow {
     /// Launches overlapping the phase.
     pub count: u64,
     /// Their GPU time inside the phase.
-    pub total_ns: i64,
+    pub total_ns: Nanos,
     /// `total_ns` over the table's `busy_ns`.
     pub share: Option<f64>,
     /// Mean, median and largest duration of these launches (whole, also the part outside the
     /// phase of one that straddles its edge). The median is within 1.6 % (see the module docs).
-    pub mean_ns: i64,
-    pub p50_ns: i64,
-    pub max_ns: i64,
+    pub mean_ns: Nanos,
+    pub p50_ns: Nanos,
+    pub max_ns: Nanos,
 }
 
 /// Durations in log-linear buckets: exact below 64 ns, then 32 buckets per power of two. A
@@ -401,7 +401,7 @@ impl<'a> KernelFold<'a> {
                         .then_with(|| names[*na as usize].cmp(names[*nb as usize]))
                 });
                 let count = list.iter().map(|(_, a)| a.count).sum();
-                let total_ns = list.iter().map(|(_, a)| a.inside_ns).sum();
+                let total_ns = list.iter().map(|(_, a)| Nanos(a.inside_ns)).sum();
                 let distinct = list.len() as u64;
                 list.truncate(rows.unwrap_or(usize::MAX));
                 let rows = list
@@ -413,11 +413,11 @@ impl<'a> KernelFold<'a> {
                             short_name: short_kernel_name(name).into_owned(),
                             kind: self.kinds[id as usize],
                             count: a.count,
-                            total_ns: a.inside_ns,
+                            total_ns: Nanos(a.inside_ns),
                             share: (busy_ns > 0).then(|| a.inside_ns as f64 / busy_ns as f64),
-                            mean_ns: a.duration_sum_ns / a.count.max(1) as i64,
-                            p50_ns: a.durations.median(a.count).clamp(a.min_ns, a.max_ns),
-                            max_ns: a.max_ns,
+                            mean_ns: Nanos(a.duration_sum_ns / a.count.max(1) as i64),
+                            p50_ns: Nanos(a.durations.median(a.count).clamp(a.min_ns, a.max_ns)),
+                            max_ns: Nanos(a.max_ns),
                         }
                     })
                     .collect();
@@ -426,7 +426,7 @@ impl<'a> KernelFold<'a> {
                     phase,
                     depth,
                     device,
-                    busy_ns,
+                    busy_ns: Nanos(busy_ns),
                     total_ns,
                     count,
                     names: distinct,
@@ -518,22 +518,25 @@ mod tests {
             None,
         );
         let a = find(&t, "a", 0);
-        assert_eq!((a.busy_ns, a.count, a.total_ns), (40, 2, 40));
+        assert_eq!((a.busy_ns.get(), a.count, a.total_ns.get()), (40, 2, 40));
         assert_eq!(a.rows[0].name, "x");
-        assert_eq!(a.rows[0].total_ns, 20);
+        assert_eq!(a.rows[0].total_ns.get(), 20);
         assert_eq!(a.rows[1].name, "y");
-        assert_eq!(a.rows[1].total_ns, 20);
+        assert_eq!(a.rows[1].total_ns.get(), 20);
         // The straddling kernel's own figures stay whole.
-        assert_eq!((a.rows[1].mean_ns, a.rows[1].max_ns), (50, 50));
+        assert_eq!((a.rows[1].mean_ns.get(), a.rows[1].max_ns.get()), (50, 50));
         assert_eq!(a.rows[1].share, Some(0.5));
         let b = find(&t, "b", 0);
-        assert_eq!((b.busy_ns, b.count), (40, 2));
+        assert_eq!((b.busy_ns.get(), b.count), (40, 2));
         assert_eq!(b.rows[0].name, "y");
-        assert_eq!(b.rows[0].total_ns, 30);
+        assert_eq!(b.rows[0].total_ns.get(), 30);
         assert_eq!(b.rows[0].share, Some(0.75));
         let whole = find(&t, "(whole run)", 0);
         assert_eq!(whole.scope, KernelScope::WholeRun);
-        assert_eq!((whole.count, whole.busy_ns, whole.total_ns), (3, 80, 80));
+        assert_eq!(
+            (whole.count, whole.busy_ns.get(), whole.total_ns.get()),
+            (3, 80, 80)
+        );
         assert_eq!(whole.rows[0].name, "y");
         assert_eq!(whole.rows[1].count, 2);
         assert!(t.iter().all(|x| x.scope != KernelScope::OutsidePhases));
@@ -564,17 +567,17 @@ mod tests {
         );
         let step = find(&t, "step", 0);
         assert_eq!(step.count, 4);
-        assert_eq!(step.total_ns, 10 + 10 + 5);
+        assert_eq!(step.total_ns.get(), 10 + 10 + 5);
         let draft = find(&t, "step/draft", 0);
         assert_eq!(draft.count, 2);
         assert_eq!(draft.rows[0].name, "d");
         assert_eq!(draft.rows[1].name, "instant");
-        assert_eq!(draft.rows[1].total_ns, 0);
+        assert_eq!(draft.rows[1].total_ns.get(), 0);
         let out = find(&t, "(outside phases)", 0);
         assert_eq!(out.count, 2);
-        assert_eq!((out.busy_ns, out.total_ns), (30, 30));
+        assert_eq!((out.busy_ns.get(), out.total_ns.get()), (30, 30));
         assert_eq!(out.rows[0].name, "late");
-        assert_eq!(out.rows[0].total_ns, 20);
+        assert_eq!(out.rows[0].total_ns.get(), 20);
     }
 
     #[test]
@@ -591,11 +594,14 @@ mod tests {
             Some(1),
         );
         let p0 = find(&t, "p", 0);
-        assert_eq!((p0.busy_ns, p0.total_ns, p0.names), (150, 200, 2));
+        assert_eq!(
+            (p0.busy_ns.get(), p0.total_ns.get(), p0.names),
+            (150, 200, 2)
+        );
         assert_eq!(p0.rows.len(), 1, "rows are cut to the number asked for");
         assert_eq!(p0.rows[0].share, Some(100.0 / 150.0));
         let p1 = find(&t, "p", 1);
-        assert_eq!((p1.busy_ns, p1.count), (10, 1));
+        assert_eq!((p1.busy_ns.get(), p1.count), (10, 1));
         assert_eq!(
             t.iter().filter(|x| x.device == DeviceId(1)).count(),
             2,
@@ -623,7 +629,10 @@ mod tests {
             None,
         );
         let r = &t[0].rows[0];
-        assert_eq!((r.p50_ns, r.mean_ns, r.max_ns), (7, 12, 40));
+        assert_eq!(
+            (r.p50_ns.get(), r.mean_ns.get(), r.max_ns.get()),
+            (7, 12, 40)
+        );
         for v in [64i64, 100, 1_000, 12_345, 1_000_000, 987_654_321, 1 << 40] {
             let mid = bucket_mid(bucket_of(v));
             let err = (mid - v).abs() as f64 / v as f64;
@@ -631,7 +640,7 @@ mod tests {
         }
         // Every duration of one value comes back exactly (clamped to min and max).
         let t = tables(&[], vec![k(0, 0, 12_345, "a"); 3], None);
-        assert_eq!(t[0].rows[0].p50_ns, 12_345);
+        assert_eq!(t[0].rows[0].p50_ns.get(), 12_345);
     }
 
     proptest::proptest! {
@@ -650,8 +659,8 @@ mod tests {
             let inside = |lo: i64, hi: i64| -> i64 {
                 ks.iter().map(|(s, l)| ((s + l).min(hi) - (*s).max(lo)).max(0)).sum()
             };
-            let busy = |p: &str| t.iter().find(|x| x.phase == p).map_or(0, |x| x.busy_ns);
-            let total = |p: &str| t.iter().find(|x| x.phase == p).map_or(0, |x| x.total_ns);
+            let busy = |p: &str| t.iter().find(|x| x.phase == p).map_or(0, |x| x.busy_ns.get());
+            let total = |p: &str| t.iter().find(|x| x.phase == p).map_or(0, |x| x.total_ns.get());
             proptest::prop_assert_eq!(busy("(whole run)"), covered(0, 400));
             proptest::prop_assert_eq!(busy("a"), covered(50, 150));
             proptest::prop_assert_eq!(busy("b"), covered(150, 260));
@@ -668,7 +677,7 @@ mod tests {
             let t = tables(&[], ds.iter().map(|d| k(0, 0, *d, "a")).collect(), None);
             ds.sort_unstable();
             let exact = crate::phases::percentile(&ds, 0.5);
-            let got = t[0].rows[0].p50_ns;
+            let got = t[0].rows[0].p50_ns.get();
             proptest::prop_assert!((got - exact).abs() as f64 <= exact as f64 / 64.0 + 1.0, "{got} vs {exact}");
         }
     }

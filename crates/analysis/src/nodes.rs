@@ -17,7 +17,7 @@ use crate::phases::Phases;
 use crate::report::{Report, ReportOptions};
 use crate::{AnalysisError, Result};
 use cufall_trace::Trace;
-use cufall_trace::model::Manifest;
+use cufall_trace::model::{Manifest, Nanos};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -32,9 +32,9 @@ pub const CLOCK_SYNCHRONISED: &str = "clock_synchronised";
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct ClockError {
     /// The most the clock may be off true time.
-    pub max_error_ns: i64,
+    pub max_error_ns: Nanos,
     /// The kernel's estimate of its error.
-    pub est_error_ns: i64,
+    pub est_error_ns: Nanos,
     pub synchronised: bool,
 }
 
@@ -47,8 +47,8 @@ impl ClockError {
             (v >= 0).then(|| v.saturating_mul(1_000))
         };
         Some(ClockError {
-            max_error_ns: us(CLOCK_MAX_ERROR_US)?,
-            est_error_ns: us(CLOCK_EST_ERROR_US)?,
+            max_error_ns: Nanos(us(CLOCK_MAX_ERROR_US)?),
+            est_error_ns: Nanos(us(CLOCK_EST_ERROR_US)?),
             synchronised: m.extra.get(CLOCK_SYNCHRONISED).map(String::as_str) == Some("yes"),
         })
     }
@@ -73,14 +73,14 @@ pub struct Node {
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct NodePhase {
     pub count: u64,
-    pub total_ns: i64,
-    pub p50_ns: i64,
-    pub p99_ns: i64,
+    pub total_ns: Nanos,
+    pub p50_ns: Nanos,
+    pub p99_ns: Nanos,
     pub idle_fraction: Option<f64>,
     /// How long after the earliest node this node ended the matched occurrences, on average
     /// and at most; `None` without matched occurrences.
-    pub mean_lag_ns: Option<i64>,
-    pub max_lag_ns: Option<i64>,
+    pub mean_lag_ns: Option<Nanos>,
+    pub max_lag_ns: Option<Nanos>,
     /// Matched occurrences this node ended last.
     pub last: u64,
 }
@@ -108,7 +108,7 @@ pub struct NodesReport {
     pub overlap_end_ns: i64,
     /// The most two hosts' clocks may differ: the two largest maximum errors added; `None`
     /// when a recording does not say.
-    pub clock_uncertainty_ns: Option<i64>,
+    pub clock_uncertainty_ns: Option<Nanos>,
     /// Phases in the first node's tree order, then those only other nodes have.
     pub phases: Vec<PhaseAcross>,
     /// The node whose phases lag most (largest summed mean lag over the phases), if any lags.
@@ -252,13 +252,13 @@ fn node_of(m: &Manifest, r: &Report) -> Node {
 }
 
 /// The two largest maximum errors added: the most any two of the hosts' clocks can differ.
-fn clock_uncertainty(nodes: &[Node]) -> Option<i64> {
-    let mut errs: Vec<i64> = nodes
+fn clock_uncertainty(nodes: &[Node]) -> Option<Nanos> {
+    let mut errs: Vec<Nanos> = nodes
         .iter()
         .map(|n| n.clock.map(|c| c.max_error_ns))
         .collect::<Option<_>>()?;
     errs.sort_unstable_by(|a, b| b.cmp(a));
-    Some(errs.iter().take(2).fold(0i64, |a, e| a.saturating_add(*e)))
+    Some(errs.iter().take(2).sum())
 }
 
 /// Each phase's figures per node and the lags of its matched occurrences.
@@ -266,7 +266,7 @@ fn phases_across(
     reports: &[Report],
     ranges: &[Phases],
     (lo, hi): (i64, i64),
-    uncertainty: Option<i64>,
+    uncertainty: Option<Nanos>,
 ) -> Vec<PhaseAcross> {
     let mut paths: Vec<String> = Vec::new();
     for r in reports {
@@ -376,8 +376,9 @@ fn add_lags(nodes: &mut [NodePhase], occ: &[Vec<(i64, i64)>], (lo, hi): (i64, i6
         return 0;
     }
     for (n, node) in nodes.iter_mut().enumerate() {
-        node.mean_lag_ns = Some(i64::try_from(sums[n] / i128::from(matched)).unwrap_or(i64::MAX));
-        node.max_lag_ns = Some(maxes[n]);
+        let mean = i64::try_from(sums[n] / i128::from(matched)).unwrap_or(i64::MAX);
+        node.mean_lag_ns = Some(Nanos(mean));
+        node.max_lag_ns = Some(Nanos(maxes[n]));
     }
     matched
 }
@@ -387,7 +388,7 @@ fn most_lagging(nodes: &[NodePhase]) -> Option<usize> {
     nodes
         .iter()
         .enumerate()
-        .filter_map(|(i, n)| n.mean_lag_ns.filter(|l| *l > 0).map(|l| (i, l)))
+        .filter_map(|(i, n)| n.mean_lag_ns.filter(|l| *l > Nanos::ZERO).map(|l| (i, l)))
         .max_by_key(|(_, l)| *l)
         .map(|(i, _)| i)
 }
@@ -397,7 +398,7 @@ fn lagging_node(phases: &[PhaseAcross], nodes: usize) -> Option<usize> {
     let mut sums = vec![0i128; nodes];
     for p in phases {
         for (i, n) in p.nodes.iter().enumerate() {
-            sums[i] += i128::from(n.mean_lag_ns.unwrap_or(0));
+            sums[i] += i128::from(n.mean_lag_ns.map_or(0, Nanos::get));
         }
     }
     sums.iter()
@@ -445,7 +446,7 @@ pub fn nodes_text(r: &NodesReport) -> String {
     ]);
     for p in &r.phases {
         for (i, (np, node)) in p.nodes.iter().zip(&r.nodes).enumerate() {
-            let lag = |v: Option<i64>| v.map_or("-".into(), fmt_ns);
+            let lag = |v: Option<Nanos>| v.map_or("-".into(), fmt_ns);
             t.row(vec![
                 if i == 0 {
                     p.path.clone()
@@ -524,8 +525,8 @@ fn verdict_lines(r: &NodesReport) -> String {
             "{}: {} ends {} after the earliest node on average (at most {}; last in {} of {} matched occurrences); {clocks}\n",
             cufall_text::name(&p.path),
             cufall_text::name(&r.nodes[i].host),
-            crate::render::fmt_ns(n.mean_lag_ns.unwrap_or(0)),
-            crate::render::fmt_ns(n.max_lag_ns.unwrap_or(0)),
+            crate::render::fmt_ns(n.mean_lag_ns.unwrap_or(Nanos::ZERO)),
+            crate::render::fmt_ns(n.max_lag_ns.unwrap_or(Nanos::ZERO)),
             n.last,
             p.matched
         ));
@@ -558,9 +559,9 @@ mod tests {
             vec![ms(5, 13), ms(15, 23), ms(25, 29)],
         ];
         assert_eq!(add_lags(&mut nodes, &occ, ALL), 3);
-        assert_eq!(nodes[0].mean_lag_ns, Some(1_000_000 / 3));
-        assert_eq!(nodes[1].mean_lag_ns, Some(2_000_000));
-        assert_eq!(nodes[1].max_lag_ns, Some(3_000_000));
+        assert_eq!(nodes[0].mean_lag_ns.map(Nanos::get), Some(1_000_000 / 3));
+        assert_eq!(nodes[1].mean_lag_ns.map(Nanos::get), Some(2_000_000));
+        assert_eq!(nodes[1].max_lag_ns.map(Nanos::get), Some(3_000_000));
         assert_eq!((nodes[0].last, nodes[1].last), (1, 2));
         assert_eq!(most_lagging(&nodes), Some(1));
     }
@@ -570,10 +571,10 @@ mod tests {
         let mut nodes = vec![NodePhase::default(), NodePhase::default()];
         let occ = vec![vec![(0, 5), (10, 15), (20, 25)], vec![(1, 6)]];
         assert_eq!(add_lags(&mut nodes, &occ, ALL), 1);
-        assert_eq!(nodes[1].mean_lag_ns, Some(1));
+        assert_eq!(nodes[1].mean_lag_ns.map(Nanos::get), Some(1));
         let mut none = vec![NodePhase::default(), NodePhase::default()];
         assert_eq!(add_lags(&mut none, &[vec![(1, 2)], vec![]], ALL), 0);
-        assert_eq!(none[0].mean_lag_ns, None);
+        assert_eq!(none[0].mean_lag_ns.map(Nanos::get), None);
     }
 
     /// A step in progress when the later recording began: the pairs are counted from each
@@ -587,8 +588,8 @@ mod tests {
         let b: Vec<(i64, i64)> = (0..5).map(|k| (k * 10 + 1, k * 10 + 8)).collect();
         // The overlap begins at 0.5: node 0's first step started before it, node 1's after.
         assert_eq!(add_lags(&mut nodes, &[a, b], (1, i64::MAX)), 4);
-        assert_eq!(nodes[1].mean_lag_ns, Some(2));
-        assert_eq!(nodes[0].mean_lag_ns, Some(0));
+        assert_eq!(nodes[1].mean_lag_ns.map(Nanos::get), Some(2));
+        assert_eq!(nodes[0].mean_lag_ns.map(Nanos::get), Some(0));
     }
 
     /// The ranks of a node run a step together: their ranges are one occurrence, ending with
@@ -625,14 +626,14 @@ mod tests {
             start_ns: 0,
             end_ns: 1,
             clock: Some(ClockError {
-                max_error_ns: max_ms * 1_000_000,
-                est_error_ns: 0,
+                max_error_ns: Nanos(max_ms * 1_000_000),
+                est_error_ns: Nanos::ZERO,
                 synchronised: true,
             }),
             idle_fraction: None,
         };
         let nodes = vec![node(1), node(5), node(2)];
-        assert_eq!(clock_uncertainty(&nodes), Some(7_000_000));
+        assert_eq!(clock_uncertainty(&nodes), Some(Nanos(7_000_000)));
         let mut unknown = nodes.clone();
         unknown[1].clock = None;
         assert_eq!(clock_uncertainty(&unknown), None);
@@ -663,8 +664,8 @@ mod tests {
         assert_eq!(
             ClockError::of(&m),
             Some(ClockError {
-                max_error_ns: 1_500_000,
-                est_error_ns: 20_000,
+                max_error_ns: Nanos(1_500_000),
+                est_error_ns: Nanos(20_000),
                 synchronised: true
             })
         );

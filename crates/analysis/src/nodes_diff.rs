@@ -21,6 +21,7 @@ use crate::report::{PhaseReport, Report, ReportOptions};
 use crate::samples::Activity;
 use crate::{AnalysisError, Result};
 use cufall_trace::Trace;
+use cufall_trace::model::Nanos;
 use serde::Serialize;
 
 /// A node of A and the node of B it is compared with (indices into each side's nodes); one
@@ -37,9 +38,9 @@ pub struct NodeChange {
     pub a: Option<NodePhase>,
     pub b: Option<NodePhase>,
     /// B minus A (a missing side counts as zero).
-    pub delta_total_ns: i64,
+    pub delta_total_ns: Nanos,
     /// B's mean lag minus A's, where both have one.
-    pub delta_mean_lag_ns: Option<i64>,
+    pub delta_mean_lag_ns: Option<Nanos>,
 }
 
 /// One phase of the two runs: all nodes of a side together, then per pair of nodes.
@@ -69,7 +70,7 @@ pub struct NodesDiff {
     /// value, threshold and shortest gap.
     pub activity: Option<Activity>,
     pub idle_threshold: Option<f64>,
-    pub min_gap_ns: i64,
+    pub min_gap_ns: Nanos,
     pub warnings: Vec<String>,
     /// Every node's whole recording, each side's together.
     pub whole_run: PhaseDiff,
@@ -124,7 +125,7 @@ pub fn build_nodes_diff(a: &[&Trace], b: &[&Trace], opts: &ReportOptions) -> Res
     let (by_host, pairs) = pair_nodes(&ra.report, &rb.report);
     let whole = |r: &NodesRead| {
         let parts: Vec<&PhaseReport> = r.reports.iter().map(|n| &n.whole_run).collect();
-        let durations = parts.iter().map(|p| p.total_ns).collect();
+        let durations = parts.iter().map(|p| p.total_ns.get()).collect();
         merged("(whole run)", &parts, durations)
     };
     let whole_run = phase_diff("(whole run)", Some(&whole(&ra)), Some(&whole(&rb)));
@@ -225,7 +226,7 @@ fn phase_of_runs(path: &str, a: &NodesRead, b: &NodesRead, pairs: &[NodePair]) -
         .iter()
         .map(|pair| {
             let (na, nb) = (node(pa.as_ref(), pair.a), node(pb.as_ref(), pair.b));
-            let total = |n: &Option<NodePhase>| n.as_ref().map_or(0, |n| n.total_ns);
+            let total = |n: &Option<NodePhase>| n.as_ref().map_or(Nanos::ZERO, |n| n.total_ns);
             let lag = |n: &Option<NodePhase>| n.as_ref().and_then(|n| n.mean_lag_ns);
             NodeChange {
                 delta_total_ns: total(&nb) - total(&na),
@@ -273,16 +274,16 @@ fn merged(path: &str, parts: &[&PhaseReport], mut durations: Vec<i64>) -> PhaseR
         .iter()
         .flat_map(|p| p.devices.iter().cloned())
         .collect();
-    let sampled: i64 = devices.iter().map(|d| d.sampled_ns).sum();
-    let idle: i64 = devices.iter().map(|d| d.idle_ns).sum();
+    let sampled: i64 = devices.iter().map(|d| d.sampled_ns.get()).sum();
+    let idle: i64 = devices.iter().map(|d| d.idle_ns.get()).sum();
     PhaseReport {
         path: path.to_string(),
         name: parts[0].name.clone(),
         depth: parts[0].depth,
         count: durations.len() as u64,
-        total_ns: durations.iter().sum(),
-        p50_ns: percentile(&durations, 0.5),
-        p99_ns: percentile(&durations, 0.99),
+        total_ns: Nanos(durations.iter().sum()),
+        p50_ns: Nanos(percentile(&durations, 0.5)),
+        p99_ns: Nanos(percentile(&durations, 0.99)),
         devices,
         idle_fraction: (sampled > 0).then(|| idle as f64 / sampled as f64),
         verdict: parts[0].verdict.clone(),
@@ -339,7 +340,11 @@ pub fn nodes_diff_text(d: &NodesDiff) -> String {
             .iter()
             .find(|p| p.path == path)
             .and_then(|p| p.nodes.get(i)?.mean_lag_ns);
-        format!("{} +{}", r.nodes[i].host, fmt_ns(lag.unwrap_or(0)))
+        format!(
+            "{} +{}",
+            r.nodes[i].host,
+            fmt_ns(lag.unwrap_or(Nanos::ZERO))
+        )
     };
     let mut whole = phase_cells(&d.whole_run, true);
     whole.extend(["".to_string(), "".to_string()]);
@@ -506,9 +511,9 @@ mod tests {
             name: "step".into(),
             depth: 0,
             count: 0,
-            total_ns,
-            p50_ns: 0,
-            p99_ns: 0,
+            total_ns: Nanos(total_ns),
+            p50_ns: Nanos::ZERO,
+            p99_ns: Nanos::ZERO,
             devices: Vec::new(),
             idle_fraction: None,
             verdict: Verdict::NotMeasured,
@@ -519,8 +524,8 @@ mod tests {
             .map(|i| if i % 2 == 0 { 1_000_000 } else { 9_000_000 })
             .collect();
         let m = merged("step", &[&x, &y], durations);
-        assert_eq!((m.count, m.total_ns), (20, 100_000_000));
-        assert_eq!((m.p50_ns, m.p99_ns), (1_000_000, 9_000_000));
+        assert_eq!((m.count, m.total_ns.get()), (20, 100_000_000));
+        assert_eq!((m.p50_ns.get(), m.p99_ns.get()), (1_000_000, 9_000_000));
         assert_eq!(m.idle_fraction, None);
     }
 }

@@ -8,8 +8,8 @@ use cufall_trace::model::Nanos;
 
 /// A duration for people: `850 ns`, `12.3 µs`, `4.56 ms`, `1.234 s` (the one spelling,
 /// [`Nanos`]' `Display`).
-pub fn fmt_ns(ns: i64) -> String {
-    Nanos(ns).to_string()
+pub fn fmt_ns(ns: impl Into<Nanos>) -> String {
+    ns.into().to_string()
 }
 
 /// A number in at most about 4 significant digits, `-` for none.
@@ -500,7 +500,7 @@ fn per_device_text(r: &Report, all: &[&PhaseReport]) -> String {
 /// The IDLE GAPS section: gaps by place, then the longest.
 fn gaps_text(r: &Report) -> String {
     let mut o = String::new();
-    let total: i64 = r.gap_groups.iter().map(|g| g.totals.total_ns).sum();
+    let total: Nanos = r.gap_groups.iter().map(|g| g.totals.total_ns).sum();
     let count: u64 = r.gap_groups.iter().map(|g| g.totals.count).sum();
     if r.activity.is_none() {
         o.push_str("\nIDLE GAPS: not measured (no GPU counters in this recording)\n");
@@ -664,7 +664,7 @@ fn kernel_table_text(k: &crate::kernels::KernelTable) -> String {
     }
     let rest = k.names.saturating_sub(k.rows.len() as u64);
     if rest > 0 {
-        let listed: i64 = k.rows.iter().map(|r| r.total_ns).sum();
+        let listed: Nanos = k.rows.iter().map(|r| r.total_ns).sum();
         o.push_str(&format!(
             "    … {rest} more kernel(s), {} in all\n",
             fmt_ns(k.total_ns - listed)

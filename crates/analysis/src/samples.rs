@@ -16,7 +16,7 @@
 
 use crate::error::{AnalysisError, Result};
 use crate::phases::Phases;
-use cufall_trace::model::DeviceId;
+use cufall_trace::model::{DeviceId, Nanos};
 use cufall_trace::{SampleColumns, Trace};
 use std::collections::{BTreeMap, HashMap};
 
@@ -273,9 +273,9 @@ pub struct ScanSpec<'a> {
     pub phases: &'a Phases,
     pub activity: &'a Activity,
     pub metrics: &'a [String],
-    pub min_gap_ns: i64,
+    pub min_gap_ns: Nanos,
     /// Consecutive samples further apart than this are not contiguous.
-    pub hole_ns: i64,
+    pub hole_ns: Nanos,
     /// See [`SAMPLES_PER_WINDOW`].
     pub samples_per_window: u64,
 }
@@ -320,6 +320,7 @@ pub fn scan_samples_into(
             activity: activity.label(),
         })?;
     for (done, (lo, hi)) in windows.into_iter().enumerate() {
+        let (min_gap_ns, hole_ns) = (min_gap_ns.get(), hole_ns.get());
         let mut pass = WindowPass::new(phases, &eval, metrics.len(), min_gap_ns, hole_ns);
         trace.samples_between(lo, hi, &names, |rows| {
             pass.add(&rows, &mut fragments);

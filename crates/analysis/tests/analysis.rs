@@ -10,6 +10,7 @@ use cufall_analysis::{ReportOptions, build_report};
 use cufall_testkit::fixture::{DRAM, ELAPSED, Fixture, INTERVAL, T0, TENSOR, US};
 use cufall_trace::Trace;
 use cufall_trace::model::DeviceId;
+use cufall_trace::model::Nanos;
 
 fn group<'a>(r: &'a Report, place: &str) -> &'a GapGroup {
     r.gap_groups
@@ -24,7 +25,13 @@ fn gaps_have_exact_counts_durations_places_and_causes() {
     let places: Vec<(&str, u64, i64)> = r
         .gap_groups
         .iter()
-        .map(|g| (g.place.as_str(), g.totals.count, g.totals.total_ns / US))
+        .map(|g| {
+            (
+                g.place.as_str(),
+                g.totals.count,
+                g.totals.total_ns.get() / US,
+            )
+        })
         .collect();
     // Ranked by total time.
     assert_eq!(
@@ -40,21 +47,21 @@ fn gaps_have_exact_counts_durations_places_and_causes() {
     assert_eq!(dv.kind, PlaceKind::Between);
     assert_eq!(dv.before.as_deref(), Some("step/draft"));
     assert_eq!(dv.after.as_deref(), Some("step/verify"));
-    assert_eq!(dv.totals.no_kernel_ns, Some(500 * US));
-    assert_eq!(dv.totals.kernel_resident_ns, Some(0));
+    assert_eq!(dv.totals.no_kernel_ns.map(Nanos::get), Some(500 * US));
+    assert_eq!(dv.totals.kernel_resident_ns.map(Nanos::get), Some(0));
     assert_eq!(dv.devices, [DeviceId(0), DeviceId(1)]);
     // The idle stretch inside verify has the verify kernel resident: latency-bound.
     let v = group(&r, "step/verify");
     assert_eq!(v.kind, PlaceKind::In);
-    assert_eq!(v.totals.kernel_resident_ns, Some(400 * US));
-    assert_eq!(v.totals.no_kernel_ns, Some(0));
+    assert_eq!(v.totals.kernel_resident_ns.map(Nanos::get), Some(400 * US));
+    assert_eq!(v.totals.no_kernel_ns.map(Nanos::get), Some(0));
     // Device 0's verify → draft gap at 1900 µs is cut by a drop at [1930, 1950): the 30 µs
     // piece is under the minimum gap, the 50 µs piece stays.
     let mut dev0: Vec<(i64, i64)> = r
         .gaps
         .iter()
         .filter(|g| g.device == DeviceId(0))
-        .map(|g| ((g.start_ns - T0) / US, g.duration_ns / US))
+        .map(|g| ((g.start_ns - T0) / US, g.duration_ns.get() / US))
         .collect();
     dev0.sort_unstable();
     assert_eq!(
@@ -69,7 +76,7 @@ fn gaps_have_exact_counts_durations_places_and_causes() {
         ]
     );
     assert_eq!(r.gaps.len(), 13);
-    assert_eq!(r.gaps[0].duration_ns, 200 * US, "longest first");
+    assert_eq!(r.gaps[0].duration_ns.get(), 200 * US, "longest first");
 }
 
 #[test]
@@ -85,12 +92,12 @@ fn drops_are_reported_and_never_counted_as_idle() {
     };
     // Device 0: 3000 µs minus 120 µs of drops sampled; idle 680 µs (the 30 µs piece before the
     // drop counts as idle time, the drop itself does not).
-    assert_eq!(whole(0).sampled_ns, 2880 * US);
-    assert_eq!(whole(0).idle_ns, 680 * US);
-    assert_eq!(whole(0).dropped_ns, 120 * US);
-    assert_eq!(whole(1).sampled_ns, 3000 * US);
-    assert_eq!(whole(1).idle_ns, 800 * US);
-    assert_eq!(whole(1).dropped_ns, 0);
+    assert_eq!(whole(0).sampled_ns.get(), 2880 * US);
+    assert_eq!(whole(0).idle_ns.get(), 680 * US);
+    assert_eq!(whole(0).dropped_ns.get(), 120 * US);
+    assert_eq!(whole(1).sampled_ns.get(), 3000 * US);
+    assert_eq!(whole(1).idle_ns.get(), 800 * US);
+    assert_eq!(whole(1).dropped_ns.get(), 0);
     for g in r.gaps.iter().filter(|g| g.device == DeviceId(0)) {
         for (s, e) in [(2400, 2500), (1930, 1950)] {
             assert!(
@@ -102,7 +109,7 @@ fn drops_are_reported_and_never_counted_as_idle() {
     assert_eq!(r.drops.len(), 1);
     assert_eq!(r.drops[0].device, DeviceId(0));
     assert_eq!(r.drops[0].count, 2);
-    assert_eq!(r.drops[0].dropped_ns, 120 * US);
+    assert_eq!(r.drops[0].dropped_ns.get(), 120 * US);
     assert_eq!(r.drops[0].lost_samples, 12);
 }
 
@@ -113,12 +120,17 @@ fn phase_statistics() {
     assert_eq!(paths, ["step", "step/draft", "step/verify"]);
     let draft = &r.phases[1];
     assert_eq!(
-        (draft.count, draft.total_ns, draft.p50_ns, draft.p99_ns),
+        (
+            draft.count,
+            draft.total_ns.get(),
+            draft.p50_ns.get(),
+            draft.p99_ns.get()
+        ),
         (3, 1200 * US, 400 * US, 400 * US)
     );
     assert_eq!(draft.depth, 1);
     for d in &draft.devices {
-        assert_eq!(d.idle_ns, 0);
+        assert_eq!(d.idle_ns.get(), 0);
         assert_eq!(d.samples, 120);
         assert_eq!(d.metrics[0].name, TENSOR);
         assert_eq!(d.metrics[0].mean, Some(800.0));
@@ -143,9 +155,9 @@ fn phase_statistics() {
         verify.verdict
     );
     let step = &r.phases[0];
-    assert_eq!(step.devices[0].dropped_ns, 120 * US);
+    assert_eq!(step.devices[0].dropped_ns.get(), 120 * US);
     assert!(r.nvtx_captured && r.kernels_captured && r.nvml_captured);
-    assert_eq!(r.min_gap_ns, 50 * US);
+    assert_eq!(r.min_gap_ns.get(), 50 * US);
     assert_eq!(r.activity.as_ref().expect("activity").metric, TENSOR);
     assert_eq!(
         r.activity
@@ -167,7 +179,7 @@ fn default_min_gap_is_five_intervals_and_raw_metric_uses_trace_peak() {
     };
     let trace = Trace::open(fx.write(dir.path(), "t.cufall")).expect("open");
     let r = build_report(&trace, &ReportOptions::default()).expect("report");
-    assert_eq!(r.min_gap_ns, 5 * INTERVAL);
+    assert_eq!(r.min_gap_ns.get(), 5 * INTERVAL);
     assert_eq!(r.activity.as_ref().expect("activity").metric, TENSOR);
     assert_eq!(r.activity.as_ref().expect("activity").denominator, None);
     assert_eq!(r.activity.as_ref().expect("activity").full_scale, 800.0);
@@ -248,8 +260,8 @@ fn trace_without_nvtx_reports_the_whole_run() {
     assert_eq!(r.gap_groups.len(), 1);
     assert_eq!(r.gap_groups[0].place, "(whole run)");
     assert_eq!(r.gap_groups[0].totals.count, 13);
-    assert_eq!(r.gap_groups[0].totals.total_ns, 1450 * US);
-    assert_eq!(r.gap_groups[0].totals.no_kernel_ns, None);
+    assert_eq!(r.gap_groups[0].totals.total_ns.get(), 1450 * US);
+    assert_eq!(r.gap_groups[0].totals.no_kernel_ns.map(Nanos::get), None);
     insta::assert_snapshot!("report_without_nvtx", report_text(&r));
 }
 
@@ -291,11 +303,11 @@ fn diff_matches_phases_and_warns_about_different_gpus() {
         d.warnings
     );
     assert_eq!(d.phases[0].path, "step/verify");
-    assert_eq!(d.phases[0].delta_total_ns, -150 * US);
+    assert_eq!(d.phases[0].delta_total_ns.get(), -150 * US);
     let gaps: Vec<(&str, i64)> = d
         .gaps
         .iter()
-        .map(|g| (g.place.as_str(), g.totals.delta_total_ns / US))
+        .map(|g| (g.place.as_str(), g.totals.delta_total_ns.get() / US))
         .collect();
     assert_eq!(
         gaps,
@@ -346,8 +358,8 @@ fn windowed_scan_matches_a_single_window() {
             phases: &phases,
             activity: &activity,
             metrics: &metrics,
-            min_gap_ns: 50 * US,
-            hole_ns: 5 * US,
+            min_gap_ns: Nanos(50 * US),
+            hole_ns: Nanos(5 * US),
             samples_per_window: per_window,
         };
         let (totals, frags) = samples::scan_samples(&trace, &spec).expect("scan");
@@ -356,7 +368,7 @@ fn windowed_scan_matches_a_single_window() {
             .len();
         (
             totals,
-            gaps::merge_fragments(frags, &drops, 50 * US, 5 * US).collect::<Vec<_>>(),
+            gaps::merge_fragments(frags, &drops, Nanos(50 * US), Nanos(5 * US)).collect::<Vec<_>>(),
             windows,
         )
     };
@@ -661,7 +673,7 @@ fn diff_names_the_library_domains_left_out() {
         d.b.phases.iter().map(|p| &p.path).collect::<Vec<_>>()
     );
     assert!(
-        d.gaps.iter().all(|g| g.totals.delta_total_ns == 0),
+        d.gaps.iter().all(|g| g.totals.delta_total_ns.get() == 0),
         "{:?}",
         d.gaps
     );

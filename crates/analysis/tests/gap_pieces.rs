@@ -8,6 +8,7 @@ use cufall_analysis::{ReportOptions, build_report};
 use cufall_testkit::examples::examples_dir;
 use cufall_testkit::fixture::{Fixture, US};
 use cufall_trace::Trace;
+use cufall_trace::model::Nanos;
 
 fn report_of_example(name: &str) -> Report {
     let trace = Trace::open(examples_dir().join(name)).expect("open");
@@ -18,10 +19,10 @@ fn report_of_example(name: &str) -> Report {
 /// the stretches' pieces all add up to one gap total; no phase has more gap time on a GPU than
 /// its time; every stretch's pieces lie end to end over it.
 fn check_adds_up(r: &Report) {
-    let places: i64 = r.gap_groups.iter().map(|g| g.totals.total_ns).sum();
-    let run: i64 = r.whole_run.devices.iter().map(|d| d.gaps.total_ns).sum();
-    let stretches: i64 = r.gaps.iter().map(|g| g.duration_ns).sum();
-    let pieces: i64 = r
+    let places: Nanos = r.gap_groups.iter().map(|g| g.totals.total_ns).sum();
+    let run: Nanos = r.whole_run.devices.iter().map(|d| d.gaps.total_ns).sum();
+    let stretches: Nanos = r.gaps.iter().map(|g| g.duration_ns).sum();
+    let pieces: Nanos = r
         .gaps
         .iter()
         .flat_map(|g| &g.pieces)
@@ -40,10 +41,13 @@ fn check_adds_up(r: &Report) {
                 d.gaps.total_ns <= p.total_ns,
                 "{}: {} ns of gaps in {} ns",
                 p.path,
-                d.gaps.total_ns,
-                p.total_ns
+                d.gaps.total_ns.get(),
+                p.total_ns.get()
             );
-            assert!(d.gaps.total_ns >= 0 && d.gaps.no_kernel_ns.is_none_or(|n| n >= 0));
+            assert!(
+                d.gaps.total_ns >= Nanos::ZERO
+                    && d.gaps.no_kernel_ns.is_none_or(|n| n >= Nanos::ZERO)
+            );
         }
     }
     for g in &r.gaps {
@@ -110,10 +114,10 @@ fn a_stretch_through_phases_gives_each_its_part() {
             .find(|c| c.name == name)
             .unwrap_or_else(|| panic!("no {name}"))
     };
-    assert_eq!(class("setup").time_ns, setup.total_ns);
+    assert_eq!(class("setup").time_ns.get(), setup.total_ns.get());
     assert_eq!(
-        class("(start) → setup").time_ns,
-        group("(start) → setup").totals.total_ns
+        class("(start) → setup").time_ns.get(),
+        group("(start) → setup").totals.total_ns.get()
     );
     let text = report_text(&r);
     assert!(
@@ -135,7 +139,7 @@ fn a_gap_is_cut_where_an_enclosing_range_ends() {
     let path = fx.write(dir.path(), "fixture.cufall");
     let trace = Trace::open(&path).expect("open");
     let opts = ReportOptions {
-        min_gap_ns: Some(50 * US),
+        min_gap_ns: Some(Nanos(50 * US)),
         phases: "all".parse().expect("phases"),
         ..Default::default()
     };
@@ -145,7 +149,7 @@ fn a_gap_is_cut_where_an_enclosing_range_ends() {
         .gaps
         .iter()
         .filter(|g| g.pieces.len() > 1)
-        .map(|g| g.pieces.iter().map(|p| p.duration_ns / US).collect())
+        .map(|g| g.pieces.iter().map(|p| p.duration_ns.get() / US).collect())
         .collect();
     assert!(cut.contains(&vec![20, 80]), "{cut:?}");
 }
@@ -220,7 +224,7 @@ fn bad_input_is_named_and_shares_stay_in_bounds() {
     let path = rewritten_with_bad_input(dir.path());
     let trace = Trace::open(&path).expect("open");
     let opts = ReportOptions {
-        min_gap_ns: Some(50 * US),
+        min_gap_ns: Some(Nanos(50 * US)),
         ..Default::default()
     };
     let r = build_report(&trace, &opts).expect("report");
@@ -231,7 +235,7 @@ fn bad_input_is_named_and_shares_stay_in_bounds() {
             // Each `other` range overlaps the end of one step and, but the last, the start of
             // the next: 200 µs five times.
             Note::OverlappingProcesses { processes, overlap_ns }
-                if processes == &[999, 1234] && *overlap_ns == 5 * 200 * US
+                if processes == &[999, 1234] && *overlap_ns == Nanos(5 * 200 * US)
         )),
         "{:?}",
         r.notes
@@ -265,7 +269,7 @@ fn bad_input_is_named_and_shares_stay_in_bounds() {
             );
             assert!(v.causes.causes.iter().all(|x| x.share >= 0.0));
         }
-        assert!(c.time_ns >= 0);
+        assert!(c.time_ns >= Nanos::ZERO);
     }
     let text = report_text(&r);
     assert!(

@@ -49,11 +49,11 @@ fn the_host_is_in_build_tree_during_every_draft_verify_gap() {
     let (_dir, r) = report_of(&with_host());
     let h = r.host.as_ref().expect("host side");
     assert_eq!((h.samples, h.threads, h.processes), (600, 2, 1));
-    assert_eq!(h.interval_ns, 10 * US);
+    assert_eq!(h.interval_ns.get(), 10 * US);
     assert_eq!(h.launching_from, LaunchingFrom::NvtxRanges);
     let dv = class(&r, HostScope::Place, "draft → verify");
     // Five gaps of 100 µs over both GPUs (the third step's is dropped on GPU 0).
-    assert_eq!((dv.gaps, dv.time_ns), (5, 500 * US));
+    assert_eq!((dv.gaps, dv.time_ns.get()), (5, 500 * US));
     let l = dv.launching.as_ref().expect("launching thread");
     assert_eq!(
         l.thread.as_ref().map(|t| (t.pid, t.tid)),
@@ -97,7 +97,7 @@ fn the_host_is_in_build_tree_during_every_draft_verify_gap() {
 fn each_phase_has_its_top_frames_over_its_whole_time() {
     let (_dir, r) = report_of(&with_host());
     let draft = class(&r, HostScope::Phase, "step/draft");
-    assert_eq!(draft.time_ns, 1200 * US);
+    assert_eq!(draft.time_ns.get(), 1200 * US);
     let l = draft.launching.as_ref().expect("launching thread");
     assert_eq!(self_share(l, "launch"), 1.0);
     let step = class(&r, HostScope::Phase, "step");
@@ -175,7 +175,7 @@ fn the_manifest_s_host_stacks_field_is_read_without_the_words() {
     let r = build_report(&trace, &opts()).expect("report");
     let h = r.host.as_ref().expect("host side");
     assert_eq!(
-        (h.interval_ns, h.interval_source),
+        (h.interval_ns.get(), h.interval_source),
         (20 * US, IntervalSource::Asked)
     );
     assert_eq!(r.host_stacks_off, None);
@@ -216,7 +216,7 @@ fn an_older_recording_reads_its_interval_from_the_words() {
     let r = build_report(&trace, &ReportOptions::default()).expect("report");
     let h = r.host.as_ref().expect("host side");
     assert_eq!(
-        (h.interval_ns, h.interval_source),
+        (h.interval_ns.get(), h.interval_source),
         (1_000_000, IntervalSource::Asked)
     );
 }

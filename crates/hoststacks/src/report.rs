@@ -3,7 +3,7 @@
 
 use super::event;
 use super::native::DESCRIBE;
-use cufall_model::{CaptureEvent, CaptureEventKind, HostFrames, HostStacksMeta};
+use cufall_model::{CaptureEvent, CaptureEventKind, HostFrames, HostStacksMeta, Nanos};
 use std::time::Duration;
 
 /// `1ms (1000 Hz)`.
@@ -60,7 +60,7 @@ pub struct ProcessReport {
 /// What host-stack sampling did in a recording.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct HostSummary {
-    pub interval_ns: u64,
+    pub interval_ns: Nanos,
     /// What is recorded (the source's `frames_kind`).
     pub frames: String,
     /// The same, typed (the source's `frames`).
@@ -109,7 +109,7 @@ impl HostSummary {
     /// The manifest's `extra.host_stacks` at the end: how it was sampled, or why there are
     /// none, in words ([`HostSummary::manifest_meta`] says the same as values).
     pub fn manifest_text(&self) -> String {
-        let rate = rate_text(Duration::from_nanos(self.interval_ns));
+        let rate = rate_text(self.interval_ns.to_duration().unwrap_or_default());
         if let Some(why) = self.off_reason() {
             return format!("off: {why}");
         }
@@ -125,7 +125,7 @@ impl HostSummary {
     /// The manifest's `host_stacks` at the end.
     pub fn manifest_meta(&self) -> HostStacksMeta {
         HostStacksMeta {
-            interval_ns: i64::try_from(self.interval_ns).unwrap_or(i64::MAX),
+            interval_ns: self.interval_ns.get(),
             frames: self.frame_kinds,
             off_reason: self.off_reason(),
         }
@@ -175,7 +175,7 @@ impl HostSummary {
                 "host stacks: {} samples of {threads} thread(s) in {read} process(es) ({} python, {native} native) {} ({}); {} missed ({:.2} % of {asked} asked for)",
                 self.samples,
                 read - native,
-                rate_text(Duration::from_nanos(self.interval_ns)),
+                rate_text(self.interval_ns.to_duration().unwrap_or_default()),
                 self.frames,
                 self.missed,
                 100.0 * self.missed as f64 / asked.max(1) as f64

@@ -10,7 +10,7 @@ use super::intern::Interner;
 use super::procs::{Proc, ProcessTable};
 use super::report::{HostSummary, PERMISSION_FIX, ProcessReport, Unread};
 use super::source::{AttachError, ReadError, StackReader, StackSource};
-use cufall_model::{CaptureEvent, HostSample, StackFrame};
+use cufall_model::{CaptureEvent, HostSample, Nanos, StackFrame};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -178,7 +178,7 @@ impl Sampler {
         opts: Options,
     ) -> Sampler {
         let summary = HostSummary {
-            interval_ns: u64::try_from(opts.interval.as_nanos()).unwrap_or(u64::MAX),
+            interval_ns: Nanos::from_duration(opts.interval),
             frames: source.frames_kind().into(),
             frame_kinds: source.frames(),
             ..HostSummary::default()

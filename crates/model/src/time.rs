@@ -50,6 +50,11 @@ impl Nanos {
         self.0
     }
 
+    /// The count of nanoseconds as a float, for ratios and plots.
+    pub fn as_f64(self) -> f64 {
+        self.0 as f64
+    }
+
     /// The span as a `Duration`, `None` when negative.
     pub fn to_duration(self) -> Option<Duration> {
         u64::try_from(self.0).ok().map(Duration::from_nanos)
@@ -85,6 +90,31 @@ impl std::ops::Sub for Nanos {
     type Output = Nanos;
     fn sub(self, rhs: Nanos) -> Nanos {
         Nanos(self.0.saturating_sub(rhs.0))
+    }
+}
+
+impl std::ops::AddAssign for Nanos {
+    fn add_assign(&mut self, rhs: Nanos) {
+        *self = *self + rhs;
+    }
+}
+
+impl std::ops::SubAssign for Nanos {
+    fn sub_assign(&mut self, rhs: Nanos) {
+        *self = *self - rhs;
+    }
+}
+
+/// Saturating, as `+` is.
+impl std::iter::Sum for Nanos {
+    fn sum<I: Iterator<Item = Nanos>>(iter: I) -> Nanos {
+        iter.fold(Nanos::ZERO, |a, b| a + b)
+    }
+}
+
+impl<'a> std::iter::Sum<&'a Nanos> for Nanos {
+    fn sum<I: Iterator<Item = &'a Nanos>>(iter: I) -> Nanos {
+        iter.copied().sum()
     }
 }
 
@@ -230,6 +260,30 @@ mod tests {
         for &(ns, want) in table {
             assert_eq!(Nanos(ns).compact().to_string(), want, "{ns}");
         }
+    }
+
+    #[test]
+    fn arithmetic_saturates_and_sums() {
+        let mut n = Nanos(5);
+        n += Nanos(7);
+        assert_eq!(n, Nanos(12));
+        n -= Nanos(2);
+        assert_eq!(n, Nanos(10));
+        assert_eq!(Nanos(i64::MAX) + Nanos(1), Nanos(i64::MAX));
+        assert_eq!(Nanos(i64::MIN) - Nanos(1), Nanos(i64::MIN));
+        let v = [Nanos(1), Nanos(2), Nanos(i64::MAX)];
+        assert_eq!(v.iter().sum::<Nanos>(), Nanos(i64::MAX));
+        assert_eq!(v[..2].iter().copied().sum::<Nanos>(), Nanos(3));
+    }
+
+    #[test]
+    fn floats_and_durations() {
+        assert_eq!(Nanos(250).as_f64(), 250.0);
+        assert_eq!(
+            Nanos::from_duration(Duration::from_millis(3)).to_duration(),
+            Some(Duration::from_millis(3))
+        );
+        assert_eq!(Nanos(-1).to_duration(), None);
     }
 
     #[test]

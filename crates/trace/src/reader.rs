@@ -11,7 +11,7 @@ use crate::plausible::{self, Found, Implausible, RecordingSpan, Screen};
 use crate::tables::{self, SampleColumns, Table};
 use cufall_model::{
     ApiCall, CaptureEvent, DeviceId, DropReason, DropRecord, HostSample, KernelRecord, Manifest,
-    NvmlRow, NvtxRange, SampleBatch, SchemaVersion, StackFrame,
+    Nanos, NvmlRow, NvtxRange, SampleBatch, SchemaVersion, StackFrame,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -64,9 +64,9 @@ const CACHED_SEGMENTS: usize = 2;
 pub struct DeviceSummary {
     pub samples: u64,
     pub drops: u64,
-    pub dropped_ns: i64,
+    pub dropped_ns: Nanos,
     /// The part of `dropped_ns` in `paused` drops: asked for, not lost.
-    pub paused_ns: i64,
+    pub paused_ns: Nanos,
     pub nvml_rows: u64,
 }
 
@@ -1076,10 +1076,10 @@ impl Trace {
         for d in self.drops()? {
             let e = s.devices.entry(d.device).or_default();
             e.drops += 1;
-            let span = d.end_ns.saturating_sub(d.start_ns).max(0);
-            e.dropped_ns = e.dropped_ns.saturating_add(span);
+            let span = Nanos(d.end_ns.saturating_sub(d.start_ns).max(0));
+            e.dropped_ns += span;
             if d.reason == DropReason::Paused {
-                e.paused_ns = e.paused_ns.saturating_add(span);
+                e.paused_ns += span;
             }
         }
         for r in self.nvml()? {

@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly by design
 
-use cufall_trace::model::DropReason;
+use cufall_trace::model::{DropReason, Nanos};
 use cufall_trace::{Table, Trace, TraceError};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -57,7 +57,7 @@ fn a_missing_samples_segment_is_a_drop_over_its_indexed_span() {
     let s = trace.summary().unwrap();
     let gpu = &s.devices[&cufall_trace::model::DeviceId(0)];
     assert_eq!(gpu.samples, whole.samples - rows);
-    assert_eq!(gpu.dropped_ns, whole.dropped_ns + (hi - lo));
+    assert_eq!(gpu.dropped_ns, whole.dropped_ns + Nanos(hi - lo));
     let w = trace.warnings();
     let named: Vec<&String> = w.iter().filter(|w| w.contains(seg)).collect();
     assert_eq!(named.len(), 1, "{w:?}");
@@ -114,7 +114,8 @@ fn without_the_index_a_cut_samples_segment_is_a_drop_between_its_neighbours() {
         "{w:?}"
     );
     assert!(
-        trace.summary().unwrap().devices[&cufall_trace::model::DeviceId(0)].dropped_ns >= hi - lo
+        trace.summary().unwrap().devices[&cufall_trace::model::DeviceId(0)].dropped_ns
+            >= Nanos(hi - lo)
     );
 }
 

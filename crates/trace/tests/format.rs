@@ -54,7 +54,7 @@ fn every_table_round_trips() {
     assert_eq!(s.devices[&cufall_trace::model::DeviceId(1)].drops, 1);
     assert_eq!(
         s.devices[&cufall_trace::model::DeviceId(1)].dropped_ns,
-        200_000
+        cufall_trace::model::Nanos(200_000)
     );
     assert_eq!(s.kernels, 2);
     assert_eq!(s.nvtx_names.len(), 2);

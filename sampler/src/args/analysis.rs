@@ -5,6 +5,7 @@ use crate::args::duration::parse_positive_ns;
 use crate::args::number::{parse_fraction, parse_full_scale};
 use cufall_analysis::report::{DEFAULT_IDLE_BELOW, ReportOptions};
 use cufall_analysis::select::{PhaseSelect, PhaseSelectError};
+use cufall_trace::model::Nanos;
 
 /// How idle time is measured; shared by report, diff and export.
 #[derive(clap::Args, Debug, Clone, PartialEq)]
@@ -57,7 +58,7 @@ impl AnalysisArgs {
             metric: self.metric.clone(),
             full_scale: self.full_scale,
             idle_below: self.idle_below,
-            min_gap_ns: self.min_gap,
+            min_gap_ns: self.min_gap.map(Nanos),
             also_low: None,
             gap_rows: None,
             phases: self.phases.select(),

@@ -426,8 +426,8 @@ fn device_rows(
             sm_count: d.map(|d| d.sm_count),
             samples: s.samples,
             drops: s.drops,
-            dropped_ns: s.dropped_ns,
-            paused_ns: s.paused_ns,
+            dropped_ns: s.dropped_ns.get(),
+            paused_ns: s.paused_ns.get(),
             nvml_rows: s.nvml_rows,
         }
     })

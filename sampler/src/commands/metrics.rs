@@ -2,6 +2,7 @@
 //! type, unit and description, and the sub-metrics (rollups) that apply.
 
 use cufall_cupti::{Cupti, HostKind, MetricKind, ProfilerHost};
+use cufall_trace::model::Nanos;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -48,9 +49,9 @@ pub struct MetricCost {
     pub metrics: Vec<String>,
     pub bytes_per_sample: u64,
     /// The finest interval the cost model says the decoder holds without loss.
-    pub finest_lossless_ns: i64,
+    pub finest_lossless_ns: Nanos,
     /// The interval `cufall record` chooses for these metrics alone.
-    pub default_interval_ns: i64,
+    pub default_interval_ns: Nanos,
     /// CPU per GPU at the default interval, cores.
     pub cores_at_default: f64,
 }
@@ -80,8 +81,8 @@ impl MetricCost {
             "{} B/sample as {}: lossless down to {}; the default interval for it is {} ({:.2} cores)",
             self.bytes_per_sample,
             self.metrics.join(" + "),
-            crate::args::duration::interval_text(self.finest_lossless_ns),
-            crate::args::duration::interval_text(self.default_interval_ns),
+            crate::args::duration::interval_text(self.finest_lossless_ns.get()),
+            crate::args::duration::interval_text(self.default_interval_ns.get()),
             self.cores_at_default
         )
     }
@@ -514,7 +515,9 @@ mod tests {
             "{}",
             c.line()
         );
-        assert!(c.default_interval_ns <= 12_000 && c.finest_lossless_ns < c.default_interval_ns);
+        assert!(
+            c.default_interval_ns <= Nanos(12_000) && c.finest_lossless_ns < c.default_interval_ns
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@ use anyhow::{Context, Result, bail};
 use cufall_analysis::AnalysisError;
 use cufall_analysis::select::{PhaseSelect, domain_counts};
 use cufall_live::feed;
+use cufall_trace::model::Nanos;
 use cufall_trace::{Table, Trace};
 use cufall_viewer::app;
 use cufall_viewer::draw;
@@ -144,10 +145,10 @@ fn gap_mark(
             fmt_ns(g.duration_ns)
         ));
     }
-    if let Some(n) = p.no_kernel_ns.filter(|_| p.duration_ns > 0) {
+    if let Some(n) = p.no_kernel_ns.filter(|_| p.duration_ns > Nanos::ZERO) {
         text.push_str(&format!(
             ", no kernel {:.0}%",
-            100.0 * n as f64 / p.duration_ns as f64
+            100.0 * n.as_f64() / p.duration_ns.as_f64()
         ));
     }
     match &p.host_frames {
@@ -258,7 +259,7 @@ pub fn replay_text(args: &ReplayArgs) -> Result<String> {
     warn_stderr(&rec);
     let setup = args.display.setup(args.trace.display().to_string());
     let (tx, rx) = feed(rec.info.clone(), usize::MAX / 2);
-    replay::play(rec, f64::INFINITY, REPLAY_CHUNK_NS, &tx);
+    replay::play(rec, f64::INFINITY, REPLAY_CHUNK, &tx);
     let mut state = app::live_state(&rx, &setup, Mode::Replay)?;
     for ev in rx.drain(Duration::ZERO) {
         state.update(Input::Feed(ev));
@@ -292,7 +293,7 @@ pub fn run_view(args: &ViewArgs) -> Result<ExitCode> {
 
 /// Feed capacity for replays: a few seconds of 10 ms chunks for 8 GPUs.
 const REPLAY_CAPACITY: usize = 8192;
-const REPLAY_CHUNK_NS: i64 = 10_000_000;
+const REPLAY_CHUNK: Nanos = Nanos(10_000_000);
 
 pub fn run_replay(args: &ReplayArgs) -> Result<ExitCode> {
     run_replay_titled(args, None)
@@ -321,7 +322,7 @@ pub fn run_replay_titled(args: &ReplayArgs, title: Option<String>) -> Result<Exi
     let speed = args.speed;
     let producer = std::thread::Builder::new()
         .name("cufall-replay".into())
-        .spawn(move || replay::play(rec, speed, REPLAY_CHUNK_NS, &tx))
+        .spawn(move || replay::play(rec, speed, REPLAY_CHUNK, &tx))
         .context("could not start the replay thread")?;
     let mut state = app::live_state(&rx, &setup, Mode::Replay)?;
     state.pending_gaps = Some(gaps_in_background(

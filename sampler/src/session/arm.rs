@@ -12,8 +12,8 @@ use crate::sizing;
 use cufall_cupti::metric::{Catalogue, MetricName};
 use cufall_cupti::{Cupti, CuptiError, HostKind, ProfilerHost};
 use cufall_live::FeedInfo;
-use cufall_trace::model::nanos;
 use cufall_trace::model::{DeviceId, DeviceInfo, HeatmapSpec, Manifest, MetricInfo, SamplingInfo};
+use cufall_trace::model::{Nanos, nanos};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -121,7 +121,7 @@ pub fn prepare(cfg: &SessionConfig) -> Result<Prepared, SessionError> {
         interval_ns: cost.as_ref().map_or(
             cfg.interval_ns()
                 .unwrap_or(crate::cost::NO_COUNTERS_INTERVAL_NS),
-            |c| c.interval_ns,
+            |c| c.interval_ns.get(),
         ),
         counters_unavailable,
         nvml_unavailable,
@@ -445,13 +445,15 @@ fn arm_counters(
         .map(|c| c.bytes_per_sample.as_ref().copied())
         .collect();
     let asked = asked.map(|v| v.into_iter().max().unwrap_or(1));
-    let (interval_ns, choice) = model.choose_interval(cfg.interval_ns(), asked, n, cfg.core_budget);
+    let (interval, choice) =
+        model.choose_interval(cfg.interval_ns().map(Nanos), asked, n, cfg.core_budget);
+    let interval_ns = interval.get();
     // Until the devices report their own, the bytes asked before arming (or the pair's).
     let bytes = asked.unwrap_or(crate::cost::FALLBACK_BYTES_PER_SAMPLE);
-    let prediction = model.predict(bytes, n, interval_ns);
+    let prediction = model.predict(bytes, n, interval);
     let hw_buffer_bytes = cfg
         .hw_buffer_bytes
-        .unwrap_or_else(|| crate::cost::hw_buffer_bytes(bytes, interval_ns));
+        .unwrap_or_else(|| crate::cost::hw_buffer_bytes(bytes, interval));
     let plan = sizing::plan_with(interval_ns, timing);
     let eval_threads = cfg
         .eval_threads
@@ -510,7 +512,7 @@ fn arm_counters(
     extra.insert("counter_bytes_per_sample".into(), bytes.to_string());
     let cost = Cost {
         devices: selected.len(),
-        interval_ns,
+        interval_ns: interval,
         metrics: n,
         image_bytes: image_bytes as u64,
         samples_per_image: spi,
@@ -518,7 +520,7 @@ fn arm_counters(
         max_images: plan.max_images,
         hw_buffer_bytes: hw_buffer_bytes as u64,
         eval_threads,
-        prediction: model.predict(bytes, n, interval_ns),
+        prediction: model.predict(bytes, n, interval),
         finest_lossless_ns: model.finest_lossless_ns(bytes, n),
         choice,
     };

@@ -3,12 +3,13 @@
 
 use crate::cost::IntervalChoice;
 use crate::sizing;
+use cufall_trace::model::Nanos;
 use serde::Serialize;
 
 /// The cost model's prediction for a recording, as `--stats-json` writes it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PredictedCost {
-    pub interval_ns: i64,
+    pub interval_ns: Nanos,
     pub bytes_per_sample: u64,
     pub decode_busy: f64,
     pub eval_cores: f64,
@@ -16,7 +17,7 @@ pub struct PredictedCost {
     pub cores: f64,
     pub lossless: bool,
     pub loss_fraction: f64,
-    pub finest_lossless_ns: i64,
+    pub finest_lossless_ns: Nanos,
     /// Whether the cost model chose the interval (no `--interval`).
     pub interval_chosen: bool,
 }
@@ -25,7 +26,7 @@ pub struct PredictedCost {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cost {
     pub devices: usize,
-    pub interval_ns: i64,
+    pub interval_ns: Nanos,
     pub metrics: usize,
     /// One counter-data image.
     pub image_bytes: u64,
@@ -38,7 +39,7 @@ pub struct Cost {
     /// What the cost model says of this rate (bytes per sample, decoder load, cores).
     pub prediction: crate::cost::Prediction,
     /// The finest interval the model says the decoder holds for these metrics.
-    pub finest_lossless_ns: i64,
+    pub finest_lossless_ns: Nanos,
     /// How the interval was chosen.
     pub choice: IntervalChoice,
 }
@@ -59,7 +60,7 @@ impl Cost {
     pub fn describe(&self) -> String {
         let per = self.image_bytes * self.initial_images as u64;
         let bytes = self.prediction.bytes_per_sample;
-        let finest = crate::args::duration::interval_text(self.finest_lossless_ns);
+        let finest = crate::args::duration::interval_text(self.finest_lossless_ns.get());
         let why = match &self.choice {
             IntervalChoice::Model {
                 budget_met: true,
@@ -89,7 +90,7 @@ the GPUs were armed ({why}); they are {bytes}, lossless down to {finest})"
 busy) and {} of counter-data images per GPU ({} images of {} up front, up to {} on demand; plus a \
 {} hardware buffer), {} evaluation threads per GPU",
             self.devices,
-            crate::args::duration::interval_text(self.interval_ns),
+            crate::args::duration::interval_text(self.interval_ns.get()),
             self.metrics,
             self.prediction.cores(),
             self.prediction.decode_busy * 100.0,
@@ -129,12 +130,12 @@ busy) and {} of counter-data images per GPU ({} images of {} up front, up to {} 
 sample (it keeps up to {:.0} %): expect up to {:.0} % of samples lost, each hole recorded as a \
 drop; {} or longer loses none (or choose cheaper metrics: `cufall metrics` gives each one's bytes \
 per sample)",
-                crate::args::duration::interval_text(self.interval_ns),
+                crate::args::duration::interval_text(self.interval_ns.get()),
                 p.decode_busy * 100.0,
                 p.bytes_per_sample,
                 crate::cost::DECODE_BUSY_MAX * 100.0,
                 (p.loss_fraction() * 100.0).ceil(),
-                crate::args::duration::interval_text(self.finest_lossless_ns)
+                crate::args::duration::interval_text(self.finest_lossless_ns.get())
             )
         })
     }
@@ -146,7 +147,7 @@ mod tests {
 
     fn cost_at(bytes: u64, metrics: usize, interval_ns: Option<i64>) -> Cost {
         let model = crate::cost::CostModel::H200;
-        let iv = interval_ns.unwrap_or_else(|| {
+        let iv = interval_ns.map(Nanos).unwrap_or_else(|| {
             model
                 .default_interval(bytes, metrics, crate::cost::CORE_BUDGET)
                 .0

@@ -18,7 +18,7 @@ use crate::phases::{self, Phases, slots_of};
 use crate::samples::{self, Activity, FullScaleSource, SegAgg};
 use crate::select::{self, PhaseSelect};
 use cufall_trace::Trace;
-use cufall_trace::model::{DeviceId, DropRecord, KernelRecord, NvtxRange};
+use cufall_trace::model::{DeviceId, DropRecord, KernelRecord, Nanos, NvtxRange};
 use std::collections::BTreeMap;
 
 /// Chooses the activity value and threshold for a trace; `None` for a recording without GPU
@@ -145,11 +145,12 @@ pub fn build_report_with(
 
 /// The shortest idle stretch that is a gap: `--min-gap`, or a few sampling intervals.
 fn min_gap_ns(opts: &ReportOptions, interval_ns: i64) -> Result<i64> {
-    if let Some(g) = opts.min_gap_ns.filter(|g| *g <= 0) {
+    if let Some(g) = opts.min_gap_ns.map(Nanos::get).filter(|g| *g <= 0) {
         return Err(AnalysisError::MinGapNotPositive(g));
     }
     Ok(opts
         .min_gap_ns
+        .map(Nanos::get)
         .unwrap_or(DEFAULT_GAP_INTERVALS.saturating_mul(interval_ns))
         .max(1))
 }
@@ -291,8 +292,8 @@ pub(crate) fn build_report_checked(
                 phases: &phases,
                 activity,
                 metrics: &metrics,
-                min_gap_ns,
-                hole_ns,
+                min_gap_ns: Nanos(min_gap_ns),
+                hole_ns: Nanos(hole_ns),
                 samples_per_window: opts.window_samples,
             },
             &mut cells,
@@ -306,7 +307,7 @@ pub(crate) fn build_report_checked(
     let (kernel_fold, coverage, kernel_pids, events) =
         fold_kernels(trace, &phases, &cells, opts.kernel_rows != Some(0), &nvtx)?;
     let host = HostCoverage::build(&api);
-    let merged = gaps::merge_fragments(fragments, &drops, min_gap_ns, hole_ns);
+    let merged = gaps::merge_fragments(fragments, &drops, Nanos(min_gap_ns), Nanos(hole_ns));
 
     let devices = devices_of(m, &cells);
 
@@ -346,12 +347,12 @@ pub(crate) fn build_report_checked(
         trace: trace.path().display().to_string(),
         gpus: gpu_infos(m, &devices),
         metrics,
-        interval_ns,
+        interval_ns: Nanos(interval_ns),
         start_ns,
         end_ns,
         idle_threshold: activity.as_ref().map(Activity::threshold),
         activity,
-        min_gap_ns,
+        min_gap_ns: Nanos(min_gap_ns),
         nvtx_captured: !nvtx.is_empty(),
         phase_domains,
         capture,
@@ -380,7 +381,7 @@ fn slot_times(phases: &[PhaseReport], whole_run: &PhaseReport) -> Vec<i64> {
     phases
         .iter()
         .chain([whole_run])
-        .map(|p| p.total_ns)
+        .map(|p| p.total_ns.get())
         .collect()
 }
 
@@ -515,14 +516,14 @@ fn drop_summary(drops: &[DropRecord]) -> Vec<DeviceDrops> {
         });
         let ns = (d.end_ns - d.start_ns).max(0);
         e.count += 1;
-        e.dropped_ns += ns;
+        e.dropped_ns += Nanos(ns);
         e.lost_samples += d.lost_samples.unwrap_or(0);
         let r = e
             .by_reason
             .entry(d.reason.as_str().to_string())
             .or_default();
         r.count += 1;
-        r.dropped_ns += ns;
+        r.dropped_ns += Nanos(ns);
     }
     by.into_values().collect()
 }

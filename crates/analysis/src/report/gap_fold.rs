@@ -5,7 +5,7 @@ use super::types::{GapGroup, GapPiece, GapRow, GapTotals, PlaceKind};
 use crate::gaps::Gap;
 use crate::host::{self, HostFold};
 use crate::phases::{Phases, Place, SegPhases, slot_paths, slots_of};
-use cufall_trace::model::DeviceId;
+use cufall_trace::model::{DeviceId, Nanos};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::sync::Arc;
@@ -181,10 +181,10 @@ impl<'a> GapFold<'a> {
             pieces.push(GapPiece {
                 start_ns: piece.start_ns,
                 end_ns: piece.end_ns,
-                duration_ns: piece.duration_ns(),
+                duration_ns: Nanos(piece.duration_ns()),
                 place: place.label.clone(),
-                no_kernel_ns: piece.no_kernel_ns(),
-                kernel_resident_ns: piece.kernel_resident_ns,
+                no_kernel_ns: piece.no_kernel_ns().map(Nanos),
+                kernel_resident_ns: piece.kernel_resident_ns.map(Nanos),
                 host: piece.host,
                 host_frames,
             });
@@ -213,11 +213,11 @@ impl<'a> GapFold<'a> {
             device: g.device,
             start_ns: g.start_ns,
             end_ns: g.end_ns,
-            offset_ns: g.start_ns.saturating_sub(self.start_ns),
-            duration_ns: g.duration_ns(),
+            offset_ns: Nanos(g.start_ns) - Nanos(self.start_ns),
+            duration_ns: Nanos(g.duration_ns()),
             place,
-            no_kernel_ns: kernel_resident_ns.map(|k| g.duration_ns().saturating_sub(k)),
-            kernel_resident_ns,
+            no_kernel_ns: kernel_resident_ns.map(|k| Nanos(g.duration_ns()) - Nanos(k)),
+            kernel_resident_ns: kernel_resident_ns.map(Nanos),
             host: g.host(),
             host_frames,
             pieces,
@@ -245,8 +245,8 @@ impl<'a> GapFold<'a> {
                     kind,
                     before,
                     after,
-                    mean_ns: f.totals.total_ns / f.totals.count.max(1) as i64,
-                    max_ns: f.max_ns,
+                    mean_ns: Nanos(f.totals.total_ns.get() / f.totals.count.max(1) as i64),
+                    max_ns: Nanos(f.max_ns),
                     totals: f.totals,
                     devices,
                 }

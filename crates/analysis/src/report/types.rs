@@ -6,7 +6,7 @@ use crate::host::HostReport;
 use crate::kernels::KernelTable;
 use crate::samples::{self, Activity};
 use crate::select::{DomainCount, PhaseSelect};
-use cufall_trace::model::DeviceId;
+use cufall_trace::model::{DeviceId, Nanos};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,7 +23,7 @@ pub struct ReportOptions {
     pub idle_below: f64,
     /// Shortest idle interval reported as a gap; default: [`DEFAULT_GAP_INTERVALS`] sampling
     /// intervals.
-    pub min_gap_ns: Option<i64>,
+    pub min_gap_ns: Option<Nanos>,
     /// Other metrics that must also be low for a sample to be idle. `None`: every other
     /// recorded percentage metric when `metric` is not given, none when it is.
     pub also_low: Option<Vec<String>>,
@@ -81,10 +81,10 @@ pub struct Stat {
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct GapTotals {
     pub count: u64,
-    pub total_ns: i64,
+    pub total_ns: Nanos,
     /// `None` where kernels were not captured.
-    pub no_kernel_ns: Option<i64>,
-    pub kernel_resident_ns: Option<i64>,
+    pub no_kernel_ns: Option<Nanos>,
+    pub kernel_resident_ns: Option<Nanos>,
     /// Gap time the host spent in CUDA calls; `None` where they were not captured.
     pub host: Option<HostTime>,
 }
@@ -94,12 +94,10 @@ impl GapTotals {
     /// continues the one the previous part counted).
     pub(super) fn add(&mut self, p: &GapPart, new_gap: bool) {
         self.count += u64::from(new_gap);
-        self.total_ns = self.total_ns.saturating_add(p.duration_ns());
+        self.total_ns += Nanos(p.duration_ns());
         if let Some(k) = p.kernel_resident_ns {
-            let resident = self.kernel_resident_ns.get_or_insert(0);
-            *resident = resident.saturating_add(k);
-            let none = self.no_kernel_ns.get_or_insert(0);
-            *none = none.saturating_add(p.duration_ns().saturating_sub(k));
+            *self.kernel_resident_ns.get_or_insert(Nanos::ZERO) += Nanos(k);
+            *self.no_kernel_ns.get_or_insert(Nanos::ZERO) += Nanos(p.duration_ns()) - Nanos(k);
         }
         if let Some(h) = &p.host {
             self.host.get_or_insert_with(HostTime::default).add(h);
@@ -108,17 +106,15 @@ impl GapTotals {
 
     pub(super) fn merge(&mut self, o: &GapTotals) {
         self.count += o.count;
-        self.total_ns = self.total_ns.saturating_add(o.total_ns);
+        self.total_ns += o.total_ns;
         if let Some(h) = &o.host {
             self.host.get_or_insert_with(HostTime::default).add(h);
         }
         if let Some(k) = o.kernel_resident_ns {
-            let resident = self.kernel_resident_ns.get_or_insert(0);
-            *resident = resident.saturating_add(k);
+            *self.kernel_resident_ns.get_or_insert(Nanos::ZERO) += k;
         }
         if let Some(k) = o.no_kernel_ns {
-            let none = self.no_kernel_ns.get_or_insert(0);
-            *none = none.saturating_add(k);
+            *self.no_kernel_ns.get_or_insert(Nanos::ZERO) += k;
         }
     }
 }
@@ -130,16 +126,16 @@ pub struct PhaseDevice {
     pub samples: u64,
     /// Time covered by samples whose idle test could be made (drops and unknown samples
     /// excluded).
-    pub sampled_ns: i64,
+    pub sampled_ns: Nanos,
     /// Sampled time with the activity value under the idle threshold.
-    pub idle_ns: i64,
+    pub idle_ns: Nanos,
     /// Time of samples lacking a value the idle test needs (null in the trace): neither idle
     /// nor busy, not in `sampled_ns`.
-    pub unknown_ns: i64,
+    pub unknown_ns: Nanos,
     /// `idle_ns / sampled_ns`; `None` without samples whose idle test could be made.
     pub idle_fraction: Option<f64>,
     /// Time of the phase without samples (drops): never counted as idle.
-    pub dropped_ns: i64,
+    pub dropped_ns: Nanos,
     pub activity: Stat,
     pub metrics: Vec<Stat>,
     /// NVML means over the phase (`None` without NVML readings in it).
@@ -163,9 +159,9 @@ pub struct PhaseReport {
     /// Number of ranges.
     pub count: u64,
     /// Summed range durations (host-side NVTX times).
-    pub total_ns: i64,
-    pub p50_ns: i64,
-    pub p99_ns: i64,
+    pub total_ns: Nanos,
+    pub p50_ns: Nanos,
+    pub p99_ns: Nanos,
     pub devices: Vec<PhaseDevice>,
     /// Idle time over sampled time, all devices together.
     pub idle_fraction: Option<f64>,
@@ -187,7 +183,10 @@ pub enum Verdict {
     /// Idle less than [`BUSY_BELOW`] of the time.
     Busy { idle_fraction: f64 },
     /// Idle, but only in stretches shorter than the minimum gap: stalls between or in kernels.
-    ShortStalls { idle_fraction: f64, min_gap_ns: i64 },
+    ShortStalls {
+        idle_fraction: f64,
+        min_gap_ns: Nanos,
+    },
     /// Idle in gaps, but kernels were not captured, so their cause cannot be told.
     CauseUnknown { idle_fraction: f64 },
     /// No kernel resident during at least [`HOST_BOUND_FROM`] of the gap time; with the CUDA
@@ -232,13 +231,13 @@ pub enum Note {
     /// No kernel activity: gaps are not split by cause.
     NoKernels,
     /// Drops: excluded from idle time and gaps.
-    Drops { count: u64, dropped_ns: i64 },
+    Drops { count: u64, dropped_ns: Nanos },
     /// The phases of several processes overlap in time (`overlap_ns` in all): there a gap
     /// piece has one place (the deepest, latest-starting range), the others' left out; it still
     /// counts in the gap time of every phase covering it.
     OverlappingProcesses {
         processes: Vec<u32>,
-        overlap_ns: i64,
+        overlap_ns: Nanos,
     },
     /// The activity metric is a bare counter (cycles, bytes) recorded without its percentage of
     /// peak (`--raw`, or a recording made before cufall recorded one): its values are counts,
@@ -251,7 +250,7 @@ pub enum Note {
     /// excluded from idle time and gaps. `metrics` are those the idle test reads.
     UnknownValues {
         samples: u64,
-        unknown_ns: i64,
+        unknown_ns: Nanos,
         metrics: Vec<String>,
     },
 }
@@ -280,8 +279,8 @@ pub struct GapGroup {
     pub before: Option<String>,
     pub after: Option<String>,
     pub totals: GapTotals,
-    pub mean_ns: i64,
-    pub max_ns: i64,
+    pub mean_ns: Nanos,
+    pub max_ns: Nanos,
     pub devices: Vec<DeviceId>,
 }
 
@@ -292,13 +291,13 @@ pub struct GapRow {
     pub start_ns: i64,
     pub end_ns: i64,
     /// Start relative to the first sample of the trace.
-    pub offset_ns: i64,
-    pub duration_ns: i64,
+    pub offset_ns: Nanos,
+    pub duration_ns: Nanos,
     /// The places it crosses, in time order, as [`GapGroup::place`] spells them, joined by
     /// ` + ` (one place: shared with the other gaps of that place).
     pub place: Arc<str>,
-    pub no_kernel_ns: Option<i64>,
-    pub kernel_resident_ns: Option<i64>,
+    pub no_kernel_ns: Option<Nanos>,
+    pub kernel_resident_ns: Option<Nanos>,
     /// Gap time the host spent in CUDA calls (`--capture api`).
     pub host: Option<HostTime>,
     /// Where the host's stacks were during the stretch, for the launching thread of its
@@ -315,11 +314,11 @@ pub struct GapRow {
 pub struct GapPiece {
     pub start_ns: i64,
     pub end_ns: i64,
-    pub duration_ns: i64,
+    pub duration_ns: Nanos,
     /// As [`GapGroup::place`] spells it.
     pub place: Arc<str>,
-    pub no_kernel_ns: Option<i64>,
-    pub kernel_resident_ns: Option<i64>,
+    pub no_kernel_ns: Option<Nanos>,
+    pub kernel_resident_ns: Option<Nanos>,
     pub host: Option<HostTime>,
     /// Where the host's stacks were during the piece (absent without host samples in it).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -331,7 +330,7 @@ pub struct GapPiece {
 pub struct DeviceDrops {
     pub device: DeviceId,
     pub count: u64,
-    pub dropped_ns: i64,
+    pub dropped_ns: Nanos,
     pub lost_samples: u64,
     /// Drops and their time, by reason.
     pub by_reason: BTreeMap<String, ReasonTotals>,
@@ -341,7 +340,7 @@ pub struct DeviceDrops {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ReasonTotals {
     pub count: u64,
-    pub dropped_ns: i64,
+    pub dropped_ns: Nanos,
 }
 
 /// Which NVTX domains made the phases, and which were left out.
@@ -382,14 +381,14 @@ pub struct Report {
     pub trace: String,
     pub gpus: Vec<GpuInfo>,
     pub metrics: Vec<String>,
-    pub interval_ns: i64,
+    pub interval_ns: Nanos,
     /// First sample start and last sample end.
     pub start_ns: i64,
     pub end_ns: i64,
     /// `None` when the recording has no GPU counters (NVML only).
     pub activity: Option<Activity>,
     pub idle_threshold: Option<f64>,
-    pub min_gap_ns: i64,
+    pub min_gap_ns: Nanos,
     /// The trace has NVTX ranges (of any domain).
     pub nvtx_captured: bool,
     /// The NVTX domains of the trace: which made the phases.

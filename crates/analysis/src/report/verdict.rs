@@ -8,7 +8,7 @@ use super::types::{
 use crate::phases::{self, Phases};
 use crate::samples::{Activity, SegAgg};
 use crate::select::PhaseSelect;
-use cufall_trace::model::{DeviceId, DropRecord};
+use cufall_trace::model::{DeviceId, DropRecord, Nanos};
 use std::collections::BTreeMap;
 
 pub(super) struct Ctx<'a> {
@@ -78,8 +78,8 @@ impl Ctx<'_> {
             let activity = stat(self.metrics.len(), &label);
             let mut gaps = GapTotals::default();
             if self.kernels_captured {
-                gaps.no_kernel_ns = Some(0);
-                gaps.kernel_resident_ns = Some(0);
+                gaps.no_kernel_ns = Some(Nanos::ZERO);
+                gaps.kernel_resident_ns = Some(Nanos::ZERO);
             }
             if let Some(t) = self.gaps.get(d).and_then(|t| t.get(slot)) {
                 gaps.merge(t);
@@ -90,12 +90,12 @@ impl Ctx<'_> {
             devs.push(PhaseDevice {
                 device: *d,
                 samples: n,
-                sampled_ns: agg.sampled_ns,
-                idle_ns: agg.idle_ns,
-                unknown_ns: agg.unknown_ns,
+                sampled_ns: Nanos(agg.sampled_ns),
+                idle_ns: Nanos(agg.idle_ns),
+                unknown_ns: Nanos(agg.unknown_ns),
                 idle_fraction: (agg.sampled_ns > 0)
                     .then(|| agg.idle_ns as f64 / agg.sampled_ns as f64),
-                dropped_ns: dropped,
+                dropped_ns: Nanos(dropped),
                 activity,
                 metrics,
                 power_w: nv.and_then(|n| mean(n.power)),
@@ -106,15 +106,15 @@ impl Ctx<'_> {
             });
         }
         let idle_fraction = (sampled_all > 0).then(|| idle_all as f64 / sampled_all as f64);
-        let all_unknown = sampled_all == 0 && devs.iter().any(|d| d.unknown_ns > 0);
+        let all_unknown = sampled_all == 0 && devs.iter().any(|d| d.unknown_ns > Nanos::ZERO);
         PhaseReport {
             path: path.to_string(),
             name: name.to_string(),
             depth,
             count: durations.len() as u64,
-            total_ns: durations.iter().sum(),
-            p50_ns: phases::percentile(durations, 0.5),
-            p99_ns: phases::percentile(durations, 0.99),
+            total_ns: Nanos(durations.iter().sum()),
+            p50_ns: Nanos(phases::percentile(durations, 0.5)),
+            p99_ns: Nanos(phases::percentile(durations, 0.99)),
             devices: devs,
             idle_fraction,
             verdict: if self.activity.is_none() {
@@ -126,7 +126,7 @@ impl Ctx<'_> {
                     idle_fraction,
                     &gaps_all,
                     self.kernels_captured,
-                    self.min_gap_ns,
+                    Nanos(self.min_gap_ns),
                 )
             },
         }
@@ -134,14 +134,14 @@ impl Ctx<'_> {
 }
 
 /// The verdict of a phase from its idle fraction and gap totals.
-fn verdict(idle: Option<f64>, gaps: &GapTotals, kernels: bool, min_gap_ns: i64) -> Verdict {
+fn verdict(idle: Option<f64>, gaps: &GapTotals, kernels: bool, min_gap_ns: Nanos) -> Verdict {
     let Some(idle_fraction) = idle else {
         return Verdict::NoSamples;
     };
     if idle_fraction < BUSY_BELOW {
         return Verdict::Busy { idle_fraction };
     }
-    if gaps.total_ns == 0 {
+    if gaps.total_ns == Nanos::ZERO {
         return Verdict::ShortStalls {
             idle_fraction,
             min_gap_ns,
@@ -150,13 +150,15 @@ fn verdict(idle: Option<f64>, gaps: &GapTotals, kernels: bool, min_gap_ns: i64) 
     if !kernels {
         return Verdict::CauseUnknown { idle_fraction };
     }
-    let total = gaps.total_ns as f64;
-    let no_kernel_fraction = gaps.no_kernel_ns.unwrap_or(0) as f64 / total;
+    let total = gaps.total_ns.as_f64();
+    let no_kernel_fraction = gaps.no_kernel_ns.unwrap_or(Nanos::ZERO).as_f64() / total;
     if no_kernel_fraction >= HOST_BOUND_FROM {
         let host = gaps.host.map(|h| HostShares {
-            in_sync: h.in_sync_ns as f64 / total,
-            in_launch: h.in_launch_ns as f64 / total,
-            outside_cuda: (gaps.total_ns - h.in_sync_ns - h.in_launch_ns).max(0) as f64 / total,
+            in_sync: h.in_sync_ns.as_f64() / total,
+            in_launch: h.in_launch_ns.as_f64() / total,
+            outside_cuda: (gaps.total_ns.get() - h.in_sync_ns.get() - h.in_launch_ns.get()).max(0)
+                as f64
+                / total,
         });
         Verdict::HostBound {
             idle_fraction,
@@ -233,7 +235,10 @@ fn notes(
     if !drops.is_empty() {
         notes.push(Note::Drops {
             count: drops.len() as u64,
-            dropped_ns: drops.iter().map(|d| (d.end_ns - d.start_ns).max(0)).sum(),
+            dropped_ns: drops
+                .iter()
+                .map(|d| Nanos((d.end_ns - d.start_ns).max(0)))
+                .sum(),
         });
     }
     notes
@@ -269,7 +274,7 @@ fn unknown_values(
     let a = activity.filter(|_| unknown > 0)?;
     Some(Note::UnknownValues {
         samples: unknown,
-        unknown_ns,
+        unknown_ns: Nanos(unknown_ns),
         metrics: std::iter::once(&a.metric)
             .chain(&a.denominator)
             .chain(&a.also_low)
@@ -282,6 +287,6 @@ fn unknown_values(
 fn overlap_note(overlap: Option<(i64, Vec<u32>)>) -> Option<Note> {
     overlap.map(|(overlap_ns, processes)| Note::OverlappingProcesses {
         processes,
-        overlap_ns,
+        overlap_ns: Nanos(overlap_ns),
     })
 }

@@ -5,11 +5,12 @@ use cufall_analysis::report::Report;
 use cufall_analysis::{ReportOptions, build_report};
 use cufall_testkit::fixture::{Fixture, US};
 use cufall_trace::Trace;
+use cufall_trace::model::Nanos;
 
 /// Gaps from 50 µs, the minimum gap the fixture's timeline is written for.
 pub fn opts() -> ReportOptions {
     ReportOptions {
-        min_gap_ns: Some(50 * US),
+        min_gap_ns: Some(Nanos(50 * US)),
         ..Default::default()
     }
 }

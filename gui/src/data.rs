@@ -85,7 +85,7 @@ impl LoadedTrace {
                     .unwrap_or(0)
                     .max(1)
             },
-            |c| c.interval_ns,
+            |c| c.interval_ns.0,
         );
         let mut warnings = trace.warnings();
         warnings.extend(checked.into_iter().flat_map(|c| c.warnings));

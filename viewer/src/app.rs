@@ -7,6 +7,7 @@ use crate::replay::Recording;
 use crate::state::{HeatmapState, Mode, ViewOptions};
 use crate::store::{self, Heatmap, HeatmapOverrides, NvmlField, Retention, Store};
 use cufall_live::{FeedInfo, LiveReceiver};
+use cufall_trace::model::Nanos;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -57,8 +58,8 @@ pub fn store_for(
     if heatmaps.is_empty() && info.metrics.is_empty() {
         // No GPU counters (NVML-only recording, or counters out of reach): show what NVML saw,
         // binned no finer than NVML's interval so that every bin holds a reading.
-        let nvml_ns = if info.nvml_interval_ns > 0 {
-            info.nvml_interval_ns
+        let nvml_ns = if info.nvml_interval_ns.0 > 0 {
+            info.nvml_interval_ns.0
         } else {
             NVML_DEFAULT_INTERVAL_NS
         };
@@ -67,7 +68,7 @@ pub fn store_for(
             info,
             heatmaps,
             retention,
-            base_ns.max(store::base_bin_ns(nvml_ns)),
+            base_ns.max(store::base_bin_ns(Nanos(nvml_ns))),
         ));
     }
     Ok(Store::new(info, heatmaps, retention, base_ns))

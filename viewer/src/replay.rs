@@ -36,8 +36,8 @@ impl Recording {
                 .map(|s| s.metrics.clone())
                 .unwrap_or_default(),
             heatmaps: m.heatmaps.clone(),
-            interval_ns: m.sampling.as_ref().map_or(10_000, |s| s.interval_ns),
-            nvml_interval_ns: m.nvml_interval_ns.unwrap_or(0),
+            interval_ns: Nanos(m.sampling.as_ref().map_or(10_000, |s| s.interval_ns)),
+            nvml_interval_ns: Nanos(m.nvml_interval_ns.unwrap_or(0)),
             counters_unavailable: m.counters_unavailable.clone(),
         };
         let mut drops = trace.drops()?;
@@ -296,8 +296,8 @@ mod tests {
                 devices: Vec::new(),
                 metrics: Vec::new(),
                 heatmaps: Vec::new(),
-                interval_ns: 1_000_000,
-                nvml_interval_ns: 0,
+                interval_ns: Nanos(1_000_000),
+                nvml_interval_ns: Nanos(0),
                 counters_unavailable: None,
             },
             batches: vec![b],

@@ -6,7 +6,7 @@
 use crate::bucket::{Pyramid, Summary};
 use cufall_live::{FeedInfo, LiveEvent};
 use cufall_trace::model::{
-    DeviceId, DeviceInfo, DropRecord, HeatmapSpec, MetricInfo, NvmlRow, NvtxRange,
+    DeviceId, DeviceInfo, DropRecord, HeatmapSpec, MetricInfo, Nanos, NvmlRow, NvtxRange,
 };
 use std::collections::VecDeque;
 
@@ -341,8 +341,8 @@ const MIN_INTERVAL_NS: i64 = 1_000;
 
 /// The level-0 bin width for an interval: the next power of two above it, so that every base
 /// bin of an uninterrupted recording holds at least one sample.
-pub fn base_bin_ns(interval_ns: i64) -> i64 {
-    let i = interval_ns.clamp(MIN_INTERVAL_NS, 1 << 40) as u64;
+pub fn base_bin_ns(interval: Nanos) -> i64 {
+    let i = interval.0.clamp(MIN_INTERVAL_NS, 1 << 40) as u64;
     (i + 1).next_power_of_two() as i64
 }
 
@@ -360,7 +360,7 @@ impl Store {
             heatmaps,
             nvtx: VecDeque::new(),
             messages: VecDeque::new(),
-            interval_ns: info.interval_ns,
+            interval_ns: info.interval_ns.0,
             base_ns,
             retention,
             counters_unavailable: info.counters_unavailable.clone(),
@@ -370,7 +370,7 @@ impl Store {
             kernels: 0,
             discarded: 0,
             nvtx_filter: None,
-            nvml_weight_ns: info.nvml_interval_ns.max(1),
+            nvml_weight_ns: info.nvml_interval_ns.0.max(1),
             scratch: Vec::new(),
         };
         for d in &info.devices {
@@ -616,8 +616,8 @@ mod tests {
             devices: Vec::new(),
             metrics: Vec::new(),
             heatmaps: Vec::new(),
-            interval_ns: 10_000,
-            nvml_interval_ns: 0,
+            interval_ns: Nanos(10_000),
+            nvml_interval_ns: Nanos(0),
             counters_unavailable: None,
         };
         let range = |name: &str, domain: &str| NvtxRange {

@@ -3,6 +3,7 @@
 //! a warning naming the field and the value, and the analysis takes what the samples show.
 
 use crate::error::Result;
+use cufall_trace::model::Nanos;
 use cufall_trace::{Trace, TraceError};
 
 /// How many sample lengths the interval is measured from (the first segments' samples).
@@ -16,7 +17,7 @@ const INTERVAL_FACTOR: i64 = 4;
 pub struct Checked {
     /// The sampling interval: the manifest's, or the samples' typical length (the mean of the middle half of their lengths) where the manifest's
     /// is not a sampling interval of these samples; 1 ns without either.
-    pub interval_ns: i64,
+    pub interval_ns: Nanos,
     /// One line per absurd value: the field, the value, and what is used instead.
     pub warnings: Vec<String>,
 }
@@ -89,7 +90,7 @@ pub fn check(trace: &Trace) -> Result<Checked> {
         ));
     }
     Ok(Checked {
-        interval_ns,
+        interval_ns: Nanos(interval_ns),
         warnings,
     })
 }

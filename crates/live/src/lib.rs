@@ -14,7 +14,8 @@
 #![cfg_attr(not(test), warn(clippy::cast_possible_truncation))]
 
 use cufall_model::{
-    DeviceInfo, DropRecord, HeatmapSpec, KernelRecord, MetricInfo, NvmlRow, NvtxRange, SampleBatch,
+    DeviceInfo, DropRecord, HeatmapSpec, KernelRecord, MetricInfo, Nanos, NvmlRow, NvtxRange,
+    SampleBatch,
 };
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -28,9 +29,10 @@ pub struct FeedInfo {
     /// Metrics of every [`SampleBatch`], in column order; empty when counters are unavailable.
     pub metrics: Vec<MetricInfo>,
     pub heatmaps: Vec<HeatmapSpec>,
-    pub interval_ns: i64,
+    /// The sampling interval.
+    pub interval_ns: Nanos,
     /// How often NVML is read (0 when unknown or not read).
-    pub nvml_interval_ns: i64,
+    pub nvml_interval_ns: Nanos,
     /// Why GPU counters are missing, if they are (the view shows this as a banner).
     pub counters_unavailable: Option<String>,
 }
@@ -155,8 +157,8 @@ mod tests {
             devices: Vec::new(),
             metrics: Vec::new(),
             heatmaps: Vec::new(),
-            interval_ns: 10_000,
-            nvml_interval_ns: 10_000_000,
+            interval_ns: Nanos(10_000),
+            nvml_interval_ns: Nanos(10_000_000),
             counters_unavailable: None,
         }
     }

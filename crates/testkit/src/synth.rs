@@ -4,8 +4,8 @@
 
 use cufall_live::FeedInfo;
 use cufall_trace::model::{
-    DeviceId, DeviceInfo, DropReason, DropRecord, HeatmapSpec, MetricInfo, NvmlRow, NvtxRange,
-    RangeKind, SampleBatch,
+    DeviceId, DeviceInfo, DropReason, DropRecord, HeatmapSpec, MetricInfo, Nanos, NvmlRow,
+    NvtxRange, RangeKind, SampleBatch,
 };
 
 pub const TENSOR_AVG: &str = "sm__pipe_tensor_cycles_active.avg";
@@ -76,8 +76,8 @@ pub fn info(gpus: u32, interval_ns: i64) -> FeedInfo {
                 full_scale: None,
             },
         ],
-        interval_ns,
-        nvml_interval_ns: 10_000_000,
+        interval_ns: Nanos(interval_ns),
+        nvml_interval_ns: Nanos(10_000_000),
         counters_unavailable: None,
     }
 }

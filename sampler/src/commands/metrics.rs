@@ -124,7 +124,7 @@ impl Coster {
             &mut self.sampler,
             &config,
             metrics,
-            100_000,
+            cufall_trace::model::Nanos(100_000),
         )?;
         Ok(MetricCost::new(metrics.to_vec(), bytes))
     }

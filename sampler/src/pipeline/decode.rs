@@ -18,7 +18,7 @@ use crate::sink::SinkMsg;
 use crate::sizing::ImagePlan;
 use cufall_cupti::{CounterDataInfo, CuptiError, DecodeStop};
 use cufall_trace::model::nanos_u64;
-use cufall_trace::model::{DeviceId, DropReason};
+use cufall_trace::model::{DeviceId, DropReason, Nanos};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, Mutex};
@@ -30,7 +30,7 @@ pub struct DecodeConfig {
     pub device: DeviceId,
     /// CUDA ordinal (names the threads).
     pub index: usize,
-    pub interval_ns: i64,
+    pub interval_ns: Nanos,
     pub plan: ImagePlan,
 }
 
@@ -236,7 +236,7 @@ where
             source,
             images,
             links,
-            gaps: HoleDetector::new(cfg.device, cfg.interval_ns),
+            gaps: HoleDetector::new(cfg.device, cfg.interval_ns.0),
             pool,
             allocated,
             cur,

@@ -11,7 +11,7 @@ use cufall_cupti::host::MetricList;
 use cufall_cupti::{
     BlankImage, CounterData, Cupti, CuptiError, HostKind, PmSampler, PrimaryContext, ProfilerHost,
 };
-use cufall_trace::model::DeviceId;
+use cufall_trace::model::{DeviceId, Nanos};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,7 +27,7 @@ pub struct DeviceSetup {
     pub availability: Vec<u8>,
     pub metrics: Vec<String>,
     pub config_image: Vec<u8>,
-    pub interval_ns: i64,
+    pub interval_ns: Nanos,
     pub hw_buffer_bytes: usize,
     pub eval_threads: usize,
     pub plan: ImagePlan,
@@ -113,7 +113,7 @@ pub(crate) fn bytes_per_sample(
     sampler: &mut PmSampler,
     config: &[u8],
     metrics: &[String],
-    interval_ns: i64,
+    interval_ns: Nanos,
 ) -> Result<u64, CuptiError> {
     sampler.set_config(
         config,

@@ -77,14 +77,14 @@ pub enum ArmError {
 images of {} and a {} hardware buffer), but this machine has {} available. Use a longer \
 --interval, fewer or cheaper metrics (`cufall metrics` gives each one's bytes per sample) or \
 fewer --devices",
-        crate::args::duration::interval_text(*interval_ns),
+        crate::args::duration::interval_text(interval_ns.0),
         crate::sizing::format_bytes(*need_bytes),
         crate::sizing::format_bytes(*image_bytes),
         crate::sizing::format_bytes(*hw_buffer_bytes),
         crate::sizing::format_bytes(*available_bytes)
     )]
     NotEnoughMemory {
-        interval_ns: i64,
+        interval_ns: cufall_trace::model::Nanos,
         need_bytes: u64,
         image_bytes: u64,
         hw_buffer_bytes: u64,

@@ -15,14 +15,15 @@ use cufall_cupti::{
     BlankImage, CounterData, CounterDataInfo, Cupti, CuptiError, DecodeOutcome, PmSampler,
     PrimaryContext, ProfilerHost,
 };
+use cufall_trace::model::Nanos;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// A sampling interval as CUPTI's API takes it (`u64`). cufall keeps intervals as `i64`
-/// nanoseconds like every time of a trace; they are positive (at least
-/// [`crate::sizing::MIN_INTERVAL_NS`] once counters are armed), so this loses nothing. The one
-/// conversion between the two, made where CUPTI is called.
-pub(crate) fn cupti_interval_ns(interval_ns: i64) -> u64 {
-    interval_ns.max(1).unsigned_abs()
+/// A sampling interval as CUPTI's API takes it (`u64` nanoseconds). cufall keeps intervals as
+/// [`Nanos`]; they are positive (at least [`crate::sizing::MIN_INTERVAL_NS`] once counters are
+/// armed), so this loses nothing. The one conversion between the two, made where CUPTI is
+/// called.
+pub(crate) fn cupti_interval_ns(interval: Nanos) -> u64 {
+    interval.0.max(1).unsigned_abs()
 }
 
 /// PM sampling of one device, as the decode loop uses it.
@@ -81,7 +82,7 @@ pub struct CuptiSource {
     pub cupti: Cupti,
     pub config_image: Vec<u8>,
     pub hw_buffer_bytes: usize,
-    pub interval_ns: i64,
+    pub interval_ns: Nanos,
     /// Kept bound while sampling when the driver wanted a current context to enable.
     pub ctx: Option<PrimaryContext>,
 }

@@ -457,13 +457,13 @@ pub fn write_dump(snap: &Snapshot, facts: &DumpFacts, path: &Path) -> Result<Dum
         });
     manifest.devices.sort_by_key(|d| d.id);
     manifest.sampling = (!facts.info.metrics.is_empty()).then(|| SamplingInfo {
-        interval_ns: facts.info.interval_ns,
+        interval_ns: facts.info.interval_ns.0,
         metrics: facts.info.metrics.clone(),
         source: "cupti_pm_sampling".into(),
     });
     manifest.counters_unavailable = facts.info.counters_unavailable.clone();
     manifest.nvml_interval_ns =
-        (facts.info.nvml_interval_ns > 0).then_some(facts.info.nvml_interval_ns);
+        (facts.info.nvml_interval_ns.0 > 0).then_some(facts.info.nvml_interval_ns.0);
     manifest.heatmaps = facts.heatmaps.clone();
     manifest
         .extra
@@ -511,9 +511,9 @@ pub fn start_budget(
     keep: std::time::Duration,
 ) -> Budget {
     let interval_ns = if info.metrics.is_empty() {
-        asked_interval_ns.unwrap_or(info.interval_ns)
+        asked_interval_ns.unwrap_or(info.interval_ns.0)
     } else {
-        info.interval_ns
+        info.interval_ns.0
     };
     Budget::new(
         info.devices.len(),

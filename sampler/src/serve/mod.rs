@@ -461,7 +461,7 @@ impl Exporter {
             core.agg = Some(Aggregator::new(
                 &info.metrics,
                 activity.as_ref(),
-                info.interval_ns,
+                info.interval_ns.0,
             ));
             *lock(&self.ring) = Some(self.new_ring(info));
         }
@@ -484,7 +484,7 @@ impl Exporter {
         let budget = Budget::new(
             info.devices.len(),
             info.metrics.len(),
-            info.interval_ns,
+            info.interval_ns.0,
             keep_ns,
         );
         let available = self.opts.memory_available_bytes;
@@ -608,7 +608,7 @@ fn take_run(exporter: &Exporter, started: Started, degraded_for: Duration) -> En
             "sampling {} GPU(s), {} metric(s) every {}",
             feed.info.devices.len(),
             feed.info.metrics.len(),
-            crate::args::duration::interval_text(feed.info.interval_ns)
+            crate::args::duration::interval_text(feed.info.interval_ns.0)
         )),
     }
     let since = Instant::now();
@@ -737,8 +737,8 @@ pub(crate) mod tests {
                 })
                 .collect(),
             heatmaps: Vec::new(),
-            interval_ns,
-            nvml_interval_ns: 10_000_000,
+            interval_ns: cufall_trace::model::Nanos(interval_ns),
+            nvml_interval_ns: cufall_trace::model::Nanos(10_000_000),
             counters_unavailable: (metrics == 0).then(|| "another profiler".to_string()),
         }
     }

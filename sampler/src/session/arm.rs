@@ -235,7 +235,7 @@ fn counter_bytes_per_sample(
     interval_ns: i64,
 ) -> Result<u64, CuptiError> {
     let mut sampler = cufall_cupti::PmSampler::enable(cupti, index)?;
-    pipeline::device::bytes_per_sample(&mut sampler, config, metrics, interval_ns)
+    pipeline::device::bytes_per_sample(&mut sampler, config, metrics, Nanos(interval_ns))
 }
 
 /// Waits for `count` device threads to report ready: the largest image, and the samples an
@@ -479,7 +479,7 @@ fn arm_counters(
             availability,
             metrics: cfg.metrics.clone(),
             config_image,
-            interval_ns,
+            interval_ns: interval,
             hw_buffer_bytes,
             eval_threads,
             plan,
@@ -555,8 +555,8 @@ impl Prepared {
             devices: self.devices.clone(),
             metrics: self.metrics.clone(),
             heatmaps,
-            interval_ns: self.interval_ns,
-            nvml_interval_ns: self.nvml_interval.map_or(0, nanos),
+            interval_ns: Nanos(self.interval_ns),
+            nvml_interval_ns: Nanos(self.nvml_interval.map_or(0, nanos)),
             counters_unavailable: self.counters_unavailable.clone(),
         }
     }

@@ -24,7 +24,7 @@ use cufall_sampler::serve::{Backend, Run, Started};
 use cufall_sampler::session::SessionError;
 use cufall_sampler::sink::{SinkMsg, SinkResult, SinkShared, sink_main};
 use cufall_sampler::sizing::ImagePlan;
-use cufall_trace::model::{DeviceId, DeviceInfo, MetricInfo, NvmlRow};
+use cufall_trace::model::{DeviceId, DeviceInfo, MetricInfo, Nanos, NvmlRow};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
@@ -308,7 +308,7 @@ fn spawn_device(
         let cfg = DecodeConfig {
             device: id,
             index: i,
-            interval_ns: IV_NS,
+            interval_ns: Nanos(IV_NS),
             plan: plan(),
         };
         let r = run_device(parts, &cfg, &tx, &stop, &c);
@@ -364,8 +364,8 @@ impl Backend for FakeGpus {
                 vec![metric_info()]
             },
             heatmaps: Vec::new(),
-            interval_ns: IV_NS,
-            nvml_interval_ns: 10_000_000,
+            interval_ns: Nanos(IV_NS),
+            nvml_interval_ns: Nanos(10_000_000),
             counters_unavailable: taken
                 .then(|| busy_status("cuptiProfilerHostInitialize").to_string()),
         };

@@ -20,7 +20,7 @@ use cufall_sampler::pipeline::{
 };
 use cufall_sampler::sink::SinkMsg;
 use cufall_sampler::sizing::ImagePlan;
-use cufall_trace::model::DeviceId;
+use cufall_trace::model::{DeviceId, Nanos};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -345,7 +345,7 @@ pub fn run_fake(
     let cfg = DecodeConfig {
         device,
         index: device.0 as usize,
-        interval_ns: IV as i64, // the fake GPU counts in CUPTI's u64 nanoseconds
+        interval_ns: Nanos(IV as i64), // the fake GPU counts in CUPTI's u64 nanoseconds
         plan: plan(capacity),
     };
     run_device(parts, &cfg, tx, stop, counters)

@@ -273,7 +273,7 @@ pub(crate) fn build_report_checked(
     let activity = resolve_activity(trace, opts)?;
     let metrics: Vec<String> = m.metric_names().into_iter().map(str::to_string).collect();
     let checked = crate::manifest::check(trace)?;
-    let interval_ns = checked.interval_ns;
+    let interval_ns = checked.interval_ns.0;
     let min_gap_ns = min_gap_ns(opts, interval_ns)?;
     // Samples closer than half an interval are contiguous; further apart, a hole.
     let hole_ns = (interval_ns / 2).max(1);

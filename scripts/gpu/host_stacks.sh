@@ -26,13 +26,6 @@ parts="${*:-phases hf engine slowdown}"
 ROUNDS=${ROUNDS:-3}
 SECONDS_RUN=${SECONDS_RUN:-4}
 REC=("$C" record --force --devices 0)
-pass=0
-fail=0
-check() { # name, command...
-  local name=$1
-  shift
-  if "$@" >>"$T/checks.log" 2>&1; then echo "ok    $name"; pass=$((pass + 1)); else echo "FAIL  $name"; fail=$((fail + 1)); fi
-}
 keep() { cp -r "$1" "$KEEP/"; }
 host_section() { # the report's host lines (HOST … to the next blank section)
   "$C" report "$1" | awk '/^HOST/{on=1; print; next} /^[A-Z][A-Z]+/{on=0} on' | head -"${2:-40}"

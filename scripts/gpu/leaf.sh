@@ -19,13 +19,6 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/cufall-leaf}
 T=$(mktemp -d /tmp/cufall-leaf.XXXX)
 mkdir -p "$OUT"
-pass=0
-fail=0
-check() { # name, command...
-  local name=$1
-  shift
-  if "$@" >>"$T/checks.log" 2>&1; then echo "ok    $name"; pass=$((pass + 1)); else echo "FAIL  $name"; fail=$((fail + 1)); fi
-}
 
 {
   hdr "machine"

@@ -9,13 +9,15 @@
 //! adds. The flusher's copy of the buffers to the recorder runs on its own thread and is not in
 //! the figure.
 //!
-//! CUDA activity (kernels, copies, graph launches): not measured here. Launching work of our own
-//! inside the program's first context, from inside CUDA's initialisation, is not done without a
-//! GPU to prove it safe on; each enabled kind is sent as unknown ([`cuda_kinds_unknown`]), never
-//! as 0.
+//! CUDA activity (kernels, copies, graph launches): not measured in the program, which would
+//! mean launching work of our own inside its contexts. `cufall record` measures it after the
+//! program, in a calibration process of its own that loads this library with the program's
+//! capture kinds ([`cufall_capture::ENV_CALIBRATE`]) and times the same launches with CUPTI's
+//! tracing on and off through [`set_tracing`] and [`take_records`] (the two entry points
+//! below, which only that process may use).
 
 use crate::delivery::{Hub, Scratch, hub};
-use cufall_capture::{CaptureEventKind, CostKind, Kinds};
+use cufall_capture::{CaptureEventKind, CostKind};
 use std::sync::Once;
 use std::time::{Duration, Instant};
 
@@ -126,20 +128,35 @@ fn cost_row(kind: CostKind, measured: bool) -> CaptureEventKind {
     CaptureEventKind::Cost { kind, measured }
 }
 
-/// Sends an unknown cost for each CUDA activity kind `kinds` captures (see the module docs).
-pub fn cuda_kinds_unknown(h: &'static Hub, kinds: Kinds) {
-    let why = "not measured: the capture library calibrates only its NVTX path; CUPTI activity \
-               tracing costs microseconds per launch (docs/benchmarks.md)";
-    let graphs = kinds.contains(Kinds::GRAPHS) || kinds.contains(Kinds::GRAPH_NODES);
-    for (kind, on) in [
-        (CostKind::Kernel, kinds.contains(Kinds::KERNELS)),
-        (CostKind::Memcpy, kinds.contains(Kinds::MEMCPY)),
-        (CostKind::Graph, graphs),
-    ] {
-        if on {
-            h.status(cost_row(kind, false), 0, why);
-        }
+/// The calibration process's switch: CUPTI's tracing of the capture kinds off (`on` false) or
+/// on again. Errors outside a calibration process: a program cannot turn its capture off.
+pub fn set_tracing(on: bool) -> Result<(), CalibrationError> {
+    if !hub().calibrating {
+        return Err(CalibrationError::NotCalibrating);
     }
+    crate::cupti::set_tracing(on).map_err(CalibrationError::Cupti)
+}
+
+/// In the calibration process: hands every buffered CUPTI record to the library now (the
+/// caller has waited for its GPU work) and returns how many kernel, copy, memset and graph
+/// records that was since the last call.
+pub fn take_records() -> Result<u64, CalibrationError> {
+    if !hub().calibrating {
+        return Err(CalibrationError::NotCalibrating);
+    }
+    Ok(crate::cupti::take_traced_records())
+}
+
+/// Why the calibration process's switch did nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum CalibrationError {
+    #[error(
+        "not cufall's calibration process ({} is not 1)",
+        cufall_capture::ENV_CALIBRATE
+    )]
+    NotCalibrating,
+    #[error(transparent)]
+    Cupti(crate::cupti::CuptiError),
 }
 
 #[cfg(test)]
@@ -156,5 +173,22 @@ mod tests {
         assert_eq!(nvtx_cost(&[f64::NAN, 99.6]).ok(), Some((100, 1)));
         assert!(nvtx_cost(&[]).is_err());
         assert!(nvtx_cost(&[f64::INFINITY]).is_err());
+    }
+
+    /// The switch that turns CUPTI's tracing off is cufall's calibration process's alone: in
+    /// any other process (a program) it changes nothing and says why.
+    #[test]
+    fn only_the_calibration_process_may_switch_tracing() {
+        assert!(std::env::var_os(cufall_capture::ENV_CALIBRATE).is_none());
+        assert!(matches!(
+            set_tracing(false),
+            Err(CalibrationError::NotCalibrating)
+        ));
+        assert!(matches!(
+            take_records(),
+            Err(CalibrationError::NotCalibrating)
+        ));
+        assert_eq!(crate::cufall_calibration_set_tracing(0), -1);
+        assert_eq!(crate::cufall_calibration_take_records(), -1);
     }
 }

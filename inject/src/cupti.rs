@@ -40,6 +40,7 @@ struct Api {
     get_version: unsafe extern "C" fn(*mut u32) -> Res,
     register_callbacks: unsafe extern "C" fn(Option<RequestFn>, Option<CompleteFn>) -> Res,
     enable: unsafe extern "C" fn(u32) -> Res,
+    disable: unsafe extern "C" fn(u32) -> Res,
     next_record: unsafe extern "C" fn(*mut u8, usize, *mut *mut CUpti_Activity) -> Res,
     dropped: unsafe extern "C" fn(*mut c_void, u32, *mut usize) -> Res,
     flush_all: unsafe extern "C" fn(u32) -> Res,
@@ -90,6 +91,10 @@ pub enum CuptiError {
         kind: CUpti_ActivityKind,
         why: String,
     },
+    #[error("disabling activity kind {kind} failed: {why}")]
+    DisableKind { kind: u32, why: String },
+    #[error("CUPTI activity tracing was never set up in this process")]
+    NotAttached,
     /// No activity kind asked for could be enabled: each one's failure.
     #[error("{}", joined(.0))]
     NoKind(Vec<CuptiError>),
@@ -159,6 +164,48 @@ pub unsafe fn graph_id(handle: *mut c_void, exec: bool) -> Option<u32> {
     // SAFETY: `handle` is live (the caller's promise); CUPTI writes the id.
     (unsafe { f(handle, &mut id) } == SUCCESS).then_some(id)
 }
+/// The activity kinds [`attach`] enabled for the program's records (not the device and context
+/// records), which [`set_tracing`] turns off and on again.
+static TRACED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+/// Kernel, copy, memset and graph records handed to the hub since the last
+/// [`take_traced_records`].
+static TRACED_RECORDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Turns the traced activity kinds off (`on` false) or on again: the capture calibration's
+/// switch (`crate::calibrate`), timing the same launches with tracing and without.
+pub fn set_tracing(on: bool) -> Result<(), CuptiError> {
+    let api = API.get().ok_or(CuptiError::NotAttached)?;
+    let kinds = TRACED.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if kinds.is_empty() {
+        return Err(CuptiError::NotAttached);
+    }
+    for k in kinds {
+        // SAFETY: plain calls with an activity kind `attach` enabled.
+        let r = unsafe {
+            if on {
+                (api.enable)(k)
+            } else {
+                (api.disable)(k)
+            }
+        };
+        if r != SUCCESS {
+            return Err(CuptiError::DisableKind {
+                kind: k,
+                why: api.describe(r),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Hands over every buffered record now (the caller has waited for its GPU work) without
+/// stopping the periodic flushes; returns the kernel, copy, memset and graph records handed to
+/// the hub since the last call.
+pub fn take_traced_records() -> u64 {
+    flush_with(FLUSH_FORCED);
+    TRACED_RECORDS.swap(0, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Serialises flushes: concurrent `cuptiActivityFlushAll` calls can deadlock.
 static FLUSH: Mutex<()> = Mutex::new(());
 /// The process that set CUPTI up. A forked child inherits the library's state (and possibly a
@@ -250,6 +297,7 @@ fn bind(lib: Library, soname: &'static str) -> Result<Api, CuptiError> {
         get_version: sym!("cuptiGetVersion"),
         register_callbacks: sym!("cuptiActivityRegisterCallbacks"),
         enable: sym!("cuptiActivityEnable"),
+        disable: sym!("cuptiActivityDisable"),
         next_record: sym!("cuptiActivityGetNextRecord"),
         dropped: sym!("cuptiActivityGetNumDroppedRecords"),
         flush_all: sym!("cuptiActivityFlushAll"),
@@ -348,8 +396,12 @@ pub fn attach(kinds: Kinds) -> Result<Attached, CuptiError> {
     use CUpti_ActivityKind as K;
     let mut on = Vec::new();
     let mut problems = Vec::new();
+    let mut enabled = Vec::new();
     let mut want = |k: K, label: &'static str| match api.enable_kind(k) {
-        Ok(()) => on.push(label),
+        Ok(()) => {
+            on.push(label);
+            enabled.push(kind(k));
+        }
         Err(e) => problems.push(e),
     };
     if kinds.needs_cupti() {
@@ -378,6 +430,7 @@ pub fn attach(kinds: Kinds) -> Result<Attached, CuptiError> {
     if on.is_empty() {
         return Err(CuptiError::NoKind(problems));
     }
+    *TRACED.lock().unwrap_or_else(|e| e.into_inner()) = enabled;
     if let Some(f) = api.flush_period {
         // SAFETY: plain call; CUPTI's worker then hands over buffers at least this often.
         unsafe { f(FLUSH_PERIOD_MS) };
@@ -485,14 +538,21 @@ unsafe extern "C" fn buffer_completed(
             let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
             let names = names.get_or_insert_with(Names::default);
             let mut rec: *mut CUpti_Activity = std::ptr::null_mut();
+            let mut traced = 0u64;
             // SAFETY: `buf` holds `valid` bytes of records CUPTI wrote; it walks them.
             while unsafe { (api.next_record)(buf, valid, &mut rec) } == SUCCESS {
                 if rec.is_null() {
                     break;
                 }
+                // SAFETY: every record starts with its kind, a 32-bit enum.
+                let k = unsafe { rec.cast::<u32>().read_unaligned() };
+                if is_work_record(k) {
+                    traced += 1;
+                }
                 // SAFETY: `rec` points at one record inside `buf`, of the layout its kind says.
                 unsafe { forward(api, h, names, rec) };
             }
+            TRACED_RECORDS.fetch_add(traced, std::sync::atomic::Ordering::Relaxed);
             let mut lost = 0usize;
             // SAFETY: writes the count of records CUPTI dropped for this context and stream.
             if unsafe { (api.dropped)(ctx, stream, &mut lost) } == SUCCESS && lost > 0 {
@@ -508,6 +568,20 @@ unsafe extern "C" fn buffer_completed(
             unsafe { std::alloc::dealloc(buf, buffer_layout()) };
         }
     });
+}
+
+/// Whether a record of kind `k` is the program's GPU work (a kernel, copy, memset or graph).
+fn is_work_record(k: u32) -> bool {
+    use CUpti_ActivityKind as K;
+    [
+        K::CUPTI_ACTIVITY_KIND_KERNEL,
+        K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+        K::CUPTI_ACTIVITY_KIND_MEMCPY,
+        K::CUPTI_ACTIVITY_KIND_MEMSET,
+        K::CUPTI_ACTIVITY_KIND_GRAPH_TRACE,
+    ]
+    .iter()
+    .any(|w| kind(*w) == k)
 }
 
 fn ns(t: u64) -> i64 {

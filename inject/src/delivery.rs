@@ -36,6 +36,9 @@ pub struct Hub {
     /// What opens a capture window in this program (`--capture-range`), if anything.
     pub range: Option<RangeTrigger>,
     socket: Option<PathBuf>,
+    /// cufall's own calibration process ([`cufall_capture::ENV_CALIBRATE`]): no connection;
+    /// the flusher takes the buffers as usual and discards them.
+    pub calibrating: bool,
     /// Set when capture cannot deliver (no recorder, or it went away): records are discarded
     /// before they are encoded.
     dead: AtomicBool,
@@ -118,11 +121,13 @@ impl Hub {
         let range = std::env::var(cufall_capture::ENV_RANGE)
             .ok()
             .and_then(|r| RangeTrigger::parse(&r).ok());
+        let calibrating = std::env::var_os(cufall_capture::ENV_CALIBRATE).is_some_and(|v| v == "1");
         Hub {
             generation,
             kinds,
             range,
-            dead: AtomicBool::new(socket.is_none() || kinds.is_empty()),
+            calibrating,
+            dead: AtomicBool::new((socket.is_none() && !calibrating) || kinds.is_empty()),
             socket,
             buffers: Mutex::new(Vec::new()),
             defs: Mutex::new(defs.unwrap_or_default()),
@@ -247,16 +252,19 @@ impl Hub {
     }
 
     fn flusher_main(&'static self) {
-        let Some(path) = self.socket.clone() else {
-            return;
-        };
-        let mut conn = match UnixStream::connect(&path) {
-            Ok(c) => c,
-            Err(_) => {
-                // No recorder: the program runs on without capture; nothing else can be told.
-                self.dead.store(true, Ordering::Relaxed);
-                return;
-            }
+        // The calibration process keeps no connection: what it buffers is discarded.
+        let mut conn = match (&self.socket, self.calibrating) {
+            (_, true) => None,
+            (Some(path), false) => match UnixStream::connect(path) {
+                Ok(c) => Some(c),
+                Err(_) => {
+                    // No recorder: the program runs on without capture; nothing else can be
+                    // told.
+                    self.dead.store(true, Ordering::Relaxed);
+                    return;
+                }
+            },
+            (None, false) => return,
         };
         let mut out = Vec::with_capacity(1 << 20);
         encode(
@@ -310,7 +318,9 @@ impl Hub {
                 });
             }
             if !out.is_empty() {
-                if crate::ffi::send_all(&conn, &out).is_err() {
+                if let Some(conn) = &conn
+                    && crate::ffi::send_all(conn, &out).is_err()
+                {
                     self.dead.store(true, Ordering::Relaxed);
                     break;
                 }
@@ -324,8 +334,10 @@ impl Hub {
             }
             self.wake.notify_all();
             if closing {
-                let _ = conn.flush();
-                let _ = conn.shutdown(std::net::Shutdown::Both);
+                if let Some(conn) = conn.as_mut() {
+                    let _ = conn.flush();
+                    let _ = conn.shutdown(std::net::Shutdown::Both);
+                }
                 break;
             }
         }

@@ -78,7 +78,6 @@ pub extern "C" fn InitializeInjection() -> i32 {
             match cupti::attach(h.kinds) {
                 Ok(a) => {
                     h.status(CaptureEventKind::CudaAttached, a.activity_kinds, &a.detail);
-                    calibrate::cuda_kinds_unknown(h, h.kinds);
                 }
                 Err(why) => h.status(CaptureEventKind::CuptiUnavailable, 0, &why.to_string()),
             }
@@ -109,6 +108,37 @@ pub extern "C" fn InitializeInjectionNvtx2(get_export_table: Option<nvtx::GetExp
         installed
     })
     .unwrap_or(0)
+}
+
+/// For cufall's calibration process only ([`cufall_capture::ENV_CALIBRATE`]): CUPTI's tracing
+/// of the capture kinds off (`on` 0) or on (`on` 1). Returns 0, or -1 with nothing changed
+/// (not a calibration process, or CUPTI refused).
+#[allow(
+    unsafe_code,
+    reason = "an entry point cufall's calibration process looks up by name"
+)]
+#[unsafe(no_mangle)]
+pub extern "C" fn cufall_calibration_set_tracing(on: i32) -> i32 {
+    std::panic::catch_unwind(|| match calibrate::set_tracing(on != 0) {
+        Ok(()) => 0,
+        Err(_) => -1,
+    })
+    .unwrap_or(-1)
+}
+
+/// For cufall's calibration process only: flushes CUPTI's buffers and returns the kernel, copy,
+/// memset and graph records they held since the last call, or -1 outside a calibration
+/// process.
+#[allow(
+    unsafe_code,
+    reason = "an entry point cufall's calibration process looks up by name"
+)]
+#[unsafe(no_mangle)]
+pub extern "C" fn cufall_calibration_take_records() -> i64 {
+    std::panic::catch_unwind(|| {
+        calibrate::take_records().map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX))
+    })
+    .unwrap_or(-1)
 }
 
 #[cfg(test)]

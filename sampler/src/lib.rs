@@ -32,6 +32,7 @@
 
 pub mod args;
 pub mod argv0;
+pub mod capcal;
 pub mod commands;
 pub mod control_file;
 pub mod cost;

@@ -553,5 +553,8 @@ fn finish_capture(
         capture_wait.min(Duration::from_secs(2))
     };
     r.wait_for_processes(wait);
+    if let Ok(exe) = std::env::current_exe() {
+        r.calibrate(&exe);
+    }
     r.finish()
 }

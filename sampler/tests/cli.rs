@@ -322,3 +322,30 @@ fn view_and_report_flags_are_checked() {
         run(&[cmd], "needs a terminal");
     }
 }
+
+/// The calibration process `record` starts after the program: without the capture library
+/// loaded (or without a GPU) it times nothing, and says why for each kind asked, one JSON line
+/// each, never a figure.
+#[test]
+fn the_calibration_process_says_why_for_each_kind_it_cannot_time() {
+    let out = cufall()
+        .args(["calibrate-capture", "--kinds", "nvtx,kernels,graphs"])
+        .env_remove("CUDA_INJECTION64_PATH")
+        .assert()
+        .success()
+        .stderr(no_panic())
+        .get_output()
+        .stdout
+        .clone();
+    let lines: Vec<serde_json::Value> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = lines.iter().map(|l| l["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["kernel", "graph"]);
+    for l in &lines {
+        assert!(l["measured"].is_null(), "{l}");
+        assert!(!l["error"].as_str().unwrap().is_empty(), "{l}");
+    }
+}

@@ -66,7 +66,15 @@ run_loop() { # MODE CASE -> steps/s line
     --seconds "$SECONDS_PER_RUN" 2>"$T/err.txt" | grep '^{' | tail -1)
   if [ -z "$line" ]; then echo "$1 $2 FAILED $(tail -c 300 "$T/err.txt" | tr '\n' ' ')"; return; fi
   echo "$1 $2 $line"
-  [ "$2" != bare ] && [ "$2" != nsys ] && grep -h "capture added" "$T/err.txt" | head -2
+  if [ "$2" != bare ] && [ "$2" != nsys ]; then
+    # What the report says capture added per step (its CAPTURE COST section), for the table.
+    local said; said=$("$C" report "$T/o.cufall" --json 2>/dev/null | python3 -c '
+import json, sys
+c = json.load(sys.stdin).get("capture_cost") or {}
+p = [p for p in c.get("phases", []) if p.get("per_step_ns") is not None]
+print(p[0]["per_step_ns"] if p else "unknown")' 2>/dev/null)
+    echo "$1 $2 REPORT ${said:-unknown}"
+  fi
   case $2 in cap_*) "$C" info "$T/o.cufall" 2>/dev/null | grep -o "tuned ([^)]*)" | head -1 ;; esac
 }
 
@@ -92,14 +100,19 @@ done | tee "$OUT/overhead.txt"
 python3 - "$OUT/overhead.txt" <<'PY'
 import json, re, statistics, sys
 rows = {}
+said = {}
 for line in open(sys.argv[1]):
     parts = line.split(" ", 2)
+    if len(parts) == 3 and parts[2].startswith("REPORT"):
+        v = parts[2].split()[1]
+        said.setdefault(parts[0], {}).setdefault(parts[1], []).append(None if v == "unknown" else float(v))
+        continue
     if len(parts) < 3 or not parts[2].startswith("{"):
         continue
     d = json.loads(parts[2])
     v = d.get("steps") or d.get("median_step_ms")
     rows.setdefault(parts[0], {}).setdefault(parts[1], []).append((v, d))
-print("\n%-18s %-9s %6s %10s %10s %9s  %s" % ("workload", "case", "runs", "median", "spread", "vs bare", "threads (cpu ms, involuntary switches of the busiest)"))
+print("\n%-18s %-9s %6s %10s %10s %9s %11s %11s  %s" % ("workload", "case", "runs", "median", "spread", "vs bare", "us/step +", "report says", "threads (cpu ms, involuntary switches of the busiest)"))
 for w, cases in rows.items():
     higher_better = w in ("graph", "compile")
     bare = statistics.median([v for v, _ in cases.get("bare", [])]) if "bare" in cases else None
@@ -110,5 +123,13 @@ for w, cases in rows.items():
         th = runs[len(runs) // 2][1].get("threads", {})
         busy = sorted(th.items(), key=lambda kv: -kv[1]["cpu_ms"])[:4]
         ts = ", ".join("%s %d/%s" % (k, t["cpu_ms"], t["involuntary"]) for k, t in busy)
-        print("%-18s %-9s %6d %10.1f %10s %9s  %s" % (w, c, len(vs), m, "%.0f-%.0f" % (min(vs), max(vs)), ch, ts))
+        # Added host time per step: the median over rounds of this case's µs per step minus the
+        # same round's bare run's (loops only), beside the median of what its reports said.
+        added = ""
+        if higher_better and "bare" in cases and c != "bare":
+            diffs = [d["us_per_step"] - b["us_per_step"] for (_, d), (_, b) in zip(runs, cases["bare"])]
+            added = "%.1f" % statistics.median(diffs) if diffs else ""
+        s = [x for x in said.get(w, {}).get(c, []) if x is not None]
+        rep = "%.1f" % (statistics.median(s) / 1000) if s else ("unknown" if c in said.get(w, {}) else "")
+        print("%-18s %-9s %6d %10.1f %10s %9s %11s %11s  %s" % (w, c, len(vs), m, "%.0f-%.0f" % (min(vs), max(vs)), ch, added, rep, ts))
 PY

@@ -28,7 +28,7 @@ pub enum EventKind {
     Memcpy,
     /// A whole CUDA graph launch (`--capture graphs`).
     Graph,
-    /// A kernel of a graph traced node by node (`--capture graph-nodes`): never calibrated.
+    /// A kernel of a graph traced node by node (`--capture graph-nodes`).
     GraphNode,
 }
 
@@ -41,14 +41,14 @@ const KINDS: [EventKind; 5] = [
 ];
 
 impl EventKind {
-    /// The kind of the `capture_cost_<kind>` rows that measure it; `None`: no row does.
+    /// The kind of the `capture_cost_<kind>` rows that measure it.
     fn cost_kind(self) -> Option<CostKind> {
         match self {
             EventKind::Nvtx => Some(CostKind::Nvtx),
             EventKind::Kernel => Some(CostKind::Kernel),
             EventKind::Memcpy => Some(CostKind::Memcpy),
             EventKind::Graph => Some(CostKind::Graph),
-            EventKind::GraphNode => None,
+            EventKind::GraphNode => Some(CostKind::GraphNode),
         }
     }
 

@@ -185,3 +185,33 @@ fn a_recording_without_captured_events_has_no_section() {
             .is_none()
     );
 }
+
+/// The recorder's calibration (process 0) measures the CUDA kinds after the program; a
+/// process's own `_unknown` row for the same kind (what capture wrote before the calibration
+/// existed) does not make the cost unknown when a measurement is there.
+#[test]
+fn the_recorders_calibration_row_counts_over_a_processs_unknown_row() {
+    let (text, c, _) = report_with(vec![
+        row(1234, "capture_cost_nvtx", 500, "500 ns per NVTX range"),
+        row(1234, "capture_cost_kernel_unknown", 0, "not measured"),
+        row(
+            0,
+            "capture_cost_kernel",
+            3_000,
+            "3000 ns per kernel launch: CUPTI's tracing in the launch path",
+        ),
+    ]);
+    let kernel = c
+        .kinds
+        .iter()
+        .find(|k| k.kind == EventKind::Kernel)
+        .unwrap();
+    assert_eq!(kernel.ns_per_event, Some(3_000.0));
+    let step = c.phases.iter().find(|p| p.path == "step").unwrap();
+    // Per step: 3 NVTX ranges × 500 ns + 4 kernels × 3 µs = 13.5 µs of a 1000 µs step.
+    assert_eq!(step.per_step_ns, Some(13_500.0));
+    assert!(
+        section(&text).contains("step: capture added about 13.5 µs per step"),
+        "{text}"
+    );
+}

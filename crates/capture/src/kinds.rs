@@ -9,6 +9,11 @@ pub const ENV_KINDS: &str = "CUFALL_CAPTURE";
 /// Set only when the recording is limited to windows the program opens itself: the trigger,
 /// as [`RangeTrigger::to_env`] writes it.
 pub const ENV_RANGE: &str = "CUFALL_CAPTURE_RANGE";
+/// Set to `1` only in cufall's own calibration process (`cufall record` measures what CUPTI's
+/// tracing adds per launch there, after the program): the library then traces as in a program,
+/// keeps no connection, discards what it buffers, and lets the process switch tracing off and
+/// on (`cufall_calibration_set_tracing`).
+pub const ENV_CALIBRATE: &str = "CUFALL_CAPTURE_CALIBRATE";
 /// File name of the capture library, installed next to the `cufall` binary.
 pub const LIBRARY_FILE: &str = "libcufall_inject.so";
 /// Longest name sent; longer ones are cut, and a longer one received is a broken stream.

@@ -51,8 +51,8 @@ pub use frame::{
     Payload, Range, WireApiCall, uuid_string,
 };
 pub use kinds::{
-    BadRange, ENV_KINDS, ENV_RANGE, ENV_SOCKET, Kinds, LIBRARY_FILE, MAX_NAME_BYTES, RangeTrigger,
-    UnknownKind, WireActivityKind, WireApiDomain, WireRangeKind,
+    BadRange, ENV_CALIBRATE, ENV_KINDS, ENV_RANGE, ENV_SOCKET, Kinds, LIBRARY_FILE, MAX_NAME_BYTES,
+    RangeTrigger, UnknownKind, WireActivityKind, WireApiDomain, WireRangeKind,
 };
 
 /// The names of the status events the library sends and the recorder writes (the `capture`

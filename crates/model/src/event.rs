@@ -20,15 +20,18 @@ pub enum CostKind {
     Memcpy,
     /// A whole CUDA graph launch.
     Graph,
+    /// A kernel of a graph traced node by node (`--capture graph-nodes`).
+    GraphNode,
 }
 
 impl CostKind {
     /// Every kind, in the order cost rows list them.
-    pub const ALL: [CostKind; 4] = [
+    pub const ALL: [CostKind; 5] = [
         CostKind::Nvtx,
         CostKind::Kernel,
         CostKind::Memcpy,
         CostKind::Graph,
+        CostKind::GraphNode,
     ];
 
     /// The kind's part of the row name (`nvtx` in `capture_cost_nvtx`).
@@ -38,6 +41,7 @@ impl CostKind {
             CostKind::Kernel => "kernel",
             CostKind::Memcpy => "memcpy",
             CostKind::Graph => "graph",
+            CostKind::GraphNode => "graph_node",
         }
     }
 }
@@ -228,6 +232,8 @@ fn cost_name(kind: CostKind, measured: bool) -> &'static str {
         (CostKind::Memcpy, false) => concat!(cost_prefix!(), "memcpy_unknown"),
         (CostKind::Graph, true) => concat!(cost_prefix!(), "graph"),
         (CostKind::Graph, false) => concat!(cost_prefix!(), "graph_unknown"),
+        (CostKind::GraphNode, true) => concat!(cost_prefix!(), "graph_node"),
+        (CostKind::GraphNode, false) => concat!(cost_prefix!(), "graph_node_unknown"),
     }
 }
 
@@ -256,7 +262,7 @@ mod tests {
     #[test]
     fn every_name_parses_back_to_its_event_and_names_differ() {
         let all: Vec<_> = CaptureEventKind::all().collect();
-        assert_eq!(all.len(), 25 + 8);
+        assert_eq!(all.len(), 25 + 10);
         let mut names: Vec<&str> = all.iter().map(|k| k.as_str()).collect();
         for k in &all {
             assert_eq!(CaptureEventKind::parse(k.as_str()), Some(*k));

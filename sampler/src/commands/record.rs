@@ -298,6 +298,9 @@ fn print_capture(c: &CaptureSummary) {
             c.cupti_dropped
         ));
     }
+    if let Some(line) = &c.calibration {
+        say(line);
+    }
     let mut seen = std::collections::BTreeSet::new();
     for p in c.problems.iter().chain(&c.protocol_errors) {
         if seen.insert(p) {

@@ -224,6 +224,25 @@ impl Recorder {
         }
     }
 
+    /// Measures what CUPTI's tracing of the captured CUDA kinds added per launch, in a
+    /// calibration process of cufall's own (`exe calibrate-capture`, [`crate::capcal`]), when
+    /// the program's processes delivered GPU activity; writes the `capture_cost_*` rows and
+    /// keeps the summary's line. Call it once the program has exited (it launches work).
+    pub fn calibrate(&self, exe: &Path) {
+        let activities = self.state.lock().map_or(0, |s| s.summary.activities);
+        if activities == 0 || !self.kinds.needs_cupti() {
+            return;
+        }
+        let c = crate::capcal::run(exe, &self.library, self.kinds, crate::capcal::TIMEOUT);
+        let rows = crate::capcal::rows(&c, crate::now_unix_ns());
+        if let Ok(mut s) = self.state.lock() {
+            s.summary.calibration = crate::capcal::summary_line(&c);
+        }
+        if !rows.is_empty() {
+            let _ = self.tx.send(SinkMsg::Capture(rows));
+        }
+    }
+
     /// Says that the recording ends while the program runs on, by design (the end of a
     /// capture window): the processes still connected get no warning.
     pub fn program_runs_on(&self) {

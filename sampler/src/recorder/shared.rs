@@ -46,6 +46,8 @@ pub struct CaptureSummary {
     pub protocol_errors: Vec<String>,
     /// Processes that never did GPU work nor sent a record (no warnings of their own).
     pub quiet: Vec<ProcessSummary>,
+    /// What the capture calibration measured per launch, for the summary (`None`: not run).
+    pub calibration: Option<String>,
 }
 
 #[derive(Default)]
@@ -101,6 +103,7 @@ pub(super) fn problem_text(e: &CaptureEvent) -> Option<String> {
     use CaptureEventKind::*;
     match e.kind() {
         Some(CudaAttached | NvtxAttached | Forked | Quiet | Window | GraphContents) => None,
+        Some(Cost { measured: true, .. }) => None,
         _ => Some(format!("process {}: {} ({})", e.pid, e.detail, e.event)),
     }
 }

@@ -867,3 +867,94 @@ fn the_capture_hot_path_stays_within_its_bound() {
     eprintln!("calibrated: {} ns per range", cost.count);
     assert!((cost.count as f64) < MAX_NS_PER_RANGE, "{cost:?}");
 }
+
+/// After a program that delivered GPU activity, the recorder runs the calibration process
+/// (here a script standing in for `cufall calibrate-capture`) and writes its costs as
+/// `capture_cost_*` rows of process 0, with a line for the summary; the measured rows are no
+/// problem to warn about.
+#[test]
+fn the_cuda_kinds_cost_comes_from_the_calibration_process_after_the_program() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("cufall");
+    let line = r#"{"kind":"graph","measured":{"ns":7900.2,"low_ns":7000,"high_ns":9000,"bare_ns":3000,"rounds":15,"launches":200,"graph_nodes":8}}"#;
+    std::fs::write(
+        &exe,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = calibrate-capture ] || exit 9\n[ \"$CUFALL_CAPTURE_CALIBRATE\" = 1 ] || exit 8\necho '{line}'\necho '{{\"kind\":\"kernel\",\"error\":\"cuInit failed\"}}'\n"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (tx, rx) = channel();
+    let rec = start_recorder(None, tx);
+    let mut c = connect_like_a_process(&rec);
+    c.write_all(&encoded([
+        hello(93),
+        attached(),
+        Frame::Activity(kernel(0, 10, 20)),
+        Frame::Bye { t_ns: 30 },
+    ]))
+    .unwrap();
+    drop(c);
+    rec.wait_for_processes(Duration::from_secs(5));
+    rec.calibrate(&exe);
+    let summary = rec.finish();
+    let events = events_of(&rx.try_iter().collect::<Vec<_>>());
+    let graph = events
+        .iter()
+        .find(|e| {
+            e.is(CaptureEventKind::Cost {
+                kind: CostKind::Graph,
+                measured: true,
+            })
+        })
+        .expect("a graph cost row");
+    assert_eq!((graph.count, graph.pid), (7_900, 0));
+    let kernel_row = events
+        .iter()
+        .find(|e| {
+            e.is(CaptureEventKind::Cost {
+                kind: CostKind::Kernel,
+                measured: false,
+            })
+        })
+        .expect("an unknown kernel cost row");
+    assert_eq!(kernel_row.detail, "not measured: cuInit failed");
+    // The default kinds also copy: the process said nothing of copies.
+    assert!(events.iter().any(|e| e.is(CaptureEventKind::Cost {
+        kind: CostKind::Memcpy,
+        measured: false,
+    })));
+    let line = summary.calibration.expect("a summary line");
+    assert!(line.contains("graph launch 7.9 µs"), "{line}");
+    assert!(
+        line.contains("kernel launch unknown (cuInit failed)"),
+        "{line}"
+    );
+    assert!(
+        !summary
+            .problems
+            .iter()
+            .any(|p| p.contains("capture_cost_graph")),
+        "{:?}",
+        summary.problems
+    );
+}
+
+/// A program that did no GPU work has no CUDA kind to calibrate: no process is started.
+#[test]
+fn no_calibration_without_gpu_activity() {
+    let (tx, rx) = channel();
+    let rec = start_recorder(None, tx);
+    let mut c = connect_like_a_process(&rec);
+    c.write_all(&encoded([hello(94), attached(), Frame::Bye { t_ns: 3 }]))
+        .unwrap();
+    drop(c);
+    rec.wait_for_processes(Duration::from_secs(5));
+    rec.calibrate(Path::new("/nonexistent/cufall"));
+    let summary = rec.finish();
+    let events = events_of(&rx.try_iter().collect::<Vec<_>>());
+    assert!(!events.iter().any(|e| e.event.starts_with("capture_cost_")));
+    assert_eq!(summary.calibration, None);
+}

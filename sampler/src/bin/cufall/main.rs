@@ -77,6 +77,9 @@ Examples:
     /// Run a program and sample its host stacks into a trace, no GPU part (benchmarks).
     #[command(hide = true)]
     ProbeHostStacks(cufall_sampler::hoststacks::probe::ProbeHostArgs),
+    /// Time what capture's CUDA tracing adds per launch (`record` starts it after the program).
+    #[command(hide = true)]
+    CalibrateCapture(cufall_sampler::capcal::ChildArgs),
     /// Browse a recording in the terminal heatmap (zoom, pan, jump between phases and drops).
     #[command(after_help = "Examples:
   cufall view examples/h200-matmul-copy.cufall --color
@@ -168,6 +171,9 @@ fn main() -> ExitCode {
         Command::ProbeSampler(args) => cufall_sampler::exit_code(probe::run(&args)),
         Command::ProbeHostStacks(args) => {
             cufall_sampler::exit_code(cufall_sampler::hoststacks::probe::run(&args))
+        }
+        Command::CalibrateCapture(args) => {
+            cufall_sampler::capcal::child_main(&args).map(|()| ExitCode::SUCCESS)
         }
         Command::View(args) => view::run_view(&args),
         Command::Replay(args) => view::run_replay(&args),

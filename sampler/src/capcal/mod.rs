@@ -1,0 +1,388 @@
+//! What CUPTI's tracing of kernels, copies and graph launches adds to each launch, measured on
+//! this machine with the program's capture kinds, for the report's CAPTURE COST section.
+//!
+//! The NVTX path's cost is measured inside the program (the capture library times its own
+//! handlers). The CUDA kinds' cost is inside CUDA's launch path and CUPTI's record hand-over,
+//! and timing it means launching work: not in the program's contexts, but in a calibration
+//! process of cufall's own ([`child`], `cufall calibrate-capture`), which `cufall record`
+//! starts once the program has exited (so it takes nothing from the program) and which loads
+//! the capture library exactly as the program did. Its measurements become the trace's
+//! `capture_cost_<kind>` rows (process 0, the recorder's); a kind it could not measure gets a
+//! `capture_cost_<kind>_unknown` row with why, never 0.
+
+use cufall_capture::{CaptureEventKind, CostKind, Kinds};
+use cufall_trace::model::CaptureEvent;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub mod child;
+#[cfg(test)]
+mod tests;
+
+/// The capture library's switch of CUPTI's tracing (`inject/src/lib.rs`).
+pub const ENTRY_SET_TRACING: &str = "cufall_calibration_set_tracing";
+/// The capture library's record hand-over and count (`inject/src/lib.rs`).
+pub const ENTRY_TAKE_RECORDS: &str = "cufall_calibration_take_records";
+/// Kernel nodes of the calibration's graph (a chain of empty kernels).
+pub const GRAPH_NODES: u32 = 8;
+/// The calibration process is stopped after this long (CUDA's start-up included).
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the calibration process launches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Launch {
+    Kernel,
+    Copy,
+    Graph,
+}
+
+/// One kind's timing, as the calibration process measured it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    /// Added nanoseconds per event: the median over rounds of (traced − untraced) per launch.
+    pub ns: f64,
+    /// The smallest and largest round's difference.
+    pub low_ns: f64,
+    pub high_ns: f64,
+    /// Nanoseconds per untraced launch (median).
+    pub bare_ns: f64,
+    pub rounds: usize,
+    pub launches: u32,
+    /// Kernel nodes of the graph launched (graph kinds).
+    #[serde(default)]
+    pub graph_nodes: Option<u32>,
+}
+
+impl Measured {
+    /// From each round's difference and untraced time per launch (nanoseconds).
+    pub fn from_rounds(diffs: &[f64], bare: &[f64], launches: u32) -> Measured {
+        let median = |v: &[f64]| {
+            let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+        };
+        let finite = || diffs.iter().copied().filter(|x| x.is_finite());
+        Measured {
+            ns: median(diffs),
+            low_ns: finite().fold(f64::INFINITY, f64::min),
+            high_ns: finite().fold(f64::NEG_INFINITY, f64::max),
+            bare_ns: median(bare),
+            rounds: diffs.len(),
+            launches,
+            graph_nodes: None,
+        }
+    }
+
+    /// The figures per kernel node of a graph of `nodes` (graphs traced node by node).
+    pub fn per_node(mut self, nodes: u32) -> Measured {
+        let n = f64::from(nodes.max(1));
+        self.ns /= n;
+        self.low_ns /= n;
+        self.high_ns /= n;
+        self.bare_ns /= n;
+        self
+    }
+}
+
+/// One line of the calibration process's output (JSON): a kind's timing or why there is none.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChildLine {
+    /// The cost kind's name (`kernel`, `memcpy`, `graph`, `graph_node`).
+    pub kind: String,
+    #[serde(default)]
+    pub measured: Option<Measured>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+impl ChildLine {
+    pub fn measured(kind: &str, m: Measured) -> ChildLine {
+        ChildLine {
+            kind: kind.into(),
+            measured: Some(m),
+            error: None,
+        }
+    }
+
+    pub fn failed(kind: &str, why: &str) -> ChildLine {
+        ChildLine {
+            kind: kind.into(),
+            measured: None,
+            error: Some(why.into()),
+        }
+    }
+}
+
+/// `cufall calibrate-capture`: the calibration process (started by `cufall record`).
+#[derive(Debug, clap::Args)]
+pub struct ChildArgs {
+    /// The capture kinds to time (as `--capture` takes them).
+    #[arg(long, default_value = "kernels,memcpy,graphs")]
+    pub kinds: String,
+    /// Kernel nodes of the graph launched.
+    #[arg(long, default_value_t = GRAPH_NODES)]
+    pub graph_nodes: u32,
+}
+
+/// Runs the calibration process's work and prints its lines; exits 0 when every line is
+/// printed (a kind that failed says why in its line).
+pub fn child_main(args: &ChildArgs) -> anyhow::Result<()> {
+    let kinds = Kinds::parse(&args.kinds)?;
+    for line in child::run(kinds, args.graph_nodes) {
+        println!("{}", serde_json::to_string(&line)?);
+    }
+    Ok(())
+}
+
+/// The cost kinds a recording with `kinds` needs measured (NVTX aside: the program measures
+/// it), with the names the calibration process uses.
+pub fn cost_kinds(kinds: Kinds) -> Vec<CostKind> {
+    let mut out = Vec::new();
+    if kinds.contains(Kinds::KERNELS) {
+        out.push(CostKind::Kernel);
+    }
+    if kinds.contains(Kinds::MEMCPY) {
+        out.push(CostKind::Memcpy);
+    }
+    if kinds.contains(Kinds::GRAPHS) {
+        out.push(CostKind::Graph);
+    } else if kinds.contains(Kinds::GRAPH_NODES) {
+        out.push(CostKind::GraphNode);
+    }
+    out
+}
+
+/// The outcome of a calibration: each needed kind's timing or why there is none.
+#[derive(Clone, Debug, Default)]
+pub struct Calibration {
+    pub kinds: Vec<(CostKind, Result<Measured, String>)>,
+    /// How long it took, start-up included.
+    pub took: Duration,
+}
+
+/// Why the calibration process gave nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum CalibrationError {
+    #[error("the calibration process could not start: {0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("the calibration process did not finish within {} s", .0.as_secs())]
+    Timeout(Duration),
+    #[error("the calibration process failed ({status}): {stderr}")]
+    Failed { status: String, stderr: String },
+}
+
+/// Starts `exe calibrate-capture` with the capture library `library` loaded for `kinds`, waits
+/// at most `timeout`, and reads its lines. Every kind `kinds` needs gets an outcome.
+pub fn run(exe: &Path, library: &Path, kinds: Kinds, timeout: Duration) -> Calibration {
+    let started = Instant::now();
+    let needed = cost_kinds(kinds);
+    if needed.is_empty() {
+        return Calibration::default();
+    }
+    let outcome = spawn_and_read(exe, library, kinds, timeout);
+    Calibration {
+        kinds: match outcome {
+            Ok(stdout) => outcomes(&needed, &stdout),
+            Err(e) => needed.iter().map(|k| (*k, Err(e.to_string()))).collect(),
+        },
+        took: started.elapsed(),
+    }
+}
+
+fn spawn_and_read(
+    exe: &Path,
+    library: &Path,
+    kinds: Kinds,
+    timeout: Duration,
+) -> Result<String, CalibrationError> {
+    use std::io::Read;
+    // Only the CUDA kinds: NVTX is measured in the program.
+    let cuda_kinds: Vec<&str> = [
+        (Kinds::KERNELS, "kernels"),
+        (Kinds::MEMCPY, "memcpy"),
+        (Kinds::GRAPHS, "graphs"),
+        (Kinds::GRAPH_NODES, "graph-nodes"),
+        (Kinds::API, "api"),
+    ]
+    .iter()
+    .filter(|(k, _)| kinds.contains(*k))
+    .map(|(_, n)| *n)
+    .collect();
+    let cuda_kinds = cuda_kinds.join(",");
+    let mut child = Command::new(exe)
+        .arg("calibrate-capture")
+        .arg("--kinds")
+        .arg(&cuda_kinds)
+        .env("CUDA_INJECTION64_PATH", library)
+        .env(cufall_capture::ENV_KINDS, &cuda_kinds)
+        .env(cufall_capture::ENV_CALIBRATE, "1")
+        // The process hands its records over itself, block by block.
+        .env("CUFALL_CAPTURE_FLUSH_MS", "0")
+        .env_remove(cufall_capture::ENV_SOCKET)
+        .env_remove(cufall_capture::ENV_RANGE)
+        .env_remove("NVTX_INJECTION64_PATH")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(CalibrationError::Spawn)?;
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            Ok(None) | Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(CalibrationError::Timeout(timeout));
+            }
+        }
+    };
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    if let Some(mut o) = child.stdout.take() {
+        let _ = o.read_to_string(&mut stdout);
+    }
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut stderr);
+    }
+    if !status.success() && stdout.trim().is_empty() {
+        return Err(CalibrationError::Failed {
+            status: status.to_string(),
+            stderr: last_line(&stderr),
+        });
+    }
+    Ok(stdout)
+}
+
+fn last_line(text: &str) -> String {
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("no message");
+    line.chars().take(300).collect()
+}
+
+/// Each needed kind's outcome from the process's output; a kind it did not mention, or a
+/// figure that is not a finite time, has none, with why.
+pub fn outcomes(needed: &[CostKind], stdout: &str) -> Vec<(CostKind, Result<Measured, String>)> {
+    let lines: Vec<ChildLine> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l.trim()).ok())
+        .collect();
+    needed
+        .iter()
+        .map(|k| {
+            let line = lines.iter().find(|l| l.kind == k.as_str());
+            let outcome = match line {
+                None => Err("the calibration process did not measure it".to_string()),
+                Some(ChildLine {
+                    measured: Some(m), ..
+                }) if m.ns.is_finite() && m.bare_ns.is_finite() && m.rounds > 0 => Ok(m.clone()),
+                Some(ChildLine { error: Some(e), .. }) => Err(e.clone()),
+                Some(_) => Err("the calibration process gave no usable figure".to_string()),
+            };
+            (*k, outcome)
+        })
+        .collect()
+}
+
+/// The event a kind's cost is per, for people.
+fn per_what(kind: CostKind) -> &'static str {
+    match kind {
+        CostKind::Nvtx => "NVTX range",
+        CostKind::Kernel => "kernel launch",
+        CostKind::Memcpy => "copy",
+        CostKind::Graph => "graph launch",
+        CostKind::GraphNode => "graph kernel node",
+    }
+}
+
+/// The trace's `capture_cost_*` rows for a calibration, at `t_ns`. A measured cost of 0 or less
+/// (tracing added nothing this process could tell from its noise) is written as 1 ns: the row
+/// says so, and a 0 would read as unknown.
+pub fn rows(c: &Calibration, t_ns: i64) -> Vec<CaptureEvent> {
+    c.kinds
+        .iter()
+        .map(|(kind, outcome)| match outcome {
+            Ok(m) => {
+                #[allow(
+                    clippy::cast_possible_truncation,
+                    clippy::cast_sign_loss,
+                    reason = "rounded and at least 1: a cost in ns"
+                )]
+                let ns = m.ns.round().max(1.0) as u64;
+                let graph = m
+                    .graph_nodes
+                    .map(|n| format!(", a graph of {n} empty kernels"))
+                    .unwrap_or_default();
+                let floor = if m.ns < 1.0 {
+                    " (not told apart from the untraced launches: below what this measures)"
+                } else {
+                    ""
+                };
+                CaptureEvent {
+                    t_ns,
+                    pid: 0,
+                    event: CaptureEventKind::Cost {
+                        kind: *kind,
+                        measured: true,
+                    }
+                    .into(),
+                    count: ns,
+                    detail: format!(
+                        "{ns} ns per {what}{floor}: CUPTI's tracing in the launch path and the hand-over \
+                         of its record, timed after the program in a calibration process of \
+                         cufall's own with the program's capture kinds (median of {rounds} rounds \
+                         of {launches} launches{graph}, traced against untraced: {low}–{high} ns; \
+                         an untraced one took {bare} ns)",
+                        what = per_what(*kind),
+                        rounds = m.rounds,
+                        launches = m.launches,
+                        low = m.low_ns.round(),
+                        high = m.high_ns.round(),
+                        bare = m.bare_ns.round(),
+                    ),
+                }
+            }
+            Err(why) => CaptureEvent {
+                t_ns,
+                pid: 0,
+                event: CaptureEventKind::Cost {
+                    kind: *kind,
+                    measured: false,
+                }
+                .into(),
+                count: 0,
+                detail: format!("not measured: {why}"),
+            },
+        })
+        .collect()
+}
+
+/// One line for the recording's summary: each kind's cost, or why it is unknown.
+pub fn summary_line(c: &Calibration) -> Option<String> {
+    if c.kinds.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = c
+        .kinds
+        .iter()
+        .map(|(kind, outcome)| match outcome {
+            Ok(m) => {
+                #[allow(clippy::cast_possible_truncation, reason = "a cost in ns, rounded")]
+                let ns = m.ns.round().max(1.0) as i64;
+                format!("{} {}", per_what(*kind), cufall_trace::model::Nanos(ns))
+            }
+            Err(why) => format!("{} unknown ({why})", per_what(*kind)),
+        })
+        .collect();
+    Some(format!(
+        "capture cost per event, measured after the program in {:.1} s: {}",
+        c.took.as_secs_f64(),
+        parts.join("; ")
+    ))
+}

@@ -42,6 +42,12 @@ calibrate() { # KINDS NODES [PIN]
   calibrate kernels,memcpy,graphs 8 "$PIN"
   echo "== graph-nodes, graph of 8, unpinned"
   calibrate graph-nodes 8
+  for tune in per-thread-buffers hw-trace; do
+    echo "== default kinds, graph of 8, CUFALL_CAPTURE_TUNE=$tune"
+    CUFALL_CAPTURE_TUNE=$tune calibrate kernels,memcpy,graphs 8
+  done
+  echo "== one kind at a time (which kind's tracing costs the launch), graph of 8"
+  for k in graphs kernels memcpy; do calibrate "$k" 8; done
   echo "== record: the graph loop under the default capture (--nvml-only --host-stacks off)"
   "$C" record --force -o "$T/d.cufall" --devices 0 --nvml-only --host-stacks off -- \
     taskset -c "$PIN" python3 examples/workloads/graph_step_loop.py --mode graph --seconds 3 \

@@ -7,7 +7,7 @@
 //! sample since the last look is still where it was when it last used CPU; what the caller
 //! makes of that is [`crate::leaf`]'s.
 
-use super::events::{Budget, Slot, chain_frames_until, open_ring};
+use super::events::{Budget, Sampling, Slot, chain_frames_until, open_ring};
 use super::symbols::ProcessSymbols;
 use super::{perf, records};
 use crate::leaf::is_interpreter;
@@ -28,7 +28,7 @@ struct Watched {
 
 /// The events of one process's chosen threads.
 pub struct ThreadChains {
-    period_ns: u64,
+    sampling: Sampling,
     budget: Budget,
     symbols: ProcessSymbols,
     threads: HashMap<u32, Watched>,
@@ -37,9 +37,9 @@ pub struct ThreadChains {
 }
 
 impl ThreadChains {
-    pub(super) fn new(period_ns: u64, budget: Budget, symbols: ProcessSymbols) -> ThreadChains {
+    pub(super) fn new(sampling: Sampling, budget: Budget, symbols: ProcessSymbols) -> ThreadChains {
         ThreadChains {
-            period_ns,
+            sampling,
             budget,
             symbols,
             threads: HashMap::new(),
@@ -54,7 +54,7 @@ impl ThreadChains {
         let Some(slot) = self.budget.take() else {
             return Ok(());
         };
-        let (ring, slot, result) = match open_ring(tid, self.period_ns) {
+        let (ring, slot, result) = match open_ring(tid, self.sampling) {
             Ok(r) => (Some(r), Some(slot), Ok(())),
             // Ended: nothing to watch.
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Err(e),

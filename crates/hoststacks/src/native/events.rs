@@ -80,13 +80,21 @@ pub(super) fn chain_frames_until(
     frames
 }
 
+/// How a thread's perf event samples: every `period_ns` of its CPU time, call chains of at
+/// most `max_stack` frames (0: the kernel's limit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sampling {
+    pub period_ns: u64,
+    pub max_stack: u16,
+}
+
 /// A perf event and its ring for thread `tid`, with fewer pages where locked memory is short.
-pub(super) fn open_ring(tid: u32, period_ns: u64) -> std::io::Result<perf::Ring> {
-    match perf::Ring::open(tid, period_ns, RING_PAGES[0]) {
+pub(super) fn open_ring(tid: u32, s: Sampling) -> std::io::Result<perf::Ring> {
+    match perf::Ring::open(tid, s.period_ns, s.max_stack, RING_PAGES[0]) {
         Err(e)
             if e.raw_os_error() == Some(libc::EPERM) || e.raw_os_error() == Some(libc::ENOMEM) =>
         {
-            perf::Ring::open(tid, period_ns, RING_PAGES[1])
+            perf::Ring::open(tid, s.period_ns, s.max_stack, RING_PAGES[1])
         }
         r => r,
     }

@@ -38,6 +38,7 @@ use super::source::{
 };
 use cufall_model::{FrameKind, Gil, HostFrames, HostState};
 use events::{Budget, Slot, chain_frames_until, open_ring, placeholder};
+pub use events::Sampling;
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -61,11 +62,49 @@ container, the perf_event_open system call must be allowed too (Docker's default
 profile refuses it unless the container has CAP_PERFMON or CAP_SYS_ADMIN: `--cap-add PERFMON`, \
 or a seccomp profile that allows it)";
 
+/// Environment variable naming host-stack sampling settings to try, for measuring what each
+/// costs the program (`scripts/gpu/overhead.sh`), comma-separated: `period-full` (perf samples
+/// every host interval of a thread's CPU time instead of every half), `leaf-stack=N` (a Python
+/// thread's call chain cut at N frames), `no-leaf-perf` (no perf events on Python processes:
+/// their threads' native frame is the system call they wait in, as where perf is refused).
+pub const ENV_TUNE: &str = "CUFALL_HOST_TUNE";
+
+/// The settings of [`ENV_TUNE`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tune {
+    pub period_full: bool,
+    pub leaf_stack: Option<u16>,
+    pub no_leaf_perf: bool,
+}
+
+impl Tune {
+    /// From the variable's text; unknown words are ignored.
+    pub fn parse(text: &str) -> Tune {
+        let mut t = Tune::default();
+        for w in text.split(',').map(str::trim) {
+            match w.split_once('=') {
+                Some(("leaf-stack", n)) => t.leaf_stack = n.trim().parse().ok(),
+                _ if w == "period-full" => t.period_full = true,
+                _ if w == "no-leaf-perf" => t.no_leaf_perf = true,
+                _ => {}
+            }
+        }
+        t
+    }
+
+    fn from_env() -> Tune {
+        std::env::var(ENV_TUNE)
+            .map(|v| Tune::parse(&v))
+            .unwrap_or_default()
+    }
+}
+
 /// Attaches native readers: one perf event per thread, with sampling period `period_ns` of the
 /// thread's CPU time.
 pub struct NativeSource {
     proc_root: PathBuf,
     period_ns: u64,
+    tune: Tune,
     cache: Arc<Mutex<SymbolCache>>,
     budget: Budget,
 }
@@ -75,11 +114,14 @@ impl NativeSource {
     /// gives about two samples a round, so that a round whose CPU time fell a little short of
     /// one period (CPU time and rounds drift apart) still has one.
     pub fn new(interval: Duration) -> NativeSource {
+        let tune = Tune::from_env();
+        let divisor = if tune.period_full { 1 } else { 2 };
         NativeSource {
             proc_root: PathBuf::from("/proc"),
-            period_ns: u64::try_from(interval.as_nanos() / 2)
+            period_ns: u64::try_from(interval.as_nanos() / divisor)
                 .unwrap_or(u64::MAX)
                 .max(1),
+            tune,
             cache: Arc::default(),
             budget: Budget::of_open_files(),
         }
@@ -92,7 +134,10 @@ impl StackSource for NativeSource {
         let mut reader = NativeReader {
             pid,
             dir: dir.clone(),
-            period_ns: self.period_ns,
+            sampling: Sampling {
+                period_ns: self.period_ns,
+                max_stack: 0,
+            },
             budget: self.budget.clone(),
             threads: BTreeMap::new(),
             symbols: ProcessSymbols::new(dir, Arc::clone(&self.cache)),
@@ -123,9 +168,15 @@ impl StackSource for NativeSource {
     }
 
     fn chains(&mut self, pid: u32) -> Option<Result<Box<dyn NativeChains>, AttachError>> {
+        if self.tune.no_leaf_perf {
+            return None;
+        }
         let dir = self.proc_root.join(pid.to_string());
         let mut c = chains::ThreadChains::new(
-            self.period_ns,
+            Sampling {
+                period_ns: self.period_ns,
+                max_stack: self.tune.leaf_stack.unwrap_or(0),
+            },
             self.budget.clone(),
             ProcessSymbols::new(dir, Arc::clone(&self.cache)),
         );
@@ -190,7 +241,7 @@ const RUNNING_KEPT_ROUNDS: u8 = 3;
 pub struct NativeReader {
     pid: u32,
     dir: PathBuf,
-    period_ns: u64,
+    sampling: Sampling,
     budget: Budget,
     threads: BTreeMap<u32, Thread>,
     symbols: ProcessSymbols,
@@ -223,7 +274,7 @@ impl NativeReader {
                 continue;
             }
             let slot = self.budget.take();
-            let ring = match slot.as_ref().map(|_| open_ring(tid, self.period_ns)) {
+            let ring = match slot.as_ref().map(|_| open_ring(tid, self.sampling)) {
                 Some(Ok(r)) => Some(r),
                 // Ended since the listing.
                 Some(Err(e)) if e.raw_os_error() == Some(libc::ESRCH) => continue,
@@ -566,5 +617,24 @@ mod tests {
             attach_error(5, &e(libc::EACCES), false),
             AttachError::Gone { .. }
         ));
+    }
+}
+
+#[cfg(test)]
+mod tune_tests {
+    use super::Tune;
+
+    #[test]
+    fn the_tune_variable_reads_each_setting_and_ignores_the_rest() {
+        assert_eq!(Tune::parse(""), Tune::default());
+        assert_eq!(
+            Tune::parse("period-full, leaf-stack=32,no-leaf-perf,bogus,leaf-stack=x"),
+            Tune {
+                period_full: true,
+                leaf_stack: None,
+                no_leaf_perf: true,
+            }
+        );
+        assert_eq!(Tune::parse("leaf-stack=48").leaf_stack, Some(48));
     }
 }

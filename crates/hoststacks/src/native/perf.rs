@@ -146,8 +146,10 @@ fn map_shared(fd: &OwnedFd, len: usize) -> io::Result<*mut u8> {
 
 impl Ring {
     /// Samples thread `tid` (of any process) every `period_ns` of its CPU time, user space
-    /// only, stamped with CLOCK_REALTIME; a ring of `data_pages` pages (a power of two).
-    pub fn open(tid: u32, period_ns: u64, data_pages: usize) -> io::Result<Ring> {
+    /// only, stamped with CLOCK_REALTIME, call chains of at most `max_stack` frames (0: the
+    /// kernel's limit, `kernel.perf_event_max_stack`); a ring of `data_pages` pages (a power of
+    /// two).
+    pub fn open(tid: u32, period_ns: u64, max_stack: u16, data_pages: usize) -> io::Result<Ring> {
         let tid =
             libc::pid_t::try_from(tid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
         let attr = PerfEventAttr {
@@ -158,6 +160,7 @@ impl Ring {
             sample_type: SAMPLE_TYPE,
             flags: EXCLUDE_KERNEL | EXCLUDE_HV | EXCLUDE_CALLCHAIN_KERNEL | USE_CLOCKID,
             clockid: libc::CLOCK_REALTIME,
+            sample_max_stack: max_stack,
             ..PerfEventAttr::default()
         };
         let fd = perf_event_open(&attr, tid)?;

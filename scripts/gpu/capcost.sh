@@ -2,7 +2,8 @@
 # What capture says it added (the report's CAPTURE COST section) on the host-bound,
 # graph-replayed decode loop (examples/workloads/graph_step_loop.py --mode graph), against what
 # the loop itself lost: the loop bare, under `--capture nvtx` and under the default capture,
-# each recording's cost rows (`capture_cost_*`, measured in the program at capture start) and
+# each recording's cost rows (`capture_cost_*`: NVTX measured in the program at capture start,
+# the CUDA kinds after it in cufall's calibration process) and
 # its report's cost lines. About 2 minutes.
 #
 #   scripts/gpu/unpack.sh && scripts/gpu/capcost.sh
@@ -11,11 +12,11 @@
 # - nvtx: a `capture_cost_nvtx` row of a few hundred ns per range, and the report line
 #   `step: capture added about … per step (…% of host time); gaps shorter than that may be
 #   cufall's own` (1 range per step: well under 1 µs);
-# - default: `capture_cost_kernel_unknown`, `_memcpy_unknown`, `_graph_unknown` rows and the
-#   line `step: capture cost unknown: … have no measured cost; the measured kinds alone add
-#   about …` (never a cost of 0);
-# - the steps lost against bare (µs per step) for comparison (docs/benchmarks.md: about 8 µs
-#   per graph launch and 9 µs per kernel or copy come from CUPTI).
+# - default: `capture_cost_kernel`, `_memcpy`, `_graph` rows of process 0 (measured after the
+#   program by `cufall calibrate-capture`: about 3 µs each on the H200) and the line `step:
+#   capture added about … per step`; where the calibration failed, `_unknown` rows and `step:
+#   capture cost unknown: …` (never a cost of 0);
+# - the steps lost against bare (µs per step) for comparison (docs/benchmarks.md).
 set -u
 cd "$(dirname "$0")/../.."
 C=${BIN:-.dev-bin/all}/cufall

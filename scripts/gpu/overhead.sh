@@ -14,8 +14,8 @@
 # --host-stacks off); nostacks (record --host-stacks off: the default capture with counters);
 # default (record: counters, the default capture, host stacks); nofence (the default with
 # CUFALL_CPU_FENCE=off: cufall's threads free to run on the program's core); h_period, h_leaf32,
-# h_noleaf (the default with one host-stack setting of CUFALL_HOST_TUNE: perf samples every
-# interval, Python threads' call chains cut at 32 frames, no perf events on Python processes),
+# h_leaf64, h_noleaf (the default with one host-stack setting of CUFALL_HOST_TUNE: perf samples
+# every interval, Python threads' call chains cut at 32 or 64 frames, no perf events on Python processes),
 # h_10ms (the default with --host-interval 10ms); cap (record
 # --nvml-only --host-stacks off: the default capture alone) and its CUPTI settings cap_perthread,
 # cap_hwtrace, cap_pids (CUFALL_CAPTURE_TUNE) and cap_noforce (CUFALL_CAPTURE_FLUSH_MS=0); nsys (nsys profile -t cuda,nvtx
@@ -54,6 +54,7 @@ prefix() {
     nofence) echo "env CUFALL_CPU_FENCE=off ${r[@]} --" ;;
     h_period) echo "env CUFALL_HOST_TUNE=period-full ${r[@]} --" ;;
     h_leaf32) echo "env CUFALL_HOST_TUNE=leaf-stack=32 ${r[@]} --" ;;
+    h_leaf64) echo "env CUFALL_HOST_TUNE=leaf-stack=64 ${r[@]} --" ;;
     h_noleaf) echo "env CUFALL_HOST_TUNE=no-leaf-perf ${r[@]} --" ;;
     h_10ms) echo "${r[@]} --host-interval 10ms --" ;;
     cap) echo "${r[@]} --nvml-only --host-stacks off --" ;;

@@ -37,8 +37,8 @@ use super::source::{
     AttachError, Frame, NativeChains, ReadError, StackReader, StackSource, ThreadStack,
 };
 use cufall_model::{FrameKind, Gil, HostFrames, HostState};
-use events::{Budget, Slot, chain_frames_until, open_ring, placeholder};
 pub use events::Sampling;
+use events::{Budget, Slot, chain_frames_until, open_ring, placeholder};
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

@@ -11,7 +11,7 @@
 //! off, is an error, never a figure.
 #![allow(unsafe_code)]
 
-use super::{ChildLine, ENTRY_SET_TRACING, ENTRY_TAKE_RECORDS, Launch, Measured};
+use super::lines::{ChildLine, ENTRY_SET_TRACING, ENTRY_TAKE_RECORDS, Launch, Measured};
 use cudarc::driver::sys::{self, CUresult};
 use cufall_capture::Kinds;
 use std::ffi::c_void;

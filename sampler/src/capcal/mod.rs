@@ -12,108 +12,21 @@
 
 use cufall_capture::{CaptureEventKind, CostKind, Kinds};
 use cufall_trace::model::CaptureEvent;
-use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub use lines::{ChildLine, ENTRY_SET_TRACING, ENTRY_TAKE_RECORDS, Launch, Measured};
+
 pub mod child;
+pub mod lines;
 #[cfg(test)]
 mod tests;
 
-/// The capture library's switch of CUPTI's tracing (`inject/src/lib.rs`).
-pub const ENTRY_SET_TRACING: &str = "cufall_calibration_set_tracing";
-/// The capture library's record hand-over and count (`inject/src/lib.rs`).
-pub const ENTRY_TAKE_RECORDS: &str = "cufall_calibration_take_records";
 /// Kernel nodes of the calibration's graph (a chain of empty kernels).
 pub const GRAPH_NODES: u32 = 8;
 /// The calibration process is stopped after this long (CUDA's start-up included).
 pub const TIMEOUT: Duration = Duration::from_secs(30);
-
-/// What the calibration process launches.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Launch {
-    Kernel,
-    Copy,
-    Graph,
-}
-
-/// One kind's timing, as the calibration process measured it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Measured {
-    /// Added nanoseconds per event: the median over rounds of (traced − untraced) per launch.
-    pub ns: f64,
-    /// The smallest and largest round's difference.
-    pub low_ns: f64,
-    pub high_ns: f64,
-    /// Nanoseconds per untraced launch (median).
-    pub bare_ns: f64,
-    pub rounds: usize,
-    pub launches: u32,
-    /// Kernel nodes of the graph launched (graph kinds).
-    #[serde(default)]
-    pub graph_nodes: Option<u32>,
-}
-
-impl Measured {
-    /// From each round's difference and untraced time per launch (nanoseconds).
-    pub fn from_rounds(diffs: &[f64], bare: &[f64], launches: u32) -> Measured {
-        let median = |v: &[f64]| {
-            let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
-            v.sort_by(f64::total_cmp);
-            v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-        };
-        let finite = || diffs.iter().copied().filter(|x| x.is_finite());
-        Measured {
-            ns: median(diffs),
-            low_ns: finite().fold(f64::INFINITY, f64::min),
-            high_ns: finite().fold(f64::NEG_INFINITY, f64::max),
-            bare_ns: median(bare),
-            rounds: diffs.len(),
-            launches,
-            graph_nodes: None,
-        }
-    }
-
-    /// The figures per kernel node of a graph of `nodes` (graphs traced node by node).
-    pub fn per_node(mut self, nodes: u32) -> Measured {
-        let n = f64::from(nodes.max(1));
-        self.ns /= n;
-        self.low_ns /= n;
-        self.high_ns /= n;
-        self.bare_ns /= n;
-        self
-    }
-}
-
-/// One line of the calibration process's output (JSON): a kind's timing or why there is none.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ChildLine {
-    /// The cost kind's name (`kernel`, `memcpy`, `graph`, `graph_node`).
-    pub kind: String,
-    #[serde(default)]
-    pub measured: Option<Measured>,
-    #[serde(default)]
-    pub error: Option<String>,
-}
-
-impl ChildLine {
-    pub fn measured(kind: &str, m: Measured) -> ChildLine {
-        ChildLine {
-            kind: kind.into(),
-            measured: Some(m),
-            error: None,
-        }
-    }
-
-    pub fn failed(kind: &str, why: &str) -> ChildLine {
-        ChildLine {
-            kind: kind.into(),
-            measured: None,
-            error: Some(why.into()),
-        }
-    }
-}
 
 /// `cufall calibrate-capture`: the calibration process (started by `cufall record`).
 #[derive(Debug, clap::Args)]

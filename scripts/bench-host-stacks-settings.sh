@@ -34,7 +34,7 @@ t = time.perf_counter()
 work(6_000_000)
 print(f"{time.perf_counter() - t:.4f}")
 PY
-SETTINGS="bare shipped period-full leaf-stack=32 no-leaf-perf 10ms"
+SETTINGS=${SETTINGS:-"bare shipped period-full leaf-stack=32 no-leaf-perf 10ms"}
 echo "host-stack settings: $ROUNDS rounds, loop pinned to CPU $PIN of $(nproc), $($PY --version 2>&1), $(date -u +%Y-%m-%dT%H:%MZ)"
 for r in $(seq 1 "$ROUNDS"); do
   for s in $SETTINGS; do

@@ -124,7 +124,11 @@ fn spawn_and_read(
     .map(|(_, n)| *n)
     .collect();
     let cuda_kinds = cuda_kinds.join(",");
-    let mut child = Command::new(exe)
+    let mut command = Command::new(exe);
+    if let Some(path) = library_path_with_cupti() {
+        command.env("LD_LIBRARY_PATH", path);
+    }
+    let mut child = command
         .arg("calibrate-capture")
         .arg("--kinds")
         .arg(&cuda_kinds)
@@ -168,6 +172,26 @@ fn spawn_and_read(
         });
     }
     Ok(stdout)
+}
+
+/// `LD_LIBRARY_PATH` for the calibration process when cufall found CUPTI outside the dynamic
+/// linker's search path (a PyTorch wheel's `nvidia/cu13/lib`, a toolkit not in ldconfig's
+/// cache): the capture library loads CUPTI by soname, which a program that brought its own
+/// CUPTI had already loaded, and the calibration process has not. `None`: leave it as it is.
+fn library_path_with_cupti() -> Option<std::ffi::OsString> {
+    let found = cufall_cupti::loader::ensure_cupti().ok()?;
+    let dir = Path::new(&found).parent().filter(|d| d.is_dir())?;
+    Some(prepend_dir(dir, std::env::var_os("LD_LIBRARY_PATH")))
+}
+
+/// `dir` first in a search path.
+fn prepend_dir(dir: &Path, path: Option<std::ffi::OsString>) -> std::ffi::OsString {
+    let mut out = std::ffi::OsString::from(dir);
+    if let Some(p) = path.filter(|p| !p.is_empty()) {
+        out.push(":");
+        out.push(p);
+    }
+    out
 }
 
 fn last_line(text: &str) -> String {

@@ -199,3 +199,16 @@ fn nothing_to_calibrate_for_nvtx_alone() {
     assert!(c.kinds.is_empty());
     assert_eq!(summary_line(&c), None);
 }
+
+#[test]
+fn cuptis_folder_goes_first_in_the_calibration_process_search_path() {
+    let dir = Path::new("/opt/venv/lib/python3.12/site-packages/nvidia/cu13/lib");
+    assert_eq!(prepend_dir(dir, None), dir.as_os_str());
+    assert_eq!(
+        prepend_dir(dir, Some("/usr/local/cuda/lib64".into())),
+        std::ffi::OsString::from(
+            "/opt/venv/lib/python3.12/site-packages/nvidia/cu13/lib:/usr/local/cuda/lib64"
+        )
+    );
+    assert_eq!(prepend_dir(dir, Some("".into())), dir.as_os_str());
+}

@@ -1,7 +1,8 @@
 //! What capture itself added to the program's host time, per phase: the events that fell in
 //! each phase's ranges (NVTX ranges, kernel launches, copies, graph launches) times the cost
-//! per event that the capture library measured in the program at capture start (the trace's
-//! `capture_cost_*` rows, `docs/trace-format.md`).
+//! per event: the NVTX path's as the capture library measured it in the program at capture
+//! start, the CUDA kinds' as `cufall record` measured them after the program in a calibration
+//! process of its own (the trace's `capture_cost_*` rows, `docs/trace-format.md`).
 //!
 //! A phase step is one of its ranges. An event falls in a phase when it is inside one of the
 //! phase's ranges: an NVTX range when both its ends are (each range is one event: a push/pop

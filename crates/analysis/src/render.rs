@@ -957,7 +957,7 @@ fn kinds_text(kinds: &[crate::capcost::EventKind]) -> String {
 pub fn capture_cost_text(c: &crate::capcost::CaptureCost) -> String {
     let mut o = String::from(
         "\nCAPTURE COST (host time cufall's capture added, from its cost per event measured in \
-         the program)\n",
+         the program and after it)\n",
     );
     if !c.calibrated {
         o.push_str(

@@ -69,7 +69,7 @@ fn measured_costs_give_the_added_time_per_step() {
     assert_eq!(
         section(&text),
         "CAPTURE COST (host time cufall's capture added, from its cost per event measured in \
-         the program)\n  \
+         the program and after it)\n  \
          step: capture added about 37.5 µs per step (3.8% of host time); gaps shorter than that \
          may be cufall's own\n  \
          step/draft: capture added about 18.5 µs per step (4.6% of host time); gaps shorter \
@@ -134,7 +134,7 @@ fn a_recording_without_cost_rows_says_unknown() {
     assert_eq!(
         section(&text),
         "CAPTURE COST (host time cufall's capture added, from its cost per event measured in \
-         the program)\n  \
+         the program and after it)\n  \
          capture cost unknown: this recording holds no measurement of capture's cost (made \
          before cufall measured it)"
     );

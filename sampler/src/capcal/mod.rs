@@ -110,7 +110,6 @@ fn spawn_and_read(
     kinds: Kinds,
     timeout: Duration,
 ) -> Result<String, CalibrationError> {
-    use std::io::Read;
     // Only the CUDA kinds: NVTX is measured in the program.
     let cuda_kinds: Vec<&str> = [
         (Kinds::KERNELS, "kernels"),
@@ -145,6 +144,10 @@ fn spawn_and_read(
         .stderr(Stdio::piped())
         .spawn()
         .map_err(CalibrationError::Spawn)?;
+    // Both pipes are drained while the process runs, so that a chatty CUDA or CUPTI cannot
+    // fill one and stall it.
+    let out = child.stdout.take().map(drain);
+    let err = child.stderr.take().map(drain);
     let deadline = Instant::now() + timeout;
     let status = loop {
         match child.try_wait() {
@@ -157,14 +160,10 @@ fn spawn_and_read(
             }
         }
     };
-    let mut stdout = String::new();
-    let mut stderr = String::new();
-    if let Some(mut o) = child.stdout.take() {
-        let _ = o.read_to_string(&mut stdout);
-    }
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut stderr);
-    }
+    let joined = |h: Option<std::thread::JoinHandle<String>>| {
+        h.and_then(|h| h.join().ok()).unwrap_or_default()
+    };
+    let (stdout, stderr) = (joined(out), joined(err));
     if !status.success() && stdout.trim().is_empty() {
         return Err(CalibrationError::Failed {
             status: status.to_string(),
@@ -192,6 +191,18 @@ fn prepend_dir(dir: &Path, path: Option<std::ffi::OsString>) -> std::ffi::OsStri
         out.push(p);
     }
     out
+}
+
+/// Reads a pipe to its end on a thread of its own, keeping the first MiB.
+fn drain(pipe: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    use std::io::Read;
+    std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        let mut pipe = pipe;
+        let _ = (&mut pipe).take(1 << 20).read_to_end(&mut kept);
+        let _ = std::io::copy(&mut pipe, &mut std::io::sink());
+        String::from_utf8_lossy(&kept).into_owned()
+    })
 }
 
 fn last_line(text: &str) -> String {

@@ -212,3 +212,25 @@ fn cuptis_folder_goes_first_in_the_calibration_process_search_path() {
     );
     assert_eq!(prepend_dir(dir, Some("".into())), dir.as_os_str());
 }
+
+/// A calibration process that writes more to stderr than a pipe holds (CUDA and CUPTI may warn
+/// at length) is still read, not stalled into a timeout.
+#[test]
+fn a_process_that_writes_much_to_stderr_is_not_stalled() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("cufall");
+    let line = serde_json::to_string(&ChildLine::measured("graph", measured(2_500.0))).unwrap();
+    std::fs::write(
+        &exe,
+        format!("#!/bin/sh\nhead -c 300000 /dev/zero | tr '\\0' x >&2\necho '{line}'\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let c = run(
+        &exe,
+        Path::new("/nonexistent/libcufall_inject.so"),
+        Kinds::parse("graphs").unwrap(),
+        Duration::from_secs(20),
+    );
+    assert_eq!(c.kinds, vec![(CostKind::Graph, Ok(measured(2_500.0)))]);
+}

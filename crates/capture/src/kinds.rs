@@ -73,6 +73,11 @@ impl Kinds {
         Kinds(self.0 | other.0)
     }
 
+    /// This set less the flags of `other`.
+    pub fn without(self, other: Kinds) -> Kinds {
+        Kinds(self.0 & !other.0)
+    }
+
     /// Parses `nvtx,kernels,memcpy`, `all` or `none` (names in any order, case-insensitive);
     /// `none` stands alone. `graph-nodes` replaces the whole-graph records of `graphs` (also
     /// when `all` is given with it); naming both is an error.

@@ -11,8 +11,11 @@
 //! off, is an error, never a figure.
 #![allow(unsafe_code)]
 
-use super::lines::{ChildLine, ENTRY_SET_TRACING, ENTRY_TAKE_RECORDS, Launch, Measured};
+use super::lines::{
+    ChildLine, ENTRY_SET_TRACING, ENTRY_TAKE_RECORDS, Launch, Measured, cost_kinds,
+};
 use cudarc::driver::sys::{self, CUresult};
+use cufall_capture::CostKind;
 use cufall_capture::Kinds;
 use std::ffi::c_void;
 use std::time::{Duration, Instant};
@@ -360,26 +363,19 @@ fn measure(
     Ok(Measured::from_rounds(&diffs, &bare, LAUNCHES))
 }
 
-/// What to time for `kinds`, with the records each launch makes when traced.
-fn plan(kinds: Kinds, graph_nodes: u32) -> Vec<(&'static str, Launch, u64, u32)> {
-    let mut out = Vec::new();
-    if kinds.contains(Kinds::KERNELS) {
-        out.push(("kernel", Launch::Kernel, 1, 1));
-    }
-    if kinds.contains(Kinds::MEMCPY) {
-        out.push(("memcpy", Launch::Copy, 1, 1));
-    }
-    if kinds.contains(Kinds::GRAPHS) {
-        out.push(("graph", Launch::Graph, 1, graph_nodes));
-    } else if kinds.contains(Kinds::GRAPH_NODES) {
-        out.push((
-            "graph_node",
-            Launch::Graph,
-            u64::from(graph_nodes),
-            graph_nodes,
-        ));
-    }
-    out
+/// What to time for each cost kind `kinds` needs: the launch, the records each launch makes
+/// when traced, and the graph's kernel nodes (1 for the other launches).
+fn plan(kinds: Kinds, graph_nodes: u32) -> Vec<(CostKind, Launch, u64, u32)> {
+    cost_kinds(kinds)
+        .into_iter()
+        .filter_map(|k| match k {
+            CostKind::Kernel => Some((k, Launch::Kernel, 1, 1)),
+            CostKind::Memcpy => Some((k, Launch::Copy, 1, 1)),
+            CostKind::Graph => Some((k, Launch::Graph, 1, graph_nodes)),
+            CostKind::GraphNode => Some((k, Launch::Graph, u64::from(graph_nodes), graph_nodes)),
+            CostKind::Nvtx => None,
+        })
+        .collect()
 }
 
 /// Runs the calibration for `kinds` and returns one line per kind (an error line for each
@@ -397,7 +393,7 @@ pub fn run(kinds: Kinds, graph_nodes: u32) -> Vec<ChildLine> {
         Err(e) => {
             return planned
                 .iter()
-                .map(|(kind, ..)| ChildLine::failed(kind, &e.to_string()))
+                .map(|(kind, ..)| ChildLine::failed(kind.as_str(), &e.to_string()))
                 .collect();
         }
     };
@@ -409,15 +405,15 @@ pub fn run(kinds: Kinds, graph_nodes: u32) -> Vec<ChildLine> {
                     gpu.build_graph(nodes, &switch)?;
                 }
                 let mut m = measure(&gpu, &switch, what, records)?;
-                if kind == "graph_node" {
+                if kind == CostKind::GraphNode {
                     m = m.per_node(nodes);
                 }
                 m.graph_nodes = matches!(what, Launch::Graph).then_some(nodes);
                 Ok::<_, ChildError>(m)
             })();
             match timed {
-                Ok(m) => ChildLine::measured(kind, m),
-                Err(e) => ChildLine::failed(kind, &e.to_string()),
+                Ok(m) => ChildLine::measured(kind.as_str(), m),
+                Err(e) => ChildLine::failed(kind.as_str(), &e.to_string()),
             }
         })
         .collect()

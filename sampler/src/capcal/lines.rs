@@ -2,6 +2,7 @@
 //! entry points the process looks up, what it launches, and its output lines (JSON, one per
 //! kind).
 
+use cufall_capture::{CostKind, Kinds};
 use serde::{Deserialize, Serialize};
 
 /// The capture library's switch of CUPTI's tracing (`inject/src/lib.rs`).
@@ -54,6 +55,17 @@ impl Measured {
         }
     }
 
+    /// The cost in whole nanoseconds, at least 1 (a row of 0 would read as unknown).
+    pub fn whole_ns(&self) -> u64 {
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "rounded and at least 1: a cost in ns"
+        )]
+        let ns = self.ns.round().max(1.0) as u64;
+        ns
+    }
+
     /// The figures per kernel node of a graph of `nodes` (graphs traced node by node).
     pub fn per_node(mut self, nodes: u32) -> Measured {
         let n = f64::from(nodes.max(1));
@@ -92,4 +104,22 @@ impl ChildLine {
             error: Some(why.into()),
         }
     }
+}
+
+/// The cost kinds a recording with `kinds` needs measured (NVTX aside: the program measures
+/// it), with the names the calibration process uses.
+pub fn cost_kinds(kinds: Kinds) -> Vec<CostKind> {
+    let mut out = Vec::new();
+    if kinds.contains(Kinds::KERNELS) {
+        out.push(CostKind::Kernel);
+    }
+    if kinds.contains(Kinds::MEMCPY) {
+        out.push(CostKind::Memcpy);
+    }
+    if kinds.contains(Kinds::GRAPHS) {
+        out.push(CostKind::Graph);
+    } else if kinds.contains(Kinds::GRAPH_NODES) {
+        out.push(CostKind::GraphNode);
+    }
+    out
 }

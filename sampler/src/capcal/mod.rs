@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub use lines::{ChildLine, ENTRY_SET_TRACING, ENTRY_TAKE_RECORDS, Launch, Measured};
+pub use lines::{ChildLine, ENTRY_SET_TRACING, ENTRY_TAKE_RECORDS, Launch, Measured, cost_kinds};
 
 pub mod child;
 pub mod lines;
@@ -47,24 +47,6 @@ pub fn child_main(args: &ChildArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string(&line)?);
     }
     Ok(())
-}
-
-/// The cost kinds a recording with `kinds` needs measured (NVTX aside: the program measures
-/// it), with the names the calibration process uses.
-pub fn cost_kinds(kinds: Kinds) -> Vec<CostKind> {
-    let mut out = Vec::new();
-    if kinds.contains(Kinds::KERNELS) {
-        out.push(CostKind::Kernel);
-    }
-    if kinds.contains(Kinds::MEMCPY) {
-        out.push(CostKind::Memcpy);
-    }
-    if kinds.contains(Kinds::GRAPHS) {
-        out.push(CostKind::Graph);
-    } else if kinds.contains(Kinds::GRAPH_NODES) {
-        out.push(CostKind::GraphNode);
-    }
-    out
 }
 
 /// The outcome of a calibration: each needed kind's timing or why there is none.
@@ -111,18 +93,7 @@ fn spawn_and_read(
     timeout: Duration,
 ) -> Result<String, CalibrationError> {
     // Only the CUDA kinds: NVTX is measured in the program.
-    let cuda_kinds: Vec<&str> = [
-        (Kinds::KERNELS, "kernels"),
-        (Kinds::MEMCPY, "memcpy"),
-        (Kinds::GRAPHS, "graphs"),
-        (Kinds::GRAPH_NODES, "graph-nodes"),
-        (Kinds::API, "api"),
-    ]
-    .iter()
-    .filter(|(k, _)| kinds.contains(*k))
-    .map(|(_, n)| *n)
-    .collect();
-    let cuda_kinds = cuda_kinds.join(",");
+    let cuda_kinds = kinds.without(Kinds::NVTX).to_env();
     let mut command = Command::new(exe);
     if let Some(path) = library_path_with_cupti() {
         command.env("LD_LIBRARY_PATH", path);
@@ -257,12 +228,7 @@ pub fn rows(c: &Calibration, t_ns: i64) -> Vec<CaptureEvent> {
         .iter()
         .map(|(kind, outcome)| match outcome {
             Ok(m) => {
-                #[allow(
-                    clippy::cast_possible_truncation,
-                    clippy::cast_sign_loss,
-                    reason = "rounded and at least 1: a cost in ns"
-                )]
-                let ns = m.ns.round().max(1.0) as u64;
+                let ns = m.whole_ns();
                 let graph = m
                     .graph_nodes
                     .map(|n| format!(", a graph of {n} empty kernels"))
@@ -320,11 +286,11 @@ pub fn summary_line(c: &Calibration) -> Option<String> {
         .kinds
         .iter()
         .map(|(kind, outcome)| match outcome {
-            Ok(m) => {
-                #[allow(clippy::cast_possible_truncation, reason = "a cost in ns, rounded")]
-                let ns = m.ns.round().max(1.0) as i64;
-                format!("{} {}", per_what(*kind), cufall_trace::model::Nanos(ns))
-            }
+            Ok(m) => format!(
+                "{} {}",
+                per_what(*kind),
+                cufall_trace::model::Nanos(i64::try_from(m.whole_ns()).unwrap_or(i64::MAX))
+            ),
             Err(why) => format!("{} unknown ({why})", per_what(*kind)),
         })
         .collect();

@@ -37,8 +37,7 @@ use super::source::{
     AttachError, Frame, NativeChains, ReadError, StackReader, StackSource, ThreadStack,
 };
 use cufall_model::{FrameKind, Gil, HostFrames, HostState};
-pub use events::Sampling;
-use events::{Budget, Slot, chain_frames_until, open_ring, placeholder};
+use events::{Budget, Sampling, Slot, chain_frames_until, open_ring, placeholder};
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
